@@ -1,0 +1,3 @@
+//! Plugins: exporting a Rust backend through the C ABI, and loading any plugin back.
+
+pub mod export;
