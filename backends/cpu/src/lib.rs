@@ -1,0 +1,444 @@
+//! xhal's CPU reference backend: strict, deterministic, always present.
+//!
+//! This backend is the executable specification the other backends are held to. It checks
+//! every handle, range and argument itself even though `xhal-core` already did, poisons fresh
+//! memory with [`POISON_PATTERN`], faults (instead of clamping) when a kernel would index past
+//! its buffer view, and gives every stream its own worker thread so that streams really run
+//! concurrently and ordering bugs show up here first.
+//!
+//! Objects are named by opaque, never-reused handles; the host never sees a pointer into
+//! device memory. Configure it with [`CpuConfig`] or the `XHAL_CPU_DEVICES` and
+//! `XHAL_CPU_MEMORY` environment variables. Kernels are the [`BuiltinKernel`]s, loaded as
+//! `cpu-builtin` modules.
+#![deny(missing_docs)]
+
+mod config;
+mod device;
+mod event;
+mod handles;
+mod kernels;
+mod memory;
+mod stream;
+
+#[cfg(test)]
+mod tests;
+
+pub use config::{
+    default_memory_per_device, CpuConfig, DEVICES_VARIABLE, FALLBACK_MEMORY_PER_DEVICE,
+    MEMORY_VARIABLE,
+};
+pub use kernels::BuiltinKernel;
+pub use memory::POISON_PATTERN;
+
+use device::DeviceMemory;
+use event::Event;
+use handles::{HandleTable, ObjectKind};
+use kernels::{Kernel, Module, PreparedLaunch};
+use memory::{Buffer, FillPattern, HostDestination, HostSource};
+use std::sync::Arc;
+use stream::{Operation, Stream};
+use xhal_core::{
+    Backend, BackendInfo, BufferHandle, DeviceHandle, DeviceInfo, Error, EventHandle, KernelFormat,
+    KernelHandle, LaunchArgs, ModuleHandle, Result, StreamHandle,
+};
+
+xhal_core::register_static_backend!("cpu", create_static);
+xhal_core::export_plugin!(create_plugin);
+
+fn create_static() -> Result<Arc<dyn Backend>> {
+    Ok(Arc::new(CpuBackend::from_env()?))
+}
+
+/// The plugin's constructor: a backend configured from the environment.
+pub fn create_plugin() -> Result<CpuBackend> {
+    CpuBackend::from_env()
+}
+
+/// The CPU reference backend. See the crate documentation.
+pub struct CpuBackend {
+    config: CpuConfig,
+    devices: Vec<Arc<DeviceMemory>>,
+    opened_devices: HandleTable<Arc<DeviceMemory>>,
+    buffers: HandleTable<Buffer>,
+    streams: HandleTable<Stream>,
+    events: HandleTable<Event>,
+    modules: HandleTable<Module>,
+    kernels: HandleTable<Kernel>,
+}
+
+impl std::fmt::Debug for CpuBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpuBackend")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CpuBackend {
+    /// A backend with exactly this shape.
+    pub fn with_config(config: CpuConfig) -> CpuBackend {
+        CpuBackend {
+            config,
+            devices: (0..config.devices)
+                .map(|index| Arc::new(DeviceMemory::new(index, config.memory_per_device)))
+                .collect(),
+            opened_devices: HandleTable::new(ObjectKind::Device),
+            buffers: HandleTable::new(ObjectKind::Buffer),
+            streams: HandleTable::new(ObjectKind::Stream),
+            events: HandleTable::new(ObjectKind::Event),
+            modules: HandleTable::new(ObjectKind::Module),
+            kernels: HandleTable::new(ObjectKind::Kernel),
+        }
+    }
+
+    /// A backend configured by [`CpuConfig::from_env`].
+    pub fn from_env() -> Result<CpuBackend> {
+        Ok(CpuBackend::with_config(CpuConfig::from_env()?))
+    }
+
+    /// The configuration this backend was built with.
+    pub fn config(&self) -> CpuConfig {
+        self.config
+    }
+
+    fn device_memory(&self, index: u32) -> Result<&Arc<DeviceMemory>> {
+        self.devices.get(index as usize).ok_or_else(|| {
+            Error::not_found(format!(
+                "cpu device {index} does not exist; this backend has {} device(s)",
+                self.devices.len()
+            ))
+        })
+    }
+
+    fn opened_device(&self, device: DeviceHandle) -> Result<Arc<DeviceMemory>> {
+        self.opened_devices
+            .get(device.0)
+            .map(|memory| Arc::clone(&*memory))
+    }
+
+    /// The stream, refusing it at once when it has a sticky error.
+    fn usable_stream(&self, stream: StreamHandle) -> Result<Arc<Stream>> {
+        let stream = self.streams.get(stream.0)?;
+        stream.check_usable()?;
+        Ok(stream)
+    }
+
+    fn buffer_for(&self, stream: &Stream, buffer: BufferHandle) -> Result<Arc<Buffer>> {
+        let buffer = self.buffers.get(buffer.0)?;
+        same_device(
+            ObjectKind::Buffer,
+            buffer.id(),
+            buffer.device_index(),
+            stream,
+        )?;
+        Ok(buffer)
+    }
+
+    fn event_for(&self, stream: &Stream, event: EventHandle) -> Result<Arc<Event>> {
+        let event = self.events.get(event.0)?;
+        same_device(ObjectKind::Event, event.id(), event.device_index(), stream)?;
+        Ok(event)
+    }
+
+    fn release<T>(table: &HandleTable<T>, raw: u64) -> Option<Arc<T>> {
+        if raw == 0 {
+            return None;
+        }
+        table
+            .remove(raw)
+            .map_err(|error| tracing::warn!(%error, "ignored a destroy call"))
+            .ok()
+    }
+}
+
+fn same_device(kind: ObjectKind, id: u64, device_index: u32, stream: &Stream) -> Result<()> {
+    if device_index == stream.device_index() {
+        return Ok(());
+    }
+    Err(Error::invalid_handle(format!(
+        "{} {id:#x} belongs to cpu device {device_index}, the stream is on device {}",
+        kind.name(),
+        stream.device_index()
+    )))
+}
+
+impl Drop for CpuBackend {
+    /// Cancels every stream's remaining work first and joins the workers second, so that a
+    /// stream waiting on another never holds up the shutdown.
+    fn drop(&mut self) {
+        let streams = self.streams.drain();
+        for stream in &streams {
+            stream.begin_shutdown(true);
+        }
+        for stream in &streams {
+            stream.join();
+        }
+    }
+}
+
+impl Backend for CpuBackend {
+    fn info(&self) -> BackendInfo {
+        BackendInfo {
+            name: "cpu".to_string(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            abi_version: (
+                xhal_core::abi::XHAL_ABI_MAJOR,
+                xhal_core::abi::XHAL_ABI_MINOR,
+            ),
+        }
+    }
+
+    fn device_count(&self) -> Result<u32> {
+        Ok(self.config.devices)
+    }
+
+    fn device_info(&self, index: u32) -> Result<DeviceInfo> {
+        Ok(self.device_memory(index)?.info())
+    }
+
+    fn device_open(&self, index: u32) -> Result<DeviceHandle> {
+        let memory = Arc::clone(self.device_memory(index)?);
+        self.opened_devices
+            .insert_with(|_| Ok(memory))
+            .map(DeviceHandle)
+    }
+
+    fn device_close(&self, device: DeviceHandle) {
+        CpuBackend::release(&self.opened_devices, device.0);
+    }
+
+    fn buffer_allocate(&self, device: DeviceHandle, size: u64) -> Result<BufferHandle> {
+        let memory = self.opened_device(device)?;
+        self.buffers
+            .insert_with(|id| Buffer::allocate(id, &memory, size))
+            .map(BufferHandle)
+    }
+
+    fn buffer_free(&self, buffer: BufferHandle) {
+        CpuBackend::release(&self.buffers, buffer.0);
+    }
+
+    fn stream_create(&self, device: DeviceHandle) -> Result<StreamHandle> {
+        let index = self.opened_device(device)?.index();
+        self.streams
+            .insert_with(|id| Stream::spawn(id, index))
+            .map(StreamHandle)
+    }
+
+    fn stream_destroy(&self, stream: StreamHandle) {
+        if let Some(stream) = CpuBackend::release(&self.streams, stream.0) {
+            stream.destroy();
+        }
+    }
+
+    unsafe fn stream_write(
+        &self,
+        stream: StreamHandle,
+        buffer: BufferHandle,
+        offset: u64,
+        source: *const u8,
+        size: u64,
+    ) -> Result<()> {
+        let stream = self.usable_stream(stream)?;
+        let buffer = self.buffer_for(&stream, buffer)?;
+        let range = buffer.byte_range("write", offset, size)?;
+        if source.is_null() && size > 0 {
+            return Err(Error::invalid_argument(format!(
+                "write of {size} bytes to buffer {:#x} from a null host pointer",
+                buffer.id()
+            )));
+        }
+        // SAFETY: our caller accepted `stream_write`'s contract for `source`, which is exactly
+        // what `HostSource::new` requires.
+        let source = unsafe { HostSource::new(source) };
+        stream.enqueue(Operation::Write {
+            buffer,
+            range,
+            source,
+        })
+    }
+
+    unsafe fn stream_read(
+        &self,
+        stream: StreamHandle,
+        buffer: BufferHandle,
+        offset: u64,
+        destination: *mut u8,
+        size: u64,
+    ) -> Result<()> {
+        let stream = self.usable_stream(stream)?;
+        let buffer = self.buffer_for(&stream, buffer)?;
+        let range = buffer.byte_range("read", offset, size)?;
+        if destination.is_null() && size > 0 {
+            return Err(Error::invalid_argument(format!(
+                "read of {size} bytes from buffer {:#x} into a null host pointer",
+                buffer.id()
+            )));
+        }
+        // SAFETY: our caller accepted `stream_read`'s contract for `destination`, which is
+        // exactly what `HostDestination::new` requires.
+        let destination = unsafe { HostDestination::new(destination) };
+        stream.enqueue(Operation::Read {
+            buffer,
+            range,
+            destination,
+        })
+    }
+
+    fn stream_copy(
+        &self,
+        stream: StreamHandle,
+        source: BufferHandle,
+        source_offset: u64,
+        destination: BufferHandle,
+        destination_offset: u64,
+        size: u64,
+    ) -> Result<()> {
+        let stream = self.usable_stream(stream)?;
+        let source = self.buffer_for(&stream, source)?;
+        let destination = self.buffer_for(&stream, destination)?;
+        let source_range = source.byte_range("copy source", source_offset, size)?;
+        let destination_range =
+            destination.byte_range("copy destination", destination_offset, size)?;
+        stream.enqueue(Operation::Copy {
+            source,
+            source_range,
+            destination,
+            destination_start: destination_range.start,
+        })
+    }
+
+    fn stream_fill(
+        &self,
+        stream: StreamHandle,
+        buffer: BufferHandle,
+        offset: u64,
+        size: u64,
+        pattern: &[u8],
+    ) -> Result<()> {
+        let stream = self.usable_stream(stream)?;
+        let buffer = self.buffer_for(&stream, buffer)?;
+        let pattern = FillPattern::new(pattern)?;
+        if offset % pattern.len() != 0 || size % pattern.len() != 0 {
+            return Err(Error::invalid_argument(format!(
+                "fill of buffer {:#x}: offset {offset} and size {size} must be multiples of the {}-byte pattern",
+                buffer.id(),
+                pattern.len()
+            )));
+        }
+        let range = buffer.byte_range("fill", offset, size)?;
+        stream.enqueue(Operation::Fill {
+            buffer,
+            range,
+            pattern,
+        })
+    }
+
+    fn stream_launch(&self, stream: StreamHandle, launch: &LaunchArgs<'_>) -> Result<()> {
+        let stream = self.usable_stream(stream)?;
+        let kernel = self.kernels.get(launch.kernel.0)?;
+        same_device(
+            ObjectKind::Kernel,
+            launch.kernel.0,
+            kernel.device_index,
+            &stream,
+        )?;
+        let mut buffers = Vec::with_capacity(launch.buffers.len());
+        for argument in launch.buffers {
+            let buffer = self.buffer_for(&stream, argument.buffer)?;
+            buffers.push((buffer, argument.offset, argument.size));
+        }
+        let prepared =
+            PreparedLaunch::new(kernel.builtin, launch.workgroups, buffers, launch.scalars)?;
+        stream.enqueue(Operation::Launch(prepared))
+    }
+
+    fn stream_record_event(&self, stream: StreamHandle, event: EventHandle) -> Result<()> {
+        let stream = self.usable_stream(stream)?;
+        let event = self.event_for(&stream, event)?;
+        stream.enqueue_with(|| {
+            Some(Operation::Record {
+                signal: event.begin_record(),
+            })
+        })
+    }
+
+    fn stream_wait_event(&self, stream: StreamHandle, event: EventHandle) -> Result<()> {
+        let stream = self.usable_stream(stream)?;
+        let event = self.event_for(&stream, event)?;
+        stream.enqueue_with(|| {
+            event.latest().map(|signal| Operation::Wait {
+                event_id: event.id(),
+                signal,
+            })
+        })
+    }
+
+    fn stream_synchronize(&self, stream: StreamHandle) -> Result<()> {
+        self.streams.get(stream.0)?.synchronize()
+    }
+
+    fn stream_query(&self, stream: StreamHandle) -> Result<bool> {
+        self.streams.get(stream.0)?.query()
+    }
+
+    fn event_create(&self, device: DeviceHandle, timing: bool) -> Result<EventHandle> {
+        let index = self.opened_device(device)?.index();
+        self.events
+            .insert_with(|id| Ok(Event::new(id, index, timing)))
+            .map(EventHandle)
+    }
+
+    fn event_destroy(&self, event: EventHandle) {
+        CpuBackend::release(&self.events, event.0);
+    }
+
+    fn event_query(&self, event: EventHandle) -> Result<bool> {
+        self.events.get(event.0)?.query()
+    }
+
+    fn event_synchronize(&self, event: EventHandle) -> Result<()> {
+        self.events.get(event.0)?.synchronize()
+    }
+
+    fn event_elapsed_time(&self, start: EventHandle, end: EventHandle) -> Result<u64> {
+        let start = self.events.get(start.0)?;
+        let end = self.events.get(end.0)?;
+        Event::elapsed_nanoseconds(&start, &end)
+    }
+
+    fn module_load(
+        &self,
+        device: DeviceHandle,
+        format: KernelFormat,
+        code: &[u8],
+    ) -> Result<ModuleHandle> {
+        let index = self.opened_device(device)?.index();
+        if format != KernelFormat::CPU_BUILTIN {
+            return Err(Error::unsupported(format!(
+                "kernel format {format} is not supported by the cpu backend; accepted formats: {}",
+                KernelFormat::CPU_BUILTIN
+            )));
+        }
+        let module = Module::parse(index, code)?;
+        self.modules.insert_with(|_| Ok(module)).map(ModuleHandle)
+    }
+
+    fn module_destroy(&self, module: ModuleHandle) {
+        CpuBackend::release(&self.modules, module.0);
+    }
+
+    fn kernel_get(&self, module: ModuleHandle, name: &str) -> Result<KernelHandle> {
+        let loaded = self.modules.get(module.0)?;
+        let builtin = loaded.kernel(module.0, name)?;
+        let kernel = Kernel {
+            builtin,
+            device_index: loaded.device_index(),
+        };
+        self.kernels.insert_with(|_| Ok(kernel)).map(KernelHandle)
+    }
+
+    fn kernel_destroy(&self, kernel: KernelHandle) {
+        CpuBackend::release(&self.kernels, kernel.0);
+    }
+}

@@ -194,6 +194,16 @@ pub fn check_range(what: &str, offset: u64, size: u64, capacity: u64) -> Result<
     }
 }
 
+impl serde::Serialize for Error {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut out = serializer.serialize_struct("Error", 2)?;
+        out.serialize_field("kind", self.kind.name())?;
+        out.serialize_field("message", &self.message)?;
+        out.end()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,19 +3,43 @@
 //!
 //! Applications normally depend on the `xhal` crate, which re-exports this one and links the
 //! CPU reference backend so that a device always exists.
+//!
+//! ```text
+//! Runtime ── discovers ──> backends (built in, or plugins behind the C ABI)
+//!    └── choose(Selector) ──> Device ──> Buffer<T>, Stream, Event, Module ──> Kernel
+//!                                          Stream: write/read/copy/fill/launch/record/wait
+//! ```
 
+pub mod allocator;
 pub mod backend;
+mod buffer;
+mod device;
 pub mod error;
+mod event;
+mod module;
 pub mod plugin;
 pub mod registry;
+mod runtime;
 pub mod select;
+mod stream;
 
+pub use allocator::MemoryStats;
 pub use backend::{
     Backend, BackendInfo, BufferArg, BufferHandle, DeviceHandle, DeviceInfo, DeviceType, EventHandle, Features,
     KernelFormat, KernelHandle, LaunchArgs, ModuleHandle, StreamHandle,
 };
+pub use buffer::Buffer;
+pub use device::Device;
 pub use error::{Error, ErrorKind, Result};
+pub use event::Event;
+pub use module::{Kernel, Launch, Module};
+pub use runtime::{
+    BackendEntry, BackendSource, DeviceEntry, DiscoveryReport, PluginAttempt, PluginOutcome, Runtime, RuntimeBuilder,
+};
+pub use select::{Explanation, Policy, Selector};
+pub use stream::Stream;
 
+pub use bytemuck;
 #[doc(hidden)]
 pub use inventory;
 pub use xhal_abi as abi;

@@ -1,0 +1,49 @@
+# The entry points a person types. `make demo` and `make test` do all the set-up they need.
+CARGO ?= cargo
+# Backends built as plugins into target/plugins. The plugin zoo (broken test plugins) stays out.
+PLUGINS := cpu
+PLUGIN_DIR := target/plugins
+
+.PHONY: all build plugins demo test fmt-check clippy header bench doc clean
+
+all: build
+
+build:
+	$(CARGO) build --release --workspace
+	@$(MAKE) --no-print-directory plugins
+
+plugins:
+	@mkdir -p $(PLUGIN_DIR)
+	@for plugin in $(PLUGINS); do \
+		cp target/release/libxhal_$$plugin.so $(PLUGIN_DIR)/ && echo "plugin: $(PLUGIN_DIR)/libxhal_$$plugin.so"; \
+	done
+
+# Lists every device, then runs a round trip on the best one, with the CPU backend loaded
+# as a plugin from target/plugins.
+demo: build
+	XHAL_PLUGIN_PATH=$(PLUGIN_DIR) target/release/xhal devices
+	XHAL_PLUGIN_PATH=$(PLUGIN_DIR) $(CARGO) run --release --quiet -p xhal --example roundtrip
+
+fmt-check:
+	$(CARGO) fmt --all -- --check
+
+clippy:
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+# The tests load real plugin libraries (the CPU plugin and the zoo), so build them first.
+test: fmt-check clippy
+	$(CARGO) build --workspace
+	$(CARGO) test --workspace
+
+# Regenerates include/xhal.h after a change to hal/abi.
+header:
+	XHAL_BLESS=1 $(CARGO) test -p xhal-abi --test header
+
+bench: build
+	$(CARGO) bench -p xhal --bench overhead
+
+doc:
+	$(CARGO) doc --workspace --no-deps
+
+clean:
+	$(CARGO) clean

@@ -1,0 +1,135 @@
+//! One simulated device: its memory budget and the limits it reports.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use xhal_core::{DeviceInfo, DeviceType, Error, Features, KernelFormat, Result};
+
+/// Workgroups per dimension a launch may ask for.
+pub(crate) const MAX_WORKGROUP_COUNT: [u32; 3] = [65535; 3];
+/// Buffer arguments one launch may bind.
+pub(crate) const MAX_BUFFER_ARGUMENTS: u32 = 32;
+/// Largest scalar block in bytes.
+pub(crate) const MAX_SCALAR_BLOCK_SIZE: u32 = 256;
+/// Buffer-argument offsets must be multiples of this, as on the strictest GPUs we target.
+pub(crate) const BUFFER_OFFSET_ALIGNMENT: u32 = 4;
+
+/// The memory budget of one device, shared by its buffers so that a buffer gives its bytes
+/// back when its last user (a handle or queued work) lets go of it.
+#[derive(Debug)]
+pub(crate) struct DeviceMemory {
+    index: u32,
+    total: u64,
+    used: AtomicU64,
+}
+
+impl DeviceMemory {
+    pub(crate) fn new(index: u32, total: u64) -> DeviceMemory {
+        DeviceMemory {
+            index,
+            total,
+            used: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn index(&self) -> u32 {
+        self.index
+    }
+
+    pub(crate) fn used(&self) -> u64 {
+        self.used.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn free(&self) -> u64 {
+        self.total.saturating_sub(self.used())
+    }
+
+    /// Takes `size` bytes from the budget, or says how much there is.
+    pub(crate) fn reserve(&self, size: u64) -> Result<()> {
+        self.used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                used.checked_add(size).filter(|after| *after <= self.total)
+            })
+            .map(|_| ())
+            .map_err(|used| {
+                Error::out_of_memory(format!(
+                    "requested {size} bytes, device has {} of {} free",
+                    self.total.saturating_sub(used),
+                    self.total
+                ))
+            })
+    }
+
+    pub(crate) fn release(&self, size: u64) {
+        self.used.fetch_sub(size, Ordering::AcqRel);
+    }
+
+    pub(crate) fn info(&self) -> DeviceInfo {
+        DeviceInfo {
+            name: format!("xhal CPU reference device {}", self.index),
+            vendor: "xhal".to_string(),
+            vendor_id: 0,
+            device_id: 0,
+            device_type: DeviceType::Cpu,
+            uuid: device_uuid(self.index),
+            pci_bus_id: None,
+            driver_version: env!("CARGO_PKG_VERSION").to_string(),
+            total_memory: self.total,
+            free_memory: self.free(),
+            max_allocation_size: self.total,
+            max_workgroup_size: [1024, 1024, 64],
+            max_workgroup_invocations: 1024,
+            max_workgroup_count: MAX_WORKGROUP_COUNT,
+            max_workgroup_memory: 32768,
+            subgroup_size: 1,
+            max_buffer_arguments: MAX_BUFFER_ARGUMENTS,
+            max_scalar_block_size: MAX_SCALAR_BLOCK_SIZE,
+            buffer_offset_alignment: BUFFER_OFFSET_ALIGNMENT,
+            features: Features::I64
+                | Features::ATOMICS_32
+                | Features::ATOMICS_64
+                | Features::TIMESTAMPS
+                | Features::F64,
+            kernel_formats: vec![KernelFormat::CPU_BUILTIN],
+        }
+    }
+}
+
+/// A uuid that depends only on the device index, so a CPU device keeps its identity across
+/// runs and machines: the bytes of "xhal-cpu" with the RFC 9562 version-8 (vendor-defined)
+/// and variant bits set, then the index, big-endian.
+pub(crate) fn device_uuid(index: u32) -> [u8; 16] {
+    let mut uuid = [0u8; 16];
+    uuid[..8].copy_from_slice(b"xhal-cpu");
+    uuid[6] = 0x80 | (uuid[6] & 0x0f);
+    uuid[8] = 0x80;
+    uuid[12..].copy_from_slice(&index.to_be_bytes());
+    uuid
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use xhal_core::ErrorKind;
+
+    #[test]
+    fn uuids_are_stable_and_distinct_per_index() {
+        assert_eq!(device_uuid(0), device_uuid(0));
+        assert_ne!(device_uuid(0), device_uuid(1));
+        let info = DeviceMemory::new(1, 1024).info();
+        assert_eq!(info.uuid_string(), "7868616c-2d63-8075-8000-000000000001");
+    }
+
+    #[test]
+    fn reserve_refuses_more_than_is_free_and_names_the_numbers() {
+        let memory = DeviceMemory::new(0, 100);
+        memory.reserve(60).unwrap();
+        let error = memory.reserve(50).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::OutOfMemory);
+        assert_eq!(
+            error.message(),
+            "requested 50 bytes, device has 40 of 100 free"
+        );
+        memory.release(60);
+        assert_eq!(memory.free(), 100);
+        assert!(memory.reserve(u64::MAX).is_err());
+    }
+}

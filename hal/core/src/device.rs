@@ -1,0 +1,187 @@
+//! An opened device: where buffers, streams, events and modules are created.
+
+use crate::allocator::{CachingAllocator, MemoryStats};
+use crate::backend::{Backend, DeviceHandle, DeviceInfo, Features, KernelFormat};
+use crate::buffer::Buffer;
+use crate::error::{Error, Result};
+use crate::event::Event;
+use crate::module::Module;
+use crate::stream::Stream;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Shared state of an opened device. Every object made on the device holds it, so the
+/// device closes only after the last of them is gone.
+pub(crate) struct DeviceShared {
+    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) backend_name: String,
+    pub(crate) index: u32,
+    pub(crate) handle: DeviceHandle,
+    pub(crate) info: DeviceInfo,
+    pub(crate) allocator: CachingAllocator,
+    /// Unique in the process: two opened devices never share it, so objects of one device
+    /// cannot be handed to another even when both come from the same backend.
+    pub(crate) id: u64,
+}
+
+impl DeviceShared {
+    pub(crate) fn label(&self) -> String {
+        format!("{}:{}", self.backend_name, self.index)
+    }
+
+    /// Checks that an object made on `owner` may be used with this device.
+    pub(crate) fn check_same_device(&self, owner: &DeviceShared, what: &str) -> Result<()> {
+        if owner.id == self.id {
+            Ok(())
+        } else {
+            Err(Error::invalid_handle(format!(
+                "{what} belongs to device {} ({}), but is used on device {} ({})",
+                owner.label(),
+                owner.info.name,
+                self.label(),
+                self.info.name
+            )))
+        }
+    }
+}
+
+impl Drop for DeviceShared {
+    fn drop(&mut self) {
+        // Cached blocks must go back before the device closes under them.
+        self.allocator.empty_cache();
+        self.backend.device_close(self.handle);
+    }
+}
+
+/// An opened device. Cheap to clone; all clones are the same device.
+#[derive(Clone)]
+pub struct Device {
+    pub(crate) shared: Arc<DeviceShared>,
+}
+
+impl std::fmt::Debug for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Device")
+            .field("label", &self.label())
+            .field("name", &self.shared.info.name)
+            .finish()
+    }
+}
+
+static NEXT_DEVICE_ID: AtomicU64 = AtomicU64::new(1);
+
+impl Device {
+    /// Opens device `index` of `backend`.
+    pub fn open(backend: Arc<dyn Backend>, backend_name: &str, index: u32) -> Result<Device> {
+        let info = backend.device_info(index)?;
+        let handle = backend.device_open(index)?;
+        tracing::debug!(backend = backend_name, index, name = %info.name, "opened device");
+        let allocator = CachingAllocator::new(backend.clone(), handle);
+        Ok(Device {
+            shared: Arc::new(DeviceShared {
+                backend,
+                backend_name: backend_name.to_owned(),
+                index,
+                handle,
+                info,
+                allocator,
+                id: NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed),
+            }),
+        })
+    }
+
+    /// Everything the backend reported about the device when it was opened.
+    pub fn info(&self) -> &DeviceInfo {
+        &self.shared.info
+    }
+
+    /// The device's name.
+    pub fn name(&self) -> &str {
+        &self.shared.info.name
+    }
+
+    /// The backend's name.
+    pub fn backend_name(&self) -> &str {
+        &self.shared.backend_name
+    }
+
+    /// Index of the device within its backend.
+    pub fn index(&self) -> u32 {
+        self.shared.index
+    }
+
+    /// `backend:index`, as a selector would name it.
+    pub fn label(&self) -> String {
+        self.shared.label()
+    }
+
+    /// Whether the device has every feature in `features`.
+    pub fn has_features(&self, features: Features) -> bool {
+        self.shared.info.features.contains(features)
+    }
+
+    /// Allocates a buffer of `len` elements. A zero-length buffer is valid and owns no device
+    /// memory; any non-empty access to it is out of bounds. Contents start undefined (the CPU
+    /// reference backend fills fresh memory with a poison pattern).
+    pub fn alloc<T: bytemuck::Pod>(&self, len: usize) -> Result<Buffer<T>> {
+        Buffer::allocate(self.shared.clone(), len)
+    }
+
+    /// Allocates a buffer and fills it with `data`, waiting until the data is on the device.
+    pub fn alloc_from<T: bytemuck::Pod>(&self, stream: &Stream, data: &[T]) -> Result<Buffer<T>> {
+        let buffer = self.alloc::<T>(data.len())?;
+        stream.write(&buffer, 0, data)?;
+        Ok(buffer)
+    }
+
+    /// Creates an in-order stream.
+    pub fn create_stream(&self) -> Result<Stream> {
+        Stream::create(self.shared.clone())
+    }
+
+    /// Creates an event; it records timestamps when the device supports them.
+    pub fn create_event(&self) -> Result<Event> {
+        let timing = self.has_features(Features::TIMESTAMPS);
+        Event::create(self.shared.clone(), timing)
+    }
+
+    /// Creates an event without timestamps (cheaper on some devices).
+    pub fn create_event_without_timing(&self) -> Result<Event> {
+        Event::create(self.shared.clone(), false)
+    }
+
+    /// Loads kernel code in `format`.
+    pub fn load_module(&self, format: KernelFormat, code: &[u8]) -> Result<Module> {
+        Module::load(self.shared.clone(), format, code)
+    }
+
+    /// Allocator statistics, as PyTorch names them.
+    pub fn memory_stats(&self) -> MemoryStats {
+        self.shared.allocator.stats()
+    }
+
+    /// Bytes in live buffers (`torch.cuda.memory_allocated`).
+    pub fn memory_allocated(&self) -> u64 {
+        self.memory_stats().allocated
+    }
+
+    /// Bytes held from the backend (`torch.cuda.memory_reserved`).
+    pub fn memory_reserved(&self) -> u64 {
+        self.memory_stats().reserved
+    }
+
+    /// Peak of `memory_allocated` (`torch.cuda.max_memory_allocated`).
+    pub fn max_memory_allocated(&self) -> u64 {
+        self.memory_stats().peak_allocated
+    }
+
+    /// Frees cached blocks back to the backend (`torch.cuda.empty_cache`).
+    pub fn empty_cache(&self) {
+        self.shared.allocator.empty_cache();
+    }
+
+    /// Resets the peak statistics (`torch.cuda.reset_peak_memory_stats`).
+    pub fn reset_peak_memory_stats(&self) {
+        self.shared.allocator.reset_peak_stats();
+    }
+}

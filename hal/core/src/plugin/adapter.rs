@@ -1,0 +1,504 @@
+//! The host side: a loaded C ABI table, seen again as a [`Backend`].
+//!
+//! [`AbiBackend`] is what makes a plugin (Rust or C) and a built-in backend look the same to
+//! the rest of xhal. It copies the plugin's table (only the part the plugin's `struct_size`
+//! covers), checks that every v1.0 entry is present, and turns statuses and plugin-owned
+//! errors back into [`Error`]s, freeing each error through the plugin's own `error_free`.
+
+use crate::backend::{
+    Backend, BackendInfo, BufferHandle, DeviceHandle, DeviceInfo, DeviceType, EventHandle, Features, KernelFormat,
+    KernelHandle, LaunchArgs, ModuleHandle, StreamHandle,
+};
+use crate::error::{Error, ErrorKind, Result};
+use xhal_abi::*;
+
+/// A plugin's function table, wrapped as a [`Backend`].
+pub struct AbiBackend {
+    api: XhalPluginApi,
+    name: String,
+    version: String,
+}
+
+impl std::fmt::Debug for AbiBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AbiBackend")
+            .field("name", &self.name)
+            .field("version", &self.version)
+            .field("abi", &(self.api.abi_major, self.api.abi_minor))
+            .finish()
+    }
+}
+
+/// Names each v1.0 entry together with whether it is present, so a missing one can be named.
+macro_rules! entries_present {
+    ($api:expr, $($entry:ident),* $(,)?) => {
+        [$((stringify!($entry), $api.$entry.is_some())),*]
+    };
+}
+
+/// Fetches an entry that [`AbiBackend::new`] already proved present.
+macro_rules! entry {
+    ($self:ident, $entry:ident) => {
+        match $self.api.$entry {
+            Some(function) => function,
+            None => {
+                return Err(Error::internal(format!(
+                    "plugin `{}` has no `{}` entry",
+                    $self.name,
+                    stringify!($entry)
+                )))
+            }
+        }
+    };
+}
+
+/// Reads a plugin string, replacing invalid UTF-8 rather than trusting it.
+///
+/// # Safety
+/// `text` must follow the ABI: `len` readable bytes at `ptr`, or `len` 0.
+unsafe fn read_str(text: XhalStr) -> String {
+    if text.len > 0 && text.ptr.is_null() {
+        return String::new();
+    }
+    // SAFETY: per the caller's contract.
+    String::from_utf8_lossy(unsafe { text.as_bytes() }).into_owned()
+}
+
+impl AbiBackend {
+    /// Wraps the table a plugin's `xhal_plugin_query` returned.
+    ///
+    /// # Safety
+    /// `table` must be null or point to a table that follows the ABI and stays valid for the
+    /// life of the process (the library is never unloaded).
+    pub unsafe fn new(table: *const XhalPluginApi) -> Result<AbiBackend> {
+        if table.is_null() {
+            return Err(Error::new(
+                ErrorKind::PluginLoad,
+                format!("xhal_plugin_query returned null: the plugin declined host ABI {XHAL_ABI_MAJOR}.{XHAL_ABI_MINOR} or failed to start"),
+            ));
+        }
+        // SAFETY: non-null; struct_size is the first field of every version of the table.
+        let plugin_size = unsafe { (*table).struct_size };
+        if plugin_size < XHAL_PLUGIN_API_V1_0_SIZE {
+            return Err(Error::new(
+                ErrorKind::PluginLoad,
+                format!(
+                    "plugin table struct_size is {plugin_size} bytes; ABI {XHAL_ABI_MAJOR}.0 needs at least {XHAL_PLUGIN_API_V1_0_SIZE}"
+                ),
+            ));
+        }
+        // Entries appended by newer minors are beyond what this host knows; copy only ours.
+        // SAFETY: the plugin promised at least plugin_size >= our size readable bytes.
+        let api = unsafe { std::ptr::read(table) };
+        if api.abi_major != XHAL_ABI_MAJOR {
+            return Err(Error::new(
+                ErrorKind::PluginLoad,
+                format!(
+                    "plugin implements ABI {}.{}, this host speaks {XHAL_ABI_MAJOR}.{XHAL_ABI_MINOR}: major versions must match",
+                    api.abi_major, api.abi_minor
+                ),
+            ));
+        }
+        let missing: Vec<&str> = entries_present!(
+            api,
+            error_free,
+            device_count,
+            device_get_info,
+            device_open,
+            device_close,
+            buffer_allocate,
+            buffer_free,
+            stream_create,
+            stream_destroy,
+            stream_write,
+            stream_read,
+            stream_copy,
+            stream_fill,
+            stream_launch,
+            stream_record_event,
+            stream_wait_event,
+            stream_synchronize,
+            stream_query,
+            event_create,
+            event_destroy,
+            event_query,
+            event_synchronize,
+            event_elapsed_time,
+            module_load,
+            module_destroy,
+            kernel_get,
+            kernel_destroy,
+        )
+        .iter()
+        .filter(|(_, present)| !present)
+        .map(|(name, _)| *name)
+        .collect();
+        if !missing.is_empty() {
+            return Err(Error::new(
+                ErrorKind::PluginLoad,
+                format!("plugin table lacks required ABI 1.0 entries: {}", missing.join(", ")),
+            ));
+        }
+        // SAFETY: static strings of the plugin, per the ABI.
+        let name = unsafe { read_str(api.plugin_name) };
+        // SAFETY: as above.
+        let version = unsafe { read_str(api.plugin_version) };
+        if !is_valid_backend_name(&name) {
+            return Err(Error::new(
+                ErrorKind::PluginLoad,
+                format!("plugin name {name:?} is not a backend name: expected lowercase letters, digits, '_' or '-', starting with a letter"),
+            ));
+        }
+        Ok(AbiBackend { api, name, version })
+    }
+
+    /// Runs one entry and turns its status into a `Result`. `NOT_READY` is a success here,
+    /// returned as the status, because query entries use it as an answer.
+    fn call(&self, entry: &str, body: impl FnOnce(XhalErrorOut) -> XhalStatus) -> Result<XhalStatus> {
+        let mut error: *mut XhalError = std::ptr::null_mut();
+        let status = body(&mut error);
+        if status == XHAL_STATUS_OK || status == XHAL_STATUS_NOT_READY {
+            if !error.is_null() {
+                self.free_error(error);
+            }
+            return Ok(status);
+        }
+        Err(self.take_error(entry, status, error))
+    }
+
+    fn take_error(&self, entry: &str, status: XhalStatus, error: *mut XhalError) -> Error {
+        let kind = ErrorKind::from_status(status);
+        if error.is_null() {
+            return Error::new(kind, format!("plugin `{}` {entry} failed with status {status} and no message", self.name));
+        }
+        // SAFETY: a non-null error is a plugin-owned XhalError, valid until error_free.
+        let (size, message) = unsafe { ((*error).struct_size, (*error).message) };
+        let text = if size >= XHAL_ERROR_V1_0_SIZE {
+            // SAFETY: the message belongs to the error and lives until error_free below.
+            unsafe { read_str(message) }
+        } else {
+            format!("(malformed error struct of {size} bytes)")
+        };
+        self.free_error(error);
+        Error::new(kind, text)
+    }
+
+    fn free_error(&self, error: *mut XhalError) {
+        if let Some(free) = self.api.error_free {
+            // SAFETY: the error came from this plugin and is freed exactly once.
+            unsafe { free(error) };
+        }
+    }
+
+    /// The plugin's ABI version.
+    pub fn abi_version(&self) -> (u32, u32) {
+        (self.api.abi_major, self.api.abi_minor)
+    }
+}
+
+/// Backend names double as file names (`libxhal_<name>.so`) and selector words.
+pub fn is_valid_backend_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some('a'..='z'))
+        && chars.all(|c| matches!(c, 'a'..='z' | '0'..='9' | '_' | '-'))
+        && name.len() <= 64
+}
+
+fn ptr<T>(handle: u64) -> *mut T {
+    handle as usize as *mut T
+}
+
+fn handle<T>(pointer: *mut T) -> u64 {
+    pointer as usize as u64
+}
+
+/// Converts a device description read from a plugin.
+///
+/// # Safety
+/// Strings in `raw` must follow the ABI.
+pub(crate) unsafe fn device_info_from_abi(raw: &XhalDeviceInfo) -> DeviceInfo {
+    let count = (raw.kernel_format_count as usize).min(XHAL_MAX_KERNEL_FORMATS);
+    // SAFETY: per the caller's contract, for each string below.
+    let (name, vendor, pci, driver) = unsafe {
+        (
+            read_str(raw.name),
+            read_str(raw.vendor),
+            read_str(raw.pci_bus_id),
+            read_str(raw.driver_version),
+        )
+    };
+    DeviceInfo {
+        name,
+        vendor,
+        vendor_id: raw.vendor_id,
+        device_id: raw.device_id,
+        device_type: DeviceType::from_abi(raw.device_type),
+        uuid: raw.uuid,
+        pci_bus_id: if pci.is_empty() { None } else { Some(pci) },
+        driver_version: driver,
+        total_memory: raw.total_memory,
+        free_memory: raw.free_memory,
+        max_allocation_size: raw.max_allocation_size,
+        max_workgroup_size: raw.max_workgroup_size,
+        max_workgroup_invocations: raw.max_workgroup_invocations,
+        max_workgroup_count: raw.max_workgroup_count,
+        max_workgroup_memory: raw.max_workgroup_memory,
+        subgroup_size: raw.subgroup_size,
+        max_buffer_arguments: raw.max_buffer_arguments,
+        max_scalar_block_size: raw.max_scalar_block_size,
+        buffer_offset_alignment: raw.buffer_offset_alignment,
+        features: Features(raw.features),
+        kernel_formats: raw.kernel_formats[..count].iter().map(|&f| KernelFormat(f)).collect(),
+    }
+}
+
+impl Backend for AbiBackend {
+    fn info(&self) -> BackendInfo {
+        BackendInfo {
+            name: self.name.clone(),
+            version: self.version.clone(),
+            abi_version: self.abi_version(),
+        }
+    }
+
+    fn device_count(&self) -> Result<u32> {
+        let function = entry!(self, device_count);
+        let mut count = 0u32;
+        // SAFETY: count is a valid out pointer; error is handled by `call`.
+        self.call("device_count", |error| unsafe { function(&mut count, error) })?;
+        Ok(count)
+    }
+
+    fn device_info(&self, index: u32) -> Result<DeviceInfo> {
+        let function = entry!(self, device_get_info);
+        let mut raw = XhalDeviceInfo::new();
+        // SAFETY: raw is a v1.0 struct with struct_size set.
+        self.call("device_get_info", |error| unsafe { function(index, &mut raw, error) })?;
+        // SAFETY: the plugin filled raw following the ABI.
+        Ok(unsafe { device_info_from_abi(&raw) })
+    }
+
+    fn device_open(&self, index: u32) -> Result<DeviceHandle> {
+        let function = entry!(self, device_open);
+        let mut device: *mut XhalDevice = std::ptr::null_mut();
+        // SAFETY: valid out pointer.
+        self.call("device_open", |error| unsafe { function(index, &mut device, error) })?;
+        non_null("device_open", device).map(DeviceHandle)
+    }
+
+    fn device_close(&self, device: DeviceHandle) {
+        if let Some(function) = self.api.device_close {
+            // SAFETY: a handle this plugin gave out, closed once.
+            unsafe { function(ptr(device.0)) };
+        }
+    }
+
+    fn buffer_allocate(&self, device: DeviceHandle, size: u64) -> Result<BufferHandle> {
+        let function = entry!(self, buffer_allocate);
+        let mut buffer: *mut XhalBuffer = std::ptr::null_mut();
+        // SAFETY: valid out pointer; device came from this plugin.
+        self.call("buffer_allocate", |error| unsafe { function(ptr(device.0), size, &mut buffer, error) })?;
+        non_null("buffer_allocate", buffer).map(BufferHandle)
+    }
+
+    fn buffer_free(&self, buffer: BufferHandle) {
+        if let Some(function) = self.api.buffer_free {
+            // SAFETY: a handle this plugin gave out, freed once.
+            unsafe { function(ptr(buffer.0)) };
+        }
+    }
+
+    fn stream_create(&self, device: DeviceHandle) -> Result<StreamHandle> {
+        let function = entry!(self, stream_create);
+        let mut stream: *mut XhalStream = std::ptr::null_mut();
+        // SAFETY: valid out pointer.
+        self.call("stream_create", |error| unsafe { function(ptr(device.0), &mut stream, error) })?;
+        non_null("stream_create", stream).map(StreamHandle)
+    }
+
+    fn stream_destroy(&self, stream: StreamHandle) {
+        if let Some(function) = self.api.stream_destroy {
+            // SAFETY: a handle this plugin gave out, destroyed once.
+            unsafe { function(ptr(stream.0)) };
+        }
+    }
+
+    unsafe fn stream_write(&self, stream: StreamHandle, buffer: BufferHandle, offset: u64, source: *const u8, size: u64) -> Result<()> {
+        let function = entry!(self, stream_write);
+        // SAFETY: the caller upholds the lifetime of `source` (this fn's contract).
+        self.call("stream_write", |error| unsafe { function(ptr(stream.0), ptr(buffer.0), offset, source, size, error) })?;
+        Ok(())
+    }
+
+    unsafe fn stream_read(&self, stream: StreamHandle, buffer: BufferHandle, offset: u64, destination: *mut u8, size: u64) -> Result<()> {
+        let function = entry!(self, stream_read);
+        // SAFETY: the caller upholds the lifetime of `destination` (this fn's contract).
+        self.call("stream_read", |error| unsafe {
+            function(ptr(stream.0), ptr(buffer.0), offset, destination, size, error)
+        })?;
+        Ok(())
+    }
+
+    fn stream_copy(
+        &self,
+        stream: StreamHandle,
+        source: BufferHandle,
+        source_offset: u64,
+        destination: BufferHandle,
+        destination_offset: u64,
+        size: u64,
+    ) -> Result<()> {
+        let function = entry!(self, stream_copy);
+        // SAFETY: plain values and handles from this plugin.
+        self.call("stream_copy", |error| unsafe {
+            function(ptr(stream.0), ptr(source.0), source_offset, ptr(destination.0), destination_offset, size, error)
+        })?;
+        Ok(())
+    }
+
+    fn stream_fill(&self, stream: StreamHandle, buffer: BufferHandle, offset: u64, size: u64, pattern: &[u8]) -> Result<()> {
+        let function = entry!(self, stream_fill);
+        // SAFETY: pattern is a live slice for the duration of the call; the plugin copies it.
+        self.call("stream_fill", |error| unsafe {
+            function(ptr(stream.0), ptr(buffer.0), offset, size, pattern.as_ptr(), pattern.len(), error)
+        })?;
+        Ok(())
+    }
+
+    fn stream_launch(&self, stream: StreamHandle, launch: &LaunchArgs<'_>) -> Result<()> {
+        let function = entry!(self, stream_launch);
+        let buffers: Vec<XhalBufferArg> = launch
+            .buffers
+            .iter()
+            .map(|arg| XhalBufferArg {
+                buffer: ptr(arg.buffer.0),
+                offset: arg.offset,
+                size: arg.size,
+            })
+            .collect();
+        let raw = XhalLaunchInfo {
+            struct_size: XHAL_LAUNCH_INFO_V1_0_SIZE,
+            kernel: ptr(launch.kernel.0),
+            workgroups: launch.workgroups,
+            buffers: if buffers.is_empty() { std::ptr::null() } else { buffers.as_ptr() },
+            buffer_count: u32::try_from(buffers.len())
+                .map_err(|_| Error::invalid_argument(format!("{} buffer arguments do not fit in u32", buffers.len())))?,
+            scalars: if launch.scalars.is_empty() { std::ptr::null() } else { launch.scalars.as_ptr() },
+            scalar_size: launch.scalars.len(),
+        };
+        // SAFETY: raw and the arrays it points to outlive the call; the plugin copies the scalars.
+        self.call("stream_launch", |error| unsafe { function(ptr(stream.0), &raw, error) })?;
+        Ok(())
+    }
+
+    fn stream_record_event(&self, stream: StreamHandle, event: EventHandle) -> Result<()> {
+        let function = entry!(self, stream_record_event);
+        // SAFETY: handles from this plugin.
+        self.call("stream_record_event", |error| unsafe { function(ptr(stream.0), ptr(event.0), error) })?;
+        Ok(())
+    }
+
+    fn stream_wait_event(&self, stream: StreamHandle, event: EventHandle) -> Result<()> {
+        let function = entry!(self, stream_wait_event);
+        // SAFETY: handles from this plugin.
+        self.call("stream_wait_event", |error| unsafe { function(ptr(stream.0), ptr(event.0), error) })?;
+        Ok(())
+    }
+
+    fn stream_synchronize(&self, stream: StreamHandle) -> Result<()> {
+        let function = entry!(self, stream_synchronize);
+        // SAFETY: handle from this plugin.
+        self.call("stream_synchronize", |error| unsafe { function(ptr(stream.0), error) })?;
+        Ok(())
+    }
+
+    fn stream_query(&self, stream: StreamHandle) -> Result<bool> {
+        let function = entry!(self, stream_query);
+        // SAFETY: handle from this plugin.
+        let status = self.call("stream_query", |error| unsafe { function(ptr(stream.0), error) })?;
+        Ok(status == XHAL_STATUS_OK)
+    }
+
+    fn event_create(&self, device: DeviceHandle, timing: bool) -> Result<EventHandle> {
+        let function = entry!(self, event_create);
+        let flags = if timing { XHAL_EVENT_FLAG_TIMING } else { 0 };
+        let mut event: *mut XhalEvent = std::ptr::null_mut();
+        // SAFETY: valid out pointer.
+        self.call("event_create", |error| unsafe { function(ptr(device.0), flags, &mut event, error) })?;
+        non_null("event_create", event).map(EventHandle)
+    }
+
+    fn event_destroy(&self, event: EventHandle) {
+        if let Some(function) = self.api.event_destroy {
+            // SAFETY: a handle this plugin gave out, destroyed once.
+            unsafe { function(ptr(event.0)) };
+        }
+    }
+
+    fn event_query(&self, event: EventHandle) -> Result<bool> {
+        let function = entry!(self, event_query);
+        // SAFETY: handle from this plugin.
+        let status = self.call("event_query", |error| unsafe { function(ptr(event.0), error) })?;
+        Ok(status == XHAL_STATUS_OK)
+    }
+
+    fn event_synchronize(&self, event: EventHandle) -> Result<()> {
+        let function = entry!(self, event_synchronize);
+        // SAFETY: handle from this plugin.
+        self.call("event_synchronize", |error| unsafe { function(ptr(event.0), error) })?;
+        Ok(())
+    }
+
+    fn event_elapsed_time(&self, start: EventHandle, end: EventHandle) -> Result<u64> {
+        let function = entry!(self, event_elapsed_time);
+        let mut nanoseconds = 0u64;
+        // SAFETY: valid out pointer and handles from this plugin.
+        self.call("event_elapsed_time", |error| unsafe {
+            function(ptr(start.0), ptr(end.0), &mut nanoseconds, error)
+        })?;
+        Ok(nanoseconds)
+    }
+
+    fn module_load(&self, device: DeviceHandle, format: KernelFormat, code: &[u8]) -> Result<ModuleHandle> {
+        let function = entry!(self, module_load);
+        let mut module: *mut XhalModule = std::ptr::null_mut();
+        // SAFETY: code is a live slice for the call; the plugin copies what it keeps.
+        self.call("module_load", |error| unsafe {
+            function(ptr(device.0), format.0, code.as_ptr(), code.len(), &mut module, error)
+        })?;
+        non_null("module_load", module).map(ModuleHandle)
+    }
+
+    fn module_destroy(&self, module: ModuleHandle) {
+        if let Some(function) = self.api.module_destroy {
+            // SAFETY: a handle this plugin gave out, destroyed once.
+            unsafe { function(ptr(module.0)) };
+        }
+    }
+
+    fn kernel_get(&self, module: ModuleHandle, name: &str) -> Result<KernelHandle> {
+        let function = entry!(self, kernel_get);
+        let mut kernel: *mut XhalKernel = std::ptr::null_mut();
+        // SAFETY: name is a live str for the call; valid out pointer.
+        self.call("kernel_get", |error| unsafe {
+            function(ptr(module.0), XhalStr::from_str(name), &mut kernel, error)
+        })?;
+        non_null("kernel_get", kernel).map(KernelHandle)
+    }
+
+    fn kernel_destroy(&self, kernel: KernelHandle) {
+        if let Some(function) = self.api.kernel_destroy {
+            // SAFETY: a handle this plugin gave out, destroyed once.
+            unsafe { function(ptr(kernel.0)) };
+        }
+    }
+}
+
+/// A plugin that reports success must hand out a handle; null would alias "no object".
+fn non_null<T>(entry: &str, pointer: *mut T) -> Result<u64> {
+    if pointer.is_null() {
+        Err(Error::internal(format!("plugin {entry} reported success but returned a null handle")))
+    } else {
+        Ok(handle(pointer))
+    }
+}

@@ -1,0 +1,356 @@
+//! Streams: in-order queues of copies, fills, launches and event operations (CUDA semantics).
+
+use crate::backend::{BufferArg, LaunchArgs, StreamHandle};
+use crate::buffer::{Buffer, BufferMemory};
+use crate::device::DeviceShared;
+use crate::error::{Error, Result};
+use crate::event::Event;
+use crate::module::Launch;
+use parking_lot::Mutex;
+use std::sync::Arc;
+
+/// Something queued work needs alive until it completes: a buffer's memory, a kernel, an
+/// event, or host data handed over for an asynchronous write.
+type InFlight = Arc<dyn Send + Sync>;
+
+/// When this many objects are held for queued work, a cheap query checks whether the stream
+/// went idle so they can go, instead of letting them pile up until the next synchronize.
+const IN_FLIGHT_TRIM_THRESHOLD: usize = 1024;
+
+struct StreamState {
+    destroyed: bool,
+    /// An error found while executing: returned by every later call.
+    sticky: Option<Error>,
+    in_flight: Vec<InFlight>,
+}
+
+pub(crate) struct StreamShared {
+    device: Arc<DeviceShared>,
+    handle: StreamHandle,
+    /// Held across each backend call, so destroy cannot race with an enqueue.
+    state: Mutex<StreamState>,
+}
+
+impl Drop for StreamShared {
+    fn drop(&mut self) {
+        let state = self.state.get_mut();
+        if !state.destroyed {
+            // The backend waits for queued work before destroying the stream.
+            self.device.backend.stream_destroy(self.handle);
+        }
+    }
+}
+
+/// An in-order queue of work on one device. Clones share the same stream, so it can be
+/// handed to several threads; [`Stream::destroy`] ends it for all of them.
+#[derive(Clone)]
+pub struct Stream {
+    shared: Arc<StreamShared>,
+}
+
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stream").field("device", &self.shared.device.label()).finish()
+    }
+}
+
+impl Stream {
+    pub(crate) fn create(device: Arc<DeviceShared>) -> Result<Stream> {
+        let handle = device.backend.stream_create(device.handle)?;
+        Ok(Stream {
+            shared: Arc::new(StreamShared {
+                device,
+                handle,
+                state: Mutex::new(StreamState {
+                    destroyed: false,
+                    sticky: None,
+                    in_flight: Vec::new(),
+                }),
+            }),
+        })
+    }
+
+    /// `backend:index` of the stream's device.
+    pub fn device_label(&self) -> String {
+        self.shared.device.label()
+    }
+
+    /// Runs `call` under the stream's lock after the destroyed and sticky checks, then keeps
+    /// `keep` alive until the work completes.
+    fn enqueue(
+        &self,
+        operation: &str,
+        keep: impl IntoIterator<Item = InFlight>,
+        call: impl FnOnce(&DeviceShared, StreamHandle) -> Result<()>,
+    ) -> Result<()> {
+        let mut state = self.shared.state.lock();
+        Self::check_usable(&state, operation)?;
+        call(&self.shared.device, self.shared.handle)?;
+        state.in_flight.extend(keep);
+        if state.in_flight.len() >= IN_FLIGHT_TRIM_THRESHOLD {
+            if let Ok(true) = self.shared.device.backend.stream_query(self.shared.handle) {
+                state.in_flight.clear();
+            }
+        }
+        Ok(())
+    }
+
+    fn check_usable(state: &StreamState, operation: &str) -> Result<()> {
+        if state.destroyed {
+            return Err(Error::invalid_handle(format!("{operation} on a destroyed stream")));
+        }
+        if let Some(error) = &state.sticky {
+            return Err(error.clone());
+        }
+        Ok(())
+    }
+
+    fn check_buffer<T>(&self, buffer: &Buffer<T>, what: &str) -> Result<()> {
+        self.shared.device.check_same_device(&buffer.memory.device, what)
+    }
+
+    fn memory_of<T>(buffer: &Buffer<T>) -> InFlight {
+        buffer.memory.clone() as Arc<BufferMemory> as InFlight
+    }
+
+    /// Copies `data` into `buffer` starting at element `offset`, and returns once the data is
+    /// on the device (waiting for the work queued before it, as CUDA's pageable copies do).
+    pub fn write<T: bytemuck::Pod>(&self, buffer: &Buffer<T>, offset: usize, data: &[T]) -> Result<()> {
+        self.check_buffer(buffer, "write destination")?;
+        let (byte_offset, size) = buffer.element_span(offset, data.len(), "write")?;
+        if size == 0 {
+            return Ok(());
+        }
+        self.enqueue("write", [Self::memory_of(buffer)], |device, stream| {
+            let handle = Self::block_of(buffer)?;
+            // SAFETY: `data` outlives the write: this function synchronizes before returning.
+            unsafe { device.backend.stream_write(stream, handle, byte_offset, data.as_ptr().cast(), size) }
+        })?;
+        self.synchronize()
+    }
+
+    /// Queues a copy of `data` into `buffer` at element `offset` and returns at once; the
+    /// stream owns `data` until the copy completes.
+    pub fn write_owned<T: bytemuck::Pod + Send + Sync>(&self, buffer: &Buffer<T>, offset: usize, data: Vec<T>) -> Result<()> {
+        self.check_buffer(buffer, "write destination")?;
+        let (byte_offset, size) = buffer.element_span(offset, data.len(), "write")?;
+        if size == 0 {
+            return Ok(());
+        }
+        let data: Arc<Vec<T>> = Arc::new(data);
+        let source = data.as_ptr().cast::<u8>();
+        self.enqueue("write", [Self::memory_of(buffer), data as InFlight], |device, stream| {
+            let handle = Self::block_of(buffer)?;
+            // SAFETY: the Vec is held in the stream's in-flight list until the stream is
+            // known idle, and its heap storage does not move.
+            unsafe { device.backend.stream_write(stream, handle, byte_offset, source, size) }
+        })
+    }
+
+    /// Copies elements of `buffer` from element `offset` into `out`, and returns once they
+    /// have arrived.
+    pub fn read<T: bytemuck::Pod>(&self, buffer: &Buffer<T>, offset: usize, out: &mut [T]) -> Result<()> {
+        self.check_buffer(buffer, "read source")?;
+        let (byte_offset, size) = buffer.element_span(offset, out.len(), "read")?;
+        if size == 0 {
+            return Ok(());
+        }
+        self.enqueue("read", [Self::memory_of(buffer)], |device, stream| {
+            let handle = Self::block_of(buffer)?;
+            // SAFETY: `out` is borrowed mutably for this whole function, which synchronizes
+            // before returning, so nothing else touches it while the read is in flight.
+            unsafe { device.backend.stream_read(stream, handle, byte_offset, out.as_mut_ptr().cast(), size) }
+        })?;
+        self.synchronize()
+    }
+
+    /// Reads the whole buffer into a new vector.
+    pub fn read_to_vec<T: bytemuck::Pod>(&self, buffer: &Buffer<T>) -> Result<Vec<T>> {
+        let mut out = vec![T::zeroed(); buffer.len()];
+        self.read(buffer, 0, &mut out)?;
+        Ok(out)
+    }
+
+    /// Queues a copy of `count` elements from `source` at `source_offset` to `destination` at
+    /// `destination_offset`. The ranges may overlap, even within one buffer.
+    pub fn copy<T: bytemuck::Pod>(
+        &self,
+        source: &Buffer<T>,
+        source_offset: usize,
+        destination: &Buffer<T>,
+        destination_offset: usize,
+        count: usize,
+    ) -> Result<()> {
+        self.check_buffer(source, "copy source")?;
+        self.check_buffer(destination, "copy destination")?;
+        let (source_bytes, size) = source.element_span(source_offset, count, "copy source")?;
+        let (destination_bytes, _) = destination.element_span(destination_offset, count, "copy destination")?;
+        if size == 0 {
+            return Ok(());
+        }
+        self.enqueue(
+            "copy",
+            [Self::memory_of(source), Self::memory_of(destination)],
+            |device, stream| {
+                let from = Self::block_of(source)?;
+                let to = Self::block_of(destination)?;
+                device.backend.stream_copy(stream, from, source_bytes, to, destination_bytes, size)
+            },
+        )
+    }
+
+    /// Queues a copy of a whole buffer into another of the same length.
+    pub fn copy_buffer<T: bytemuck::Pod>(&self, source: &Buffer<T>, destination: &Buffer<T>) -> Result<()> {
+        if source.len() != destination.len() {
+            return Err(Error::invalid_argument(format!(
+                "copy_buffer: source has {} elements, destination {}; use copy() for part of a buffer",
+                source.len(),
+                destination.len()
+            )));
+        }
+        self.copy(source, 0, destination, 0, source.len())
+    }
+
+    /// Queues a fill of elements `offset..offset + count` with `value`, whose size must be
+    /// 1, 2 or 4 bytes.
+    pub fn fill<T: bytemuck::Pod>(&self, buffer: &Buffer<T>, offset: usize, count: usize, value: T) -> Result<()> {
+        self.check_buffer(buffer, "fill destination")?;
+        let pattern = bytemuck::bytes_of(&value);
+        if !matches!(pattern.len(), 1 | 2 | 4) {
+            return Err(Error::invalid_argument(format!(
+                "fill patterns are 1, 2 or 4 bytes; {} is {} bytes",
+                std::any::type_name::<T>(),
+                pattern.len()
+            )));
+        }
+        let (byte_offset, size) = buffer.element_span(offset, count, "fill")?;
+        if size == 0 {
+            return Ok(());
+        }
+        self.enqueue("fill", [Self::memory_of(buffer)], |device, stream| {
+            let handle = Self::block_of(buffer)?;
+            device.backend.stream_fill(stream, handle, byte_offset, size, pattern)
+        })
+    }
+
+    /// Queues a kernel launch. Arguments were checked when the [`Launch`] was built; the
+    /// device limits and ownership are checked here.
+    pub fn launch(&self, launch: &Launch<'_>) -> Result<()> {
+        let kernel = launch.kernel();
+        self.shared.device.check_same_device(&kernel.module_device(), &format!("kernel `{}`", kernel.name()))?;
+        launch.validate_for(&self.shared.device)?;
+        let mut keep: Vec<InFlight> = Vec::with_capacity(launch.buffers().len() + 1);
+        let mut args: Vec<BufferArg> = Vec::with_capacity(launch.buffers().len());
+        for (position, binding) in launch.buffers().iter().enumerate() {
+            self.shared.device.check_same_device(
+                &binding.memory.device,
+                &format!("buffer argument {position} of kernel `{}`", kernel.name()),
+            )?;
+            let handle = match &binding.memory.block {
+                Some(block) => block.handle,
+                None => {
+                    return Err(Error::invalid_argument(format!(
+                        "buffer argument {position} of kernel `{}` is a zero-length buffer; a kernel cannot bind no memory",
+                        kernel.name()
+                    )))
+                }
+            };
+            args.push(BufferArg {
+                buffer: handle,
+                offset: binding.offset,
+                size: binding.size,
+            });
+            keep.push(binding.memory.clone() as InFlight);
+        }
+        keep.push(kernel.keepalive());
+        let scalars = launch.scalar_bytes_padded();
+        self.enqueue("launch", keep, |device, stream| {
+            device.backend.stream_launch(
+                stream,
+                &LaunchArgs {
+                    kernel: kernel.handle(),
+                    workgroups: launch.workgroup_count(),
+                    buffers: &args,
+                    scalars: &scalars,
+                },
+            )
+        })
+    }
+
+    /// Queues a record of `event`: it completes when everything queued before it has.
+    pub fn record(&self, event: &Event) -> Result<()> {
+        event.check_usable("record")?;
+        self.shared.device.check_same_device(event.device(), "event")?;
+        self.enqueue("record event", [event.keepalive()], |device, stream| {
+            device.backend.stream_record_event(stream, event.handle())
+        })
+    }
+
+    /// Makes work queued after this call wait for the event's most recent record. Never
+    /// blocks the host.
+    pub fn wait(&self, event: &Event) -> Result<()> {
+        event.check_usable("wait")?;
+        self.shared.device.check_same_device(event.device(), "event")?;
+        self.enqueue("wait for event", [event.keepalive()], |device, stream| {
+            device.backend.stream_wait_event(stream, event.handle())
+        })
+    }
+
+    /// Blocks until everything queued has completed. An error found while executing is
+    /// returned here and by every later call on this stream.
+    pub fn synchronize(&self) -> Result<()> {
+        let mut state = self.shared.state.lock();
+        Self::check_usable(&state, "synchronize")?;
+        let result = self.shared.device.backend.stream_synchronize(self.shared.handle);
+        // The backend drains its queue even when it fails, so nothing is in flight now.
+        state.in_flight.clear();
+        if let Err(error) = &result {
+            state.sticky = Some(error.clone());
+        }
+        result
+    }
+
+    /// True when everything queued has completed.
+    pub fn query(&self) -> Result<bool> {
+        let mut state = self.shared.state.lock();
+        Self::check_usable(&state, "query")?;
+        match self.shared.device.backend.stream_query(self.shared.handle) {
+            Ok(idle) => {
+                if idle {
+                    state.in_flight.clear();
+                }
+                Ok(idle)
+            }
+            Err(error) => {
+                state.sticky = Some(error.clone());
+                Err(error)
+            }
+        }
+    }
+
+    /// Waits for queued work, then destroys the stream for every clone. Returns the stream's
+    /// error if its work failed. Later calls on any clone fail with `InvalidHandle`.
+    pub fn destroy(&self) -> Result<()> {
+        let mut state = self.shared.state.lock();
+        if state.destroyed {
+            return Err(Error::invalid_handle("destroy on a destroyed stream"));
+        }
+        let result = match &state.sticky {
+            Some(error) => Err(error.clone()),
+            None => self.shared.device.backend.stream_synchronize(self.shared.handle),
+        };
+        self.shared.device.backend.stream_destroy(self.shared.handle);
+        state.destroyed = true;
+        state.in_flight.clear();
+        result
+    }
+
+    fn block_of<T>(buffer: &Buffer<T>) -> Result<crate::backend::BufferHandle> {
+        buffer
+            .memory
+            .block
+            .as_ref()
+            .map(|block| block.handle)
+            .ok_or_else(|| Error::internal("a non-empty access reached a zero-length buffer"))
+    }
+}

@@ -1,0 +1,398 @@
+//! The application API on the CPU reference backend: what works, and a clear error for every
+//! misuse. The same checks run through the loaded plugin at the end, to show that the C ABI
+//! carries kinds and messages unchanged.
+
+use std::sync::Arc;
+use xhal::cpu::{CpuBackend, CpuConfig};
+use xhal::{Device, ErrorKind, KernelFormat, Launch, Policy, Runtime, Selector};
+
+const MEMORY: u64 = 64 << 20;
+
+fn runtime_with(devices: u32) -> Runtime {
+    Runtime::builder()
+        .without_plugin_search()
+        .without_static_backends()
+        .backend(Arc::new(CpuBackend::with_config(CpuConfig {
+            devices,
+            memory_per_device: MEMORY,
+        })))
+        .device_selector(None)
+        .build()
+        .expect("runtime over a provided CPU backend")
+}
+
+fn cpu_device() -> Device {
+    runtime_with(1).open("cpu", 0).expect("cpu:0")
+}
+
+#[test]
+fn round_trip_copy_and_fill() {
+    let device = cpu_device();
+    let stream = device.create_stream().unwrap();
+    let data: Vec<u16> = (0..1001).collect();
+    let a = device.alloc_from(&stream, &data).unwrap();
+    let b = device.alloc::<u16>(1001).unwrap();
+    stream.copy_buffer(&a, &b).unwrap();
+    stream.fill(&b, 3, 5, 0xBEEFu16).unwrap();
+    let out = stream.read_to_vec(&b).unwrap();
+    assert_eq!(&out[..3], &data[..3]);
+    assert!(out[3..8].iter().all(|&v| v == 0xBEEF));
+    assert_eq!(&out[8..], &data[8..]);
+    // Overlapping copy within one buffer behaves like memmove.
+    stream.copy(&a, 0, &a, 1, 1000).unwrap();
+    let shifted = stream.read_to_vec(&a).unwrap();
+    assert_eq!(shifted[0], 0);
+    assert_eq!(&shifted[1..], &data[..1000]);
+}
+
+#[test]
+fn copy_out_of_bounds_is_an_error() {
+    let device = cpu_device();
+    let stream = device.create_stream().unwrap();
+    let a = device.alloc::<u32>(16).unwrap();
+    let b = device.alloc::<u32>(8).unwrap();
+    let error = stream.copy(&a, 0, &b, 4, 8).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::OutOfBounds);
+    assert!(error.message().contains("copy destination"), "{error}");
+    assert!(error.message().contains("16..48"), "{error}");
+    let error = stream.read(&a, 10, &mut [0u32; 8]).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::OutOfBounds);
+    // The stream stays usable after a rejected call.
+    stream.copy(&a, 0, &b, 0, 8).unwrap();
+    stream.synchronize().unwrap();
+}
+
+#[test]
+fn offset_plus_length_overflowing_u64_is_an_error() {
+    let device = cpu_device();
+    let stream = device.create_stream().unwrap();
+    let a = device.alloc::<u32>(16).unwrap();
+    let error = stream.fill(&a, usize::MAX / 2, 4, 1u32).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::OutOfBounds);
+    assert!(error.message().contains("overflow"), "{error}");
+    let error = stream.copy(&a, 1, &a, usize::MAX / 4, 2).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::OutOfBounds);
+    // At the backend level, with raw byte offsets, the same check holds.
+    let runtime = runtime_with(1);
+    let backend = runtime.backend("cpu").unwrap().backend().clone();
+    let raw_device = backend.device_open(0).unwrap();
+    let raw_stream = backend.stream_create(raw_device).unwrap();
+    let raw_buffer = backend.buffer_allocate(raw_device, 64).unwrap();
+    let error = backend
+        .stream_fill(raw_stream, raw_buffer, u64::MAX - 3, 8, &[0; 4])
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::OutOfBounds);
+    assert!(error.message().contains("overflows u64"), "{error}");
+    backend.buffer_free(raw_buffer);
+    backend.stream_destroy(raw_stream);
+    backend.device_close(raw_device);
+}
+
+#[test]
+fn zero_size_allocation_is_an_empty_buffer_without_memory() {
+    let device = cpu_device();
+    let stream = device.create_stream().unwrap();
+    let before = device.memory_stats();
+    let empty = device.alloc::<f32>(0).unwrap();
+    assert!(empty.is_empty());
+    assert_eq!(empty.size_bytes(), 0);
+    assert_eq!(device.memory_stats(), before, "an empty buffer owns no device memory");
+    // Empty accesses are no-ops; anything else is out of bounds.
+    stream.write(&empty, 0, &[]).unwrap();
+    assert_eq!(stream.read_to_vec(&empty).unwrap(), Vec::<f32>::new());
+    let error = stream.write(&empty, 0, &[1.0]).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::OutOfBounds);
+}
+
+#[test]
+fn allocation_larger_than_the_device_is_out_of_memory() {
+    let device = cpu_device();
+    let error = device.alloc::<u8>(MEMORY as usize + 1).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::OutOfMemory);
+    assert!(error.message().contains(&format!("{}", MEMORY + 1)), "{error}");
+    // Several allocations that together exceed the device also end in OutOfMemory, and the
+    // device works afterwards.
+    let mut held = Vec::new();
+    let error = loop {
+        match device.alloc::<u8>(16 << 20) {
+            Ok(buffer) => held.push(buffer),
+            Err(error) => break error,
+        }
+        assert!(held.len() <= 8, "a 64 MiB device cannot hold {} buffers of 16 MiB", held.len());
+    };
+    assert_eq!(error.kind(), ErrorKind::OutOfMemory);
+    drop(held);
+    device.alloc::<u8>(16 << 20).expect("memory is usable again after the buffers are dropped");
+}
+
+#[test]
+fn a_buffer_from_another_device_is_an_error() {
+    let runtime = runtime_with(2);
+    let device0 = runtime.open("cpu", 0).unwrap();
+    let device1 = runtime.open("cpu", 1).unwrap();
+    let stream0 = device0.create_stream().unwrap();
+    let foreign = device1.alloc::<u32>(4).unwrap();
+    let error = stream0.write(&foreign, 0, &[1, 2, 3, 4]).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidHandle);
+    assert!(error.message().contains("belongs to device cpu:1"), "{error}");
+    assert!(error.message().contains("used on device cpu:0"), "{error}");
+    let local = device0.alloc::<u32>(4).unwrap();
+    let error = stream0.copy(&local, 0, &foreign, 0, 4).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidHandle);
+    let foreign_event = device1.create_event().unwrap();
+    let error = stream0.record(&foreign_event).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidHandle);
+    // Opening the same device twice gives the same device, so its buffers stay usable.
+    let again = runtime.open("cpu", 0).unwrap();
+    let stream_again = again.create_stream().unwrap();
+    stream_again.write(&local, 0, &[5, 6, 7, 8]).unwrap();
+}
+
+#[test]
+fn a_destroyed_stream_is_an_error() {
+    let device = cpu_device();
+    let stream = device.create_stream().unwrap();
+    let clone = stream.clone();
+    let buffer = device.alloc::<u32>(4).unwrap();
+    stream.destroy().unwrap();
+    let error = clone.fill(&buffer, 0, 4, 0u32).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidHandle);
+    assert!(error.message().contains("destroyed stream"), "{error}");
+    assert_eq!(clone.synchronize().unwrap_err().kind(), ErrorKind::InvalidHandle);
+    assert_eq!(clone.destroy().unwrap_err().kind(), ErrorKind::InvalidHandle);
+}
+
+#[test]
+fn a_destroyed_event_is_an_error() {
+    let device = cpu_device();
+    let stream = device.create_stream().unwrap();
+    let event = device.create_event().unwrap();
+    stream.record(&event).unwrap();
+    event.destroy().unwrap();
+    for error in [
+        stream.record(&event).unwrap_err(),
+        stream.wait(&event).unwrap_err(),
+        event.query().unwrap_err(),
+        event.synchronize().unwrap_err(),
+    ] {
+        assert_eq!(error.kind(), ErrorKind::InvalidHandle);
+        assert!(error.message().contains("destroyed event"), "{error}");
+    }
+    stream.synchronize().unwrap();
+}
+
+#[test]
+fn destroyed_handles_at_the_backend_level_are_errors() {
+    let runtime = runtime_with(1);
+    let backend = runtime.backend("cpu").unwrap().backend().clone();
+    let device = backend.device_open(0).unwrap();
+    let stream = backend.stream_create(device).unwrap();
+    let event = backend.event_create(device, true).unwrap();
+    backend.stream_destroy(stream);
+    backend.event_destroy(event);
+    let error = backend.stream_synchronize(stream).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidHandle);
+    let error = backend.event_query(event).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidHandle);
+    backend.device_close(device);
+}
+
+#[test]
+fn queued_work_keeps_dropped_buffers_alive() {
+    let device = cpu_device();
+    let stream = device.create_stream().unwrap();
+    let module = device.load_module(KernelFormat::CPU_BUILTIN, b"sleep_us\n").unwrap();
+    let sleep = module.kernel("sleep_us").unwrap();
+    let target = device.alloc::<u32>(1 << 16).unwrap();
+    let source = device.alloc::<u32>(1 << 16).unwrap();
+    stream.fill(&source, 0, 1 << 16, 7u32).unwrap();
+    // The copy runs after a sleep; both buffers are dropped before it starts.
+    stream.launch(&Launch::new(&sleep).scalar(20_000u32)).unwrap();
+    stream.copy_buffer(&source, &target).unwrap();
+    let allocated_while_queued = device.memory_allocated();
+    drop(source);
+    drop(target);
+    assert_eq!(
+        device.memory_allocated(),
+        allocated_while_queued,
+        "memory used by queued work must not be released early"
+    );
+    stream.synchronize().unwrap();
+    assert_eq!(device.memory_allocated(), 0, "released once the work completed");
+}
+
+#[test]
+fn write_owned_returns_before_the_copy_and_keeps_the_data() {
+    let device = cpu_device();
+    let stream = device.create_stream().unwrap();
+    let buffer = device.alloc::<u64>(1000).unwrap();
+    stream.write_owned(&buffer, 0, (0..1000u64).collect()).unwrap();
+    assert_eq!(stream.read_to_vec(&buffer).unwrap(), (0..1000u64).collect::<Vec<_>>());
+}
+
+#[test]
+fn an_execution_error_sticks_to_the_stream() {
+    let device = cpu_device();
+    let stream = device.create_stream().unwrap();
+    let module = device.load_module(KernelFormat::CPU_BUILTIN, b"fault\nfill_index_u32\n").unwrap();
+    let fault = module.kernel("fault").unwrap();
+    let buffer = device.alloc::<u32>(4).unwrap();
+    stream.launch(&Launch::new(&fault)).expect("the fault is found while executing, not at enqueue");
+    let error = stream.synchronize().unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::KernelFault);
+    assert!(error.message().contains("fault"), "{error}");
+    // Every later call on the stream returns the same error.
+    assert_eq!(stream.fill(&buffer, 0, 4, 0u32).unwrap_err(), error);
+    assert_eq!(stream.query().unwrap_err(), error);
+    assert_eq!(stream.synchronize().unwrap_err(), error);
+    // Other streams are unaffected.
+    let healthy = device.create_stream().unwrap();
+    healthy.write(&buffer, 0, &[1, 2, 3, 4]).unwrap();
+    assert_eq!(healthy.read_to_vec(&buffer).unwrap(), [1, 2, 3, 4]);
+}
+
+#[test]
+fn wrong_kernel_arguments_are_errors_naming_the_kernel() {
+    let device = cpu_device();
+    let stream = device.create_stream().unwrap();
+    let module = device.load_module(KernelFormat::CPU_BUILTIN, b"saxpy_f32\n").unwrap();
+    let saxpy = module.kernel("saxpy_f32").unwrap();
+    let x = device.alloc::<f32>(64).unwrap();
+    let error = stream.launch(&Launch::new(&saxpy).buffer(&x).scalar(1.0f32).scalar(64u32)).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidArgument);
+    assert!(error.message().contains("saxpy_f32"), "{error}");
+    let error = stream.launch(&Launch::new(&saxpy).buffer_range(&x, 60..70)).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::OutOfBounds);
+    assert!(error.message().contains("buffer argument 0 of kernel `saxpy_f32`"), "{error}");
+    let error = stream.launch(&Launch::new(&saxpy).workgroups(0, 1, 1)).unwrap_err();
+    assert!(error.message().contains("workgroup count in x is 0"), "{error}");
+    let error = module.kernel("nope").unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::NotFound);
+    let error = device.load_module(KernelFormat::PTX, b"").unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Unsupported);
+    assert!(error.message().contains("cpu-builtin"), "{error}");
+}
+
+#[test]
+fn events_order_work_across_streams_and_time_it() {
+    let device = cpu_device();
+    let producer = device.create_stream().unwrap();
+    let consumer = device.create_stream().unwrap();
+    let module = device.load_module(KernelFormat::CPU_BUILTIN, b"sleep_us\n").unwrap();
+    let sleep = module.kernel("sleep_us").unwrap();
+    let buffer = device.alloc::<u32>(1024).unwrap();
+    let copy = device.alloc::<u32>(1024).unwrap();
+    let start = device.create_event().unwrap();
+    let done = device.create_event().unwrap();
+    producer.record(&start).unwrap();
+    producer.launch(&Launch::new(&sleep).scalar(30_000u32)).unwrap();
+    producer.fill(&buffer, 0, 1024, 42u32).unwrap();
+    producer.record(&done).unwrap();
+    consumer.wait(&done).unwrap();
+    consumer.copy_buffer(&buffer, &copy).unwrap();
+    assert_eq!(consumer.read_to_vec(&copy).unwrap(), vec![42u32; 1024]);
+    assert!(done.query().unwrap());
+    let elapsed = done.elapsed_since(&start).unwrap();
+    assert!(elapsed.as_micros() >= 30_000, "the events bracket a 30 ms sleep, measured {elapsed:?}");
+}
+
+#[test]
+fn caching_allocator_reuses_blocks_and_reports_statistics() {
+    let device = cpu_device();
+    let first = device.alloc::<u8>(1000).unwrap();
+    let stats = device.memory_stats();
+    assert_eq!(stats.allocated, 1024, "1000 bytes round up to 1024");
+    assert_eq!(stats.reserved, 1024);
+    drop(first);
+    let stats = device.memory_stats();
+    assert_eq!((stats.allocated, stats.reserved, stats.cached_blocks), (0, 1024, 1));
+    let _second = device.alloc::<u8>(900).unwrap();
+    let stats = device.memory_stats();
+    assert_eq!(stats.cache_hits, 1, "900 bytes rounds to the same 1024-byte block");
+    assert_eq!(stats.backend_allocations, 1);
+    assert_eq!(device.max_memory_allocated(), 1024);
+    let _third = device.alloc::<u8>(4096).unwrap();
+    assert_eq!(device.max_memory_allocated(), 1024 + 4096);
+    drop(_third);
+    device.reset_peak_memory_stats();
+    assert_eq!(device.max_memory_allocated(), 1024);
+    device.empty_cache();
+    assert_eq!(device.memory_reserved(), 1024, "only the live block stays reserved");
+}
+
+#[test]
+fn allocator_empties_its_cache_when_the_device_is_full() {
+    let device = cpu_device();
+    // Fill the cache with blocks of one size, then ask for another size that only fits once
+    // the cache is given back.
+    let blocks: Vec<_> = (0..3).map(|_| device.alloc::<u8>(16 << 20).unwrap()).collect();
+    drop(blocks);
+    assert_eq!(device.memory_reserved(), 48 << 20);
+    let big = device.alloc::<u8>(40 << 20).expect("the allocator empties its cache and retries");
+    assert_eq!(big.size_bytes(), 40 << 20);
+    assert_eq!(device.memory_reserved(), 40 << 20);
+}
+
+#[test]
+fn a_bad_selector_points_at_the_position() {
+    let error = Selector::parse("vulkan:@").unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Selection);
+    assert!(error.message().contains("column 8"), "{error}");
+    assert!(error.message().contains("         ^"), "{error}");
+}
+
+#[test]
+fn a_selector_naming_an_absent_backend_lists_what_is_present() {
+    let runtime = runtime_with(1);
+    let error = runtime.select(&Selector::parse("cuda").unwrap()).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Selection);
+    assert!(error.message().contains("backend \"cuda\" is not present"), "{error}");
+    assert!(error.message().contains("present: cpu:0"), "{error}");
+}
+
+#[test]
+fn every_choice_explains_itself() {
+    let runtime = runtime_with(2);
+    let (device, explanation) = runtime.choose(&Selector::parse("cpu:1").unwrap()).unwrap();
+    assert_eq!(device.label(), "cpu:1");
+    assert!(explanation.summary.contains("cpu:1"), "{explanation}");
+    assert_eq!(explanation.verdicts.len(), 2);
+    let (device, explanation) = runtime.choose(&Selector::new().policy(Policy::PreferCpu)).unwrap();
+    assert_eq!(device.label(), "cpu:0");
+    assert!(!explanation.summary.is_empty());
+}
+
+#[test]
+fn the_loaded_plugin_reports_the_same_errors_as_the_static_backend() {
+    let exe = std::env::current_exe().unwrap();
+    let plugin = exe.parent().and_then(|deps| deps.parent()).unwrap().join("libxhal_cpu.so");
+    assert!(plugin.is_file(), "{} is missing: run `cargo build --workspace` first", plugin.display());
+    let runtime = Runtime::builder()
+        .without_plugin_search()
+        .without_static_backends()
+        .plugin(&plugin)
+        .device_selector(None)
+        .build()
+        .unwrap();
+    let device = runtime.open("cpu", 0).unwrap();
+    let stream = device.create_stream().unwrap();
+    let module = device.load_module(KernelFormat::CPU_BUILTIN, b"fault\nadd_u32\n").unwrap();
+    // An error raised inside the plugin crosses the ABI with its kind and message.
+    let add = module.kernel("add_u32").unwrap();
+    let a = device.alloc::<u32>(64).unwrap();
+    let error = stream.launch(&Launch::new(&add).buffer(&a).scalar(64u32)).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidArgument);
+    assert!(error.message().contains("add_u32"), "{error}");
+    let error = module.kernel("missing").unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::NotFound);
+    assert!(error.message().contains("missing"), "{error}");
+    stream.launch(&Launch::new(&module.kernel("fault").unwrap())).unwrap();
+    assert_eq!(stream.synchronize().unwrap_err().kind(), ErrorKind::KernelFault);
+    let healthy = device.create_stream().unwrap();
+    let b = device.alloc_from(&healthy, &[1u32; 64]).unwrap();
+    let c = device.alloc::<u32>(64).unwrap();
+    healthy
+        .launch(&Launch::new(&add).buffer(&b).buffer(&b).buffer(&c).scalar(64u32))
+        .unwrap();
+    assert_eq!(healthy.read_to_vec(&c).unwrap(), vec![2u32; 64]);
+}
