@@ -18,7 +18,12 @@ fn main() {
 fn run() -> xhal::Result<()> {
     let runtime = Runtime::discover()?;
     let (device, explanation) = runtime.choose(&Selector::from_env()?)?;
-    println!("device: {} ({}) from {}", device.label(), device.name(), source_of(&runtime, device.backend_name()));
+    println!(
+        "device: {} ({}) from {}",
+        device.label(),
+        device.name(),
+        source_of(&runtime, device.backend_name())
+    );
     println!("why:    {explanation}");
 
     const LEN: usize = 4 << 20; // 16 MiB of u32
@@ -46,12 +51,15 @@ fn run() -> xhal::Result<()> {
     let traffic = bytes * (1.0 + 2.0 + 0.5 + 2.0);
     println!(
         "round trip of {} MiB: {:.2} ms wall, {:.1} GB/s effective",
-        LEN * 4 >> 20,
+        (LEN * 4) >> 20,
         wall.as_secs_f64() * 1e3,
         traffic / wall.as_secs_f64() / 1e9
     );
     if start_event.has_timing() {
-        println!("device time between events: {:.2} ms", end_event.elapsed_since(&start_event)?.as_secs_f64() * 1e3);
+        println!(
+            "device time between events: {:.2} ms",
+            end_event.elapsed_since(&start_event)?.as_secs_f64() * 1e3
+        );
     }
 
     let mut kernel_ok = true;
@@ -72,7 +80,10 @@ fn run() -> xhal::Result<()> {
         stream.launch(&launch)?;
         let result = stream.read_to_vec(&y_buffer)?;
         kernel_ok = result.iter().enumerate().all(|(i, &v)| v == 2.0 * i as f32 + 1.0);
-        println!("saxpy_f32 on {n} elements: {}", if kernel_ok { "verified" } else { "WRONG" });
+        println!(
+            "saxpy_f32 on {n} elements: {}",
+            if kernel_ok { "verified" } else { "WRONG" }
+        );
     }
 
     let stats = device.memory_stats();
@@ -93,5 +104,8 @@ fn run() -> xhal::Result<()> {
 }
 
 fn source_of(runtime: &Runtime, backend: &str) -> String {
-    runtime.backend(backend).map(|entry| entry.source.to_string()).unwrap_or_default()
+    runtime
+        .backend(backend)
+        .map(|entry| entry.source.to_string())
+        .unwrap_or_default()
 }

@@ -86,7 +86,7 @@
 // Formats at or above this value are free for vendors to define.
 #define XHAL_KERNEL_FORMAT_VENDOR_BASE 268435456
 
-// Most kernel formats one device can list in [`XhalDeviceInfo`].
+// Most kernel formats one device can list in `XhalDeviceInfo`.
 #define XHAL_MAX_KERNEL_FORMATS 16
 
 // Events created with this flag record timestamps, so `event_elapsed_time` works on them.
@@ -111,7 +111,7 @@ typedef struct XhalModule XhalModule;
 typedef struct XhalStream XhalStream;
 
 // Status returned by every fallible entry. `XHAL_STATUS_OK` is success; anything else comes
-// with an [`XhalError`] when the caller asked for one.
+// with an `XhalError` when the caller asked for one.
 typedef uint32_t XhalStatus;
 
 // A borrowed UTF-8 string: pointer and length in bytes, no terminator required.
@@ -389,3 +389,29 @@ typedef const struct XhalPluginApi *(*XhalPluginQueryFn)(uint32_t host_abi_major
 #define XHAL_STATUS_DRIVER_UNAVAILABLE 12
 
 #endif  /* XHAL_H */
+
+/* cbindgen places this after the main include guard, so it has its own. */
+#ifndef XHAL_H_PLUGIN_QUERY
+#define XHAL_H_PLUGIN_QUERY
+
+/* The name of the one symbol a plugin exports. */
+#define XHAL_PLUGIN_QUERY_SYMBOL "xhal_plugin_query"
+
+#if defined(_WIN32)
+#define XHAL_PLUGIN_EXPORT __declspec(dllexport)
+#else
+#define XHAL_PLUGIN_EXPORT __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Implemented by every plugin: returns its static table, or NULL to decline the host. */
+XHAL_PLUGIN_EXPORT const XhalPluginApi *xhal_plugin_query(uint32_t host_abi_major, uint32_t host_abi_minor);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif  /* XHAL_H_PLUGIN_QUERY */

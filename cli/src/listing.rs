@@ -3,7 +3,6 @@
 
 use crate::table::Table;
 use serde::Serialize;
-use xhal::select::DeviceSelector;
 use xhal::{BackendInfo, BackendSource, DeviceInfo, Error, Features, Runtime};
 
 /// Version of every JSON document the CLI writes. Fields may be added without a bump; a
@@ -25,13 +24,12 @@ pub struct ListedBackend {
 }
 
 /// Every backend of `runtime`, sorted by name, a backend in use before a shadowed one of the
-/// same name. `include_shadowed` adds the shadowed ones. `selector` is the device selector the
-/// runtime was built with: built-in backends it rules out were skipped on purpose and are not
-/// failures.
+/// same name. `include_shadowed` adds the shadowed ones. `failed_static` are the built-in
+/// backends that failed to start, from [`failed_static_backends`].
 pub fn list_backends(
     runtime: &Runtime,
     include_shadowed: bool,
-    selector: Option<&DeviceSelector>,
+    failed_static: &[(String, Error)],
 ) -> Vec<ListedBackend> {
     let listed = |entry: &xhal::BackendEntry, shadowed: bool| {
         let (devices, error) = match &entry.devices {
@@ -47,32 +45,23 @@ pub fn list_backends(
             error,
         }
     };
-    let mut backends: Vec<ListedBackend> = runtime
-        .backends()
-        .iter()
-        .map(|entry| listed(entry, false))
-        .collect();
+    let mut backends: Vec<ListedBackend> = runtime.backends().iter().map(|entry| listed(entry, false)).collect();
     if include_shadowed {
-        backends.extend(
-            runtime
-                .shadowed_backends()
-                .iter()
-                .map(|entry| listed(entry, true)),
-        );
+        backends.extend(runtime.shadowed_backends().iter().map(|entry| listed(entry, true)));
     }
-    for (name, error) in failed_static_backends(runtime, selector) {
+    for (name, error) in failed_static {
         // A built-in whose name a plugin already provides would have been shadowed anyway.
-        let shadowed = runtime.backend(&name).is_some();
+        let shadowed = runtime.backend(name).is_some();
         if shadowed && !include_shadowed {
             continue;
         }
         backends.push(ListedBackend {
-            name,
+            name: name.clone(),
             info: None,
             source: BackendSource::Static,
             shadowed,
             devices: Vec::new(),
-            error: Some(error),
+            error: Some(error.clone()),
         });
     }
     backends.sort_by(|a, b| (&a.name, a.shadowed).cmp(&(&b.name, b.shadowed)));
@@ -81,49 +70,18 @@ pub fn list_backends(
 
 /// Built-in backends that discovery tried to start and could not (a malformed
 /// `XHAL_CPU_DEVICES`, say), each with the error.
-///
-/// The runtime only logs such a failure, so it is found here by elimination (a built-in that
-/// the selector allows but that is neither in use nor shadowed), and the error is recovered by
-/// starting the backend once more.
-pub fn failed_static_backends(
-    runtime: &Runtime,
-    selector: Option<&DeviceSelector>,
-) -> Vec<(String, Error)> {
-    let started_static = |name: &str| {
-        runtime
-            .backends()
-            .iter()
-            .chain(runtime.shadowed_backends())
-            .any(|entry| entry.info.name == name && entry.source == BackendSource::Static)
-    };
-    let mut failed = Vec::new();
-    for registered in xhal::registry::static_backends() {
-        let name = registered.name;
-        let tried = selector.is_none_or(|selector| selector.may_use_backend(name))
-            || runtime.backend(name).is_some();
-        if !tried || started_static(name) {
-            continue;
-        }
-        let error = match (registered.create)() {
-            Err(error) => error.context(format!("built-in backend `{name}` failed to start")),
-            Ok(_) => Error::internal(format!(
-                "built-in backend `{name}` failed to start during discovery, \
-                 but started when tried again (see the log with XHAL_LOG=warn)"
-            )),
-        };
-        failed.push((name.to_owned(), error));
-    }
-    failed
+pub fn failed_static_backends(runtime: &Runtime) -> Vec<(String, Error)> {
+    runtime
+        .report()
+        .static_failures
+        .iter()
+        .map(|failure| (failure.name.clone(), failure.error.clone()))
+        .collect()
 }
 
 /// `1.0 GiB`, `512.0 MiB`, `1023 bytes`: binary units, one decimal.
 pub fn format_bytes(bytes: u64) -> String {
-    const UNITS: [(&str, u64); 4] = [
-        ("TiB", 1 << 40),
-        ("GiB", 1 << 30),
-        ("MiB", 1 << 20),
-        ("KiB", 1 << 10),
-    ];
+    const UNITS: [(&str, u64); 4] = [("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
     for (unit, size) in UNITS {
         if bytes >= size {
             return format!("{:.1} {unit}", bytes as f64 / size as f64);
@@ -136,9 +94,7 @@ pub fn format_bytes(bytes: u64) -> String {
 /// one hex value, so that nothing a plugin reports is silently dropped.
 pub fn feature_names(features: Features) -> Vec<String> {
     let mut names: Vec<String> = features.names().into_iter().map(str::to_owned).collect();
-    let known = Features::ALL
-        .iter()
-        .fold(0u64, |bits, (feature, _)| bits | feature.0);
+    let known = Features::ALL.iter().fold(0u64, |bits, (feature, _)| bits | feature.0);
     let unknown = features.0 & !known;
     if unknown != 0 {
         names.push(format!("{unknown:#x}"));
@@ -173,9 +129,7 @@ impl From<&BackendSource> for SourceJson {
     fn from(source: &BackendSource) -> SourceJson {
         match source {
             BackendSource::Static => SourceJson::Static,
-            BackendSource::Plugin { path } => SourceJson::Plugin {
-                path: path_text(path),
-            },
+            BackendSource::Plugin { path } => SourceJson::Plugin { path: path_text(path) },
             BackendSource::Provided => SourceJson::Provided,
         }
     }
@@ -302,18 +256,16 @@ pub fn devices_table(backends: &[ListedBackend], indent: &str) -> String {
             backend.source.to_string()
         };
         if backend.devices.is_empty() {
-            let why = match &backend.error {
-                Some(error) => format!("no devices: {error}"),
-                None => "no devices".to_owned(),
+            let (summary, why) = match (&backend.info, &backend.error) {
+                (None, Some(error)) => ("(failed to start)", Some(error)),
+                (_, error) => ("(no devices)", error.as_ref()),
             };
-            table.row([
-                backend.name.as_str(),
-                "-",
-                why.as_str(),
-                "-",
-                "-",
-                source.as_str(),
-            ]);
+            table.row([backend.name.as_str(), "-", summary, "-", "-", source.as_str()]);
+            // The reason goes on a line of its own under NAME: driver messages are long, and
+            // in a cell they would widen the whole table.
+            if let Some(error) = why {
+                table.spanning_row(2, format!("{error}"));
+            }
         }
         for (index, info) in backend.devices.iter().enumerate() {
             table.row([

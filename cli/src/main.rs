@@ -1,1 +1,118 @@
-fn main() {}
+//! `xhal`: see which backends and devices this machine has, what a selector picks and why,
+//! and what went wrong when a plugin does not show up.
+//!
+//! Exit codes: 0 success, 1 runtime error, 2 usage error, 3 `xhal doctor` found problems.
+//! Full reference: `docs/cli.md`.
+
+mod commands;
+mod listing;
+mod table;
+
+use clap::{Parser, Subcommand};
+use commands::{devices::DevicesArgs, doctor::DoctorArgs, info::InfoArgs, Output};
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+
+/// Exit status of a runtime error: discovery failed, a selector is malformed or matches nothing.
+const EXIT_RUNTIME_ERROR: u8 = 1;
+/// Exit status when `xhal doctor` found problems (clap's usage errors take 2).
+const EXIT_PROBLEMS_FOUND: u8 = 3;
+
+const ENVIRONMENT_HELP: &str = "\
+Environment:
+  XHAL_DEVICE             which devices an application may use, in order of preference:
+                          `cuda:0`, `vulkan`, `gpu`, `cpu`, `vulkan:*,!cpu`
+  XHAL_PLUGIN_PATH        colon-separated folders searched first for libxhal_<backend>.so
+  XHAL_LOG                log filter for stderr, e.g. `debug` or `xhal_core=trace` (default: warn)
+  XHAL_CACHING_ALLOCATOR  `0` turns the caching allocator off
+  XHAL_CPU_DEVICES        number of CPU reference devices (default 1)
+  XHAL_CPU_MEMORY         bytes of memory per CPU reference device (default: half the host's)
+
+Exit codes: 0 success, 1 runtime error, 2 usage error, 3 doctor found problems.";
+
+/// xhal: list accelerators, explain device selection, diagnose plugins.
+#[derive(Debug, Parser)]
+#[command(name = "xhal", version, after_help = ENVIRONMENT_HELP)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// List every backend and device: backend, device label, name, type, memory, source.
+    ///
+    /// Lists everything present, whatever XHAL_DEVICE says. A backend without devices is
+    /// listed with the reason (a missing driver, say).
+    Devices(DevicesArgs),
+    /// Describe the device SELECTOR picks, and why it was chosen.
+    ///
+    /// SELECTOR uses the XHAL_DEVICE grammar: `cpu`, `cpu:0`, `gpu`, `cuda,vulkan`,
+    /// `vulkan:*,!cpu`. The device is described, not opened.
+    Info(InfoArgs),
+    /// Explain discovery: search folders, plugin files and what became of each, built-in
+    /// backends, environment, devices, and problems.
+    ///
+    /// Exits with 3 when it finds a problem: a plugin that failed to load, a malformed
+    /// XHAL_DEVICE, or a backend XHAL_DEVICE names that is missing or has no devices.
+    Doctor(DoctorArgs),
+}
+
+fn main() -> ExitCode {
+    // Usage errors exit with 2 and `--help`/`--version` with 0, as clap decides.
+    let cli = Cli::parse();
+    // Doctor reports every plugin failure itself; discovery's warnings about them would only
+    // repeat its report on stderr. XHAL_LOG, when set, still decides.
+    let default_log_filter = match cli.command {
+        Command::Doctor(_) => "warn,xhal_core::runtime=error",
+        _ => "warn",
+    };
+    init_logging(default_log_filter);
+    let result = match &cli.command {
+        Command::Devices(args) => commands::devices::run(args),
+        Command::Info(args) => commands::info::run(args),
+        Command::Doctor(args) => commands::doctor::run(args),
+    };
+    match result {
+        Ok(output) => finish(output),
+        Err(error) => {
+            // `{:#}` writes the whole chain: "context: cause: root cause". A closed stderr is
+            // ignored rather than allowed to panic, as `eprintln!` would.
+            let _ = writeln!(std::io::stderr(), "error: {error:#}");
+            ExitCode::from(EXIT_RUNTIME_ERROR)
+        }
+    }
+}
+
+/// Writes the command's text to stdout and picks the exit code.
+fn finish(output: Output) -> ExitCode {
+    let mut stdout = std::io::stdout().lock();
+    if let Err(error) = stdout.write_all(output.text.as_bytes()).and_then(|()| stdout.flush()) {
+        // A reader that went away (`xhal devices | head -1`) is not an error worth a message.
+        if error.kind() != std::io::ErrorKind::BrokenPipe {
+            let _ = writeln!(std::io::stderr(), "error: writing to stdout: {error}");
+            return ExitCode::from(EXIT_RUNTIME_ERROR);
+        }
+    }
+    if output.problems_found {
+        ExitCode::from(EXIT_PROBLEMS_FOUND)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// Logs go to stderr, filtered by `XHAL_LOG` (`default_filter` when unset or blank), so
+/// stdout stays parseable. A malformed XHAL_LOG falls back to `warn` rather than failing.
+fn init_logging(default_filter: &str) {
+    use tracing_subscriber::filter::{EnvFilter, LevelFilter};
+    let from_environment = std::env::var("XHAL_LOG").ok().filter(|value| !value.trim().is_empty());
+    let directives = from_environment.as_deref().unwrap_or(default_filter);
+    let filter = EnvFilter::builder()
+        .with_default_directive(LevelFilter::WARN.into())
+        .parse_lossy(directives);
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+}

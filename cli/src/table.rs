@@ -5,7 +5,18 @@
 #[derive(Debug, Default)]
 pub struct Table {
     header: Option<Vec<String>>,
-    rows: Vec<Vec<String>>,
+    rows: Vec<Line>,
+}
+
+#[derive(Debug)]
+enum Line {
+    Cells(Vec<String>),
+    /// Free text starting at a column and running past the table's width: a long message
+    /// that should not widen the columns of every other row.
+    Spanning {
+        column: usize,
+        text: String,
+    },
 }
 
 impl Table {
@@ -32,27 +43,48 @@ impl Table {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        self.rows.push(cells.into_iter().map(Into::into).collect());
+        self.rows.push(Line::Cells(cells.into_iter().map(Into::into).collect()));
     }
 
-    /// True when no row was added.
-    pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
+    /// Appends a line of free text that starts where column `column` starts (0 for the first)
+    /// and does not count toward any column's width.
+    pub fn spanning_row(&mut self, column: usize, text: impl Into<String>) {
+        self.rows.push(Line::Spanning {
+            column,
+            text: text.into(),
+        });
     }
 
     /// The table, each line prefixed with `indent` and ended with a newline.
     pub fn render(&self, indent: &str) -> String {
-        let lines: Vec<&Vec<String>> = self.header.iter().chain(self.rows.iter()).collect();
-        let columns = lines.iter().map(|line| line.len()).max().unwrap_or(0);
+        let cell_lines = || {
+            self.header.iter().chain(self.rows.iter().filter_map(|line| match line {
+                Line::Cells(cells) => Some(cells),
+                Line::Spanning { .. } => None,
+            }))
+        };
+        let columns = cell_lines().map(Vec::len).max().unwrap_or(0);
         // Width in characters, not bytes, so that names such as "Radeon™" line up.
         let mut widths = vec![0usize; columns];
-        for line in &lines {
+        for line in cell_lines() {
             for (column, cell) in line.iter().enumerate() {
                 widths[column] = widths[column].max(cell.chars().count());
             }
         }
         let mut out = String::new();
-        for line in lines {
+        let header = self.header.as_ref().map(|cells| Line::Cells(cells.clone()));
+        for line in header.iter().chain(self.rows.iter()) {
+            let line = match line {
+                Line::Cells(cells) => cells,
+                Line::Spanning { column, text } => {
+                    let start: usize = widths.iter().take(*column).map(|width| width + 2).sum();
+                    out.push_str(indent);
+                    out.push_str(&" ".repeat(start));
+                    out.push_str(text.trim_end());
+                    out.push('\n');
+                    continue;
+                }
+            };
             let mut text = String::from(indent);
             for (column, cell) in line.iter().enumerate() {
                 if column > 0 {
@@ -85,9 +117,19 @@ mod tests {
     }
 
     #[test]
+    fn spanning_rows_start_at_their_column_and_do_not_widen_it() {
+        let mut table = Table::with_header(["A", "B", "C"]);
+        table.row(["aa", "b", "c"]);
+        table.spanning_row(1, "a long message that overflows");
+        assert_eq!(
+            table.render(""),
+            "A   B  C\naa  b  c\n    a long message that overflows\n"
+        );
+    }
+
+    #[test]
     fn an_empty_table_renders_its_header_only() {
         let table = Table::with_header(["ONE", "TWO"]);
-        assert!(table.is_empty());
         assert_eq!(table.render(""), "ONE  TWO\n");
         assert_eq!(Table::new().render(""), "");
     }

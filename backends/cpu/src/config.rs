@@ -46,11 +46,7 @@ impl CpuConfig {
         };
         let memory_per_device = match lookup(MEMORY_VARIABLE) {
             None => default_memory_per_device(),
-            Some(value) => parse_variable(
-                MEMORY_VARIABLE,
-                &value,
-                "a whole number of bytes, without a unit",
-            )?,
+            Some(value) => parse_variable(MEMORY_VARIABLE, &value, "a whole number of bytes, without a unit")?,
         };
         Ok(CpuConfig {
             devices,
@@ -117,9 +113,7 @@ mod tests {
     use super::*;
     use xhal_core::ErrorKind;
 
-    fn lookup_from(
-        pairs: &'static [(&'static str, &'static str)],
-    ) -> impl Fn(&str) -> Option<OsString> {
+    fn lookup_from(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<OsString> {
         move |name| {
             pairs
                 .iter()
@@ -138,11 +132,8 @@ mod tests {
 
     #[test]
     fn set_variables_are_read() {
-        let config = CpuConfig::from_lookup(lookup_from(&[
-            (DEVICES_VARIABLE, "3"),
-            (MEMORY_VARIABLE, "1048576"),
-        ]))
-        .unwrap();
+        let config =
+            CpuConfig::from_lookup(lookup_from(&[(DEVICES_VARIABLE, "3"), (MEMORY_VARIABLE, "1048576")])).unwrap();
         assert_eq!(
             config,
             CpuConfig {
@@ -154,15 +145,11 @@ mod tests {
 
     #[test]
     fn malformed_variables_name_the_variable_and_the_expectation() {
-        let devices =
-            CpuConfig::from_lookup(lookup_from(&[(DEVICES_VARIABLE, "two")])).unwrap_err();
+        let devices = CpuConfig::from_lookup(lookup_from(&[(DEVICES_VARIABLE, "two")])).unwrap_err();
         assert_eq!(devices.kind(), ErrorKind::InvalidArgument);
         assert!(devices.message().contains(DEVICES_VARIABLE), "{devices}");
         assert!(devices.message().contains("`two`"), "{devices}");
-        assert!(
-            devices.message().contains("whole number of devices"),
-            "{devices}"
-        );
+        assert!(devices.message().contains("whole number of devices"), "{devices}");
 
         let memory = CpuConfig::from_lookup(lookup_from(&[(MEMORY_VARIABLE, "4G")])).unwrap_err();
         assert_eq!(memory.kind(), ErrorKind::InvalidArgument);

@@ -124,10 +124,7 @@ mod tests {
         memory.reserve(60).unwrap();
         let error = memory.reserve(50).unwrap_err();
         assert_eq!(error.kind(), ErrorKind::OutOfMemory);
-        assert_eq!(
-            error.message(),
-            "requested 50 bytes, device has 40 of 100 free"
-        );
+        assert_eq!(error.message(), "requested 50 bytes, device has 40 of 100 free");
         memory.release(60);
         assert_eq!(memory.free(), 100);
         assert!(memory.reserve(u64::MAX).is_err());

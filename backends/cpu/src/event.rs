@@ -99,9 +99,7 @@ impl Event {
         };
         match signal.peek() {
             None => Ok(false),
-            Some(Outcome {
-                error: Some(error), ..
-            }) => Err(error),
+            Some(Outcome { error: Some(error), .. }) => Err(error),
             Some(Outcome { error: None, .. }) => Ok(true),
         }
     }
@@ -109,9 +107,7 @@ impl Event {
     /// Blocks the calling thread until the latest record completed.
     pub(crate) fn synchronize(&self) -> Result<()> {
         match self.latest().map(|signal| signal.wait()) {
-            Some(Outcome {
-                error: Some(error), ..
-            }) => Err(error),
+            Some(Outcome { error: Some(error), .. }) => Err(error),
             _ => Ok(()),
         }
     }
@@ -154,9 +150,7 @@ impl Event {
                 "{role} event {:#x}: event not yet complete",
                 self.id
             ))),
-            Some(Outcome {
-                error: Some(error), ..
-            }) => Err(error),
+            Some(Outcome { error: Some(error), .. }) => Err(error),
             Some(outcome) => Ok(outcome),
         }
     }

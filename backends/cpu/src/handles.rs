@@ -142,11 +142,7 @@ impl<T> HandleTable<T> {
 
     /// Empties the table, for shutting the backend down.
     pub(crate) fn drain(&self) -> Vec<Arc<T>> {
-        self.live
-            .write()
-            .drain()
-            .map(|(_, object)| object)
-            .collect()
+        self.live.write().drain().map(|(_, object)| object).collect()
     }
 
     #[cfg(test)]

@@ -56,9 +56,7 @@ impl BuiltinKernel {
 
     /// The built-in called `name`.
     pub fn from_name(name: &str) -> Option<BuiltinKernel> {
-        BuiltinKernel::ALL
-            .into_iter()
-            .find(|kernel| kernel.name() == name)
+        BuiltinKernel::ALL.into_iter().find(|kernel| kernel.name() == name)
     }
 
     /// Number of buffer arguments a launch must bind.
@@ -100,9 +98,8 @@ pub(crate) struct Module {
 impl Module {
     /// Parses the module text: one built-in name per line, blank lines and `#` comments allowed.
     pub(crate) fn parse(device_index: u32, code: &[u8]) -> Result<Module> {
-        let text = std::str::from_utf8(code).map_err(|error| {
-            Error::invalid_argument(format!("a cpu-builtin module must be UTF-8 text: {error}"))
-        })?;
+        let text = std::str::from_utf8(code)
+            .map_err(|error| Error::invalid_argument(format!("a cpu-builtin module must be UTF-8 text: {error}")))?;
         let mut kernels: Vec<BuiltinKernel> = Vec::new();
         let mut listed_on: Vec<usize> = Vec::new();
         for (line_index, line) in text.lines().enumerate() {
@@ -132,10 +129,7 @@ impl Module {
                 BuiltinKernel::known_names()
             )));
         }
-        Ok(Module {
-            device_index,
-            kernels,
-        })
+        Ok(Module { device_index, kernels })
     }
 
     pub(crate) fn device_index(&self) -> u32 {
@@ -228,11 +222,7 @@ impl PreparedLaunch {
                     "kernel {name}: buffer argument {index} has offset {offset}, which is not a multiple of the device's buffer offset alignment {BUFFER_OFFSET_ALIGNMENT}"
                 )));
             }
-            let range = buffer.byte_range(
-                &format!("kernel {name} buffer argument {index}"),
-                offset,
-                size,
-            )?;
+            let range = buffer.byte_range(&format!("kernel {name} buffer argument {index}"), offset, size)?;
             bound.push(BoundBuffer {
                 buffer,
                 offset: range.start,
@@ -255,9 +245,7 @@ impl PreparedLaunch {
                 sleep(Duration::from_micros(u64::from(self.scalar_u32(0)?)));
                 Ok(())
             }
-            BuiltinKernel::Fault => Err(Error::kernel_fault(
-                "kernel `fault` raised a fault on purpose",
-            )),
+            BuiltinKernel::Fault => Err(Error::kernel_fault("kernel `fault` raised a fault on purpose")),
             BuiltinKernel::FillIndexU32 => {
                 let (base, n) = (self.scalar_u32(0)?, self.scalar_u32(4)?);
                 let active = self.active_invocations(n)?;
@@ -317,8 +305,7 @@ impl PreparedLaunch {
                 )));
             }
         }
-        usize::try_from(active)
-            .map_err(|_| Error::internal("active invocation count does not fit usize"))
+        usize::try_from(active).map_err(|_| Error::internal("active invocation count does not fit usize"))
     }
 
     fn scalar_u32(&self, offset: usize) -> Result<u32> {
@@ -358,9 +345,7 @@ impl<'a> LockedViews<'a> {
     fn lock(kernel: BuiltinKernel, buffers: &'a [BoundBuffer]) -> LockedViews<'a> {
         let mut distinct: BTreeMap<u64, (&'a Buffer, bool)> = BTreeMap::new();
         for (view, writes) in buffers.iter().zip(kernel.writes_buffer()) {
-            let entry = distinct
-                .entry(view.buffer.id())
-                .or_insert((&view.buffer, false));
+            let entry = distinct.entry(view.buffer.id()).or_insert((&view.buffer, false));
             entry.1 |= *writes;
         }
         // Handle order, like every other path that holds several buffer locks: no deadlocks.
@@ -378,19 +363,12 @@ impl<'a> LockedViews<'a> {
             .iter()
             .map(|view| {
                 (
-                    slot_of
-                        .get(&view.buffer.id())
-                        .copied()
-                        .unwrap_or(usize::MAX),
+                    slot_of.get(&view.buffer.id()).copied().unwrap_or(usize::MAX),
                     view.offset,
                 )
             })
             .collect();
-        LockedViews {
-            kernel,
-            guards,
-            views,
-        }
+        LockedViews { kernel, guards, views }
     }
 
     fn load_u32(&self, argument: usize, element: usize) -> Result<u32> {
@@ -447,15 +425,8 @@ mod tests {
 
     #[test]
     fn modules_allow_blank_lines_and_comments() {
-        let module = Module::parse(
-            0,
-            b"# test kernels\n\nadd_u32\n  saxpy_f32  # the classic\n",
-        )
-        .unwrap();
-        assert_eq!(
-            module.kernels,
-            [BuiltinKernel::AddU32, BuiltinKernel::SaxpyF32]
-        );
+        let module = Module::parse(0, b"# test kernels\n\nadd_u32\n  saxpy_f32  # the classic\n").unwrap();
+        assert_eq!(module.kernels, [BuiltinKernel::AddU32, BuiltinKernel::SaxpyF32]);
     }
 
     #[test]
@@ -480,10 +451,7 @@ mod tests {
         let empty = Module::parse(0, b"# nothing\n").unwrap_err();
         assert!(empty.message().contains("no kernels"), "{empty}");
         let duplicate = Module::parse(0, b"fault\nfault\n").unwrap_err();
-        assert!(
-            duplicate.message().contains("already listed on line 1"),
-            "{duplicate}"
-        );
+        assert!(duplicate.message().contains("already listed on line 1"), "{duplicate}");
     }
 
     #[test]

@@ -23,10 +23,7 @@ mod stream;
 #[cfg(test)]
 mod tests;
 
-pub use config::{
-    default_memory_per_device, CpuConfig, DEVICES_VARIABLE, FALLBACK_MEMORY_PER_DEVICE,
-    MEMORY_VARIABLE,
-};
+pub use config::{default_memory_per_device, CpuConfig, DEVICES_VARIABLE, FALLBACK_MEMORY_PER_DEVICE, MEMORY_VARIABLE};
 pub use kernels::BuiltinKernel;
 pub use memory::POISON_PATTERN;
 
@@ -38,8 +35,8 @@ use memory::{Buffer, FillPattern, HostDestination, HostSource};
 use std::sync::Arc;
 use stream::{Operation, Stream};
 use xhal_core::{
-    Backend, BackendInfo, BufferHandle, DeviceHandle, DeviceInfo, Error, EventHandle, KernelFormat,
-    KernelHandle, LaunchArgs, ModuleHandle, Result, StreamHandle,
+    Backend, BackendInfo, BufferHandle, DeviceHandle, DeviceInfo, Error, EventHandle, KernelFormat, KernelHandle,
+    LaunchArgs, ModuleHandle, Result, StreamHandle,
 };
 
 xhal_core::register_static_backend!("cpu", create_static);
@@ -49,15 +46,16 @@ fn create_static() -> Result<Arc<dyn Backend>> {
     Ok(Arc::new(CpuBackend::from_env()?))
 }
 
-/// The plugin's constructor: a backend configured from the environment.
-pub fn create_plugin() -> Result<CpuBackend> {
+/// The plugin's constructor (see `export_plugin!`): a backend configured from the environment.
+fn create_plugin() -> Result<CpuBackend> {
     CpuBackend::from_env()
 }
 
 /// The CPU reference backend. See the crate documentation.
 pub struct CpuBackend {
     config: CpuConfig,
-    devices: Vec<Arc<DeviceMemory>>,
+    /// Created on first use, so a huge `devices` count costs nothing until a device is used.
+    devices: parking_lot::Mutex<std::collections::HashMap<u32, Arc<DeviceMemory>>>,
     opened_devices: HandleTable<Arc<DeviceMemory>>,
     buffers: HandleTable<Buffer>,
     streams: HandleTable<Stream>,
@@ -79,9 +77,7 @@ impl CpuBackend {
     pub fn with_config(config: CpuConfig) -> CpuBackend {
         CpuBackend {
             config,
-            devices: (0..config.devices)
-                .map(|index| Arc::new(DeviceMemory::new(index, config.memory_per_device)))
-                .collect(),
+            devices: parking_lot::Mutex::default(),
             opened_devices: HandleTable::new(ObjectKind::Device),
             buffers: HandleTable::new(ObjectKind::Buffer),
             streams: HandleTable::new(ObjectKind::Stream),
@@ -101,19 +97,23 @@ impl CpuBackend {
         self.config
     }
 
-    fn device_memory(&self, index: u32) -> Result<&Arc<DeviceMemory>> {
-        self.devices.get(index as usize).ok_or_else(|| {
-            Error::not_found(format!(
+    fn device_memory(&self, index: u32) -> Result<Arc<DeviceMemory>> {
+        if index >= self.config.devices {
+            return Err(Error::not_found(format!(
                 "cpu device {index} does not exist; this backend has {} device(s)",
-                self.devices.len()
-            ))
-        })
+                self.config.devices
+            )));
+        }
+        let memory_per_device = self.config.memory_per_device;
+        let mut devices = self.devices.lock();
+        let memory = devices
+            .entry(index)
+            .or_insert_with(|| Arc::new(DeviceMemory::new(index, memory_per_device)));
+        Ok(Arc::clone(memory))
     }
 
     fn opened_device(&self, device: DeviceHandle) -> Result<Arc<DeviceMemory>> {
-        self.opened_devices
-            .get(device.0)
-            .map(|memory| Arc::clone(&*memory))
+        self.opened_devices.get(device.0).map(|memory| Arc::clone(&*memory))
     }
 
     /// The stream, refusing it at once when it has a sticky error.
@@ -125,12 +125,7 @@ impl CpuBackend {
 
     fn buffer_for(&self, stream: &Stream, buffer: BufferHandle) -> Result<Arc<Buffer>> {
         let buffer = self.buffers.get(buffer.0)?;
-        same_device(
-            ObjectKind::Buffer,
-            buffer.id(),
-            buffer.device_index(),
-            stream,
-        )?;
+        same_device(ObjectKind::Buffer, buffer.id(), buffer.device_index(), stream)?;
         Ok(buffer)
     }
 
@@ -181,10 +176,7 @@ impl Backend for CpuBackend {
         BackendInfo {
             name: "cpu".to_string(),
             version: env!("CARGO_PKG_VERSION").to_string(),
-            abi_version: (
-                xhal_core::abi::XHAL_ABI_MAJOR,
-                xhal_core::abi::XHAL_ABI_MINOR,
-            ),
+            abi_version: (xhal_core::abi::XHAL_ABI_MAJOR, xhal_core::abi::XHAL_ABI_MINOR),
         }
     }
 
@@ -197,10 +189,8 @@ impl Backend for CpuBackend {
     }
 
     fn device_open(&self, index: u32) -> Result<DeviceHandle> {
-        let memory = Arc::clone(self.device_memory(index)?);
-        self.opened_devices
-            .insert_with(|_| Ok(memory))
-            .map(DeviceHandle)
+        let memory = self.device_memory(index)?;
+        self.opened_devices.insert_with(|_| Ok(memory)).map(DeviceHandle)
     }
 
     fn device_close(&self, device: DeviceHandle) {
@@ -251,11 +241,7 @@ impl Backend for CpuBackend {
         // SAFETY: our caller accepted `stream_write`'s contract for `source`, which is exactly
         // what `HostSource::new` requires.
         let source = unsafe { HostSource::new(source) };
-        stream.enqueue(Operation::Write {
-            buffer,
-            range,
-            source,
-        })
+        stream.enqueue(Operation::Write { buffer, range, source })
     }
 
     unsafe fn stream_read(
@@ -298,8 +284,7 @@ impl Backend for CpuBackend {
         let source = self.buffer_for(&stream, source)?;
         let destination = self.buffer_for(&stream, destination)?;
         let source_range = source.byte_range("copy source", source_offset, size)?;
-        let destination_range =
-            destination.byte_range("copy destination", destination_offset, size)?;
+        let destination_range = destination.byte_range("copy destination", destination_offset, size)?;
         stream.enqueue(Operation::Copy {
             source,
             source_range,
@@ -319,7 +304,7 @@ impl Backend for CpuBackend {
         let stream = self.usable_stream(stream)?;
         let buffer = self.buffer_for(&stream, buffer)?;
         let pattern = FillPattern::new(pattern)?;
-        if offset % pattern.len() != 0 || size % pattern.len() != 0 {
+        if !offset.is_multiple_of(pattern.len()) || !size.is_multiple_of(pattern.len()) {
             return Err(Error::invalid_argument(format!(
                 "fill of buffer {:#x}: offset {offset} and size {size} must be multiples of the {}-byte pattern",
                 buffer.id(),
@@ -327,29 +312,19 @@ impl Backend for CpuBackend {
             )));
         }
         let range = buffer.byte_range("fill", offset, size)?;
-        stream.enqueue(Operation::Fill {
-            buffer,
-            range,
-            pattern,
-        })
+        stream.enqueue(Operation::Fill { buffer, range, pattern })
     }
 
     fn stream_launch(&self, stream: StreamHandle, launch: &LaunchArgs<'_>) -> Result<()> {
         let stream = self.usable_stream(stream)?;
         let kernel = self.kernels.get(launch.kernel.0)?;
-        same_device(
-            ObjectKind::Kernel,
-            launch.kernel.0,
-            kernel.device_index,
-            &stream,
-        )?;
+        same_device(ObjectKind::Kernel, launch.kernel.0, kernel.device_index, &stream)?;
         let mut buffers = Vec::with_capacity(launch.buffers.len());
         for argument in launch.buffers {
             let buffer = self.buffer_for(&stream, argument.buffer)?;
             buffers.push((buffer, argument.offset, argument.size));
         }
-        let prepared =
-            PreparedLaunch::new(kernel.builtin, launch.workgroups, buffers, launch.scalars)?;
+        let prepared = PreparedLaunch::new(kernel.builtin, launch.workgroups, buffers, launch.scalars)?;
         stream.enqueue(Operation::Launch(prepared))
     }
 
@@ -407,12 +382,7 @@ impl Backend for CpuBackend {
         Event::elapsed_nanoseconds(&start, &end)
     }
 
-    fn module_load(
-        &self,
-        device: DeviceHandle,
-        format: KernelFormat,
-        code: &[u8],
-    ) -> Result<ModuleHandle> {
+    fn module_load(&self, device: DeviceHandle, format: KernelFormat, code: &[u8]) -> Result<ModuleHandle> {
         let index = self.opened_device(device)?.index();
         if format != KernelFormat::CPU_BUILTIN {
             return Err(Error::unsupported(format!(

@@ -29,15 +29,10 @@ impl Buffer {
     /// Takes `size` bytes from the device's budget and from the host, poisoned.
     pub(crate) fn allocate(id: u64, memory: &Arc<DeviceMemory>, size: u64) -> Result<Buffer> {
         if size == 0 {
-            return Err(Error::invalid_argument(
-                "cannot allocate a buffer of 0 bytes",
-            ));
+            return Err(Error::invalid_argument("cannot allocate a buffer of 0 bytes"));
         }
-        let length = usize::try_from(size).map_err(|_| {
-            Error::out_of_memory(format!(
-                "requested {size} bytes, more than this host can address"
-            ))
-        })?;
+        let length = usize::try_from(size)
+            .map_err(|_| Error::out_of_memory(format!("requested {size} bytes, more than this host can address")))?;
         memory.reserve(size)?;
         let mut bytes = Vec::new();
         if let Err(reason) = bytes.try_reserve_exact(length) {
@@ -75,12 +70,7 @@ impl Buffer {
     /// Checks `offset..offset + size` against this buffer and converts it to host indices.
     /// `what` names the operation in the error ("write", "copy source"...).
     pub(crate) fn byte_range(&self, what: &str, offset: u64, size: u64) -> Result<Range<usize>> {
-        check_range(
-            &format!("{what} on buffer {:#x}", self.id),
-            offset,
-            size,
-            self.size,
-        )?;
+        check_range(&format!("{what} on buffer {:#x}", self.id), offset, size, self.size)?;
         // Both fit: the end is within `self.size`, which was a `usize` when allocated.
         let start = to_index(offset)?;
         let end = to_index(offset + size)?;
@@ -112,12 +102,7 @@ impl Buffer {
 
     /// Copies `source_range` of `source` to `destination` at `destination_start`; the ranges
     /// may overlap, even within one buffer.
-    pub(crate) fn copy(
-        source: &Buffer,
-        source_range: Range<usize>,
-        destination: &Buffer,
-        destination_start: usize,
-    ) {
+    pub(crate) fn copy(source: &Buffer, source_range: Range<usize>, destination: &Buffer, destination_start: usize) {
         let length = source_range.len();
         let destination_range = destination_start..destination_start + length;
         if source.id == destination.id {
@@ -161,8 +146,7 @@ impl Drop for Buffer {
 }
 
 fn to_index(value: u64) -> Result<usize> {
-    usize::try_from(value)
-        .map_err(|_| Error::out_of_bounds(format!("byte offset {value} does not fit this host")))
+    usize::try_from(value).map_err(|_| Error::out_of_bounds(format!("byte offset {value} does not fit this host")))
 }
 
 /// A 1-, 2- or 4-byte fill pattern, copied at enqueue time.

@@ -90,9 +90,7 @@ impl Stream {
             .name(format!("xhal-cpu-stream-{id:#x}"))
             .spawn(move || run_worker(id, &worker_shared))
             .map_err(|error| {
-                Error::internal(format!(
-                    "could not start the worker thread of stream {id:#x}: {error}"
-                ))
+                Error::internal(format!("could not start the worker thread of stream {id:#x}: {error}"))
             })?;
         tracing::debug!(
             stream = format_args!("{id:#x}"),
@@ -181,10 +179,7 @@ impl Stream {
         let worker = self.worker.lock().take();
         if let Some(worker) = worker {
             if worker.join().is_err() {
-                tracing::error!(
-                    stream = format_args!("{:#x}", self.id),
-                    "stream worker thread panicked"
-                );
+                tracing::error!(stream = format_args!("{:#x}", self.id), "stream worker thread panicked");
             }
         }
     }
@@ -245,18 +240,11 @@ fn run_worker(stream_id: u64, shared: &StreamShared) {
     }
 }
 
-fn execute(
-    shared: &StreamShared,
-    operation: Operation,
-    sticky_error: Option<&Error>,
-    cancelled: bool,
-) -> Result<()> {
+fn execute(shared: &StreamShared, operation: Operation, sticky_error: Option<&Error>, cancelled: bool) -> Result<()> {
     match operation {
         Operation::Record { signal } => {
             let carried = sticky_error.cloned().or_else(|| {
-                cancelled.then(|| {
-                    Error::internal("the record never ran: the backend was shut down first")
-                })
+                cancelled.then(|| Error::internal("the record never ran: the backend was shut down first"))
             });
             signal.complete(carried);
             Ok(())
@@ -269,11 +257,7 @@ fn execute(
             ))),
             None => Ok(()),
         },
-        Operation::Write {
-            buffer,
-            range,
-            source,
-        } => {
+        Operation::Write { buffer, range, source } => {
             buffer.write_from_host(range, source);
             Ok(())
         }
@@ -294,17 +278,11 @@ fn execute(
             Buffer::copy(&source, source_range, &destination, destination_start);
             Ok(())
         }
-        Operation::Fill {
-            buffer,
-            range,
-            pattern,
-        } => {
+        Operation::Fill { buffer, range, pattern } => {
             buffer.fill(range, pattern);
             Ok(())
         }
-        Operation::Launch(launch) => {
-            launch.execute(&|duration| sleep_unless_cancelled(shared, duration))
-        }
+        Operation::Launch(launch) => launch.execute(&|duration| sleep_unless_cancelled(shared, duration)),
     }
 }
 
@@ -314,11 +292,7 @@ fn sleep_unless_cancelled(shared: &StreamShared, duration: Duration) {
     };
     let mut state = shared.state.lock();
     while !state.cancelled {
-        if shared
-            .interrupt
-            .wait_until(&mut state, deadline)
-            .timed_out()
-        {
+        if shared.interrupt.wait_until(&mut state, deadline).timed_out() {
             break;
         }
     }

@@ -29,7 +29,8 @@ pub fn run(args: &DevicesArgs) -> anyhow::Result<Output> {
         .device_selector(None)
         .build()
         .context("discovering backends")?;
-    let backends = listing::list_backends(&runtime, args.all, None);
+    let failed_static = listing::failed_static_backends(&runtime);
+    let backends = listing::list_backends(&runtime, args.all, &failed_static);
     let failed_plugins = runtime
         .report()
         .plugins

@@ -195,31 +195,19 @@ fn describe_device(backend: &BackendEntry, info: &DeviceInfo) -> Table {
     table.row(["driver version".to_owned(), none_if_empty(&info.driver_version)]);
     table.row(["memory".to_owned(), format_bytes(info.total_memory)]);
     table.row(["free memory".to_owned(), format_bytes(info.free_memory)]);
-    table.row([
-        "max allocation size".to_owned(),
-        format_bytes(info.max_allocation_size),
-    ]);
-    table.row([
-        "max workgroup size".to_owned(),
-        dimensions(info.max_workgroup_size),
-    ]);
+    table.row(["max allocation size".to_owned(), format_bytes(info.max_allocation_size)]);
+    table.row(["max workgroup size".to_owned(), dimensions(info.max_workgroup_size)]);
     table.row([
         "max workgroup invocations".to_owned(),
         info.max_workgroup_invocations.to_string(),
     ]);
-    table.row([
-        "max workgroup count".to_owned(),
-        dimensions(info.max_workgroup_count),
-    ]);
+    table.row(["max workgroup count".to_owned(), dimensions(info.max_workgroup_count)]);
     table.row([
         "max workgroup memory".to_owned(),
         format_bytes(info.max_workgroup_memory.into()),
     ]);
     table.row(["subgroup size".to_owned(), info.subgroup_size.to_string()]);
-    table.row([
-        "max buffer arguments".to_owned(),
-        info.max_buffer_arguments.to_string(),
-    ]);
+    table.row(["max buffer arguments".to_owned(), info.max_buffer_arguments.to_string()]);
     table.row([
         "max scalar block size".to_owned(),
         format_bytes(info.max_scalar_block_size.into()),

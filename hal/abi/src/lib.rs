@@ -5,8 +5,8 @@
 //! every entry, who owns what, and for how long.
 //!
 //! Rules that keep the ABI stable:
-//! - A plugin exports exactly one symbol, [`XHAL_PLUGIN_QUERY_SYMBOL`], of type
-//!   [`XhalPluginQueryFn`].
+//! - A plugin exports exactly one symbol, `XHAL_PLUGIN_QUERY_SYMBOL`, of type
+//!   `XhalPluginQueryFn`.
 //! - Every struct that crosses the boundary begins with `struct_size`. Fields are only ever
 //!   appended, each addition bumps the minor version, and a reader never touches a field that
 //!   lies beyond the `struct_size` it was given.
@@ -26,7 +26,7 @@ pub const XHAL_ABI_MINOR: u32 = 0;
 pub const XHAL_PLUGIN_QUERY_SYMBOL: &str = "xhal_plugin_query";
 
 /// Status returned by every fallible entry. `XHAL_STATUS_OK` is success; anything else comes
-/// with an [`XhalError`] when the caller asked for one.
+/// with an `XhalError` when the caller asked for one.
 pub type XhalStatus = u32;
 
 /// The call succeeded.
@@ -105,7 +105,7 @@ pub const XHAL_KERNEL_FORMAT_CPU_BUILTIN: u32 = 100;
 /// Formats at or above this value are free for vendors to define.
 pub const XHAL_KERNEL_FORMAT_VENDOR_BASE: u32 = 0x1000_0000;
 
-/// Most kernel formats one device can list in [`XhalDeviceInfo`].
+/// Most kernel formats one device can list in `XhalDeviceInfo`.
 pub const XHAL_MAX_KERNEL_FORMATS: usize = 16;
 
 /// Events created with this flag record timestamps, so `event_elapsed_time` works on them.
@@ -277,9 +277,8 @@ pub struct XhalPluginApi {
     /// `XHAL_STATUS_DRIVER_UNAVAILABLE` with the reason, never crashes.
     pub device_count: Option<unsafe extern "C" fn(count: *mut u32, error: XhalErrorOut) -> XhalStatus>,
     /// Fills `info` for device `index` without opening it.
-    pub device_get_info: Option<
-        unsafe extern "C" fn(index: u32, info: *mut XhalDeviceInfo, error: XhalErrorOut) -> XhalStatus,
-    >,
+    pub device_get_info:
+        Option<unsafe extern "C" fn(index: u32, info: *mut XhalDeviceInfo, error: XhalErrorOut) -> XhalStatus>,
     /// Opens device `index`.
     pub device_open:
         Option<unsafe extern "C" fn(index: u32, device: *mut *mut XhalDevice, error: XhalErrorOut) -> XhalStatus>,
@@ -299,8 +298,9 @@ pub struct XhalPluginApi {
     pub buffer_free: Option<unsafe extern "C" fn(buffer: *mut XhalBuffer)>,
 
     /// Creates a stream.
-    pub stream_create:
-        Option<unsafe extern "C" fn(device: *mut XhalDevice, stream: *mut *mut XhalStream, error: XhalErrorOut) -> XhalStatus>,
+    pub stream_create: Option<
+        unsafe extern "C" fn(device: *mut XhalDevice, stream: *mut *mut XhalStream, error: XhalErrorOut) -> XhalStatus,
+    >,
     /// Waits for the stream's work, then destroys it. Accepts null.
     pub stream_destroy: Option<unsafe extern "C" fn(stream: *mut XhalStream)>,
     /// Enqueues a host-to-device copy. `source` must stay valid and unchanged until the write completes.
@@ -369,7 +369,12 @@ pub struct XhalPluginApi {
 
     /// Creates an event; `flags` is a set of `XHAL_EVENT_FLAG_*`.
     pub event_create: Option<
-        unsafe extern "C" fn(device: *mut XhalDevice, flags: u32, event: *mut *mut XhalEvent, error: XhalErrorOut) -> XhalStatus,
+        unsafe extern "C" fn(
+            device: *mut XhalDevice,
+            flags: u32,
+            event: *mut *mut XhalEvent,
+            error: XhalErrorOut,
+        ) -> XhalStatus,
     >,
     /// Destroys an event. Accepts null.
     pub event_destroy: Option<unsafe extern "C" fn(event: *mut XhalEvent)>,
@@ -380,7 +385,12 @@ pub struct XhalPluginApi {
     pub event_synchronize: Option<unsafe extern "C" fn(event: *mut XhalEvent, error: XhalErrorOut) -> XhalStatus>,
     /// Nanoseconds between two completed timing events.
     pub event_elapsed_time: Option<
-        unsafe extern "C" fn(start: *mut XhalEvent, end: *mut XhalEvent, nanoseconds: *mut u64, error: XhalErrorOut) -> XhalStatus,
+        unsafe extern "C" fn(
+            start: *mut XhalEvent,
+            end: *mut XhalEvent,
+            nanoseconds: *mut u64,
+            error: XhalErrorOut,
+        ) -> XhalStatus,
     >,
 
     /// Loads kernel code of `format` from `size` bytes at `code`; the plugin copies what it keeps.
@@ -398,20 +408,30 @@ pub struct XhalPluginApi {
     pub module_destroy: Option<unsafe extern "C" fn(module: *mut XhalModule)>,
     /// Finds an entry point by name.
     pub kernel_get: Option<
-        unsafe extern "C" fn(module: *mut XhalModule, name: XhalStr, kernel: *mut *mut XhalKernel, error: XhalErrorOut) -> XhalStatus,
+        unsafe extern "C" fn(
+            module: *mut XhalModule,
+            name: XhalStr,
+            kernel: *mut *mut XhalKernel,
+            error: XhalErrorOut,
+        ) -> XhalStatus,
     >,
     /// Releases a kernel. Accepts null.
     pub kernel_destroy: Option<unsafe extern "C" fn(kernel: *mut XhalKernel)>,
 }
 
-/// `struct_size` of an [`XhalPluginApi`] that has every v1.0 entry. A host rejects smaller tables.
-pub const XHAL_PLUGIN_API_V1_0_SIZE: usize = core::mem::size_of::<XhalPluginApi>();
-/// `struct_size` of an [`XhalDeviceInfo`] with every v1.0 field.
-pub const XHAL_DEVICE_INFO_V1_0_SIZE: usize = core::mem::size_of::<XhalDeviceInfo>();
-/// `struct_size` of an [`XhalLaunchInfo`] with every v1.0 field.
-pub const XHAL_LAUNCH_INFO_V1_0_SIZE: usize = core::mem::size_of::<XhalLaunchInfo>();
-/// Smallest `struct_size` of an [`XhalError`] the host reads.
-pub const XHAL_ERROR_V1_0_SIZE: usize = core::mem::size_of::<XhalError>();
+/// `struct_size` of an `XhalPluginApi` with every v1.0 entry: where the v1.0 part ends. A host
+/// rejects smaller tables. This stays fixed when later minors append entries.
+pub const XHAL_PLUGIN_API_V1_0_SIZE: usize =
+    core::mem::offset_of!(XhalPluginApi, kernel_destroy) + core::mem::size_of::<usize>();
+/// `struct_size` of an `XhalDeviceInfo` with every v1.0 field: where the v1.0 part ends (the
+/// struct's trailing padding is not part of it).
+pub const XHAL_DEVICE_INFO_V1_0_SIZE: usize =
+    core::mem::offset_of!(XhalDeviceInfo, kernel_formats) + 4 * XHAL_MAX_KERNEL_FORMATS;
+/// `struct_size` of an `XhalLaunchInfo` with every v1.0 field.
+pub const XHAL_LAUNCH_INFO_V1_0_SIZE: usize =
+    core::mem::offset_of!(XhalLaunchInfo, scalar_size) + core::mem::size_of::<usize>();
+/// Smallest `struct_size` of an `XhalError` the host reads the message of.
+pub const XHAL_ERROR_V1_0_SIZE: usize = core::mem::offset_of!(XhalError, message) + core::mem::size_of::<XhalStr>();
 
 /// The one function a plugin exports, as `xhal_plugin_query`. It returns the plugin's static
 /// table, or null when the plugin cannot serve a host of that ABI version. It may be called

@@ -12,8 +12,8 @@ fn committed_header() -> PathBuf {
 }
 
 fn generate_header() -> String {
-    let config = cbindgen::Config::from_file(crate_dir().join("cbindgen.toml"))
-        .expect("hal/abi/cbindgen.toml must parse");
+    let config =
+        cbindgen::Config::from_file(crate_dir().join("cbindgen.toml")).expect("hal/abi/cbindgen.toml must parse");
     let bindings = cbindgen::Builder::new()
         .with_crate(crate_dir())
         .with_config(config)
@@ -84,7 +84,11 @@ int probe(const XhalPluginApi *api, XhalDeviceInfo *info, XhalLaunchInfo *launch
         .arg(dir.join("probe.c"))
         .output();
     if let Ok(out) = cxx {
-        assert!(out.status.success(), "include/xhal.h does not compile as C++17:\n{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "include/xhal.h does not compile as C++17:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -110,6 +114,10 @@ static_assert(sizeof(XhalError) == {}, "XhalError size");
         std::mem::size_of::<xhal_abi::XhalError>(),
     );
     let output = compile_c(&source, &dir, &[]);
-    assert!(output.status.success(), "C and Rust disagree on a struct size:\n{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "C and Rust disagree on a struct size:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

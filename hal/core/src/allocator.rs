@@ -60,22 +60,30 @@ struct State {
 pub struct CachingAllocator {
     backend: Arc<dyn Backend>,
     device: DeviceHandle,
+    /// The device's largest allocation; rounding never asks for more than this.
+    max_allocation: u64,
     caching: bool,
     state: Mutex<State>,
 }
 
 impl CachingAllocator {
     /// An allocator for `device`; caching unless `XHAL_CACHING_ALLOCATOR=0`.
-    pub fn new(backend: Arc<dyn Backend>, device: DeviceHandle) -> CachingAllocator {
+    pub fn new(backend: Arc<dyn Backend>, device: DeviceHandle, max_allocation: u64) -> CachingAllocator {
         let caching = std::env::var("XHAL_CACHING_ALLOCATOR").map_or(true, |value| value != "0");
-        CachingAllocator::with_caching(backend, device, caching)
+        CachingAllocator::with_caching(backend, device, max_allocation, caching)
     }
 
-    /// An allocator with caching explicitly on or off.
-    pub fn with_caching(backend: Arc<dyn Backend>, device: DeviceHandle, caching: bool) -> CachingAllocator {
+    /// An allocator with caching explicitly on or off. `max_allocation` 0 means no limit.
+    pub fn with_caching(
+        backend: Arc<dyn Backend>,
+        device: DeviceHandle,
+        max_allocation: u64,
+        caching: bool,
+    ) -> CachingAllocator {
         CachingAllocator {
             backend,
             device,
+            max_allocation: if max_allocation == 0 { u64::MAX } else { max_allocation },
             caching,
             state: Mutex::new(State::default()),
         }
@@ -86,8 +94,18 @@ impl CachingAllocator {
         if !self.caching {
             return size;
         }
-        let rounding = if size <= SMALL_LIMIT { SMALL_ROUNDING } else { LARGE_ROUNDING };
-        size.div_ceil(rounding).saturating_mul(rounding)
+        let rounding = if size <= SMALL_LIMIT {
+            SMALL_ROUNDING
+        } else {
+            LARGE_ROUNDING
+        };
+        let rounded = size.div_ceil(rounding).saturating_mul(rounding);
+        // A request the device can serve must not become one it cannot.
+        if rounded > self.max_allocation && size <= self.max_allocation {
+            size
+        } else {
+            rounded
+        }
     }
 
     /// Allocates at least `size` (> 0) bytes. When the backend is out of memory, the cache is

@@ -398,7 +398,14 @@ pub trait Backend: Send + Sync + 'static {
         size: u64,
     ) -> Result<()>;
     /// Enqueues a fill of `size` bytes with a 1-, 2- or 4-byte `pattern`.
-    fn stream_fill(&self, stream: StreamHandle, buffer: BufferHandle, offset: u64, size: u64, pattern: &[u8]) -> Result<()>;
+    fn stream_fill(
+        &self,
+        stream: StreamHandle,
+        buffer: BufferHandle,
+        offset: u64,
+        size: u64,
+        pattern: &[u8],
+    ) -> Result<()>;
     /// Enqueues a kernel launch.
     fn stream_launch(&self, stream: StreamHandle, launch: &LaunchArgs<'_>) -> Result<()>;
     /// Enqueues a record of `event`.

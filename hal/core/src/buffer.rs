@@ -45,12 +45,14 @@ impl<T> std::fmt::Debug for Buffer<T> {
 
 /// Byte count of `count` elements of `T`, or an error naming `what` when it overflows.
 pub(crate) fn bytes_of<T>(count: usize, what: &str) -> Result<u64> {
-    (count as u64).checked_mul(std::mem::size_of::<T>() as u64).ok_or_else(|| {
-        Error::out_of_bounds(format!(
-            "{what}: {count} elements of {} bytes overflow u64",
-            std::mem::size_of::<T>()
-        ))
-    })
+    (count as u64)
+        .checked_mul(std::mem::size_of::<T>() as u64)
+        .ok_or_else(|| {
+            Error::out_of_bounds(format!(
+                "{what}: {count} elements of {} bytes overflow u64",
+                std::mem::size_of::<T>()
+            ))
+        })
 }
 
 impl<T: bytemuck::Pod> Buffer<T> {

@@ -76,7 +76,7 @@ impl Device {
         let info = backend.device_info(index)?;
         let handle = backend.device_open(index)?;
         tracing::debug!(backend = backend_name, index, name = %info.name, "opened device");
-        let allocator = CachingAllocator::new(backend.clone(), handle);
+        let allocator = CachingAllocator::new(backend.clone(), handle, info.max_allocation_size);
         Ok(Device {
             shared: Arc::new(DeviceShared {
                 backend,

@@ -91,7 +91,9 @@ impl Event {
     pub fn elapsed_since(&self, start: &Event) -> Result<Duration> {
         self.check_usable("elapsed time")?;
         start.check_usable("elapsed time")?;
-        self.shared.device.check_same_device(&start.shared.device, "start event")?;
+        self.shared
+            .device
+            .check_same_device(&start.shared.device, "start event")?;
         for (event, role) in [(start, "start"), (self, "end")] {
             if !event.shared.timing {
                 return Err(Error::invalid_argument(format!(

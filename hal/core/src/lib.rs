@@ -10,6 +10,10 @@
 //!                                          Stream: write/read/copy/fill/launch/record/wait
 //! ```
 
+// Handles cross the C ABI as pointers and the CPU backend tags them in their top byte.
+#[cfg(not(target_pointer_width = "64"))]
+compile_error!("xhal supports 64-bit targets only");
+
 pub mod allocator;
 pub mod backend;
 mod buffer;
@@ -35,8 +39,9 @@ pub use event::Event;
 pub use module::{Kernel, Launch, Module};
 pub use runtime::{
     BackendEntry, BackendSource, DeviceEntry, DiscoveryReport, PluginAttempt, PluginOutcome, Runtime, RuntimeBuilder,
+    StaticFailure,
 };
-pub use select::{Explanation, Policy, Selector};
+pub use select::{Candidate, DeviceSelector, Explanation, Policy, Selector};
 pub use stream::Stream;
 
 pub use bytemuck;

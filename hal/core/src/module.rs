@@ -234,7 +234,10 @@ impl<'a> Launch<'a> {
         }
         let name = self.kernel.name();
         let info = &device.info;
-        for (axis, (&count, &max)) in ["x", "y", "z"].iter().zip(self.workgroups.iter().zip(&info.max_workgroup_count)) {
+        for (axis, (&count, &max)) in ["x", "y", "z"]
+            .iter()
+            .zip(self.workgroups.iter().zip(&info.max_workgroup_count))
+        {
             if count == 0 {
                 return Err(Error::invalid_argument(format!(
                     "kernel `{name}`: workgroup count in {axis} is 0; every dimension needs at least 1"
@@ -263,10 +266,10 @@ impl<'a> Launch<'a> {
                 )));
             }
         }
-        if info.max_scalar_block_size > 0 && self.scalars.len() > info.max_scalar_block_size as usize {
+        let scalar_size = self.scalars.len().div_ceil(self.scalar_alignment) * self.scalar_alignment;
+        if info.max_scalar_block_size > 0 && scalar_size > info.max_scalar_block_size as usize {
             return Err(Error::invalid_argument(format!(
-                "kernel `{name}`: scalar block of {} bytes exceeds the device limit {}",
-                self.scalars.len(),
+                "kernel `{name}`: scalar block of {scalar_size} bytes exceeds the device limit {}",
                 info.max_scalar_block_size
             )));
         }

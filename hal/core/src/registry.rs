@@ -26,7 +26,7 @@ pub fn static_backends() -> Vec<&'static StaticBackend> {
 
 /// Registers a backend that is linked into the binary.
 ///
-/// ```ignore
+/// ```text
 /// xhal_core::register_static_backend!("cpu", || Ok(std::sync::Arc::new(CpuBackend::from_env())));
 /// ```
 #[macro_export]

@@ -148,6 +148,17 @@ pub struct DiscoveryReport {
     pub plugins: Vec<PluginAttempt>,
     /// Backends linked into this binary.
     pub static_backends: Vec<String>,
+    /// Built-in backends that failed to start, with the reason.
+    pub static_failures: Vec<StaticFailure>,
+}
+
+/// A built-in backend that could not start (a malformed setting, say).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StaticFailure {
+    /// The backend.
+    pub name: String,
+    /// Why it did not start.
+    pub error: Error,
 }
 
 /// A device the runtime knows, before it is opened.
@@ -234,7 +245,11 @@ impl RuntimeBuilder {
             Some(selector) => selector,
             None => device_selector_from_env()?,
         };
-        let may_use = |name: &str| device_selector.as_ref().is_none_or(|selector| selector.may_use_backend(name));
+        let may_use = |name: &str| {
+            device_selector
+                .as_ref()
+                .is_none_or(|selector| selector.may_use_backend(name))
+        };
 
         let mut active: Vec<BackendEntry> = Vec::new();
         let mut shadowed: Vec<BackendEntry> = Vec::new();
@@ -249,7 +264,12 @@ impl RuntimeBuilder {
 
         for path in &self.plugin_files {
             let plugin = loader::load_plugin(path)?;
-            let entry = BackendEntry::enumerate(plugin.backend.clone(), BackendSource::Plugin { path: plugin.path.clone() });
+            let entry = BackendEntry::enumerate(
+                plugin.backend.clone(),
+                BackendSource::Plugin {
+                    path: plugin.path.clone(),
+                },
+            );
             attempts.push(PluginAttempt {
                 path: plugin.path.clone(),
                 backend: entry.info.name.clone(),
@@ -309,7 +329,12 @@ impl RuntimeBuilder {
             });
         }
 
-        let statics = if self.static_backends { registry::static_backends() } else { Vec::new() };
+        let mut static_failures = Vec::new();
+        let statics = if self.static_backends {
+            registry::static_backends()
+        } else {
+            Vec::new()
+        };
         for registered in &statics {
             if !may_use(registered.name) && !winners.contains_key(registered.name) {
                 continue;
@@ -318,6 +343,10 @@ impl RuntimeBuilder {
                 Ok(backend) => backend,
                 Err(error) => {
                     tracing::warn!(backend = registered.name, %error, "built-in backend failed to start");
+                    static_failures.push(StaticFailure {
+                        name: registered.name.to_owned(),
+                        error,
+                    });
                     continue;
                 }
             };
@@ -338,6 +367,7 @@ impl RuntimeBuilder {
                 search_folders,
                 plugins: attempts,
                 static_backends: statics.iter().map(|b| b.name.to_owned()).collect(),
+                static_failures,
             },
             opened: Mutex::new(HashMap::new()),
         })
@@ -356,13 +386,22 @@ fn loaded_outcome(entry: &BackendEntry) -> PluginOutcome {
         name: entry.info.name.clone(),
         version: entry.info.version.clone(),
         abi: format!("{}.{}", entry.info.abi_version.0, entry.info.abi_version.1),
-        devices: entry.devices.as_ref().map(|devices| devices.len() as u32).map_err(Clone::clone),
+        devices: entry
+            .devices
+            .as_ref()
+            .map(|devices| devices.len() as u32)
+            .map_err(Clone::clone),
     }
 }
 
 fn load_discovered(file: &PluginFile) -> Result<BackendEntry> {
     let plugin = loader::load_plugin(&file.path)?;
-    let entry = BackendEntry::enumerate(plugin.backend.clone(), BackendSource::Plugin { path: file.path.clone() });
+    let entry = BackendEntry::enumerate(
+        plugin.backend.clone(),
+        BackendSource::Plugin {
+            path: file.path.clone(),
+        },
+    );
     if entry.info.name != file.backend {
         return Err(Error::new(
             ErrorKind::PluginLoad,
@@ -431,11 +470,16 @@ impl Runtime {
         self.backends
             .iter()
             .flat_map(|entry| {
-                entry.devices.iter().flatten().enumerate().map(|(index, info)| DeviceEntry {
-                    backend: entry.info.name.clone(),
-                    index: index as u32,
-                    info: info.clone(),
-                })
+                entry
+                    .devices
+                    .iter()
+                    .flatten()
+                    .enumerate()
+                    .map(|(index, info)| DeviceEntry {
+                        backend: entry.info.name.clone(),
+                        index: index as u32,
+                        info: info.clone(),
+                    })
             })
             .collect()
     }
@@ -474,7 +518,11 @@ impl Runtime {
             let present: Vec<&str> = self.backends.iter().map(|b| b.info.name.as_str()).collect();
             Error::not_found(format!(
                 "backend `{backend}` is not present; present: {}",
-                if present.is_empty() { "none".to_owned() } else { present.join(", ") }
+                if present.is_empty() {
+                    "none".to_owned()
+                } else {
+                    present.join(", ")
+                }
             ))
         })?;
         let count = match &entry.devices {

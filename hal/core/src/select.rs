@@ -96,9 +96,7 @@ impl TypeWord {
     fn mask(self) -> u8 {
         match self {
             TypeWord::Cpu => type_bit(DeviceType::Cpu),
-            TypeWord::Gpu => {
-                type_bit(DeviceType::IntegratedGpu) | type_bit(DeviceType::DiscreteGpu)
-            }
+            TypeWord::Gpu => type_bit(DeviceType::IntegratedGpu) | type_bit(DeviceType::DiscreteGpu),
             TypeWord::DiscreteGpu => type_bit(DeviceType::DiscreteGpu),
             TypeWord::IntegratedGpu => type_bit(DeviceType::IntegratedGpu),
             TypeWord::Accelerator => type_bit(DeviceType::Accelerator),
@@ -142,10 +140,7 @@ enum Atom {
         device_type: Option<TypeWord>,
     },
     /// `backend:device`.
-    Device {
-        backend: String,
-        device: DevicePattern,
-    },
+    Device { backend: String, device: DevicePattern },
 }
 
 /// What one term can match among the devices of one backend whose devices are not known yet.
@@ -164,10 +159,7 @@ impl Atom {
                 word,
                 device_type: word_type,
             } => word == backend || word_type.is_some_and(|t| t.matches(device_type)),
-            Atom::Device {
-                backend: named,
-                device,
-            } => {
+            Atom::Device { backend: named, device } => {
                 named == backend
                     && match device {
                         DevicePattern::Any => true,
@@ -352,10 +344,7 @@ impl DeviceSelector {
     }
 
     fn term(&self, position: usize) -> String {
-        self.terms
-            .get(position)
-            .map(Term::to_string)
-            .unwrap_or_default()
+        self.terms.get(position).map(Term::to_string).unwrap_or_default()
     }
 }
 
@@ -416,10 +405,7 @@ impl<'t> Parser<'t> {
 
     fn selector(mut self) -> Result<DeviceSelector> {
         if self.chars.iter().all(|c| c.is_whitespace()) {
-            return Err(self.error(
-                0,
-                "empty selector: expected a backend name, a device type or '*'",
-            ));
+            return Err(self.error(0, "empty selector: expected a backend name, a device type or '*'"));
         }
         let mut terms = Vec::new();
         loop {
@@ -444,14 +430,12 @@ impl<'t> Parser<'t> {
                     return Err(self.error(self.position, "no whitespace is allowed before ':'"));
                 }
                 Some(_) => {
-                    let expected =
-                        if matches!(term.atom, Atom::Word { .. }) && self.position == glued {
-                            "':', ',' or the end"
-                        } else {
-                            "',' or the end"
-                        };
-                    let message =
-                        format!("expected {expected} after `{}`", shorten(&term.to_string()));
+                    let expected = if matches!(term.atom, Atom::Word { .. }) && self.position == glued {
+                        "':', ',' or the end"
+                    } else {
+                        "',' or the end"
+                    };
+                    let message = format!("expected {expected} after `{}`", shorten(&term.to_string()));
                     return Err(self.error(self.position, &message));
                 }
             }
@@ -464,10 +448,7 @@ impl<'t> Parser<'t> {
         if negated {
             self.position += 1;
             if self.peek() == Some('!') {
-                return Err(self.error(
-                    self.position,
-                    "'!' repeated: a term is negated at most once",
-                ));
+                return Err(self.error(self.position, "'!' repeated: a term is negated at most once"));
             }
         }
         let atom = self.atom(negated)?;
@@ -485,28 +466,19 @@ impl<'t> Parser<'t> {
                 if self.peek() == Some(':') {
                     self.position += 1;
                     let device = self.device()?;
-                    Ok(Atom::Device {
-                        backend: word,
-                        device,
-                    })
+                    Ok(Atom::Device { backend: word, device })
                 } else {
                     let device_type = TypeWord::from_word(&word);
                     Ok(Atom::Word { word, device_type })
                 }
             }
             Some(c) if c.is_ascii_uppercase() => Err(self.uppercase_error(self.position)),
-            _ if negated => Err(self.error(
-                self.position,
-                "expected a backend name, a device type or '*' after '!'",
-            )),
+            _ if negated => Err(self.error(self.position, "expected a backend name, a device type or '*' after '!'")),
             Some(',') => Err(self.error(
                 self.position,
                 "empty term: expected a backend name, a device type, '*' or '!'",
             )),
-            _ => Err(self.error(
-                self.position,
-                "expected a backend name, a device type, '*' or '!'",
-            )),
+            _ => Err(self.error(self.position, "expected a backend name, a device type, '*' or '!'")),
         }
     }
 
@@ -518,10 +490,7 @@ impl<'t> Parser<'t> {
         }
         // `cuDA` would otherwise read as `cu` followed by junk; say what is wrong instead.
         if self.peek().is_some_and(|c| c.is_ascii_uppercase()) {
-            let message = format!(
-                "names are lowercase: expected `{}`",
-                shorten(&self.lowered_word(start))
-            );
+            let message = format!("names are lowercase: expected `{}`", shorten(&self.lowered_word(start)));
             return Err(self.error(self.position, &message));
         }
         Ok(self
@@ -542,9 +511,7 @@ impl<'t> Parser<'t> {
             Some(c) if c.is_ascii_digit() => {
                 let mut value: Option<u32> = Some(0);
                 while let Some(digit) = self.peek().and_then(|c| c.to_digit(10)) {
-                    value = value
-                        .and_then(|v| v.checked_mul(10))
-                        .and_then(|v| v.checked_add(digit));
+                    value = value.and_then(|v| v.checked_mul(10)).and_then(|v| v.checked_add(digit));
                     self.position += 1;
                 }
                 match value {
@@ -567,18 +534,15 @@ impl<'t> Parser<'t> {
             }
             Some(c) if c.is_ascii_lowercase() => {
                 let word = self.word()?;
-                TypeWord::from_word(&word)
-                    .map(DevicePattern::Type)
-                    .ok_or_else(|| {
-                        let spellings: Vec<&str> =
-                            TypeWord::SPELLINGS.iter().map(|(s, _)| *s).collect();
-                        let message = format!(
-                            "unknown device type `{}`: expected a device index, '*' or one of {}",
-                            shorten(&word),
-                            spellings.join(", ")
-                        );
-                        self.error(start, &message)
-                    })
+                TypeWord::from_word(&word).map(DevicePattern::Type).ok_or_else(|| {
+                    let spellings: Vec<&str> = TypeWord::SPELLINGS.iter().map(|(s, _)| *s).collect();
+                    let message = format!(
+                        "unknown device type `{}`: expected a device index, '*' or one of {}",
+                        shorten(&word),
+                        spellings.join(", ")
+                    );
+                    self.error(start, &message)
+                })
             }
             Some(c) if c.is_ascii_uppercase() => Err(self.uppercase_error(start)),
             _ => Err(self.error(start, "expected a device index, '*' or a device type")),
@@ -596,10 +560,7 @@ impl<'t> Parser<'t> {
     }
 
     fn uppercase_error(&self, at: usize) -> Error {
-        let message = format!(
-            "names are lowercase: expected `{}`",
-            shorten(&self.lowered_word(at))
-        );
+        let message = format!("names are lowercase: expected `{}`", shorten(&self.lowered_word(at)));
         self.error(at, &message)
     }
 
@@ -738,10 +699,7 @@ impl Candidate<'_> {
     /// list of what is present.
     fn described(&self) -> String {
         if self.info.name.is_empty() {
-            format!(
-                "{}:{} ({})",
-                self.backend, self.index, self.info.device_type
-            )
+            format!("{}:{} ({})", self.backend, self.index, self.info.device_type)
         } else {
             format!(
                 "{}:{} ({}, {})",
@@ -965,16 +923,10 @@ impl Selector {
         });
         let term = match outcome {
             Some((devices, Match::Excluded(position))) => {
-                return rejected(
-                    Rejection::Excluded,
-                    format!("excluded by `{}`", devices.term(position)),
-                );
+                return rejected(Rejection::Excluded, format!("excluded by `{}`", devices.term(position)));
             }
             Some((devices, Match::NotNamed)) => {
-                return rejected(
-                    Rejection::NotNamed,
-                    format!("not named by {ENV_VAR}={devices}"),
-                );
+                return rejected(Rejection::NotNamed, format!("not named by {ENV_VAR}={devices}"));
             }
             Some((_, Match::Term(position))) => Some(position),
             Some((_, Match::Allowed)) => None,
@@ -998,10 +950,7 @@ impl Selector {
             failures.push(format!("lacks {noun} {}", feature_list(missing)));
         }
         if info.total_memory < self.min_memory {
-            let (has, needs) = (
-                format_bytes(info.total_memory),
-                format_bytes(self.min_memory),
-            );
+            let (has, needs) = (format_bytes(info.total_memory), format_bytes(self.min_memory));
             // Rounding can make two different sizes print alike; then only bytes tell them apart.
             if has == needs {
                 failures.push(format!(
@@ -1035,11 +984,7 @@ impl Selector {
         let kind = type_description(info.device_type);
         let reason = match (term, &self.devices) {
             (Some(position), Some(devices)) => {
-                format!(
-                    "matches term {} `{}`; {kind}",
-                    position + 1,
-                    devices.term(position)
-                )
+                format!("matches term {} `{}`; {kind}", position + 1, devices.term(position))
             }
             _ => kind.to_string(),
         };
@@ -1088,11 +1033,7 @@ impl Selector {
         term: Option<usize>,
     ) -> String {
         let label = chosen.label();
-        let selector = self
-            .devices
-            .as_ref()
-            .map(ToString::to_string)
-            .unwrap_or_default();
+        let selector = self.devices.as_ref().map(ToString::to_string).unwrap_or_default();
         if let (Some(position), Some(devices)) = (term, &self.devices) {
             let mut summary = format!(
                 "chose {label}: first match of term {} `{}` in {ENV_VAR}={selector}",
@@ -1139,17 +1080,11 @@ impl Selector {
         if self.devices.is_some() {
             notes.push(format!("{ENV_VAR}={selector}"));
         }
-        format!(
-            "chose {label}: best by policy {} ({})",
-            self.policy,
-            notes.join("; ")
-        )
+        format!("chose {label}: best by policy {} ({})", self.policy, notes.join("; "))
     }
 
     fn nothing_accepted(&self, candidates: &[Candidate<'_>], judgements: &[Judgement]) -> String {
-        let failed_requirements = judgements
-            .iter()
-            .any(|j| j.rejection == Some(Rejection::Requirements));
+        let failed_requirements = judgements.iter().any(|j| j.rejection == Some(Rejection::Requirements));
         let mut message = match &self.devices {
             None if self.policy == Policy::Explicit => {
                 "policy explicit needs a device selector (set XHAL_DEVICE or call \
@@ -1203,21 +1138,14 @@ impl Selector {
             .collect();
         if !absent.is_empty() {
             let quoted: Vec<String> = absent.iter().map(|name| format!("\"{name}\"")).collect();
-            let verb = if absent.len() == 1 {
-                "backend"
-            } else {
-                "backends"
-            };
+            let verb = if absent.len() == 1 { "backend" } else { "backends" };
             let is = if absent.len() == 1 { "is" } else { "are" };
             let others = if backends.is_empty() {
                 "no backend reported a device".to_string()
             } else {
                 format!("backends present: {}", backends.join(", "))
             };
-            message.push_str(&format!(
-                "; {verb} {} {is} not present ({others})",
-                quoted.join(", ")
-            ));
+            message.push_str(&format!("; {verb} {} {is} not present ({others})", quoted.join(", ")));
         }
         message
     }
@@ -1229,16 +1157,10 @@ impl Selector {
             parts.push(format!("features {}", feature_list(self.features)));
         }
         if self.min_memory > 0 {
-            parts.push(format!(
-                "at least {} of memory",
-                format_bytes(self.min_memory)
-            ));
+            parts.push(format!("at least {} of memory", format_bytes(self.min_memory)));
         }
         if !self.kernel_formats.is_empty() {
-            parts.push(format!(
-                "a kernel format of {}",
-                format_list(&self.kernel_formats)
-            ));
+            parts.push(format!("a kernel format of {}", format_list(&self.kernel_formats)));
         }
         parts.join("; ")
     }
@@ -1258,9 +1180,7 @@ fn type_description(device_type: DeviceType) -> &'static str {
 /// Feature names, with bits this host has no name for written in hex.
 fn feature_list(features: Features) -> String {
     let mut names: Vec<String> = features.names().into_iter().map(String::from).collect();
-    let known = Features::ALL
-        .iter()
-        .fold(0, |bits, (feature, _)| bits | feature.0);
+    let known = Features::ALL.iter().fold(0, |bits, (feature, _)| bits | feature.0);
     let unknown = features.0 & !known;
     if unknown != 0 {
         names.push(format!("{unknown:#x}"));
@@ -1278,12 +1198,7 @@ fn format_list(formats: &[KernelFormat]) -> String {
 
 /// `2.0 GiB`, `512.0 MiB`, `100 bytes`.
 fn format_bytes(bytes: u64) -> String {
-    const UNITS: [(&str, u64); 4] = [
-        ("TiB", 1 << 40),
-        ("GiB", 1 << 30),
-        ("MiB", 1 << 20),
-        ("KiB", 1 << 10),
-    ];
+    const UNITS: [(&str, u64); 4] = [("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
     for (unit, size) in UNITS {
         if bytes >= size {
             return format!("{:.1} {unit}", bytes as f64 / size as f64);
@@ -1347,11 +1262,7 @@ mod tests {
         vec![
             ("cpu", 0, cpu_reference()),
             ("vulkan", 0, device("llvmpipe", DeviceType::Cpu)),
-            (
-                "vulkan",
-                1,
-                device("Radeon 780M", DeviceType::IntegratedGpu),
-            ),
+            ("vulkan", 1, device("Radeon 780M", DeviceType::IntegratedGpu)),
             ("vulkan", 2, device("RTX 4090", DeviceType::DiscreteGpu)),
             ("cuda", 0, device("RTX 4090", DeviceType::DiscreteGpu)),
             ("npu", 0, device("Hexagon", DeviceType::Accelerator)),
@@ -1493,22 +1404,10 @@ mod tests {
     #[test]
     fn the_first_matching_positive_term_decides() {
         let parsed = selector("!npu,cuda,vulkan:*,gpu");
-        assert_eq!(
-            parsed.evaluate("vulkan", 2, DeviceType::DiscreteGpu),
-            Match::Term(2)
-        );
-        assert_eq!(
-            parsed.evaluate("cuda", 0, DeviceType::DiscreteGpu),
-            Match::Term(1)
-        );
-        assert_eq!(
-            parsed.evaluate("hip", 0, DeviceType::DiscreteGpu),
-            Match::Term(3)
-        );
-        assert_eq!(
-            parsed.evaluate("npu", 0, DeviceType::DiscreteGpu),
-            Match::Excluded(0)
-        );
+        assert_eq!(parsed.evaluate("vulkan", 2, DeviceType::DiscreteGpu), Match::Term(2));
+        assert_eq!(parsed.evaluate("cuda", 0, DeviceType::DiscreteGpu), Match::Term(1));
+        assert_eq!(parsed.evaluate("hip", 0, DeviceType::DiscreteGpu), Match::Term(3));
+        assert_eq!(parsed.evaluate("npu", 0, DeviceType::DiscreteGpu), Match::Excluded(0));
         assert_eq!(parsed.evaluate("cpu", 0, DeviceType::Cpu), Match::NotNamed);
         assert_eq!(
             selector("!cpu").evaluate("cuda", 0, DeviceType::DiscreteGpu),
@@ -1518,11 +1417,7 @@ mod tests {
 
     #[test]
     fn syntax_errors_name_the_column() {
-        let message = assert_syntax_error(
-            "vulkan:@",
-            8,
-            "expected a device index, '*' or a device type",
-        );
+        let message = assert_syntax_error("vulkan:@", 8, "expected a device index, '*' or a device type");
         assert_eq!(
             message,
             "XHAL_DEVICE \"vulkan:@\": expected a device index, '*' or a device type at column 8\n  vulkan:@\n         ^"
@@ -1539,11 +1434,7 @@ mod tests {
         assert_syntax_error("!", 2, "after '!'");
         assert_syntax_error("!,cpu", 2, "after '!'");
         assert_syntax_error("! cpu", 2, "after '!'");
-        assert_syntax_error(
-            "@cuda",
-            1,
-            "expected a backend name, a device type, '*' or '!'",
-        );
+        assert_syntax_error("@cuda", 1, "expected a backend name, a device type, '*' or '!'");
         assert_syntax_error("1cuda", 1, "expected a backend name");
         assert_syntax_error("cu$da", 3, "expected ':', ',' or the end after `cu`");
         assert_syntax_error("cuda cpu", 6, "expected ',' or the end after `cuda`");
@@ -1553,11 +1444,7 @@ mod tests {
         assert_syntax_error("vulkan:0:1", 9, "after `vulkan:0`");
         assert_syntax_error("vulkan:*x", 9, "after `vulkan:*`");
         assert_syntax_error("vulkan:gpu!", 11, "after `vulkan:gpu`");
-        assert_syntax_error(
-            "cuda:99999999999",
-            6,
-            "device index 99999999999 is too large",
-        );
+        assert_syntax_error("cuda:99999999999", 6, "device index 99999999999 is too large");
         assert_syntax_error("cuda:4294967296", 6, "the largest is 4294967295");
         assert_syntax_error("cuda:", 6, "expected a device index, '*' or a device type");
         assert_syntax_error("cuda:,cpu", 6, "expected a device index");
@@ -1598,10 +1485,7 @@ mod tests {
         let message = assert_syntax_error(&early, 1, "expected a backend name");
         assert!(message.len() < 600, "{message}");
         let middle = format!("{},@,{}", "a".repeat(5_000), "b".repeat(5_000));
-        let message = DeviceSelector::parse(&middle)
-            .unwrap_err()
-            .message()
-            .to_string();
+        let message = DeviceSelector::parse(&middle).unwrap_err().message().to_string();
         assert!(message.contains("at column 5002"), "{message}");
         let lines: Vec<&str> = message.lines().collect();
         // The window starts with an ellipsis; the caret still sits under the '@'.
@@ -1706,14 +1590,8 @@ mod tests {
             ("cuda", &[("cuda", true), ("vulkan", false), ("cpu", false)]),
             ("gpu", &[("cuda", true), ("vulkan", true), ("cpu", true)]),
             ("cpu", &[("cpu", true), ("opencl", true), ("cuda", true)]),
-            (
-                "!vulkan",
-                &[("vulkan", false), ("cuda", true), ("cpu", true)],
-            ),
-            (
-                "vulkan:*,!cpu",
-                &[("vulkan", true), ("cpu", false), ("cuda", false)],
-            ),
+            ("!vulkan", &[("vulkan", false), ("cuda", true), ("cpu", true)]),
+            ("vulkan:*,!cpu", &[("vulkan", true), ("cpu", false), ("cuda", false)]),
             // Every device of the backend `cpu` matches the bare word `cpu`, so `!cpu` rules the
             // whole backend out; other backends may still have GPUs.
             ("!cpu", &[("cpu", false), ("vulkan", true)]),
@@ -1732,11 +1610,7 @@ mod tests {
         for (text, answers) in cases {
             let parsed = selector(text);
             for (backend, expected) in answers {
-                assert_eq!(
-                    parsed.may_use_backend(backend),
-                    *expected,
-                    "{text:?} / {backend}"
-                );
+                assert_eq!(parsed.may_use_backend(backend), *expected, "{text:?} / {backend}");
             }
         }
     }
@@ -1783,14 +1657,8 @@ mod tests {
 
     #[test]
     fn named_backends_lists_explicit_names_once() {
-        assert_eq!(
-            selector("cuda,vulkan:0,cpu").named_backends(),
-            ["cuda", "vulkan"]
-        );
-        assert_eq!(
-            selector("gpu,discrete,*").named_backends(),
-            Vec::<String>::new()
-        );
+        assert_eq!(selector("cuda,vulkan:0,cpu").named_backends(), ["cuda", "vulkan"]);
+        assert_eq!(selector("gpu,discrete,*").named_backends(), Vec::<String>::new());
         assert_eq!(
             selector("vulkan:0,vulkan:1,!hip,hip:*").named_backends(),
             ["vulkan", "hip"]
@@ -1813,10 +1681,7 @@ mod tests {
             order(&Selector::parse("cuda,vulkan,npu").unwrap(), &machine),
             ["cuda:0", "vulkan:2", "vulkan:1", "vulkan:0", "npu:0"]
         );
-        assert_eq!(
-            order(&Selector::parse("vulkan:0").unwrap(), &machine),
-            ["vulkan:0"]
-        );
+        assert_eq!(order(&Selector::parse("vulkan:0").unwrap(), &machine), ["vulkan:0"]);
         assert_eq!(
             order(&Selector::parse("gpu").unwrap(), &machine),
             ["vulkan:2", "cuda:0", "vulkan:1"]
@@ -1832,14 +1697,8 @@ mod tests {
         assert_eq!(ranking.verdicts[1].reason, "excluded by `!cpu`");
         assert!(!ranking.verdicts[1].accepted);
         assert_eq!(ranking.verdicts[1].rank, None);
-        assert_eq!(
-            ranking.verdicts[4].reason,
-            "not named by XHAL_DEVICE=vulkan:*,!cpu"
-        );
-        assert_eq!(
-            ranking.verdicts[3].reason,
-            "matches term 1 `vulkan:*`; discrete GPU"
-        );
+        assert_eq!(ranking.verdicts[4].reason, "not named by XHAL_DEVICE=vulkan:*,!cpu");
+        assert_eq!(ranking.verdicts[3].reason, "matches term 1 `vulkan:*`; discrete GPU");
         assert_eq!(ranking.verdicts[3].rank, Some(1));
         // Only negative terms: anything not excluded, in policy order.
         assert_eq!(
@@ -1866,19 +1725,14 @@ mod tests {
     #[test]
     fn explicit_policy_follows_terms_strictly() {
         let machine = machine();
-        let explicit = Selector::parse("vulkan:*,cpu")
-            .unwrap()
-            .policy(Policy::Explicit);
+        let explicit = Selector::parse("vulkan:*,cpu").unwrap().policy(Policy::Explicit);
         // Within a term, discovery order: device types play no part.
         assert_eq!(
             order(&explicit, &machine),
             ["vulkan:0", "vulkan:1", "vulkan:2", "cpu:0"]
         );
         let negative = Selector::parse("!vulkan").unwrap().policy(Policy::Explicit);
-        assert_eq!(
-            order(&negative, &machine),
-            ["cpu:0", "cuda:0", "npu:0", "odd:0"]
-        );
+        assert_eq!(order(&negative, &machine), ["cpu:0", "cuda:0", "npu:0", "odd:0"]);
         let choice = negative.choose(&candidates(&machine)).unwrap();
         assert_eq!(
             choice.explanation.summary,
@@ -1895,15 +1749,11 @@ mod tests {
         let without = Selector::new().policy(Policy::Explicit);
         let ranking = without.rank(&candidates(&machine));
         assert!(ranking.accepted.is_empty());
-        assert!(ranking.verdicts[0]
-            .reason
-            .contains("needs a device selector"));
+        assert!(ranking.verdicts[0].reason.contains("needs a device selector"));
         let error = without.choose(&candidates(&machine)).unwrap_err();
         assert_eq!(error.kind(), ErrorKind::Selection);
         assert!(
-            error
-                .message()
-                .starts_with("policy explicit needs a device selector"),
+            error.message().starts_with("policy explicit needs a device selector"),
             "{error}"
         );
         assert!(error
@@ -1920,25 +1770,16 @@ mod tests {
         let mut bare = device("bare", DeviceType::IntegratedGpu);
         bare.kernel_formats.clear();
         bare.total_memory = 2 * GIB - 1;
-        let list = vec![
-            ("cuda", 0, small),
-            ("vulkan", 0, bare),
-            ("cpu", 0, cpu_reference()),
-        ];
+        let list = vec![("cuda", 0, small), ("vulkan", 0, bare), ("cpu", 0, cpu_reference())];
         let candidates = candidates(&list);
 
-        let reason = |selector: Selector, which: usize| {
-            selector.rank(&candidates).verdicts[which].reason.clone()
-        };
+        let reason = |selector: Selector, which: usize| selector.rank(&candidates).verdicts[which].reason.clone();
         assert_eq!(
             reason(Selector::new().require_features(Features::F64), 0),
             "lacks feature f64"
         );
         assert_eq!(
-            reason(
-                Selector::new().require_features(Features::F64 | Features::I64),
-                0
-            ),
+            reason(Selector::new().require_features(Features::F64 | Features::I64), 0),
             "lacks features f64, i64"
         );
         assert_eq!(
@@ -1953,10 +1794,7 @@ mod tests {
             reason(Selector::new().min_memory(2 * GIB), 1),
             "has 2147483647 bytes, needs 2147483648 bytes"
         );
-        assert_eq!(
-            reason(Selector::new().min_memory(512 << 20), 0),
-            "discrete GPU"
-        );
+        assert_eq!(reason(Selector::new().min_memory(512 << 20), 0), "discrete GPU");
         assert_eq!(
             reason(Selector::new().require_kernel_format(KernelFormat::WGSL), 0),
             "accepts none of the kernel formats wgsl (it accepts ptx)"
@@ -1998,9 +1836,7 @@ mod tests {
              vulkan:0 (bare, integrated_gpu) [has 2.0 GiB, needs 64.0 GiB], \
              cpu:0 (xhal CPU reference device 0, cpu) [has 8.0 GiB, needs 64.0 GiB]"
         );
-        let with_selector = Selector::parse("cuda,!cpu")
-            .unwrap()
-            .require_features(Features::F64);
+        let with_selector = Selector::parse("cuda,!cpu").unwrap().require_features(Features::F64);
         let error = with_selector.choose(&candidates).unwrap_err();
         assert_eq!(
             error.message(),
@@ -2015,10 +1851,7 @@ mod tests {
     fn matching_nothing_lists_what_is_present() {
         let list = vec![("cpu", 0, cpu_reference())];
         let candidates = candidates(&list);
-        let error = Selector::parse("cuda")
-            .unwrap()
-            .choose(&candidates)
-            .unwrap_err();
+        let error = Selector::parse("cuda").unwrap().choose(&candidates).unwrap_err();
         assert_eq!(error.kind(), ErrorKind::Selection);
         assert_eq!(
             error.message(),
@@ -2036,19 +1869,13 @@ mod tests {
             "{error}"
         );
         // The backend is there but the device is not: no "not present" clause.
-        let error = Selector::parse("cpu:1")
-            .unwrap()
-            .choose(&candidates)
-            .unwrap_err();
+        let error = Selector::parse("cpu:1").unwrap().choose(&candidates).unwrap_err();
         assert_eq!(
             error.message(),
             "XHAL_DEVICE \"cpu:1\" matches no device; present: cpu:0 (xhal CPU reference device \
              0, cpu)"
         );
-        let error = Selector::parse("!cpu")
-            .unwrap()
-            .choose(&candidates)
-            .unwrap_err();
+        let error = Selector::parse("!cpu").unwrap().choose(&candidates).unwrap_err();
         assert_eq!(
             error.message(),
             "XHAL_DEVICE \"!cpu\" matches no device; present: cpu:0 (xhal CPU reference device \
@@ -2102,10 +1929,7 @@ mod tests {
             "chose vulkan:2 (RTX 4090): first match of term 1 `gpu` in XHAL_DEVICE=gpu; 3 devices \
              match it, ordered by policy prefer-discrete-gpu, then discovery order"
         );
-        let choice = Selector::new()
-            .policy(Policy::PreferCpu)
-            .choose(&all[2..4])
-            .unwrap();
+        let choice = Selector::new().policy(Policy::PreferCpu).choose(&all[2..4]).unwrap();
         assert_eq!(
             choice.explanation.summary,
             "chose vulkan:2 (RTX 4090): best by policy prefer-cpu (discrete_gpu; no CPU present)"
@@ -2148,14 +1972,8 @@ mod tests {
     #[test]
     fn the_environment_value_is_read_leniently_but_parsed_strictly() {
         assert_eq!(Selector::from_env_value(None).unwrap(), Selector::new());
-        assert_eq!(
-            Selector::from_env_value(Some("".into())).unwrap(),
-            Selector::new()
-        );
-        assert_eq!(
-            Selector::from_env_value(Some("  ".into())).unwrap(),
-            Selector::new()
-        );
+        assert_eq!(Selector::from_env_value(Some("".into())).unwrap(), Selector::new());
+        assert_eq!(Selector::from_env_value(Some("  ".into())).unwrap(), Selector::new());
         let parsed = Selector::from_env_value(Some("cuda, cpu".into())).unwrap();
         assert_eq!(
             parsed.device_selector().map(ToString::to_string).as_deref(),
@@ -2166,8 +1984,7 @@ mod tests {
         #[cfg(unix)]
         {
             use std::os::unix::ffi::OsStringExt;
-            let error =
-                Selector::from_env_value(Some(OsString::from_vec(vec![0x63, 0xff]))).unwrap_err();
+            let error = Selector::from_env_value(Some(OsString::from_vec(vec![0x63, 0xff]))).unwrap_err();
             assert_eq!(error.kind(), ErrorKind::Selection);
             assert!(error.message().contains("not valid UTF-8"), "{error}");
         }

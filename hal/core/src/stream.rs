@@ -50,7 +50,9 @@ pub struct Stream {
 
 impl std::fmt::Debug for Stream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Stream").field("device", &self.shared.device.label()).finish()
+        f.debug_struct("Stream")
+            .field("device", &self.shared.device.label())
+            .finish()
     }
 }
 
@@ -124,14 +126,23 @@ impl Stream {
         self.enqueue("write", [Self::memory_of(buffer)], |device, stream| {
             let handle = Self::block_of(buffer)?;
             // SAFETY: `data` outlives the write: this function synchronizes before returning.
-            unsafe { device.backend.stream_write(stream, handle, byte_offset, data.as_ptr().cast(), size) }
+            unsafe {
+                device
+                    .backend
+                    .stream_write(stream, handle, byte_offset, data.as_ptr().cast(), size)
+            }
         })?;
         self.synchronize()
     }
 
     /// Queues a copy of `data` into `buffer` at element `offset` and returns at once; the
     /// stream owns `data` until the copy completes.
-    pub fn write_owned<T: bytemuck::Pod + Send + Sync>(&self, buffer: &Buffer<T>, offset: usize, data: Vec<T>) -> Result<()> {
+    pub fn write_owned<T: bytemuck::Pod + Send + Sync>(
+        &self,
+        buffer: &Buffer<T>,
+        offset: usize,
+        data: Vec<T>,
+    ) -> Result<()> {
         self.check_buffer(buffer, "write destination")?;
         let (byte_offset, size) = buffer.element_span(offset, data.len(), "write")?;
         if size == 0 {
@@ -139,12 +150,16 @@ impl Stream {
         }
         let data: Arc<Vec<T>> = Arc::new(data);
         let source = data.as_ptr().cast::<u8>();
-        self.enqueue("write", [Self::memory_of(buffer), data as InFlight], |device, stream| {
-            let handle = Self::block_of(buffer)?;
-            // SAFETY: the Vec is held in the stream's in-flight list until the stream is
-            // known idle, and its heap storage does not move.
-            unsafe { device.backend.stream_write(stream, handle, byte_offset, source, size) }
-        })
+        self.enqueue(
+            "write",
+            [Self::memory_of(buffer), data as InFlight],
+            |device, stream| {
+                let handle = Self::block_of(buffer)?;
+                // SAFETY: the Vec is held in the stream's in-flight list until the stream is
+                // known idle, and its heap storage does not move.
+                unsafe { device.backend.stream_write(stream, handle, byte_offset, source, size) }
+            },
+        )
     }
 
     /// Copies elements of `buffer` from element `offset` into `out`, and returns once they
@@ -159,7 +174,11 @@ impl Stream {
             let handle = Self::block_of(buffer)?;
             // SAFETY: `out` is borrowed mutably for this whole function, which synchronizes
             // before returning, so nothing else touches it while the read is in flight.
-            unsafe { device.backend.stream_read(stream, handle, byte_offset, out.as_mut_ptr().cast(), size) }
+            unsafe {
+                device
+                    .backend
+                    .stream_read(stream, handle, byte_offset, out.as_mut_ptr().cast(), size)
+            }
         })?;
         self.synchronize()
     }
@@ -194,7 +213,9 @@ impl Stream {
             |device, stream| {
                 let from = Self::block_of(source)?;
                 let to = Self::block_of(destination)?;
-                device.backend.stream_copy(stream, from, source_bytes, to, destination_bytes, size)
+                device
+                    .backend
+                    .stream_copy(stream, from, source_bytes, to, destination_bytes, size)
             },
         )
     }
@@ -237,7 +258,9 @@ impl Stream {
     /// device limits and ownership are checked here.
     pub fn launch(&self, launch: &Launch<'_>) -> Result<()> {
         let kernel = launch.kernel();
-        self.shared.device.check_same_device(&kernel.module_device(), &format!("kernel `{}`", kernel.name()))?;
+        self.shared
+            .device
+            .check_same_device(&kernel.module_device(), &format!("kernel `{}`", kernel.name()))?;
         launch.validate_for(&self.shared.device)?;
         let mut keep: Vec<InFlight> = Vec::with_capacity(launch.buffers().len() + 1);
         let mut args: Vec<BufferArg> = Vec::with_capacity(launch.buffers().len());
@@ -250,9 +273,9 @@ impl Stream {
                 Some(block) => block.handle,
                 None => {
                     return Err(Error::invalid_argument(format!(
-                        "buffer argument {position} of kernel `{}` is a zero-length buffer; a kernel cannot bind no memory",
-                        kernel.name()
-                    )))
+                    "buffer argument {position} of kernel `{}` is a zero-length buffer; a kernel cannot bind no memory",
+                    kernel.name()
+                )))
                 }
             };
             args.push(BufferArg {
@@ -300,10 +323,17 @@ impl Stream {
     /// returned here and by every later call on this stream.
     pub fn synchronize(&self) -> Result<()> {
         let mut state = self.shared.state.lock();
-        Self::check_usable(&state, "synchronize")?;
+        if state.destroyed {
+            return Err(Error::invalid_handle("synchronize on a destroyed stream"));
+        }
+        // Even with a sticky error known, ask the backend to drain: the caller may be about to
+        // release host memory that queued work still points at.
         let result = self.shared.device.backend.stream_synchronize(self.shared.handle);
         // The backend drains its queue even when it fails, so nothing is in flight now.
         state.in_flight.clear();
+        if let Some(error) = &state.sticky {
+            return Err(error.clone());
+        }
         if let Err(error) = &result {
             state.sticky = Some(error.clone());
         }

@@ -21,3 +21,8 @@ pub use xhal_core::*;
 
 /// The CPU reference backend, linked in.
 pub use xhal_cpu as cpu;
+
+/// The README's examples, compiled and run as doctests so they stay true.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -118,11 +118,17 @@ fn allocation_larger_than_the_device_is_out_of_memory() {
             Ok(buffer) => held.push(buffer),
             Err(error) => break error,
         }
-        assert!(held.len() <= 8, "a 64 MiB device cannot hold {} buffers of 16 MiB", held.len());
+        assert!(
+            held.len() <= 8,
+            "a 64 MiB device cannot hold {} buffers of 16 MiB",
+            held.len()
+        );
     };
     assert_eq!(error.kind(), ErrorKind::OutOfMemory);
     drop(held);
-    device.alloc::<u8>(16 << 20).expect("memory is usable again after the buffers are dropped");
+    device
+        .alloc::<u8>(16 << 20)
+        .expect("memory is usable again after the buffers are dropped");
 }
 
 #[test]
@@ -234,10 +240,14 @@ fn write_owned_returns_before_the_copy_and_keeps_the_data() {
 fn an_execution_error_sticks_to_the_stream() {
     let device = cpu_device();
     let stream = device.create_stream().unwrap();
-    let module = device.load_module(KernelFormat::CPU_BUILTIN, b"fault\nfill_index_u32\n").unwrap();
+    let module = device
+        .load_module(KernelFormat::CPU_BUILTIN, b"fault\nfill_index_u32\n")
+        .unwrap();
     let fault = module.kernel("fault").unwrap();
     let buffer = device.alloc::<u32>(4).unwrap();
-    stream.launch(&Launch::new(&fault)).expect("the fault is found while executing, not at enqueue");
+    stream
+        .launch(&Launch::new(&fault))
+        .expect("the fault is found while executing, not at enqueue");
     let error = stream.synchronize().unwrap_err();
     assert_eq!(error.kind(), ErrorKind::KernelFault);
     assert!(error.message().contains("fault"), "{error}");
@@ -258,12 +268,19 @@ fn wrong_kernel_arguments_are_errors_naming_the_kernel() {
     let module = device.load_module(KernelFormat::CPU_BUILTIN, b"saxpy_f32\n").unwrap();
     let saxpy = module.kernel("saxpy_f32").unwrap();
     let x = device.alloc::<f32>(64).unwrap();
-    let error = stream.launch(&Launch::new(&saxpy).buffer(&x).scalar(1.0f32).scalar(64u32)).unwrap_err();
+    let error = stream
+        .launch(&Launch::new(&saxpy).buffer(&x).scalar(1.0f32).scalar(64u32))
+        .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::InvalidArgument);
     assert!(error.message().contains("saxpy_f32"), "{error}");
-    let error = stream.launch(&Launch::new(&saxpy).buffer_range(&x, 60..70)).unwrap_err();
+    let error = stream
+        .launch(&Launch::new(&saxpy).buffer_range(&x, 60..70))
+        .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::OutOfBounds);
-    assert!(error.message().contains("buffer argument 0 of kernel `saxpy_f32`"), "{error}");
+    assert!(
+        error.message().contains("buffer argument 0 of kernel `saxpy_f32`"),
+        "{error}"
+    );
     let error = stream.launch(&Launch::new(&saxpy).workgroups(0, 1, 1)).unwrap_err();
     assert!(error.message().contains("workgroup count in x is 0"), "{error}");
     let error = module.kernel("nope").unwrap_err();
@@ -293,7 +310,10 @@ fn events_order_work_across_streams_and_time_it() {
     assert_eq!(consumer.read_to_vec(&copy).unwrap(), vec![42u32; 1024]);
     assert!(done.query().unwrap());
     let elapsed = done.elapsed_since(&start).unwrap();
-    assert!(elapsed.as_micros() >= 30_000, "the events bracket a 30 ms sleep, measured {elapsed:?}");
+    assert!(
+        elapsed.as_micros() >= 30_000,
+        "the events bracket a 30 ms sleep, measured {elapsed:?}"
+    );
 }
 
 #[test]
@@ -328,7 +348,9 @@ fn allocator_empties_its_cache_when_the_device_is_full() {
     let blocks: Vec<_> = (0..3).map(|_| device.alloc::<u8>(16 << 20).unwrap()).collect();
     drop(blocks);
     assert_eq!(device.memory_reserved(), 48 << 20);
-    let big = device.alloc::<u8>(40 << 20).expect("the allocator empties its cache and retries");
+    let big = device
+        .alloc::<u8>(40 << 20)
+        .expect("the allocator empties its cache and retries");
     assert_eq!(big.size_bytes(), 40 << 20);
     assert_eq!(device.memory_reserved(), 40 << 20);
 }
@@ -365,8 +387,16 @@ fn every_choice_explains_itself() {
 #[test]
 fn the_loaded_plugin_reports_the_same_errors_as_the_static_backend() {
     let exe = std::env::current_exe().unwrap();
-    let plugin = exe.parent().and_then(|deps| deps.parent()).unwrap().join("libxhal_cpu.so");
-    assert!(plugin.is_file(), "{} is missing: run `cargo build --workspace` first", plugin.display());
+    let plugin = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .unwrap()
+        .join("libxhal_cpu.so");
+    assert!(
+        plugin.is_file(),
+        "{} is missing: run `cargo build --workspace` first",
+        plugin.display()
+    );
     let runtime = Runtime::builder()
         .without_plugin_search()
         .without_static_backends()
@@ -376,7 +406,9 @@ fn the_loaded_plugin_reports_the_same_errors_as_the_static_backend() {
         .unwrap();
     let device = runtime.open("cpu", 0).unwrap();
     let stream = device.create_stream().unwrap();
-    let module = device.load_module(KernelFormat::CPU_BUILTIN, b"fault\nadd_u32\n").unwrap();
+    let module = device
+        .load_module(KernelFormat::CPU_BUILTIN, b"fault\nadd_u32\n")
+        .unwrap();
     // An error raised inside the plugin crosses the ABI with its kind and message.
     let add = module.kernel("add_u32").unwrap();
     let a = device.alloc::<u32>(64).unwrap();

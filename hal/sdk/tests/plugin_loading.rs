@@ -76,7 +76,10 @@ fn a_directory_is_not_a_plugin() {
 fn a_library_without_the_query_symbol_is_an_error() {
     let error = load_error(&zoo("no_query"));
     assert_eq!(error.kind(), ErrorKind::PluginLoad);
-    assert!(error.message().contains("does not export `xhal_plugin_query`"), "{error}");
+    assert!(
+        error.message().contains("does not export `xhal_plugin_query`"),
+        "{error}"
+    );
 }
 
 #[test]
@@ -106,7 +109,12 @@ fn a_table_below_the_v1_0_size_is_an_error() {
 fn a_table_with_a_null_entry_is_refused_up_front() {
     let error = load_error(&zoo("missing_entry"));
     assert_eq!(error.kind(), ErrorKind::PluginLoad);
-    assert!(error.message().contains("lacks required ABI 1.0 entries: stream_launch"), "{error}");
+    assert!(
+        error
+            .message()
+            .contains("lacks required ABI 1.0 entries: stream_launch"),
+        "{error}"
+    );
 }
 
 #[test]
@@ -120,7 +128,10 @@ fn a_panicking_rust_plugin_reports_errors_and_the_host_survives() {
     assert!(error.message().contains("on purpose"), "{error}");
     // Again, to show that a panic does not poison the plugin for later calls.
     let again = backend.device_info(0).expect_err("device_info panics");
-    assert!(again.message().contains("plugin panicked in device_get_info"), "{again}");
+    assert!(
+        again.message().contains("plugin panicked in device_get_info"),
+        "{again}"
+    );
     // Destroy entries swallow the panic: nothing to report to, and nothing may unwind into C.
     backend.buffer_free(xhal::BufferHandle(1));
 }
@@ -136,7 +147,14 @@ fn loading_the_same_file_twice_gives_the_same_plugin() {
 #[test]
 fn discovery_survives_a_folder_of_broken_plugins() {
     let dir = temp_dir("folder");
-    for name in ["no_query", "null_query", "abi_major", "small_table", "missing_entry", "panicking"] {
+    for name in [
+        "no_query",
+        "null_query",
+        "abi_major",
+        "small_table",
+        "missing_entry",
+        "panicking",
+    ] {
         std::fs::copy(zoo(name), dir.join(format!("libxhal_zoo_{name}.so"))).expect("copy zoo plugin");
     }
     std::fs::write(dir.join("libxhal_garbage.so"), b"\x7fELF but not really").expect("write");
@@ -158,7 +176,10 @@ fn discovery_survives_a_folder_of_broken_plugins() {
     assert!(outcome_of("libxhal_zoo_no_query.so").contains("does not export"));
     assert!(outcome_of("libxhal_zoo_abi_major.so").contains("major versions must match"));
     let panicking = outcome_of("libxhal_zoo_panicking.so");
-    assert!(panicking.contains("Loaded") && panicking.contains("plugin panicked in device_count"), "{panicking}");
+    assert!(
+        panicking.contains("Loaded") && panicking.contains("plugin panicked in device_count"),
+        "{panicking}"
+    );
     // The built-in CPU backend is still there and usable.
     let device = runtime.open("cpu", 0).expect("cpu device");
     let stream = device.create_stream().expect("stream");
@@ -186,7 +207,11 @@ fn a_plugin_takes_precedence_over_the_builtin_of_the_same_name() {
         }
         other => panic!("cpu should come from the plugin, came from {other:?}"),
     }
-    let shadowed: Vec<_> = runtime.shadowed_backends().iter().map(|b| (b.name().to_owned(), b.source.clone())).collect();
+    let shadowed: Vec<_> = runtime
+        .shadowed_backends()
+        .iter()
+        .map(|b| (b.name().to_owned(), b.source.clone()))
+        .collect();
     assert_eq!(shadowed, [("cpu".to_owned(), xhal::BackendSource::Static)]);
 
     // The loaded plugin does real work through the C ABI.

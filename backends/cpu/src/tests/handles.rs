@@ -56,25 +56,11 @@ fn wrong_kind_of_handle_says_what_it_is_and_what_was_expected() {
     let expected = format!("handle {} is an event, expected a buffer", hex(event.0));
     assert_error(result, ErrorKind::InvalidHandle, &[&expected]);
     let result = fixture.backend.stream_query(StreamHandle(fixture.device.0));
-    assert_error(
-        result,
-        ErrorKind::InvalidHandle,
-        &["is a device, expected a stream"],
-    );
-    let result = fixture
-        .backend
-        .kernel_get(ModuleHandle(fixture.stream.0), "fault");
-    assert_error(
-        result,
-        ErrorKind::InvalidHandle,
-        &["is a stream, expected a module"],
-    );
+    assert_error(result, ErrorKind::InvalidHandle, &["is a device, expected a stream"]);
+    let result = fixture.backend.kernel_get(ModuleHandle(fixture.stream.0), "fault");
+    assert_error(result, ErrorKind::InvalidHandle, &["is a stream, expected a module"]);
     let result = fixture.backend.event_query(EventHandle(0));
-    assert_error(
-        result,
-        ErrorKind::InvalidHandle,
-        &["0x0 is null, expected an event"],
-    );
+    assert_error(result, ErrorKind::InvalidHandle, &["0x0 is null, expected an event"]);
 }
 
 #[test]
@@ -100,10 +86,7 @@ fn devices_describe_themselves_and_unknown_indices_are_not_found() {
     assert_eq!(info.version, env!("CARGO_PKG_VERSION"));
     assert_eq!(
         info.abi_version,
-        (
-            xhal_core::abi::XHAL_ABI_MAJOR,
-            xhal_core::abi::XHAL_ABI_MINOR
-        )
+        (xhal_core::abi::XHAL_ABI_MAJOR, xhal_core::abi::XHAL_ABI_MINOR)
     );
     assert_eq!(backend.device_count().unwrap(), 2);
     let device = backend.device_info(1).unwrap();
@@ -118,21 +101,14 @@ fn devices_describe_themselves_and_unknown_indices_are_not_found() {
     assert_ne!(device.uuid, backend.device_info(0).unwrap().uuid);
     assert_eq!(
         device.uuid,
-        CpuBackend::with_config(backend.config())
-            .device_info(1)
-            .unwrap()
-            .uuid
+        CpuBackend::with_config(backend.config()).device_info(1).unwrap().uuid
     );
     assert_error(
         backend.device_info(2),
         ErrorKind::NotFound,
         &["cpu device 2 does not exist", "2 device(s)"],
     );
-    assert_error(
-        backend.device_open(7),
-        ErrorKind::NotFound,
-        &["cpu device 7"],
-    );
+    assert_error(backend.device_open(7), ErrorKind::NotFound, &["cpu device 7"]);
 }
 
 #[test]
@@ -142,11 +118,7 @@ fn closed_device_handle_is_invalid() {
     assert_ne!(device, fixture.device, "every open issues a new handle");
     fixture.backend.device_close(device);
     let result = fixture.backend.buffer_allocate(device, 16);
-    assert_error(
-        result,
-        ErrorKind::InvalidHandle,
-        &[&hex(device.0), "closed"],
-    );
+    assert_error(result, ErrorKind::InvalidHandle, &[&hex(device.0), "closed"]);
 }
 
 #[test]
@@ -159,4 +131,15 @@ fn the_backend_registers_itself_as_cpu() {
     let backend = (cpu.create)().unwrap();
     assert_eq!(backend.info().name, "cpu");
     backend.device_count().unwrap();
+}
+
+#[test]
+fn a_huge_device_count_costs_nothing_until_used() {
+    let backend = CpuBackend::with_config(CpuConfig {
+        devices: u32::MAX,
+        memory_per_device: TEST_MEMORY,
+    });
+    let last = backend.device_info(u32::MAX - 1).unwrap();
+    assert_eq!(last.name, format!("xhal CPU reference device {}", u32::MAX - 1));
+    assert_error(backend.device_info(u32::MAX), ErrorKind::NotFound, &["4294967295"]);
 }

@@ -1,10 +1,7 @@
 use super::*;
 
 fn floats(values: &[f32]) -> Vec<u8> {
-    values
-        .iter()
-        .flat_map(|value| value.to_le_bytes())
-        .collect()
+    values.iter().flat_map(|value| value.to_le_bytes()).collect()
 }
 
 #[test]
@@ -66,11 +63,7 @@ fn only_launched_invocations_do_work() {
         .unwrap();
     let values = fixture.read_u32s(buffer, 128);
     assert_eq!(values[63], 64);
-    assert_eq!(
-        values[64],
-        crate::POISON_PATTERN,
-        "invocation 64 was never launched"
-    );
+    assert_eq!(values[64], crate::POISON_PATTERN, "invocation 64 was never launched");
 }
 
 #[test]
@@ -147,11 +140,7 @@ fn indexing_past_the_view_is_a_kernel_fault_not_a_clamp() {
     assert_error(
         fixture.backend.stream_synchronize(fixture.stream),
         ErrorKind::KernelFault,
-        &[
-            "fill_index_u32",
-            "element 10 of buffer argument 0",
-            "holds only 10",
-        ],
+        &["fill_index_u32", "element 10 of buffer argument 0", "holds only 10"],
     );
     let healthy = fixture.new_stream();
     let mut bytes = [0u8; 64];
@@ -202,30 +191,14 @@ fn launch_geometry_and_views_are_checked_at_enqueue() {
     let buffer = fixture.allocate(16);
     let kernel = fixture.kernel("fill_index_u32");
     let scalars = words(&[0, 4]);
-    let result = fixture.launch(
-        fixture.stream,
-        kernel,
-        [1, 0, 1],
-        &[whole(buffer, 16)],
-        &scalars,
-    );
+    let result = fixture.launch(fixture.stream, kernel, [1, 0, 1], &[whole(buffer, 16)], &scalars);
     assert_error(
         result,
         ErrorKind::InvalidArgument,
         &["fill_index_u32", "[1, 0, 1]", "at least 1"],
     );
-    let result = fixture.launch(
-        fixture.stream,
-        kernel,
-        [65536, 1, 1],
-        &[whole(buffer, 16)],
-        &scalars,
-    );
-    assert_error(
-        result,
-        ErrorKind::InvalidArgument,
-        &["exceeds the device limit"],
-    );
+    let result = fixture.launch(fixture.stream, kernel, [65536, 1, 1], &[whole(buffer, 16)], &scalars);
+    assert_error(result, ErrorKind::InvalidArgument, &["exceeds the device limit"]);
     let misaligned = BufferArg {
         buffer,
         offset: 2,
@@ -253,24 +226,17 @@ fn launch_geometry_and_views_are_checked_at_enqueue() {
 #[test]
 fn modules_reject_unknown_kernels_and_unsupported_formats() {
     let fixture = Fixture::new();
-    let result = fixture.backend.module_load(
-        fixture.device,
-        KernelFormat::CPU_BUILTIN,
-        b"add_u32\nmystery\n",
-    );
+    let result = fixture
+        .backend
+        .module_load(fixture.device, KernelFormat::CPU_BUILTIN, b"add_u32\nmystery\n");
     assert_error(
         result,
         ErrorKind::InvalidArgument,
-        &[
-            "line 2",
-            "`mystery`",
-            "known kernels: fill_index_u32, add_u32",
-        ],
+        &["line 2", "`mystery`", "known kernels: fill_index_u32, add_u32"],
     );
-    let result =
-        fixture
-            .backend
-            .module_load(fixture.device, KernelFormat::WGSL, b"@compute fn main() {}");
+    let result = fixture
+        .backend
+        .module_load(fixture.device, KernelFormat::WGSL, b"@compute fn main() {}");
     assert_error(
         result,
         ErrorKind::Unsupported,
@@ -278,11 +244,7 @@ fn modules_reject_unknown_kernels_and_unsupported_formats() {
     );
     let module = fixture
         .backend
-        .module_load(
-            fixture.device,
-            KernelFormat::CPU_BUILTIN,
-            b"add_u32\nfault\n",
-        )
+        .module_load(fixture.device, KernelFormat::CPU_BUILTIN, b"add_u32\nfault\n")
         .unwrap();
     let result = fixture.backend.kernel_get(module, "saxpy_f32");
     assert_error(

@@ -12,12 +12,7 @@ fn copy_out_of_bounds_names_the_buffer_and_the_range() {
     assert_error(
         result,
         ErrorKind::OutOfBounds,
-        &[
-            "copy destination",
-            &hex(destination.0),
-            "8..24",
-            "16-byte buffer",
-        ],
+        &["copy destination", &hex(destination.0), "8..24", "16-byte buffer"],
     );
     let result = fixture
         .backend
@@ -40,14 +35,8 @@ fn offset_plus_length_overflowing_u64_is_out_of_bounds() {
             .backend
             .stream_write(fixture.stream, buffer, u64::MAX, data.as_ptr(), 2)
     };
-    assert_error(
-        result,
-        ErrorKind::OutOfBounds,
-        &["overflows", &hex(buffer.0)],
-    );
-    let result = fixture
-        .backend
-        .stream_fill(fixture.stream, buffer, u64::MAX, 1, &[0]);
+    assert_error(result, ErrorKind::OutOfBounds, &["overflows", &hex(buffer.0)]);
+    let result = fixture.backend.stream_fill(fixture.stream, buffer, u64::MAX, 1, &[0]);
     assert_error(result, ErrorKind::OutOfBounds, &["overflows"]);
 }
 
@@ -61,30 +50,18 @@ fn zero_size_allocation_is_rejected() {
 #[test]
 fn allocation_larger_than_free_memory_is_out_of_memory() {
     let fixture = Fixture::new();
-    let result = fixture
-        .backend
-        .buffer_allocate(fixture.device, TEST_MEMORY + 1);
+    let result = fixture.backend.buffer_allocate(fixture.device, TEST_MEMORY + 1);
     assert_error(
         result,
         ErrorKind::OutOfMemory,
         &["requested 1048577 bytes, device has 1048576 of 1048576 free"],
     );
     let half = fixture.allocate(TEST_MEMORY / 2);
-    assert_eq!(
-        fixture.backend.device_info(0).unwrap().free_memory,
-        TEST_MEMORY / 2
-    );
+    assert_eq!(fixture.backend.device_info(0).unwrap().free_memory, TEST_MEMORY / 2);
     let result = fixture.backend.buffer_allocate(fixture.device, TEST_MEMORY);
-    assert_error(
-        result,
-        ErrorKind::OutOfMemory,
-        &["device has 524288 of 1048576 free"],
-    );
+    assert_error(result, ErrorKind::OutOfMemory, &["device has 524288 of 1048576 free"]);
     fixture.backend.buffer_free(half);
-    assert_eq!(
-        fixture.backend.device_info(0).unwrap().free_memory,
-        TEST_MEMORY
-    );
+    assert_eq!(fixture.backend.device_info(0).unwrap().free_memory, TEST_MEMORY);
 }
 
 #[test]
@@ -95,15 +72,8 @@ fn allocation_the_host_cannot_provide_fails_cleanly() {
     });
     // More than isize::MAX bytes: no allocator can provide it, whatever the overcommit policy.
     let result = fixture.backend.buffer_allocate(fixture.device, 1 << 63);
-    assert_error(
-        result,
-        ErrorKind::OutOfMemory,
-        &["requested 9223372036854775808 bytes"],
-    );
-    assert_eq!(
-        fixture.backend.device_info(0).unwrap().free_memory,
-        u64::MAX
-    );
+    assert_error(result, ErrorKind::OutOfMemory, &["requested 9223372036854775808 bytes"]);
+    assert_eq!(fixture.backend.device_info(0).unwrap().free_memory, u64::MAX);
 }
 
 #[test]
@@ -115,17 +85,13 @@ fn buffer_of_another_device_is_an_invalid_handle() {
     let other_device = fixture.backend.device_open(1).unwrap();
     let foreign = fixture.backend.buffer_allocate(other_device, 16).unwrap();
     let local = fixture.allocate(16);
-    let result = fixture
-        .backend
-        .stream_copy(fixture.stream, local, 0, foreign, 0, 16);
+    let result = fixture.backend.stream_copy(fixture.stream, local, 0, foreign, 0, 16);
     let expected = format!(
         "buffer {} belongs to cpu device 1, the stream is on device 0",
         hex(foreign.0)
     );
     assert_error(result, ErrorKind::InvalidHandle, &[&expected]);
-    let result = fixture
-        .backend
-        .stream_fill(fixture.stream, foreign, 0, 4, &[1]);
+    let result = fixture.backend.stream_fill(fixture.stream, foreign, 0, 4, &[1]);
     assert_error(result, ErrorKind::InvalidHandle, &[&expected]);
 }
 
@@ -164,9 +130,7 @@ fn fill_with_each_pattern_size_respects_offset_and_size() {
     let fixture = Fixture::new();
     let buffer = fixture.allocate(24);
     let backend = &fixture.backend;
-    backend
-        .stream_fill(fixture.stream, buffer, 1, 3, &[0x11])
-        .unwrap();
+    backend.stream_fill(fixture.stream, buffer, 1, 3, &[0x11]).unwrap();
     backend
         .stream_fill(fixture.stream, buffer, 6, 4, &[0x21, 0x22])
         .unwrap();
@@ -177,8 +141,8 @@ fn fill_with_each_pattern_size_respects_offset_and_size() {
     assert_eq!(
         bytes,
         [
-            0xEF, 0x11, 0x11, 0x11, 0xEF, 0xBE, 0x21, 0x22, 0x21, 0x22, 0xAD, 0xDE, 1, 2, 3, 4, 1,
-            2, 3, 4, 0xEF, 0xBE, 0xAD, 0xDE
+            0xEF, 0x11, 0x11, 0x11, 0xEF, 0xBE, 0x21, 0x22, 0x21, 0x22, 0xAD, 0xDE, 1, 2, 3, 4, 1, 2, 3, 4, 0xEF, 0xBE,
+            0xAD, 0xDE
         ]
     );
 }
@@ -189,27 +153,15 @@ fn fill_rejects_bad_patterns_and_misaligned_ranges() {
     let buffer = fixture.allocate(16);
     let backend = &fixture.backend;
     let result = backend.stream_fill(fixture.stream, buffer, 0, 6, &[1, 2, 3]);
-    assert_error(
-        result,
-        ErrorKind::InvalidArgument,
-        &["1, 2 or 4 bytes", "got 3 bytes"],
-    );
+    assert_error(result, ErrorKind::InvalidArgument, &["1, 2 or 4 bytes", "got 3 bytes"]);
     let result = backend.stream_fill(fixture.stream, buffer, 2, 4, &[1, 2, 3, 4]);
     assert_error(
         result,
         ErrorKind::InvalidArgument,
-        &[
-            &hex(buffer.0),
-            "offset 2",
-            "multiples of the 4-byte pattern",
-        ],
+        &[&hex(buffer.0), "offset 2", "multiples of the 4-byte pattern"],
     );
     let result = backend.stream_fill(fixture.stream, buffer, 0, 3, &[1, 2]);
-    assert_error(
-        result,
-        ErrorKind::InvalidArgument,
-        &["size 3", "2-byte pattern"],
-    );
+    assert_error(result, ErrorKind::InvalidArgument, &["size 3", "2-byte pattern"]);
 }
 
 #[test]
@@ -241,18 +193,10 @@ fn overlapping_copy_within_one_buffer_behaves_like_memmove() {
 fn freed_buffers_are_invalid_and_give_their_memory_back() {
     let fixture = Fixture::new();
     let buffer = fixture.allocate(4096);
-    assert_eq!(
-        fixture.backend.device_info(0).unwrap().free_memory,
-        TEST_MEMORY - 4096
-    );
+    assert_eq!(fixture.backend.device_info(0).unwrap().free_memory, TEST_MEMORY - 4096);
     fixture.backend.buffer_free(buffer);
-    assert_eq!(
-        fixture.backend.device_info(0).unwrap().free_memory,
-        TEST_MEMORY
-    );
-    let result = fixture
-        .backend
-        .stream_fill(fixture.stream, buffer, 0, 4, &[0]);
+    assert_eq!(fixture.backend.device_info(0).unwrap().free_memory, TEST_MEMORY);
+    let result = fixture.backend.stream_fill(fixture.stream, buffer, 0, 4, &[0]);
     assert_error(result, ErrorKind::InvalidHandle, &[&hex(buffer.0), "freed"]);
 }
 
@@ -263,10 +207,7 @@ fn a_freed_buffer_lives_until_queued_work_is_done() {
     let other = fixture.allocate(8);
     let held = fixture.hold(buffer);
     let gate = held.bytes().write();
-    fixture
-        .backend
-        .stream_fill(fixture.stream, buffer, 0, 8, &[7])
-        .unwrap();
+    fixture.backend.stream_fill(fixture.stream, buffer, 0, 8, &[7]).unwrap();
     fixture
         .backend
         .stream_copy(fixture.stream, buffer, 0, other, 0, 8)

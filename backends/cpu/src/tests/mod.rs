@@ -10,8 +10,8 @@ mod streams;
 use crate::{CpuBackend, CpuConfig};
 use std::sync::Arc;
 use xhal_core::{
-    Backend, BufferArg, BufferHandle, DeviceHandle, Error, ErrorKind, KernelFormat, KernelHandle,
-    LaunchArgs, Result, StreamHandle,
+    Backend, BufferArg, BufferHandle, DeviceHandle, Error, ErrorKind, KernelFormat, KernelHandle, LaunchArgs, Result,
+    StreamHandle,
 };
 
 /// Small enough that tests can exhaust it, large enough for every test's buffers.
@@ -51,13 +51,7 @@ impl Fixture {
     }
 
     /// Enqueues a write of `data`, which the caller keeps alive until the stream is synchronised.
-    fn write(
-        &self,
-        stream: StreamHandle,
-        buffer: BufferHandle,
-        offset: u64,
-        data: &[u8],
-    ) -> Result<()> {
+    fn write(&self, stream: StreamHandle, buffer: BufferHandle, offset: u64, data: &[u8]) -> Result<()> {
         // SAFETY: every caller synchronises `stream` before `data` goes out of scope.
         unsafe {
             self.backend
@@ -75,13 +69,7 @@ impl Fixture {
         // SAFETY: `data` outlives the synchronize below and nothing else touches it meanwhile.
         unsafe {
             self.backend
-                .stream_read(
-                    self.stream,
-                    buffer,
-                    offset,
-                    data.as_mut_ptr(),
-                    length as u64,
-                )
+                .stream_read(self.stream, buffer, offset, data.as_mut_ptr(), length as u64)
                 .unwrap();
         }
         self.backend.stream_synchronize(self.stream).unwrap();
@@ -145,18 +133,11 @@ fn whole(buffer: BufferHandle, size: u64) -> BufferArg {
 }
 
 fn words(values: &[u32]) -> Vec<u8> {
-    values
-        .iter()
-        .flat_map(|value| value.to_le_bytes())
-        .collect()
+    values.iter().flat_map(|value| value.to_le_bytes()).collect()
 }
 
 #[track_caller]
-fn assert_error<T: std::fmt::Debug>(
-    result: Result<T>,
-    kind: ErrorKind,
-    fragments: &[&str],
-) -> Error {
+fn assert_error<T: std::fmt::Debug>(result: Result<T>, kind: ErrorKind, fragments: &[&str]) -> Error {
     let error = result.expect_err("expected an error");
     assert_eq!(error.kind(), kind, "wrong kind for: {error}");
     for fragment in fragments {

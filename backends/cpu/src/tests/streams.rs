@@ -14,10 +14,7 @@ fn streams_run_concurrently() {
         .backend
         .stream_fill(fixture.stream, blocked, 0, 8, &[1])
         .unwrap();
-    fixture
-        .backend
-        .stream_fill(other, free, 0, 8, &[2])
-        .unwrap();
+    fixture.backend.stream_fill(other, free, 0, 8, &[2]).unwrap();
     fixture.backend.stream_synchronize(other).unwrap();
     assert!(fixture.backend.stream_query(other).unwrap());
     assert!(!fixture.backend.stream_query(fixture.stream).unwrap());
@@ -37,10 +34,7 @@ fn cross_stream_event_wait_orders_work() {
     let data = [9u8, 8, 7, 6];
     fixture.sleep(fixture.stream, 50_000);
     fixture.write(fixture.stream, buffer, 0, &data).unwrap();
-    fixture
-        .backend
-        .stream_record_event(fixture.stream, event)
-        .unwrap();
+    fixture.backend.stream_record_event(fixture.stream, event).unwrap();
     fixture.backend.stream_wait_event(reader, event).unwrap();
     let mut seen = [0u8; 4];
     // SAFETY: `seen` outlives the synchronize below and is not touched meanwhile.
@@ -59,10 +53,7 @@ fn cross_stream_event_wait_orders_work() {
 fn waiting_on_a_never_recorded_event_is_a_no_op() {
     let fixture = Fixture::new();
     let event = fixture.backend.event_create(fixture.device, false).unwrap();
-    fixture
-        .backend
-        .stream_wait_event(fixture.stream, event)
-        .unwrap();
+    fixture.backend.stream_wait_event(fixture.stream, event).unwrap();
     assert!(fixture.backend.stream_query(fixture.stream).unwrap());
     fixture.backend.stream_synchronize(fixture.stream).unwrap();
 }
@@ -83,17 +74,12 @@ fn a_kernel_fault_sticks_to_the_stream_and_fails_its_dependents() {
         .backend
         .stream_fill(fixture.stream, gate_buffer, 0, 4, &[0])
         .unwrap();
-    fixture
-        .launch(fixture.stream, fault, [1, 1, 1], &[], &[])
-        .unwrap();
+    fixture.launch(fixture.stream, fault, [1, 1, 1], &[], &[]).unwrap();
     fixture
         .backend
         .stream_fill(fixture.stream, skipped, 0, 4, &[5])
         .unwrap();
-    fixture
-        .backend
-        .stream_record_event(fixture.stream, event)
-        .unwrap();
+    fixture.backend.stream_record_event(fixture.stream, event).unwrap();
     fixture.backend.stream_wait_event(dependent, event).unwrap();
     drop(gate);
 
@@ -103,38 +89,21 @@ fn a_kernel_fault_sticks_to_the_stream_and_fails_its_dependents() {
         ErrorKind::KernelFault,
         &[on_purpose],
     );
-    assert_eq!(
-        fixture
-            .backend
-            .stream_synchronize(fixture.stream)
-            .unwrap_err(),
-        sticky
-    );
-    assert_eq!(
-        fixture.backend.stream_query(fixture.stream).unwrap_err(),
-        sticky
-    );
-    let later = fixture
-        .backend
-        .stream_fill(fixture.stream, skipped, 0, 4, &[6]);
+    assert_eq!(fixture.backend.stream_synchronize(fixture.stream).unwrap_err(), sticky);
+    assert_eq!(fixture.backend.stream_query(fixture.stream).unwrap_err(), sticky);
+    let later = fixture.backend.stream_fill(fixture.stream, skipped, 0, 4, &[6]);
     assert_eq!(later.unwrap_err(), sticky);
     let later = fixture.launch(fixture.stream, fault, [1, 1, 1], &[], &[]);
     assert_eq!(later.unwrap_err(), sticky);
 
-    assert_eq!(
-        fixture.backend.event_synchronize(event).unwrap_err(),
-        sticky
-    );
+    assert_eq!(fixture.backend.event_synchronize(event).unwrap_err(), sticky);
     assert_eq!(fixture.backend.event_query(event).unwrap_err(), sticky);
     let dependency = assert_error(
         fixture.backend.stream_synchronize(dependent),
         ErrorKind::KernelFault,
         &["dependency failed", &hex(event.0), on_purpose],
     );
-    assert_eq!(
-        fixture.backend.stream_query(dependent).unwrap_err(),
-        dependency
-    );
+    assert_eq!(fixture.backend.stream_query(dependent).unwrap_err(), dependency);
 
     // The fill queued after the fault was skipped: the buffer still holds poison.
     let healthy = fixture.new_stream();
@@ -156,10 +125,7 @@ fn stream_destroy_finishes_queued_work_first() {
     let buffer = fixture.allocate(4);
     let doomed = fixture.new_stream();
     fixture.sleep(doomed, 20_000);
-    fixture
-        .backend
-        .stream_fill(doomed, buffer, 0, 4, &[3])
-        .unwrap();
+    fixture.backend.stream_fill(doomed, buffer, 0, 4, &[3]).unwrap();
     fixture.backend.stream_destroy(doomed);
     assert_eq!(fixture.read_now(buffer, 0, 4), [3; 4]);
 }
@@ -173,19 +139,10 @@ fn dropping_the_backend_with_busy_streams_does_not_hang() {
     let event = fixture.backend.event_create(fixture.device, false).unwrap();
     // Over an hour of sleeping, and a stream waiting behind it: only cancellation ends these.
     fixture.sleep(fixture.stream, u32::MAX);
-    fixture
-        .backend
-        .stream_record_event(fixture.stream, event)
-        .unwrap();
+    fixture.backend.stream_record_event(fixture.stream, event).unwrap();
     fixture.backend.stream_wait_event(waiting, event).unwrap();
-    fixture
-        .backend
-        .stream_fill(waiting, buffer, 0, 4, &[1])
-        .unwrap();
-    fixture
-        .backend
-        .stream_fill(quick, buffer, 0, 4, &[2])
-        .unwrap();
+    fixture.backend.stream_fill(waiting, buffer, 0, 4, &[1]).unwrap();
+    fixture.backend.stream_fill(quick, buffer, 0, 4, &[2]).unwrap();
     fixture.backend.stream_synchronize(quick).unwrap();
     assert!(!fixture.backend.stream_query(fixture.stream).unwrap());
     assert!(!fixture.backend.stream_query(waiting).unwrap());

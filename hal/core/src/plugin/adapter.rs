@@ -87,9 +87,16 @@ impl AbiBackend {
                 ),
             ));
         }
-        // Entries appended by newer minors are beyond what this host knows; copy only ours.
-        // SAFETY: the plugin promised at least plugin_size >= our size readable bytes.
-        let api = unsafe { std::ptr::read(table) };
+        // Copy only what both sides know: entries a newer plugin appended are beyond this
+        // host's struct, and entries this host knows but an older minor plugin lacks stay null.
+        // SAFETY: an all-zero XhalPluginApi is valid (null pointers, zero sizes, `None` entries).
+        let mut api: XhalPluginApi = unsafe { std::mem::zeroed() };
+        let known = plugin_size.min(std::mem::size_of::<XhalPluginApi>());
+        // SAFETY: the plugin promised `plugin_size` readable bytes at `table`, and `known`
+        // bytes fit in `api`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(table.cast::<u8>(), (&mut api as *mut XhalPluginApi).cast::<u8>(), known)
+        };
         if api.abi_major != XHAL_ABI_MAJOR {
             return Err(Error::new(
                 ErrorKind::PluginLoad,
@@ -152,9 +159,25 @@ impl AbiBackend {
         Ok(AbiBackend { api, name, version })
     }
 
-    /// Runs one entry and turns its status into a `Result`. `NOT_READY` is a success here,
-    /// returned as the status, because query entries use it as an answer.
-    fn call(&self, entry: &str, body: impl FnOnce(XhalErrorOut) -> XhalStatus) -> Result<XhalStatus> {
+    /// Runs one entry and turns its status into a `Result`.
+    fn call(&self, entry: &str, body: impl FnOnce(XhalErrorOut) -> XhalStatus) -> Result<()> {
+        match self.call_status(entry, body)? {
+            XHAL_STATUS_OK => Ok(()),
+            // Only the query entries may answer "not yet": anything else that does would let
+            // the host release memory that work still uses.
+            status => Err(Error::internal(format!(
+                "plugin `{}` returned status {status} (not ready) from {entry}, which must complete or fail",
+                self.name
+            ))),
+        }
+    }
+
+    /// Runs a query entry: `Ok(true)` for `XHAL_STATUS_OK`, `Ok(false)` for `XHAL_STATUS_NOT_READY`.
+    fn call_query(&self, entry: &str, body: impl FnOnce(XhalErrorOut) -> XhalStatus) -> Result<bool> {
+        Ok(self.call_status(entry, body)? == XHAL_STATUS_OK)
+    }
+
+    fn call_status(&self, entry: &str, body: impl FnOnce(XhalErrorOut) -> XhalStatus) -> Result<XhalStatus> {
         let mut error: *mut XhalError = std::ptr::null_mut();
         let status = body(&mut error);
         if status == XHAL_STATUS_OK || status == XHAL_STATUS_NOT_READY {
@@ -169,13 +192,20 @@ impl AbiBackend {
     fn take_error(&self, entry: &str, status: XhalStatus, error: *mut XhalError) -> Error {
         let kind = ErrorKind::from_status(status);
         if error.is_null() {
-            return Error::new(kind, format!("plugin `{}` {entry} failed with status {status} and no message", self.name));
+            return Error::new(
+                kind,
+                format!(
+                    "plugin `{}` {entry} failed with status {status} and no message",
+                    self.name
+                ),
+            );
         }
         // SAFETY: a non-null error is a plugin-owned XhalError, valid until error_free.
-        let (size, message) = unsafe { ((*error).struct_size, (*error).message) };
+        let size = unsafe { (*error).struct_size };
         let text = if size >= XHAL_ERROR_V1_0_SIZE {
-            // SAFETY: the message belongs to the error and lives until error_free below.
-            unsafe { read_str(message) }
+            // SAFETY: the struct is large enough to hold `message`, which belongs to the error
+            // and lives until error_free below.
+            unsafe { read_str((*error).message) }
         } else {
             format!("(malformed error struct of {size} bytes)")
         };
@@ -297,7 +327,9 @@ impl Backend for AbiBackend {
         let function = entry!(self, buffer_allocate);
         let mut buffer: *mut XhalBuffer = std::ptr::null_mut();
         // SAFETY: valid out pointer; device came from this plugin.
-        self.call("buffer_allocate", |error| unsafe { function(ptr(device.0), size, &mut buffer, error) })?;
+        self.call("buffer_allocate", |error| unsafe {
+            function(ptr(device.0), size, &mut buffer, error)
+        })?;
         non_null("buffer_allocate", buffer).map(BufferHandle)
     }
 
@@ -312,7 +344,9 @@ impl Backend for AbiBackend {
         let function = entry!(self, stream_create);
         let mut stream: *mut XhalStream = std::ptr::null_mut();
         // SAFETY: valid out pointer.
-        self.call("stream_create", |error| unsafe { function(ptr(device.0), &mut stream, error) })?;
+        self.call("stream_create", |error| unsafe {
+            function(ptr(device.0), &mut stream, error)
+        })?;
         non_null("stream_create", stream).map(StreamHandle)
     }
 
@@ -323,14 +357,30 @@ impl Backend for AbiBackend {
         }
     }
 
-    unsafe fn stream_write(&self, stream: StreamHandle, buffer: BufferHandle, offset: u64, source: *const u8, size: u64) -> Result<()> {
+    unsafe fn stream_write(
+        &self,
+        stream: StreamHandle,
+        buffer: BufferHandle,
+        offset: u64,
+        source: *const u8,
+        size: u64,
+    ) -> Result<()> {
         let function = entry!(self, stream_write);
         // SAFETY: the caller upholds the lifetime of `source` (this fn's contract).
-        self.call("stream_write", |error| unsafe { function(ptr(stream.0), ptr(buffer.0), offset, source, size, error) })?;
+        self.call("stream_write", |error| unsafe {
+            function(ptr(stream.0), ptr(buffer.0), offset, source, size, error)
+        })?;
         Ok(())
     }
 
-    unsafe fn stream_read(&self, stream: StreamHandle, buffer: BufferHandle, offset: u64, destination: *mut u8, size: u64) -> Result<()> {
+    unsafe fn stream_read(
+        &self,
+        stream: StreamHandle,
+        buffer: BufferHandle,
+        offset: u64,
+        destination: *mut u8,
+        size: u64,
+    ) -> Result<()> {
         let function = entry!(self, stream_read);
         // SAFETY: the caller upholds the lifetime of `destination` (this fn's contract).
         self.call("stream_read", |error| unsafe {
@@ -351,16 +401,39 @@ impl Backend for AbiBackend {
         let function = entry!(self, stream_copy);
         // SAFETY: plain values and handles from this plugin.
         self.call("stream_copy", |error| unsafe {
-            function(ptr(stream.0), ptr(source.0), source_offset, ptr(destination.0), destination_offset, size, error)
+            function(
+                ptr(stream.0),
+                ptr(source.0),
+                source_offset,
+                ptr(destination.0),
+                destination_offset,
+                size,
+                error,
+            )
         })?;
         Ok(())
     }
 
-    fn stream_fill(&self, stream: StreamHandle, buffer: BufferHandle, offset: u64, size: u64, pattern: &[u8]) -> Result<()> {
+    fn stream_fill(
+        &self,
+        stream: StreamHandle,
+        buffer: BufferHandle,
+        offset: u64,
+        size: u64,
+        pattern: &[u8],
+    ) -> Result<()> {
         let function = entry!(self, stream_fill);
         // SAFETY: pattern is a live slice for the duration of the call; the plugin copies it.
         self.call("stream_fill", |error| unsafe {
-            function(ptr(stream.0), ptr(buffer.0), offset, size, pattern.as_ptr(), pattern.len(), error)
+            function(
+                ptr(stream.0),
+                ptr(buffer.0),
+                offset,
+                size,
+                pattern.as_ptr(),
+                pattern.len(),
+                error,
+            )
         })?;
         Ok(())
     }
@@ -380,10 +453,19 @@ impl Backend for AbiBackend {
             struct_size: XHAL_LAUNCH_INFO_V1_0_SIZE,
             kernel: ptr(launch.kernel.0),
             workgroups: launch.workgroups,
-            buffers: if buffers.is_empty() { std::ptr::null() } else { buffers.as_ptr() },
-            buffer_count: u32::try_from(buffers.len())
-                .map_err(|_| Error::invalid_argument(format!("{} buffer arguments do not fit in u32", buffers.len())))?,
-            scalars: if launch.scalars.is_empty() { std::ptr::null() } else { launch.scalars.as_ptr() },
+            buffers: if buffers.is_empty() {
+                std::ptr::null()
+            } else {
+                buffers.as_ptr()
+            },
+            buffer_count: u32::try_from(buffers.len()).map_err(|_| {
+                Error::invalid_argument(format!("{} buffer arguments do not fit in u32", buffers.len()))
+            })?,
+            scalars: if launch.scalars.is_empty() {
+                std::ptr::null()
+            } else {
+                launch.scalars.as_ptr()
+            },
             scalar_size: launch.scalars.len(),
         };
         // SAFETY: raw and the arrays it points to outlive the call; the plugin copies the scalars.
@@ -394,14 +476,18 @@ impl Backend for AbiBackend {
     fn stream_record_event(&self, stream: StreamHandle, event: EventHandle) -> Result<()> {
         let function = entry!(self, stream_record_event);
         // SAFETY: handles from this plugin.
-        self.call("stream_record_event", |error| unsafe { function(ptr(stream.0), ptr(event.0), error) })?;
+        self.call("stream_record_event", |error| unsafe {
+            function(ptr(stream.0), ptr(event.0), error)
+        })?;
         Ok(())
     }
 
     fn stream_wait_event(&self, stream: StreamHandle, event: EventHandle) -> Result<()> {
         let function = entry!(self, stream_wait_event);
         // SAFETY: handles from this plugin.
-        self.call("stream_wait_event", |error| unsafe { function(ptr(stream.0), ptr(event.0), error) })?;
+        self.call("stream_wait_event", |error| unsafe {
+            function(ptr(stream.0), ptr(event.0), error)
+        })?;
         Ok(())
     }
 
@@ -415,8 +501,7 @@ impl Backend for AbiBackend {
     fn stream_query(&self, stream: StreamHandle) -> Result<bool> {
         let function = entry!(self, stream_query);
         // SAFETY: handle from this plugin.
-        let status = self.call("stream_query", |error| unsafe { function(ptr(stream.0), error) })?;
-        Ok(status == XHAL_STATUS_OK)
+        self.call_query("stream_query", |error| unsafe { function(ptr(stream.0), error) })
     }
 
     fn event_create(&self, device: DeviceHandle, timing: bool) -> Result<EventHandle> {
@@ -424,7 +509,9 @@ impl Backend for AbiBackend {
         let flags = if timing { XHAL_EVENT_FLAG_TIMING } else { 0 };
         let mut event: *mut XhalEvent = std::ptr::null_mut();
         // SAFETY: valid out pointer.
-        self.call("event_create", |error| unsafe { function(ptr(device.0), flags, &mut event, error) })?;
+        self.call("event_create", |error| unsafe {
+            function(ptr(device.0), flags, &mut event, error)
+        })?;
         non_null("event_create", event).map(EventHandle)
     }
 
@@ -438,8 +525,7 @@ impl Backend for AbiBackend {
     fn event_query(&self, event: EventHandle) -> Result<bool> {
         let function = entry!(self, event_query);
         // SAFETY: handle from this plugin.
-        let status = self.call("event_query", |error| unsafe { function(ptr(event.0), error) })?;
-        Ok(status == XHAL_STATUS_OK)
+        self.call_query("event_query", |error| unsafe { function(ptr(event.0), error) })
     }
 
     fn event_synchronize(&self, event: EventHandle) -> Result<()> {
@@ -497,7 +583,9 @@ impl Backend for AbiBackend {
 /// A plugin that reports success must hand out a handle; null would alias "no object".
 fn non_null<T>(entry: &str, pointer: *mut T) -> Result<u64> {
     if pointer.is_null() {
-        Err(Error::internal(format!("plugin {entry} reported success but returned a null handle")))
+        Err(Error::internal(format!(
+            "plugin {entry} reported success but returned a null handle"
+        )))
     } else {
         Ok(handle(pointer))
     }

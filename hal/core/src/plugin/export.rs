@@ -29,15 +29,22 @@ static PLUGIN_API: OnceLock<XhalPluginApi> = OnceLock::new();
 /// Returns null when the host's major version differs, or when the backend cannot be created
 /// (a backend whose driver is missing should still be created and report the reason from
 /// `device_count`, so that `xhal doctor` can show it).
-pub fn query(host_abi_major: u32, _host_abi_minor: u32, create: fn() -> Result<Box<dyn Backend>>) -> *const XhalPluginApi {
+pub fn query(
+    host_abi_major: u32,
+    _host_abi_minor: u32,
+    create: fn() -> Result<Box<dyn Backend>>,
+) -> *const XhalPluginApi {
     if host_abi_major != XHAL_ABI_MAJOR {
         return std::ptr::null();
     }
     let created = catch_unwind(|| {
+        // One creation at a time, so racing first queries never build two backends (a
+        // backend may open a driver context); a failed creation is retried by the next query.
+        static CREATING: Mutex<()> = Mutex::new(());
+        let _creating = CREATING.lock();
         if PLUGIN_BACKEND.get().is_none() {
             match create() {
                 Ok(backend) => {
-                    // A racing thread may have won; its backend is as good as ours.
                     let _ = PLUGIN_BACKEND.set(backend);
                 }
                 Err(error) => {
@@ -124,7 +131,11 @@ fn backend() -> Result<&'static dyn Backend> {
 }
 
 fn store_error(error: Error, error_out: XhalErrorOut) -> XhalStatus {
-    let status = error.kind().status();
+    // An error must never read as success or "not ready", whatever status a backend relayed.
+    let status = match error.kind().status() {
+        XHAL_STATUS_OK | XHAL_STATUS_NOT_READY => XHAL_STATUS_INTERNAL,
+        status => status,
+    };
     if !error_out.is_null() {
         let message = error.message().to_owned();
         let mut owned = Box::new(OwnedError {
@@ -154,12 +165,19 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// Runs one fallible entry: no panic escapes, every error is reported through `error_out`.
-fn guarded(entry: &str, error_out: XhalErrorOut, body: impl FnOnce(&'static dyn Backend) -> Result<XhalStatus>) -> XhalStatus {
+fn guarded(
+    entry: &str,
+    error_out: XhalErrorOut,
+    body: impl FnOnce(&'static dyn Backend) -> Result<XhalStatus>,
+) -> XhalStatus {
     match catch_unwind(AssertUnwindSafe(|| backend().and_then(body))) {
         Ok(Ok(status)) => status,
         Ok(Err(error)) => store_error(error, error_out),
         Err(payload) => store_error(
-            Error::internal(format!("plugin panicked in {entry}: {}", panic_message(payload.as_ref()))),
+            Error::internal(format!(
+                "plugin panicked in {entry}: {}",
+                panic_message(payload.as_ref())
+            )),
             error_out,
         ),
     }
@@ -267,15 +285,15 @@ unsafe extern "C" fn device_get_info(index: u32, info: *mut XhalDeviceInfo, erro
         required(info, "info")?;
         // SAFETY: info checked non-null; its first field is struct_size by the ABI.
         let caller_size = unsafe { (*info).struct_size };
-        if caller_size < std::mem::size_of::<usize>() {
+        if caller_size < XHAL_DEVICE_INFO_V1_0_SIZE {
             return Err(Error::invalid_argument(format!(
-                "info.struct_size is {caller_size}; it must be at least the size of the struct_size field"
+                "info.struct_size is {caller_size}; ABI 1.0 needs at least {XHAL_DEVICE_INFO_V1_0_SIZE}"
             )));
         }
         let mut raw = device_info_to_abi(&backend.device_info(index)?);
         raw.struct_size = caller_size;
         // A caller built against an older minor knows fewer fields: write only what fits.
-        let size = caller_size.min(std::mem::size_of::<XhalDeviceInfo>());
+        let size = caller_size.min(XHAL_DEVICE_INFO_V1_0_SIZE);
         // SAFETY: the caller owns at least `caller_size` writable bytes at `info`, and we
         // copy no more than both structs hold.
         unsafe { std::ptr::copy_nonoverlapping((&raw as *const XhalDeviceInfo).cast::<u8>(), info.cast::<u8>(), size) };
@@ -293,10 +311,17 @@ unsafe extern "C" fn device_open(index: u32, device: *mut *mut XhalDevice, error
 }
 
 unsafe extern "C" fn device_close(device: *mut XhalDevice) {
-    guarded_destroy("device_close", handle(device), |backend| backend.device_close(DeviceHandle(handle(device))));
+    guarded_destroy("device_close", handle(device), |backend| {
+        backend.device_close(DeviceHandle(handle(device)))
+    });
 }
 
-unsafe extern "C" fn buffer_allocate(device: *mut XhalDevice, size: u64, buffer: *mut *mut XhalBuffer, error: XhalErrorOut) -> XhalStatus {
+unsafe extern "C" fn buffer_allocate(
+    device: *mut XhalDevice,
+    size: u64,
+    buffer: *mut *mut XhalBuffer,
+    error: XhalErrorOut,
+) -> XhalStatus {
     guarded("buffer_allocate", error, |backend| {
         required(buffer, "buffer")?;
         let allocated = backend.buffer_allocate(DeviceHandle(handle(device)), size)?;
@@ -306,10 +331,16 @@ unsafe extern "C" fn buffer_allocate(device: *mut XhalDevice, size: u64, buffer:
 }
 
 unsafe extern "C" fn buffer_free(buffer: *mut XhalBuffer) {
-    guarded_destroy("buffer_free", handle(buffer), |backend| backend.buffer_free(BufferHandle(handle(buffer))));
+    guarded_destroy("buffer_free", handle(buffer), |backend| {
+        backend.buffer_free(BufferHandle(handle(buffer)))
+    });
 }
 
-unsafe extern "C" fn stream_create(device: *mut XhalDevice, stream: *mut *mut XhalStream, error: XhalErrorOut) -> XhalStatus {
+unsafe extern "C" fn stream_create(
+    device: *mut XhalDevice,
+    stream: *mut *mut XhalStream,
+    error: XhalErrorOut,
+) -> XhalStatus {
     guarded("stream_create", error, |backend| {
         required(stream, "stream")?;
         let created = backend.stream_create(DeviceHandle(handle(device)))?;
@@ -319,7 +350,9 @@ unsafe extern "C" fn stream_create(device: *mut XhalDevice, stream: *mut *mut Xh
 }
 
 unsafe extern "C" fn stream_destroy(stream: *mut XhalStream) {
-    guarded_destroy("stream_destroy", handle(stream), |backend| backend.stream_destroy(StreamHandle(handle(stream))));
+    guarded_destroy("stream_destroy", handle(stream), |backend| {
+        backend.stream_destroy(StreamHandle(handle(stream)))
+    });
 }
 
 unsafe extern "C" fn stream_write(
@@ -335,7 +368,15 @@ unsafe extern "C" fn stream_write(
             required(source, "source")?;
         }
         // SAFETY: the host guarantees `source` stays valid until the write completes (ABI contract).
-        unsafe { backend.stream_write(StreamHandle(handle(stream)), BufferHandle(handle(buffer)), offset, source, size)? };
+        unsafe {
+            backend.stream_write(
+                StreamHandle(handle(stream)),
+                BufferHandle(handle(buffer)),
+                offset,
+                source,
+                size,
+            )?
+        };
         ok()
     })
 }
@@ -354,7 +395,13 @@ unsafe extern "C" fn stream_read(
         }
         // SAFETY: the host guarantees `destination` stays valid until the read completes (ABI contract).
         unsafe {
-            backend.stream_read(StreamHandle(handle(stream)), BufferHandle(handle(buffer)), offset, destination, size)?
+            backend.stream_read(
+                StreamHandle(handle(stream)),
+                BufferHandle(handle(buffer)),
+                offset,
+                destination,
+                size,
+            )?
         };
         ok()
     })
@@ -394,16 +441,28 @@ unsafe extern "C" fn stream_fill(
     guarded("stream_fill", error, |backend| {
         required(pattern, "pattern")?;
         if !matches!(pattern_size, 1 | 2 | 4) {
-            return Err(Error::invalid_argument(format!("pattern_size is {pattern_size}; expected 1, 2 or 4")));
+            return Err(Error::invalid_argument(format!(
+                "pattern_size is {pattern_size}; expected 1, 2 or 4"
+            )));
         }
         // SAFETY: non-null, and the caller provides `pattern_size` readable bytes.
         let pattern = unsafe { std::slice::from_raw_parts(pattern, pattern_size) };
-        backend.stream_fill(StreamHandle(handle(stream)), BufferHandle(handle(buffer)), offset, size, pattern)?;
+        backend.stream_fill(
+            StreamHandle(handle(stream)),
+            BufferHandle(handle(buffer)),
+            offset,
+            size,
+            pattern,
+        )?;
         ok()
     })
 }
 
-unsafe extern "C" fn stream_launch(stream: *mut XhalStream, launch: *const XhalLaunchInfo, error: XhalErrorOut) -> XhalStatus {
+unsafe extern "C" fn stream_launch(
+    stream: *mut XhalStream,
+    launch: *const XhalLaunchInfo,
+    error: XhalErrorOut,
+) -> XhalStatus {
     guarded("stream_launch", error, |backend| {
         required(launch, "launch")?;
         // SAFETY: checked non-null; the host passes a readable XhalLaunchInfo.
@@ -448,14 +507,22 @@ unsafe extern "C" fn stream_launch(stream: *mut XhalStream, launch: *const XhalL
     })
 }
 
-unsafe extern "C" fn stream_record_event(stream: *mut XhalStream, event: *mut XhalEvent, error: XhalErrorOut) -> XhalStatus {
+unsafe extern "C" fn stream_record_event(
+    stream: *mut XhalStream,
+    event: *mut XhalEvent,
+    error: XhalErrorOut,
+) -> XhalStatus {
     guarded("stream_record_event", error, |backend| {
         backend.stream_record_event(StreamHandle(handle(stream)), EventHandle(handle(event)))?;
         ok()
     })
 }
 
-unsafe extern "C" fn stream_wait_event(stream: *mut XhalStream, event: *mut XhalEvent, error: XhalErrorOut) -> XhalStatus {
+unsafe extern "C" fn stream_wait_event(
+    stream: *mut XhalStream,
+    event: *mut XhalEvent,
+    error: XhalErrorOut,
+) -> XhalStatus {
     guarded("stream_wait_event", error, |backend| {
         backend.stream_wait_event(StreamHandle(handle(stream)), EventHandle(handle(event)))?;
         ok()
@@ -470,10 +537,17 @@ unsafe extern "C" fn stream_synchronize(stream: *mut XhalStream, error: XhalErro
 }
 
 unsafe extern "C" fn stream_query(stream: *mut XhalStream, error: XhalErrorOut) -> XhalStatus {
-    guarded("stream_query", error, |backend| ready(backend.stream_query(StreamHandle(handle(stream)))?))
+    guarded("stream_query", error, |backend| {
+        ready(backend.stream_query(StreamHandle(handle(stream)))?)
+    })
 }
 
-unsafe extern "C" fn event_create(device: *mut XhalDevice, flags: u32, event: *mut *mut XhalEvent, error: XhalErrorOut) -> XhalStatus {
+unsafe extern "C" fn event_create(
+    device: *mut XhalDevice,
+    flags: u32,
+    event: *mut *mut XhalEvent,
+    error: XhalErrorOut,
+) -> XhalStatus {
     guarded("event_create", error, |backend| {
         required(event, "event")?;
         let unknown = flags & !XHAL_EVENT_FLAG_TIMING;
@@ -489,11 +563,15 @@ unsafe extern "C" fn event_create(device: *mut XhalDevice, flags: u32, event: *m
 }
 
 unsafe extern "C" fn event_destroy(event: *mut XhalEvent) {
-    guarded_destroy("event_destroy", handle(event), |backend| backend.event_destroy(EventHandle(handle(event))));
+    guarded_destroy("event_destroy", handle(event), |backend| {
+        backend.event_destroy(EventHandle(handle(event)))
+    });
 }
 
 unsafe extern "C" fn event_query(event: *mut XhalEvent, error: XhalErrorOut) -> XhalStatus {
-    guarded("event_query", error, |backend| ready(backend.event_query(EventHandle(handle(event)))?))
+    guarded("event_query", error, |backend| {
+        ready(backend.event_query(EventHandle(handle(event)))?)
+    })
 }
 
 unsafe extern "C" fn event_synchronize(event: *mut XhalEvent, error: XhalErrorOut) -> XhalStatus {
@@ -503,7 +581,12 @@ unsafe extern "C" fn event_synchronize(event: *mut XhalEvent, error: XhalErrorOu
     })
 }
 
-unsafe extern "C" fn event_elapsed_time(start: *mut XhalEvent, end: *mut XhalEvent, nanoseconds: *mut u64, error: XhalErrorOut) -> XhalStatus {
+unsafe extern "C" fn event_elapsed_time(
+    start: *mut XhalEvent,
+    end: *mut XhalEvent,
+    nanoseconds: *mut u64,
+    error: XhalErrorOut,
+) -> XhalStatus {
     guarded("event_elapsed_time", error, |backend| {
         required(nanoseconds, "nanoseconds")?;
         let elapsed = backend.event_elapsed_time(EventHandle(handle(start)), EventHandle(handle(end)))?;
@@ -536,10 +619,17 @@ unsafe extern "C" fn module_load(
 }
 
 unsafe extern "C" fn module_destroy(module: *mut XhalModule) {
-    guarded_destroy("module_destroy", handle(module), |backend| backend.module_destroy(ModuleHandle(handle(module))));
+    guarded_destroy("module_destroy", handle(module), |backend| {
+        backend.module_destroy(ModuleHandle(handle(module)))
+    });
 }
 
-unsafe extern "C" fn kernel_get(module: *mut XhalModule, name: XhalStr, kernel: *mut *mut XhalKernel, error: XhalErrorOut) -> XhalStatus {
+unsafe extern "C" fn kernel_get(
+    module: *mut XhalModule,
+    name: XhalStr,
+    kernel: *mut *mut XhalKernel,
+    error: XhalErrorOut,
+) -> XhalStatus {
     guarded("kernel_get", error, |backend| {
         required(kernel, "kernel")?;
         if name.len > 0 {
@@ -547,8 +637,7 @@ unsafe extern "C" fn kernel_get(module: *mut XhalModule, name: XhalStr, kernel: 
         }
         // SAFETY: checked above; the host passes `len` readable bytes.
         let bytes = unsafe { name.as_bytes() };
-        let name = std::str::from_utf8(bytes)
-            .map_err(|_| Error::invalid_argument("kernel name is not valid UTF-8"))?;
+        let name = std::str::from_utf8(bytes).map_err(|_| Error::invalid_argument("kernel name is not valid UTF-8"))?;
         let found = backend.kernel_get(ModuleHandle(handle(module)), name)?;
         // SAFETY: checked non-null above.
         unsafe { write_out(kernel, pointer(found.0), "kernel") }
@@ -556,15 +645,17 @@ unsafe extern "C" fn kernel_get(module: *mut XhalModule, name: XhalStr, kernel: 
 }
 
 unsafe extern "C" fn kernel_destroy(kernel: *mut XhalKernel) {
-    guarded_destroy("kernel_destroy", handle(kernel), |backend| backend.kernel_destroy(KernelHandle(handle(kernel))));
+    guarded_destroy("kernel_destroy", handle(kernel), |backend| {
+        backend.kernel_destroy(KernelHandle(handle(kernel)))
+    });
 }
 
 /// Exports a backend as an xhal plugin, defining the one symbol `xhal_plugin_query`.
 ///
-/// `constructor` is a `fn() -> xhal_core::Result<B>` where `B: Backend`. It runs once, on the
-/// first query. Put this in the backend crate's `lib.rs` and build it as a `cdylib`.
+/// `constructor` is a `fn() -> xhal_core::Result<B>` where `B: Backend`. It runs on the first
+/// query, once it succeeds never again; after a failure the next query tries again. Put this in the backend crate's `lib.rs` and build it as a `cdylib`.
 ///
-/// ```ignore
+/// ```text
 /// fn create_plugin() -> xhal_core::Result<MyBackend> { MyBackend::new() }
 /// xhal_core::export_plugin!(create_plugin);
 /// ```

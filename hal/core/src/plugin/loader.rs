@@ -66,7 +66,10 @@ pub fn search_folders() -> Vec<SearchFolder> {
             }
         }
     }
-    if let Some(exe_dir) = std::env::current_exe().ok().and_then(|exe| exe.parent().map(Path::to_path_buf)) {
+    if let Some(exe_dir) = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(Path::to_path_buf))
+    {
         folders.push((exe_dir.join("plugins"), SearchOrigin::Executable));
         if let Some(parent) = exe_dir.parent() {
             folders.push((parent.join("plugins"), SearchOrigin::Executable));
@@ -96,7 +99,9 @@ pub fn search_folders() -> Vec<SearchFolder> {
 /// The backend a plugin file belongs to, from its name: `libxhal_<backend>.so` gives `<backend>`.
 pub fn backend_name_of_file(path: &Path) -> Option<String> {
     let file = path.file_name()?.to_str()?;
-    let name = file.strip_prefix("libxhal_")?.strip_suffix(std::env::consts::DLL_SUFFIX)?;
+    let name = file
+        .strip_prefix("libxhal_")?
+        .strip_suffix(std::env::consts::DLL_SUFFIX)?;
     super::adapter::is_valid_backend_name(name).then(|| name.to_owned())
 }
 
@@ -174,13 +179,29 @@ pub fn load_plugin(path: &Path) -> Result<LoadedPlugin> {
     Ok(plugin)
 }
 
+/// An error and its sources, joined: libloading keeps the dynamic linker's reason (a bad ELF
+/// header, a missing dependency) in the source, not in the top-level message.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 fn open_library(path: &Path) -> Result<LoadedPlugin> {
     // SAFETY: loading a library runs its initialisers; that is the trust a user places in a
     // plugin file by putting it on the plugin path. Everything after this is checked.
     let library = unsafe { libloading::Library::new(path) }.map_err(|error| {
         Error::new(
             ErrorKind::PluginLoad,
-            format!("not a loadable shared library: {error}"),
+            format!("not a loadable shared library: {}", error_chain(&error)),
         )
     })?;
     // Never unloaded, from here on: once any code of the library may have run (initialisers,
@@ -203,7 +224,7 @@ fn open_library(path: &Path) -> Result<LoadedPlugin> {
     // SAFETY: calling the plugin's query as the ABI defines it.
     let table = unsafe { query(XHAL_ABI_MAJOR, XHAL_ABI_MINOR) };
     // SAFETY: the table, when non-null, follows the ABI and lives as long as the library,
-    // which is never unloaded (forgotten below).
+    // which is never unloaded (leaked above).
     let backend = unsafe { AbiBackend::new(table) }?;
     Ok(LoadedPlugin {
         path: path.to_path_buf(),

@@ -1,0 +1,496 @@
+//! The `xhal` binary, run as a user runs it, in a controlled environment: the plugin path is
+//! a fresh folder, the user's plugin folder is empty, XHAL_DEVICE is unset, and the binary
+//! runs from a folder of its own so that plugins next to the build (`target/plugins`, which
+//! `make build` fills) cannot change what it finds.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// CPU device memory for every run, so that sizes in the output are known.
+const CPU_MEMORY: u64 = 1 << 30;
+
+/// A private copy (hard link where possible) of the built binary, in a folder with no
+/// `plugins` next to it.
+fn xhal_binary() -> &'static Path {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY.get_or_init(|| {
+        let built = Path::new(env!("CARGO_BIN_EXE_xhal"));
+        let folder = Path::new(env!("CARGO_TARGET_TMPDIR")).join("xhal-cli-tests/bin");
+        std::fs::create_dir_all(&folder).expect("create the binary's folder");
+        let binary = folder.join("xhal");
+        // Link or copy under a private name, then rename over the old one: atomic, so a test
+        // run in parallel never executes a half-written file.
+        let staged = folder.join(format!("xhal.{}", std::process::id()));
+        let _ = std::fs::remove_file(&staged);
+        if std::fs::hard_link(built, &staged).is_err() {
+            std::fs::copy(built, &staged).expect("copy the xhal binary");
+        }
+        std::fs::rename(&staged, &binary).expect("put the xhal binary in place");
+        binary
+    })
+}
+
+/// A folder per test with an empty plugin folder and an empty home.
+struct Sandbox {
+    root: PathBuf,
+}
+
+impl Sandbox {
+    fn new(name: &str) -> Sandbox {
+        let root = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join("xhal-cli-tests")
+            .join(format!("{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let sandbox = Sandbox { root };
+        for folder in [sandbox.plugins(), sandbox.home()] {
+            std::fs::create_dir_all(folder).expect("create a sandbox folder");
+        }
+        sandbox
+    }
+
+    fn plugins(&self) -> PathBuf {
+        self.root.join("plugins")
+    }
+
+    fn home(&self) -> PathBuf {
+        self.root.join("home")
+    }
+
+    /// `xhal ARGS` with only the given variables besides the sandbox's own.
+    fn run(&self, args: &[&str], variables: &[(&str, &str)]) -> Output {
+        let mut command = Command::new(xhal_binary());
+        command
+            .args(args)
+            .env_clear()
+            .env("HOME", self.home())
+            .env("XDG_DATA_HOME", self.home().join(".local/share"))
+            .env("XHAL_PLUGIN_PATH", self.plugins())
+            .env("XHAL_CPU_MEMORY", CPU_MEMORY.to_string());
+        for (name, value) in variables {
+            command.env(name, value);
+        }
+        command.output().expect("run the xhal binary")
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Asserts the exit code, showing both streams when it is not the one expected (a code of
+/// `None` means a signal: a crash).
+fn assert_exit(output: &Output, code: i32) {
+    assert_eq!(
+        output.status.code(),
+        Some(code),
+        "exit status {:?}\n--- stdout\n{}--- stderr\n{}",
+        output.status,
+        stdout(output),
+        stderr(output)
+    );
+}
+
+fn json(output: &Output) -> Value {
+    serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|error| panic!("stdout is not JSON ({error}):\n{}", stdout(output)))
+}
+
+/// The backends of a `devices --json` document called `name`.
+fn backends_named<'v>(document: &'v Value, name: &str) -> Vec<&'v Value> {
+    document["backends"]
+        .as_array()
+        .expect("`backends` is an array")
+        .iter()
+        .filter(|backend| backend["name"] == name)
+        .collect()
+}
+
+/// Where `cargo build --workspace` puts the CPU plugin for this profile: next to the binary.
+fn built_cpu_plugin() -> PathBuf {
+    let profile_folder = Path::new(env!("CARGO_BIN_EXE_xhal"))
+        .parent()
+        .expect("the binary is in a folder");
+    let file = format!(
+        "{}xhal_cpu{}",
+        std::env::consts::DLL_PREFIX,
+        std::env::consts::DLL_SUFFIX
+    );
+    let plugin = profile_folder.join(file);
+    assert!(
+        plugin.is_file(),
+        "{} is missing: this test loads the real CPU plugin; run `cargo build --workspace` \
+         (same profile) first, as `make test` does",
+        plugin.display()
+    );
+    plugin
+}
+
+#[test]
+fn devices_table_lists_the_static_cpu_backend() {
+    let sandbox = Sandbox::new("devices-table");
+    let output = sandbox.run(&["devices"], &[]);
+    assert_exit(&output, 0);
+    let text = stdout(&output);
+    let mut lines = text.lines();
+    let header = lines.next().unwrap_or_default();
+    for column in ["BACKEND", "DEVICE", "NAME", "TYPE", "MEMORY", "SOURCE"] {
+        assert!(header.contains(column), "no {column} column:\n{text}");
+    }
+    let cpu = text
+        .lines()
+        .find(|line| line.starts_with("cpu "))
+        .unwrap_or_else(|| panic!("no cpu line:\n{text}"));
+    for cell in ["cpu:0", "1.0 GiB", "static"] {
+        assert!(cpu.contains(cell), "cpu line lacks `{cell}`: {cpu}");
+    }
+    assert!(cpu.ends_with("static"), "source is the last column: {cpu}");
+}
+
+#[test]
+fn devices_json_has_the_cpu_backend_and_every_device() {
+    let sandbox = Sandbox::new("devices-json");
+    let output = sandbox.run(&["devices", "--json"], &[("XHAL_CPU_DEVICES", "2")]);
+    assert_exit(&output, 0);
+    let document = json(&output);
+    assert_eq!(document["schema_version"], 1);
+    let cpu = backends_named(&document, "cpu");
+    assert_eq!(cpu.len(), 1, "{document:#}");
+    let cpu = cpu[0];
+    assert_eq!(cpu["source"]["kind"], "static");
+    assert_eq!(cpu["shadowed"], false);
+    assert_eq!(cpu["error"], Value::Null);
+    assert!(cpu["version"].is_string() && cpu["abi"].is_string(), "{cpu:#}");
+    let devices = cpu["devices"].as_array().expect("`devices` is an array");
+    assert_eq!(devices.len(), 2);
+    for (index, device) in devices.iter().enumerate() {
+        assert_eq!(device["label"], format!("cpu:{index}"));
+        assert_eq!(device["index"], index);
+        assert_eq!(device["type"], "cpu");
+        assert_eq!(device["total_memory"], CPU_MEMORY);
+        let uuid = device["uuid"].as_str().expect("uuid is a string");
+        assert_eq!(uuid.len(), 36, "{uuid}");
+        assert!(device["features"].is_array() && device["kernel_formats"].is_array());
+    }
+    assert_ne!(devices[0]["uuid"], devices[1]["uuid"]);
+}
+
+#[test]
+fn a_built_in_backend_that_fails_to_start_is_listed_with_the_reason() {
+    let sandbox = Sandbox::new("devices-failed-static");
+    let output = sandbox.run(&["devices"], &[("XHAL_CPU_DEVICES", "many")]);
+    assert_exit(&output, 0);
+    let text = stdout(&output);
+    assert!(text.contains("(failed to start)"), "{text}");
+    assert!(text.contains("XHAL_CPU_DEVICES"), "{text}");
+
+    let output = sandbox.run(&["devices", "--json"], &[("XHAL_CPU_DEVICES", "many")]);
+    let document = json(&output);
+    let cpu = backends_named(&document, "cpu")[0];
+    assert_eq!(cpu["version"], Value::Null);
+    assert_eq!(cpu["error"]["kind"], "invalid_argument");
+    assert_eq!(cpu["devices"], serde_json::json!([]));
+}
+
+#[test]
+fn info_cpu_shows_the_name_the_uuid_and_why() {
+    let sandbox = Sandbox::new("info-cpu");
+    let devices = json(&sandbox.run(&["devices", "--json"], &[]));
+    let device = &backends_named(&devices, "cpu")[0]["devices"][0];
+    let name = device["name"].as_str().expect("name");
+    let uuid = device["uuid"].as_str().expect("uuid");
+
+    let output = sandbox.run(&["info", "cpu"], &[]);
+    assert_exit(&output, 0);
+    let text = stdout(&output);
+    assert!(text.starts_with(&format!("cpu:0  {name}\n")), "{text}");
+    assert!(text.contains(uuid), "{text}");
+    assert!(text.contains("1.0 GiB"), "{text}");
+    assert!(text.contains("why this device"), "{text}");
+    assert!(text.contains("chose cpu:0"), "{text}");
+
+    let output = sandbox.run(&["info", "cpu:0", "--json"], &[]);
+    assert_exit(&output, 0);
+    let document = json(&output);
+    assert_eq!(document["schema_version"], 1);
+    assert_eq!(document["selector"], "cpu:0");
+    assert_eq!(document["backend"]["name"], "cpu");
+    assert_eq!(document["backend"]["source"]["kind"], "static");
+    assert_eq!(document["device"]["uuid"], uuid);
+    assert_eq!(document["device"]["total_memory"], CPU_MEMORY);
+    let summary = document["explanation"]["summary"].as_str().expect("summary");
+    assert!(summary.starts_with("chose cpu:0"), "{summary}");
+    assert_eq!(document["explanation"]["verdicts"][0]["rank"], 1);
+}
+
+#[test]
+fn info_picks_by_the_selector_not_by_xhal_device() {
+    let sandbox = Sandbox::new("info-selector");
+    let output = sandbox.run(
+        &["info", "cpu:1", "--json"],
+        &[("XHAL_CPU_DEVICES", "2"), ("XHAL_DEVICE", "cpu:0")],
+    );
+    assert_exit(&output, 0);
+    assert_eq!(json(&output)["device"]["label"], "cpu:1");
+
+    // A malformed XHAL_DEVICE stops neither `info` nor `devices`: they do not use it.
+    let malformed = [("XHAL_DEVICE", "cpu,,")];
+    assert_exit(&sandbox.run(&["info", "cpu"], &malformed), 0);
+    assert_exit(&sandbox.run(&["devices"], &malformed), 0);
+}
+
+#[test]
+fn info_with_a_bad_selector_exits_1_and_points_at_the_column() {
+    let sandbox = Sandbox::new("info-bad-selector");
+    let output = sandbox.run(&["info", "cpu,,x"], &[]);
+    assert_exit(&output, 1);
+    assert!(output.stdout.is_empty(), "{}", stdout(&output));
+    let message = stderr(&output);
+    assert!(message.starts_with("error: "), "{message}");
+    assert!(message.contains("at column 5"), "{message}");
+    // The text, then a caret under its fifth character.
+    assert!(message.contains("\n  cpu,,x\n      ^"), "{message}");
+}
+
+#[test]
+fn info_naming_a_missing_backend_exits_1_and_lists_what_is_present() {
+    let sandbox = Sandbox::new("info-missing-backend");
+    let output = sandbox.run(&["info", "cuda"], &[]);
+    assert_exit(&output, 1);
+    let message = stderr(&output);
+    assert!(message.starts_with("error: "), "{message}");
+    assert!(message.contains("present: cpu:0"), "{message}");
+    assert!(message.contains("\"cuda\" is not present"), "{message}");
+}
+
+#[test]
+fn doctor_names_a_broken_plugin_and_the_reason_and_survives_it() {
+    let sandbox = Sandbox::new("doctor-broken");
+    let broken = sandbox.plugins().join("libxhal_broken.so");
+    std::fs::write(&broken, "this is not a shared library\n").expect("write the broken plugin");
+
+    let output = sandbox.run(&["doctor"], &[]);
+    // 3, not a signal: the process survived loading the file.
+    assert_exit(&output, 3);
+    let text = stdout(&output);
+    let path = broken.display().to_string();
+    assert!(text.contains(&path), "{text}");
+    assert!(text.contains("not a loadable shared library"), "{text}");
+    let problems = text
+        .split("\nproblems:\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no problems section:\n{text}"));
+    assert!(problems.contains(&path), "{problems}");
+    assert!(problems.contains("failed to load"), "{problems}");
+    // Everything else is still reported.
+    assert!(text.contains("cpu:0"), "{text}");
+
+    let output = sandbox.run(&["doctor", "--json"], &[]);
+    assert_exit(&output, 3);
+    let document = json(&output);
+    let plugin = &document["plugins"][0];
+    assert_eq!(plugin["path"], path);
+    assert_eq!(plugin["backend"], "broken");
+    assert_eq!(plugin["origin"], "environment");
+    assert_eq!(plugin["outcome"]["status"], "failed");
+    assert_eq!(plugin["outcome"]["error"]["kind"], "plugin_load");
+    assert_eq!(document["problems"][0]["kind"], "plugin_failed");
+
+    // `devices` still lists what is there, and points at doctor.
+    let output = sandbox.run(&["devices"], &[]);
+    assert_exit(&output, 0);
+    assert!(stdout(&output).contains("xhal doctor"), "{}", stdout(&output));
+}
+
+#[test]
+fn doctor_with_xhal_device_naming_a_missing_backend_exits_3() {
+    let sandbox = Sandbox::new("doctor-nosuch");
+    let output = sandbox.run(&["doctor"], &[("XHAL_DEVICE", "nosuch")]);
+    assert_exit(&output, 3);
+    let text = stdout(&output);
+    assert!(text.contains("\nproblems:\n"), "{text}");
+    assert!(text.contains("backend `nosuch`, which is not present"), "{text}");
+
+    let document = json(&sandbox.run(&["doctor", "--json"], &[("XHAL_DEVICE", "nosuch")]));
+    assert_eq!(document["device_selector"]["parsed"], "nosuch");
+    assert_eq!(document["problems"][0]["kind"], "backend_missing");
+    assert_eq!(document["default_device"], Value::Null);
+    assert!(document["default_device_error"].is_string(), "{document:#}");
+}
+
+#[test]
+fn doctor_with_a_malformed_xhal_device_reports_it_and_everything_else() {
+    let sandbox = Sandbox::new("doctor-malformed");
+    let output = sandbox.run(&["doctor"], &[("XHAL_DEVICE", "cpu:")]);
+    assert_exit(&output, 3);
+    let text = stdout(&output);
+    let problems = text
+        .split("\nproblems:\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no problems section:\n{text}"));
+    assert!(problems.contains("at column 5"), "{problems}");
+    assert!(problems.contains('^'), "{problems}");
+    // Discovery ran anyway, with nothing skipped.
+    assert!(text.contains("cpu:0"), "{text}");
+
+    let document = json(&sandbox.run(&["doctor", "--json"], &[("XHAL_DEVICE", "cpu:")]));
+    assert_eq!(document["device_selector"]["text"], "cpu:");
+    assert_eq!(document["device_selector"]["parsed"], Value::Null);
+    assert!(document["device_selector"]["error"].is_string());
+    assert_eq!(document["problems"][0]["kind"], "selector_invalid");
+    assert_eq!(document["default_device"]["label"], "cpu:0");
+}
+
+#[test]
+fn doctor_json_parses_and_a_clean_setup_exits_0() {
+    let sandbox = Sandbox::new("doctor-json");
+    let output = sandbox.run(&["doctor", "--json"], &[]);
+    assert_exit(&output, 0);
+    let document = json(&output);
+    assert_eq!(document["schema_version"], 1);
+    assert_eq!(document["problems"], serde_json::json!([]));
+    assert_eq!(document["plugins"], serde_json::json!([]));
+    assert_eq!(document["device_selector"]["text"], Value::Null);
+    assert_eq!(
+        document["environment"]["XHAL_PLUGIN_PATH"],
+        sandbox.plugins().display().to_string()
+    );
+    let first_folder = &document["search_folders"][0];
+    assert_eq!(first_folder["path"], sandbox.plugins().display().to_string());
+    assert_eq!(first_folder["origin"], "environment");
+    assert_eq!(first_folder["exists"], true);
+    assert_eq!(
+        document["static_backends"],
+        serde_json::json!([{"name": "cpu", "status": "in_use", "detail": null}])
+    );
+    assert_eq!(document["default_device"]["label"], "cpu:0");
+    assert_eq!(document["default_device_error"], Value::Null);
+    assert_eq!(backends_named(&document, "cpu").len(), 1);
+
+    let output = sandbox.run(&["doctor"], &[]);
+    assert_exit(&output, 0);
+    assert!(stdout(&output).ends_with("no problems found\n"), "{}", stdout(&output));
+}
+
+#[test]
+fn the_cpu_plugin_shadows_the_built_in_cpu_backend() {
+    let plugin = built_cpu_plugin();
+    let sandbox = Sandbox::new("cpu-plugin");
+    let installed = sandbox.plugins().join(plugin.file_name().expect("a file name"));
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(&plugin, &installed).expect("link the CPU plugin");
+    #[cfg(not(unix))]
+    std::fs::copy(&plugin, &installed).expect("copy the CPU plugin");
+    let installed_text = installed.display().to_string();
+
+    let output = sandbox.run(&["devices", "--json"], &[]);
+    assert_exit(&output, 0);
+    let document = json(&output);
+    let cpu = backends_named(&document, "cpu");
+    assert_eq!(cpu.len(), 1, "the shadowed one is hidden without --all: {document:#}");
+    assert_eq!(cpu[0]["source"]["kind"], "plugin");
+    assert_eq!(cpu[0]["source"]["path"], installed_text);
+    assert_eq!(cpu[0]["shadowed"], false);
+    assert_eq!(cpu[0]["devices"][0]["label"], "cpu:0");
+
+    let output = sandbox.run(&["devices", "--all", "--json"], &[]);
+    assert_exit(&output, 0);
+    let document = json(&output);
+    let cpu = backends_named(&document, "cpu");
+    assert_eq!(cpu.len(), 2, "{document:#}");
+    assert_eq!(cpu[0]["source"]["kind"], "plugin");
+    assert_eq!(cpu[0]["shadowed"], false);
+    assert_eq!(cpu[1]["source"]["kind"], "static");
+    assert_eq!(cpu[1]["shadowed"], true);
+
+    let output = sandbox.run(&["devices", "--all"], &[]);
+    let text = stdout(&output);
+    assert!(text.contains(&format!("plugin {installed_text}")), "{text}");
+    assert!(text.contains("static (shadowed)"), "{text}");
+
+    let output = sandbox.run(&["doctor", "--json"], &[]);
+    assert_exit(&output, 0);
+    let document = json(&output);
+    let outcome = &document["plugins"][0]["outcome"];
+    assert_eq!(outcome["status"], "loaded", "{document:#}");
+    assert_eq!(outcome["name"], "cpu");
+    assert_eq!(outcome["device_count"], 1);
+    assert_eq!(document["static_backends"][0]["status"], "shadowed");
+}
+
+#[test]
+fn usage_errors_exit_2_and_version_exits_0() {
+    let sandbox = Sandbox::new("usage");
+    assert_exit(&sandbox.run(&["devices", "--no-such-option"], &[]), 2);
+    assert_exit(&sandbox.run(&["info"], &[]), 2);
+    assert_exit(&sandbox.run(&[], &[]), 2);
+    let output = sandbox.run(&["--version"], &[]);
+    assert_exit(&output, 0);
+    assert!(stdout(&output).starts_with("xhal "), "{}", stdout(&output));
+    let output = sandbox.run(&["--help"], &[]);
+    assert_exit(&output, 0);
+    assert!(stdout(&output).contains("XHAL_DEVICE"), "{}", stdout(&output));
+}
+
+#[test]
+fn odd_selectors_are_errors_never_crashes() {
+    let sandbox = Sandbox::new("odd-selectors");
+    for selector in ["", " ", "!", "*:*", "cpu:99999999999", "CPU", "cpu\u{7}", "é", ",,,"] {
+        let output = sandbox.run(&["info", selector], &[]);
+        let code = output.status.code();
+        assert!(
+            code == Some(0) || code == Some(1),
+            "`{selector:?}` gave {:?}: {}",
+            output.status,
+            stderr(&output)
+        );
+        if code == Some(1) {
+            assert!(stderr(&output).starts_with("error: "), "{}", stderr(&output));
+        }
+    }
+}
+
+#[test]
+fn doctor_skips_plugins_xhal_device_rules_out_without_calling_it_a_problem() {
+    let sandbox = Sandbox::new("doctor-skipped");
+    let broken = sandbox.plugins().join("libxhal_broken.so");
+    std::fs::write(&broken, "never opened\n").expect("write the plugin file");
+    // `cpu:0` names one backend; a bare `cpu` would also mean "any CPU", of any backend.
+    let output = sandbox.run(&["doctor", "--json"], &[("XHAL_DEVICE", "cpu:0")]);
+    assert_exit(&output, 0);
+    let document = json(&output);
+    let outcome = &document["plugins"][0]["outcome"];
+    assert_eq!(outcome["status"], "skipped", "{document:#}");
+    assert!(outcome["reason"]
+        .as_str()
+        .is_some_and(|reason| reason.contains("XHAL_DEVICE")));
+}
+
+#[test]
+fn doctor_reports_a_named_backend_without_devices() {
+    let sandbox = Sandbox::new("doctor-no-devices");
+    let variables = [("XHAL_DEVICE", "cpu:0"), ("XHAL_CPU_DEVICES", "0")];
+    let output = sandbox.run(&["doctor"], &variables);
+    assert_exit(&output, 3);
+    let text = stdout(&output);
+    assert!(text.contains("backend `cpu`, which reports no devices"), "{text}");
+    let document = json(&sandbox.run(&["doctor", "--json"], &variables));
+    let kinds: Vec<&Value> = document["problems"]
+        .as_array()
+        .expect("problems")
+        .iter()
+        .map(|problem| &problem["kind"])
+        .collect();
+    assert_eq!(kinds, ["backend_without_devices"], "{document:#}");
+}
