@@ -394,6 +394,13 @@ typedef const struct XhalPluginApi *(*XhalPluginQueryFn)(uint32_t host_abi_major
 #ifndef XHAL_H_PLUGIN_QUERY
 #define XHAL_H_PLUGIN_QUERY
 
+/* Where the v1.0 part of each struct ends: the smallest struct_size a 1.x reader accepts.
+ * Use these, not sizeof (which includes tail padding), when checking a struct_size. */
+#define XHAL_PLUGIN_API_V1_0_SIZE (offsetof(XhalPluginApi, kernel_destroy) + sizeof(void *))
+#define XHAL_DEVICE_INFO_V1_0_SIZE (offsetof(XhalDeviceInfo, kernel_formats) + 4 * XHAL_MAX_KERNEL_FORMATS)
+#define XHAL_LAUNCH_INFO_V1_0_SIZE (offsetof(XhalLaunchInfo, scalar_size) + sizeof(size_t))
+#define XHAL_ERROR_V1_0_SIZE (offsetof(XhalError, message) + sizeof(XhalStr))
+
 /* The name of the one symbol a plugin exports. */
 #define XHAL_PLUGIN_QUERY_SYMBOL "xhal_plugin_query"
 

@@ -264,6 +264,29 @@ fn info_with_a_bad_selector_exits_1_and_points_at_the_column() {
 }
 
 #[test]
+fn info_messages_name_selector_not_xhal_device() {
+    let sandbox = Sandbox::new("info-origin");
+    let output = sandbox.run(&["info", "vulkan:@"], &[]);
+    assert_exit(&output, 1);
+    let message = stderr(&output);
+    assert!(message.contains("SELECTOR \"vulkan:@\""), "{message}");
+    assert!(message.contains("at column 8\n  vulkan:@\n         ^"), "{message}");
+    assert!(!message.contains("XHAL_DEVICE"), "{message}");
+
+    let output = sandbox.run(&["info", "cuda"], &[]);
+    assert_exit(&output, 1);
+    let message = stderr(&output);
+    assert!(message.contains("SELECTOR \"cuda\" matches no device"), "{message}");
+    assert!(!message.contains("XHAL_DEVICE"), "{message}");
+
+    let output = sandbox.run(&["info", "cpu"], &[]);
+    assert_exit(&output, 0);
+    let text = stdout(&output);
+    assert!(text.contains("in SELECTOR=cpu"), "{text}");
+    assert!(!text.contains("XHAL_DEVICE"), "{text}");
+}
+
+#[test]
 fn info_naming_a_missing_backend_exits_1_and_lists_what_is_present() {
     let sandbox = Sandbox::new("info-missing-backend");
     let output = sandbox.run(&["info", "cuda"], &[]);

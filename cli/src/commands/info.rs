@@ -8,6 +8,9 @@ use serde::Serialize;
 use xhal::select::Candidate;
 use xhal::{BackendEntry, DeviceInfo, Explanation, Runtime, Selector};
 
+/// The name the selector's messages give its text: the argument's name in the usage line.
+const SELECTOR_ORIGIN: &str = "SELECTOR";
+
 #[derive(Debug, clap::Args)]
 pub struct InfoArgs {
     /// Which device, in the XHAL_DEVICE grammar: `cpu`, `cpu:0`, `gpu`, `cuda,vulkan`,
@@ -68,7 +71,8 @@ impl From<&Explanation> for ExplanationJson {
 }
 
 pub fn run(args: &InfoArgs) -> anyhow::Result<Output> {
-    let selector = Selector::parse(&args.selector).context("invalid SELECTOR")?;
+    // Messages name the argument, as the usage line does, not XHAL_DEVICE.
+    let selector = Selector::parse_from(&args.selector, SELECTOR_ORIGIN)?;
     // Every backend, not only those the selector can reach, so that a failed choice can list
     // everything that is present.
     let runtime = Runtime::builder()

@@ -106,12 +106,20 @@ static_assert(sizeof(XhalDeviceInfo) == {}, "XhalDeviceInfo size");
 static_assert(sizeof(XhalLaunchInfo) == {}, "XhalLaunchInfo size");
 static_assert(sizeof(XhalBufferArg) == {}, "XhalBufferArg size");
 static_assert(sizeof(XhalError) == {}, "XhalError size");
+static_assert(XHAL_PLUGIN_API_V1_0_SIZE == {}, "v1.0 table size");
+static_assert(XHAL_DEVICE_INFO_V1_0_SIZE == {}, "v1.0 device info size");
+static_assert(XHAL_LAUNCH_INFO_V1_0_SIZE == {}, "v1.0 launch info size");
+static_assert(XHAL_ERROR_V1_0_SIZE == {}, "v1.0 error size");
 "#,
         std::mem::size_of::<xhal_abi::XhalPluginApi>(),
         std::mem::size_of::<xhal_abi::XhalDeviceInfo>(),
         std::mem::size_of::<xhal_abi::XhalLaunchInfo>(),
         std::mem::size_of::<xhal_abi::XhalBufferArg>(),
         std::mem::size_of::<xhal_abi::XhalError>(),
+        xhal_abi::XHAL_PLUGIN_API_V1_0_SIZE,
+        xhal_abi::XHAL_DEVICE_INFO_V1_0_SIZE,
+        xhal_abi::XHAL_LAUNCH_INFO_V1_0_SIZE,
+        xhal_abi::XHAL_ERROR_V1_0_SIZE,
     );
     let output = compile_c(&source, &dir, &[]);
     assert!(

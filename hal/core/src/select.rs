@@ -247,22 +247,52 @@ enum Match {
     NotNamed,
 }
 
-/// A parsed `XHAL_DEVICE` value: which devices may be used, in which order of preference.
+/// A parsed selector in the `XHAL_DEVICE` grammar: which devices may be used, in which order
+/// of preference.
 ///
-/// Parse with [`DeviceSelector::parse`] (or `str::parse`); `Display` writes the canonical text,
-/// which parses back to an equal selector.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Parse with [`DeviceSelector::parse`] (or `str::parse`), or with [`DeviceSelector::parse_from`]
+/// when the text comes from somewhere other than `XHAL_DEVICE`; `Display` writes the canonical
+/// text, which parses back to an equal selector.
+///
+/// The selector remembers its [origin](DeviceSelector::origin), the name that messages give
+/// its text's source. The origin takes no part in equality: two selectors are equal when they
+/// have the same terms, wherever their text came from.
+#[derive(Debug, Clone)]
 pub struct DeviceSelector {
     terms: Vec<Term>,
+    origin: String,
 }
 
+impl PartialEq for DeviceSelector {
+    fn eq(&self, other: &DeviceSelector) -> bool {
+        self.terms == other.terms
+    }
+}
+
+impl Eq for DeviceSelector {}
+
 impl DeviceSelector {
-    /// Parses the `XHAL_DEVICE` grammar (see the [module documentation](self)).
+    /// Parses the `XHAL_DEVICE` grammar (see the [module documentation](self)); the same as
+    /// [`DeviceSelector::parse_from`] with origin [`ENV_VAR`].
     ///
     /// Errors are of kind [`ErrorKind::Selection`] and name the column (counted in characters,
     /// from 1) of the problem, followed by the text and a caret under that column.
     pub fn parse(text: &str) -> Result<DeviceSelector> {
-        Parser::new(text).selector()
+        DeviceSelector::parse_from(text, ENV_VAR)
+    }
+
+    /// Parses `text`, which came from `origin`: the name that messages give its source, such
+    /// as `XHAL_DEVICE`, a command-line argument's name (`SELECTOR`) or a setting's. Parse
+    /// errors, verdicts, explanations and the errors of [`Selector::choose`] name `origin`
+    /// where [`DeviceSelector::parse`] would name `XHAL_DEVICE`.
+    pub fn parse_from(text: &str, origin: &str) -> Result<DeviceSelector> {
+        Parser::new(text, origin).selector()
+    }
+
+    /// Where the selector's text came from, as given to [`DeviceSelector::parse_from`]:
+    /// [`ENV_VAR`] for [`DeviceSelector::parse`] and `str::parse`.
+    pub fn origin(&self) -> &str {
+        &self.origin
     }
 
     /// False only when no device of `backend` can ever be accepted by this selector, whatever
@@ -376,6 +406,8 @@ impl std::str::FromStr for DeviceSelector {
 /// (what a person sees) rather than bytes.
 struct Parser<'t> {
     text: &'t str,
+    /// The name of the text's source, for messages.
+    origin: &'t str,
     chars: Vec<char>,
     position: usize,
 }
@@ -385,9 +417,10 @@ fn is_word_char(c: char) -> bool {
 }
 
 impl<'t> Parser<'t> {
-    fn new(text: &'t str) -> Parser<'t> {
+    fn new(text: &'t str, origin: &'t str) -> Parser<'t> {
         Parser {
             text,
+            origin,
             chars: text.chars().collect(),
             position: 0,
         }
@@ -416,7 +449,10 @@ impl<'t> Parser<'t> {
             match self.peek() {
                 None => {
                     terms.push(term);
-                    return Ok(DeviceSelector { terms });
+                    return Ok(DeviceSelector {
+                        terms,
+                        origin: self.origin.to_string(),
+                    });
                 }
                 Some(',') => {
                     let comma = self.position;
@@ -568,7 +604,8 @@ impl<'t> Parser<'t> {
         Error::new(ErrorKind::Selection, self.located(at, what))
     }
 
-    /// `XHAL_DEVICE "<text>": <what> at column N`, then the text and a caret under column N.
+    /// `<origin> "<text>": <what> at column N` (`XHAL_DEVICE "cuda,,cpu": ...`), then the text
+    /// and a caret under column N.
     fn located(&self, at: usize, what: &str) -> String {
         // A caret does not show an invisible character, so name those.
         let found = match self.chars.get(at) {
@@ -577,7 +614,8 @@ impl<'t> Parser<'t> {
         };
         let (echo, caret) = self.echo(at);
         format!(
-            "{ENV_VAR} {:?}: {what} at column {}{found}\n  {echo}\n  {}^",
+            "{} {:?}: {what} at column {}{found}\n  {echo}\n  {}^",
+            self.origin,
             shorten(self.text),
             at + 1,
             " ".repeat(caret)
@@ -745,7 +783,8 @@ pub struct Ranking {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Explanation {
     /// One line, e.g. "chose cpu:0 (xhal CPU reference device 0): first match of term 1 \`cpu\`
-    /// in XHAL_DEVICE=cpu".
+    /// in XHAL_DEVICE=cpu", where `XHAL_DEVICE` is the selector's
+    /// [origin](DeviceSelector::origin).
     pub summary: String,
     /// One verdict per candidate, in the candidates' order.
     pub verdicts: Vec<Verdict>,
@@ -833,9 +872,16 @@ impl Selector {
         Selector::parse(text)
     }
 
-    /// [`Selector::new`] with the device selector parsed from `text`.
+    /// [`Selector::new`] with the device selector parsed from `text`, which came from
+    /// `XHAL_DEVICE` as far as messages tell.
     pub fn parse(text: &str) -> Result<Selector> {
-        Ok(Selector::new().with_devices(DeviceSelector::parse(text)?))
+        Selector::parse_from(text, ENV_VAR)
+    }
+
+    /// [`Selector::new`] with the device selector parsed from `text`, which came from `origin`
+    /// (see [`DeviceSelector::parse_from`]).
+    pub fn parse_from(text: &str, origin: &str) -> Result<Selector> {
+        Ok(Selector::new().with_devices(DeviceSelector::parse_from(text, origin)?))
     }
 
     /// Uses `devices` as the device selector, replacing any other.
@@ -926,7 +972,10 @@ impl Selector {
                 return rejected(Rejection::Excluded, format!("excluded by `{}`", devices.term(position)));
             }
             Some((devices, Match::NotNamed)) => {
-                return rejected(Rejection::NotNamed, format!("not named by {ENV_VAR}={devices}"));
+                return rejected(
+                    Rejection::NotNamed,
+                    format!("not named by {}={devices}", devices.origin),
+                );
             }
             Some((_, Match::Term(position))) => Some(position),
             Some((_, Match::Allowed)) => None,
@@ -1033,10 +1082,15 @@ impl Selector {
         term: Option<usize>,
     ) -> String {
         let label = chosen.label();
-        let selector = self.devices.as_ref().map(ToString::to_string).unwrap_or_default();
+        // `XHAL_DEVICE=cuda,cpu`, or `SELECTOR=cuda,cpu` for a selector from elsewhere.
+        let selector = self
+            .devices
+            .as_ref()
+            .map(|devices| format!("{}={devices}", devices.origin))
+            .unwrap_or_default();
         if let (Some(position), Some(devices)) = (term, &self.devices) {
             let mut summary = format!(
-                "chose {label}: first match of term {} `{}` in {ENV_VAR}={selector}",
+                "chose {label}: first match of term {} `{}` in {selector}",
                 position + 1,
                 devices.term(position)
             );
@@ -1060,7 +1114,7 @@ impl Selector {
         }
         if self.policy == Policy::Explicit {
             return format!(
-                "chose {label}: first device in discovery order that {ENV_VAR}={selector} \
+                "chose {label}: first device in discovery order that {selector} \
                  allows (policy explicit)"
             );
         }
@@ -1078,7 +1132,7 @@ impl Selector {
             });
         }
         if self.devices.is_some() {
-            notes.push(format!("{ENV_VAR}={selector}"));
+            notes.push(selector);
         }
         format!("chose {label}: best by policy {} ({})", self.policy, notes.join("; "))
     }
@@ -1092,10 +1146,11 @@ impl Selector {
                     .to_string()
             }
             Some(devices) if failed_requirements => format!(
-                "of the devices {ENV_VAR} \"{devices}\" matches, none meets the requirements ({})",
+                "of the devices {} \"{devices}\" matches, none meets the requirements ({})",
+                devices.origin,
                 self.requirements()
             ),
-            Some(devices) => format!("{ENV_VAR} \"{devices}\" matches no device"),
+            Some(devices) => format!("{} \"{devices}\" matches no device", devices.origin),
             None if failed_requirements => {
                 format!("no device meets the requirements ({})", self.requirements())
             }
@@ -1452,6 +1507,50 @@ mod tests {
         assert_syntax_error("vulkan:gpux", 8, "unknown device type `gpux`");
         assert_syntax_error("vulkan: 0", 8, "found ' '");
         assert_syntax_error("vulkan :0", 8, "no whitespace is allowed before ':'");
+    }
+
+    #[test]
+    fn syntax_errors_name_the_origin() {
+        let from_env = DeviceSelector::parse("vulkan:@").unwrap_err();
+        let error = DeviceSelector::parse_from("vulkan:@", "SELECTOR").unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Selection);
+        assert_eq!(
+            error.message(),
+            "SELECTOR \"vulkan:@\": expected a device index, '*' or a device type at column 8\n  vulkan:@\n         ^"
+        );
+        // Only the name differs: same column, same echo, same caret.
+        assert_eq!(
+            error.message().strip_prefix("SELECTOR"),
+            from_env.message().strip_prefix(ENV_VAR)
+        );
+        assert!(!error.message().contains(ENV_VAR), "{error}");
+        let error = Selector::parse_from("cuda,,cpu", "--device").unwrap_err();
+        assert!(
+            error.message().starts_with("--device \"cuda,,cpu\": empty term"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn the_origin_is_kept_but_plays_no_part_in_equality() {
+        assert_eq!(selector("cuda").origin(), ENV_VAR);
+        assert_eq!("cuda".parse::<DeviceSelector>().unwrap().origin(), ENV_VAR);
+        let named = DeviceSelector::parse_from(" cuda , cpu", "SELECTOR").unwrap();
+        assert_eq!(named.origin(), "SELECTOR");
+        // `Display` is the canonical text alone.
+        assert_eq!(named.to_string(), "cuda,cpu");
+        assert_eq!(named, selector("cuda,cpu"));
+        assert_eq!(
+            Selector::parse_from("cuda,cpu", "SELECTOR").unwrap(),
+            Selector::parse("cuda,cpu").unwrap()
+        );
+        assert_eq!(
+            Selector::parse_from("cpu", "SELECTOR")
+                .unwrap()
+                .device_selector()
+                .map(DeviceSelector::origin),
+            Some("SELECTOR")
+        );
     }
 
     #[test]
@@ -1950,6 +2049,63 @@ mod tests {
              #2 vulkan:1 (Radeon 780M): matches term 1 `vulkan:*`; integrated GPU\n  \
              #1 vulkan:2 (RTX 4090): matches term 1 `vulkan:*`; discrete GPU"
         );
+    }
+
+    #[test]
+    fn choosing_names_the_origin() {
+        let machine = machine();
+        let all = candidates(&machine);
+        let parse = |text: &str| Selector::parse_from(text, "SELECTOR").unwrap();
+
+        let choice = parse("vulkan:*,!cpu").choose(&all).unwrap();
+        assert_eq!(
+            choice.explanation.summary,
+            "chose vulkan:2 (RTX 4090): first match of term 1 `vulkan:*` in SELECTOR=vulkan:*,!cpu; \
+             2 devices match it, ordered by policy prefer-discrete-gpu, then discovery order"
+        );
+        assert_eq!(
+            choice.explanation.verdicts[4].reason,
+            "not named by SELECTOR=vulkan:*,!cpu"
+        );
+        let choice = parse("!gpu").choose(&all).unwrap();
+        assert_eq!(
+            choice.explanation.summary,
+            "chose npu:0 (Hexagon): best by policy prefer-discrete-gpu (accelerator; no GPU \
+             accepted; SELECTOR=!gpu)"
+        );
+        let choice = parse("!vulkan").policy(Policy::Explicit).choose(&all).unwrap();
+        assert_eq!(
+            choice.explanation.summary,
+            "chose cpu:0 (xhal CPU reference device 0): first device in discovery order that \
+             SELECTOR=!vulkan allows (policy explicit)"
+        );
+
+        let list = vec![("cpu", 0, cpu_reference())];
+        let one = candidates(&list);
+        let error = parse("cuda").choose(&one).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Selection);
+        assert_eq!(
+            error.message(),
+            "SELECTOR \"cuda\" matches no device; present: cpu:0 (xhal CPU reference device \
+             0, cpu); backend \"cuda\" is not present (backends present: cpu)"
+        );
+        let error = parse("cpu")
+            .require_features(Features(1 << 60))
+            .choose(&one)
+            .unwrap_err();
+        assert!(
+            error
+                .message()
+                .starts_with("of the devices SELECTOR \"cpu\" matches, none meets the requirements"),
+            "{error}"
+        );
+        for text in ["cuda", "cpu:1", "!cpu"] {
+            let error = parse(text).choose(&one).unwrap_err();
+            assert!(!error.message().contains(ENV_VAR), "{error}");
+        }
+        // Without a device selector, the explicit policy's hint is about the variable itself.
+        let error = Selector::new().policy(Policy::Explicit).choose(&one).unwrap_err();
+        assert!(error.message().contains("set XHAL_DEVICE"), "{error}");
     }
 
     #[test]

@@ -329,8 +329,11 @@ impl Stream {
         // Even with a sticky error known, ask the backend to drain: the caller may be about to
         // release host memory that queued work still points at.
         let result = self.shared.device.backend.stream_synchronize(self.shared.handle);
-        // The backend drains its queue even when it fails, so nothing is in flight now.
-        state.in_flight.clear();
+        // Only a clean synchronize proves the queue drained. After a failure the objects stay
+        // held (until the stream is destroyed) in case a misbehaving backend still uses them.
+        if result.is_ok() {
+            state.in_flight.clear();
+        }
         if let Some(error) = &state.sticky {
             return Err(error.clone());
         }
