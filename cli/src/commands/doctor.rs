@@ -9,7 +9,7 @@ use anyhow::Context;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use xhal::plugin::SearchOrigin;
-use xhal::select::{Candidate, DeviceSelector};
+use xhal::select::DeviceSelector;
 use xhal::{BackendSource, PluginAttempt, PluginOutcome, Runtime, Selector};
 
 /// The variables that change what xhal finds or how it behaves, shown by doctor.
@@ -275,16 +275,7 @@ pub fn run(args: &DoctorArgs) -> anyhow::Result<Output> {
         Some(devices) => Selector::new().with_devices(devices.clone()),
         None => Selector::new(),
     };
-    let devices = runtime.devices();
-    let candidates: Vec<Candidate<'_>> = devices
-        .iter()
-        .map(|entry| Candidate {
-            backend: &entry.backend,
-            index: entry.index,
-            info: &entry.info,
-        })
-        .collect();
-    let choice = selector.choose(&candidates);
+    let choice = runtime.choose_without_opening(&selector);
     if let Err(error) = &choice {
         // The selector's own problems already say why; repeating it as a second problem
         // would only make the list longer.
@@ -301,11 +292,10 @@ pub fn run(args: &DoctorArgs) -> anyhow::Result<Output> {
             });
         }
     }
-    let default_device = choice.as_ref().ok().and_then(|choice| {
-        devices
-            .get(choice.index)
-            .map(|entry| (entry.label(), &choice.explanation))
-    });
+    let default_device = choice
+        .as_ref()
+        .ok()
+        .map(|(entry, explanation)| (entry.label(), explanation));
 
     let problems_found = !problems.is_empty();
     let static_backends: Vec<(String, StaticStatus, Option<String>)> = report

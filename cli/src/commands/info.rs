@@ -5,7 +5,6 @@ use crate::listing::{self, format_bytes, DeviceJson, SourceJson, SCHEMA_VERSION}
 use crate::table::Table;
 use anyhow::{anyhow, Context};
 use serde::Serialize;
-use xhal::select::Candidate;
 use xhal::{BackendEntry, DeviceInfo, Explanation, Runtime, Selector};
 
 /// The name the selector's messages give its text: the argument's name in the usage line.
@@ -79,17 +78,8 @@ pub fn run(args: &InfoArgs) -> anyhow::Result<Output> {
         .device_selector(None)
         .build()
         .context("discovering backends")?;
-    let devices = runtime.devices();
-    let candidates: Vec<Candidate<'_>> = devices
-        .iter()
-        .map(|entry| Candidate {
-            backend: &entry.backend,
-            index: entry.index,
-            info: &entry.info,
-        })
-        .collect();
     // Choosing without opening: describing a device must not depend on it opening.
-    let choice = match selector.choose(&candidates) {
+    let (chosen, explanation) = match runtime.choose_without_opening(&selector) {
         Ok(choice) => choice,
         Err(error) => {
             let mut message = error.to_string();
@@ -100,9 +90,6 @@ pub fn run(args: &InfoArgs) -> anyhow::Result<Output> {
             return Err(anyhow!(message).context(format!("choosing a device for {:?}", args.selector)));
         }
     };
-    let chosen = devices
-        .get(choice.index)
-        .context("the selector chose a device that is not in the list")?;
     let backend = runtime
         .backend(&chosen.backend)
         .with_context(|| format!("backend `{}` vanished after discovery", chosen.backend))?;
@@ -118,7 +105,7 @@ pub fn run(args: &InfoArgs) -> anyhow::Result<Output> {
                 source: SourceJson::from(&backend.source),
             },
             device: DeviceJson::new(&chosen.backend, chosen.index, &chosen.info),
-            explanation: ExplanationJson::from(&choice.explanation),
+            explanation: ExplanationJson::from(&explanation),
         })
         .map(Output::success);
     }
@@ -126,8 +113,8 @@ pub fn run(args: &InfoArgs) -> anyhow::Result<Output> {
     let mut text = format!("{}  {}\n\n", chosen.label(), chosen.info.name);
     text.push_str(&describe_device(backend, &chosen.info).render("  "));
     text.push_str("\nwhy this device\n");
-    text.push_str(&format!("  {}\n", choice.explanation.summary));
-    for verdict in &choice.explanation.verdicts {
+    text.push_str(&format!("  {}\n", explanation.summary));
+    for verdict in &explanation.verdicts {
         text.push_str(&format!("    {verdict}\n"));
     }
     Ok(Output::success(text))

@@ -507,6 +507,47 @@ impl XhalDeviceInfo {
     }
 }
 
+impl XhalPluginApi {
+    /// A v1.0 table with a name and version and every entry null: a starting point that a
+    /// plugin fills in, and what a host reads a shorter table into.
+    pub const fn without_entries(plugin_name: XhalStr, plugin_version: XhalStr) -> XhalPluginApi {
+        XhalPluginApi {
+            struct_size: XHAL_PLUGIN_API_V1_0_SIZE,
+            abi_major: XHAL_ABI_MAJOR,
+            abi_minor: XHAL_ABI_MINOR,
+            plugin_name,
+            plugin_version,
+            error_free: None,
+            device_count: None,
+            device_get_info: None,
+            device_open: None,
+            device_close: None,
+            buffer_allocate: None,
+            buffer_free: None,
+            stream_create: None,
+            stream_destroy: None,
+            stream_write: None,
+            stream_read: None,
+            stream_copy: None,
+            stream_fill: None,
+            stream_launch: None,
+            stream_record_event: None,
+            stream_wait_event: None,
+            stream_synchronize: None,
+            stream_query: None,
+            event_create: None,
+            event_destroy: None,
+            event_query: None,
+            event_synchronize: None,
+            event_elapsed_time: None,
+            module_load: None,
+            module_destroy: None,
+            kernel_get: None,
+            kernel_destroy: None,
+        }
+    }
+}
+
 impl Default for XhalDeviceInfo {
     fn default() -> Self {
         Self::new()

@@ -484,9 +484,10 @@ impl Runtime {
             .collect()
     }
 
-    /// Chooses a device with `selector` and opens it, explaining the choice.
-    pub fn choose(&self, selector: &Selector) -> Result<(Device, Explanation)> {
-        let devices = self.devices();
+    /// Chooses a device with `selector` without opening it, explaining the choice: for
+    /// describing a device (`xhal info`) without depending on it opening.
+    pub fn choose_without_opening(&self, selector: &Selector) -> Result<(DeviceEntry, Explanation)> {
+        let mut devices = self.devices();
         let candidates: Vec<Candidate<'_>> = devices
             .iter()
             .map(|entry| Candidate {
@@ -496,10 +497,18 @@ impl Runtime {
             })
             .collect();
         let choice = selector.choose(&candidates)?;
-        let chosen = &devices[choice.index];
+        if choice.index >= devices.len() {
+            return Err(Error::internal("the selector chose a device that is not in the list"));
+        }
+        Ok((devices.swap_remove(choice.index), choice.explanation))
+    }
+
+    /// Chooses a device with `selector` and opens it, explaining the choice.
+    pub fn choose(&self, selector: &Selector) -> Result<(Device, Explanation)> {
+        let (chosen, explanation) = self.choose_without_opening(selector)?;
         let device = self.open(&chosen.backend, chosen.index)?;
-        tracing::debug!(device = %device.label(), explanation = %choice.explanation.summary, "chose a device");
-        Ok((device, choice.explanation))
+        tracing::debug!(device = %device.label(), explanation = %explanation.summary, "chose a device");
+        Ok((device, explanation))
     }
 
     /// Opens the device `selector` picks.

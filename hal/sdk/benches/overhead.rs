@@ -37,6 +37,28 @@ fn config() -> CpuConfig {
     }
 }
 
+/// The CPU backend linked into this binary.
+fn static_runtime() -> Runtime {
+    Runtime::builder()
+        .without_plugin_search()
+        .without_static_backends()
+        .backend(Arc::new(CpuBackend::with_config(config())))
+        .device_selector(None)
+        .build()
+        .expect("runtime over the static CPU backend")
+}
+
+/// The same backend, loaded from its plugin library through the C ABI.
+fn plugin_runtime() -> Runtime {
+    Runtime::builder()
+        .without_plugin_search()
+        .without_static_backends()
+        .plugin(plugin_path())
+        .device_selector(None)
+        .build()
+        .expect("runtime over the CPU plugin")
+}
+
 fn bench_trivial_call(c: &mut Criterion) {
     let mut group = c.benchmark_group("event_query");
     group.measurement_time(Duration::from_secs(3));
@@ -53,20 +75,8 @@ fn bench_trivial_call(c: &mut Criterion) {
         });
     }
     // The same through the application API, as an application pays it.
-    let static_runtime = Runtime::builder()
-        .without_plugin_search()
-        .without_static_backends()
-        .backend(Arc::new(CpuBackend::with_config(config())))
-        .device_selector(None)
-        .build()
-        .expect("runtime");
-    let plugin_runtime = Runtime::builder()
-        .without_plugin_search()
-        .without_static_backends()
-        .plugin(plugin_path())
-        .device_selector(None)
-        .build()
-        .expect("runtime");
+    let static_runtime = static_runtime();
+    let plugin_runtime = plugin_runtime();
     for (name, runtime) in [("static", &static_runtime), ("plugin", &plugin_runtime)] {
         let device = runtime.open("cpu", 0).expect("device");
         let event = device.create_event().expect("event");
@@ -87,13 +97,7 @@ fn bench_bandwidth(c: &mut Criterion) {
             black_box(&host_out);
         })
     });
-    let runtime = Runtime::builder()
-        .without_plugin_search()
-        .without_static_backends()
-        .backend(Arc::new(CpuBackend::with_config(config())))
-        .device_selector(None)
-        .build()
-        .expect("runtime");
+    let runtime = static_runtime();
     let device = runtime.open("cpu", 0).expect("device");
     let stream = device.create_stream().expect("stream");
     let source = device.alloc::<u8>(COPY_BYTES).expect("buffer");
@@ -119,20 +123,8 @@ fn bench_enqueue(c: &mut Criterion) {
     let mut group = c.benchmark_group("enqueue");
     group.sample_size(20).measurement_time(Duration::from_secs(4));
     group.throughput(Throughput::Elements(ENQUEUE_BATCH as u64));
-    let plugin_runtime = Runtime::builder()
-        .without_plugin_search()
-        .without_static_backends()
-        .plugin(plugin_path())
-        .device_selector(None)
-        .build()
-        .expect("runtime");
-    let static_runtime = Runtime::builder()
-        .without_plugin_search()
-        .without_static_backends()
-        .backend(Arc::new(CpuBackend::with_config(config())))
-        .device_selector(None)
-        .build()
-        .expect("runtime");
+    let plugin_runtime = plugin_runtime();
+    let static_runtime = static_runtime();
     for (name, runtime) in [("static", &static_runtime), ("plugin", &plugin_runtime)] {
         let device = runtime.open("cpu", 0).expect("device");
         let stream = device.create_stream().expect("stream");

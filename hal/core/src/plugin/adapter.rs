@@ -89,8 +89,7 @@ impl AbiBackend {
         }
         // Copy only what both sides know: entries a newer plugin appended are beyond this
         // host's struct, and entries this host knows but an older minor plugin lacks stay null.
-        // SAFETY: an all-zero XhalPluginApi is valid (null pointers, zero sizes, `None` entries).
-        let mut api: XhalPluginApi = unsafe { std::mem::zeroed() };
+        let mut api = XhalPluginApi::without_entries(XhalStr::EMPTY, XhalStr::EMPTY);
         let known = plugin_size.min(std::mem::size_of::<XhalPluginApi>());
         // SAFETY: the plugin promised `plugin_size` readable bytes at `table`, and `known`
         // bytes fit in `api`.

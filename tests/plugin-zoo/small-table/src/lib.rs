@@ -4,40 +4,10 @@ use xhal_abi::{XhalPluginApi, XhalStr};
 
 static TABLE: XhalPluginApi = XhalPluginApi {
     struct_size: 16,
-    abi_major: 1,
-    abi_minor: 0,
-    plugin_name: XhalStr::from_str("zoo_small_table"),
-    plugin_version: XhalStr::from_str("1.0.0"),
-    error_free: None,
-    device_count: None,
-    device_get_info: None,
-    device_open: None,
-    device_close: None,
-    buffer_allocate: None,
-    buffer_free: None,
-    stream_create: None,
-    stream_destroy: None,
-    stream_write: None,
-    stream_read: None,
-    stream_copy: None,
-    stream_fill: None,
-    stream_launch: None,
-    stream_record_event: None,
-    stream_wait_event: None,
-    stream_synchronize: None,
-    stream_query: None,
-    event_create: None,
-    event_destroy: None,
-    event_query: None,
-    event_synchronize: None,
-    event_elapsed_time: None,
-    module_load: None,
-    module_destroy: None,
-    kernel_get: None,
-    kernel_destroy: None,
+    ..XhalPluginApi::without_entries(XhalStr::from_str("zoo_small_table"), XhalStr::from_str("1.0.0"))
 };
 
-/// Returns a table that claims to be 16 bytes long.
+/// Returns the broken table.
 ///
 /// # Safety
 /// Takes no pointers.
