@@ -84,10 +84,16 @@ pub fn search_folders() -> Vec<SearchFolder> {
     folders.push((PathBuf::from("/usr/local/lib/xhal/plugins"), SearchOrigin::System));
     folders.push((PathBuf::from("/usr/lib/xhal/plugins"), SearchOrigin::System));
 
+    unique_folders(folders)
+}
+
+/// Keeps the first of folders that are the same on disk (`target/plugins` in
+/// XHAL_PLUGIN_PATH and again next to the executable), so that no file shadows itself.
+fn unique_folders(folders: Vec<(PathBuf, SearchOrigin)>) -> Vec<SearchFolder> {
     let mut seen = std::collections::HashSet::new();
     folders
         .into_iter()
-        .filter(|(path, _)| seen.insert(path.clone()))
+        .filter(|(path, _)| seen.insert(std::fs::canonicalize(path).unwrap_or_else(|_| path.clone())))
         .map(|(path, origin)| SearchFolder {
             exists: path.is_dir(),
             path,
@@ -230,4 +236,47 @@ fn open_library(path: &Path) -> Result<LoadedPlugin> {
         path: path.to_path_buf(),
         backend: Arc::new(backend),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_folder_reached_by_two_names_is_searched_once() {
+        let dir = std::env::temp_dir().join(format!("xhal-folders-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("plugins")).unwrap();
+        let folders = unique_folders(vec![
+            (dir.join("plugins"), SearchOrigin::Environment),
+            (dir.join("plugins/../plugins"), SearchOrigin::Executable),
+            (dir.join("missing"), SearchOrigin::User),
+            (dir.join("missing"), SearchOrigin::System),
+        ]);
+        let kept: Vec<(PathBuf, SearchOrigin, bool)> =
+            folders.into_iter().map(|f| (f.path, f.origin, f.exists)).collect();
+        assert_eq!(
+            kept,
+            [
+                (dir.join("plugins"), SearchOrigin::Environment, true),
+                (dir.join("missing"), SearchOrigin::User, false),
+            ]
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn backend_names_come_from_file_names() {
+        assert_eq!(
+            backend_name_of_file(Path::new("/x/libxhal_cuda.so")).as_deref(),
+            Some("cuda")
+        );
+        assert_eq!(
+            backend_name_of_file(Path::new("libxhal_level-zero.so")).as_deref(),
+            Some("level-zero")
+        );
+        assert_eq!(backend_name_of_file(Path::new("libxhal_CUDA.so")), None);
+        assert_eq!(backend_name_of_file(Path::new("libxhal_.so")), None);
+        assert_eq!(backend_name_of_file(Path::new("libcuda.so")), None);
+        assert_eq!(backend_name_of_file(Path::new("libxhal_cuda.so.1")), None);
+    }
 }
