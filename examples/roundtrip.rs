@@ -41,7 +41,7 @@ fn run() -> xhal::Result<()> {
     let bytes = (LEN * 4) as f64;
     let report = |step: &str, seconds: f64, traffic_bytes: f64| {
         println!(
-            "  {step:<28} {:>8.2} ms  {:>6.2} GB/s",
+            "  {step:<31} {:>8.2} ms  {:>6.2} GB/s",
             seconds * 1e3,
             traffic_bytes / seconds / 1e9
         );
@@ -74,7 +74,8 @@ fn run() -> xhal::Result<()> {
     let fill_ok = filled_back[..LEN / 2].iter().all(|&v| v == 0xABAB_ABAB) && filled_back[LEN / 2..] == data[LEN / 2..];
     if start_event.has_timing() {
         println!(
-            "  device time between events:  {:>8.2} ms",
+            "  {:<31} {:>8.2} ms",
+            "device time between events",
             end_event.elapsed_since(&start_event)?.as_secs_f64() * 1e3
         );
     }

@@ -132,9 +132,17 @@ impl Buffer {
         let Some(target) = bytes.get_mut(range) else {
             return;
         };
-        // Enqueue checked that the range is a whole number of patterns, so every chunk is full.
-        for chunk in target.chunks_exact_mut(pattern.len()) {
-            chunk.copy_from_slice(pattern);
+        // Copying the pattern itself would be one tiny memcpy per element; a block of repeated
+        // patterns turns the fill into a few large copies. The block's length is a multiple of
+        // every pattern length, and enqueue checked that the range is a whole number of
+        // patterns, so each piece, including the last, starts on a pattern boundary.
+        const BLOCK: usize = 4096;
+        let mut block = [0u8; BLOCK];
+        for slot in block.chunks_exact_mut(pattern.len()) {
+            slot.copy_from_slice(pattern);
+        }
+        for piece in target.chunks_mut(BLOCK) {
+            piece.copy_from_slice(&block[..piece.len()]);
         }
     }
 }
