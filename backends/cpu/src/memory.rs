@@ -132,17 +132,28 @@ impl Buffer {
         let Some(target) = bytes.get_mut(range) else {
             return;
         };
-        // Copying the pattern itself would be one tiny memcpy per element; a block of repeated
-        // patterns turns the fill into a few large copies. The block's length is a multiple of
-        // every pattern length, and enqueue checked that the range is a whole number of
-        // patterns, so each piece, including the last, starts on a pattern boundary.
-        const BLOCK: usize = 4096;
-        let mut block = [0u8; BLOCK];
-        for slot in block.chunks_exact_mut(pattern.len()) {
-            slot.copy_from_slice(pattern);
+        if target.is_empty() {
+            return;
         }
-        for piece in target.chunks_mut(BLOCK) {
-            piece.copy_from_slice(&block[..piece.len()]);
+        // One tiny copy per element would be slow: instead the first block of the target is
+        // built by doubling, and the rest copied from it in block-sized pieces (from a block
+        // still in cache). Every length here is a multiple of the pattern length, because
+        // enqueue checked that the range is a whole number of patterns and BLOCK is a
+        // multiple of every pattern length.
+        const BLOCK: usize = 4096;
+        let unit = pattern.len();
+        target[..unit].copy_from_slice(pattern);
+        let block = target.len().min(BLOCK);
+        let mut filled = unit;
+        while filled < block {
+            let count = filled.min(block - filled);
+            target.copy_within(..count, filled);
+            filled += count;
+        }
+        while filled < target.len() {
+            let count = block.min(target.len() - filled);
+            target.copy_within(..count, filled);
+            filled += count;
         }
     }
 }

@@ -148,6 +148,39 @@ fn fill_with_each_pattern_size_respects_offset_and_size() {
 }
 
 #[test]
+fn large_fills_repeat_the_pattern_exactly_and_stop_at_the_end() {
+    // Sizes around and beyond the fill's internal 4096-byte block, at odd pattern-aligned offsets.
+    let fixture = Fixture::new();
+    let backend = &fixture.backend;
+    for pattern in [&[0x5A][..], &[1, 2][..], &[9, 8, 7, 6][..]] {
+        for size in [4092u64, 4096, 4100, 3 * 4096 + 8, 65_536 + 4] {
+            let offset = 4 * 3;
+            let buffer = fixture.allocate(offset + size + 8);
+            backend
+                .stream_fill(fixture.stream, buffer, offset, size, pattern)
+                .unwrap();
+            let bytes = fixture.read_now(buffer, 0, (offset + size + 8) as usize);
+            let (before, rest) = bytes.split_at(offset as usize);
+            let (filled, after) = rest.split_at(size as usize);
+            assert_eq!(
+                before,
+                [0xEF, 0xBE, 0xAD, 0xDE].repeat(3),
+                "poison before the fill survives"
+            );
+            for (index, chunk) in filled.chunks(pattern.len()).enumerate() {
+                assert_eq!(chunk, pattern, "size {size}, pattern {pattern:?}, element {index}");
+            }
+            assert_eq!(
+                after,
+                [0xEF, 0xBE, 0xAD, 0xDE, 0xEF, 0xBE, 0xAD, 0xDE],
+                "poison after the fill survives"
+            );
+            backend.buffer_free(buffer);
+        }
+    }
+}
+
+#[test]
 fn fill_rejects_bad_patterns_and_misaligned_ranges() {
     let fixture = Fixture::new();
     let buffer = fixture.allocate(16);
