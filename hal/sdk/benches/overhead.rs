@@ -26,7 +26,28 @@ fn plugin_path() -> PathBuf {
     let exe = std::env::current_exe().expect("bench binary path");
     let dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps");
     let path = dir.join("libxhal_cpu.so");
-    assert!(path.is_file(), "{} is missing: run `make build` first", path.display());
+    assert!(path.is_file(), "{} is missing: run `make bench`", path.display());
+    // `cargo bench` rebuilds the backend linked into this binary but not its plugin library;
+    // comparing a fresh static backend with a stale plugin would measure two different codes.
+    let modified = |file: &Path| std::fs::metadata(file).and_then(|meta| meta.modified()).ok();
+    let newest_static = std::fs::read_dir(dir.join("deps"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|file| {
+            let name = file.file_name().and_then(|name| name.to_str()).unwrap_or("");
+            name.starts_with("libxhal_cpu-") && name.ends_with(".rlib")
+        })
+        .filter_map(|file| modified(&file))
+        .max();
+    if let (Some(plugin), Some(linked)) = (modified(&path), newest_static) {
+        assert!(
+            plugin >= linked,
+            "{} is older than the CPU backend linked into this benchmark: run `make bench`",
+            path.display()
+        );
+    }
     path
 }
 
