@@ -9,6 +9,7 @@ use crate::module::Module;
 use crate::stream::Stream;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use xhal_kernel::ModuleBundle;
 
 /// Shared state of an opened device. Every object made on the device holds it, so the
 /// device closes only after the last of them is gone.
@@ -150,9 +151,47 @@ impl Device {
         Event::create(self.shared.clone(), false)
     }
 
-    /// Loads kernel code in `format`.
+    /// Loads kernel code in `format`, as the device takes it. Such a module has no
+    /// reflection: launches are checked only by the backend. Prefer [`Device::load_wgsl`].
     pub fn load_module(&self, format: KernelFormat, code: &[u8]) -> Result<Module> {
-        Module::load(self.shared.clone(), format, code)
+        Module::load(self.shared.clone(), format, code, None)
+    }
+
+    /// Loads a WGSL kernel: parsed, validated and reflected on the host, then handed to the
+    /// device in the best format it accepts (WGSL itself, or a translation). Launches of its
+    /// kernels are checked against the reflected interface.
+    pub fn load_wgsl(&self, source: &str) -> Result<Module> {
+        self.load_bundle(&ModuleBundle::from_wgsl(source))
+    }
+
+    /// Loads the variant of `bundle` that suits this device (see [`ModuleBundle::pick`]):
+    /// a native variant first, then a portable IR made from the WGSL, then source.
+    pub fn load_bundle(&self, bundle: &ModuleBundle) -> Result<Module> {
+        let accepted: Vec<u32> = self.shared.info.kernel_formats.iter().map(|format| format.0).collect();
+        let resolved = bundle
+            .resolve(&accepted)
+            .map_err(|error| Error::from(error).context(format!("loading a kernel for {}", self.label())))?;
+        let missing = Features(resolved.required_features & !self.shared.info.features.0);
+        if missing.0 != 0 {
+            return Err(Error::unsupported(format!(
+                "the kernel needs {} which device {} ({}) does not have",
+                missing.names().join(", "),
+                self.label(),
+                self.name()
+            )));
+        }
+        tracing::debug!(
+            device = %self.label(),
+            format = %KernelFormat(resolved.format),
+            translated = resolved.translated,
+            "loading kernel"
+        );
+        Module::load(
+            self.shared.clone(),
+            KernelFormat(resolved.format),
+            &resolved.bytes,
+            resolved.reflection,
+        )
     }
 
     /// Allocator statistics, as PyTorch names them.

@@ -194,6 +194,21 @@ pub fn check_range(what: &str, offset: u64, size: u64, capacity: u64) -> Result<
     }
 }
 
+impl From<xhal_kernel::KernelError> for Error {
+    /// Kernel problems keep their rendered diagnostic (`file:line:column`, the source line and
+    /// a caret) as the message.
+    fn from(error: xhal_kernel::KernelError) -> Error {
+        use xhal_kernel::KernelErrorKind as Kind;
+        let kind = match error.kind() {
+            Kind::Parse | Kind::Validation | Kind::Reflection => ErrorKind::InvalidArgument,
+            Kind::Unsupported => ErrorKind::Unsupported,
+            Kind::NotFound => ErrorKind::NotFound,
+            _ => ErrorKind::Internal,
+        };
+        Error::new(kind, error.to_string())
+    }
+}
+
 impl serde::Serialize for Error {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;

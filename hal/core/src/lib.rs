@@ -48,3 +48,6 @@ pub use bytemuck;
 #[doc(hidden)]
 pub use inventory;
 pub use xhal_abi as abi;
+/// Portable kernels: WGSL parsing, reflection, translation and bundles.
+pub use xhal_kernel as kernel;
+pub use xhal_kernel::{EntryPointInfo, ModuleBundle};

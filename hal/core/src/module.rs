@@ -1,8 +1,11 @@
 //! Modules, kernels, and the launch-argument builder.
 //!
 //! The argument ABI is the same on every backend: an ordered list of buffer views (buffer,
-//! byte offset, byte length) and one block of scalar bytes laid out by WGSL rules (each
-//! scalar or vector aligned to its WGSL alignment, the block rounded up to the largest).
+//! byte offset, byte length) and one block of scalar bytes laid out by WGSL rules. A module
+//! loaded from WGSL carries its reflection, so a launch is checked against the kernel's
+//! interface before any backend sees it: the number of buffers, buffer versus scalar, each
+//! view's size against what its binding needs, and each scalar against the member of the
+//! `var<immediate>` block it fills. Scalars are placed at their members' offsets.
 
 use crate::backend::{KernelFormat, KernelHandle, ModuleHandle};
 use crate::buffer::{Buffer, BufferMemory};
@@ -10,11 +13,17 @@ use crate::device::DeviceShared;
 use crate::error::{Error, Result};
 use std::ops::Range;
 use std::sync::Arc;
+use xhal_kernel::{EntryPointInfo, ScalarBlockInfo};
+
+/// Most workgroups a launch may have in one dimension on every backend.
+const MAX_WORKGROUPS_PER_DIMENSION: u64 = 65_535;
 
 struct ModuleShared {
     device: Arc<DeviceShared>,
     handle: ModuleHandle,
     format: KernelFormat,
+    /// Entry points as reflected from WGSL; `None` for native code loaded without it.
+    reflection: Option<Arc<[EntryPointInfo]>>,
 }
 
 impl Drop for ModuleShared {
@@ -39,7 +48,12 @@ impl std::fmt::Debug for Module {
 }
 
 impl Module {
-    pub(crate) fn load(device: Arc<DeviceShared>, format: KernelFormat, code: &[u8]) -> Result<Module> {
+    pub(crate) fn load(
+        device: Arc<DeviceShared>,
+        format: KernelFormat,
+        code: &[u8],
+        reflection: Option<Arc<[EntryPointInfo]>>,
+    ) -> Result<Module> {
         if !device.info.kernel_formats.contains(&format) {
             let accepted: Vec<String> = device.info.kernel_formats.iter().map(|f| f.name()).collect();
             return Err(Error::unsupported(format!(
@@ -50,23 +64,51 @@ impl Module {
         }
         let handle = device.backend.module_load(device.handle, format, code)?;
         Ok(Module {
-            shared: Arc::new(ModuleShared { device, handle, format }),
+            shared: Arc::new(ModuleShared {
+                device,
+                handle,
+                format,
+                reflection,
+            }),
         })
     }
 
-    /// The format the module was loaded from.
+    /// The format the device received (WGSL may have been translated on the way).
     pub fn format(&self) -> KernelFormat {
         self.shared.format
     }
 
+    /// The compute entry points, when the module came from WGSL.
+    pub fn entry_points(&self) -> Option<&[EntryPointInfo]> {
+        self.shared.reflection.as_deref()
+    }
+
     /// Finds the entry point `name`.
     pub fn kernel(&self, name: &str) -> Result<Kernel> {
+        let info = match &self.shared.reflection {
+            None => None,
+            Some(entry_points) => match entry_points.iter().find(|entry| entry.name == name) {
+                Some(entry) => Some(entry.clone()),
+                None => {
+                    let names: Vec<&str> = entry_points.iter().map(|entry| entry.name.as_str()).collect();
+                    return Err(Error::not_found(format!(
+                        "the module has no compute entry point `{name}`; it has: {}",
+                        if names.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            names.join(", ")
+                        }
+                    )));
+                }
+            },
+        };
         let handle = self.shared.device.backend.kernel_get(self.shared.handle, name)?;
         Ok(Kernel {
             shared: Arc::new(KernelShared {
                 module: self.shared.clone(),
                 handle,
                 name: name.to_owned(),
+                info,
             }),
         })
     }
@@ -76,6 +118,7 @@ struct KernelShared {
     module: Arc<ModuleShared>,
     handle: KernelHandle,
     name: String,
+    info: Option<EntryPointInfo>,
 }
 
 impl Drop for KernelShared {
@@ -102,6 +145,16 @@ impl Kernel {
         &self.shared.name
     }
 
+    /// The kernel's interface, when its module came from WGSL.
+    pub fn info(&self) -> Option<&EntryPointInfo> {
+        self.shared.info.as_ref()
+    }
+
+    /// `@workgroup_size`, when known.
+    pub fn workgroup_size(&self) -> Option<[u32; 3]> {
+        self.info().map(|info| info.workgroup_size)
+    }
+
     pub(crate) fn handle(&self) -> KernelHandle {
         self.shared.handle
     }
@@ -122,15 +175,31 @@ pub(crate) struct BufferBinding {
     pub(crate) size: u64,
 }
 
+/// One scalar given to a launch: its bytes, its WGSL-style alignment, and its Rust type's
+/// name for messages.
+struct ScalarArgument {
+    bytes: Vec<u8>,
+    alignment: usize,
+    type_name: &'static str,
+}
+
+/// What the builder was given, in order, so that a scalar where a buffer belongs (or the
+/// reverse) can be named by its position.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ArgumentKind {
+    Buffer,
+    Scalar,
+}
+
 /// A kernel launch being put together: workgroup counts, buffer arguments in parameter order,
 /// and scalars. Mistakes are collected and reported by [`Stream::launch`](crate::Stream::launch),
 /// naming the kernel and the argument.
 pub struct Launch<'a> {
     kernel: &'a Kernel,
     workgroups: [u32; 3],
+    order: Vec<ArgumentKind>,
     buffers: Vec<BufferBinding>,
-    scalars: Vec<u8>,
-    scalar_alignment: usize,
+    scalars: Vec<ScalarArgument>,
     error: Option<Error>,
 }
 
@@ -140,16 +209,48 @@ impl<'a> Launch<'a> {
         Launch {
             kernel,
             workgroups: [1, 1, 1],
+            order: Vec::new(),
             buffers: Vec::new(),
             scalars: Vec::new(),
-            scalar_alignment: 1,
             error: None,
         }
+    }
+
+    fn fail(&mut self, error: Error) {
+        self.error.get_or_insert(error);
     }
 
     /// Number of workgroups in x, y and z.
     pub fn workgroups(mut self, x: u32, y: u32, z: u32) -> Self {
         self.workgroups = [x, y, z];
+        self
+    }
+
+    /// Enough workgroups for `invocations` invocations along x, spilling into y once x holds
+    /// 65,535 workgroups. The kernel then finds its flat index as
+    /// `id.x + id.y * num_workgroups.x * workgroup_size.x` and must skip indices past the end.
+    /// Needs the kernel's workgroup size, so a module loaded from WGSL.
+    pub fn workgroups_for_invocations(mut self, invocations: u64) -> Self {
+        let Some([size_x, _, _]) = self.kernel.workgroup_size() else {
+            self.fail(Error::invalid_argument(format!(
+                "kernel `{}`: workgroups_for_invocations needs the kernel's workgroup size, which only a module \
+                 loaded from WGSL reports; use workgroups(x, y, z)",
+                self.kernel.name()
+            )));
+            return self;
+        };
+        let groups = invocations.div_ceil(u64::from(size_x.max(1))).max(1);
+        let x = groups.min(MAX_WORKGROUPS_PER_DIMENSION);
+        let y = groups.div_ceil(x);
+        if y > MAX_WORKGROUPS_PER_DIMENSION {
+            self.fail(Error::invalid_argument(format!(
+                "kernel `{}`: {invocations} invocations need {groups} workgroups of {size_x}, more than a 65535 × 65535 grid",
+                self.kernel.name()
+            )));
+            return self;
+        }
+        // Both fit in u32: each is at most 65,535.
+        self.workgroups = [x as u32, y as u32, 1];
         self
     }
 
@@ -163,47 +264,50 @@ impl<'a> Launch<'a> {
     pub fn buffer_range<T>(mut self, buffer: &Buffer<T>, range: Range<usize>) -> Self {
         let position = self.buffers.len();
         let what = format!("buffer argument {position} of kernel `{}`", self.kernel.name());
+        self.order.push(ArgumentKind::Buffer);
         match buffer.byte_range(range, &what) {
             Ok((offset, size)) => self.buffers.push(BufferBinding {
                 memory: buffer.memory.clone(),
                 offset,
                 size,
             }),
-            Err(error) => {
-                self.error.get_or_insert(error);
-            }
+            Err(error) => self.fail(error),
         }
         self
     }
 
-    /// Appends a scalar (or vector, as an array) to the scalar block, aligned as WGSL aligns
-    /// it: to its size rounded up to a power of two, at most 16 (so `[f32; 3]` aligns to 16
-    /// like a `vec3<f32>`).
+    /// Appends a scalar (or a vector, as an array) to the scalar block. For a kernel from
+    /// WGSL it fills the next member of the `var<immediate>` block, at that member's offset,
+    /// and must have the member's size. Otherwise it is aligned as WGSL aligns it: to its size
+    /// rounded up to a power of two, at most 16 (so `[f32; 3]` aligns like a `vec3<f32>`).
     pub fn scalar<T: bytemuck::Pod>(mut self, value: T) -> Self {
-        let bytes = bytemuck::bytes_of(&value);
+        let bytes = bytemuck::bytes_of(&value).to_vec();
         let alignment = bytes.len().next_power_of_two().clamp(1, 16);
-        self.push_scalar_bytes(bytes, alignment);
+        self.order.push(ArgumentKind::Scalar);
+        self.scalars.push(ScalarArgument {
+            bytes,
+            alignment,
+            type_name: std::any::type_name::<T>(),
+        });
         self
     }
 
-    /// Appends raw bytes to the scalar block with the given alignment (a power of two).
+    /// Appends raw bytes as one scalar with the given alignment (a power of two).
     pub fn scalar_bytes(mut self, bytes: &[u8], alignment: usize) -> Self {
+        self.order.push(ArgumentKind::Scalar);
         if !alignment.is_power_of_two() {
-            self.error.get_or_insert(Error::invalid_argument(format!(
+            self.fail(Error::invalid_argument(format!(
                 "scalar alignment {alignment} of kernel `{}` is not a power of two",
                 self.kernel.name()
             )));
             return self;
         }
-        self.push_scalar_bytes(bytes, alignment);
+        self.scalars.push(ScalarArgument {
+            bytes: bytes.to_vec(),
+            alignment,
+            type_name: "bytes",
+        });
         self
-    }
-
-    fn push_scalar_bytes(&mut self, bytes: &[u8], alignment: usize) {
-        let start = self.scalars.len().div_ceil(alignment) * alignment;
-        self.scalars.resize(start, 0);
-        self.scalars.extend_from_slice(bytes);
-        self.scalar_alignment = self.scalar_alignment.max(alignment);
     }
 
     pub(crate) fn kernel(&self) -> &Kernel {
@@ -218,20 +322,145 @@ impl<'a> Launch<'a> {
         self.workgroups
     }
 
-    /// The scalar block, padded to its alignment as a WGSL struct would be. Padding bytes are
-    /// zero so results never depend on leftover memory.
-    pub(crate) fn scalar_bytes_padded(&self) -> Vec<u8> {
-        let mut block = self.scalars.clone();
-        let size = block.len().div_ceil(self.scalar_alignment) * self.scalar_alignment;
+    /// The scalar block as the kernel expects it: members at their reflected offsets, or,
+    /// without reflection, each scalar at its alignment and the block padded to the largest.
+    /// Padding is zero so results never depend on leftover memory.
+    pub(crate) fn scalar_block(&self) -> Result<Vec<u8>> {
+        match self.kernel.info() {
+            Some(info) => self.scalar_block_from_reflection(info),
+            None => Ok(self.scalar_block_sequential()),
+        }
+    }
+
+    fn scalar_block_sequential(&self) -> Vec<u8> {
+        let mut block = Vec::new();
+        let mut block_alignment = 1;
+        for scalar in &self.scalars {
+            let start = block.len().div_ceil(scalar.alignment) * scalar.alignment;
+            block.resize(start, 0);
+            block.extend_from_slice(&scalar.bytes);
+            block_alignment = block_alignment.max(scalar.alignment);
+        }
+        let size = block.len().div_ceil(block_alignment) * block_alignment;
         block.resize(size, 0);
         block
     }
 
-    /// Checks the collected arguments against the device's limits.
+    fn scalar_block_from_reflection(&self, info: &EntryPointInfo) -> Result<Vec<u8>> {
+        let name = self.kernel.name();
+        let Some(block) = &info.scalars else {
+            return match self.scalars.len() {
+                0 => Ok(Vec::new()),
+                given => Err(Error::invalid_argument(format!(
+                    "kernel `{name}` takes no scalars (it declares no var<immediate>), but {given} were given"
+                ))),
+            };
+        };
+        if self.scalars.len() != block.members.len() {
+            return Err(Error::invalid_argument(format!(
+                "kernel `{name}` takes {} scalar(s), the members of `{}: {}` ({}), but {} were given",
+                block.members.len(),
+                block.name,
+                block.type_name,
+                describe_members(block),
+                self.scalars.len()
+            )));
+        }
+        let mut bytes = vec![0u8; block.size as usize];
+        for (position, (scalar, member)) in self.scalars.iter().zip(&block.members).enumerate() {
+            if scalar.bytes.len() != member.size as usize {
+                return Err(Error::invalid_argument(format!(
+                    "scalar {position} of kernel `{name}` fills member `{}: {}` ({} bytes), but a {} of {} bytes was given",
+                    member.name,
+                    member.type_name,
+                    member.size,
+                    scalar.type_name,
+                    scalar.bytes.len()
+                )));
+            }
+            let start = member.offset as usize;
+            let end = start + scalar.bytes.len();
+            match bytes.get_mut(start..end) {
+                Some(slot) => slot.copy_from_slice(&scalar.bytes),
+                None => {
+                    return Err(Error::internal(format!(
+                        "kernel `{name}`: member `{}` at bytes {start}..{end} lies outside its {}-byte block",
+                        member.name, block.size
+                    )))
+                }
+            }
+        }
+        Ok(bytes)
+    }
+
+    /// Checks the arguments against the kernel's interface (when reflected) and the device's
+    /// limits.
     pub(crate) fn validate_for(&self, device: &DeviceShared) -> Result<()> {
         if let Some(error) = &self.error {
             return Err(error.clone());
         }
+        if let Some(info) = self.kernel.info() {
+            self.validate_against(info)?;
+        }
+        self.validate_limits(device)
+    }
+
+    fn validate_against(&self, info: &EntryPointInfo) -> Result<()> {
+        let name = self.kernel.name();
+        let expected = &info.buffers;
+        // Buffers come first, in binding order, then the scalars: name the first argument
+        // that breaks that pattern.
+        for (position, kind) in self.order.iter().enumerate() {
+            match (kind, expected.get(position)) {
+                (ArgumentKind::Scalar, Some(binding)) => {
+                    return Err(Error::invalid_argument(format!(
+                        "argument {position} of kernel `{name}` must be buffer `{}` (binding {}, {}), but a scalar was given",
+                        binding.name, binding.binding, binding.type_name
+                    )))
+                }
+                (ArgumentKind::Buffer, None) => {
+                    return Err(Error::invalid_argument(format!(
+                        "argument {position} of kernel `{name}` is a buffer, but the kernel takes {} buffer(s){}",
+                        expected.len(),
+                        match &info.scalars {
+                            Some(block) => format!(", then the scalars of `{}` ({})", block.name, describe_members(block)),
+                            None => String::new(),
+                        }
+                    )))
+                }
+                _ => {}
+            }
+        }
+        if self.buffers.len() < expected.len() {
+            let missing: Vec<String> = expected[self.buffers.len()..]
+                .iter()
+                .map(|binding| {
+                    format!(
+                        "`{}` (binding {}, {})",
+                        binding.name, binding.binding, binding.type_name
+                    )
+                })
+                .collect();
+            return Err(Error::invalid_argument(format!(
+                "kernel `{name}` takes {} buffer(s), but {} were given; missing {}",
+                expected.len(),
+                self.buffers.len(),
+                missing.join(", ")
+            )));
+        }
+        for (binding, given) in expected.iter().zip(&self.buffers) {
+            let needed = binding.min_size();
+            if given.size < needed {
+                return Err(Error::invalid_argument(format!(
+                    "buffer argument {} of kernel `{name}` (`{}`, {}) is a view of {} bytes, but it needs at least {needed}",
+                    binding.binding, binding.name, binding.type_name, given.size
+                )));
+            }
+        }
+        self.scalar_block_from_reflection(info).map(drop)
+    }
+
+    fn validate_limits(&self, device: &DeviceShared) -> Result<()> {
         let name = self.kernel.name();
         let info = &device.info;
         for (axis, (&count, &max)) in ["x", "y", "z"]
@@ -266,7 +495,7 @@ impl<'a> Launch<'a> {
                 )));
             }
         }
-        let scalar_size = self.scalars.len().div_ceil(self.scalar_alignment) * self.scalar_alignment;
+        let scalar_size = self.scalar_block()?.len();
         if info.max_scalar_block_size > 0 && scalar_size > info.max_scalar_block_size as usize {
             return Err(Error::invalid_argument(format!(
                 "kernel `{name}`: scalar block of {scalar_size} bytes exceeds the device limit {}",
@@ -275,4 +504,14 @@ impl<'a> Launch<'a> {
         }
         Ok(())
     }
+}
+
+/// `a: f32, n: u32`.
+fn describe_members(block: &ScalarBlockInfo) -> String {
+    block
+        .members
+        .iter()
+        .map(|member| format!("{}: {}", member.name, member.type_name))
+        .collect::<Vec<_>>()
+        .join(", ")
 }

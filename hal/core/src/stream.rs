@@ -286,7 +286,7 @@ impl Stream {
             keep.push(binding.memory.clone() as InFlight);
         }
         keep.push(kernel.keepalive());
-        let scalars = launch.scalar_bytes_padded();
+        let scalars = launch.scalar_block()?;
         self.enqueue("launch", keep, |device, stream| {
             device.backend.stream_launch(
                 stream,

@@ -1,0 +1,212 @@
+//! Translation targets and the process-wide translation cache.
+//!
+//! Translating a kernel costs a parse, a validation and a back-end pass; an application
+//! launches the same few kernels on the same devices over and over. So results are kept per
+//! (source, target) for the life of the process and handed out as shared `Arc`s.
+
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock};
+
+use parking_lot::Mutex;
+use xhal_abi::{XHAL_KERNEL_FORMAT_SPIRV_SHADER, XHAL_KERNEL_FORMAT_WGSL};
+
+use crate::error::KernelError;
+use crate::reflect::EntryPointInfo;
+use crate::wgsl::parse_wgsl;
+
+/// A format xhal-kernel can produce from WGSL.
+///
+/// New targets (CUDA C, HIP C, OpenCL C, Kernel-flavoured SPIR-V) are added here, with their
+/// format in [`Target::format`] and their tier in [`Target::is_source`]; the bundle's variant
+/// picking then offers them without further change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Target {
+    /// SPIR-V for Vulkan (`XHAL_KERNEL_FORMAT_SPIRV_SHADER`), see [`crate::WgslModule::to_spirv`].
+    SpirvShader,
+    /// Normalised WGSL (`XHAL_KERNEL_FORMAT_WGSL`), see [`crate::WgslModule::to_wgsl`].
+    Wgsl,
+}
+
+impl Target {
+    /// Every target, in no particular order.
+    pub const ALL: &'static [Target] = &[Target::SpirvShader, Target::Wgsl];
+
+    /// The `XHAL_KERNEL_FORMAT_*` code of what this target produces.
+    pub fn format(self) -> u32 {
+        match self {
+            Target::SpirvShader => XHAL_KERNEL_FORMAT_SPIRV_SHADER,
+            Target::Wgsl => XHAL_KERNEL_FORMAT_WGSL,
+        }
+    }
+
+    /// The target that produces `format`, if xhal-kernel can produce it.
+    pub fn from_format(format: u32) -> Option<Target> {
+        Target::ALL.iter().copied().find(|t| t.format() == format)
+    }
+
+    /// Whether the output is source text that the device compiles at run time (as opposed to
+    /// a binary or an IR the driver consumes directly).
+    pub fn is_source(self) -> bool {
+        match self {
+            Target::SpirvShader => false,
+            Target::Wgsl => true,
+        }
+    }
+
+    /// A stable name that also identifies the translation settings, so a change of settings
+    /// (say, another SPIR-V version) changes every cache key.
+    fn cache_tag(self) -> &'static str {
+        match self {
+            Target::SpirvShader => "spirv-shader/1.3/restrict",
+            Target::Wgsl => "wgsl/naga-writer",
+        }
+    }
+}
+
+/// The result of translating WGSL to one target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Translation {
+    /// What was produced.
+    pub target: Target,
+    /// `XHAL_KERNEL_FORMAT_*` code of `bytes` (`target.format()`).
+    pub format: u32,
+    /// The translated kernel: UTF-8 text for source targets, SPIR-V words as little-endian
+    /// bytes for SPIR-V.
+    pub bytes: Arc<[u8]>,
+    /// Reflection of the compute entry points (the same for every target of one source).
+    pub reflection: Arc<[EntryPointInfo]>,
+    /// `XHAL_FEATURE_*` bits the kernel needs, see [`crate::WgslModule::required_features`].
+    pub required_features: u64,
+    /// [`cache_key`] of the source and target.
+    pub key: u128,
+}
+
+/// Counters of the translation cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CacheStats {
+    /// Lookups answered from the cache.
+    pub hits: u64,
+    /// Lookups that had to translate (including those that failed).
+    pub misses: u64,
+    /// Translations held now.
+    pub entries: usize,
+}
+
+struct Entry {
+    target: Target,
+    // The full source is kept and compared on every hit, so a hash collision can never hand
+    // out another kernel's code.
+    source: Box<str>,
+    translation: Arc<Translation>,
+}
+
+#[derive(Default)]
+struct Cache {
+    map: HashMap<u128, Vec<Entry>>,
+    hits: u64,
+    misses: u64,
+}
+
+impl Cache {
+    fn find(&self, key: u128, source: &str, target: Target) -> Option<Arc<Translation>> {
+        self.map
+            .get(&key)?
+            .iter()
+            .find(|e| e.target == target && &*e.source == source)
+            .map(|e| Arc::clone(&e.translation))
+    }
+}
+
+static CACHE: LazyLock<Mutex<Cache>> = LazyLock::new(|| Mutex::new(Cache::default()));
+
+/// A stable 128-bit key for `source` translated to `target`: FNV-1a over this crate's version,
+/// naga's major version, the target and its settings, and the source bytes.
+///
+/// Unlike `std`'s `DefaultHasher` it is the same in every process and on every platform, so it
+/// can also name files in an on-disk cache. It is not collision-resistant against a deliberate
+/// attacker; the in-process cache therefore also compares the source itself.
+pub fn cache_key(source: &str, target: Target) -> u128 {
+    const OFFSET_BASIS: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
+    const PRIME: u128 = 0x0000_0000_0100_0000_0000_0000_0000_013b;
+    let mut hash = OFFSET_BASIS;
+    let parts: [&[u8]; 4] = [
+        concat!("xhal-kernel/", env!("CARGO_PKG_VERSION"), "/naga-30").as_bytes(),
+        target.cache_tag().as_bytes(),
+        // A separator no tag contains, so tag and source cannot run into each other.
+        &[0],
+        source.as_bytes(),
+    ];
+    for part in parts {
+        for &byte in part {
+            hash ^= u128::from(byte);
+            hash = hash.wrapping_mul(PRIME);
+        }
+    }
+    hash
+}
+
+/// Translates WGSL `source` to `target`, through the process-wide cache.
+///
+/// A repeated call with the same source and target returns the same `Arc` without
+/// translating again. Errors are not cached: they are cheap to reproduce and a caller may be
+/// editing the source. Two threads that miss at once both translate, and both get the one
+/// translation that entered the cache first.
+pub fn translate(source: &str, target: Target) -> Result<Arc<Translation>, KernelError> {
+    let key = cache_key(source, target);
+    {
+        let mut cache = CACHE.lock();
+        if let Some(found) = cache.find(key, source, target) {
+            cache.hits += 1;
+            return Ok(found);
+        }
+        cache.misses += 1;
+    }
+    // Translate without holding the lock: other kernels need not wait for this one.
+    let module = parse_wgsl(source)?;
+    let bytes: Arc<[u8]> = match target {
+        Target::SpirvShader => module.to_spirv()?.iter().flat_map(|w| w.to_le_bytes()).collect(),
+        Target::Wgsl => Arc::from(module.to_wgsl()?.into_bytes()),
+    };
+    tracing::debug!(
+        ?target,
+        bytes = bytes.len(),
+        key = format_args!("{key:032x}"),
+        "translated kernel"
+    );
+    let translation = Arc::new(Translation {
+        target,
+        format: target.format(),
+        bytes,
+        reflection: module.entry_points_arc(),
+        required_features: module.required_features(),
+        key,
+    });
+    let mut cache = CACHE.lock();
+    if let Some(found) = cache.find(key, source, target) {
+        return Ok(found);
+    }
+    cache.map.entry(key).or_default().push(Entry {
+        target,
+        source: source.into(),
+        translation: Arc::clone(&translation),
+    });
+    Ok(translation)
+}
+
+/// Hits, misses and entries of the translation cache since the process started (or since
+/// [`clear_cache`]).
+pub fn cache_stats() -> CacheStats {
+    let cache = CACHE.lock();
+    CacheStats {
+        hits: cache.hits,
+        misses: cache.misses,
+        entries: cache.map.values().map(Vec::len).sum(),
+    }
+}
+
+/// Drops every cached translation and zeroes the counters. `Arc`s already handed out stay
+/// valid.
+pub fn clear_cache() {
+    *CACHE.lock() = Cache::default();
+}

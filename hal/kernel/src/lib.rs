@@ -1,0 +1,81 @@
+//! Portable xhal kernels: WGSL parsed and validated by naga, reflected against the xhal
+//! argument ABI, and translated for each backend.
+//!
+//! # Kernels are WGSL
+//!
+//! A kernel is a WGSL compute entry point. [`parse_wgsl`] parses and validates it (naga, with
+//! the capabilities in [`KERNEL_CAPABILITIES`]: `f16` with `enable f16;`, `f64`, `i64`/`u64`,
+//! 64-bit atomics, immediates). Every problem is a [`KernelError`] that renders like a
+//! compiler diagnostic: `file:line:column`, the source line, a caret, naga's explanation.
+//!
+//! # The argument ABI
+//!
+//! One ABI for every backend. A launch passes an ordered list of buffer views and one block
+//! of scalar bytes:
+//!
+//! - buffer argument `i` is `@group(0) @binding(i)`, a `var<storage, read>` or
+//!   `var<storage, read_write>`;
+//! - the scalar block is the kernel's one `var<immediate>` (naga 30's name for push
+//!   constants; no `enable` directive is needed), a struct or a single scalar/vector, laid
+//!   out by WGSL's host-shareable rules (std430-like: `vec3` aligns to 16, a struct's size
+//!   rounds up to its alignment).
+//!
+//! ```wgsl
+//! struct Params { n: u32, scale: f32 }
+//! var<immediate> params: Params;
+//! @group(0) @binding(0) var<storage, read> input: array<f32>;
+//! @group(0) @binding(1) var<storage, read_write> output: array<f32>;
+//!
+//! @compute @workgroup_size(64)
+//! fn scale(@builtin(global_invocation_id) id: vec3<u32>) {
+//!     if id.x < params.n { output[id.x] = input[id.x] * params.scale; }
+//! }
+//! ```
+//!
+//! Reflection ([`EntryPointInfo`]) is per entry point and covers exactly the globals that
+//! entry point uses, directly or through the functions it calls. The buffers an entry point
+//! uses must be bindings `0..n` of group 0 with no gap; another group, a uniform buffer, a
+//! texture or a sampler is a [`KernelErrorKind::Reflection`] error that names the entry point
+//! and the binding. Uniform buffers are refused on purpose: scalars travel in the
+//! `var<immediate>`, which every backend can provide (push constants, a by-value kernel
+//! parameter, or a small uniform buffer the backend fills itself).
+//!
+//! `override` constants take their default values: launches have no pipeline constants.
+//!
+//! # Translation and the cache
+//!
+//! [`WgslModule::to_spirv`] writes SPIR-V 1.3 for Vulkan (`var<immediate>` becomes a push
+//! constant block); [`WgslModule::to_wgsl`] writes normalised WGSL. [`translate`] does either
+//! through a process-wide cache keyed by a stable hash of source and target ([`cache_key`]),
+//! so the same kernel is translated once per process; [`cache_stats`] shows the effect.
+//!
+//! # Bundles
+//!
+//! A module is a [`ModuleBundle`] of [`Variant`]s, one per `XHAL_KERNEL_FORMAT_*`. For a
+//! device that lists the formats it accepts, [`ModuleBundle::pick`] chooses: a binary or IR
+//! variant the bundle already has, else a binary or IR xhal can produce from WGSL (SPIR-V),
+//! else source for run-time compilation (WGSL as written; CUDA C, HIP C and OpenCL C when
+//! their [`Target`]s are added). [`ModuleBundle::resolve`] also performs the translation.
+//!
+//! This crate depends on naga and xhal-abi only; xhal-core depends on it, not the reverse.
+
+#![deny(missing_docs)]
+
+mod bundle;
+mod cache;
+mod error;
+mod limits;
+mod reflect;
+mod wgsl;
+
+pub use bundle::{format_name, is_source_format, ModuleBundle, Plan, ResolvedKernel, Variant};
+pub use cache::{cache_key, cache_stats, clear_cache, translate, CacheStats, Target, Translation};
+pub use error::{KernelError, KernelErrorKind, SourceLocation};
+pub use reflect::{
+    BufferAccess, BufferBindingInfo, BufferSize, ElementInfo, EntryPointInfo, ScalarBlockInfo, ScalarMemberInfo,
+};
+pub use wgsl::{parse_wgsl, WgslModule, KERNEL_CAPABILITIES, SPIRV_VERSION};
+
+/// The naga this crate is built on, re-exported so callers of [`WgslModule::naga_module`]
+/// name the same types.
+pub use naga;
