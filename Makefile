@@ -18,11 +18,14 @@ plugins:
 		cp target/release/libxhal_$$plugin.so $(PLUGIN_DIR)/ && echo "plugin: $(PLUGIN_DIR)/libxhal_$$plugin.so"; \
 	done
 
-# Lists every device, then runs a round trip on the best one, with the CPU backend loaded
-# as a plugin from target/plugins.
+# Lists every device, then on the best one (the CPU backend loaded as a plugin from
+# target/plugins when nothing else exists) runs a round trip and two WGSL kernels, each
+# verified against Rust.
 demo: build
 	XHAL_PLUGIN_PATH=$(PLUGIN_DIR) target/release/xhal devices
 	XHAL_PLUGIN_PATH=$(PLUGIN_DIR) $(CARGO) run --release --quiet -p xhal --example roundtrip
+	XHAL_PLUGIN_PATH=$(PLUGIN_DIR) $(CARGO) run --release --quiet -p xhal --example saxpy
+	XHAL_PLUGIN_PATH=$(PLUGIN_DIR) $(CARGO) run --release --quiet -p xhal --example matmul
 
 fmt-check:
 	$(CARGO) fmt --all -- --check
@@ -41,6 +44,7 @@ header:
 
 bench: build
 	$(CARGO) bench -p xhal --bench overhead
+	$(CARGO) bench -p xhal --bench kernels
 
 doc:
 	$(CARGO) doc --workspace --no-deps

@@ -1,5 +1,5 @@
 //! `xhal`: see which backends and devices this machine has, what a selector picks and why,
-//! and what went wrong when a plugin does not show up.
+//! what went wrong when a plugin does not show up, and what a kernel does (`xhal run`).
 //!
 //! Exit codes: 0 success, 1 runtime error, 2 usage error, 3 `xhal doctor` found problems.
 //! Full reference: `docs/cli.md`.
@@ -9,11 +9,12 @@ mod listing;
 mod table;
 
 use clap::{Parser, Subcommand};
-use commands::{devices::DevicesArgs, doctor::DoctorArgs, info::InfoArgs, Output};
+use commands::{devices::DevicesArgs, doctor::DoctorArgs, info::InfoArgs, run::RunArgs, Output};
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
-/// Exit status of a runtime error: discovery failed, a selector is malformed or matches nothing.
+/// Exit status of a runtime error: discovery failed, a selector is malformed or matches nothing,
+/// or `xhal run` failed (bad WGSL, arguments that do not fit the kernel, a kernel fault).
 const EXIT_RUNTIME_ERROR: u8 = 1;
 /// Exit status when `xhal doctor` found problems (clap's usage errors take 2).
 const EXIT_PROBLEMS_FOUND: u8 = 3;
@@ -30,7 +31,7 @@ Environment:
 
 Exit codes: 0 success, 1 runtime error, 2 usage error, 3 doctor found problems.";
 
-/// xhal: list accelerators, explain device selection, diagnose plugins.
+/// xhal: list accelerators, explain device selection, diagnose plugins, try a kernel.
 #[derive(Debug, Parser)]
 #[command(name = "xhal", version, after_help = ENVIRONMENT_HELP)]
 struct Cli {
@@ -56,6 +57,13 @@ enum Command {
     /// Exits with 3 when it finds a problem: a plugin that failed to load, a malformed
     /// XHAL_DEVICE, or a backend XHAL_DEVICE names that is missing or has no devices.
     Doctor(DoctorArgs),
+    /// Run a WGSL kernel on a device with buffers and scalars from the command line, and
+    /// print every buffer afterwards.
+    ///
+    /// Buffers follow the kernel's bindings and scalars the members of its var<immediate>;
+    /// the kernel's reflection gives each value its type.
+    #[command(after_help = commands::run::AFTER_HELP)]
+    Run(RunArgs),
 }
 
 fn main() -> ExitCode {
@@ -65,6 +73,9 @@ fn main() -> ExitCode {
     // repeat its report on stderr. XHAL_LOG, when set, still decides.
     let default_log_filter = match cli.command {
         Command::Doctor(_) => "warn,xhal_core::runtime=error",
+        // A kernel fault is the command's error; the CPU backend's warning that its stream
+        // failed would only say it twice.
+        Command::Run(_) => "warn,xhal_cpu::stream=error",
         _ => "warn",
     };
     init_logging(default_log_filter);
@@ -72,6 +83,7 @@ fn main() -> ExitCode {
         Command::Devices(args) => commands::devices::run(args),
         Command::Info(args) => commands::info::run(args),
         Command::Doctor(args) => commands::doctor::run(args),
+        Command::Run(args) => commands::run::run(args),
     };
     match result {
         Ok(output) => finish(output),

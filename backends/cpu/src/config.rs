@@ -1,12 +1,21 @@
 //! How many CPU devices to simulate and how much memory each one has.
 
 use std::ffi::OsString;
+use std::time::Duration;
 use xhal_core::{Error, Result};
 
 /// Environment variable giving the number of CPU devices (default 1).
 pub const DEVICES_VARIABLE: &str = "XHAL_CPU_DEVICES";
 /// Environment variable giving each CPU device's memory in bytes (default: half the host's memory).
 pub const MEMORY_VARIABLE: &str = "XHAL_CPU_MEMORY";
+
+/// Environment variable giving the longest a WGSL kernel may run, in seconds (a decimal
+/// number, default [`DEFAULT_KERNEL_TIMEOUT`]); a kernel running longer is stopped with a
+/// `Timeout` error and the stream stays usable.
+pub const KERNEL_TIMEOUT_VARIABLE: &str = "XHAL_KERNEL_TIMEOUT";
+
+/// The kernel time limit when [`KERNEL_TIMEOUT_VARIABLE`] is unset.
+pub const DEFAULT_KERNEL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Memory per device when the host's total memory cannot be read.
 pub const FALLBACK_MEMORY_PER_DEVICE: u64 = 4 << 30;
@@ -52,6 +61,40 @@ impl CpuConfig {
             devices,
             memory_per_device,
         })
+    }
+}
+
+/// The kernel time limit, as read from [`KERNEL_TIMEOUT_VARIABLE`] when the backend was made.
+///
+/// A malformed value does not stop the backend from being created (nothing but kernels
+/// depends on it): it is reported by every launch that would need the limit.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum KernelTimeout {
+    Limit(Duration),
+    Malformed(String),
+}
+
+impl KernelTimeout {
+    pub(crate) fn from_lookup(lookup: impl Fn(&str) -> Option<OsString>) -> KernelTimeout {
+        let Some(value) = lookup(KERNEL_TIMEOUT_VARIABLE) else {
+            return KernelTimeout::Limit(DEFAULT_KERNEL_TIMEOUT);
+        };
+        let text = value.to_string_lossy();
+        let seconds = text.trim().parse::<f64>().ok().filter(|s| s.is_finite() && *s > 0.0);
+        match seconds.and_then(|s| Duration::try_from_secs_f64(s).ok()) {
+            Some(limit) => KernelTimeout::Limit(limit),
+            None => KernelTimeout::Malformed(format!(
+                "{KERNEL_TIMEOUT_VARIABLE} must be a positive number of seconds (such as `60` or `0.5`), got `{text}`"
+            )),
+        }
+    }
+
+    /// The limit, or the `InvalidArgument` error naming the variable.
+    pub(crate) fn limit(&self) -> Result<Duration> {
+        match self {
+            KernelTimeout::Limit(limit) => Ok(*limit),
+            KernelTimeout::Malformed(message) => Err(Error::invalid_argument(message.clone())),
+        }
     }
 }
 
@@ -155,6 +198,28 @@ mod tests {
         assert_eq!(memory.kind(), ErrorKind::InvalidArgument);
         assert!(memory.message().contains(MEMORY_VARIABLE), "{memory}");
         assert!(memory.message().contains("bytes"), "{memory}");
+    }
+
+    #[test]
+    fn kernel_timeout_is_read_in_seconds_and_a_bad_value_names_the_variable() {
+        assert_eq!(
+            KernelTimeout::from_lookup(lookup_from(&[])).limit().unwrap(),
+            DEFAULT_KERNEL_TIMEOUT
+        );
+        let half = KernelTimeout::from_lookup(lookup_from(&[(KERNEL_TIMEOUT_VARIABLE, " 0.5 ")]));
+        assert_eq!(half.limit().unwrap(), Duration::from_millis(500));
+        for bad in ["soon", "-1", "0", "inf"] {
+            let pairs: &'static [(&'static str, &'static str)] = match bad {
+                "soon" => &[(KERNEL_TIMEOUT_VARIABLE, "soon")],
+                "-1" => &[(KERNEL_TIMEOUT_VARIABLE, "-1")],
+                "0" => &[(KERNEL_TIMEOUT_VARIABLE, "0")],
+                _ => &[(KERNEL_TIMEOUT_VARIABLE, "inf")],
+            };
+            let error = KernelTimeout::from_lookup(lookup_from(pairs)).limit().unwrap_err();
+            assert_eq!(error.kind(), ErrorKind::InvalidArgument);
+            assert!(error.message().contains(KERNEL_TIMEOUT_VARIABLE), "{error}");
+            assert!(error.message().contains(&format!("`{bad}`")), "{error}");
+        }
     }
 
     #[test]

@@ -83,12 +83,10 @@ impl DeviceMemory {
             max_buffer_arguments: MAX_BUFFER_ARGUMENTS,
             max_scalar_block_size: MAX_SCALAR_BLOCK_SIZE,
             buffer_offset_alignment: BUFFER_OFFSET_ALIGNMENT,
-            features: Features::I64
-                | Features::ATOMICS_32
-                | Features::ATOMICS_64
-                | Features::TIMESTAMPS
-                | Features::F64,
-            kernel_formats: vec![KernelFormat::CPU_BUILTIN],
+            // What the WGSL interpreter implements: 64-bit integers and floats, `f16`, and
+            // 32-bit atomics (64-bit atomics are not implemented).
+            features: Features::F16 | Features::F64 | Features::I64 | Features::ATOMICS_32 | Features::TIMESTAMPS,
+            kernel_formats: vec![KernelFormat::WGSL, KernelFormat::CPU_BUILTIN],
         }
     }
 }

@@ -1,4 +1,5 @@
-//! The built-in kernels, the `cpu-builtin` module format, and launching.
+//! Modules and kernels (the built-ins and WGSL), the `cpu-builtin` module format, and
+//! launching.
 //!
 //! A `cpu-builtin` module is UTF-8 text naming one built-in kernel per line; blank lines and
 //! `#` comments are ignored. Every built-in runs workgroups of [`BuiltinKernel::WORKGROUP_SIZE`]
@@ -6,10 +7,13 @@
 //! `x + width * (y + height * z)` with `width = workgroups[0] * 64` and `height = workgroups[1]`.
 //! Buffers hold little-endian elements; the scalar block is laid out by WGSL rules.
 
+use crate::config::KernelTimeout;
 use crate::device::{BUFFER_OFFSET_ALIGNMENT, MAX_WORKGROUP_COUNT};
-use crate::memory::Buffer;
+use crate::memory::{AlignedBytes, Buffer};
+use crate::wgsl::{KernelLimits, Program, WgslLaunch, WgslModule};
 use parking_lot::{RwLockReadGuard, RwLockWriteGuard};
 use std::collections::BTreeMap;
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 use xhal_core::{Error, Result};
@@ -88,15 +92,29 @@ impl BuiltinKernel {
     }
 }
 
-/// A loaded `cpu-builtin` module.
+/// A loaded module: a `cpu-builtin` list or a WGSL module.
 #[derive(Debug)]
 pub(crate) struct Module {
     device_index: u32,
-    kernels: Vec<BuiltinKernel>,
+    code: ModuleCode,
+}
+
+#[derive(Debug)]
+enum ModuleCode {
+    Builtin(Vec<BuiltinKernel>),
+    Wgsl(WgslModule),
+}
+
+/// The code a kernel handle runs.
+#[derive(Debug, Clone)]
+pub(crate) enum KernelCode {
+    Builtin(BuiltinKernel),
+    Wgsl(Arc<Program>),
 }
 
 impl Module {
-    /// Parses the module text: one built-in name per line, blank lines and `#` comments allowed.
+    /// Parses `cpu-builtin` module text: one built-in name per line, blank lines and `#`
+    /// comments allowed.
     pub(crate) fn parse(device_index: u32, code: &[u8]) -> Result<Module> {
         let text = std::str::from_utf8(code)
             .map_err(|error| Error::invalid_argument(format!("a cpu-builtin module must be UTF-8 text: {error}")))?;
@@ -129,7 +147,18 @@ impl Module {
                 BuiltinKernel::known_names()
             )));
         }
-        Ok(Module { device_index, kernels })
+        Ok(Module {
+            device_index,
+            code: ModuleCode::Builtin(kernels),
+        })
+    }
+
+    /// Parses, validates and compiles WGSL source.
+    pub(crate) fn wgsl(device_index: u32, code: &[u8]) -> Result<Module> {
+        Ok(Module {
+            device_index,
+            code: ModuleCode::Wgsl(WgslModule::load(code)?),
+        })
     }
 
     pub(crate) fn device_index(&self) -> u32 {
@@ -137,13 +166,18 @@ impl Module {
     }
 
     /// The kernel called `name`; `module_id` is only for the error message.
-    pub(crate) fn kernel(&self, module_id: u64, name: &str) -> Result<BuiltinKernel> {
-        self.kernels
+    pub(crate) fn kernel(&self, module_id: u64, name: &str) -> Result<KernelCode> {
+        let kernels = match &self.code {
+            ModuleCode::Wgsl(module) => return module.kernel(module_id, name).map(KernelCode::Wgsl),
+            ModuleCode::Builtin(kernels) => kernels,
+        };
+        kernels
             .iter()
             .copied()
             .find(|kernel| kernel.name() == name)
+            .map(KernelCode::Builtin)
             .ok_or_else(|| {
-                let names: Vec<&str> = self.kernels.iter().map(|kernel| kernel.name()).collect();
+                let names: Vec<&str> = kernels.iter().map(|kernel| kernel.name()).collect();
                 Error::not_found(format!(
                     "module {module_id:#x} has no kernel `{name}`; its kernels: {}",
                     names.join(", ")
@@ -153,9 +187,9 @@ impl Module {
 }
 
 /// A kernel handle's object.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Kernel {
-    pub(crate) builtin: BuiltinKernel,
+    pub(crate) code: KernelCode,
     pub(crate) device_index: u32,
 }
 
@@ -169,38 +203,104 @@ struct BoundBuffer {
 
 /// A launch checked at enqueue time and owning everything it needs to run later.
 #[derive(Debug)]
-pub(crate) struct PreparedLaunch {
+pub(crate) enum PreparedLaunch {
+    Builtin(BuiltinLaunch),
+    Wgsl(WgslLaunch),
+}
+
+impl PreparedLaunch {
+    /// Checks everything that can be checked before running: workgroup counts, each view's
+    /// range and alignment, and the buffers and scalar bytes the kernel expects.
+    /// `buffers` pairs each resolved allocation with the view's offset and size.
+    pub(crate) fn new(
+        kernel: &KernelCode,
+        workgroups: [u32; 3],
+        buffers: Vec<(Arc<Buffer>, u64, u64)>,
+        scalars: &[u8],
+        timeout: &KernelTimeout,
+        strict: bool,
+    ) -> Result<PreparedLaunch> {
+        let name = match kernel {
+            KernelCode::Builtin(builtin) => builtin.name(),
+            KernelCode::Wgsl(program) => program.name.as_str(),
+        };
+        check_workgroups(name, workgroups)?;
+        let views = resolve_views(name, buffers)?;
+        match kernel {
+            KernelCode::Builtin(builtin) => {
+                BuiltinLaunch::new(*builtin, workgroups, views, scalars).map(PreparedLaunch::Builtin)
+            }
+            KernelCode::Wgsl(program) => {
+                let limits = KernelLimits {
+                    timeout: timeout.limit()?,
+                    strict,
+                };
+                WgslLaunch::new(Arc::clone(program), workgroups, views, scalars, limits).map(PreparedLaunch::Wgsl)
+            }
+        }
+    }
+
+    /// Runs the kernel. `sleep` is how `sleep_us` waits, and `cancelled` says whether the
+    /// backend is shutting down, so the stream can cut a long kernel short.
+    pub(crate) fn execute(&self, sleep: &dyn Fn(Duration), cancelled: &(dyn Fn() -> bool + Sync)) -> Result<()> {
+        match self {
+            PreparedLaunch::Builtin(launch) => launch.execute(sleep),
+            PreparedLaunch::Wgsl(launch) => launch.execute(cancelled),
+        }
+    }
+}
+
+fn check_workgroups(name: &str, workgroups: [u32; 3]) -> Result<()> {
+    if workgroups.contains(&0) {
+        return Err(Error::invalid_argument(format!(
+            "kernel {name}: workgroup count {workgroups:?} has a zero dimension; each must be at least 1"
+        )));
+    }
+    if workgroups
+        .iter()
+        .zip(MAX_WORKGROUP_COUNT)
+        .any(|(count, limit)| *count > limit)
+    {
+        return Err(Error::invalid_argument(format!(
+            "kernel {name}: workgroup count {workgroups:?} exceeds the device limit {MAX_WORKGROUP_COUNT:?}"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks each view's alignment and range against its allocation.
+fn resolve_views(name: &str, buffers: Vec<(Arc<Buffer>, u64, u64)>) -> Result<Vec<(Arc<Buffer>, Range<usize>)>> {
+    let mut views = Vec::with_capacity(buffers.len());
+    for (index, (buffer, offset, size)) in buffers.into_iter().enumerate() {
+        if offset % u64::from(BUFFER_OFFSET_ALIGNMENT) != 0 {
+            return Err(Error::invalid_argument(format!(
+                "kernel {name}: buffer argument {index} has offset {offset}, which is not a multiple of the device's buffer offset alignment {BUFFER_OFFSET_ALIGNMENT}"
+            )));
+        }
+        let range = buffer.byte_range(&format!("kernel {name} buffer argument {index}"), offset, size)?;
+        views.push((buffer, range));
+    }
+    Ok(views)
+}
+
+/// A built-in kernel's launch.
+#[derive(Debug)]
+pub(crate) struct BuiltinLaunch {
     kernel: BuiltinKernel,
     workgroups: [u32; 3],
     buffers: Vec<BoundBuffer>,
     scalars: Vec<u8>,
 }
 
-impl PreparedLaunch {
-    /// Checks everything that can be checked before running: workgroup counts, the number of
-    /// buffers and scalar bytes the kernel expects, and each view's range and alignment.
-    /// `buffers` pairs each resolved allocation with the view's offset and size.
-    pub(crate) fn new(
+impl BuiltinLaunch {
+    /// Checks the number of buffers and scalar bytes the built-in expects.
+    fn new(
         kernel: BuiltinKernel,
         workgroups: [u32; 3],
-        buffers: Vec<(Arc<Buffer>, u64, u64)>,
+        buffers: Vec<(Arc<Buffer>, Range<usize>)>,
         scalars: &[u8],
-    ) -> Result<PreparedLaunch> {
+    ) -> Result<BuiltinLaunch> {
         let name = kernel.name();
-        if workgroups.contains(&0) {
-            return Err(Error::invalid_argument(format!(
-                "kernel {name}: workgroup count {workgroups:?} has a zero dimension; each must be at least 1"
-            )));
-        }
-        if workgroups
-            .iter()
-            .zip(MAX_WORKGROUP_COUNT)
-            .any(|(count, limit)| *count > limit)
-        {
-            return Err(Error::invalid_argument(format!(
-                "kernel {name}: workgroup count {workgroups:?} exceeds the device limit {MAX_WORKGROUP_COUNT:?}"
-            )));
-        }
         if buffers.len() != kernel.buffer_count() {
             return Err(Error::invalid_argument(format!(
                 "kernel {name} expects {} buffers, got {}",
@@ -215,21 +315,15 @@ impl PreparedLaunch {
                 scalars.len()
             )));
         }
-        let mut bound = Vec::with_capacity(buffers.len());
-        for (index, (buffer, offset, size)) in buffers.into_iter().enumerate() {
-            if offset % u64::from(BUFFER_OFFSET_ALIGNMENT) != 0 {
-                return Err(Error::invalid_argument(format!(
-                    "kernel {name}: buffer argument {index} has offset {offset}, which is not a multiple of the device's buffer offset alignment {BUFFER_OFFSET_ALIGNMENT}"
-                )));
-            }
-            let range = buffer.byte_range(&format!("kernel {name} buffer argument {index}"), offset, size)?;
-            bound.push(BoundBuffer {
+        let bound = buffers
+            .into_iter()
+            .map(|(buffer, range)| BoundBuffer {
                 buffer,
                 offset: range.start,
                 size: range.len(),
-            });
-        }
-        Ok(PreparedLaunch {
+            })
+            .collect();
+        Ok(BuiltinLaunch {
             kernel,
             workgroups,
             buffers: bound,
@@ -237,9 +331,7 @@ impl PreparedLaunch {
         })
     }
 
-    /// Runs the kernel. `sleep` is how `sleep_us` waits, so the stream can cut it short
-    /// when the backend shuts down.
-    pub(crate) fn execute(&self, sleep: &dyn Fn(Duration)) -> Result<()> {
+    fn execute(&self, sleep: &dyn Fn(Duration)) -> Result<()> {
         match self.kernel {
             BuiltinKernel::SleepUs => {
                 sleep(Duration::from_micros(u64::from(self.scalar_u32(0)?)));
@@ -328,8 +420,8 @@ fn read_u32(bytes: &[u8], offset: usize) -> Option<u32> {
 }
 
 enum Guard<'a> {
-    Shared(RwLockReadGuard<'a, Box<[u8]>>),
-    Exclusive(RwLockWriteGuard<'a, Box<[u8]>>),
+    Shared(RwLockReadGuard<'a, AlignedBytes>),
+    Exclusive(RwLockWriteGuard<'a, AlignedBytes>),
 }
 
 /// The launch's buffers, locked for the duration of the kernel. Several arguments may view
@@ -426,7 +518,10 @@ mod tests {
     #[test]
     fn modules_allow_blank_lines_and_comments() {
         let module = Module::parse(0, b"# test kernels\n\nadd_u32\n  saxpy_f32  # the classic\n").unwrap();
-        assert_eq!(module.kernels, [BuiltinKernel::AddU32, BuiltinKernel::SaxpyF32]);
+        let ModuleCode::Builtin(kernels) = &module.code else {
+            panic!("not a built-in module");
+        };
+        assert_eq!(kernels, &[BuiltinKernel::AddU32, BuiltinKernel::SaxpyF32]);
     }
 
     #[test]

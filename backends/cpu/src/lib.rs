@@ -8,8 +8,14 @@
 //!
 //! Objects are named by opaque, never-reused handles; the host never sees a pointer into
 //! device memory. Configure it with [`CpuConfig`] or the `XHAL_CPU_DEVICES` and
-//! `XHAL_CPU_MEMORY` environment variables. Kernels are the [`BuiltinKernel`]s, loaded as
-//! `cpu-builtin` modules.
+//! `XHAL_CPU_MEMORY` environment variables.
+//!
+//! Kernels are WGSL compute shaders (format `wgsl`), interpreted with the language's full
+//! compute semantics: all invocations of a workgroup run in lockstep over lanes, workgroups
+//! run in parallel across cores, an out-of-bounds index is a `KernelFault` naming the
+//! kernel, binding and index, and a kernel running past [`KERNEL_TIMEOUT_VARIABLE`] is
+//! stopped with `Timeout`. The [`BuiltinKernel`]s (format `cpu-builtin`) remain for tests
+//! that need a kernel without a compiler.
 #![deny(missing_docs)]
 
 mod config;
@@ -19,20 +25,26 @@ mod handles;
 mod kernels;
 mod memory;
 mod stream;
+mod wgsl;
 
 #[cfg(test)]
 mod tests;
 
-pub use config::{default_memory_per_device, CpuConfig, DEVICES_VARIABLE, FALLBACK_MEMORY_PER_DEVICE, MEMORY_VARIABLE};
+pub use config::{
+    default_memory_per_device, CpuConfig, DEFAULT_KERNEL_TIMEOUT, DEVICES_VARIABLE, FALLBACK_MEMORY_PER_DEVICE,
+    KERNEL_TIMEOUT_VARIABLE, MEMORY_VARIABLE,
+};
 pub use kernels::BuiltinKernel;
 pub use memory::POISON_PATTERN;
 
+use config::KernelTimeout;
 use device::DeviceMemory;
 use event::Event;
 use handles::{HandleTable, ObjectKind};
 use kernels::{Kernel, Module, PreparedLaunch};
 use memory::{Buffer, FillPattern, HostDestination, HostSource};
 use std::sync::Arc;
+use std::time::Duration;
 use stream::{Operation, Stream};
 use xhal_core::{
     Backend, BackendInfo, BufferHandle, DeviceHandle, DeviceInfo, Error, EventHandle, KernelFormat, KernelHandle,
@@ -54,6 +66,8 @@ fn create_plugin() -> Result<CpuBackend> {
 /// The CPU reference backend. See the crate documentation.
 pub struct CpuBackend {
     config: CpuConfig,
+    kernel_timeout: KernelTimeout,
+    strict_bounds: bool,
     /// Created on first use, so a huge `devices` count costs nothing until a device is used.
     devices: parking_lot::Mutex<std::collections::HashMap<u32, Arc<DeviceMemory>>>,
     opened_devices: HandleTable<Arc<DeviceMemory>>,
@@ -68,15 +82,21 @@ impl std::fmt::Debug for CpuBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CpuBackend")
             .field("config", &self.config)
+            .field("kernel_timeout", &self.kernel_timeout)
+            .field("strict_bounds", &self.strict_bounds)
             .finish_non_exhaustive()
     }
 }
 
 impl CpuBackend {
-    /// A backend with exactly this shape.
+    /// A backend with exactly this shape. The kernel time limit comes from
+    /// [`KERNEL_TIMEOUT_VARIABLE`] (a malformed value fails each WGSL launch, naming the
+    /// variable); [`with_kernel_timeout`](CpuBackend::with_kernel_timeout) overrides it.
     pub fn with_config(config: CpuConfig) -> CpuBackend {
         CpuBackend {
             config,
+            kernel_timeout: KernelTimeout::from_lookup(|name| std::env::var_os(name)),
+            strict_bounds: true,
             devices: parking_lot::Mutex::default(),
             opened_devices: HandleTable::new(ObjectKind::Device),
             buffers: HandleTable::new(ObjectKind::Buffer),
@@ -90,6 +110,22 @@ impl CpuBackend {
     /// A backend configured by [`CpuConfig::from_env`].
     pub fn from_env() -> Result<CpuBackend> {
         Ok(CpuBackend::with_config(CpuConfig::from_env()?))
+    }
+
+    /// The same backend with WGSL kernels limited to `limit` of run time, whatever
+    /// [`KERNEL_TIMEOUT_VARIABLE`] says.
+    pub fn with_kernel_timeout(mut self, limit: Duration) -> CpuBackend {
+        self.kernel_timeout = KernelTimeout::Limit(limit);
+        self
+    }
+
+    /// The same backend with strict bounds checking on (the default) or off. Strict, an
+    /// out-of-bounds index in a WGSL kernel fails the launch with `KernelFault`, naming the
+    /// kernel, the binding and the index. Off, the index is clamped to the array, which is
+    /// one of the outcomes WGSL allows and what robust-buffer-access GPUs do.
+    pub fn with_strict_bounds(mut self, strict: bool) -> CpuBackend {
+        self.strict_bounds = strict;
+        self
     }
 
     /// The configuration this backend was built with.
@@ -324,7 +360,14 @@ impl Backend for CpuBackend {
             let buffer = self.buffer_for(&stream, argument.buffer)?;
             buffers.push((buffer, argument.offset, argument.size));
         }
-        let prepared = PreparedLaunch::new(kernel.builtin, launch.workgroups, buffers, launch.scalars)?;
+        let prepared = PreparedLaunch::new(
+            &kernel.code,
+            launch.workgroups,
+            buffers,
+            launch.scalars,
+            &self.kernel_timeout,
+            self.strict_bounds,
+        )?;
         stream.enqueue(Operation::Launch(prepared))
     }
 
@@ -384,13 +427,17 @@ impl Backend for CpuBackend {
 
     fn module_load(&self, device: DeviceHandle, format: KernelFormat, code: &[u8]) -> Result<ModuleHandle> {
         let index = self.opened_device(device)?.index();
-        if format != KernelFormat::CPU_BUILTIN {
-            return Err(Error::unsupported(format!(
-                "kernel format {format} is not supported by the cpu backend; accepted formats: {}",
-                KernelFormat::CPU_BUILTIN
-            )));
-        }
-        let module = Module::parse(index, code)?;
+        let module = match format {
+            KernelFormat::WGSL => Module::wgsl(index, code)?,
+            KernelFormat::CPU_BUILTIN => Module::parse(index, code)?,
+            _ => {
+                return Err(Error::unsupported(format!(
+                    "kernel format {format} is not supported by the cpu backend; accepted formats: {}, {}",
+                    KernelFormat::WGSL,
+                    KernelFormat::CPU_BUILTIN
+                )))
+            }
+        };
         self.modules.insert_with(|_| Ok(module)).map(ModuleHandle)
     }
 
@@ -400,9 +447,9 @@ impl Backend for CpuBackend {
 
     fn kernel_get(&self, module: ModuleHandle, name: &str) -> Result<KernelHandle> {
         let loaded = self.modules.get(module.0)?;
-        let builtin = loaded.kernel(module.0, name)?;
+        let code = loaded.kernel(module.0, name)?;
         let kernel = Kernel {
-            builtin,
+            code,
             device_index: loaded.device_index(),
         };
         self.kernels.insert_with(|_| Ok(kernel)).map(KernelHandle)

@@ -5,7 +5,8 @@
 
 use crate::device::DeviceMemory;
 use parking_lot::RwLock;
-use std::ops::Range;
+use std::ops::{Deref, DerefMut, Range};
+use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
 use xhal_core::error::check_range;
 use xhal_core::{Error, Result};
@@ -22,7 +23,7 @@ pub(crate) struct Buffer {
     id: u64,
     size: u64,
     memory: Arc<DeviceMemory>,
-    bytes: RwLock<Box<[u8]>>,
+    bytes: RwLock<AlignedBytes>,
 }
 
 impl Buffer {
@@ -34,14 +35,15 @@ impl Buffer {
         let length = usize::try_from(size)
             .map_err(|_| Error::out_of_memory(format!("requested {size} bytes, more than this host can address")))?;
         memory.reserve(size)?;
-        let mut bytes = Vec::new();
-        if let Err(reason) = bytes.try_reserve_exact(length) {
-            memory.release(size);
-            return Err(Error::out_of_memory(format!(
-                "requested {size} bytes, the host could not provide them: {reason}"
-            )));
-        }
-        bytes.resize(length, 0);
+        let mut bytes = match AlignedBytes::try_new(length) {
+            Ok(bytes) => bytes,
+            Err(reason) => {
+                memory.release(size);
+                return Err(Error::out_of_memory(format!(
+                    "requested {size} bytes, the host could not provide them: {reason}"
+                )));
+            }
+        };
         let poison = POISON_PATTERN.to_le_bytes();
         for chunk in bytes.chunks_mut(poison.len()) {
             chunk.copy_from_slice(&poison[..chunk.len()]);
@@ -50,7 +52,7 @@ impl Buffer {
             id,
             size,
             memory: Arc::clone(memory),
-            bytes: RwLock::new(bytes.into_boxed_slice()),
+            bytes: RwLock::new(bytes),
         })
     }
 
@@ -63,7 +65,7 @@ impl Buffer {
     }
 
     /// The bytes, for kernels (and for tests that need to hold a buffer still).
-    pub(crate) fn bytes(&self) -> &RwLock<Box<[u8]>> {
+    pub(crate) fn bytes(&self) -> &RwLock<AlignedBytes> {
         &self.bytes
     }
 
@@ -161,6 +163,66 @@ impl Buffer {
 impl Drop for Buffer {
     fn drop(&mut self) {
         self.memory.release(self.size);
+    }
+}
+
+/// One 16-byte, 16-aligned unit of buffer storage.
+#[derive(Debug, Clone, Copy, Default)]
+#[repr(C, align(16))]
+struct Chunk([u8; 16]);
+
+/// A buffer's bytes, 16-byte aligned and padded to a whole number of 16-byte chunks.
+///
+/// Kernels view a locked buffer as `AtomicU32` words (see [`AlignedBytes::as_atomic_words`]),
+/// which needs 4-byte alignment and whole words; a `Box<[u8]>` promises neither. The padding
+/// past `len` is never visible as bytes, only as the tail of the last word.
+#[derive(Debug)]
+pub(crate) struct AlignedBytes {
+    chunks: Box<[Chunk]>,
+    len: usize,
+}
+
+impl AlignedBytes {
+    /// `len` zero bytes, or why the host could not provide them.
+    fn try_new(len: usize) -> std::result::Result<AlignedBytes, std::collections::TryReserveError> {
+        let mut chunks = Vec::new();
+        chunks.try_reserve_exact(len.div_ceil(16))?;
+        chunks.resize(len.div_ceil(16), Chunk::default());
+        Ok(AlignedBytes {
+            chunks: chunks.into_boxed_slice(),
+            len,
+        })
+    }
+
+    /// The whole allocation (padding included) as little-endian words that several threads
+    /// may read and write at once. Taking `&mut self` proves nobody else can reach the bytes
+    /// while the words are in use, so every access to them is atomic.
+    pub(crate) fn as_atomic_words(&mut self) -> &[AtomicU32] {
+        let words = self.chunks.len() * 4;
+        let pointer = self.chunks.as_mut_ptr().cast::<AtomicU32>();
+        // SAFETY: the chunks are `words * 4` initialised bytes, 16-aligned (so 4-aligned), and
+        // `AtomicU32` has the size, alignment and bit validity of `u32`, so every 4 bytes are a
+        // valid `AtomicU32`. The exclusive borrow of `self` lasts as long as the returned
+        // slice, so no non-atomic access to these bytes can happen while it lives.
+        unsafe { std::slice::from_raw_parts(pointer, words) }
+    }
+}
+
+impl Deref for AlignedBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        let pointer = self.chunks.as_ptr().cast::<u8>();
+        // SAFETY: the chunks hold `chunks.len() * 16 >= len` initialised bytes (`Chunk` is
+        // plain bytes with no padding), borrowed for as long as `self` is.
+        unsafe { std::slice::from_raw_parts(pointer, self.len) }
+    }
+}
+
+impl DerefMut for AlignedBytes {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        let pointer = self.chunks.as_mut_ptr().cast::<u8>();
+        // SAFETY: as in `deref`, and the borrow is exclusive because `self` is.
+        unsafe { std::slice::from_raw_parts_mut(pointer, self.len) }
     }
 }
 

@@ -282,7 +282,9 @@ fn execute(shared: &StreamShared, operation: Operation, sticky_error: Option<&Er
             buffer.fill(range, pattern);
             Ok(())
         }
-        Operation::Launch(launch) => launch.execute(&|duration| sleep_unless_cancelled(shared, duration)),
+        Operation::Launch(launch) => launch.execute(&|duration| sleep_unless_cancelled(shared, duration), &|| {
+            shared.state.lock().cancelled
+        }),
     }
 }
 

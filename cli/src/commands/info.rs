@@ -122,7 +122,7 @@ pub fn run(args: &InfoArgs) -> anyhow::Result<Output> {
 
 /// Backends the selector names that are present but have no devices, with the reason: the
 /// selector's own error cannot know them, since it only sees devices.
-fn backends_without_devices(runtime: &Runtime, selector: &Selector) -> Vec<String> {
+pub(crate) fn backends_without_devices(runtime: &Runtime, selector: &Selector) -> Vec<String> {
     let Some(device_selector) = selector.device_selector() else {
         return Vec::new();
     };

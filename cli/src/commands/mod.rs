@@ -4,6 +4,7 @@
 pub mod devices;
 pub mod doctor;
 pub mod info;
+pub mod run;
 
 /// What a command produced for stdout, and how the process should exit.
 #[derive(Debug)]

@@ -318,7 +318,8 @@ impl<'a> Launch<'a> {
         &self.buffers
     }
 
-    pub(crate) fn workgroup_count(&self) -> [u32; 3] {
+    /// The workgroup counts the launch will use, in x, y and z.
+    pub fn workgroup_count(&self) -> [u32; 3] {
         self.workgroups
     }
 

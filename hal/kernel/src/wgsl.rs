@@ -234,6 +234,7 @@ impl WgslModule {
             naga::back::wgsl::write_string(module, &self.info, naga::back::wgsl::WriterFlags::empty())
                 .map_err(|e| KernelError::new(KernelErrorKind::Translation, format!("cannot translate to WGSL: {e}")))
         })?;
+        let written = self.keep_f16_enable(written);
         let written = self.restore_entry_point_names(written)?;
         // The check: the text we hand out must be a kernel with the same interface.
         let reparsed = parse_wgsl(&written).map_err(|e| {
@@ -260,6 +261,26 @@ impl WgslModule {
             .with_note("this is a bug in naga's WGSL writer; the SPIR-V target is unaffected"));
         }
         Ok(written)
+    }
+
+    /// naga's writer emits `enable f16;` only when an f16 *type* is declared, so a kernel that
+    /// uses f16 only in expressions (`f16(x)`) would lose the directive and fail to parse
+    /// again. When the source enabled f16, the written text enables it too.
+    fn keep_f16_enable(&self, written: String) -> String {
+        let enables_f16 = |text: &str| {
+            text.lines().any(|line| {
+                let line = line.trim_start();
+                line.starts_with("enable")
+                    && line
+                        .split(|c: char| c == ',' || c == ';' || c.is_whitespace())
+                        .any(|word| word == "f16")
+            })
+        };
+        if enables_f16(&self.source) && !enables_f16(&written) {
+            format!("enable f16;\n{written}")
+        } else {
+            written
+        }
     }
 
     /// Gives renamed entry points their names back in `written`.

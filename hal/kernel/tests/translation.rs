@@ -205,3 +205,14 @@ fn concurrent_translations_agree() {
     let later = translate(&source, Target::SpirvShader).unwrap_or_else(|e| panic!("{e}"));
     assert!(results.iter().any(|r| r.as_ref().is_ok_and(|t| Arc::ptr_eq(t, &later))));
 }
+
+/// naga's writer drops `enable f16;` when f16 appears only in expressions; the translation
+/// keeps it, so the written WGSL parses again.
+#[test]
+fn wgsl_output_keeps_enable_f16_for_f16_expressions() {
+    let source = "enable f16;\n@group(0) @binding(0) var<storage, read_write> a: array<f32>;\n\
+                  @compute @workgroup_size(1)\nfn main() { a[0] = f32(f16(a[0]) * 2.0h); }\n";
+    let written = parse(source).to_wgsl().unwrap_or_else(|e| panic!("{e}"));
+    assert!(written.contains("enable f16;"), "{written}");
+    parse_wgsl(&written).unwrap_or_else(|e| panic!("{e}\nin:\n{written}"));
+}

@@ -10,6 +10,8 @@
 //! Run with `make bench` (the plugin must be built: `make build`). After criterion's own
 //! report, the ratios are printed and written to `target/criterion/xhal-ratios.md`.
 
+mod report;
+
 use criterion::{BenchmarkId, Criterion, Throughput};
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
@@ -177,32 +179,12 @@ fn bench_enqueue(c: &mut Criterion) {
     group.finish();
 }
 
-/// Criterion's point estimate in ns of one benchmark, from its saved report: the slope of the
-/// linear fit where criterion made one (that is the figure it prints), else the mean.
-fn mean_ns(group: &str, id: &str) -> Option<f64> {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let exe = std::env::current_exe().unwrap_or_default();
-            exe.ancestors().nth(3).map(Path::to_path_buf).unwrap_or_default()
-        });
-    let path = target.join("criterion").join(group).join(id).join("new/estimates.json");
-    let text = std::fs::read_to_string(path).ok()?;
-    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
-    value["slope"]["point_estimate"]
-        .as_f64()
-        .or_else(|| value["mean"]["point_estimate"].as_f64())
-}
-
 fn report_ratios() {
-    let mut lines = vec![
-        "| measurement | xhal | baseline | ratio |".to_owned(),
-        "| --- | --- | --- | --- |".to_owned(),
-    ];
+    let mut lines = Vec::new();
     for level in ["backend", "api"] {
         if let (Some(plugin), Some(fixed)) = (
-            mean_ns("event_query", &format!("{level}/plugin")),
-            mean_ns("event_query", &format!("{level}/static")),
+            report::mean_ns("event_query", &format!("{level}/plugin")),
+            report::mean_ns("event_query", &format!("{level}/static")),
         ) {
             lines.push(format!(
                 "| event query, {level} level: plugin vs static | {plugin:.1} ns | {fixed:.1} ns | {:.2}x ({:+.1} ns) |",
@@ -211,9 +193,9 @@ fn report_ratios() {
             ));
         }
     }
-    if let Some(baseline) = mean_ns("copy_64MiB", "baseline_copy_from_slice") {
+    if let Some(baseline) = report::mean_ns("copy_64MiB", "baseline_copy_from_slice") {
         for id in ["host_to_device", "device_to_host", "device_to_device"] {
-            if let Some(measured) = mean_ns("copy_64MiB", id) {
+            if let Some(measured) = report::mean_ns("copy_64MiB", id) {
                 let gbps = |ns: f64| COPY_BYTES as f64 / ns;
                 lines.push(format!(
                     "| 64 MiB {id} vs copy_from_slice | {:.2} GB/s | {:.2} GB/s | {:.2}x |",
@@ -229,7 +211,7 @@ fn report_ratios() {
         ("enqueue_and_execute", "enqueue and execute"),
     ] {
         for name in ["static", "plugin"] {
-            if let Some(batch) = mean_ns("enqueue", &format!("{id}/{name}")) {
+            if let Some(batch) = report::mean_ns("enqueue", &format!("{id}/{name}")) {
                 let per_op = batch / ENQUEUE_BATCH as f64;
                 lines.push(format!(
                     "| stream throughput, 4-byte fills, {what} ({name}) | {:.2} M ops/s | | {per_op:.0} ns/op |",
@@ -238,12 +220,7 @@ fn report_ratios() {
             }
         }
     }
-    let table = lines.join("\n");
-    println!("\n{table}");
-    let exe = std::env::current_exe().unwrap_or_default();
-    if let Some(target) = exe.ancestors().nth(3) {
-        let _ = std::fs::write(target.join("criterion/xhal-ratios.md"), format!("{table}\n"));
-    }
+    report::publish("xhal-ratios.md", &lines);
 }
 
 fn main() {

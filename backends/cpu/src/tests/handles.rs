@@ -95,9 +95,12 @@ fn devices_describe_themselves_and_unknown_indices_are_not_found() {
     assert_eq!(device.device_type, DeviceType::Cpu);
     assert_eq!(device.pci_bus_id, None);
     assert_eq!(device.total_memory, TEST_MEMORY);
-    assert_eq!(device.kernel_formats, [KernelFormat::CPU_BUILTIN]);
+    assert_eq!(device.kernel_formats, [KernelFormat::WGSL, KernelFormat::CPU_BUILTIN]);
     assert!(device.features.contains(Features::TIMESTAMPS));
-    assert!(!device.features.contains(Features::F16));
+    assert!(device
+        .features
+        .contains(Features::F16 | Features::F64 | Features::I64 | Features::ATOMICS_32));
+    assert!(!device.features.contains(Features::ATOMICS_64));
     assert_ne!(device.uuid, backend.device_info(0).unwrap().uuid);
     assert_eq!(
         device.uuid,

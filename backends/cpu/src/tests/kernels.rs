@@ -236,11 +236,11 @@ fn modules_reject_unknown_kernels_and_unsupported_formats() {
     );
     let result = fixture
         .backend
-        .module_load(fixture.device, KernelFormat::WGSL, b"@compute fn main() {}");
+        .module_load(fixture.device, KernelFormat::PTX, b".version 8.0");
     assert_error(
         result,
         ErrorKind::Unsupported,
-        &["kernel format wgsl", "accepted formats: cpu-builtin"],
+        &["kernel format ptx", "accepted formats: wgsl, cpu-builtin"],
     );
     let module = fixture
         .backend

@@ -6,6 +6,10 @@ mod handles;
 mod kernels;
 mod memory;
 mod streams;
+mod wgsl;
+mod wgsl_errors;
+mod wgsl_layout;
+mod wgsl_math;
 
 use crate::{CpuBackend, CpuConfig};
 use std::sync::Arc;
@@ -32,7 +36,10 @@ impl Fixture {
     }
 
     fn with_config(config: CpuConfig) -> Fixture {
-        let backend = CpuBackend::with_config(config);
+        Fixture::with_backend(CpuBackend::with_config(config))
+    }
+
+    fn with_backend(backend: CpuBackend) -> Fixture {
         let device = backend.device_open(0).unwrap();
         let stream = backend.stream_create(device).unwrap();
         Fixture {

@@ -1,0 +1,501 @@
+//! Runs a [`Program`] one workgroup at a time, all its invocations in lockstep.
+//!
+//! Each invocation is a lane; every register is a column with one word per lane. Pure
+//! instructions compute every lane in a tight loop; memory instructions, checks and writes
+//! to per-invocation state touch only the active lanes. Control flow narrows and restores
+//! an active mask: an `if` runs each branch for its lanes, a loop runs until no lane is
+//! left in it, and `break`, `continue` and `return` park lanes in the enclosing construct's
+//! frame until it ends. Barriers need nothing: an instruction finishes on every lane before
+//! the next one starts.
+
+use super::host::HostView;
+use super::mask::{columns, Active, Mask};
+use super::program::{Builtin, Case, HostSpace, Node, Program, Reg};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use xhal_core::{Error, ErrorKind};
+
+/// Why execution stopped early.
+#[derive(Debug)]
+pub(crate) enum Stop {
+    /// A fault or a timeout, to report.
+    Fault(Error),
+    /// Another workgroup failed first; its error is the one reported.
+    Aborted,
+}
+
+impl From<Error> for Stop {
+    fn from(error: Error) -> Stop {
+        Stop::Fault(error)
+    }
+}
+
+type Exec<T = ()> = Result<T, Stop>;
+
+/// State every thread of a launch shares: the deadline and the stop flags.
+pub(crate) struct Control<'a> {
+    pub(crate) deadline: Option<Instant>,
+    pub(crate) timeout: Duration,
+    /// Set by the first thread that fails, so the others stop.
+    pub(crate) abort: AtomicBool,
+    /// Whether the backend is shutting down.
+    pub(crate) cancelled: &'a (dyn Fn() -> bool + Sync),
+}
+
+/// Everything a workgroup reads that is not its own: the launch's memory and sizes.
+pub(crate) struct Launch<'a> {
+    /// Strict bounds: an out-of-bounds index faults (otherwise it is clamped).
+    pub(crate) strict: bool,
+    pub(crate) views: Vec<HostView<'a>>,
+    pub(crate) immediate: HostView<'a>,
+    pub(crate) workgroups: [u32; 3],
+    pub(crate) control: &'a Control<'a>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FrameKind {
+    Loop,
+    Switch,
+    Region,
+}
+
+/// Lanes waiting for a construct to end.
+#[derive(Debug, Clone, Copy)]
+struct Frame {
+    kind: FrameKind,
+    broke: Mask,
+    continued: Mask,
+    returned: Mask,
+}
+
+impl Frame {
+    fn new(kind: FrameKind) -> Frame {
+        Frame {
+            kind,
+            broke: Mask::EMPTY,
+            continued: Mask::EMPTY,
+            returned: Mask::EMPTY,
+        }
+    }
+}
+
+/// One thread's interpreter: registers and workgroup memory for one workgroup at a time.
+pub(crate) struct Machine<'a> {
+    pub(super) program: &'a Program,
+    pub(super) launch: &'a Launch<'a>,
+    pub(super) lanes: usize,
+    pub(super) regs: Vec<u32>,
+    pub(super) shared: Vec<u32>,
+    frames: Vec<Frame>,
+    ticks: u32,
+    /// Every lane of a workgroup.
+    all: Mask,
+    /// `local_invocation_id` per lane, computed once.
+    local_ids: [Vec<u32>; 3],
+}
+
+/// Instructions (and loop iterations) between clock reads: a few hundred microseconds of
+/// work, so a clock read (tens of nanoseconds) costs nothing measurable, yet a runaway
+/// kernel is stopped within a millisecond or so of its deadline.
+const WORK_PER_CHECK: u32 = 4096;
+
+impl<'a> Machine<'a> {
+    /// A machine with constants and per-lane built-ins in place.
+    pub(crate) fn new(program: &'a Program, launch: &'a Launch<'a>) -> Result<Machine<'a>, Error> {
+        let lanes = program.lanes;
+        let words = program
+            .registers
+            .checked_mul(lanes)
+            .ok_or_else(|| Error::out_of_memory("the kernel's register file does not fit this host"))?;
+        let mut regs = Vec::new();
+        regs.try_reserve_exact(words)
+            .map_err(|error| Error::out_of_memory(format!("the kernel's register file ({words} words): {error}")))?;
+        regs.resize(words, 0);
+        let mut machine = Machine {
+            program,
+            launch,
+            lanes,
+            regs,
+            shared: vec![0; program.shared_words],
+            frames: Vec::new(),
+            ticks: 0,
+            all: Mask::full(lanes),
+            local_ids: [Vec::new(), Vec::new(), Vec::new()],
+        };
+        let [sx, sy, _] = program.workgroup_size.map(|size| size as usize);
+        for (component, ids) in machine.local_ids.iter_mut().enumerate() {
+            *ids = (0..lanes)
+                .map(|lane| match component {
+                    0 => lane % sx.max(1),
+                    1 => (lane / sx.max(1)) % sy.max(1),
+                    _ => lane / (sx * sy).max(1),
+                } as u32)
+                .collect();
+        }
+        for (reg, value) in &program.constants {
+            machine.fill(*reg, *value)?;
+        }
+        for (builtin, regs) in &program.builtins {
+            for (component, reg) in regs.iter().enumerate() {
+                match builtin {
+                    Builtin::LocalInvocationId => {
+                        let ids = machine.local_ids.get(component).cloned().unwrap_or_default();
+                        let column = machine.column_mut(*reg)?;
+                        for (word, id) in column.iter_mut().zip(ids) {
+                            *word = id;
+                        }
+                    }
+                    Builtin::LocalInvocationIndex => {
+                        let column = machine.column_mut(*reg)?;
+                        for (lane, word) in column.iter_mut().enumerate() {
+                            *word = lane as u32;
+                        }
+                    }
+                    Builtin::WorkgroupSize => {
+                        let value = program.workgroup_size.get(component).copied().unwrap_or(1);
+                        machine.fill(*reg, value)?;
+                    }
+                    Builtin::NumWorkgroups => {
+                        let value = launch.workgroups.get(component).copied().unwrap_or(1);
+                        machine.fill(*reg, value)?;
+                    }
+                    Builtin::GlobalInvocationId | Builtin::WorkgroupId => {}
+                }
+            }
+        }
+        Ok(machine)
+    }
+
+    /// Runs workgroup `id` to completion.
+    pub(crate) fn run_workgroup(&mut self, id: [u32; 3]) -> Result<(), Stop> {
+        let program = self.program;
+        for (builtin, regs) in &program.builtins {
+            for (component, reg) in regs.iter().enumerate() {
+                let group = id.get(component).copied().unwrap_or(0);
+                match builtin {
+                    Builtin::WorkgroupId => self.fill(*reg, group)?,
+                    Builtin::GlobalInvocationId => {
+                        let size = program.workgroup_size.get(component).copied().unwrap_or(1);
+                        let base = group.wrapping_mul(size);
+                        let start = *reg as usize * self.lanes;
+                        let column = self
+                            .regs
+                            .get_mut(start..start + self.lanes)
+                            .ok_or_else(|| internal("a register out of range"))?;
+                        let ids = self.local_ids.get(component).map_or(&[][..], Vec::as_slice);
+                        for (word, id) in column.iter_mut().zip(ids) {
+                            *word = base.wrapping_add(*id);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        self.shared.fill(0);
+        let all = self.all;
+        let every = Active {
+            mask: &all,
+            lanes: self.lanes,
+            full: true,
+        };
+        for instr in &program.prologue {
+            self.exec(instr, every)?;
+        }
+        self.frames.clear();
+        let mut active = all;
+        self.run(&program.body, &mut active)
+    }
+
+    // ---- control flow ------------------------------------------------------------------
+
+    fn run(&mut self, nodes: &[Node], active: &mut Mask) -> Exec {
+        for node in nodes {
+            if active.is_empty() {
+                break;
+            }
+            match node {
+                Node::Code(code) => {
+                    let lanes = Active {
+                        mask: active,
+                        lanes: self.lanes,
+                        full: *active == self.all,
+                    };
+                    for instr in code {
+                        self.exec(instr, lanes)?;
+                    }
+                    self.tick(code.len())?;
+                }
+                Node::If {
+                    condition,
+                    accept,
+                    reject,
+                } => {
+                    let taken = self.mask_of(*condition, active)?;
+                    let mut yes = taken;
+                    let mut no = active.and_not(&taken);
+                    if !yes.is_empty() {
+                        self.run(accept, &mut yes)?;
+                    }
+                    if !no.is_empty() {
+                        self.run(reject, &mut no)?;
+                    }
+                    *active = yes.or(&no);
+                }
+                Node::Loop {
+                    body,
+                    continuing,
+                    break_if,
+                } => self.run_loop(body, continuing, *break_if, active)?,
+                Node::Switch { selector, cases } => self.run_switch(*selector, cases, active)?,
+                Node::Break => {
+                    let frame = self.frame(|kind| kind != FrameKind::Region)?;
+                    frame.broke = frame.broke.or(active);
+                    *active = Mask::EMPTY;
+                }
+                Node::Continue => {
+                    let frame = self.frame(|kind| kind == FrameKind::Loop)?;
+                    frame.continued = frame.continued.or(active);
+                    *active = Mask::EMPTY;
+                }
+                Node::Return => {
+                    let frame = self.frame(|kind| kind == FrameKind::Region)?;
+                    frame.returned = frame.returned.or(active);
+                    *active = Mask::EMPTY;
+                }
+                Node::Region(body) => {
+                    self.frames.push(Frame::new(FrameKind::Region));
+                    let mut inside = *active;
+                    let result = self.run(body, &mut inside);
+                    let frame = self.pop()?;
+                    result?;
+                    *active = inside.or(&frame.returned);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn run_loop(&mut self, body: &[Node], continuing: &[Node], break_if: Option<Reg>, active: &mut Mask) -> Exec {
+        self.frames.push(Frame::new(FrameKind::Loop));
+        let mut live = *active;
+        let result = (|| -> Exec {
+            loop {
+                self.tick(1)?;
+                self.run(body, &mut live)?;
+                let frame = self.top()?;
+                live = live.or(&frame.continued);
+                frame.continued = Mask::EMPTY;
+                if live.is_empty() {
+                    return Ok(());
+                }
+                self.run(continuing, &mut live)?;
+                if let Some(condition) = break_if {
+                    let leaving = self.mask_of(condition, &live)?;
+                    live = live.and_not(&leaving);
+                    let frame = self.top()?;
+                    frame.broke = frame.broke.or(&leaving);
+                }
+                if live.is_empty() {
+                    return Ok(());
+                }
+            }
+        })();
+        let frame = self.pop()?;
+        result?;
+        *active = frame.broke;
+        Ok(())
+    }
+
+    fn run_switch(&mut self, selector: Reg, cases: &[Case], active: &mut Mask) -> Exec {
+        let mut matched = Mask::EMPTY;
+        for case in cases {
+            for value in &case.values {
+                matched = matched.or(&self.mask_equal(selector, *value, active)?);
+            }
+        }
+        let default = active.and_not(&matched);
+        self.frames.push(Frame::new(FrameKind::Switch));
+        let result = (|| -> Exec {
+            let mut falling = Mask::EMPTY;
+            for case in cases {
+                let mut lanes = falling;
+                for value in &case.values {
+                    lanes = lanes.or(&self.mask_equal(selector, *value, active)?);
+                }
+                if case.default {
+                    lanes = lanes.or(&default);
+                }
+                if !lanes.is_empty() {
+                    self.run(&case.body, &mut lanes)?;
+                }
+                if case.fall_through {
+                    falling = lanes;
+                } else {
+                    let frame = self.top()?;
+                    frame.broke = frame.broke.or(&lanes);
+                    falling = Mask::EMPTY;
+                }
+            }
+            Ok(())
+        })();
+        let frame = self.pop()?;
+        result?;
+        *active = frame.broke;
+        Ok(())
+    }
+
+    fn frame(&mut self, matches: impl Fn(FrameKind) -> bool) -> Exec<&mut Frame> {
+        self.frames
+            .iter_mut()
+            .rev()
+            .find(|frame| matches(frame.kind))
+            .ok_or_else(|| Stop::Fault(internal("a break, continue or return outside its construct")))
+    }
+
+    fn top(&mut self) -> Exec<&mut Frame> {
+        self.frames
+            .last_mut()
+            .ok_or_else(|| Stop::Fault(internal("the control-flow stack is empty")))
+    }
+
+    fn pop(&mut self) -> Exec<Frame> {
+        self.frames
+            .pop()
+            .ok_or_else(|| Stop::Fault(internal("the control-flow stack is empty")))
+    }
+
+    /// Counts work done; now and then checks the clock and the other threads. Loops are
+    /// the only way a kernel runs long on few workgroups, and every iteration counts.
+    fn tick(&mut self, work: usize) -> Exec {
+        self.ticks = self.ticks.saturating_add(u32::try_from(work).unwrap_or(u32::MAX));
+        if self.ticks >= WORK_PER_CHECK {
+            self.ticks = 0;
+            self.check_time()?;
+        }
+        Ok(())
+    }
+
+    /// Stops when another thread failed or the kernel ran past its time limit.
+    fn check_time(&self) -> Exec {
+        let control = self.launch.control;
+        if control.abort.load(Ordering::Relaxed) {
+            return Err(Stop::Aborted);
+        }
+        if (control.cancelled)() {
+            return Err(Stop::Fault(Error::internal(format!(
+                "kernel `{}` was stopped: the backend is shutting down",
+                self.program.name
+            ))));
+        }
+        if let Some(deadline) = control.deadline {
+            if Instant::now() >= deadline {
+                return Err(Stop::Fault(Error::new(
+                    ErrorKind::Timeout,
+                    format!(
+                        "kernel `{}` ran past {}={}s",
+                        self.program.name,
+                        crate::config::KERNEL_TIMEOUT_VARIABLE,
+                        control.timeout.as_secs_f64()
+                    ),
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The active lanes where boolean register `reg` is true.
+    fn mask_of(&self, reg: Reg, within: &Mask) -> Exec<Mask> {
+        let column = self.column(reg)?;
+        let mut mask = Mask::EMPTY;
+        for ((word, chunk), limit) in mask.0.iter_mut().zip(column.chunks(64)).zip(within.0) {
+            let mut bits = 0u64;
+            for (i, value) in chunk.iter().enumerate() {
+                bits |= u64::from(*value != 0) << i;
+            }
+            *word = bits & limit;
+        }
+        Ok(mask)
+    }
+
+    /// The active lanes where `reg` equals `value`.
+    fn mask_equal(&self, reg: Reg, value: u32, within: &Mask) -> Exec<Mask> {
+        let column = self.column(reg)?;
+        let mut mask = Mask::EMPTY;
+        for ((word, chunk), limit) in mask.0.iter_mut().zip(column.chunks(64)).zip(within.0) {
+            let mut bits = 0u64;
+            for (i, lane_value) in chunk.iter().enumerate() {
+                bits |= u64::from(*lane_value == value) << i;
+            }
+            *word = bits & limit;
+        }
+        Ok(mask)
+    }
+
+    // ---- registers -------------------------------------------------------------------
+
+    pub(super) fn column(&self, reg: Reg) -> Result<&[u32], Error> {
+        let start = reg as usize * self.lanes;
+        self.regs
+            .get(start..start + self.lanes)
+            .ok_or_else(|| internal("a register out of range"))
+    }
+
+    pub(super) fn column_mut(&mut self, reg: Reg) -> Result<&mut [u32], Error> {
+        let start = reg as usize * self.lanes;
+        self.regs
+            .get_mut(start..start + self.lanes)
+            .ok_or_else(|| internal("a register out of range"))
+    }
+
+    pub(super) fn fill(&mut self, reg: Reg, value: u32) -> Result<(), Error> {
+        self.column_mut(reg)?.fill(value);
+        Ok(())
+    }
+
+    pub(super) fn columns<const N: usize>(
+        &mut self,
+        dst: Reg,
+        sources: [Reg; N],
+    ) -> Result<(&mut [u32], [&[u32]; N]), Error> {
+        columns(&mut self.regs, self.lanes, dst, sources)
+    }
+
+    /// Word `lane` of register `reg`.
+    pub(super) fn get(&self, reg: Reg, lane: usize) -> Result<u32, Error> {
+        self.regs
+            .get(reg as usize * self.lanes + lane)
+            .copied()
+            .ok_or_else(|| internal("a register out of range"))
+    }
+
+    pub(super) fn set(&mut self, reg: Reg, lane: usize, value: u32) -> Result<(), Error> {
+        let slot = self
+            .regs
+            .get_mut(reg as usize * self.lanes + lane)
+            .ok_or_else(|| internal("a register out of range"))?;
+        *slot = value;
+        Ok(())
+    }
+
+    pub(super) fn offset(&self, offset: Option<Reg>, lane: usize) -> Result<usize, Error> {
+        match offset {
+            Some(reg) => Ok(self.get(reg, lane)? as usize),
+            None => Ok(0),
+        }
+    }
+
+    pub(super) fn view(&self, space: HostSpace) -> Result<&HostView<'a>, Error> {
+        match space {
+            HostSpace::Binding(binding) => self
+                .launch
+                .views
+                .get(binding as usize)
+                .ok_or_else(|| internal("a binding without a buffer")),
+            HostSpace::Immediate => Ok(&self.launch.immediate),
+        }
+    }
+}
+
+pub(super) fn internal(what: &str) -> Error {
+    Error::internal(format!("cpu kernel interpreter: {what}"))
+}

@@ -1,0 +1,252 @@
+//! A WGSL launch: the enqueue-time checks of the argument ABI, then execution on the
+//! stream's worker, workgroups spread over scoped threads.
+
+use super::exec::{Control, Launch, Machine, Stop};
+use super::host::{HostBytes, HostView};
+use super::program::Program;
+use crate::memory::{AlignedBytes, Buffer};
+use parking_lot::{Mutex, RwLockReadGuard, RwLockWriteGuard};
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use xhal_core::{Error, Result};
+
+/// A buffer argument: the allocation and the view's byte range in it.
+#[derive(Debug)]
+struct BoundView {
+    buffer: Arc<Buffer>,
+    range: Range<usize>,
+}
+
+/// A WGSL launch checked at enqueue time, owning everything it needs to run later.
+pub(crate) struct WgslLaunch {
+    program: Arc<Program>,
+    workgroups: [u32; 3],
+    buffers: Vec<BoundView>,
+    scalars: Vec<u8>,
+    limits: KernelLimits,
+}
+
+/// How a launch treats runaway and out-of-bounds kernels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct KernelLimits {
+    /// Longest run time.
+    pub(crate) timeout: Duration,
+    /// An out-of-bounds index faults the launch (the default); otherwise it is clamped to
+    /// the array, one of the behaviours WGSL allows.
+    pub(crate) strict: bool,
+}
+
+impl std::fmt::Debug for WgslLaunch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WgslLaunch")
+            .field("kernel", &self.program.name)
+            .field("workgroups", &self.workgroups)
+            .field("buffers", &self.buffers)
+            .finish_non_exhaustive()
+    }
+}
+
+impl WgslLaunch {
+    /// Checks the arguments against the kernel's interface: one view per binding, each at
+    /// least the binding's minimum size, and exactly the `var<immediate>` block's bytes.
+    /// `buffers` are views already checked against their allocations.
+    pub(crate) fn new(
+        program: Arc<Program>,
+        workgroups: [u32; 3],
+        buffers: Vec<(Arc<Buffer>, Range<usize>)>,
+        scalars: &[u8],
+        limits: KernelLimits,
+    ) -> Result<WgslLaunch> {
+        let name = &program.name;
+        let bindings = &program.bindings;
+        if buffers.len() != bindings.len() {
+            let names: Vec<String> = bindings.iter().map(|b| format!("`{}`", b.name)).collect();
+            let expected = match bindings.len() {
+                0 => "no buffer arguments".to_string(),
+                1 => format!("1 buffer argument (@binding(0): {})", names.join(", ")),
+                n => format!(
+                    "{n} buffer arguments (@binding(0) to @binding({}): {})",
+                    n - 1,
+                    names.join(", ")
+                ),
+            };
+            return Err(Error::invalid_argument(format!(
+                "kernel `{name}` expects {expected}, got {}",
+                buffers.len()
+            )));
+        }
+        if scalars.len() != program.immediate_size {
+            let expected = match &program.immediate_name {
+                Some(block) => format!(
+                    "{} scalar bytes (the size of its var<immediate> `{block}`)",
+                    program.immediate_size
+                ),
+                None => "no scalar bytes (it declares no var<immediate>)".to_string(),
+            };
+            return Err(Error::invalid_argument(format!(
+                "kernel `{name}` expects {expected}, got {}",
+                scalars.len()
+            )));
+        }
+        let mut bound = Vec::with_capacity(buffers.len());
+        for (index, ((buffer, range), binding)) in buffers.into_iter().zip(bindings).enumerate() {
+            if (range.len() as u64) < binding.min_size {
+                return Err(Error::invalid_argument(format!(
+                    "kernel `{name}`: buffer argument {index} (`{}`: {}) is a {}-byte view; the binding needs at \
+                     least {} bytes",
+                    binding.name,
+                    binding.type_name,
+                    range.len(),
+                    binding.min_size
+                )));
+            }
+            bound.push(BoundView { buffer, range });
+        }
+        Ok(WgslLaunch {
+            program,
+            workgroups,
+            buffers: bound,
+            scalars: scalars.to_vec(),
+            limits,
+        })
+    }
+
+    /// Runs every workgroup. Each distinct buffer is locked once for the whole launch, in
+    /// handle order like every other path holding several buffer locks (no deadlocks):
+    /// exclusively if any binding of it is written, shared otherwise.
+    ///
+    /// `cancelled` is polled with the clock: when it says the backend is shutting down, the
+    /// kernel stops with an error instead of running to its end.
+    pub(crate) fn execute(&self, cancelled: &(dyn Fn() -> bool + Sync)) -> Result<()> {
+        let mut distinct: BTreeMap<u64, (&Buffer, bool)> = BTreeMap::new();
+        for (view, binding) in self.buffers.iter().zip(&self.program.bindings) {
+            let entry = distinct.entry(view.buffer.id()).or_insert((&*view.buffer, false));
+            entry.1 |= binding.writes;
+        }
+        let mut guards: Vec<(u64, Guard<'_>)> = distinct
+            .into_iter()
+            .map(|(id, (buffer, writes))| {
+                let guard = if writes {
+                    Guard::Exclusive(buffer.bytes().write())
+                } else {
+                    Guard::Shared(buffer.bytes().read())
+                };
+                (id, guard)
+            })
+            .collect();
+        let mut bases: BTreeMap<u64, HostBytes<'_>> = BTreeMap::new();
+        for (id, guard) in &mut guards {
+            let bytes = match guard {
+                Guard::Shared(guard) => HostBytes::Shared(&guard[..]),
+                Guard::Exclusive(guard) => HostBytes::Exclusive(guard.as_atomic_words()),
+            };
+            bases.insert(*id, bytes);
+        }
+        let mut views = Vec::with_capacity(self.buffers.len());
+        for view in &self.buffers {
+            let broken = || Error::internal("a launch's buffer view was not locked");
+            let bytes = match *bases.get(&view.buffer.id()).ok_or_else(broken)? {
+                HostBytes::Shared(all) => HostBytes::Shared(all.get(view.range.clone()).ok_or_else(broken)?),
+                HostBytes::Exclusive(words) => {
+                    if view.range.start % 4 != 0 {
+                        return Err(broken());
+                    }
+                    let words = words
+                        .get(view.range.start / 4..view.range.end.div_ceil(4))
+                        .ok_or_else(broken)?;
+                    HostBytes::Exclusive(words)
+                }
+            };
+            views.push(HostView {
+                bytes,
+                size: view.range.len(),
+            });
+        }
+        let control = Control {
+            deadline: Instant::now().checked_add(self.limits.timeout),
+            timeout: self.limits.timeout,
+            abort: AtomicBool::new(false),
+            cancelled,
+        };
+        let launch = Launch {
+            strict: self.limits.strict,
+            views,
+            immediate: HostView {
+                bytes: HostBytes::Shared(&self.scalars),
+                size: self.scalars.len(),
+            },
+            workgroups: self.workgroups,
+            control: &control,
+        };
+        run_workgroups(&self.program, &launch)
+    }
+}
+
+enum Guard<'a> {
+    Shared(RwLockReadGuard<'a, AlignedBytes>),
+    Exclusive(RwLockWriteGuard<'a, AlignedBytes>),
+}
+
+/// Hands out workgroups in small chunks to up to `available_parallelism` threads (never more
+/// than there are workgroups); the first error stops every thread.
+fn run_workgroups(program: &Program, launch: &Launch<'_>) -> Result<()> {
+    let [x, y, z] = launch.workgroups.map(u64::from);
+    let total = x * y * z;
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get) as u64;
+    let threads = cores.min(total).max(1);
+    let chunk = (total / (threads * 16)).clamp(1, 64);
+    let next = AtomicU64::new(0);
+    let failure: Mutex<Option<Error>> = Mutex::new(None);
+    let fail = |error: Error| {
+        let mut slot = failure.lock();
+        if slot.is_none() {
+            *slot = Some(error);
+        }
+        launch.control.abort.store(true, Ordering::Relaxed);
+    };
+    let work = || {
+        let mut machine = match Machine::new(program, launch) {
+            Ok(machine) => machine,
+            Err(error) => return fail(error),
+        };
+        loop {
+            let start = next.fetch_add(chunk, Ordering::Relaxed);
+            if start >= total {
+                return;
+            }
+            for index in start..(start + chunk).min(total) {
+                let id = [(index % x) as u32, ((index / x) % y) as u32, (index / (x * y)) as u32];
+                // The clock is read as work is counted (see `Machine::tick`); between
+                // workgroups only the cheap flag is looked at.
+                if launch.control.abort.load(Ordering::Relaxed) {
+                    return;
+                }
+                match machine.run_workgroup(id) {
+                    Ok(()) => {}
+                    Err(Stop::Aborted) => return,
+                    Err(Stop::Fault(error)) => return fail(error),
+                }
+            }
+        }
+    };
+    if threads == 1 {
+        work();
+    } else {
+        std::thread::scope(|scope| {
+            for _ in 1..threads {
+                // A thread the host cannot start only means less parallelism.
+                let _ = std::thread::Builder::new()
+                    .name("xhal-cpu-kernel".to_string())
+                    .spawn_scoped(scope, work);
+            }
+            work();
+        });
+    }
+    match failure.into_inner() {
+        Some(error) => Err(error),
+        None => Ok(()),
+    }
+}

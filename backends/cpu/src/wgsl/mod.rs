@@ -1,0 +1,146 @@
+//! WGSL compute kernels on the CPU: naga parses and validates the source, [`compile`] turns
+//! each compute entry point into a [`Program`] once, at module load, and [`exec`] runs it a
+//! workgroup at a time with the invocations in lockstep, workgroups in parallel.
+//!
+//! The argument ABI is xhal's: buffer argument `i` is `@group(0) @binding(i)` (a
+//! `var<storage>`), and the scalar block is the bytes of the kernel's one `var<immediate>`.
+//! Strict: an out-of-bounds index faults the launch, naming the kernel, the binding and the
+//! index; a kernel running past [`KERNEL_TIMEOUT_VARIABLE`] is stopped with `Timeout`.
+//!
+//! [`KERNEL_TIMEOUT_VARIABLE`]: crate::KERNEL_TIMEOUT_VARIABLE
+
+mod compile;
+mod compile_access;
+mod compile_globals;
+mod compile_ops;
+mod exec;
+mod half;
+mod host;
+mod instr;
+mod launch;
+mod mask;
+mod ops;
+mod program;
+mod types;
+mod wide;
+
+pub(crate) use launch::{KernelLimits, WgslLaunch};
+
+/// Exact `f16` conversions, for tests that compute expected values.
+#[cfg(test)]
+pub(crate) mod test_support {
+    pub(crate) use super::half::{f16_bits_to_f32, f32_to_f16_bits};
+}
+pub(crate) use program::Program;
+
+use naga::valid::{Capabilities, ValidationFlags, Validator};
+use std::sync::Arc;
+use xhal_core::{Error, Result};
+
+/// What the validator accepts: exactly what the interpreter implements. `f16` needs
+/// `enable f16;` in the source (`quantizeToF16` and the `2x16float` packs need no `f16`
+/// values and are always there); 64-bit atomics, subgroups, textures and the rest are refused.
+const CAPABILITIES: Capabilities = Capabilities::IMMEDIATES
+    .union(Capabilities::FLOAT64)
+    .union(Capabilities::SHADER_INT64)
+    .union(Capabilities::SHADER_FLOAT16)
+    .union(Capabilities::SHADER_FLOAT16_IN_FLOAT32);
+
+/// One entry point of a loaded module.
+#[derive(Debug)]
+struct EntryPoint {
+    name: String,
+    stage: naga::ShaderStage,
+    /// The compiled program, or why the entry point cannot run here.
+    program: Result<Arc<Program>>,
+}
+
+/// A loaded WGSL module: its entry points, compute ones compiled.
+#[derive(Debug)]
+pub(crate) struct WgslModule {
+    entry_points: Vec<EntryPoint>,
+}
+
+impl WgslModule {
+    /// Parses, validates and compiles WGSL source. A syntax or validation error is
+    /// `InvalidArgument` with naga's message and the line and column it points at.
+    pub(crate) fn load(code: &[u8]) -> Result<WgslModule> {
+        let source = std::str::from_utf8(code)
+            .map_err(|error| Error::invalid_argument(format!("WGSL source must be UTF-8 text: {error}")))?;
+        let module = naga::front::wgsl::parse_str(source).map_err(|error| {
+            let at = error
+                .location(source)
+                .map(|at| format!(" at line {}:{}", at.line_number, at.line_position))
+                .unwrap_or_default();
+            Error::invalid_argument(format!(
+                "WGSL parse error{at}: {}\n{}",
+                error.message(),
+                error.emit_to_string(source)
+            ))
+        })?;
+        let info = Validator::new(ValidationFlags::all(), CAPABILITIES)
+            .validate(&module)
+            .map_err(|error| {
+                let at = error
+                    .location(source)
+                    .map(|at| format!(" at line {}:{}", at.line_number, at.line_position))
+                    .unwrap_or_default();
+                let mut reasons = String::new();
+                let mut cause: Option<&dyn std::error::Error> = Some(error.as_inner());
+                while let Some(reason) = cause {
+                    if !reasons.is_empty() {
+                        reasons.push_str(": ");
+                    }
+                    reasons.push_str(&reason.to_string());
+                    cause = reason.source();
+                }
+                Error::invalid_argument(format!(
+                    "WGSL validation error{at}: {reasons}\n{}",
+                    error.emit_to_string(source)
+                ))
+            })?;
+        let entry_points = module
+            .entry_points
+            .iter()
+            .enumerate()
+            .map(|(index, entry)| EntryPoint {
+                name: entry.name.clone(),
+                stage: entry.stage,
+                program: if entry.stage == naga::ShaderStage::Compute {
+                    compile::compile(&module, &info, index).map(Arc::new)
+                } else {
+                    Err(Error::unsupported(format!(
+                        "`{}` is a {:?} entry point; the cpu backend runs compute kernels only",
+                        entry.name, entry.stage
+                    )))
+                },
+            })
+            .collect();
+        Ok(WgslModule { entry_points })
+    }
+
+    /// The compute entry point called `name`; `module_id` is only for the error message.
+    pub(crate) fn kernel(&self, module_id: u64, name: &str) -> Result<Arc<Program>> {
+        match self.entry_points.iter().find(|entry| entry.name == name) {
+            Some(entry) => entry.program.clone(),
+            None => {
+                let names: Vec<String> = self
+                    .entry_points
+                    .iter()
+                    .map(|entry| match entry.stage {
+                        naga::ShaderStage::Compute => format!("`{}`", entry.name),
+                        stage => format!("`{}` ({stage:?})", entry.name),
+                    })
+                    .collect();
+                let listed = if names.is_empty() {
+                    "it has no entry points".to_string()
+                } else {
+                    format!("its entry points: {}", names.join(", "))
+                };
+                Err(Error::not_found(format!(
+                    "module {module_id:#x} has no entry point `{name}`; {listed}"
+                )))
+            }
+        }
+    }
+}

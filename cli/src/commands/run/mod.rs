@@ -1,0 +1,1171 @@
+//! `xhal run FILE.wgsl`: try a kernel from the shell. Buffers and scalars come from the
+//! command line, shaped by the kernel's reflection; every buffer is printed after the run,
+//! with the device used and the time taken.
+//!
+//! The order of work puts the cheapest mistakes first: the file, the WGSL, the entry point
+//! and every argument are checked before a device is opened, so a typo never waits for
+//! discovery, and a kernel that does not compile never needs a device at all.
+
+mod layout;
+mod spec;
+mod values;
+
+use super::Output;
+use crate::commands::info::backends_without_devices;
+use crate::listing::SCHEMA_VERSION;
+use crate::table::Table;
+use anyhow::{anyhow, bail, Context};
+use layout::Shape;
+use serde::Serialize;
+use serde_json::Value;
+use spec::{split_name, Spec};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use values::{decode, parse_value, Decoded};
+use xhal::kernel::{BufferAccess, BufferBindingInfo, EntryPointInfo, KernelError, ScalarBlockInfo, WgslModule};
+use xhal::{Device, Explanation, Features, Launch, Runtime, Selector};
+
+/// The name the selector's messages give the `--device` text.
+const DEVICE_ORIGIN: &str = "--device";
+
+/// Elements shown of a buffer without `--full`: all of them up to this many...
+const SHOWN_IN_FULL: usize = 20;
+/// ...else this many from each end, around `...`.
+const SHOWN_AT_EACH_END: usize = 8;
+
+/// Width human output wraps long lists at.
+const LINE_WIDTH: usize = 100;
+
+/// The argument syntax, shown by `xhal run --help` (and in docs/cli.md).
+pub const AFTER_HELP: &str = "\
+Buffers (--buffer, -b), one per binding, in binding order, or NAME=SPEC for the binding of
+that name (unnamed ones fill the other bindings in order). A buffer's values are its scalars
+in memory order: a vec4<f32> element takes 4 values, a struct element its members' values,
+a struct with a runtime array its other members' values first. Padding is zero. SPEC is:
+  1,2,3  or  [1,2,3]          values, each parsed as the type of its place
+  range:START..END[:STEP]     START, START+STEP, ... below END (STEP defaults to 1):
+                              range:0..1024, range:1..0:-0.25
+  zeros:N                     N zero values
+  fill:VALUE:N                N copies of VALUE
+  random:N[:SEED][:MIN..MAX]  N seeded pseudo-random values in [MIN, MAX); defaults: SEED
+                              the binding number, [0, 1) for floats, the type's whole
+                              range for integers
+  file:PATH                   the buffer's bytes, little-endian, as laid out in memory
+                              (padding included): what --output-dir writes
+A runtime-sized array takes its length from the SPEC; a fixed-size buffer takes exactly
+its number of values.
+
+Scalars (--scalar, -s), one per member of the kernel's var<immediate>, in order, or
+NAME=VALUE. A vector or struct member takes its values separated by commas: -s 1,2,3.
+
+Values: integers in decimal, 0x hex or 0b binary, with an optional sign; floats as 1.5,
+-2, 1e-3, inf, -inf or nan. Each is checked against its type (u32 takes 0 to 4294967295).
+
+Types: f32, f16, f64, i32, u32, i64, u64, their atomics, vectors, matrices (column by
+column), fixed-size arrays and structs of them.
+
+Output: the device and why it was chosen, the launch, the time (wall: launch to
+completion; device: from timestamp events, when the device has them), the scalars, then
+every buffer after the run (long ones cut to their ends; --full prints all). --json writes
+it all, every value included (schema in docs/cli.md).
+
+Examples:
+  xhal run saxpy.wgsl -b range:0..1024 -b fill:1:1024 -s 2 -s 1024 --invocations 1024
+  xhal run saxpy.wgsl --entry saxpy -b y=zeros:8 -b x=1,2,3,4,5,6,7,8 -s a=0.5 -s n=8 -w 1
+  xhal run histogram.wgsl -b random:4096:7:0..16 -b zeros:16 -s 4096 -s 16 -n 4096 --json
+
+Exit codes: 0 success; 1 a runtime error: bad WGSL, a missing entry point, arguments that
+do not fit the kernel, no device, a kernel fault; 2 a usage error.";
+
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("grid").required(true).args(["workgroups", "invocations"])))]
+pub struct RunArgs {
+    /// The WGSL file (`-` reads standard input).
+    #[arg(value_name = "FILE.wgsl")]
+    pub file: PathBuf,
+    /// The compute entry point; may be left out when the file has only one.
+    #[arg(long, short = 'e', value_name = "NAME")]
+    pub entry: Option<String>,
+    /// Workgroups in x, y and z (`64`, `8,8`, `4,4,4`); y and z default to 1.
+    #[arg(long, short = 'w', value_name = "X[,Y,Z]", value_parser = parse_workgroups)]
+    pub workgroups: Option<[u32; 3]>,
+    /// Instead of --workgroups: enough workgroups for N invocations along x, spilling into
+    /// y past 65535 workgroups (the kernel must skip invocations past N).
+    #[arg(long, short = 'n', value_name = "N")]
+    pub invocations: Option<u64>,
+    /// A buffer's initial contents, one per binding (see below).
+    #[arg(long = "buffer", short = 'b', value_name = "[NAME=]SPEC", allow_hyphen_values = true)]
+    pub buffers: Vec<String>,
+    /// A scalar, one per member of the var<immediate> (see below).
+    #[arg(
+        long = "scalar",
+        short = 's',
+        value_name = "[NAME=]VALUE",
+        allow_hyphen_values = true
+    )]
+    pub scalars: Vec<String>,
+    /// Which device, in the XHAL_DEVICE grammar (`cpu`, `cuda:0`, `gpu`, `vulkan,cpu`);
+    /// default: XHAL_DEVICE, else the best device.
+    #[arg(long, short = 'd', value_name = "SELECTOR")]
+    pub device: Option<String>,
+    /// Write JSON (schema in docs/cli.md), with every value, instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Print every value of long buffers, not only their ends.
+    #[arg(long)]
+    pub full: bool,
+    /// Also write each buffer after the run to DIR/NAME.bin, as raw bytes (what `file:`
+    /// reads).
+    #[arg(long, value_name = "DIR")]
+    pub output_dir: Option<PathBuf>,
+}
+
+/// `64`, `8,8` or `4,4,4`: workgroups in x, y and z. Zero is left for the launch to refuse,
+/// with the kernel's name in the message.
+fn parse_workgroups(text: &str) -> Result<[u32; 3], String> {
+    let parts: Vec<&str> = text.split(',').map(str::trim).collect();
+    if parts.len() > 3 {
+        return Err(format!("`{text}` has {} numbers; write X, X,Y or X,Y,Z", parts.len()));
+    }
+    let mut counts = [1u32; 3];
+    for (count, part) in counts.iter_mut().zip(&parts) {
+        *count = part
+            .parse()
+            .map_err(|_| format!("`{part}` is not a workgroup count (a whole number from 1 to 4294967295)"))?;
+    }
+    Ok(counts)
+}
+
+/// One buffer argument, checked against its binding.
+struct BufferPlan<'a> {
+    binding: &'a BufferBindingInfo,
+    shape: Shape,
+    spec: Spec,
+    /// Elements of the array, or `None` when the buffer is not an array.
+    elements: Option<u64>,
+    bytes: u64,
+}
+
+/// One scalar argument: the member it fills and its bytes.
+struct ScalarPlan {
+    name: String,
+    type_name: String,
+    bytes: Vec<u8>,
+    values: Vec<Decoded>,
+}
+
+pub fn run(args: &RunArgs) -> anyhow::Result<Output> {
+    let (file, source) = read_source(&args.file)?;
+    let module = xhal::kernel::parse_wgsl(&source).map_err(|error| kernel_error(&file, error))?;
+    let entry = choose_entry(&module, args.entry.as_deref(), &file)?;
+    let buffers = plan_buffers(&module, entry, &args.buffers)?;
+    let scalars = plan_scalars(&module, entry, &args.scalars)?;
+
+    // The runtime stays alive to the end: it holds the plugin library the device may run in.
+    let (_runtime, device, explanation) = choose_device(args.device.as_deref(), &module)?;
+    let label = device.label();
+    let mut images = Vec::with_capacity(buffers.len());
+    for plan in &buffers {
+        images.push(initial_bytes(plan, &device)?);
+    }
+
+    let loaded = device
+        .load_wgsl(&source)
+        .with_context(|| format!("loading {file} on {label}"))?;
+    let kernel = loaded
+        .kernel(&entry.name)
+        .with_context(|| format!("loading {file} on {label}"))?;
+    let stream = device
+        .create_stream()
+        .with_context(|| format!("creating a stream on {label}"))?;
+    let mut device_buffers = Vec::with_capacity(buffers.len());
+    for (plan, image) in buffers.iter().zip(&images) {
+        let what = || format!("buffer `{}` ({} bytes) on {label}", plan.binding.name, image.len());
+        let buffer = device
+            .alloc::<u8>(image.len())
+            .with_context(|| format!("allocating {}", what()))?;
+        stream
+            .write(&buffer, 0, image)
+            .with_context(|| format!("writing {}", what()))?;
+        device_buffers.push(buffer);
+    }
+
+    let mut launch = Launch::new(&kernel);
+    let (workgroups, invocations) = match (args.workgroups, args.invocations) {
+        (Some([x, y, z]), _) => {
+            launch = launch.workgroups(x, y, z);
+            ([x, y, z], None)
+        }
+        (None, Some(invocations)) => {
+            launch = launch.workgroups_for_invocations(invocations);
+            (launch.workgroup_count(), Some(invocations))
+        }
+        // clap requires one of the two; this is only reached if that rule is lost.
+        (None, None) => bail!("give --workgroups X[,Y,Z] or --invocations N"),
+    };
+    for buffer in &device_buffers {
+        launch = launch.buffer(buffer);
+    }
+    for scalar in &scalars {
+        // With reflection the member's offset places the bytes; the alignment only has to be
+        // a power of two.
+        let alignment = scalar.bytes.len().next_power_of_two().clamp(1, 16);
+        launch = launch.scalar_bytes(&scalar.bytes, alignment);
+    }
+
+    // Device time comes from two timestamp events around the launch, when the device has them.
+    let events = if device.has_features(Features::TIMESTAMPS) {
+        let event = || {
+            device
+                .create_event()
+                .with_context(|| format!("creating a timing event on {label}"))
+        };
+        Some((event()?, event()?))
+    } else {
+        None
+    };
+    let started = Instant::now();
+    if let Some((start, _)) = &events {
+        stream.record(start).context("recording the start event")?;
+    }
+    stream
+        .launch(&launch)
+        .with_context(|| format!("launching kernel `{}` on {label}", entry.name))?;
+    // The launch runs while the end event is queued, so a kernel fault can surface at either
+    // call: both are the run's error. The stream is drained either way.
+    let recorded = match &events {
+        Some((_, end)) => stream.record(end),
+        None => Ok(()),
+    };
+    let synchronized = stream.synchronize();
+    recorded
+        .and(synchronized)
+        .with_context(|| format!("running kernel `{}` on {label}", entry.name))?;
+    let wall = started.elapsed();
+    let device_time = events.and_then(|(start, end)| match end.elapsed_since(&start) {
+        Ok(elapsed) => Some(elapsed),
+        Err(error) => {
+            // The run itself succeeded; a missing measurement is not worth failing it.
+            tracing::warn!("device time not measured: {error}");
+            None
+        }
+    });
+
+    let mut results = Vec::with_capacity(buffers.len());
+    for (plan, buffer) in buffers.iter().zip(&device_buffers) {
+        let bytes = stream
+            .read_to_vec(buffer)
+            .with_context(|| format!("reading buffer `{}` back from {label}", plan.binding.name))?;
+        results.push(bytes);
+    }
+    if let Some(folder) = &args.output_dir {
+        write_outputs(folder, &buffers, &results)?;
+    }
+
+    let report = Report {
+        file: &file,
+        device: &device,
+        explanation: &explanation,
+        entry,
+        workgroups,
+        invocations,
+        wall,
+        device_time,
+        scalars: &scalars,
+        buffers: &buffers,
+        results: &results,
+    };
+    if args.json {
+        return json_with_inline_arrays(&report.json()).map(Output::success);
+    }
+    Ok(Output::success(report.text(args.full)))
+}
+
+/// The file's name for messages, and its text.
+fn read_source(path: &Path) -> anyhow::Result<(String, String)> {
+    if path.as_os_str() == "-" {
+        let mut source = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut source).context("reading the kernel from stdin")?;
+        return Ok(("<stdin>".to_owned(), source));
+    }
+    let file = path.display().to_string();
+    let source = std::fs::read_to_string(path).with_context(|| format!("reading {file}"))?;
+    Ok((file, source))
+}
+
+/// A WGSL problem as the compiler-style diagnostic it is: `file:line:column`, the line, a
+/// caret, naga's notes. The first line says which file and what kind of problem, so that the
+/// `error: ` the binary puts in front reads well.
+fn kernel_error(file: &str, error: KernelError) -> anyhow::Error {
+    let kind = error.kind().as_str();
+    let diagnostic = error.with_file_name(file);
+    anyhow!("cannot load {file} ({kind})\n{diagnostic}")
+}
+
+fn choose_entry<'m>(module: &'m WgslModule, name: Option<&str>, file: &str) -> anyhow::Result<&'m EntryPointInfo> {
+    let entry_points = module.entry_points();
+    let names = || {
+        entry_points
+            .iter()
+            .map(|entry| entry.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match (name, entry_points) {
+        (_, []) => bail!("{file} has no compute entry point: a kernel is a `@compute` function"),
+        (Some(name), _) => entry_points.iter().find(|entry| entry.name == name).ok_or_else(|| {
+            anyhow!(
+                "{file} has no compute entry point `{name}`; its compute entry points are: {}",
+                names()
+            )
+        }),
+        (None, [only]) => Ok(only),
+        (None, _) => bail!(
+            "{file} has {} compute entry points ({}); choose one with --entry NAME",
+            entry_points.len(),
+            names()
+        ),
+    }
+}
+
+/// Gives each argument its place: `NAME=` ones by name, the others in order to the places
+/// left. `what` is `buffer` or `scalar`; `places` are the names in order.
+fn assign<'t>(
+    arguments: &'t [String],
+    places: &[String],
+    what: &str,
+    describe_all: &dyn Fn() -> String,
+) -> anyhow::Result<Vec<Option<&'t str>>> {
+    let mut assigned: Vec<Option<&str>> = vec![None; places.len()];
+    let mut unnamed = Vec::new();
+    for argument in arguments {
+        match split_name(argument) {
+            (Some(name), text) => {
+                let Some(index) = places.iter().position(|place| place == name) else {
+                    bail!(
+                        "--{what} {argument}: the kernel has no {what} `{name}`; its {what}s are: {}",
+                        if places.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            places.join(", ")
+                        }
+                    );
+                };
+                if assigned[index].is_some() {
+                    bail!("--{what} {argument}: {what} `{name}` is given twice");
+                }
+                assigned[index] = Some(text);
+            }
+            (None, text) => unnamed.push(text),
+        }
+    }
+    let mut free = assigned.iter_mut().filter(|slot| slot.is_none());
+    for text in unnamed {
+        match free.next() {
+            Some(slot) => *slot = Some(text),
+            None => bail!(
+                "{}, but {} --{what} argument{} given",
+                describe_all(),
+                arguments.len(),
+                if arguments.len() == 1 { " was" } else { "s were" }
+            ),
+        }
+    }
+    Ok(assigned)
+}
+
+/// `buffer `x` (binding 0, array<f32>)`.
+fn buffer_label(binding: &BufferBindingInfo) -> String {
+    format!(
+        "buffer `{}` (binding {}, {})",
+        binding.name, binding.binding, binding.type_name
+    )
+}
+
+fn plan_buffers<'m>(
+    module: &WgslModule,
+    entry: &'m EntryPointInfo,
+    arguments: &[String],
+) -> anyhow::Result<Vec<BufferPlan<'m>>> {
+    let bindings = &entry.buffers;
+    let names: Vec<String> = bindings.iter().map(|binding| binding.name.clone()).collect();
+    let describe_all = || {
+        let list: Vec<String> = bindings
+            .iter()
+            .map(|binding| format!("{}: {}", binding.name, binding.type_name))
+            .collect();
+        format!(
+            "kernel `{}` takes {} buffer{}{}",
+            entry.name,
+            bindings.len(),
+            if bindings.len() == 1 { "" } else { "s" },
+            if list.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", list.join(", "))
+            }
+        )
+    };
+    let assigned = assign(arguments, &names, "buffer", &describe_all)?;
+    let missing: Vec<String> = bindings
+        .iter()
+        .zip(&assigned)
+        .filter(|(_, text)| text.is_none())
+        .map(|(binding, _)| {
+            format!(
+                "`{}` (binding {}, {})",
+                binding.name, binding.binding, binding.type_name
+            )
+        })
+        .collect();
+    if !missing.is_empty() {
+        let given = arguments.len();
+        bail!(
+            "{}, but {given} --buffer argument{} {} given; missing {}",
+            describe_all(),
+            if given == 1 { "" } else { "s" },
+            if given == 1 { "was" } else { "were" },
+            missing.join(", ")
+        );
+    }
+    let mut plans = Vec::with_capacity(bindings.len());
+    for (binding, text) in bindings.iter().zip(assigned) {
+        let text = text.unwrap_or_default();
+        let label = buffer_label(binding);
+        let shape = layout::buffer_shape(module.naga_module(), binding).map_err(|error| anyhow!("{label}: {error}"))?;
+        let spec = Spec::parse(text).map_err(|error| anyhow!("{label}: {error}"))?;
+        let (elements, bytes) =
+            size_buffer(binding, &shape, &spec, text).map_err(|error| anyhow!("{label}: {error}"))?;
+        spec.check(&shape)
+            .map_err(|error| anyhow!("{label}: `{text}`: {error}"))?;
+        plans.push(BufferPlan {
+            binding,
+            shape,
+            spec,
+            elements,
+            bytes,
+        });
+    }
+    Ok(plans)
+}
+
+/// The number of elements (for an array) and bytes the spec makes of the buffer, or why the
+/// two do not fit.
+fn size_buffer(
+    binding: &BufferBindingInfo,
+    shape: &Shape,
+    spec: &Spec,
+    text: &str,
+) -> Result<(Option<u64>, u64), String> {
+    let fixed_count = shape.element.as_ref().and_then(|element| element.count);
+    let header_values = shape.header.len() as u64;
+    let per_element = shape.values_per_element() as u64;
+    let Some(given) = spec.value_count() else {
+        return size_from_file(binding, shape, spec);
+    };
+    let plural = |count: u64, one: &str| format!("{count} {one}{}", if count == 1 { "" } else { "s" });
+    let element_type = shape
+        .element
+        .as_ref()
+        .map(|element| element.type_name.as_str())
+        .unwrap_or("");
+    match (&shape.element, fixed_count) {
+        // A fixed-size buffer takes exactly its number of values.
+        (None, _) | (Some(_), Some(_)) => {
+            let count = fixed_count.unwrap_or(0);
+            let expected = header_values + count * per_element;
+            let bytes = shape.bytes_for(count).ok_or("its size overflows")?;
+            if given != expected {
+                return Err(format!(
+                    "it has a fixed size: it takes exactly {} ({bytes} bytes), but `{text}` gives {given}",
+                    plural(expected, "value")
+                ));
+            }
+            Ok((fixed_count, bytes))
+        }
+        (Some(_), None) => {
+            let header = if header_values > 0 {
+                format!("{} of header, then ", plural(header_values, "value"))
+            } else {
+                String::new()
+            };
+            if per_element == 0 {
+                return Err(format!("its element type {element_type} has no values"));
+            }
+            if given < header_values || !(given - header_values).is_multiple_of(per_element) {
+                return Err(format!(
+                    "it takes {header}{} per element ({element_type}), but `{text}` gives {given}, which is not a whole \
+                     number of elements",
+                    plural(per_element, "value")
+                ));
+            }
+            let elements = (given - header_values) / per_element;
+            if elements == 0 {
+                return Err(format!(
+                    "it needs at least one element ({header}{} per element), but `{text}` gives {}",
+                    plural(per_element, "value"),
+                    if given == 0 {
+                        "none".to_owned()
+                    } else {
+                        plural(given, "value")
+                    }
+                ));
+            }
+            let bytes = shape.bytes_for(elements).ok_or("its size overflows")?;
+            Ok((Some(elements), bytes))
+        }
+    }
+}
+
+/// The size of a `file:` buffer: the file's, which must be a possible size of the buffer.
+fn size_from_file(binding: &BufferBindingInfo, shape: &Shape, spec: &Spec) -> Result<(Option<u64>, u64), String> {
+    let Spec::File(path) = spec else {
+        return Err("internal: a spec without a value count that is not a file".to_owned());
+    };
+    let bytes = std::fs::metadata(path)
+        .map_err(|error| format!("`file:{}`: {error}", path.display()))?
+        .len();
+    let shown = path.display();
+    match (&shape.element, shape.element.as_ref().and_then(|element| element.count)) {
+        (Some(element), None) => {
+            let header = shape.header_bytes;
+            if bytes <= header || !(bytes - header).is_multiple_of(element.stride.max(1)) {
+                let start = if header > 0 {
+                    format!("{header} bytes of header, then ")
+                } else {
+                    String::new()
+                };
+                return Err(format!(
+                    "file {shown} has {bytes} bytes, but the buffer takes {start}one or more elements of {} bytes ({})",
+                    element.stride, element.type_name
+                ));
+            }
+            Ok((Some((bytes - header) / element.stride.max(1)), bytes))
+        }
+        (element, count) => {
+            let expected = binding.min_size();
+            if bytes != expected {
+                return Err(format!(
+                    "it has a fixed size of {expected} bytes, but file {shown} has {bytes} bytes"
+                ));
+            }
+            Ok((element.as_ref().and(count), bytes))
+        }
+    }
+}
+
+fn plan_scalars(module: &WgslModule, entry: &EntryPointInfo, arguments: &[String]) -> anyhow::Result<Vec<ScalarPlan>> {
+    let Some(block) = &entry.scalars else {
+        if arguments.is_empty() {
+            return Ok(Vec::new());
+        }
+        bail!(
+            "kernel `{}` takes no scalars (it declares no var<immediate>), but {} --scalar argument{} given",
+            entry.name,
+            arguments.len(),
+            if arguments.len() == 1 { " was" } else { "s were" }
+        );
+    };
+    let names: Vec<String> = block.members.iter().map(|member| member.name.clone()).collect();
+    let describe_all = || {
+        format!(
+            "kernel `{}` takes {} scalar{}, the members of `{}: {}` ({})",
+            entry.name,
+            block.members.len(),
+            if block.members.len() == 1 { "" } else { "s" },
+            block.name,
+            block.type_name,
+            describe_members(block)
+        )
+    };
+    let assigned = assign(arguments, &names, "scalar", &describe_all)?;
+    let missing: Vec<String> = block
+        .members
+        .iter()
+        .zip(&assigned)
+        .filter(|(_, text)| text.is_none())
+        .map(|(member, _)| format!("`{}: {}`", member.name, member.type_name))
+        .collect();
+    if !missing.is_empty() {
+        let given = arguments.len();
+        bail!(
+            "{}, but {given} --scalar argument{} {} given; missing {}",
+            describe_all(),
+            if given == 1 { "" } else { "s" },
+            if given == 1 { "was" } else { "were" },
+            missing.join(", ")
+        );
+    }
+    let mut plans = Vec::with_capacity(block.members.len());
+    for (index, (member, text)) in block.members.iter().zip(assigned).enumerate() {
+        let text = text.unwrap_or_default();
+        // A block that is one scalar or vector is its own only member: no "member of" then.
+        let label = if block.members.len() == 1 && member.name == block.name {
+            format!("scalar `{}` ({})", member.name, member.type_name)
+        } else {
+            format!(
+                "scalar `{}` ({}, member of `{}: {}`)",
+                member.name, member.type_name, block.name, block.type_name
+            )
+        };
+        let slots = layout::scalar_member_slots(module.naga_module(), block, index)
+            .map_err(|error| anyhow!("{label}: {error}"))?;
+        let inner = text.trim();
+        let inner = inner
+            .strip_prefix('[')
+            .and_then(|rest| rest.strip_suffix(']'))
+            .unwrap_or(inner);
+        let items: Vec<&str> = inner.split(',').map(str::trim).collect();
+        if items.len() != slots.len() {
+            bail!(
+                "{label} takes {} value{}{}, but `{text}` gives {}",
+                slots.len(),
+                if slots.len() == 1 { "" } else { "s" },
+                if slots.len() > 1 { " separated by commas" } else { "" },
+                items.len()
+            );
+        }
+        let mut bytes = vec![0u8; member.size as usize];
+        let mut decoded = Vec::with_capacity(slots.len());
+        for (slot, item) in slots.iter().zip(&items) {
+            let raw = parse_value(slot.ty, item).map_err(|error| anyhow!("{label}: {error}"))?;
+            let start = slot.offset as usize;
+            let place = bytes
+                .get_mut(start..start + raw.as_bytes().len())
+                .ok_or_else(|| anyhow!("{label}: a value lies outside the member's {} bytes", member.size))?;
+            place.copy_from_slice(raw.as_bytes());
+            decoded.push(decode(slot.ty, raw.as_bytes()));
+        }
+        plans.push(ScalarPlan {
+            name: member.name.clone(),
+            type_name: member.type_name.clone(),
+            bytes,
+            values: decoded,
+        });
+    }
+    Ok(plans)
+}
+
+/// `a: f32, n: u32`.
+fn describe_members(block: &ScalarBlockInfo) -> String {
+    block
+        .members
+        .iter()
+        .map(|member| format!("{}: {}", member.name, member.type_name))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Opens the device `--device` (else XHAL_DEVICE, else the default policy) picks among those
+/// with the features the kernel needs (f16, f64...), so that an automatic choice never lands
+/// on a device that cannot run it.
+fn choose_device(device: Option<&str>, module: &WgslModule) -> anyhow::Result<(Runtime, Device, Explanation)> {
+    let selector = match device {
+        Some(text) => Selector::parse_from(text, DEVICE_ORIGIN)?,
+        None => Selector::from_env()?,
+    };
+    let selector = selector.require_features(Features(module.required_features()));
+    // Every backend, not only those the selector can reach, so that a failed choice can list
+    // everything that is present (as `xhal info` does).
+    let runtime = Runtime::builder()
+        .device_selector(None)
+        .build()
+        .context("discovering backends")?;
+    match runtime.choose(&selector) {
+        Ok((device, explanation)) => Ok((runtime, device, explanation)),
+        Err(error) => {
+            let mut message = error.to_string();
+            for note in backends_without_devices(&runtime, &selector) {
+                message.push_str("\nnote: ");
+                message.push_str(&note);
+            }
+            let context = match device {
+                Some(text) => format!("choosing a device for --device {text:?}"),
+                None => "choosing a device".to_owned(),
+            };
+            Err(anyhow!(message).context(context))
+        }
+    }
+}
+
+/// The buffer's bytes before the run, made after the device is known so that a size past
+/// the device's largest allocation is refused before the host tries to hold it.
+fn initial_bytes(plan: &BufferPlan<'_>, device: &Device) -> anyhow::Result<Vec<u8>> {
+    let label = buffer_label(plan.binding);
+    let largest = device.info().max_allocation_size;
+    if largest > 0 && plan.bytes > largest {
+        bail!(
+            "{label} needs {} bytes, more than the largest allocation of {} ({largest} bytes)",
+            plan.bytes,
+            device.label()
+        );
+    }
+    if let Spec::File(path) = &plan.spec {
+        let bytes = std::fs::read(path).with_context(|| format!("{label}: reading {}", path.display()))?;
+        if bytes.len() as u64 != plan.bytes {
+            bail!("{label}: {} changed size while being read", path.display());
+        }
+        return Ok(bytes);
+    }
+    let size =
+        usize::try_from(plan.bytes).map_err(|_| anyhow!("{label}: {} bytes do not fit in memory", plan.bytes))?;
+    let mut image = Vec::new();
+    // A failed reservation is an error to report, not an abort.
+    image
+        .try_reserve_exact(size)
+        .map_err(|_| anyhow!("{label}: cannot hold {size} bytes in host memory"))?;
+    image.resize(size, 0);
+    let seed = u64::from(plan.binding.binding);
+    plan.spec
+        .write(&plan.shape, seed, &mut image)
+        .map_err(|error| anyhow!("{label}: {error}"))?;
+    Ok(image)
+}
+
+fn write_outputs(folder: &Path, buffers: &[BufferPlan<'_>], results: &[Vec<u8>]) -> anyhow::Result<()> {
+    std::fs::create_dir_all(folder).with_context(|| format!("creating {}", folder.display()))?;
+    for (plan, bytes) in buffers.iter().zip(results) {
+        let path = folder.join(format!("{}.bin", plan.binding.name));
+        std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output
+// ---------------------------------------------------------------------------------------------
+
+struct Report<'a> {
+    file: &'a str,
+    device: &'a Device,
+    explanation: &'a Explanation,
+    entry: &'a EntryPointInfo,
+    workgroups: [u32; 3],
+    invocations: Option<u64>,
+    wall: Duration,
+    device_time: Option<Duration>,
+    scalars: &'a [ScalarPlan],
+    buffers: &'a [BufferPlan<'a>],
+    results: &'a [Vec<u8>],
+}
+
+#[derive(Serialize)]
+struct RunJson {
+    schema_version: u32,
+    device: DeviceSummaryJson,
+    why: String,
+    kernel: KernelJson,
+    time: TimeJson,
+    scalars: Vec<ScalarJson>,
+    buffers: Vec<BufferJson>,
+}
+
+#[derive(Serialize)]
+struct DeviceSummaryJson {
+    label: String,
+    name: String,
+    backend: String,
+}
+
+#[derive(Serialize)]
+struct KernelJson {
+    file: String,
+    entry: String,
+    workgroups: [u32; 3],
+    workgroup_size: [u32; 3],
+    invocations: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct TimeJson {
+    wall_ms: f64,
+    device_ms: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct ScalarJson {
+    name: String,
+    #[serde(rename = "type")]
+    type_name: String,
+    values: Vec<Value>,
+}
+
+#[derive(Serialize)]
+struct BufferJson {
+    binding: u32,
+    name: String,
+    #[serde(rename = "type")]
+    type_name: String,
+    element: Option<String>,
+    access: &'static str,
+    length: Option<u64>,
+    bytes: u64,
+    header_values: usize,
+    values_per_element: usize,
+    /// The types of the header's values, then of one element's.
+    value_types: Vec<&'static str>,
+    values: Vec<Value>,
+}
+
+/// Milliseconds with nanosecond resolution: one correctly rounded division, so that JSON
+/// shows `0.325678`, not the `0.32567799999999997` of a seconds-times-1000 product.
+fn milliseconds(duration: Duration) -> f64 {
+    duration.as_nanos() as f64 / 1e6
+}
+
+fn access_name(access: BufferAccess) -> &'static str {
+    match access {
+        BufferAccess::Read => "read",
+        BufferAccess::ReadWrite => "read_write",
+    }
+}
+
+/// Every value of a buffer's bytes, in the order the spec gave them.
+fn decode_buffer(shape: &Shape, elements: Option<u64>, bytes: &[u8]) -> Vec<Decoded> {
+    let total = shape.header.len() as u64 + elements.unwrap_or(0) * shape.values_per_element() as u64;
+    (0..total)
+        .filter_map(|index| {
+            let slot = shape.slot(index)?;
+            let start = usize::try_from(slot.offset).ok()?;
+            let value = bytes.get(start..start + slot.ty.size())?;
+            Some(decode(slot.ty, value))
+        })
+        .collect()
+}
+
+impl Report<'_> {
+    fn json(&self) -> RunJson {
+        RunJson {
+            schema_version: SCHEMA_VERSION,
+            device: DeviceSummaryJson {
+                label: self.device.label(),
+                name: self.device.name().to_owned(),
+                backend: self.device.backend_name().to_owned(),
+            },
+            why: self.explanation.summary.clone(),
+            kernel: KernelJson {
+                file: self.file.to_owned(),
+                entry: self.entry.name.clone(),
+                workgroups: self.workgroups,
+                workgroup_size: self.entry.workgroup_size,
+                invocations: self.invocations,
+            },
+            time: TimeJson {
+                wall_ms: milliseconds(self.wall),
+                device_ms: self.device_time.map(milliseconds),
+            },
+            scalars: self
+                .scalars
+                .iter()
+                .map(|scalar| ScalarJson {
+                    name: scalar.name.clone(),
+                    type_name: scalar.type_name.clone(),
+                    values: scalar.values.iter().map(Decoded::to_json).collect(),
+                })
+                .collect(),
+            buffers: self
+                .buffers
+                .iter()
+                .zip(self.results)
+                .map(|(plan, bytes)| BufferJson {
+                    binding: plan.binding.binding,
+                    name: plan.binding.name.clone(),
+                    type_name: plan.binding.type_name.clone(),
+                    element: plan.shape.element.as_ref().map(|element| element.type_name.clone()),
+                    access: access_name(plan.binding.access),
+                    length: plan.elements,
+                    bytes: bytes.len() as u64,
+                    header_values: plan.shape.header.len(),
+                    values_per_element: plan.shape.values_per_element(),
+                    value_types: plan
+                        .shape
+                        .header
+                        .iter()
+                        .chain(plan.shape.element.iter().flat_map(|element| element.slots.iter()))
+                        .map(|slot| slot.ty.name())
+                        .collect(),
+                    values: decode_buffer(&plan.shape, plan.elements, bytes)
+                        .iter()
+                        .map(Decoded::to_json)
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+
+    fn text(&self, full: bool) -> String {
+        let [x, y, z] = self.workgroups;
+        let [sx, sy, sz] = self.entry.workgroup_size;
+        let mut launch = format!(
+            "{} from {}, {x} x {y} x {z} workgroups of {sx} x {sy} x {sz}",
+            self.entry.name, self.file
+        );
+        if let Some(invocations) = self.invocations {
+            launch.push_str(&format!(", for {invocations} invocations"));
+        }
+        let time = match self.device_time {
+            Some(device) => format!(
+                "{:.3} ms wall, {:.3} ms on the device",
+                milliseconds(self.wall),
+                milliseconds(device)
+            ),
+            None => format!("{:.3} ms wall (the device has no timestamps)", milliseconds(self.wall)),
+        };
+        let mut table = Table::new();
+        table.row([
+            "device".to_owned(),
+            format!("{}  {}", self.device.label(), self.device.name()),
+        ]);
+        table.row(["why".to_owned(), self.explanation.summary.clone()]);
+        table.row(["kernel".to_owned(), launch]);
+        table.row(["time".to_owned(), time]);
+        if !self.scalars.is_empty() {
+            let scalars: Vec<String> = self
+                .scalars
+                .iter()
+                .map(|scalar| {
+                    let values: Vec<String> = scalar.values.iter().map(Decoded::text).collect();
+                    match values.as_slice() {
+                        [one] => format!("{} = {one}", scalar.name),
+                        _ => format!("{} = ({})", scalar.name, values.join(", ")),
+                    }
+                })
+                .collect();
+            table.row(["scalars".to_owned(), scalars.join(", ")]);
+        }
+        let mut text = table.render("");
+        for (plan, bytes) in self.buffers.iter().zip(self.results) {
+            text.push('\n');
+            text.push_str(&describe_buffer(plan, bytes, full));
+        }
+        text
+    }
+}
+
+/// Pretty JSON, as the other commands write it, except that an array of numbers or strings
+/// stays on one line: a buffer of a thousand values is one line, not a thousand.
+fn json_with_inline_arrays(value: &impl Serialize) -> anyhow::Result<String> {
+    let compact = serde_json::to_string(value)?;
+    let tokens = json_tokens(&compact);
+    let mut out = String::with_capacity(compact.len() * 2);
+    let mut indent = 0usize;
+    // Depth of nesting inside an inline array (whose contents are all scalars).
+    let mut inline = 0usize;
+    let newline = |out: &mut String, indent: usize| {
+        out.push('\n');
+        out.push_str(&"  ".repeat(indent));
+    };
+    let mut index = 0;
+    while let Some(&token) = tokens.get(index) {
+        match token {
+            "{" | "[" if tokens.get(index + 1).is_some_and(|next| matches!(*next, "}" | "]")) => {
+                out.push_str(token);
+                out.push_str(tokens[index + 1]);
+                index += 1;
+            }
+            "[" if inline > 0 || !array_holds_containers(&tokens[index + 1..]) => {
+                out.push('[');
+                inline += 1;
+            }
+            "]" if inline > 0 => {
+                out.push(']');
+                inline -= 1;
+            }
+            "{" | "[" => {
+                out.push_str(token);
+                indent += 1;
+                newline(&mut out, indent);
+            }
+            "}" | "]" => {
+                indent = indent.saturating_sub(1);
+                newline(&mut out, indent);
+                out.push_str(token);
+            }
+            "," if inline > 0 => out.push_str(", "),
+            "," => {
+                out.push(',');
+                newline(&mut out, indent);
+            }
+            ":" => out.push_str(": "),
+            other => out.push_str(other),
+        }
+        index += 1;
+    }
+    out.push('\n');
+    Ok(out)
+}
+
+/// Whether the array whose contents start at `rest` holds an object or an array.
+fn array_holds_containers(rest: &[&str]) -> bool {
+    for token in rest {
+        match *token {
+            "{" | "[" => return true,
+            "]" => return false,
+            _ => {}
+        }
+    }
+    false
+}
+
+/// The tokens of compact JSON (which has no whitespace outside strings): punctuation, and
+/// strings and other values whole.
+fn json_tokens(compact: &str) -> Vec<&str> {
+    let mut tokens = Vec::new();
+    let mut chars = compact.char_indices().peekable();
+    while let Some((start, c)) = chars.next() {
+        match c {
+            '{' | '}' | '[' | ']' | ',' | ':' => tokens.push(&compact[start..start + 1]),
+            '"' => {
+                let mut end = compact.len();
+                while let Some((at, c)) = chars.next() {
+                    match c {
+                        // The escaped character cannot end the string.
+                        '\\' => {
+                            chars.next();
+                        }
+                        '"' => {
+                            end = at + 1;
+                            break;
+                        }
+                        _ => {}
+                    }
+                }
+                tokens.push(&compact[start..end]);
+            }
+            _ => {
+                let mut end = compact.len();
+                while let Some(&(at, c)) = chars.peek() {
+                    if matches!(c, '{' | '}' | '[' | ']' | ',' | ':') {
+                        end = at;
+                        break;
+                    }
+                    chars.next();
+                }
+                tokens.push(&compact[start..end]);
+            }
+        }
+    }
+    tokens
+}
+
+/// `buffer 1  y: array<f32>, read_write, 64 elements (256 bytes)`, then its values.
+fn describe_buffer(plan: &BufferPlan<'_>, bytes: &[u8], full: bool) -> String {
+    let binding = plan.binding;
+    let shape = &plan.shape;
+    let values = decode_buffer(shape, plan.elements, bytes);
+    let plural = |count: u64, one: &str| format!("{count} {one}{}", if count == 1 { "" } else { "s" });
+    let size = match plan.elements {
+        Some(elements) => plural(elements, "element"),
+        None => plural(values.len() as u64, "value"),
+    };
+    let mut text = format!(
+        "buffer {}  {}: {}, {}, {size} ({} bytes)\n",
+        binding.binding,
+        binding.name,
+        binding.type_name,
+        access_name(binding.access),
+        bytes.len()
+    );
+    let header_count = shape.header.len().min(values.len());
+    let (header, rest) = values.split_at(header_count);
+    let texts = |values: &[Decoded]| values.iter().map(Decoded::text).collect::<Vec<_>>();
+    if shape.element.is_none() {
+        text.push_str(&wrap_list(&texts(header), full, "  "));
+        return text;
+    }
+    if !header.is_empty() {
+        text.push_str(&wrap_list(&texts(header), full, "  header "));
+    }
+    let per_element = shape.values_per_element().max(1);
+    let elements: Vec<String> = rest
+        .chunks(per_element)
+        .map(|element| match element {
+            [one] => one.text(),
+            many => format!("({})", texts(many).join(", ")),
+        })
+        .collect();
+    text.push_str(&wrap_list(&elements, full, "  "));
+    text
+}
+
+/// `[a, b, c]` on lines of at most [`LINE_WIDTH`] characters, cut to both ends around
+/// `...` when long and not `full`.
+fn wrap_list(items: &[String], full: bool, first_prefix: &str) -> String {
+    let shown: Vec<&str> = if full || items.len() <= SHOWN_IN_FULL {
+        items.iter().map(String::as_str).collect()
+    } else {
+        let head = items[..SHOWN_AT_EACH_END].iter().map(String::as_str);
+        let tail = items[items.len() - SHOWN_AT_EACH_END..].iter().map(String::as_str);
+        head.chain(std::iter::once("...")).chain(tail).collect()
+    };
+    let indent = " ".repeat(first_prefix.len() + 1);
+    let mut out = format!("{first_prefix}[");
+    let mut line_length = out.len();
+    for (index, item) in shown.iter().enumerate() {
+        let last = index + 1 == shown.len();
+        let piece = if last { format!("{item}]") } else { format!("{item},") };
+        if index > 0 {
+            if line_length + 1 + piece.len() > LINE_WIDTH {
+                out.push('\n');
+                out.push_str(&indent);
+                line_length = indent.len();
+            } else {
+                out.push(' ');
+                line_length += 1;
+            }
+        }
+        out.push_str(&piece);
+        line_length += piece.len();
+    }
+    if shown.is_empty() {
+        out.push(']');
+    }
+    out.push('\n');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workgroups_parse_one_to_three_numbers() {
+        assert_eq!(parse_workgroups("4"), Ok([4, 1, 1]));
+        assert_eq!(parse_workgroups("4, 2"), Ok([4, 2, 1]));
+        assert_eq!(parse_workgroups("4,2,3"), Ok([4, 2, 3]));
+        assert!(parse_workgroups("4,2,3,1").is_err());
+        assert!(parse_workgroups("x").is_err());
+        assert!(parse_workgroups("-1").is_err());
+    }
+
+    #[test]
+    fn json_keeps_arrays_of_scalars_on_one_line() {
+        let value = serde_json::json!({
+            "a": [1, 2.5, "NaN"],
+            "b": [{"c": [], "d": "x,]}[\\\"y"}, {}],
+            "e": {"f": null},
+            "g": []
+        });
+        let text = json_with_inline_arrays(&value).unwrap_or_default();
+        assert_eq!(
+            text,
+            "{\n  \"a\": [1, 2.5, \"NaN\"],\n  \"b\": [\n    {\n      \"c\": [],\n      \"d\": \"x,]}[\\\\\\\"y\"\n    },\n    {}\n  ],\n  \"e\": {\n    \"f\": null\n  },\n  \"g\": []\n}\n"
+        );
+        let back: Value = serde_json::from_str(&text).unwrap_or_default();
+        assert_eq!(back, value);
+    }
+
+    #[test]
+    fn long_lists_are_cut_and_wrapped() {
+        let items: Vec<String> = (0..100).map(|i| i.to_string()).collect();
+        assert_eq!(
+            wrap_list(&items, false, "  "),
+            "  [0, 1, 2, 3, 4, 5, 6, 7, ..., 92, 93, 94, 95, 96, 97, 98, 99]\n"
+        );
+        let wrapped = wrap_list(&items, true, "  ");
+        assert!(wrapped.lines().all(|line| line.len() <= LINE_WIDTH), "{wrapped}");
+        assert!(wrapped.lines().skip(1).all(|line| line.starts_with("   ")), "{wrapped}");
+        assert!(wrapped.ends_with("99]\n"));
+        assert_eq!(wrap_list(&[], false, "  "), "  []\n");
+    }
+}
