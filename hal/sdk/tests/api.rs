@@ -2,23 +2,14 @@
 //! misuse. The same checks run through the loaded plugin at the end, to show that the C ABI
 //! carries kinds and messages unchanged.
 
-use std::sync::Arc;
-use xhal::cpu::{CpuBackend, CpuConfig};
+mod support;
+
 use xhal::{Device, ErrorKind, KernelFormat, Launch, Policy, Runtime, Selector};
 
-const MEMORY: u64 = 64 << 20;
+const MEMORY: u64 = support::TEST_DEVICE_MEMORY;
 
 fn runtime_with(devices: u32) -> Runtime {
-    Runtime::builder()
-        .without_plugin_search()
-        .without_static_backends()
-        .backend(Arc::new(CpuBackend::with_config(CpuConfig {
-            devices,
-            memory_per_device: MEMORY,
-        })))
-        .device_selector(None)
-        .build()
-        .expect("runtime over a provided CPU backend")
+    support::static_cpu_runtime(devices)
 }
 
 fn cpu_device() -> Device {
@@ -386,24 +377,7 @@ fn every_choice_explains_itself() {
 
 #[test]
 fn the_loaded_plugin_reports_the_same_errors_as_the_static_backend() {
-    let exe = std::env::current_exe().unwrap();
-    let plugin = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .unwrap()
-        .join("libxhal_cpu.so");
-    assert!(
-        plugin.is_file(),
-        "{} is missing: run `cargo build --workspace` first",
-        plugin.display()
-    );
-    let runtime = Runtime::builder()
-        .without_plugin_search()
-        .without_static_backends()
-        .plugin(&plugin)
-        .device_selector(None)
-        .build()
-        .unwrap();
+    let runtime = support::plugin_cpu_runtime();
     let device = runtime.open("cpu", 0).unwrap();
     let stream = device.create_stream().unwrap();
     let module = device

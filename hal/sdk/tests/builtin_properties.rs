@@ -8,16 +8,15 @@
 //! 32 proptest cases per property keep the suite fast; failures shrink (within a bounded
 //! number of steps) and print the offending inputs.
 
+mod support;
 #[path = "corpus/wgsl_rules.rs"]
 mod wgsl_rules;
 
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
-use std::sync::Arc;
 use wgsl_rules as rules;
-use xhal::cpu::{CpuBackend, CpuConfig};
-use xhal::{Device, Launch, Module, Runtime, Stream};
+use xhal::{Device, Launch, Module, Stream};
 
 /// Invocations per launch: 4 workgroups of 64.
 const BATCH: usize = 256;
@@ -116,18 +115,7 @@ struct Fixture {
 
 impl Fixture {
     fn new() -> Fixture {
-        let device = Runtime::builder()
-            .without_plugin_search()
-            .without_static_backends()
-            .backend(Arc::new(CpuBackend::with_config(CpuConfig {
-                devices: 1,
-                memory_per_device: 64 << 20,
-            })))
-            .device_selector(None)
-            .build()
-            .expect("a runtime with the static CPU backend")
-            .open("cpu", 0)
-            .expect("cpu:0");
+        let device = support::static_cpu_device();
         let stream = device.create_stream().expect("stream");
         let module = device.load_wgsl(KERNELS).expect("the property kernels load");
         Fixture { device, stream, module }

@@ -18,6 +18,7 @@
 
 #[path = "corpus/harness.rs"]
 mod harness;
+mod support;
 #[path = "corpus/wgsl_rules.rs"]
 mod wgsl_rules;
 

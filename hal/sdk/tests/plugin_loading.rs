@@ -4,31 +4,14 @@
 //! The plugins are cdylibs of this workspace; `make test` builds them first
 //! (`cargo build --workspace`). A missing one fails the test with that instruction.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use xhal::plugin::load_plugin;
 use xhal::{Backend, ErrorKind, Runtime};
 
-/// `target/<profile>`, found from this test binary's own path (`target/<profile>/deps/...`).
-fn target_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    exe.parent()
-        .and_then(Path::parent)
-        .map(Path::to_path_buf)
-        .expect("test binary lives in target/<profile>/deps")
-}
-
-fn built_library(file: &str) -> PathBuf {
-    let path = target_dir().join(file);
-    assert!(
-        path.is_file(),
-        "{} is missing: run `cargo build --workspace` (as `make test` does) before the tests",
-        path.display()
-    );
-    path
-}
-
 fn zoo(name: &str) -> PathBuf {
-    built_library(&format!("libxhal_zoo_{name}.so"))
+    support::built_library(&format!("libxhal_zoo_{name}.so"))
 }
 
 fn load_error(path: &Path) -> xhal::Error {
@@ -138,7 +121,7 @@ fn a_panicking_rust_plugin_reports_errors_and_the_host_survives() {
 
 #[test]
 fn loading_the_same_file_twice_gives_the_same_plugin() {
-    let path = built_library("libxhal_cpu.so");
+    let path = support::built_library("libxhal_cpu.so");
     let first = load_plugin(&path).expect("cpu plugin loads");
     let second = load_plugin(&path).expect("cpu plugin loads again");
     assert!(std::sync::Arc::ptr_eq(&first.backend, &second.backend));
@@ -193,7 +176,7 @@ fn serde_like(outcome: &xhal::PluginOutcome) -> String {
 
 #[test]
 fn a_plugin_takes_precedence_over_the_builtin_of_the_same_name() {
-    let path = built_library("libxhal_cpu.so");
+    let path = support::built_library("libxhal_cpu.so");
     let runtime = Runtime::builder()
         .without_plugin_search()
         .plugin(&path)

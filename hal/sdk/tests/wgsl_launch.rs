@@ -2,9 +2,9 @@
 //! a backend is called, and each mismatch names the kernel, the argument and what was
 //! expected. The kernels then run on the CPU reference backend, static and as a plugin.
 
-use std::sync::Arc;
-use xhal::cpu::{CpuBackend, CpuConfig};
-use xhal::{Device, ErrorKind, Launch, Runtime};
+mod support;
+
+use xhal::{Device, ErrorKind, Launch};
 
 const SAXPY: &str = r#"
 struct Params {
@@ -40,18 +40,7 @@ fn fixed(@builtin(global_invocation_id) id: vec3<u32>) {
 "#;
 
 fn cpu_device() -> Device {
-    Runtime::builder()
-        .without_plugin_search()
-        .without_static_backends()
-        .backend(Arc::new(CpuBackend::with_config(CpuConfig {
-            devices: 1,
-            memory_per_device: 64 << 20,
-        })))
-        .device_selector(None)
-        .build()
-        .expect("runtime")
-        .open("cpu", 0)
-        .expect("cpu:0")
+    support::static_cpu_device()
 }
 
 fn run_saxpy(device: &Device) {
@@ -83,25 +72,7 @@ fn saxpy_runs_on_the_static_cpu_backend() {
 
 #[test]
 fn saxpy_runs_through_the_cpu_plugin() {
-    let exe = std::env::current_exe().unwrap();
-    let plugin = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .unwrap()
-        .join("libxhal_cpu.so");
-    assert!(
-        plugin.is_file(),
-        "{} is missing: run `cargo build --workspace` first",
-        plugin.display()
-    );
-    let runtime = Runtime::builder()
-        .without_plugin_search()
-        .without_static_backends()
-        .plugin(&plugin)
-        .device_selector(None)
-        .build()
-        .unwrap();
-    run_saxpy(&runtime.open("cpu", 0).unwrap());
+    run_saxpy(&support::plugin_cpu_device());
 }
 
 fn launch_error(build: impl FnOnce(&Device, &xhal::Kernel) -> xhal::Result<()>) -> xhal::Error {

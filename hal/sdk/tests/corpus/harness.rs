@@ -6,10 +6,7 @@
 //! compares, reporting every mismatch with its index, the observed and the expected value.
 
 use std::ops::Range;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use xhal::cpu::{CpuBackend, CpuConfig};
-use xhal::{Buffer, Device, ErrorKind, Features, Launch, Runtime};
+use xhal::{Buffer, Device, ErrorKind, Features, Launch};
 
 /// The contents of one buffer, typed as the kernel sees its elements. `F16` holds IEEE
 /// binary16 bit patterns (Rust has no stable `f16`).
@@ -293,49 +290,7 @@ impl Case {
     }
 }
 
-/// A runtime holding only the static CPU backend, and its device 0.
-pub fn static_cpu_device() -> Device {
-    Runtime::builder()
-        .without_plugin_search()
-        .without_static_backends()
-        .backend(Arc::new(CpuBackend::with_config(CpuConfig {
-            devices: 1,
-            memory_per_device: 64 << 20,
-        })))
-        .device_selector(None)
-        .build()
-        .expect("a runtime with the static CPU backend")
-        .open("cpu", 0)
-        .expect("cpu:0")
-}
-
-/// `target/<profile>`, found from this test binary's own path (`target/<profile>/deps/...`).
-fn target_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    exe.parent()
-        .and_then(Path::parent)
-        .map(Path::to_path_buf)
-        .expect("test binary lives in target/<profile>/deps")
-}
-
-/// Device 0 of the CPU plugin `libxhal_cpu.so`, loaded through the C ABI.
-pub fn plugin_cpu_device() -> Device {
-    let plugin = target_dir().join("libxhal_cpu.so");
-    assert!(
-        plugin.is_file(),
-        "{} is missing: run `cargo build --workspace` first",
-        plugin.display()
-    );
-    Runtime::builder()
-        .without_plugin_search()
-        .without_static_backends()
-        .plugin(&plugin)
-        .device_selector(None)
-        .build()
-        .expect("a runtime with the CPU plugin")
-        .open("cpu", 0)
-        .expect("cpu:0 of the plugin")
-}
+pub use crate::support::{plugin_cpu_device, static_cpu_device};
 
 /// Runs `case` on `device` and checks every expectation; panics with every mismatch.
 pub fn run(device: &Device, case: &Case) {
