@@ -92,6 +92,10 @@ pub(crate) struct Machine<'a> {
     all: Mask,
     /// `local_invocation_id` per lane, computed once.
     local_ids: [Vec<u32>; 3],
+    /// The workgroup id whose components the id builtins' registers hold, per component
+    /// (nothing writes those registers but `run_workgroup`, so an unchanged component,
+    /// like y and z between neighbouring workgroups, needs no rewrite).
+    loaded: [Option<u32>; 3],
 }
 
 /// Instructions (and loop iterations) between clock reads: a few hundred microseconds of
@@ -121,6 +125,7 @@ impl<'a> Machine<'a> {
             ticks: 0,
             all: Mask::full(lanes),
             local_ids: [Vec::new(), Vec::new(), Vec::new()],
+            loaded: [None; 3],
         };
         let [sx, sy, _] = program.workgroup_size.map(|size| size as usize);
         for (component, ids) in machine.local_ids.iter_mut().enumerate() {
@@ -169,9 +174,15 @@ impl<'a> Machine<'a> {
     /// Runs workgroup `id` to completion.
     pub(crate) fn run_workgroup(&mut self, id: [u32; 3]) -> Result<(), Stop> {
         let program = self.program;
+        let fresh = id.map(Some);
+        // Unknown until every write below is done (a fault may stop half-way).
+        let previous = std::mem::take(&mut self.loaded);
         for (builtin, regs) in &program.builtins {
             for (component, reg) in regs.iter().enumerate() {
                 let group = id.get(component).copied().unwrap_or(0);
+                if previous.get(component) == fresh.get(component) {
+                    continue;
+                }
                 match builtin {
                     Builtin::WorkgroupId => self.fill(*reg, group)?,
                     Builtin::GlobalInvocationId => {
@@ -191,6 +202,7 @@ impl<'a> Machine<'a> {
                 }
             }
         }
+        self.loaded = fresh;
         self.shared.fill(0);
         let all = self.all;
         let every = Active {
@@ -406,29 +418,13 @@ impl<'a> Machine<'a> {
     /// The active lanes where boolean register `reg` is true.
     fn mask_of(&self, reg: Reg, within: &Mask) -> Exec<Mask> {
         let column = self.column(reg)?;
-        let mut mask = Mask::EMPTY;
-        for ((word, chunk), limit) in mask.0.iter_mut().zip(column.chunks(64)).zip(within.0) {
-            let mut bits = 0u64;
-            for (i, value) in chunk.iter().enumerate() {
-                bits |= u64::from(*value != 0) << i;
-            }
-            *word = bits & limit;
-        }
-        Ok(mask)
+        Ok(lanes_where(column, within, |value| value != 0))
     }
 
     /// The active lanes where `reg` equals `value`.
     fn mask_equal(&self, reg: Reg, value: u32, within: &Mask) -> Exec<Mask> {
         let column = self.column(reg)?;
-        let mut mask = Mask::EMPTY;
-        for ((word, chunk), limit) in mask.0.iter_mut().zip(column.chunks(64)).zip(within.0) {
-            let mut bits = 0u64;
-            for (i, lane_value) in chunk.iter().enumerate() {
-                bits |= u64::from(*lane_value == value) << i;
-            }
-            *word = bits & limit;
-        }
-        Ok(mask)
+        Ok(lanes_where(column, within, |lane_value| lane_value == value))
     }
 
     // ---- registers -------------------------------------------------------------------
@@ -494,6 +490,41 @@ impl<'a> Machine<'a> {
             HostSpace::Immediate => Ok(&self.launch.immediate),
         }
     }
+}
+
+/// The lanes of `within` whose word in `column` satisfies `test`, eight lanes at a time.
+#[inline(always)]
+fn lanes_where(column: &[u32], within: &Mask, test: impl Fn(u32) -> bool) -> Mask {
+    // Uniform conditions (every lane or none: loop bounds, guards that hold for the whole
+    // workgroup) are the common case; a vectorisable count settles them without packing
+    // bits. `within` has no lanes beyond the column's.
+    let count = column.iter().fold(0u32, |count, value| count + u32::from(test(*value)));
+    if count == 0 {
+        return Mask::EMPTY;
+    }
+    if count as usize == column.len() {
+        return *within;
+    }
+    let mut mask = Mask::EMPTY;
+    for ((word, chunk), limit) in mask.0.iter_mut().zip(column.chunks(64)).zip(within.0) {
+        let mut bits = 0u64;
+        let groups = chunk.chunks_exact(8);
+        let tail = groups.remainder();
+        for (g, group) in groups.enumerate() {
+            // A fixed-size group with constant shifts: compiles to a compare and a movemask.
+            let mut gathered = 0u64;
+            for (i, value) in group.iter().enumerate() {
+                gathered |= u64::from(test(*value)) << i;
+            }
+            bits |= gathered << (8 * g);
+        }
+        let start = chunk.len() - tail.len();
+        for (i, value) in tail.iter().enumerate() {
+            bits |= u64::from(test(*value)) << (start + i);
+        }
+        *word = bits & limit;
+    }
+    mask
 }
 
 pub(super) fn internal(what: &str) -> Error {

@@ -156,8 +156,21 @@ impl Machine<'_> {
                     self.fill(dst, value)?;
                 }
                 Some(offset) => {
-                    let shared = &self.shared;
+                    let shared = self.shared.as_slice();
                     let (dst, [offsets]) = columns(&mut self.regs, lanes, dst, [offset])?;
+                    if active.full && fits(word as usize, offsets, shared.len()) {
+                        // Every lane's address is inside workgroup memory (checked once).
+                        let window = shared.get(word as usize..).unwrap_or_default();
+                        let mut blocks = dst.chunks_exact_mut(8);
+                        let mut sources = offsets.chunks_exact(8);
+                        for (d, o) in (&mut blocks).zip(&mut sources) {
+                            load_block(d, o, window);
+                        }
+                        for (d, o) in blocks.into_remainder().iter_mut().zip(sources.remainder()) {
+                            *d = window.get(*o as usize).copied().unwrap_or(0);
+                        }
+                        return Ok(());
+                    }
                     active.each(|lane| {
                         let address = word as usize + offsets[lane] as usize;
                         dst[lane] = *shared
@@ -169,7 +182,7 @@ impl Machine<'_> {
             },
             Instr::StoreShared { word, offset, src } => {
                 let regs = &self.regs;
-                let shared = &mut self.shared;
+                let shared = self.shared.as_mut_slice();
                 let offsets = match offset {
                     Some(reg) => Some(column(regs, lanes, reg)?),
                     None => None,
@@ -178,6 +191,18 @@ impl Machine<'_> {
                     Operand::Reg(reg) => Some(column(regs, lanes, reg)?),
                     Operand::Imm(_) => None,
                 };
+                if let (true, Some(offsets), Some(values)) = (active.full, offsets, values) {
+                    if fits(word as usize, offsets, shared.len()) {
+                        // Every lane's address is inside workgroup memory (checked once).
+                        let base = word as usize;
+                        for (o, v) in offsets.iter().zip(values) {
+                            if let Some(slot) = shared.get_mut(base + *o as usize) {
+                                *slot = *v;
+                            }
+                        }
+                        return Ok(());
+                    }
+                }
                 active.each(|lane| {
                     let address = word as usize + offsets.map_or(0, |o| o[lane] as usize);
                     let value = match (values, src) {
@@ -208,6 +233,50 @@ impl Machine<'_> {
                 };
                 let (dst, [offsets]) = columns(&mut self.regs, lanes, dst, [offset])?;
                 let base = byte as usize;
+                if active.full && kind == HostKind::Word {
+                    if let Some(end) = span(base, offsets, view.size) {
+                        // Every lane's word is inside the view (checked once, above):
+                        // straight loops without per-lane fault paths.
+                        let run = contiguous(base, offsets);
+                        match view.bytes {
+                            HostBytes::Exclusive(words) if end <= words.len() * 4 => {
+                                if let Some(run) = run.and_then(|first| words.get(first / 4..)) {
+                                    // Consecutive words, one per lane: no per-lane address.
+                                    for (d, w) in dst.iter_mut().zip(run) {
+                                        *d = u32::from_le(w.load(Relaxed));
+                                    }
+                                    return Ok(());
+                                }
+                                for (d, o) in dst.iter_mut().zip(offsets) {
+                                    let address = base + *o as usize;
+                                    *d = words.get(address / 4).map_or(0, |w| u32::from_le(w.load(Relaxed)));
+                                }
+                                return Ok(());
+                            }
+                            HostBytes::Shared(bytes) if end <= bytes.len() => {
+                                if let Some(run) = run.and_then(|first| bytes.get(first..end)) {
+                                    // Consecutive words, one per lane: a vectorisable copy.
+                                    for (d, w) in dst.iter_mut().zip(run.chunks_exact(4)) {
+                                        *d = match *w {
+                                            [b0, b1, b2, b3] => u32::from_le_bytes([b0, b1, b2, b3]),
+                                            _ => 0,
+                                        };
+                                    }
+                                    return Ok(());
+                                }
+                                for (d, o) in dst.iter_mut().zip(offsets) {
+                                    let address = base + *o as usize;
+                                    *d = match bytes.get(address..address + 4) {
+                                        Some(&[b0, b1, b2, b3]) => u32::from_le_bytes([b0, b1, b2, b3]),
+                                        _ => 0,
+                                    };
+                                }
+                                return Ok(());
+                            }
+                            _ => {}
+                        }
+                    }
+                }
                 let result = match (view.bytes, kind) {
                     // The common case, without per-lane dispatch on the view's kind.
                     (HostBytes::Exclusive(words), HostKind::Word) => active.each(|lane| {
@@ -259,6 +328,26 @@ impl Machine<'_> {
                 if let (HostBytes::Exclusive(words), HostKind::Word, Some(offsets), Some(values)) =
                     (view.bytes, kind, offsets, values)
                 {
+                    if active.full {
+                        if let Some(end) = span(base, offsets, view.size) {
+                            if end <= words.len() * 4 {
+                                // Every lane's word is inside the view (checked once, above).
+                                if let Some(run) = contiguous(base, offsets).and_then(|first| words.get(first / 4..)) {
+                                    // Consecutive words, one per lane: no per-lane address.
+                                    for (w, v) in run.iter().zip(values) {
+                                        w.store(v.to_le(), Relaxed);
+                                    }
+                                    return Ok(());
+                                }
+                                for (o, v) in offsets.iter().zip(values) {
+                                    if let Some(word) = words.get((base + *o as usize) / 4) {
+                                        word.store(v.to_le(), Relaxed);
+                                    }
+                                }
+                                return Ok(());
+                            }
+                        }
+                    }
                     // The common case, without per-lane dispatch.
                     let result = active.each(|lane| {
                         let address = base.wrapping_add(offsets[lane] as usize);
@@ -407,5 +496,63 @@ impl Machine<'_> {
             "kernel `{}`: {what}: byte offset {byte} is outside the {size}-byte view",
             self.program.name
         )))
+    }
+}
+
+/// For word accesses at `base + offsets[lane]` on every lane: when every address is 4-byte
+/// aligned and its word ends within `size` bytes, the end of the furthest word (so one
+/// check covers all lanes); `None` when some lane may not be (the per-lane path decides).
+/// Branch-free over the lanes, so it vectorises.
+#[inline]
+fn span(base: usize, offsets: &[u32], size: usize) -> Option<usize> {
+    let (max, bits) = offsets
+        .iter()
+        .fold((0u32, 0u32), |(max, bits), o| (max.max(*o), bits | *o));
+    let end = base.checked_add(max as usize)?.checked_add(4)?;
+    ((base | bits as usize) & 3 == 0 && end <= size).then_some(end)
+}
+
+/// Whether `base + offsets[lane]` is below `len` on every lane (branch-free, vectorises).
+#[inline]
+fn fits(base: usize, offsets: &[u32], len: usize) -> bool {
+    let max = offsets.iter().copied().fold(0u32, u32::max);
+    base.checked_add(max as usize).is_some_and(|end| end < len)
+}
+
+/// When lane `l` addresses byte `base + offsets[0] + 4 * l` (consecutive words, the
+/// commonest pattern), that first address. Branch-free over the lanes, so it vectorises.
+/// Only meaningful after [`span`] accepted the same offsets: the lanes' words then lie, in
+/// order, from the first address to the span's end.
+#[inline]
+fn contiguous(base: usize, offsets: &[u32]) -> Option<usize> {
+    let first = *offsets.first()?;
+    let mut differ = 0u32;
+    for (lane, offset) in offsets.iter().enumerate() {
+        differ |= offset ^ first.wrapping_add((lane as u32).wrapping_mul(4));
+    }
+    // No wrap-around past `u32::MAX`, so the addresses increase with the lane.
+    let last = u64::from(first) + 4 * (offsets.len() as u64 - 1);
+    (differ == 0 && last <= u64::from(u32::MAX)).then(|| base + first as usize)
+}
+
+/// Eight lanes of a workgroup-memory load whose addresses `offsets` are all inside
+/// `window`: one word for all (a broadcast), eight consecutive words (a copy), or a gather.
+#[inline(always)]
+fn load_block(dst: &mut [u32], offsets: &[u32], window: &[u32]) {
+    let first = offsets.first().copied().unwrap_or(0);
+    let (mut same, mut consecutive) = (0u32, 0u32);
+    for (lane, offset) in offsets.iter().enumerate() {
+        same |= offset ^ first;
+        consecutive |= offset ^ first.wrapping_add(lane as u32);
+    }
+    let start = first as usize;
+    if same == 0 {
+        dst.fill(window.get(start).copied().unwrap_or(0));
+    } else if let (0, Some(source)) = (consecutive, window.get(start..start + dst.len())) {
+        dst.copy_from_slice(source);
+    } else {
+        for (d, o) in dst.iter_mut().zip(offsets) {
+            *d = window.get(*o as usize).copied().unwrap_or(0);
+        }
     }
 }

@@ -50,6 +50,7 @@ impl Mask {
 
 /// The destination column and `N` source columns of a register file, which must all differ
 /// from it (the compiler never reuses a register, so an overlap is a bug, reported as one).
+#[inline(always)]
 pub(super) fn columns<const N: usize>(
     regs: &mut [u32],
     lanes: usize,
@@ -77,6 +78,7 @@ pub(super) fn columns<const N: usize>(
 }
 
 /// Column `reg` of a register file.
+#[inline]
 pub(super) fn column(regs: &[u32], lanes: usize, reg: Reg) -> Result<&[u32], Error> {
     let start = reg as usize * lanes;
     regs.get(start..start + lanes)
@@ -116,6 +118,11 @@ impl Active<'_> {
 /// The first active lane's index that is not below `length`.
 pub(super) fn first_out_of_bounds(indices: &[u32], active: Active<'_>, length: u64) -> Option<u32> {
     if active.full {
+        // A branch-free (vectorisable) maximum first; the search only runs on a fault.
+        let max = indices.iter().copied().fold(0u32, u32::max);
+        if u64::from(max) < length {
+            return None;
+        }
         return indices.iter().copied().find(|i| u64::from(*i) >= length);
     }
     let mut found = None;
