@@ -222,8 +222,9 @@ typedef struct XhalLaunchInfo {
   size_t scalar_size;
 } XhalLaunchInfo;
 
-// The table a plugin hands to the host. Entries are never null in a v1.0 plugin; the host
-// rejects a table whose v1.0 entries are not all present.
+// The table a plugin hands to the host from `xhal_plugin_query` (declared at the end of this
+// header). Entries are never null in a v1.0 plugin; the host rejects a table whose v1.0
+// entries are not all present. The plugin keeps the table alive for the life of the process.
 typedef struct XhalPluginApi {
   // Size of this struct as the plugin knows it; at least `XHAL_PLUGIN_API_V1_0_SIZE`.
   size_t struct_size;

@@ -254,8 +254,9 @@ pub struct XhalLaunchInfo {
 /// `error_free`. When it is null the plugin reports only the status.
 pub type XhalErrorOut = *mut *mut XhalError;
 
-/// The table a plugin hands to the host. Entries are never null in a v1.0 plugin; the host
-/// rejects a table whose v1.0 entries are not all present.
+/// The table a plugin hands to the host from `xhal_plugin_query` (declared at the end of this
+/// header). Entries are never null in a v1.0 plugin; the host rejects a table whose v1.0
+/// entries are not all present. The plugin keeps the table alive for the life of the process.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct XhalPluginApi {
