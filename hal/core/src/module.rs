@@ -326,7 +326,7 @@ impl<'a> Launch<'a> {
     /// The scalar block as the kernel expects it: members at their reflected offsets, or,
     /// without reflection, each scalar at its alignment and the block padded to the largest.
     /// Padding is zero so results never depend on leftover memory.
-    pub(crate) fn scalar_block(&self) -> Result<Vec<u8>> {
+    fn scalar_block(&self) -> Result<Vec<u8>> {
         match self.kernel.info() {
             Some(info) => self.scalar_block_from_reflection(info),
             None => Ok(self.scalar_block_sequential()),
@@ -395,18 +395,21 @@ impl<'a> Launch<'a> {
     }
 
     /// Checks the arguments against the kernel's interface (when reflected) and the device's
-    /// limits.
-    pub(crate) fn validate_for(&self, device: &DeviceShared) -> Result<()> {
+    /// limits, and returns the scalar block to pass, built once.
+    pub(crate) fn validate_for(&self, device: &DeviceShared) -> Result<Vec<u8>> {
         if let Some(error) = &self.error {
             return Err(error.clone());
         }
         if let Some(info) = self.kernel.info() {
-            self.validate_against(info)?;
+            self.validate_buffers_against(info)?;
         }
-        self.validate_limits(device)
+        let scalars = self.scalar_block()?;
+        self.validate_limits(device, scalars.len())?;
+        Ok(scalars)
     }
 
-    fn validate_against(&self, info: &EntryPointInfo) -> Result<()> {
+    /// Buffers in binding order, then scalars; every view large enough for its binding.
+    fn validate_buffers_against(&self, info: &EntryPointInfo) -> Result<()> {
         let name = self.kernel.name();
         let expected = &info.buffers;
         // Buffers come first, in binding order, then the scalars: name the first argument
@@ -458,10 +461,10 @@ impl<'a> Launch<'a> {
                 )));
             }
         }
-        self.scalar_block_from_reflection(info).map(drop)
+        Ok(())
     }
 
-    fn validate_limits(&self, device: &DeviceShared) -> Result<()> {
+    fn validate_limits(&self, device: &DeviceShared, scalar_size: usize) -> Result<()> {
         let name = self.kernel.name();
         let info = &device.info;
         for (axis, (&count, &max)) in ["x", "y", "z"]
@@ -496,7 +499,6 @@ impl<'a> Launch<'a> {
                 )));
             }
         }
-        let scalar_size = self.scalar_block()?.len();
         if info.max_scalar_block_size > 0 && scalar_size > info.max_scalar_block_size as usize {
             return Err(Error::invalid_argument(format!(
                 "kernel `{name}`: scalar block of {scalar_size} bytes exceeds the device limit {}",

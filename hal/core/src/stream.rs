@@ -261,7 +261,7 @@ impl Stream {
         self.shared
             .device
             .check_same_device(&kernel.module_device(), &format!("kernel `{}`", kernel.name()))?;
-        launch.validate_for(&self.shared.device)?;
+        let scalars = launch.validate_for(&self.shared.device)?;
         let mut keep: Vec<InFlight> = Vec::with_capacity(launch.buffers().len() + 1);
         let mut args: Vec<BufferArg> = Vec::with_capacity(launch.buffers().len());
         for (position, binding) in launch.buffers().iter().enumerate() {
@@ -286,7 +286,6 @@ impl Stream {
             keep.push(binding.memory.clone() as InFlight);
         }
         keep.push(kernel.keepalive());
-        let scalars = launch.scalar_block()?;
         self.enqueue("launch", keep, |device, stream| {
             device.backend.stream_launch(
                 stream,

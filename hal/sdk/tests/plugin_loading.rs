@@ -152,7 +152,7 @@ fn discovery_survives_a_folder_of_broken_plugins() {
             .plugins
             .iter()
             .find(|attempt| attempt.path.file_name().and_then(|n| n.to_str()) == Some(file))
-            .map(|attempt| serde_like(&attempt.outcome))
+            .map(|attempt| outcome_text(&attempt.outcome))
             .unwrap_or_else(|| panic!("{file} not in the report: {report:?}"))
     };
     assert!(outcome_of("libxhal_garbage.so").contains("not a loadable shared library"));
@@ -170,7 +170,7 @@ fn discovery_survives_a_folder_of_broken_plugins() {
     assert_eq!(stream.read_to_vec(&buffer).expect("download"), [7, 8, 9]);
 }
 
-fn serde_like(outcome: &xhal::PluginOutcome) -> String {
+fn outcome_text(outcome: &xhal::PluginOutcome) -> String {
     format!("{outcome:?}")
 }
 

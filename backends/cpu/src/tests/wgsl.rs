@@ -70,7 +70,7 @@ fn run(source: &str, entry: &str, workgroups: [u32; 3], inputs: &[Vec<u8>], scal
         .unwrap_or_else(|error| panic!("{entry}: {error}"))
 }
 
-const SAXPY: &str = r#"
+pub(super) const SAXPY: &str = r#"
 struct Params { a: f32, n: u32 }
 var<immediate> params: Params;
 @group(0) @binding(0) var<storage, read> x: array<f32>;
