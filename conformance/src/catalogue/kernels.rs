@@ -1,0 +1,7 @@
+//! The `kernels` area.
+
+use crate::test_case::TestCase;
+
+pub(super) fn tests() -> Vec<TestCase> {
+    vec![]
+}

@@ -1,0 +1,7 @@
+//! The `streams` area.
+
+use crate::test_case::TestCase;
+
+pub(super) fn tests() -> Vec<TestCase> {
+    vec![]
+}

@@ -1,0 +1,1 @@
+//! The performance profile: informational figures a report carries.
