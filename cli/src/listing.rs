@@ -90,16 +90,9 @@ pub fn format_bytes(bytes: u64) -> String {
     format!("{bytes} bytes")
 }
 
-/// Feature names in the order of [`Features::ALL`], then any bits this host does not know as
-/// one hex value, so that nothing a plugin reports is silently dropped.
+/// Feature names in the order of [`Features::ALL`], then any unknown bits as one hex value.
 pub fn feature_names(features: Features) -> Vec<String> {
-    let mut names: Vec<String> = features.names().into_iter().map(str::to_owned).collect();
-    let known = Features::ALL.iter().fold(0u64, |bits, (feature, _)| bits | feature.0);
-    let unknown = features.0 & !known;
-    if unknown != 0 {
-        names.push(format!("{unknown:#x}"));
-    }
-    names
+    features.describe()
 }
 
 /// `major.minor`.
@@ -181,34 +174,13 @@ impl From<&ListedBackend> for BackendJson {
     }
 }
 
-/// Everything [`DeviceInfo`] holds, with names for features and kernel formats and the uuid
-/// as text. Sizes are raw bytes.
+/// Everything [`DeviceInfo`] holds (see its `Serialize`), with the device's label and index.
 #[derive(Debug, Serialize)]
 pub struct DeviceJson {
     pub label: String,
     pub index: u32,
-    pub name: String,
-    pub vendor: String,
-    pub vendor_id: u32,
-    pub device_id: u32,
-    #[serde(rename = "type")]
-    pub device_type: &'static str,
-    pub uuid: String,
-    pub pci_bus_id: Option<String>,
-    pub driver_version: String,
-    pub total_memory: u64,
-    pub free_memory: u64,
-    pub max_allocation_size: u64,
-    pub max_workgroup_size: [u32; 3],
-    pub max_workgroup_invocations: u32,
-    pub max_workgroup_count: [u32; 3],
-    pub max_workgroup_memory: u32,
-    pub subgroup_size: u32,
-    pub max_buffer_arguments: u32,
-    pub max_scalar_block_size: u32,
-    pub buffer_offset_alignment: u32,
-    pub features: Vec<String>,
-    pub kernel_formats: Vec<String>,
+    #[serde(flatten)]
+    pub info: DeviceInfo,
 }
 
 impl DeviceJson {
@@ -216,27 +188,7 @@ impl DeviceJson {
         DeviceJson {
             label: format!("{backend}:{index}"),
             index,
-            name: info.name.clone(),
-            vendor: info.vendor.clone(),
-            vendor_id: info.vendor_id,
-            device_id: info.device_id,
-            device_type: info.device_type.name(),
-            uuid: info.uuid_string(),
-            pci_bus_id: info.pci_bus_id.clone(),
-            driver_version: info.driver_version.clone(),
-            total_memory: info.total_memory,
-            free_memory: info.free_memory,
-            max_allocation_size: info.max_allocation_size,
-            max_workgroup_size: info.max_workgroup_size,
-            max_workgroup_invocations: info.max_workgroup_invocations,
-            max_workgroup_count: info.max_workgroup_count,
-            max_workgroup_memory: info.max_workgroup_memory,
-            subgroup_size: info.subgroup_size,
-            max_buffer_arguments: info.max_buffer_arguments,
-            max_scalar_block_size: info.max_scalar_block_size,
-            buffer_offset_alignment: info.buffer_offset_alignment,
-            features: feature_names(info.features),
-            kernel_formats: info.kernel_formats.iter().map(|f| f.name()).collect(),
+            info: info.clone(),
         }
     }
 }

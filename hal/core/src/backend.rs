@@ -154,6 +154,18 @@ impl Features {
             .collect()
     }
 
+    /// The names of the features set, then any bits this host does not know as one hex value,
+    /// so that nothing a backend reports is silently dropped.
+    pub fn describe(self) -> Vec<String> {
+        let mut names: Vec<String> = self.names().into_iter().map(str::to_owned).collect();
+        let known = Features::ALL.iter().fold(0u64, |bits, (feature, _)| bits | feature.0);
+        let unknown = self.0 & !known;
+        if unknown != 0 {
+            names.push(format!("{unknown:#x}"));
+        }
+        names
+    }
+
     /// The feature called `name`, if this host knows it.
     pub fn from_name(name: &str) -> Option<Features> {
         Features::ALL
@@ -292,6 +304,42 @@ impl DeviceInfo {
             &hex[16..20],
             &hex[20..32]
         )
+    }
+}
+
+/// The information exactly as reported, with names added where the raw value is a code: the
+/// uuid as text, features and kernel formats both as names and as raw values, so a report
+/// shows what the backend said even when this host does not know a bit or a format.
+impl serde::Serialize for DeviceInfo {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut out = serializer.serialize_struct("DeviceInfo", 24)?;
+        out.serialize_field("name", &self.name)?;
+        out.serialize_field("vendor", &self.vendor)?;
+        out.serialize_field("vendor_id", &self.vendor_id)?;
+        out.serialize_field("device_id", &self.device_id)?;
+        out.serialize_field("type", self.device_type.name())?;
+        out.serialize_field("uuid", &self.uuid_string())?;
+        out.serialize_field("pci_bus_id", &self.pci_bus_id)?;
+        out.serialize_field("driver_version", &self.driver_version)?;
+        out.serialize_field("total_memory", &self.total_memory)?;
+        out.serialize_field("free_memory", &self.free_memory)?;
+        out.serialize_field("max_allocation_size", &self.max_allocation_size)?;
+        out.serialize_field("max_workgroup_size", &self.max_workgroup_size)?;
+        out.serialize_field("max_workgroup_invocations", &self.max_workgroup_invocations)?;
+        out.serialize_field("max_workgroup_count", &self.max_workgroup_count)?;
+        out.serialize_field("max_workgroup_memory", &self.max_workgroup_memory)?;
+        out.serialize_field("subgroup_size", &self.subgroup_size)?;
+        out.serialize_field("max_buffer_arguments", &self.max_buffer_arguments)?;
+        out.serialize_field("max_scalar_block_size", &self.max_scalar_block_size)?;
+        out.serialize_field("buffer_offset_alignment", &self.buffer_offset_alignment)?;
+        out.serialize_field("features", &self.features.describe())?;
+        out.serialize_field("feature_bits", &self.features.0)?;
+        let formats: Vec<String> = self.kernel_formats.iter().map(|format| format.name()).collect();
+        out.serialize_field("kernel_formats", &formats)?;
+        let codes: Vec<u32> = self.kernel_formats.iter().map(|format| format.0).collect();
+        out.serialize_field("kernel_format_codes", &codes)?;
+        out.end()
     }
 }
 

@@ -350,6 +350,15 @@ impl DeviceSelector {
         names
     }
 
+    /// True when the selector accepts device `index` of `backend`, of type `device_type`: no
+    /// term excludes it, and a positive term names it or there is no positive term.
+    pub fn accepts(&self, backend: &str, index: u32, device_type: DeviceType) -> bool {
+        matches!(
+            self.evaluate(backend, index, device_type),
+            Match::Term(_) | Match::Allowed
+        )
+    }
+
     fn has_positive_terms(&self) -> bool {
         self.terms.iter().any(|term| !term.negated)
     }
