@@ -4,7 +4,10 @@ CARGO ?= cargo
 PLUGINS := cpu
 PLUGIN_DIR := target/plugins
 
-.PHONY: all build plugins demo test fmt-check clippy header bench doc clean
+# Backends certified by `make cts`, each from its plugin file in target/plugins.
+CTS_BACKENDS := cpu
+
+.PHONY: all build plugins demo test cts fmt-check clippy header bench doc clean
 
 all: build
 
@@ -37,6 +40,16 @@ clippy:
 test: fmt-check clippy
 	$(CARGO) build --workspace
 	$(CARGO) test --workspace
+
+# Certifies every backend plugin with xhal-cts; reports in target/cts/<backend>/. Fails on
+# any failure, crash or timeout.
+cts: build
+	@status=0; for backend in $(CTS_BACKENDS); do \
+		known=conformance/known-failures/$$backend.toml; \
+		if [ -f $$known ]; then known_args="--known-failures $$known"; else known_args=""; fi; \
+		target/release/xhal-cts run --plugin $(PLUGIN_DIR)/libxhal_$$backend.so \
+			--report target/cts/$$backend $$known_args || status=1; \
+	done; exit $$status
 
 # Regenerates include/xhal.h after a change to hal/abi.
 header:

@@ -202,7 +202,9 @@ pub fn check_close(actual: &[f32], expected: &[f32], tolerance: f32, what: &str)
     }
     let far = |(a, e): (&f32, &f32)| {
         let scale = a.abs().max(e.abs()).max(1.0);
-        !((a - e).abs() <= tolerance * scale)
+        // Written as "not close" so that a NaN on either side counts as far.
+        let close = (a - e).abs() <= tolerance * scale;
+        !close
     };
     let mut differing = actual.iter().zip(expected).enumerate().filter(|(_, pair)| far(*pair));
     match differing.next() {
