@@ -1,0 +1,44 @@
+//! The memory, streams, events, concurrency and stress areas against the CPU reference
+//! backend: once as the backend comes by default, once as a small two-device configuration
+//! where the exhaustion and cross-device tests run instead of skipping.
+
+use std::sync::Arc;
+use std::time::Duration;
+use xhal_conformance::*;
+
+const AREAS: [&str; 5] = ["memory", "streams", "events", "concurrency", "stress"];
+
+fn run_areas(expect_no_skips: bool) {
+    let target = Arc::new(Target::open(&TargetSpec::Backend("cpu".into())).expect("the cpu backend"));
+    let cases: Vec<TestCase> = catalogue()
+        .into_iter()
+        .filter(|case| AREAS.contains(&case.area()))
+        .collect();
+    let records = run_in_process(
+        target,
+        0,
+        &cases,
+        &KnownFailurePolicy::default(),
+        Duration::from_secs(120),
+        |_| {},
+    );
+    let bad: Vec<_> = records
+        .iter()
+        .filter(|record| match &record.outcome {
+            Outcome::Pass => false,
+            Outcome::Skipped { .. } => expect_no_skips,
+            _ => true,
+        })
+        .collect();
+    assert!(bad.is_empty(), "{bad:#?}");
+}
+
+#[test]
+fn runtime_areas_pass_on_the_cpu_backend() {
+    run_areas(false);
+    // Environment variables are read when a runtime is built; this is the file's only test,
+    // so nothing else reads them concurrently.
+    std::env::set_var("XHAL_CPU_DEVICES", "2");
+    std::env::set_var("XHAL_CPU_MEMORY", (64u64 << 20).to_string());
+    run_areas(true);
+}
