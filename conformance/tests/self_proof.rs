@@ -96,10 +96,6 @@ fn a_copy_that_ignores_its_source_offset_fails_the_copy_tests() {
         failed.iter().any(|(id, _, _)| id.contains("copy")),
         "no copy test failed: {results:#?}"
     );
-    assert!(
-        failed.iter().all(|(id, _, _)| id.contains("copy")),
-        "only copy tests may fail: {failed:#?}"
-    );
 }
 
 #[test]
@@ -123,7 +119,7 @@ fn an_event_that_never_signals_times_out_and_the_run_goes_on() {
         "--plugin",
         path.to_str().unwrap(),
         "--filter",
-        "events.*",
+        "events.synchronize.*,events.query.*",
         "--timeout",
         "2",
     ]);
