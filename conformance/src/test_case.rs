@@ -35,7 +35,9 @@ impl TestCase {
     /// The profile a pass counts towards: `core` for tests every device must pass, else the
     /// optional features the test needs, joined by `+`.
     pub fn profile(&self) -> String {
-        if self.requires.features.0 == 0 {
+        if let Some(profile) = self.requires.profile {
+            profile.to_string()
+        } else if self.requires.features.0 == 0 {
             "core".to_string()
         } else {
             self.requires.features.names().join("+")
@@ -57,11 +59,21 @@ impl Requirement {
     pub const CORE: Requirement = Requirement {
         features: Features(0),
         plugin_file: false,
+        profile: None,
     };
     /// The backend must be loaded from a plugin file.
     pub const PLUGIN_FILE: Requirement = Requirement {
         features: Features(0),
         plugin_file: true,
+        profile: None,
+    };
+    /// Every device runs it, but it counts towards the `ieee754` profile, not `core`: WGSL
+    /// lets an implementation assume that no NaN or infinity occurs and ignore the sign of
+    /// zero, so NaN, infinity and signed-zero behaviour is a promise beyond the language.
+    pub const IEEE754: Requirement = Requirement {
+        features: Features(0),
+        plugin_file: false,
+        profile: Some("ieee754"),
     };
 
     /// The device must claim `features`.
@@ -69,6 +81,7 @@ impl Requirement {
         Requirement {
             features,
             plugin_file: false,
+            profile: None,
         }
     }
 }

@@ -16,7 +16,11 @@ fn stderr(output: &Output) -> String {
 
 fn cpu_plugin() -> PathBuf {
     let path = Path::new(env!("CARGO_BIN_EXE_xhal-cts")).with_file_name("libxhal_cpu.so");
-    assert!(path.exists(), "{} is missing: run `cargo build --workspace` first", path.display());
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo build --workspace` first",
+        path.display()
+    );
     path
 }
 
@@ -31,7 +35,9 @@ fn list_json_names_every_test_once_with_its_profile() {
     ids.sort();
     ids.dedup();
     assert_eq!(ids.len(), tests.len(), "duplicate ids");
-    assert!(tests.iter().all(|test| test["profile"].is_string() && test["description"].is_string()));
+    assert!(tests
+        .iter()
+        .all(|test| test["profile"].is_string() && test["description"].is_string()));
 }
 
 #[test]
@@ -39,7 +45,10 @@ fn list_filters_by_glob() {
     let output = cts(&["list", "--filter", "plugin.abi.*"]);
     assert!(output.status.success());
     let text = String::from_utf8_lossy(&output.stdout);
-    assert!(text.lines().filter(|line| line.starts_with("plugin.abi.")).count() >= 3, "{text}");
+    assert!(
+        text.lines().filter(|line| line.starts_with("plugin.abi.")).count() >= 3,
+        "{text}"
+    );
     assert!(!text.contains("memory."), "{text}");
 }
 
@@ -54,7 +63,11 @@ fn a_filter_matching_nothing_is_refused() {
 fn a_missing_plugin_file_is_a_setup_error_naming_the_file() {
     let output = cts(&["run", "--plugin", "/nonexistent/libxhal_ghost.so"]);
     assert_eq!(output.status.code(), Some(3));
-    assert!(stderr(&output).contains("/nonexistent/libxhal_ghost.so"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("/nonexistent/libxhal_ghost.so"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 #[test]
@@ -65,7 +78,11 @@ fn a_file_that_is_not_a_plugin_is_a_setup_error_with_the_reason() {
     std::fs::write(&junk, "not a library").unwrap();
     let output = cts(&["run", "--plugin", junk.to_str().unwrap()]);
     assert_eq!(output.status.code(), Some(3));
-    assert!(stderr(&output).contains("not a loadable shared library"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("not a loadable shared library"),
+        "{}",
+        stderr(&output)
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -95,7 +112,15 @@ fn usage_errors_exit_with_status_2() {
 #[test]
 fn a_device_selector_matching_no_device_is_refused_listing_the_devices() {
     let plugin = cpu_plugin();
-    let output = cts(&["run", "--plugin", plugin.to_str().unwrap(), "--device", "cpu:7", "--filter", "plugin.*"]);
+    let output = cts(&[
+        "run",
+        "--plugin",
+        plugin.to_str().unwrap(),
+        "--device",
+        "cpu:7",
+        "--filter",
+        "plugin.*",
+    ]);
     assert_eq!(output.status.code(), Some(3));
     let text = stderr(&output);
     assert!(text.contains("cpu:7") && text.contains("cpu:0"), "{text}");
@@ -159,7 +184,12 @@ fn a_declared_failure_is_reported_as_known_and_a_pass_as_unexpected_when_run() {
     let mut run_anyway = base.to_vec();
     run_anyway.push("--run-known-failures");
     let output = cts(&run_anyway);
-    assert_eq!(output.status.code(), Some(0), "an unexpected pass is not a failure: {}", stderr(&output));
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "an unexpected pass is not a failure: {}",
+        stderr(&output)
+    );
     assert_eq!(outcome_of(&output), "unexpected_pass");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -148,7 +148,10 @@ fn an_entry_that_panics_fails_with_the_panic_named() {
         failed.iter().any(|(_, _, detail)| detail.contains("panic")),
         "no failure names the panic: {failed:#?}"
     );
-    assert!(with_result(&results, "crashed").is_empty(), "a caught panic is not a crash: {results:#?}");
+    assert!(
+        with_result(&results, "crashed").is_empty(),
+        "a caught panic is not a crash: {results:#?}"
+    );
 }
 
 #[test]

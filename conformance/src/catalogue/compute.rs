@@ -116,16 +116,19 @@ pub(super) fn tests() -> Vec<TestCase> {
         test_case!(
             "compute.float.nan_propagation",
             "NaN operands and invalid operations (0/0, inf-inf, 0*inf) give NaN, and NaN compares unequal, as IEEE 754 says",
+            Requirement::IEEE754,
             float_nan_propagation
         ),
         test_case!(
             "compute.float.infinity_arithmetic",
             "division by zero and overflow give infinities, which compute and compare as IEEE 754 says",
+            Requirement::IEEE754,
             float_infinity_arithmetic
         ),
         test_case!(
             "compute.float.signed_zero",
             "arithmetic keeps the sign of zero as IEEE 754 says, so 1 / -0.0 is -inf",
+            Requirement::IEEE754,
             float_signed_zero
         ),
         test_case!(
@@ -136,6 +139,7 @@ pub(super) fn tests() -> Vec<TestCase> {
         test_case!(
             "compute.float.nan_to_int_is_zero",
             "i32(NaN) and u32(NaN) are 0, as xhal defines them on every backend",
+            Requirement::IEEE754,
             float_nan_to_int_is_zero
         ),
         test_case!(

@@ -8,7 +8,7 @@ use xhal_abi::{
     XHAL_KERNEL_FORMAT_SPIRV_SHADER, XHAL_KERNEL_FORMAT_WGSL,
 };
 
-use crate::cache::{translate, Target};
+use crate::cache::{reflect, translate, Target};
 use crate::error::{KernelError, KernelErrorKind};
 use crate::reflect::EntryPointInfo;
 
@@ -257,14 +257,14 @@ impl ModuleBundle {
                 })
             }
             Plan::Use(variant) => {
-                // Reflection comes from the WGSL; the cached WGSL translation carries it, so
-                // repeated resolves cost one lookup.
-                let reflected = wgsl.map(|source| translate(source, Target::Wgsl)).transpose()?;
+                // Reflection comes from the WGSL, parsed but not translated (the device gets
+                // the variant as it is), and cached, so repeated resolves cost one lookup.
+                let reflected = wgsl.map(reflect).transpose()?;
                 Ok(ResolvedKernel {
                     format: variant.format,
                     bytes: variant.bytes,
-                    reflection: reflected.as_ref().map(|t| Arc::clone(&t.reflection)),
-                    required_features: reflected.as_ref().map_or(0, |t| t.required_features),
+                    reflection: reflected.as_ref().map(|r| Arc::clone(&r.entry_points)),
+                    required_features: reflected.as_ref().map_or(0, |r| r.required_features),
                     translated: false,
                 })
             }

@@ -101,9 +101,20 @@ struct Entry {
     translation: Arc<Translation>,
 }
 
+/// What the host needs from WGSL that it hands to a device unchanged: no translation, only
+/// the reflection and the features the kernel needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reflection {
+    /// Reflection of the compute entry points.
+    pub entry_points: Arc<[EntryPointInfo]>,
+    /// `XHAL_FEATURE_*` bits the kernel needs.
+    pub required_features: u64,
+}
+
 #[derive(Default)]
 struct Cache {
     map: HashMap<u128, Vec<Entry>>,
+    reflections: HashMap<u128, Vec<(Box<str>, Arc<Reflection>)>>,
     hits: u64,
     misses: u64,
 }
@@ -127,12 +138,16 @@ static CACHE: LazyLock<Mutex<Cache>> = LazyLock::new(|| Mutex::new(Cache::defaul
 /// can also name files in an on-disk cache. It is not collision-resistant against a deliberate
 /// attacker; the in-process cache therefore also compares the source itself.
 pub fn cache_key(source: &str, target: Target) -> u128 {
+    key_for(target.cache_tag(), source)
+}
+
+fn key_for(tag: &str, source: &str) -> u128 {
     const OFFSET_BASIS: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
     const PRIME: u128 = 0x0000_0000_0100_0000_0000_0000_0000_013b;
     let mut hash = OFFSET_BASIS;
     let parts: [&[u8]; 4] = [
         concat!("xhal-kernel/", env!("CARGO_PKG_VERSION"), "/naga-30").as_bytes(),
-        target.cache_tag().as_bytes(),
+        tag.as_bytes(),
         // A separator no tag contains, so tag and source cannot run into each other.
         &[0],
         source.as_bytes(),
@@ -194,6 +209,38 @@ pub fn translate(source: &str, target: Target) -> Result<Arc<Translation>, Kerne
     Ok(translation)
 }
 
+/// Parses, validates and reflects WGSL `source` without translating it, through the same
+/// process-wide cache: for a device that takes the WGSL as it is. Unlike a translation to
+/// normalised WGSL, this never depends on what naga's WGSL writer can express.
+pub fn reflect(source: &str) -> Result<Arc<Reflection>, KernelError> {
+    let key = key_for("reflection", source);
+    {
+        let mut cache = CACHE.lock();
+        let found = cache
+            .reflections
+            .get(&key)
+            .and_then(|entries| entries.iter().find(|(known, _)| &**known == source))
+            .map(|(_, reflection)| Arc::clone(reflection));
+        if let Some(found) = found {
+            cache.hits += 1;
+            return Ok(found);
+        }
+        cache.misses += 1;
+    }
+    let module = parse_wgsl(source)?;
+    let reflection = Arc::new(Reflection {
+        entry_points: module.entry_points_arc(),
+        required_features: module.required_features(),
+    });
+    CACHE
+        .lock()
+        .reflections
+        .entry(key)
+        .or_default()
+        .push((source.into(), Arc::clone(&reflection)));
+    Ok(reflection)
+}
+
 /// Hits, misses and entries of the translation cache since the process started (or since
 /// [`clear_cache`]).
 pub fn cache_stats() -> CacheStats {
@@ -201,7 +248,8 @@ pub fn cache_stats() -> CacheStats {
     CacheStats {
         hits: cache.hits,
         misses: cache.misses,
-        entries: cache.map.values().map(Vec::len).sum(),
+        entries: cache.map.values().map(Vec::len).sum::<usize>()
+            + cache.reflections.values().map(Vec::len).sum::<usize>(),
     }
 }
 

@@ -69,7 +69,7 @@ mod reflect;
 mod wgsl;
 
 pub use bundle::{format_name, is_source_format, ModuleBundle, Plan, ResolvedKernel, Variant};
-pub use cache::{cache_key, cache_stats, clear_cache, translate, CacheStats, Target, Translation};
+pub use cache::{cache_key, cache_stats, clear_cache, reflect, translate, CacheStats, Reflection, Target, Translation};
 pub use error::{KernelError, KernelErrorKind, SourceLocation};
 pub use reflect::{
     BufferAccess, BufferBindingInfo, BufferSize, ElementInfo, EntryPointInfo, ScalarBlockInfo, ScalarMemberInfo,
