@@ -52,6 +52,9 @@ pub struct Requirement {
     pub features: Features,
     /// The backend must be a plugin file (the ABI-level tests open it themselves).
     pub plugin_file: bool,
+    /// A profile of its own, outside `core`, for behaviour beyond what WGSL guarantees (see
+    /// [`Requirement::IEEE754`]).
+    pub profile: Option<&'static str>,
 }
 
 impl Requirement {
