@@ -311,6 +311,13 @@ fn query_pending_to_complete(context: &TestContext) -> TestResult {
         seen.push(complete);
         Ok(complete)
     })?;
+    // Complete means the work before the record is done, before anyone waits for it: a
+    // stream that never synchronized with the producer sees the output.
+    check_slice_eq(
+        &context.stream().read_to_vec(&out)?,
+        &SlowWriter::expected(BUSY_ELEMENTS, 68),
+        "the output read by another stream as soon as the event queried complete",
+    )?;
     // Complete stays complete.
     for _ in 0..3 {
         seen.push(event.query()?);
@@ -410,10 +417,18 @@ fn timed_marks(context: &TestContext, count: usize) -> Result<Vec<Event>, Verdic
 }
 
 fn elapsed_plausible(context: &TestContext) -> TestResult {
+    let started = std::time::Instant::now();
     let marks = timed_marks(context, 2)?;
+    // The device cannot measure more time between two events than passed on the host from
+    // before the first was queued to after the second completed (the slack covers clocks
+    // that tick at different rates by a little).
+    let wall = started.elapsed();
     let elapsed = marks[1].elapsed_since(&marks[0])?;
     check(elapsed > Duration::ZERO && elapsed < ELAPSED_CEILING, || {
         format!("events around a long kernel measured {elapsed:?}; expected more than zero and less than a minute")
+    })?;
+    check(elapsed <= wall + wall / 10 + Duration::from_millis(1), || {
+        format!("events around a long kernel measured {elapsed:?}, more than the {wall:?} that passed on the host")
     })
 }
 
