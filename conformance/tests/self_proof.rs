@@ -195,6 +195,34 @@ fn a_device_that_computes_f64_wrongly_loses_the_f64_profile_only() {
 }
 
 #[test]
+fn an_event_query_that_says_complete_too_early_fails_the_query_tests() {
+    let path = plugin("broken_event_query_lies");
+    let run = cts(&["run", "--plugin", path.to_str().unwrap(), "--filter", "events.query.*"]);
+    let results = results(&run);
+    assert_eq!(run.status, 1, "{}", run.stderr);
+    assert!(
+        with_result(&results, "fail")
+            .iter()
+            .any(|(id, _, _)| id == "events.query.pending_to_complete"),
+        "{results:#?}"
+    );
+}
+
+#[test]
+fn ignored_event_waits_fail_the_cross_stream_tests() {
+    let path = plugin("broken_wait_ignored");
+    let run = cts(&["run", "--plugin", path.to_str().unwrap(), "--filter", "events.wait.*"]);
+    let results = results(&run);
+    assert_eq!(run.status, 1, "{}", run.stderr);
+    assert!(
+        with_result(&results, "fail")
+            .iter()
+            .any(|(id, _, _)| id == "events.wait.orders_work_across_streams"),
+        "{results:#?}"
+    );
+}
+
+#[test]
 fn a_certificate_carries_the_plugins_real_sha256() {
     let path = plugin("cpu");
     let dir = std::env::temp_dir().join(format!("xhal-cts-certificate-{}", std::process::id()));

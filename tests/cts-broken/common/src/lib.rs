@@ -26,6 +26,10 @@ pub enum Fault {
     /// The device claims f64, but kernels using f64 return results one unit in the last
     /// place off.
     F64Wrong,
+    /// Event queries say complete at once, before the recorded work is done.
+    EventQueryLies,
+    /// Waits on events are ignored, so streams are not ordered against each other.
+    WaitIgnored,
 }
 
 /// The CPU backend with `fault` injected.
@@ -196,6 +200,9 @@ impl Backend for BrokenBackend {
     }
 
     fn stream_wait_event(&self, stream: StreamHandle, event: EventHandle) -> Result<()> {
+        if self.fault == Fault::WaitIgnored {
+            return Ok(());
+        }
         self.inner.stream_wait_event(stream, event)
     }
 
@@ -216,8 +223,10 @@ impl Backend for BrokenBackend {
     }
 
     fn event_query(&self, event: EventHandle) -> Result<bool> {
-        if self.fault == Fault::EventNeverSignals {
-            return Ok(false);
+        match self.fault {
+            Fault::EventNeverSignals => return Ok(false),
+            Fault::EventQueryLies => return Ok(true),
+            _ => {}
         }
         self.inner.event_query(event)
     }
