@@ -193,3 +193,37 @@ fn a_declared_failure_is_reported_as_known_and_a_pass_as_unexpected_when_run() {
     assert_eq!(outcome_of(&output), "unexpected_pass");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn parallel_workers_report_every_test_once_in_catalogue_order() {
+    let plugin = cpu_plugin();
+    let output = cts(&[
+        "run",
+        "--plugin",
+        plugin.to_str().unwrap(),
+        "--filter",
+        "kernels.grid.*,kernels.arguments.*",
+        "--jobs",
+        "3",
+        "--no-performance",
+        "--json",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let ids: Vec<&str> = report["devices"][0]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|record| record["id"].as_str().unwrap())
+        .collect();
+    let listed = cts(&["list", "--json", "--filter", "kernels.grid.*,kernels.arguments.*"]);
+    let catalogue: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let expected: Vec<&str> = catalogue["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|test| test["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, expected);
+    assert_eq!(report["options"]["jobs"], 3);
+}
