@@ -86,12 +86,17 @@ pub(crate) struct Machine<'a> {
     pub(super) lanes: usize,
     pub(super) regs: Vec<u32>,
     pub(super) shared: Vec<u32>,
+    /// A column for results that only some lanes keep.
+    pub(super) scratch: Vec<u32>,
     frames: Vec<Frame>,
     ticks: u32,
     /// Every lane of a workgroup.
     all: Mask,
     /// `local_invocation_id` per lane, computed once.
     local_ids: [Vec<u32>; 3],
+    /// Whether the CPU has AVX2 and FMA, for the instruction loops compiled for them.
+    #[cfg(target_arch = "x86_64")]
+    pub(super) avx2: bool,
     /// The workgroup id whose components the id builtins' registers hold, per component
     /// (nothing writes those registers but `run_workgroup`, so an unchanged component,
     /// like y and z between neighbouring workgroups, needs no rewrite).
@@ -121,10 +126,13 @@ impl<'a> Machine<'a> {
             lanes,
             regs,
             shared: vec![0; program.shared_words],
+            scratch: vec![0; lanes],
             frames: Vec::new(),
             ticks: 0,
             all: Mask::full(lanes),
             local_ids: [Vec::new(), Vec::new(), Vec::new()],
+            #[cfg(target_arch = "x86_64")]
+            avx2: std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma"),
             loaded: [None; 3],
         };
         let [sx, sy, _] = program.workgroup_size.map(|size| size as usize);
