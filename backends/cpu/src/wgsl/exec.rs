@@ -238,7 +238,7 @@ impl<'a> Machine<'a> {
                     let lanes = Active {
                         mask: active,
                         lanes: self.lanes,
-                        full: *active == self.all,
+                        full: active.same(&self.all),
                     };
                     for instr in code {
                         self.exec(instr, lanes)?;
@@ -250,7 +250,19 @@ impl<'a> Machine<'a> {
                     accept,
                     reject,
                 } => {
-                    let taken = self.mask_of(*condition, active)?;
+                    let taken = match self.mask_of(*condition, active)? {
+                        // A uniform condition (loop bounds, guards that hold for the whole
+                        // workgroup): one branch with the same lanes, nothing to merge.
+                        Split::All => {
+                            self.run(accept, active)?;
+                            continue;
+                        }
+                        Split::None => {
+                            self.run(reject, active)?;
+                            continue;
+                        }
+                        Split::Some(taken) => taken,
+                    };
                     let mut yes = taken;
                     let mut no = active.and_not(&taken);
                     if !yes.is_empty() {
@@ -310,7 +322,7 @@ impl<'a> Machine<'a> {
                 }
                 self.run(continuing, &mut live)?;
                 if let Some(condition) = break_if {
-                    let leaving = self.mask_of(condition, &live)?;
+                    let leaving = self.mask_of(condition, &live)?.within(&live);
                     live = live.and_not(&leaving);
                     let frame = self.top()?;
                     frame.broke = frame.broke.or(&leaving);
@@ -386,6 +398,7 @@ impl<'a> Machine<'a> {
 
     /// Counts work done; now and then checks the clock and the other threads. Loops are
     /// the only way a kernel runs long on few workgroups, and every iteration counts.
+    #[inline(always)]
     fn tick(&mut self, work: usize) -> Exec {
         self.ticks = self.ticks.saturating_add(u32::try_from(work).unwrap_or(u32::MAX));
         if self.ticks >= WORK_PER_CHECK {
@@ -424,7 +437,7 @@ impl<'a> Machine<'a> {
     }
 
     /// The active lanes where boolean register `reg` is true.
-    fn mask_of(&self, reg: Reg, within: &Mask) -> Exec<Mask> {
+    fn mask_of(&self, reg: Reg, within: &Mask) -> Exec<Split> {
         let column = self.column(reg)?;
         Ok(lanes_where(column, within, |value| value != 0))
     }
@@ -432,11 +445,12 @@ impl<'a> Machine<'a> {
     /// The active lanes where `reg` equals `value`.
     fn mask_equal(&self, reg: Reg, value: u32, within: &Mask) -> Exec<Mask> {
         let column = self.column(reg)?;
-        Ok(lanes_where(column, within, |lane_value| lane_value == value))
+        Ok(lanes_where(column, within, |lane_value| lane_value == value).within(within))
     }
 
     // ---- registers -------------------------------------------------------------------
 
+    #[inline(always)]
     pub(super) fn column(&self, reg: Reg) -> Result<&[u32], Error> {
         let start = reg as usize * self.lanes;
         self.regs
@@ -444,6 +458,7 @@ impl<'a> Machine<'a> {
             .ok_or_else(|| internal("a register out of range"))
     }
 
+    #[inline(always)]
     pub(super) fn column_mut(&mut self, reg: Reg) -> Result<&mut [u32], Error> {
         let start = reg as usize * self.lanes;
         self.regs
@@ -451,11 +466,13 @@ impl<'a> Machine<'a> {
             .ok_or_else(|| internal("a register out of range"))
     }
 
+    #[inline(always)]
     pub(super) fn fill(&mut self, reg: Reg, value: u32) -> Result<(), Error> {
         self.column_mut(reg)?.fill(value);
         Ok(())
     }
 
+    #[inline(always)]
     pub(super) fn columns<const N: usize>(
         &mut self,
         dst: Reg,
@@ -465,6 +482,7 @@ impl<'a> Machine<'a> {
     }
 
     /// Word `lane` of register `reg`.
+    #[inline(always)]
     pub(super) fn get(&self, reg: Reg, lane: usize) -> Result<u32, Error> {
         self.regs
             .get(reg as usize * self.lanes + lane)
@@ -472,6 +490,7 @@ impl<'a> Machine<'a> {
             .ok_or_else(|| internal("a register out of range"))
     }
 
+    #[inline(always)]
     pub(super) fn set(&mut self, reg: Reg, lane: usize, value: u32) -> Result<(), Error> {
         let slot = self
             .regs
@@ -481,6 +500,7 @@ impl<'a> Machine<'a> {
         Ok(())
     }
 
+    #[inline(always)]
     pub(super) fn offset(&self, offset: Option<Reg>, lane: usize) -> Result<usize, Error> {
         match offset {
             Some(reg) => Ok(self.get(reg, lane)? as usize),
@@ -488,6 +508,7 @@ impl<'a> Machine<'a> {
         }
     }
 
+    #[inline(always)]
     pub(super) fn view(&self, space: HostSpace) -> Result<&HostView<'a>, Error> {
         match space {
             HostSpace::Binding(binding) => self
@@ -500,18 +521,39 @@ impl<'a> Machine<'a> {
     }
 }
 
+/// Which of some lanes a test selects.
+enum Split {
+    /// Every one of them.
+    All,
+    /// None of them.
+    None,
+    /// These.
+    Some(Mask),
+}
+
+impl Split {
+    /// The selected lanes of `within`, the lanes the split was made from.
+    fn within(self, within: &Mask) -> Mask {
+        match self {
+            Split::All => *within,
+            Split::None => Mask::EMPTY,
+            Split::Some(mask) => mask,
+        }
+    }
+}
+
 /// The lanes of `within` whose word in `column` satisfies `test`, eight lanes at a time.
 #[inline(always)]
-fn lanes_where(column: &[u32], within: &Mask, test: impl Fn(u32) -> bool) -> Mask {
+fn lanes_where(column: &[u32], within: &Mask, test: impl Fn(u32) -> bool) -> Split {
     // Uniform conditions (every lane or none: loop bounds, guards that hold for the whole
     // workgroup) are the common case; a vectorisable count settles them without packing
     // bits. `within` has no lanes beyond the column's.
     let count = column.iter().fold(0u32, |count, value| count + u32::from(test(*value)));
     if count == 0 {
-        return Mask::EMPTY;
+        return Split::None;
     }
     if count as usize == column.len() {
-        return *within;
+        return Split::All;
     }
     let mut mask = Mask::EMPTY;
     for ((word, chunk), limit) in mask.0.iter_mut().zip(column.chunks(64)).zip(within.0) {
@@ -532,7 +574,7 @@ fn lanes_where(column: &[u32], within: &Mask, test: impl Fn(u32) -> bool) -> Mas
         }
         *word = bits & limit;
     }
-    mask
+    Split::Some(mask)
 }
 
 pub(super) fn internal(what: &str) -> Error {

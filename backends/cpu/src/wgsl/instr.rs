@@ -227,6 +227,18 @@ impl Machine<'_> {
                 }
             },
             Instr::LoadSharedAt { dst, word, at } => {
+                if let (true, None, 1, Bound::Fixed(length)) = (active.full, at.base, at.stride, at.bound) {
+                    // The common case (an index into a workgroup array of words, every lane
+                    // active): the index is the offset, and one pass both checks the bound
+                    // and finds the pattern.
+                    let window = self.shared.get(word as usize..).unwrap_or_default();
+                    let (dst, [indices]) = columns(&mut self.regs, lanes, dst, [at.index])?;
+                    let (bits, pattern) = scan(indices, 1);
+                    if bits < length && length as usize <= window.len() {
+                        load_pattern(dst, indices, window, pattern);
+                        return Ok(());
+                    }
+                }
                 let limit = self.check_index(&at, active)?;
                 let At {
                     base, index, stride, ..
@@ -267,7 +279,7 @@ impl Machine<'_> {
                     let window = shared.get_mut(word as usize..).unwrap_or_default();
                     if within(offsets, window.len()) {
                         // Every lane's address is inside workgroup memory (checked once).
-                        if pattern(offsets, 1) == Pattern::Consecutive {
+                        if scan(offsets, 1).1 == Pattern::Consecutive {
                             let blocks = values.as_chunks::<8>().0.iter().zip(offsets.as_chunks::<8>().0);
                             for (v, o) in blocks {
                                 if let Some(run) = window.get_mut(o[0] as usize..o[0] as usize + 8) {
@@ -328,7 +340,7 @@ impl Machine<'_> {
                                     }
                                     return Ok(());
                                 }
-                                if pattern(offsets, 4) == Pattern::Consecutive {
+                                if scan(offsets, 4).1 == Pattern::Consecutive {
                                     // Runs of eight consecutive words (rows of a 2D workgroup).
                                     let blocks = dst.as_chunks_mut::<8>().0.iter_mut().zip(offsets.as_chunks::<8>().0);
                                     for (d, o) in blocks {
@@ -358,7 +370,7 @@ impl Machine<'_> {
                                     }
                                     return Ok(());
                                 }
-                                if pattern(offsets, 4) == Pattern::Consecutive {
+                                if scan(offsets, 4).1 == Pattern::Consecutive {
                                     // Runs of eight consecutive words (rows of a 2D workgroup).
                                     let blocks = dst.as_chunks_mut::<8>().0.iter_mut().zip(offsets.as_chunks::<8>().0);
                                     for (d, o) in blocks {
@@ -731,52 +743,61 @@ enum Pattern {
     Mixed,
 }
 
-/// The [`Pattern`] of every block of `offsets`, in one vectorisable pass (the blocks'
-/// differences accumulate lane-wise; one reduction at the end).
+/// The OR of `offsets` (which bounds each of them) and the [`Pattern`] of every block of
+/// eight, in one vectorisable pass over the lanes: each lane is compared with the one
+/// before it, except at the start of a block.
 #[inline(always)]
-fn pattern(offsets: &[u32], step: u32) -> Pattern {
-    let (blocks, rest) = offsets.as_chunks::<8>();
-    if !rest.is_empty() {
-        return Pattern::Mixed;
+fn scan(offsets: &[u32], step: u32) -> (u32, Pattern) {
+    let Some(first) = offsets.first() else {
+        return (0, Pattern::Mixed);
+    };
+    let (mut bits, mut same, mut consecutive) = (*first, 0u32, 0u32);
+    for (l, (o, p)) in offsets.iter().skip(1).zip(offsets).enumerate() {
+        // All ones inside a block, zero at the first lane of the next one (lane l + 1).
+        let inside = 0u32.wrapping_sub(u32::from(!(l + 1).is_multiple_of(8)));
+        let difference = o.wrapping_sub(*p);
+        bits |= o;
+        same |= difference & inside;
+        consecutive |= (difference ^ step) & inside;
     }
-    let mut same = [0u32; 8];
-    let mut consecutive = [0u32; 8];
-    let mut ramp = [0u32; 8];
-    for (k, r) in ramp.iter_mut().enumerate() {
-        *r = step.wrapping_mul(k as u32);
-    }
-    for block in blocks {
-        let first = block[0];
-        for (((s, c), o), r) in same.iter_mut().zip(consecutive.iter_mut()).zip(block).zip(ramp) {
-            *s |= o ^ first;
-            *c |= o ^ first.wrapping_add(r);
-        }
-    }
-    if same.iter().fold(0, |a, b| a | b) == 0 {
+    let pattern = if !offsets.len().is_multiple_of(8) {
+        Pattern::Mixed
+    } else if same == 0 {
         Pattern::Same
-    } else if consecutive.iter().fold(0, |a, b| a | b) == 0 {
+    } else if consecutive == 0 {
         Pattern::Consecutive
     } else {
         Pattern::Mixed
-    }
+    };
+    (bits, pattern)
 }
 
 /// Every lane of a workgroup-memory load of `window[offsets[lane]]`; false (nothing
 /// written) when some lane's offset is outside the window.
 #[inline(always)]
 fn load_shared(dst: &mut [u32], offsets: &[u32], window: &[u32]) -> bool {
-    if dst.len() != offsets.len() || !within(offsets, window.len()) {
+    let (bits, pattern) = scan(offsets, 1);
+    let inside = (bits as usize) < window.len() || within(offsets, window.len());
+    if dst.len() != offsets.len() || !inside {
         return false;
     }
-    let (offset_blocks, _) = offsets.as_chunks::<8>();
-    match pattern(offsets, 1) {
+    load_pattern(dst, offsets, window, pattern);
+    true
+}
+
+/// `dst[lane] = window[offsets[lane]]`, where every offset is inside the window and the
+/// offsets follow `pattern`.
+#[inline(always)]
+fn load_pattern(dst: &mut [u32], offsets: &[u32], window: &[u32], pattern: Pattern) {
+    let blocks = dst.as_chunks_mut::<8>().0.iter_mut().zip(offsets.as_chunks::<8>().0);
+    match pattern {
         Pattern::Same => {
-            for (d, o) in dst.as_chunks_mut::<8>().0.iter_mut().zip(offset_blocks) {
+            for (d, o) in blocks {
                 d.fill(window.get(o[0] as usize).copied().unwrap_or(0));
             }
         }
         Pattern::Consecutive => {
-            for (d, o) in dst.as_chunks_mut::<8>().0.iter_mut().zip(offset_blocks) {
+            for (d, o) in blocks {
                 let start = o[0] as usize;
                 match window.get(start..start + 8) {
                     Some(run) => d.copy_from_slice(run),
@@ -790,5 +811,27 @@ fn load_shared(dst: &mut [u32], offsets: &[u32], window: &[u32]) -> bool {
             }
         }
     }
-    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scan_finds_the_pattern_of_every_block_and_bounds_the_offsets() {
+        let rows: Vec<u32> = (0..32).map(|lane| 100 + lane / 8).collect();
+        assert_eq!(scan(&rows, 1), (103 | 100 | 101 | 102, Pattern::Same));
+        let columns: Vec<u32> = (0..32).map(|lane| 40 * (lane / 8) + lane % 8).collect();
+        assert_eq!(scan(&columns, 1).1, Pattern::Consecutive);
+        let words: Vec<u32> = (0..16).map(|lane| 4 * lane + 64 * (lane / 8)).collect();
+        assert_eq!(scan(&words, 4).1, Pattern::Consecutive);
+        assert_eq!(scan(&words, 1).1, Pattern::Mixed);
+        let mut broken = columns.clone();
+        broken[13] = 0;
+        assert_eq!(scan(&broken, 1).1, Pattern::Mixed);
+        // A partial last block is never a pattern (the block loops skip it).
+        assert_eq!(scan(&rows[..12], 1).1, Pattern::Mixed);
+        let bits = scan(&columns, 1).0;
+        assert!(columns.iter().all(|offset| *offset <= bits));
+    }
 }

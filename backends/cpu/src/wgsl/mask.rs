@@ -28,10 +28,12 @@ impl Mask {
         mask
     }
 
+    #[inline]
     pub(super) fn is_empty(&self) -> bool {
         self.0.iter().all(|word| *word == 0)
     }
 
+    #[inline]
     pub(super) fn or(&self, other: &Mask) -> Mask {
         let mut out = *self;
         for (a, b) in out.0.iter_mut().zip(other.0) {
@@ -40,6 +42,14 @@ impl Mask {
         out
     }
 
+    /// Whether both masks hold the same lanes (without a call to `memcmp`, which is what
+    /// `==` on the words becomes).
+    #[inline]
+    pub(super) fn same(&self, other: &Mask) -> bool {
+        self.0.iter().zip(other.0).fold(0, |differ, (a, b)| differ | (a ^ b)) == 0
+    }
+
+    #[inline]
     pub(super) fn and_not(&self, other: &Mask) -> Mask {
         let mut out = *self;
         for (a, b) in out.0.iter_mut().zip(other.0) {
