@@ -77,7 +77,9 @@ pub(super) fn in_place_loads(function: &Function) -> Vec<bool> {
         let last = match walk.last_use.get(handle.index()).copied().flatten() {
             Some(last) => last,
             None => {
-                result[handle.index()] = true;
+                if let Some(slot) = result.get_mut(handle.index()) {
+                    *slot = true;
+                }
                 continue;
             }
         };
@@ -92,8 +94,11 @@ pub(super) fn in_place_loads(function: &Function) -> Vec<bool> {
                 positions.get(from).is_some_and(|p| *p <= *holder)
             })
         };
-        if last >= site.position && !written(root) && !written(Root::Unknown) {
-            result[handle.index()] = true;
+        if let (true, Some(slot)) = (
+            last >= site.position && !written(root) && !written(Root::Unknown),
+            result.get_mut(handle.index()),
+        ) {
+            *slot = true;
         }
     }
     result

@@ -439,6 +439,11 @@ impl<'a> Machine<'a> {
     /// The active lanes where boolean register `reg` is true.
     fn mask_of(&self, reg: Reg, within: &Mask) -> Exec<Split> {
         let column = self.column(reg)?;
+        #[cfg(target_arch = "x86_64")]
+        if self.avx2 {
+            // SAFETY: `avx2` is set only where the CPU has AVX2 (see `Machine::new`).
+            return Ok(unsafe { true_lanes_avx2(column, within) });
+        }
         Ok(lanes_where(column, within, |value| value != 0))
     }
 
@@ -540,6 +545,14 @@ impl Split {
             Split::Some(mask) => mask,
         }
     }
+}
+
+/// [`lanes_where`] the word is not 0, compiled for AVX2 (a branch condition is tested once
+/// per branch and loop iteration, over the whole workgroup).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn true_lanes_avx2(column: &[u32], within: &Mask) -> Split {
+    lanes_where(column, within, |value| value != 0)
 }
 
 /// The lanes of `within` whose word in `column` satisfies `test`, eight lanes at a time.
