@@ -135,6 +135,9 @@ pub(crate) fn xhal_features(features: wgpu::Features) -> Features {
             out = out | Features::ATOMICS_64;
         }
     }
+    if features.contains(wgpu::Features::TIMESTAMP_QUERY) {
+        out = out | Features::TIMESTAMPS;
+    }
     out
 }
 
@@ -172,7 +175,9 @@ fn vendor_name(info: &wgpu::AdapterInfo) -> String {
 /// FNV-1a, written out because the uuid must not change with the Rust version or the
 /// process, as `std`'s hashers may.
 fn fnv1a(seed: u64, bytes: &[u8]) -> u64 {
-    bytes.iter().fold(seed, |hash, &byte| (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3))
+    bytes.iter().fold(seed, |hash, &byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// A uuid that names the same adapter in every run: a hash of what the adapter says about
@@ -241,7 +246,8 @@ mod tests {
             backend: wgpu::Backend::Vulkan,
             subgroup_min_size: 8,
             subgroup_max_size: 8,
-            transient_saves_memory: false,
+            transient_saves_memory: Some(false),
+            limit_bucket: None,
         }
     }
 
@@ -260,7 +266,13 @@ mod tests {
     fn features_follow_wgpu() {
         assert_eq!(xhal_features(wgpu::Features::empty()), Features::ATOMICS_32);
         let all = xhal_features(WANTED_FEATURES);
-        for feature in [Features::F16, Features::F64, Features::I64, Features::ATOMICS_64] {
+        for feature in [
+            Features::F16,
+            Features::F64,
+            Features::I64,
+            Features::ATOMICS_64,
+            Features::TIMESTAMPS,
+        ] {
             assert!(all.contains(feature));
         }
         assert!(!xhal_features(wgpu::Features::SHADER_INT64_ATOMIC_ALL_OPS).contains(Features::ATOMICS_64));

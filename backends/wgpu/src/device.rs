@@ -189,9 +189,9 @@ impl DeviceShared {
             })
             .map(|_| ())
             .map_err(|error| {
-                self.check_alive().err().unwrap_or_else(|| {
-                    Error::internal(format!("waiting for work on {} failed: {error}", self.name()))
-                })
+                self.check_alive()
+                    .err()
+                    .unwrap_or_else(|| Error::internal(format!("waiting for work on {} failed: {error}", self.name())))
             })
     }
 
@@ -285,16 +285,14 @@ impl TransferKernel {
                 bind_group_layouts: &[Some(&layout)],
                 immediate_size: TRANSFER_IMMEDIATE_BYTES,
             });
-            let pipeline = device
-                .device
-                .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                    label: Some("xhal transfer"),
-                    layout: Some(&pipeline_layout),
-                    module: &module,
-                    entry_point: Some("transfer_bytes"),
-                    compilation_options: Default::default(),
-                    cache: None,
-                });
+            let pipeline = device.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some("xhal transfer"),
+                layout: Some(&pipeline_layout),
+                module: &module,
+                entry_point: Some("transfer_bytes"),
+                compilation_options: Default::default(),
+                cache: None,
+            });
             TransferKernel { pipeline, layout }
         })
     }

@@ -52,6 +52,26 @@ impl Event {
         }
     }
 
+    /// The device clock at the latest record, which must have completed.
+    pub(crate) fn completed_timestamp(&self) -> Result<u64> {
+        let Some(signal) = self.latest() else {
+            return Err(Error::invalid_argument(format!(
+                "event {:#x} was never recorded, so it has no time",
+                self.id
+            )));
+        };
+        if !signal.is_settled() {
+            self.device.poll()?;
+        }
+        let ticks = signal.timestamp.as_ref().and_then(|slot| *slot.lock());
+        ticks.ok_or_else(|| {
+            Error::invalid_argument(format!(
+                "event {:#x} has not completed yet; wait for it before asking for elapsed time",
+                self.id
+            ))
+        })
+    }
+
     fn failed(&self, error: Error) -> Error {
         error.context(format!("event {:#x} completed with an error", self.id))
     }

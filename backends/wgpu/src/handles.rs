@@ -169,11 +169,6 @@ impl<T> HandleTable<T> {
         self.live.write().drain().map(|(_, object)| object).collect()
     }
 
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        self.live.read().len()
-    }
-
     fn explain_missing(&self, raw: u64) -> Error {
         let expected = self.kind.with_article();
         if raw == 0 {

@@ -127,10 +127,12 @@ impl Module {
                     })
                     .collect();
                 let bind_group_layout = (!entries.is_empty()).then(|| {
-                    device.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-                        label: Some(&entry.name),
-                        entries: &entries,
-                    })
+                    device
+                        .device
+                        .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                            label: Some(&entry.name),
+                            entries: &entries,
+                        })
                 });
                 let layouts = [bind_group_layout.as_ref()];
                 let pipeline_layout = device.device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
@@ -138,16 +140,14 @@ impl Module {
                     bind_group_layouts: if bind_group_layout.is_some() { &layouts } else { &[] },
                     immediate_size,
                 });
-                let pipeline = device
-                    .device
-                    .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                        label: Some(&entry.name),
-                        layout: Some(&pipeline_layout),
-                        module: &self.shader,
-                        entry_point: Some(&entry.name),
-                        compilation_options: Default::default(),
-                        cache: None,
-                    });
+                let pipeline = device.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                    label: Some(&entry.name),
+                    layout: Some(&pipeline_layout),
+                    module: &self.shader,
+                    entry_point: Some(&entry.name),
+                    compilation_options: Default::default(),
+                    cache: None,
+                });
                 KernelPipeline {
                     device: Arc::clone(device),
                     name: entry.name.clone(),

@@ -103,7 +103,7 @@ impl WgpuBackend {
         };
         let instance = wgpu::Instance::new(descriptor);
         let (adapters, skipped) = adapter::enumerate(&instance);
-        let open = Mutex::new(vec![Weak::new(); adapters.len()]);
+        let open = Mutex::new(adapters.iter().map(|_| Weak::new()).collect());
         WgpuBackend {
             adapters,
             skipped,
@@ -192,7 +192,10 @@ impl Backend for WgpuBackend {
             let reason = if self.skipped.is_empty() {
                 "wgpu found no adapter on any backend (no Vulkan, Metal, DX12 or GL driver answered)".to_string()
             } else {
-                format!("wgpu found no adapter that can run xhal kernels: {}", self.skipped.join("; "))
+                format!(
+                    "wgpu found no adapter that can run xhal kernels: {}",
+                    self.skipped.join("; ")
+                )
             };
             return Err(Error::new(ErrorKind::DriverUnavailable, reason));
         }
@@ -345,7 +348,7 @@ impl Backend for WgpuBackend {
             )));
         }
         let width = pattern.len() as u64;
-        if offset % width != 0 || size % width != 0 {
+        if !offset.is_multiple_of(width) || !size.is_multiple_of(width) {
             return Err(Error::invalid_argument(format!(
                 "fill of buffer {:#x}: offset {offset} and size {size} must be multiples of the {width}-byte pattern",
                 buffer.id
@@ -392,7 +395,7 @@ impl Backend for WgpuBackend {
     fn stream_record_event(&self, stream: StreamHandle, event: EventHandle) -> Result<()> {
         let stream = self.stream(stream)?;
         let event = self.event_for(&stream, event)?;
-        let signal = stream.record()?;
+        let signal = stream.record(event.timing)?;
         event.set_latest(signal);
         Ok(())
     }
@@ -416,6 +419,12 @@ impl Backend for WgpuBackend {
 
     fn event_create(&self, device: DeviceHandle, timing: bool) -> Result<EventHandle> {
         let device = self.device(device)?;
+        if timing && !device.info.features.contains(xhal_core::Features::TIMESTAMPS) {
+            return Err(Error::unsupported(format!(
+                "{} has no timestamps; create the event without timing",
+                device.name()
+            )));
+        }
         self.events
             .insert_with(|id| Ok(Event::new(id, device, timing)))
             .map(EventHandle)
@@ -442,10 +451,16 @@ impl Backend for WgpuBackend {
                 start.id, end.id
             )));
         }
-        Err(Error::unsupported(format!(
-            "{} does not time events in this backend",
-            start.device.name()
-        )))
+        let start_ticks = start.completed_timestamp()?;
+        let end_ticks = end.completed_timestamp()?;
+        if end_ticks < start_ticks {
+            return Err(Error::invalid_argument(format!(
+                "event {:#x} completed before event {:#x}; elapsed time runs from the earlier to the later",
+                end.id, start.id
+            )));
+        }
+        let period = f64::from(start.device.queue.get_timestamp_period());
+        Ok(((end_ticks - start_ticks) as f64 * period).round() as u64)
     }
 
     fn module_load(&self, device: DeviceHandle, format: KernelFormat, code: &[u8]) -> Result<ModuleHandle> {

@@ -34,6 +34,8 @@ unsafe impl Send for HostDestination {}
 pub(crate) struct Signal {
     submission: wgpu::SubmissionIndex,
     completions: Vec<Arc<Completion>>,
+    /// The device's clock at the record, in ticks, once read back; only for timing events.
+    pub(crate) timestamp: Option<Arc<Mutex<Option<u64>>>>,
 }
 
 impl Signal {
@@ -45,6 +47,11 @@ impl Signal {
             (true, Some(error)) => Some(Err(error)),
             (false, _) => None,
         })
+    }
+
+    /// Whether everything up to the signal has finished, without polling.
+    pub(crate) fn is_settled(&self) -> bool {
+        settled(&self.completions).0
     }
 
     pub(crate) fn wait(&self, device: &DeviceShared) -> Result<()> {
@@ -264,7 +271,8 @@ impl Stream {
         size: u64,
     ) -> Result<()> {
         self.with_usable(|stream, state| {
-            let aligned = source_offset % 4 == 0 && destination_offset % 4 == 0 && size % 4 == 0;
+            let aligned =
+                source_offset.is_multiple_of(4) && destination_offset.is_multiple_of(4) && size.is_multiple_of(4);
             if source.id != destination.id {
                 if aligned {
                     stream.encoder(state).copy_buffer_to_buffer(
@@ -333,10 +341,8 @@ impl Stream {
         }
         let word = u32::from_le_bytes(word);
         self.with_usable(|stream, state| {
-            if word == 0 && offset % 4 == 0 && size % 4 == 0 {
-                stream
-                    .encoder(state)
-                    .clear_buffer(&buffer.buffer, offset, Some(size));
+            if word == 0 && offset.is_multiple_of(4) && size.is_multiple_of(4) {
+                stream.encoder(state).clear_buffer(&buffer.buffer, offset, Some(size));
                 return stream.recorded(state);
             }
             stream.transfer(state, &buffer.buffer, offset, size, TransferSource::Pattern(word))
@@ -373,7 +379,14 @@ impl Stream {
                     let source_first = offset + done;
                     let view_start = source_first / alignment * alignment;
                     let view_end = align_up4(source_first + length);
-                    (*buffer, view_start, view_end - view_start, source_first - view_start, 0, 0)
+                    (
+                        *buffer,
+                        view_start,
+                        view_end - view_start,
+                        source_first - view_start,
+                        0,
+                        0,
+                    )
                 }
                 TransferSource::Pattern(word) => (&device.placeholder, 0, 4, 0, *word, 1),
             };
@@ -416,7 +429,9 @@ impl Stream {
                 })
             })?;
             {
-                let mut pass = self.encoder(state).begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+                let mut pass = self
+                    .encoder(state)
+                    .begin_compute_pass(&wgpu::ComputePassDescriptor::default());
                 pass.set_pipeline(&kernel.pipeline);
                 pass.set_bind_group(0, &bind_group, &[]);
                 pass.set_immediates(0, &immediate_bytes);
@@ -454,13 +469,15 @@ impl Stream {
                             }),
                         })
                         .collect();
-                    Some(device.capture(&format!("binding the buffers of kernel `{}`", kernel.name), || {
-                        device.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                            label: None,
-                            layout,
-                            entries: &entries,
-                        })
-                    })?)
+                    Some(
+                        device.capture(&format!("binding the buffers of kernel `{}`", kernel.name), || {
+                            device.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                                label: None,
+                                layout,
+                                entries: &entries,
+                            })
+                        })?,
+                    )
                 }
             };
             if workgroups.contains(&0) {
@@ -485,10 +502,20 @@ impl Stream {
         })
     }
 
-    /// Submits everything so far and returns the signal an event records.
-    pub(crate) fn record(&self) -> Result<Signal> {
+    /// Submits everything so far and returns the signal an event records; with `timing`,
+    /// a timestamp is written after the stream's earlier commands and read back.
+    pub(crate) fn record(&self, timing: bool) -> Result<Signal> {
         self.with_usable(|stream, state| {
+            let timestamp = if timing {
+                Some(stream.encode_timestamp(state)?)
+            } else {
+                None
+            };
             stream.submit(state)?;
+            let ticks = match timestamp {
+                None => None,
+                Some(staging) => Some(stream.read_timestamp(state, staging)?),
+            };
             state.in_flight.retain(|completion| completion.peek().is_none());
             let submission = state
                 .last_submission
@@ -497,8 +524,88 @@ impl Stream {
             Ok(Signal {
                 submission,
                 completions: state.in_flight.clone(),
+                timestamp: ticks,
             })
         })
+    }
+
+    /// Writes the device clock into a query, resolved into a mappable buffer it returns.
+    fn encode_timestamp(&self, state: &mut StreamState) -> Result<wgpu::Buffer> {
+        let device = &self.device;
+        let (query_set, resolved, staging) = device.capture("creating a timestamp query", || {
+            let query_set = device.device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("xhal event"),
+                ty: wgpu::QueryType::Timestamp,
+                count: 1,
+            });
+            let resolved = device.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("xhal timestamp"),
+                size: 8,
+                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            });
+            let staging = device.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("xhal timestamp staging"),
+                size: 8,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            (query_set, resolved, staging)
+        })?;
+        let inside_encoders = device
+            .device
+            .features()
+            .contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_ENCODERS);
+        let encoder = self.encoder(state);
+        if inside_encoders {
+            encoder.write_timestamp(&query_set, 0);
+        } else {
+            // An empty pass whose end is timed: the end of a pass follows the earlier work.
+            encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("xhal event"),
+                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                    query_set: &query_set,
+                    beginning_of_pass_write_index: None,
+                    end_of_pass_write_index: Some(0),
+                }),
+            });
+        }
+        encoder.resolve_query_set(&query_set, 0..1, &resolved, 0);
+        encoder.copy_buffer_to_buffer(&resolved, 0, &staging, 0, 8);
+        Ok(staging)
+    }
+
+    /// Maps a submitted timestamp's staging buffer; the returned slot fills when it is read.
+    fn read_timestamp(&self, state: &mut StreamState, staging: wgpu::Buffer) -> Result<Arc<Mutex<Option<u64>>>> {
+        let slot = Arc::new(Mutex::new(None));
+        let completion = Completion::new();
+        let done = Arc::clone(&completion);
+        let filled = Arc::clone(&slot);
+        let mapped = staging.clone();
+        self.device.capture("reading a timestamp", || {
+            staging.map_async(wgpu::MapMode::Read, .., move |result| {
+                let outcome = match result {
+                    Ok(()) => match mapped.get_mapped_range(..) {
+                        Ok(view) => {
+                            let mut bytes = [0u8; 8];
+                            bytes.copy_from_slice(&view[..8]);
+                            drop(view);
+                            mapped.unmap();
+                            *filled.lock() = Some(u64::from_le_bytes(bytes));
+                            Ok(())
+                        }
+                        Err(error) => Err(Error::internal(format!("reading a timestamp failed: {error}"))),
+                    },
+                    Err(error) => Err(Error::new(
+                        xhal_core::ErrorKind::DeviceLost,
+                        format!("mapping a timestamp failed: {error}"),
+                    )),
+                };
+                done.complete(outcome);
+            })
+        })?;
+        state.in_flight.push(completion);
+        Ok(slot)
     }
 
     /// Orders this stream's later work after `signal`. The signal's work is already
