@@ -162,7 +162,12 @@ fn raw_side(name: &str) -> RawSide {
 }
 
 impl RawSide {
-    fn dispatch(&self, encoder: &mut wgpu::CommandEncoder, pipeline: &wgpu::ComputePipeline, group: Option<&wgpu::BindGroup>) {
+    fn dispatch(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        pipeline: &wgpu::ComputePipeline,
+        group: Option<&wgpu::BindGroup>,
+    ) {
         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor::default());
         pass.set_pipeline(pipeline);
         if let Some(group) = group {
@@ -206,7 +211,8 @@ impl RawSide {
         let mut encoder = self.device.create_command_encoder(&Default::default());
         encoder.copy_buffer_to_buffer(&self.large, 0, &self.staging, 0, BANDWIDTH_BYTES as u64);
         let submission = self.queue.submit([encoder.finish()]);
-        self.staging.map_async(wgpu::MapMode::Read, .., |result| result.expect("raw map"));
+        self.staging
+            .map_async(wgpu::MapMode::Read, .., |result| result.expect("raw map"));
         self.wait(submission);
         {
             let view = self.staging.get_mapped_range(..).expect("raw mapped range");
@@ -250,7 +256,7 @@ fn main() {
     group.bench_function("xhal", |bench| {
         bench.iter(|| {
             xhal.stream
-                .launch(&Launch::new(&xhal.empty).workgroups(1, 1, 1).buffer(&xhal.small))
+                .launch(&Launch::new(&xhal.empty).workgroups(1, 1, 1))
                 .expect("launch");
             xhal.stream.synchronize().expect("synchronize");
         })
@@ -276,7 +282,9 @@ fn main() {
     let data: Vec<u8> = (0..BANDWIDTH_BYTES).map(|index| index as u8).collect();
     let mut out = vec![0u8; BANDWIDTH_BYTES];
     let mut group = criterion.benchmark_group("write_64mib");
-    group.sample_size(10).throughput(Throughput::Bytes(BANDWIDTH_BYTES as u64));
+    group
+        .sample_size(10)
+        .throughput(Throughput::Bytes(BANDWIDTH_BYTES as u64));
     group.bench_function("xhal", |bench| {
         bench.iter(|| {
             xhal.stream.write(&xhal.large, 0, &data).expect("write");
@@ -287,7 +295,9 @@ fn main() {
     group.finish();
 
     let mut group = criterion.benchmark_group("read_64mib");
-    group.sample_size(10).throughput(Throughput::Bytes(BANDWIDTH_BYTES as u64));
+    group
+        .sample_size(10)
+        .throughput(Throughput::Bytes(BANDWIDTH_BYTES as u64));
     group.bench_function("xhal", |bench| {
         bench.iter(|| xhal.stream.read(&xhal.large, 0, &mut out).expect("read"))
     });
@@ -320,5 +330,8 @@ fn main() {
     }
     let table = lines.join("\n");
     println!("\n{table}");
-    let _ = std::fs::write(target_dir().join("criterion").join("xhal-wgpu-ratios.md"), format!("{table}\n"));
+    let _ = std::fs::write(
+        target_dir().join("criterion").join("xhal-wgpu-ratios.md"),
+        format!("{table}\n"),
+    );
 }

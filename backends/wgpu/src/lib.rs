@@ -23,6 +23,7 @@ mod handles;
 mod kernel;
 mod memory;
 mod stream;
+mod validation;
 
 use parking_lot::Mutex;
 use std::sync::{Arc, Weak};
@@ -50,13 +51,15 @@ fn create_plugin() -> Result<WgpuBackend> {
     Ok(WgpuBackend::new())
 }
 
-/// Instance flags chosen on purpose rather than from the build type: wgpu turns the Vulkan
-/// validation layer on in debug builds by itself, and the Khronos layer packaged on common
-/// distributions (1.3.239 and older) refuses the source-language tag naga writes into every
-/// SPIR-V module, so every pipeline would log a spurious error. wgpu reports layer messages
-/// only to its log, never as API errors, so with `WGPU_VALIDATION=1` (honoured through
-/// `with_env`) that one message shows up in the log and nothing else changes. wgpu's own
-/// validation, which is what turns misuse into errors, is always on.
+/// Instance flags chosen on purpose rather than from the build type. In debug builds wgpu
+/// turns on both `DEBUG` (naga then writes the WGSL source into each SPIR-V module's
+/// `OpSource`, as source language 10) and Vulkan validation, and the Khronos layer packaged
+/// on Debian 12 (1.3.239) predates language 10 and reports every shader module as invalid.
+/// So neither is on by default; `WGPU_DEBUG=1` and `WGPU_VALIDATION=1` (honoured through
+/// `with_env`) turn them on, and the layer's messages are then forwarded to `tracing`, that
+/// one known message downgraded (see the `validation` module). The layer only ever logs: its
+/// messages never become API errors. wgpu's own validation, which turns misuse into errors,
+/// is always on.
 fn instance_flags() -> wgpu::InstanceFlags {
     wgpu::InstanceFlags::VALIDATION_INDIRECT_CALL.with_env()
 }
@@ -96,9 +99,13 @@ impl WgpuBackend {
     /// Enumerates the adapters of every wgpu backend. A missing driver leaves no adapter;
     /// it never fails here, `device_count` says why.
     pub fn new() -> WgpuBackend {
+        let flags = instance_flags();
+        if flags.contains(wgpu::InstanceFlags::VALIDATION) {
+            validation::forward_wgpu_log();
+        }
         let descriptor = wgpu::InstanceDescriptor {
             backends: wgpu::Backends::all().with_env(),
-            flags: instance_flags(),
+            flags,
             ..wgpu::InstanceDescriptor::new_without_display_handle()
         };
         let instance = wgpu::Instance::new(descriptor);
