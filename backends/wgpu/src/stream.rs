@@ -73,6 +73,8 @@ enum TransferSource<'a> {
 struct StreamState {
     encoder: Option<wgpu::CommandEncoder>,
     recorded: u32,
+    /// `queue.write_buffer` data that waits for the next submission to reach the device.
+    unsubmitted_writes: bool,
     /// Submissions and reads not yet seen to finish.
     in_flight: Vec<Arc<Completion>>,
     last_submission: Option<wgpu::SubmissionIndex>,
@@ -136,6 +138,7 @@ impl Stream {
     fn submit(&self, state: &mut StreamState) -> Result<Arc<Completion>> {
         let encoder = state.encoder.take();
         state.recorded = 0;
+        state.unsubmitted_writes = false;
         let completion = Completion::new();
         let device = &self.device;
         let submission = device.capture("submitting stream work", || {
@@ -164,6 +167,7 @@ impl Stream {
                 stream.device.capture("writing a buffer", || {
                     stream.device.queue.write_buffer(&buffer.buffer, middle_start, middle)
                 })?;
+                state.unsubmitted_writes = true;
             }
             for (edge_start, edge_end) in [(offset, middle_start), (middle_end.max(middle_start), end)] {
                 if edge_end > edge_start {
@@ -194,6 +198,7 @@ impl Stream {
             device.queue.write_buffer(&staging, 0, &staged[..staged_len as usize]);
             staging
         })?;
+        state.unsubmitted_writes = true;
         self.transfer(
             state,
             &buffer.buffer,
@@ -625,7 +630,7 @@ impl Stream {
     pub(crate) fn synchronize(&self) -> Result<()> {
         let (submission, completions) = {
             let mut state = self.state.lock();
-            if state.encoder.is_some() && state.error.is_none() {
+            if (state.encoder.is_some() || state.unsubmitted_writes) && state.error.is_none() {
                 if let Err(error) = self.submit(&mut state) {
                     state.error = Some(error);
                 }
@@ -656,7 +661,7 @@ impl Stream {
 
     pub(crate) fn query(&self) -> Result<bool> {
         let mut state = self.state.lock();
-        if state.encoder.is_some() && state.error.is_none() {
+        if (state.encoder.is_some() || state.unsubmitted_writes) && state.error.is_none() {
             if let Err(error) = self.submit(&mut state) {
                 state.error = Some(error);
             }
