@@ -45,7 +45,8 @@ pub(crate) fn enumerate(instance: &wgpu::Instance) -> (Vec<AdapterEntry>, Vec<St
                     .count();
                 let features = adapter.features() & WANTED_FEATURES;
                 let limits = adapter.limits();
-                let device_info = describe(&info, features, &limits, twins as u32);
+                let memory = total_memory(&adapter, &info);
+                let device_info = describe(&info, features, &limits, twins as u32, memory);
                 usable.push(AdapterEntry {
                     adapter,
                     info: device_info,
@@ -77,8 +78,13 @@ fn unusable_reason(adapter: &wgpu::Adapter) -> Option<String> {
     None
 }
 
-fn describe(info: &wgpu::AdapterInfo, features: wgpu::Features, limits: &wgpu::Limits, twin: u32) -> DeviceInfo {
-    let total_memory = total_memory(info);
+fn describe(
+    info: &wgpu::AdapterInfo,
+    features: wgpu::Features,
+    limits: &wgpu::Limits,
+    twin: u32,
+    total_memory: u64,
+) -> DeviceInfo {
     let max_allocation_size = limits.max_buffer_size.min(total_memory);
     DeviceInfo {
         name: format!("{} ({:?})", info.name, info.backend),
@@ -99,7 +105,7 @@ fn describe(info: &wgpu::AdapterInfo, features: wgpu::Features, limits: &wgpu::L
             .collect::<Vec<_>>()
             .join(" "),
         total_memory,
-        free_memory: available_memory(info).min(total_memory),
+        free_memory: available_memory(info, total_memory),
         max_allocation_size,
         max_workgroup_size: [
             limits.max_compute_workgroup_size_x,
@@ -199,9 +205,13 @@ fn stable_uuid(info: &wgpu::AdapterInfo, twin: u32) -> [u8; 16] {
     uuid
 }
 
-/// wgpu does not report memory sizes. A CPU adapter's memory is the host's; for others the
-/// largest buffer is the only size wgpu guarantees, so that is what is reported.
-fn total_memory(info: &wgpu::AdapterInfo) -> u64 {
+/// wgpu does not report memory sizes. Under Vulkan they come from the driver's device-local
+/// heaps; a CPU adapter's memory is the host's; for anything else the only size wgpu
+/// guarantees is reported.
+fn total_memory(adapter: &wgpu::Adapter, info: &wgpu::AdapterInfo) -> u64 {
+    if let Some(bytes) = vulkan_device_local_bytes(adapter) {
+        return bytes;
+    }
     if info.device_type == wgpu::DeviceType::Cpu {
         if let Some(bytes) = meminfo_field("MemTotal:") {
             return bytes;
@@ -210,13 +220,37 @@ fn total_memory(info: &wgpu::AdapterInfo) -> u64 {
     FALLBACK_MEMORY
 }
 
-fn available_memory(info: &wgpu::AdapterInfo) -> u64 {
+#[cfg(not(any(target_vendor = "apple", target_arch = "wasm32")))]
+fn vulkan_device_local_bytes(adapter: &wgpu::Adapter) -> Option<u64> {
+    // SAFETY: the Vulkan adapter is only read, by a query that changes nothing, and `adapter`
+    // keeps it alive for the guard's lifetime.
+    let vulkan = unsafe { adapter.as_hal::<wgpu::hal::api::Vulkan>() }?;
+    let instance = vulkan.shared_instance().raw_instance();
+    // SAFETY: the physical device was enumerated from this instance, which outlives the call.
+    let properties = unsafe { instance.get_physical_device_memory_properties(vulkan.raw_physical_device()) };
+    let bytes: u64 = properties
+        .memory_heaps_as_slice()
+        .iter()
+        .filter(|heap| heap.flags.contains(ash::vk::MemoryHeapFlags::DEVICE_LOCAL))
+        .map(|heap| heap.size)
+        .sum();
+    (bytes > 0).then_some(bytes)
+}
+
+#[cfg(any(target_vendor = "apple", target_arch = "wasm32"))]
+fn vulkan_device_local_bytes(_adapter: &wgpu::Adapter) -> Option<u64> {
+    None
+}
+
+/// The host's available memory for a CPU adapter; otherwise wgpu gives no figure, and the
+/// total is the best one known.
+fn available_memory(info: &wgpu::AdapterInfo, total_memory: u64) -> u64 {
     if info.device_type == wgpu::DeviceType::Cpu {
         if let Some(bytes) = meminfo_field("MemAvailable:") {
-            return bytes;
+            return bytes.min(total_memory);
         }
     }
-    FALLBACK_MEMORY
+    total_memory
 }
 
 /// Reported when neither wgpu nor the host says how much memory an adapter has: 1 GiB, which

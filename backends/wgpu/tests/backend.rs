@@ -31,7 +31,9 @@ fn device_names_say_which_wgpu_backend_is_underneath() {
     for device in devices() {
         let name = &device.info().name;
         assert!(
-            ["(Vulkan)", "(Gl)", "(Metal)", "(Dx12)"].iter().any(|api| name.ends_with(api)),
+            ["(Vulkan)", "(Gl)", "(Metal)", "(Dx12)"]
+                .iter()
+                .any(|api| name.ends_with(api)),
             "{name}"
         );
     }
