@@ -8,6 +8,19 @@ use xhal_core::{DeviceInfo, Error, Result};
 
 use crate::adapter::{AdapterEntry, TRANSFER_IMMEDIATE_BYTES};
 
+/// A buffer argument as a bind group sees it: buffer id, offset, bound size.
+pub(crate) type BindingKey = (u64, u64, u64);
+
+/// Bind groups kept for reuse, at most this many per device.
+const CACHED_BIND_GROUPS: usize = 64;
+
+/// A bind group of one pipeline for one set of buffer arguments.
+struct CachedBindGroup {
+    pipeline: u64,
+    key: Vec<BindingKey>,
+    group: wgpu::BindGroup,
+}
+
 /// One wgpu device, shared by every object made on it.
 pub(crate) struct DeviceShared {
     pub(crate) index: u32,
@@ -23,6 +36,9 @@ pub(crate) struct DeviceShared {
     transfer: OnceLock<std::result::Result<TransferKernel, Error>>,
     /// Bound as the unused source of a fill, which may not bind its destination twice.
     pub(crate) placeholder: wgpu::Buffer,
+    /// Launches that repeat their arguments reuse the bind group, as code written for wgpu
+    /// directly would; most recently used last.
+    bind_groups: Mutex<Vec<CachedBindGroup>>,
 }
 
 impl DeviceShared {
@@ -75,6 +91,7 @@ impl DeviceShared {
             allocated: AtomicU64::new(0),
             transfer: OnceLock::new(),
             placeholder,
+            bind_groups: Mutex::new(Vec::new()),
         })
     }
 
@@ -137,6 +154,38 @@ impl DeviceShared {
 
     pub(crate) fn unreserve(&self, size: u64) {
         self.allocated.fetch_sub(size, Ordering::Relaxed);
+    }
+
+    pub(crate) fn cached_bind_group(&self, pipeline: u64, key: &[BindingKey]) -> Option<wgpu::BindGroup> {
+        let mut cache = self.bind_groups.lock();
+        let position = cache
+            .iter()
+            .rposition(|cached| cached.pipeline == pipeline && cached.key == key)?;
+        let hit = cache.remove(position);
+        let group = hit.group.clone();
+        cache.push(hit);
+        Some(group)
+    }
+
+    pub(crate) fn cache_bind_group(&self, pipeline: u64, key: Vec<BindingKey>, group: wgpu::BindGroup) {
+        let mut cache = self.bind_groups.lock();
+        if cache.len() >= CACHED_BIND_GROUPS {
+            cache.remove(0);
+        }
+        cache.push(CachedBindGroup { pipeline, key, group });
+    }
+
+    /// Drops the cached bind groups that name a freed buffer, so the cache never keeps its
+    /// memory alive.
+    pub(crate) fn forget_buffer(&self, buffer: u64) {
+        self.bind_groups
+            .lock()
+            .retain(|cached| cached.key.iter().all(|(id, _, _)| *id != buffer));
+    }
+
+    /// Drops the cached bind groups of a pipeline that is gone.
+    pub(crate) fn forget_pipeline(&self, pipeline: u64) {
+        self.bind_groups.lock().retain(|cached| cached.pipeline != pipeline);
     }
 
     /// Runs `operation` inside wgpu error scopes and returns what it produced, or the first

@@ -17,8 +17,12 @@ pub(crate) struct Module {
     pipelines: Mutex<HashMap<String, Arc<KernelPipeline>>>,
 }
 
+/// Names pipelines for the device's bind group cache; never reused, unlike addresses.
+static NEXT_PIPELINE_SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 /// One entry point, ready to dispatch.
 pub(crate) struct KernelPipeline {
+    pub(crate) serial: u64,
     pub(crate) device: Arc<DeviceShared>,
     pub(crate) name: String,
     pub(crate) pipeline: wgpu::ComputePipeline,
@@ -27,6 +31,12 @@ pub(crate) struct KernelPipeline {
     /// Bytes of immediate data the pipeline takes: the scalar block rounded up to 4.
     pub(crate) immediate_size: u32,
     pub(crate) buffer_count: usize,
+}
+
+impl Drop for KernelPipeline {
+    fn drop(&mut self) {
+        self.device.forget_pipeline(self.serial);
+    }
 }
 
 impl Module {
@@ -149,6 +159,7 @@ impl Module {
                     cache: None,
                 });
                 KernelPipeline {
+                    serial: NEXT_PIPELINE_SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
                     device: Arc::clone(device),
                     name: entry.name.clone(),
                     pipeline,

@@ -68,6 +68,7 @@ impl Buffer {
 impl Drop for Buffer {
     fn drop(&mut self) {
         // The wgpu buffer itself lives on inside wgpu until submitted work stops using it.
+        self.device.forget_buffer(self.id);
         self.device.unreserve(self.reserved);
     }
 }

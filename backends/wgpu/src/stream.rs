@@ -15,7 +15,7 @@ use std::sync::Arc;
 use xhal_core::{Error, Result};
 
 use crate::completion::{settled, Completion};
-use crate::device::{DeviceShared, TRANSFER_WORKGROUP};
+use crate::device::{BindingKey, DeviceShared, TRANSFER_WORKGROUP};
 use crate::kernel::KernelPipeline;
 use crate::memory::{align_down4, align_up4, Buffer};
 
@@ -460,29 +460,40 @@ impl Stream {
             let bind_group = match &kernel.bind_group_layout {
                 None => None,
                 Some(layout) => {
-                    let entries: Vec<wgpu::BindGroupEntry> = buffers
+                    // Storage bindings are whole words; every WGSL storage type's stride is a
+                    // multiple of 4, so no element is lost.
+                    let key: Vec<BindingKey> = buffers
                         .iter()
-                        .enumerate()
-                        .map(|(binding, (buffer, offset, size))| wgpu::BindGroupEntry {
-                            binding: binding as u32,
-                            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                                buffer: &buffer.buffer,
-                                offset: *offset,
-                                // Storage bindings are whole words; every WGSL storage type's
-                                // stride is a multiple of 4, so no element is lost.
-                                size: std::num::NonZeroU64::new(align_down4(*size).max(4)),
-                            }),
-                        })
+                        .map(|(buffer, offset, size)| (buffer.id, *offset, align_down4(*size).max(4)))
                         .collect();
-                    Some(
-                        device.capture(&format!("binding the buffers of kernel `{}`", kernel.name), || {
-                            device.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                                label: None,
-                                layout,
-                                entries: &entries,
-                            })
-                        })?,
-                    )
+                    match device.cached_bind_group(kernel.serial, &key) {
+                        Some(group) => Some(group),
+                        None => {
+                            let entries: Vec<wgpu::BindGroupEntry> = buffers
+                                .iter()
+                                .zip(&key)
+                                .enumerate()
+                                .map(|(binding, ((buffer, _, _), (_, offset, size)))| wgpu::BindGroupEntry {
+                                    binding: binding as u32,
+                                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                                        buffer: &buffer.buffer,
+                                        offset: *offset,
+                                        size: std::num::NonZeroU64::new(*size),
+                                    }),
+                                })
+                                .collect();
+                            let group =
+                                device.capture(&format!("binding the buffers of kernel `{}`", kernel.name), || {
+                                    device.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                                        label: None,
+                                        layout,
+                                        entries: &entries,
+                                    })
+                                })?;
+                            device.cache_bind_group(kernel.serial, key, group.clone());
+                            Some(group)
+                        }
+                    }
                 }
             };
             if workgroups.contains(&0) {
