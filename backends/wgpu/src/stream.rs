@@ -19,8 +19,10 @@ use crate::device::{BindingKey, DeviceShared, TRANSFER_WORKGROUP};
 use crate::kernel::KernelPipeline;
 use crate::memory::{align_down4, align_up4, Buffer};
 
-/// Commands recorded before a stream submits on its own, so work starts without a sync.
-const BATCH_COMMANDS: u32 = 128;
+/// Commands recorded before a stream submits on its own, so work starts without a sync. A
+/// submission costs tens of microseconds in wgpu; 512 commands make that a fraction of a
+/// microsecond each while long launch sequences still start running early.
+const BATCH_COMMANDS: u32 = 512;
 
 /// A host pointer that a read callback writes through.
 struct HostDestination(*mut u8);
