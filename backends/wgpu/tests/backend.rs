@@ -1,0 +1,115 @@
+//! The wgpu backend through the application API, on every adapter this machine has. A
+//! machine without any adapter passes too: the backend must then report why, not panic.
+
+use std::sync::Arc;
+use xhal_core::{Device, ErrorKind, Launch, Runtime};
+use xhal_wgpu::WgpuBackend;
+
+fn devices() -> Vec<Device> {
+    let backend = Arc::new(WgpuBackend::new());
+    let count = match xhal_core::Backend::device_count(&*backend) {
+        Ok(count) => count,
+        Err(error) => {
+            assert_eq!(error.kind(), ErrorKind::DriverUnavailable, "{error}");
+            assert!(!error.message().is_empty());
+            return Vec::new();
+        }
+    };
+    let runtime = Runtime::builder()
+        .without_static_backends()
+        .without_plugin_search()
+        .backend(backend)
+        .build()
+        .expect("a runtime with the wgpu backend");
+    (0..count)
+        .map(|index| runtime.open("wgpu", index).expect("every listed adapter opens"))
+        .collect()
+}
+
+#[test]
+fn device_names_say_which_wgpu_backend_is_underneath() {
+    for device in devices() {
+        let name = &device.info().name;
+        assert!(
+            ["(Vulkan)", "(Gl)", "(Metal)", "(Dx12)"]
+                .iter()
+                .any(|api| name.ends_with(api)),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn unaligned_writes_fills_and_overlapping_copies_keep_their_neighbours() {
+    for device in devices() {
+        let stream = device.create_stream().unwrap();
+        let buffer = device.alloc_from(&stream, &[0xEEu8; 64]).unwrap();
+        let mut expected = vec![0xEEu8; 64];
+
+        stream.write(&buffer, 3, &[1, 2, 3, 4, 5, 6, 7]).unwrap();
+        expected[3..10].copy_from_slice(&[1, 2, 3, 4, 5, 6, 7]);
+        stream.fill(&buffer, 13, 5, 0x5Au8).unwrap();
+        expected[13..18].fill(0x5A);
+        stream.copy(&buffer, 2, &buffer, 5, 20).unwrap();
+        expected.copy_within(2..22, 5);
+
+        assert_eq!(stream.read_to_vec(&buffer).unwrap(), expected, "{}", device.info().name);
+        let mut middle = [0u8; 5];
+        stream.read(&buffer, 7, &mut middle).unwrap();
+        assert_eq!(&middle[..], &expected[7..12], "{}", device.info().name);
+    }
+}
+
+const SAXPY: &str = r#"
+struct Params { a: f32, n: u32 }
+var<immediate> params: Params;
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+
+@compute @workgroup_size(64)
+fn saxpy(@builtin(global_invocation_id) id: vec3<u32>) {
+    if id.x < params.n { y[id.x] = params.a * x[id.x] + y[id.x]; }
+}
+"#;
+
+#[test]
+fn a_kernel_gets_its_buffers_and_scalars() {
+    for device in devices() {
+        let stream = device.create_stream().unwrap();
+        let n = 1000usize;
+        let x: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        let x_buffer = device.alloc_from(&stream, &x).unwrap();
+        let y_buffer = device.alloc_from(&stream, &vec![1.0f32; n]).unwrap();
+        let kernel = device.load_wgsl(SAXPY).unwrap().kernel("saxpy").unwrap();
+        stream
+            .launch(
+                &Launch::new(&kernel)
+                    .workgroups_for_invocations(n as u64)
+                    .buffer(&x_buffer)
+                    .buffer(&y_buffer)
+                    .scalar(2.0f32)
+                    .scalar(n as u32),
+            )
+            .unwrap();
+        let y = stream.read_to_vec(&y_buffer).unwrap();
+        let expected: Vec<f32> = x.iter().map(|value| 2.0 * value + 1.0).collect();
+        assert_eq!(y, expected, "{}", device.info().name);
+    }
+}
+
+#[test]
+fn events_order_work_across_streams() {
+    for device in devices() {
+        let first = device.create_stream().unwrap();
+        let second = device.create_stream().unwrap();
+        let buffer = device.alloc::<u32>(1024).unwrap();
+        let copy = device.alloc::<u32>(1024).unwrap();
+        first.fill(&buffer, 0, 1024, 7u32).unwrap();
+        let event = device.create_event().unwrap();
+        first.record(&event).unwrap();
+        second.wait(&event).unwrap();
+        second.copy(&buffer, 0, &copy, 0, 1024).unwrap();
+        assert_eq!(second.read_to_vec(&copy).unwrap(), vec![7u32; 1024]);
+        assert!(event.query().unwrap());
+    }
+}
