@@ -1,13 +1,13 @@
 # The entry points a person types. `make demo` and `make test` do all the set-up they need.
 CARGO ?= cargo
 # Backends built as plugins into target/plugins. The plugin zoo (broken test plugins) stays out.
-PLUGINS := cpu
+PLUGINS := cpu wgpu
 PLUGIN_DIR := target/plugins
 
 # Backends certified by `make cts`, each from its plugin file in target/plugins.
-CTS_BACKENDS := cpu
+CTS_BACKENDS := cpu wgpu
 
-.PHONY: all build plugins demo test cts fmt-check clippy header bench doc clean
+.PHONY: all build plugins drivers demo test cts fmt-check clippy header bench doc clean
 
 all: build
 
@@ -36,15 +36,20 @@ fmt-check:
 clippy:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
+# The GPU backends run here on Mesa's CPU drivers; installs them when missing (as root), or
+# says loudly that those backends are skipped.
+drivers:
+	@scripts/install-drivers.sh
+
 # The tests load real plugin libraries (the CPU plugin and the zoo), so build them first.
-test: fmt-check clippy
+test: drivers fmt-check clippy
 	$(CARGO) build --workspace
 	$(CARGO) test --workspace
 
 # Certifies every backend plugin with xhal-cts; reports in target/cts/<backend>/. Fails on
 # any failure, crash or timeout; a backend without a driver is skipped loudly unless
 # XHAL_REQUIRE_BACKENDS names it (see scripts/cts.sh).
-cts: build
+cts: drivers build
 	scripts/cts.sh $(CTS_BACKENDS)
 
 # Regenerates include/xhal.h after a change to hal/abi.

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs the user-space drivers the GPU backends are tested on, when they are missing and
+# this runs as root with apt: Mesa lavapipe (Vulkan on the CPU) with the Khronos validation
+# layer, and llvmpipe through EGL (GL). Otherwise it says loudly which backends will find no
+# device; their tests then skip with that reason, unless XHAL_REQUIRE_BACKENDS names them.
+set -uo pipefail
+
+packages=(libvulkan1 mesa-vulkan-drivers vulkan-validationlayers libegl1 libegl-mesa0 libgl1-mesa-dri)
+missing=()
+for package in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "installing the GPU drivers the tests run on: ${missing[*]}"
+  if apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"; then
+    exit 0
+  fi
+fi
+echo "" >&2
+echo "!!! missing and not installed: ${missing[*]}" >&2
+echo "!!! The wgpu (and vulkan) backends will find no device here: their tests and certification are SKIPPED." >&2
+echo "!!! Install those packages (as root: apt-get install ${missing[*]}) to run them." >&2
+echo "" >&2
+exit 0
