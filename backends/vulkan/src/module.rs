@@ -250,9 +250,11 @@ fn spirv_words(code: &[u8]) -> Result<Vec<u32>> {
 
 /// The module without its `OpSource*` instructions.
 ///
-/// They are debug information only. naga tags its output with a source language the
-/// validation layer shipped with some SDKs does not know yet, and rejects; dropping the tag
-/// changes nothing the driver runs, and keeps validation silent for valid modules.
+/// They are debug information only. SPIR-V that naga writes with debug information tags its
+/// source language as WGSL (10), which older validation layers (1.3.239, as packaged here)
+/// reject as an invalid operand; dropping the tag changes nothing the driver runs and keeps
+/// validation silent for valid modules. Only this instruction is removed: messages are never
+/// filtered.
 fn without_source_instructions(words: &[u32]) -> Vec<u32> {
     let mut out = Vec::with_capacity(words.len());
     out.extend_from_slice(&words[..5.min(words.len())]);
@@ -430,7 +432,9 @@ fn guarded<T: Send + 'static>(what: &str, work: impl FnOnce() -> Result<T> + Sen
 ///
 /// naga's IR validator is not run on the result: the reader's IR for valid SPIR-V (naga's own
 /// output included) does not always satisfy it (integer-vector division helpers, workgroup
-/// atomics), so the globals each entry point uses are found by walking its call graph here.
+/// atomics), and the reader gives every function an expression for every global whether it
+/// uses it or not. So which globals an entry point uses is read from the SPIR-V itself
+/// ([`SpirvUses`]), and their sizes from naga's module.
 fn reflect_spirv(code: &[u8]) -> Result<Vec<EntryLayout>> {
     let code = code.to_vec();
     guarded("reading SPIR-V", move || {
@@ -441,103 +445,170 @@ fn reflect_spirv(code: &[u8]) -> Result<Vec<EntryLayout>> {
         };
         let module = naga::front::spv::parse_u8_slice(&code, &options)
             .map_err(|error| Error::invalid_argument(format!("invalid SPIR-V: {error}")))?;
-        reflect_naga(&module)
+        let uses = SpirvUses::read(&spirv_words(&code)?)?;
+        reflect_naga(&module, &uses)
     })
 }
 
-/// Every global variable `function` uses, directly or through the functions it calls.
-fn globals_used(
-    module: &naga::Module,
-    function: &naga::Function,
-    visited: &mut std::collections::HashSet<naga::Handle<naga::Function>>,
-    used: &mut std::collections::HashSet<naga::Handle<naga::GlobalVariable>>,
-) {
-    for (_, expression) in function.expressions.iter() {
-        if let naga::Expression::GlobalVariable(global) = expression {
-            used.insert(*global);
-        }
-    }
-    let mut callees = Vec::new();
-    collect_calls(&function.body, &mut callees);
-    for callee in callees {
-        if visited.insert(callee) {
-            globals_used(module, &module.functions[callee], visited, used);
-        }
-    }
+/// What each entry point of a SPIR-V module uses, from its call graph.
+#[derive(Debug, Default)]
+struct SpirvUses {
+    /// Per entry point name: the module-scope variables its functions reference.
+    entry_points: HashMap<String, std::collections::HashSet<u32>>,
+    /// Module-scope variables: storage class.
+    variables: HashMap<u32, u32>,
+    bindings: HashMap<u32, (Option<u32>, Option<u32>)>,
+    names: HashMap<u32, String>,
 }
 
-fn collect_calls(block: &naga::Block, callees: &mut Vec<naga::Handle<naga::Function>>) {
-    for statement in block.iter() {
-        match statement {
-            naga::Statement::Call { function, .. } => callees.push(*function),
-            naga::Statement::Block(inner) => collect_calls(inner, callees),
-            naga::Statement::If { accept, reject, .. } => {
-                collect_calls(accept, callees);
-                collect_calls(reject, callees);
+mod spirv_op {
+    pub(super) const NAME: u32 = 5;
+    pub(super) const ENTRY_POINT: u32 = 15;
+    pub(super) const FUNCTION: u32 = 54;
+    pub(super) const FUNCTION_END: u32 = 56;
+    pub(super) const FUNCTION_CALL: u32 = 57;
+    pub(super) const VARIABLE: u32 = 59;
+    pub(super) const DECORATE: u32 = 71;
+    pub(super) const DECORATION_BINDING: u32 = 33;
+    pub(super) const DECORATION_DESCRIPTOR_SET: u32 = 34;
+    pub(super) const STORAGE_UNIFORM: u32 = 2;
+    pub(super) const STORAGE_WORKGROUP: u32 = 4;
+    pub(super) const STORAGE_PUSH_CONSTANT: u32 = 9;
+    pub(super) const STORAGE_BUFFER: u32 = 12;
+}
+
+/// A SPIR-V literal string: UTF-8 bytes packed little-endian into words, NUL-terminated.
+fn spirv_string(words: &[u32]) -> String {
+    let bytes: Vec<u8> = words.iter().flat_map(|word| word.to_le_bytes()).collect();
+    let end = bytes.iter().position(|&byte| byte == 0).unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
+impl SpirvUses {
+    fn read(words: &[u32]) -> Result<SpirvUses> {
+        let malformed = || Error::invalid_argument("invalid SPIR-V: an instruction runs past the end of the module");
+        let mut uses = SpirvUses::default();
+        let mut entry_functions: Vec<(String, u32)> = Vec::new();
+        // Per function id: the ids its instructions mention, and the functions it calls.
+        let mut functions: HashMap<u32, (Vec<u32>, Vec<u32>)> = HashMap::new();
+        let mut current: Option<u32> = None;
+        let mut at = 5;
+        while at < words.len() {
+            let count = (words[at] >> 16) as usize;
+            if count == 0 || at + count > words.len() {
+                return Err(malformed());
             }
-            naga::Statement::Switch { cases, .. } => {
-                for case in cases {
-                    collect_calls(&case.body, callees);
+            let opcode = words[at] & 0xffff;
+            let operands = &words[at + 1..at + count];
+            match (opcode, current) {
+                (spirv_op::FUNCTION, _) if operands.len() >= 2 => {
+                    current = Some(operands[1]);
+                    functions.entry(operands[1]).or_default();
+                }
+                (spirv_op::FUNCTION_END, _) => current = None,
+                (_, Some(function)) => {
+                    let entry = functions.entry(function).or_default();
+                    if opcode == spirv_op::FUNCTION_CALL && operands.len() >= 3 {
+                        entry.1.push(operands[2]);
+                    }
+                    entry.0.extend_from_slice(operands);
+                }
+                (spirv_op::ENTRY_POINT, None) if operands.len() >= 3 => {
+                    entry_functions.push((spirv_string(&operands[2..]), operands[1]));
+                }
+                (spirv_op::NAME, None) if operands.len() >= 2 => {
+                    uses.names.insert(operands[0], spirv_string(&operands[1..]));
+                }
+                (spirv_op::VARIABLE, None) if operands.len() >= 3 => {
+                    uses.variables.insert(operands[1], operands[2]);
+                }
+                (spirv_op::DECORATE, None) if operands.len() >= 3 => {
+                    let binding = uses.bindings.entry(operands[0]).or_default();
+                    match operands[1] {
+                        spirv_op::DECORATION_DESCRIPTOR_SET => binding.0 = Some(operands[2]),
+                        spirv_op::DECORATION_BINDING => binding.1 = Some(operands[2]),
+                        _ => {}
+                    }
+                }
+                _ => {}
+            }
+            at += count;
+        }
+        for (name, function) in entry_functions {
+            let mut used = std::collections::HashSet::new();
+            let mut pending = vec![function];
+            let mut visited = std::collections::HashSet::new();
+            while let Some(next) = pending.pop() {
+                if !visited.insert(next) {
+                    continue;
+                }
+                if let Some((mentioned, callees)) = functions.get(&next) {
+                    used.extend(mentioned.iter().filter(|id| uses.variables.contains_key(id)));
+                    pending.extend(callees);
                 }
             }
-            naga::Statement::Loop { body, continuing, .. } => {
-                collect_calls(body, callees);
-                collect_calls(continuing, callees);
-            }
-            _ => {}
+            uses.entry_points.insert(name, used);
         }
+        Ok(uses)
     }
 }
 
-fn reflect_naga(module: &naga::Module) -> Result<Vec<EntryLayout>> {
+fn reflect_naga(module: &naga::Module, uses: &SpirvUses) -> Result<Vec<EntryLayout>> {
     let mut layouter = naga::proc::Layouter::default();
     layouter
         .update(module.to_ctx())
         .map_err(|error| Error::invalid_argument(format!("cannot lay out the module's types: {error}")))?;
+    let mut scalar_bytes = 0;
+    let mut workgroup_sizes: Vec<(Option<String>, u64, u64)> = Vec::new();
+    for (_, variable) in module.global_variables.iter() {
+        let layout = layouter[variable.ty];
+        match variable.space {
+            naga::AddressSpace::Immediate => scalar_bytes = scalar_bytes.max(layout.size),
+            naga::AddressSpace::WorkGroup => workgroup_sizes.push((
+                variable.name.clone(),
+                u64::from(layout.size),
+                u64::from(layout.alignment * 1u32),
+            )),
+            _ => {}
+        }
+    }
     let mut entries = Vec::new();
     for entry in module.entry_points.iter() {
         if entry.stage != naga::ShaderStage::Compute {
             continue;
         }
-        let mut used = std::collections::HashSet::new();
-        globals_used(
-            module,
-            &entry.function,
-            &mut std::collections::HashSet::new(),
-            &mut used,
-        );
+        let Some(used) = uses.entry_points.get(&entry.name) else {
+            return Err(Error::invalid_argument(format!(
+                "invalid SPIR-V: entry point `{}` has no OpEntryPoint",
+                entry.name
+            )));
+        };
         let mut bindings = Vec::new();
-        let mut scalar_bytes = 0;
-        let mut workgroup_memory = 0u64;
-        for (handle, variable) in module.global_variables.iter() {
-            if !used.contains(&handle) {
-                continue;
-            }
-            let size = layouter[variable.ty].size;
-            match variable.space {
-                naga::AddressSpace::Storage { .. } => {
-                    let Some(binding) = &variable.binding else {
+        let mut uses_scalars = false;
+        let mut workgroup_names = Vec::new();
+        for &variable in used {
+            match uses.variables[&variable] {
+                spirv_op::STORAGE_BUFFER => {
+                    let (set, binding) = uses.bindings.get(&variable).copied().unwrap_or_default();
+                    let (Some(set), Some(binding)) = (set, binding) else {
                         return Err(Error::invalid_argument(format!(
-                            "entry point `{}` uses a storage buffer without a binding",
+                            "entry point `{}` uses a storage buffer without a descriptor set and binding",
                             entry.name
                         )));
                     };
-                    if binding.group != 0 {
+                    if set != 0 {
                         return Err(Error::invalid_argument(format!(
-                            "entry point `{}` uses a buffer in descriptor set {}; the xhal argument ABI puts buffer i at set 0, binding i",
-                            entry.name, binding.group
+                            "entry point `{}` uses a buffer in descriptor set {set}; the xhal argument ABI puts buffer i at set 0, binding i",
+                            entry.name
                         )));
                     }
-                    bindings.push(binding.binding);
+                    bindings.push(binding);
                 }
-                naga::AddressSpace::Immediate => scalar_bytes = size,
-                naga::AddressSpace::WorkGroup => {
-                    let alignment = u64::from(layouter[variable.ty].alignment.round_up(1));
-                    workgroup_memory = workgroup_memory.div_ceil(alignment.max(1)) * alignment.max(1) + u64::from(size);
-                }
-                naga::AddressSpace::Uniform | naga::AddressSpace::Handle => {
+                spirv_op::STORAGE_PUSH_CONSTANT => uses_scalars = true,
+                spirv_op::STORAGE_WORKGROUP => workgroup_names.push(uses.names.get(&variable).cloned()),
+                spirv_op::STORAGE_UNIFORM => {
                     return Err(Error::invalid_argument(format!(
-                        "entry point `{}` uses a uniform buffer or texture; xhal kernels take storage buffers and one push-constant block",
+                        "entry point `{}` uses a uniform buffer; xhal kernels take storage buffers and one push-constant block",
                         entry.name
                     )));
                 }
@@ -553,11 +624,24 @@ fn reflect_naga(module: &naga::Module) -> Result<Vec<EntryLayout>> {
                 bindings.len()
             )));
         }
+        // Sized by name; should a used variable have no name naga kept, count every one.
+        let all_named = workgroup_names.iter().all(|name| {
+            name.as_ref()
+                .is_some_and(|name| workgroup_sizes.iter().any(|(known, _, _)| known.as_ref() == Some(name)))
+        });
+        let mut workgroup_memory = 0u64;
+        for (name, size, alignment) in &workgroup_sizes {
+            if all_named && !workgroup_names.contains(name) {
+                continue;
+            }
+            let alignment = (*alignment).max(1);
+            workgroup_memory = workgroup_memory.div_ceil(alignment) * alignment + size;
+        }
         entries.push(EntryLayout {
             name: entry.name.clone(),
             workgroup_size: entry.workgroup_size,
             binding_count: bindings.len() as u32,
-            scalar_bytes,
+            scalar_bytes: if uses_scalars { scalar_bytes } else { 0 },
             workgroup_memory,
         });
     }
@@ -628,6 +712,34 @@ fn saxpy(@builtin(global_invocation_id) id: vec3<u32>, @builtin(local_invocation
     }
 
     #[test]
+    fn each_entry_point_reflects_only_what_it_uses() {
+        let source = r#"
+var<immediate> scale: u32;
+@group(0) @binding(0) var<storage, read_write> a: array<u32>;
+@group(0) @binding(1) var<storage, read_write> b: array<u32>;
+var<workgroup> big: array<u32, 512>;
+var<workgroup> small: array<u32, 4>;
+fn helper(i: u32) { b[i] = a[i] * scale + big[i % 512u]; }
+@compute @workgroup_size(8) fn first(@builtin(global_invocation_id) id: vec3<u32>) { a[id.x] = small[id.x % 4u]; }
+@compute @workgroup_size(16) fn second(@builtin(global_invocation_id) id: vec3<u32>) { helper(id.x); }
+"#;
+        let words = xhal_kernel::parse_wgsl(source).unwrap().to_spirv().unwrap();
+        let bytes: Vec<u8> = words.iter().flat_map(|word| word.to_le_bytes()).collect();
+        let entries = reflect_spirv(&bytes).unwrap();
+        let first = entries.iter().find(|entry| entry.name == "first").unwrap();
+        let second = entries.iter().find(|entry| entry.name == "second").unwrap();
+        assert_eq!(
+            (first.binding_count, first.scalar_bytes, first.workgroup_memory),
+            (1, 0, 16)
+        );
+        assert_eq!(
+            (second.binding_count, second.scalar_bytes, second.workgroup_memory),
+            (2, 4, 2048)
+        );
+        assert_eq!(second.workgroup_size, [16, 1, 1]);
+    }
+
+    #[test]
     fn invalid_spirv_is_an_invalid_argument() {
         for code in [vec![1u8, 2, 3], vec![0u8; 40], {
             let mut code = saxpy_spirv();
@@ -660,9 +772,11 @@ fn saxpy(@builtin(global_invocation_id) id: vec3<u32>, @builtin(local_invocation
 
     #[test]
     fn source_instructions_are_dropped_and_nothing_else() {
-        let words = spirv_words(&saxpy_spirv()).unwrap();
+        let mut words = spirv_words(&saxpy_spirv()).unwrap();
+        // OpSource WGSL (source language 10), version 1, as naga writes with debug info.
+        words.splice(5..5, [(3 << 16) | 3, 10, 1]);
         let stripped = without_source_instructions(&words);
-        assert!(stripped.len() < words.len());
+        assert_eq!(stripped.len(), words.len() - 3);
         let opcodes = |words: &[u32]| {
             let mut at = 5;
             let mut out = Vec::new();
