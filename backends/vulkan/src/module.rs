@@ -85,6 +85,9 @@ impl Module {
             }
         };
         let mut words = without_source_instructions(&words);
+        if let Some(trimmed) = without_unused_io16_capability(&words) {
+            words = trimmed;
+        }
         if gpu.adapter.enable.zero_initialize_workgroup_memory {
             if let Some(native) = zero_workgroup_memory_natively(&words) {
                 words = native;
@@ -273,6 +276,57 @@ fn without_source_instructions(words: &[u32]) -> Vec<u32> {
         at += count;
     }
     out
+}
+
+/// The module without `OpCapability StorageInputOutput16`, when nothing can use it: every
+/// `Input` and `Output` variable is a built-in (as in every compute kernel), so no 16-bit value
+/// crosses a stage interface.
+///
+/// naga declares the capability in every module that uses `f16`, but Vulkan lets a module
+/// declare it only on devices with `storageInputOutput16` (lavapipe has none), and the
+/// validation layer refuses such a module even though the capability is unused. `None` when
+/// the module does not declare it or might use it.
+fn without_unused_io16_capability(words: &[u32]) -> Option<Vec<u32>> {
+    const CAPABILITY: u32 = 17;
+    const VARIABLE: u32 = 59;
+    const DECORATE: u32 = 71;
+    const STORAGE_INPUT_OUTPUT_16: u32 = 4436;
+    const DECORATION_BUILT_IN: u32 = 11;
+    const STORAGE_INPUT: u32 = 1;
+    const STORAGE_OUTPUT: u32 = 3;
+    let mut instructions = Vec::new();
+    let mut at = 5;
+    while at < words.len() {
+        let count = (words[at] >> 16) as usize;
+        if count == 0 || at + count > words.len() {
+            return None;
+        }
+        instructions.push((at, count, words[at] & 0xffff));
+        at += count;
+    }
+    let mut capability = None;
+    let mut built_ins = std::collections::HashSet::new();
+    let mut interface = Vec::new();
+    for &(start, count, opcode) in &instructions {
+        let operands = &words[start + 1..start + count];
+        match opcode {
+            CAPABILITY if operands == [STORAGE_INPUT_OUTPUT_16] => capability = Some(start),
+            DECORATE if operands.len() >= 2 && operands[1] == DECORATION_BUILT_IN => {
+                built_ins.insert(operands[0]);
+            }
+            VARIABLE if operands.len() >= 3 && matches!(operands[2], STORAGE_INPUT | STORAGE_OUTPUT) => {
+                interface.push(operands[1]);
+            }
+            _ => {}
+        }
+    }
+    let capability = capability?;
+    if !interface.iter().all(|variable| built_ins.contains(variable)) {
+        return None;
+    }
+    let mut out = words.to_vec();
+    out.drain(capability..capability + 2);
+    Some(out)
 }
 
 /// SPIR-V opcodes and operands the workgroup zeroing rewrite looks for.
