@@ -374,15 +374,15 @@ fn zero_workgroup_memory_natively(words: &[u32]) -> Option<Vec<u32>> {
     let mut entry_points = std::collections::HashSet::new();
     let mut nulls = std::collections::HashMap::new();
     let mut workgroup_variables = std::collections::HashMap::new();
-    for index in 0..instructions.len() {
-        match opcode(index)? {
+    for (index, &(_, count, opcode)) in instructions.iter().enumerate() {
+        match opcode {
             op::ENTRY_POINT if operand(index, 0)? == op::GL_COMPUTE => {
                 entry_points.insert(operand(index, 1)?);
             }
             op::CONSTANT_NULL => {
                 nulls.insert(operand(index, 1)?, operand(index, 0)?);
             }
-            op::VARIABLE if instructions[index].1 == 4 && operand(index, 2)? == op::WORKGROUP => {
+            op::VARIABLE if count == 4 && operand(index, 2)? == op::WORKGROUP => {
                 workgroup_variables.insert(operand(index, 1)?, index);
             }
             _ => {}
