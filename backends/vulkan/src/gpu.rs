@@ -120,6 +120,8 @@ pub(crate) struct Gpu {
     staging_memory: MemoryType,
     pools: Mutex<[Pool; 2]>,
     buffer_usage: vk::BufferUsageFlags,
+    /// Whether host copies may go straight through a mapping when the stream is idle.
+    pub(crate) direct_copies: bool,
 }
 
 impl std::fmt::Debug for Gpu {
@@ -149,7 +151,7 @@ impl Drop for Gpu {
 impl Gpu {
     /// Creates the logical device with one compute queue and the features the device's
     /// claims need.
-    pub(crate) fn open(instance: Arc<Instance>, adapter: Adapter) -> Result<Gpu> {
+    pub(crate) fn open(instance: Arc<Instance>, adapter: Adapter, direct_copies: bool) -> Result<Gpu> {
         let enable = adapter.enable;
         let priorities = [1.0f32];
         let queue_infos = [vk::DeviceQueueCreateInfo::default()
@@ -256,6 +258,7 @@ impl Gpu {
             staging_memory,
             pools: Mutex::new([Pool::default(), Pool::default()]),
             buffer_usage,
+            direct_copies,
         })
     }
 

@@ -23,6 +23,10 @@ mod stream;
 
 pub use instance::VALIDATION_VARIABLE;
 
+/// Set to `0` to send every host copy through staging memory and a GPU copy, as on a device
+/// whose memory the host cannot map; for testing that path on devices where it can.
+pub const DIRECT_COPIES_VARIABLE: &str = "XHAL_VULKAN_DIRECT_COPIES";
+
 use gpu::{DeviceBuffer, Gpu, MemoryKind};
 use handles::{HandleTable, ObjectKind};
 use instance::{Instance, LoaderSource};
@@ -60,7 +64,11 @@ fn init_plugin_logging() {
     let directives = std::env::var("XHAL_LOG").unwrap_or_default();
     let filter = EnvFilter::builder()
         .with_default_directive(LevelFilter::WARN.into())
-        .parse_lossy(if directives.trim().is_empty() { "warn" } else { directives.as_str() });
+        .parse_lossy(if directives.trim().is_empty() {
+            "warn"
+        } else {
+            directives.as_str()
+        });
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -72,6 +80,7 @@ fn init_plugin_logging() {
 pub struct VulkanBackend {
     source: LoaderSource,
     validation: bool,
+    direct_copies: bool,
     /// Made on first use, so constructing the backend never touches the driver.
     instance: OnceLock<Result<Arc<Instance>>>,
     opened: Mutex<HashMap<u32, Weak<Gpu>>>,
@@ -97,6 +106,7 @@ impl VulkanBackend {
         VulkanBackend {
             source,
             validation,
+            direct_copies: true,
             instance: OnceLock::new(),
             opened: Mutex::new(HashMap::new()),
             devices: HandleTable::new(ObjectKind::Device),
@@ -111,7 +121,8 @@ impl VulkanBackend {
     /// The system's Vulkan loader, with validation when [`VALIDATION_VARIABLE`] is `1`.
     pub fn from_env() -> VulkanBackend {
         let validation = std::env::var(VALIDATION_VARIABLE).is_ok_and(|value| value.trim() == "1");
-        VulkanBackend::with_source(LoaderSource::System, validation)
+        let direct_copies = std::env::var(DIRECT_COPIES_VARIABLE).map_or(true, |value| value.trim() != "0");
+        VulkanBackend::with_source(LoaderSource::System, validation).with_direct_copies(direct_copies)
     }
 
     /// The Vulkan loader at `path` instead of the system's.
@@ -122,6 +133,13 @@ impl VulkanBackend {
     /// The same backend with the validation layer on or off.
     pub fn with_validation(mut self, validation: bool) -> VulkanBackend {
         self.validation = validation;
+        self
+    }
+
+    /// The same backend copying between the host and mapped device memory directly when the
+    /// stream is idle (the default), or always through staging memory and a GPU copy.
+    pub fn with_direct_copies(mut self, direct: bool) -> VulkanBackend {
+        self.direct_copies = direct;
         self
     }
 
@@ -220,6 +238,7 @@ impl Backend for VulkanBackend {
                 let gpu = Arc::new(Gpu::open(
                     Arc::clone(instance),
                     instance.adapters[adapter_index].clone(),
+                    self.direct_copies,
                 )?);
                 opened.insert(index, Arc::downgrade(&gpu));
                 gpu

@@ -94,9 +94,18 @@ impl HostRead {
     }
 }
 
+/// What the last launch of a recording bound: a launch of the same pipeline with the same
+/// views binds nothing again.
+#[derive(PartialEq)]
+struct Bound {
+    pipeline: vk::Pipeline,
+    views: Vec<(vk::Buffer, u64, u64)>,
+}
+
 struct Recording {
     command_buffer: vk::CommandBuffer,
     commands: u32,
+    bound: Option<Bound>,
     descriptor_pools: Vec<vk::DescriptorPool>,
     keep: Vec<Keep>,
     host_reads: Vec<HostRead>,
@@ -245,6 +254,7 @@ impl Stream {
             state.recording = Some(Recording {
                 command_buffer,
                 commands: 0,
+                bound: None,
                 descriptor_pools: Vec::new(),
                 keep: Vec::new(),
                 host_reads: Vec::new(),
@@ -435,7 +445,7 @@ impl Stream {
         if length == 0 {
             return Ok(());
         }
-        if let Some(mapped) = buffer.allocation.mapped {
+        if let Some(mapped) = buffer.allocation.mapped.filter(|_| self.gpu.direct_copies) {
             if self.idle(&mut state)? {
                 // SAFETY: the stream is idle, so nothing it ordered before still uses the
                 // bytes; the range was checked against the buffer; the caller vouches for `source`.
@@ -487,7 +497,7 @@ impl Stream {
         if length == 0 {
             return Ok(());
         }
-        if let Some(mapped) = buffer.allocation.mapped {
+        if let Some(mapped) = buffer.allocation.mapped.filter(|_| self.gpu.direct_copies) {
             if self.idle(&mut state)? {
                 // SAFETY: the stream is idle, so every write it ordered before is done and
                 // visible (each batch ends with a barrier to the host); the caller vouches for
@@ -712,21 +722,30 @@ impl Stream {
             return Ok(());
         }
         let device = &self.gpu.device;
-        let descriptor_set = if buffers.is_empty() {
+        let bound = Bound {
+            pipeline: pipeline.pipeline,
+            views: buffers
+                .iter()
+                .map(|(buffer, argument)| {
+                    (
+                        buffer.allocation.buffer,
+                        buffer.allocation.offset + argument.offset,
+                        argument.size,
+                    )
+                })
+                .collect(),
+        };
+        let rebind = self.recording(&mut state)?.bound.as_ref() != Some(&bound);
+        let descriptor_set = if buffers.is_empty() || !rebind {
             None
         } else {
             Some(self.descriptor_set(&mut state, pipeline.set_layout)?)
         };
         if let Some(set) = descriptor_set {
-            let infos: Vec<[vk::DescriptorBufferInfo; 1]> = buffers
+            let infos: Vec<[vk::DescriptorBufferInfo; 1]> = bound
+                .views
                 .iter()
-                .map(|(buffer, argument)| {
-                    [vk::DescriptorBufferInfo {
-                        buffer: buffer.allocation.buffer,
-                        offset: buffer.allocation.offset + argument.offset,
-                        range: argument.size,
-                    }]
-                })
+                .map(|&(buffer, offset, range)| [vk::DescriptorBufferInfo { buffer, offset, range }])
                 .collect();
             let writes: Vec<vk::WriteDescriptorSet<'_>> = infos
                 .iter()
@@ -750,7 +769,9 @@ impl Stream {
         // SAFETY: the pipeline, layout and set are live and kept until the work completes;
         // the push-constant bytes match the layout's range; the command buffer is recording.
         unsafe {
-            device.cmd_bind_pipeline(command_buffer, vk::PipelineBindPoint::COMPUTE, pipeline.pipeline);
+            if rebind {
+                device.cmd_bind_pipeline(command_buffer, vk::PipelineBindPoint::COMPUTE, pipeline.pipeline);
+            }
             if let Some(set) = descriptor_set {
                 device.cmd_bind_descriptor_sets(
                     command_buffer,
@@ -772,6 +793,7 @@ impl Stream {
             }
             device.cmd_dispatch(command_buffer, workgroups[0], workgroups[1], workgroups[2]);
         }
+        recording.bound = Some(bound);
         recording.keep.push(Arc::clone(pipeline) as Keep);
         for (buffer, _) in buffers {
             recording.keep.push(Arc::clone(buffer) as Keep);
