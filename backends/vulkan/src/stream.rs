@@ -915,15 +915,22 @@ impl Stream {
     }
 
     /// True when everything enqueued has completed.
+    ///
+    /// Work still being recorded is submitted once the submitted work is done, not before: a
+    /// caller polling the stream still sees it make progress, and one that queries often while
+    /// enqueueing (core does, to release what finished work held) does not break the batches.
     pub(crate) fn query(&self) -> Result<bool> {
         let mut state = self.state.lock();
-        if state.recording.is_some() || !state.waits.is_empty() {
-            let _ = self.submit(&mut state);
-        }
-        let completed = self.timeline.counter()?;
+        let mut completed = self.timeline.counter()?;
         self.retire(&mut state, completed);
+        let pending = state.recording.is_some() || !state.waits.is_empty();
+        if pending && state.in_flight.is_empty() {
+            let _ = self.submit(&mut state);
+            completed = self.timeline.counter()?;
+            self.retire(&mut state, completed);
+        }
         self.check_usable(&mut state)?;
-        Ok(completed >= state.submitted)
+        Ok(completed >= state.submitted && state.recording.is_none() && state.waits.is_empty())
     }
 }
 
