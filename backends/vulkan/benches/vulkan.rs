@@ -9,7 +9,9 @@
 //! buffer per round trip, all 1,000 dispatches in one command buffer with a barrier between
 //! each, and plain copies through the mapping where device memory is host-visible (else
 //! through a staging buffer). After criterion's report the ratios (xhal / ash) are printed and
-//! written to `target/criterion/xhal-vulkan-ratios.md`.
+//! written to `target/criterion/xhal-vulkan-ratios.md`: criterion's estimates, and the median
+//! of paired ratios from rounds that alternate the two, which stays steady on a machine whose
+//! load changes during the run (the two estimates are measured seconds apart).
 //!
 //! Run with `cargo bench -p xhal-vulkan`. Needs a Vulkan device (lavapipe will do).
 
@@ -367,6 +369,32 @@ fn estimate_ns(group: &str, id: &str) -> Option<f64> {
         .or_else(|| value["mean"]["point_estimate"].as_f64())
 }
 
+/// Median over `rounds` of (time of `ours` / time of `theirs`), each timed over `repeat` runs
+/// back to back, the two alternating.
+fn paired_ratio(rounds: usize, repeat: usize, mut ours: impl FnMut(), mut theirs: impl FnMut()) -> f64 {
+    let time = |work: &mut dyn FnMut()| {
+        let start = std::time::Instant::now();
+        for _ in 0..repeat {
+            work();
+        }
+        start.elapsed().as_secs_f64()
+    };
+    let mut ratios: Vec<f64> = (0..rounds)
+        .map(|round| {
+            // Alternate which goes first, so neither always runs on a warmer machine.
+            if round % 2 == 0 {
+                let a = time(&mut ours);
+                a / time(&mut theirs)
+            } else {
+                let b = time(&mut theirs);
+                time(&mut ours) / b
+            }
+        })
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    ratios[ratios.len() / 2]
+}
+
 fn main() {
     let backend = VulkanBackend::from_env();
     if let Err(error) = backend.device_count() {
@@ -432,6 +460,40 @@ fn main() {
     group.finish();
     criterion.final_summary();
 
+    let paired = [
+        paired_ratio(
+            31,
+            50,
+            || {
+                stream.launch(&Launch::new(&empty).workgroups(1, 1, 1)).unwrap();
+                stream.synchronize().unwrap();
+            },
+            || raw.empty_round_trip(),
+        ),
+        paired_ratio(
+            15,
+            1,
+            || {
+                for _ in 0..DISPATCHES {
+                    stream
+                        .launch(&Launch::new(&increment).workgroups(1, 1, 1).buffer(&counter))
+                        .unwrap();
+                }
+                stream.synchronize().unwrap();
+            },
+            || raw.dependent_dispatches(),
+        ),
+    ];
+    let paired_write = paired_ratio(15, 2, || stream.write(&big, 0, &data).unwrap(), || raw.write(&data));
+    let mut back_raw = vec![0u8; BYTES];
+    let paired_read = paired_ratio(
+        15,
+        2,
+        || stream.read(&big, 0, &mut back).unwrap(),
+        || raw.read(&mut back_raw),
+    );
+    let paired = [paired[0], paired[1], paired_write, paired_read];
+
     let rows = [
         ("empty-kernel round trip", "vulkan-round-trip", "xhal", "ash"),
         ("1,000 dispatches + wait", "vulkan-1000-dispatches", "xhal", "ash"),
@@ -439,13 +501,13 @@ fn main() {
         ("64 MiB read", "vulkan-64MiB", "xhal-read", "ash-read"),
     ];
     let mut lines = vec![
-        "| measurement | xhal-vulkan | ash | ratio |".to_string(),
-        "| --- | --- | --- | --- |".to_string(),
+        "| measurement | xhal-vulkan | ash | ratio | paired ratio (median) |".to_string(),
+        "| --- | --- | --- | --- | --- |".to_string(),
     ];
-    for (label, group, ours, theirs) in rows {
+    for ((label, group, ours, theirs), paired) in rows.into_iter().zip(paired) {
         if let (Some(ours), Some(theirs)) = (estimate_ns(group, ours), estimate_ns(group, theirs)) {
             lines.push(format!(
-                "| {label} | {:.1} us | {:.1} us | {:.2} |",
+                "| {label} | {:.1} us | {:.1} us | {:.2} | {paired:.2} |",
                 ours / 1e3,
                 theirs / 1e3,
                 ours / theirs

@@ -6,9 +6,32 @@
 
 use parking_lot::RwLock;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use xhal_core::{Error, Result};
+
+/// Hashes a handle with one multiply. Handles are serial numbers, not attacker-chosen keys,
+/// and every backend call looks one up, so SipHash's cost would show in trivial calls.
+#[derive(Default)]
+pub(crate) struct HandleHasher(u64);
+
+impl Hasher for HandleHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(byte)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u64(&mut self, value: u64) {
+        // Fibonacci hashing spreads consecutive serials over the high bits the table uses.
+        self.0 = (self.0 ^ value).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
 
 /// The kinds of object a handle can name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,14 +83,14 @@ static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
 /// Live objects of one kind, by handle.
 pub(crate) struct HandleTable<T> {
     kind: ObjectKind,
-    live: RwLock<HashMap<u64, Arc<T>>>,
+    live: RwLock<HashMap<u64, Arc<T>, BuildHasherDefault<HandleHasher>>>,
 }
 
 impl<T> HandleTable<T> {
     pub(crate) fn new(kind: ObjectKind) -> HandleTable<T> {
         HandleTable {
             kind,
-            live: RwLock::new(HashMap::new()),
+            live: RwLock::new(HashMap::default()),
         }
     }
 

@@ -4,7 +4,7 @@
 use ash::vk;
 use parking_lot::Mutex;
 use std::ffi::{c_void, CStr};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use xhal_core::{DeviceInfo, DeviceType, Error, ErrorKind, Features, KernelFormat, Result};
 
@@ -25,13 +25,19 @@ pub(crate) enum LoaderSource {
 /// Messages from the validation layer, waiting to fail the next call that looks.
 #[derive(Debug, Default)]
 pub(crate) struct ValidationLog {
+    /// Set with the first message, so that the common case (none) takes no lock.
+    any: AtomicBool,
     messages: Mutex<Vec<String>>,
 }
 
 impl ValidationLog {
     /// An error carrying every message logged since the last call, if any.
     pub(crate) fn take_error(&self) -> Option<Error> {
+        if !self.any.load(Ordering::Acquire) {
+            return None;
+        }
         let mut messages = self.messages.lock();
+        self.any.store(false, Ordering::Release);
         if messages.is_empty() {
             return None;
         }
@@ -63,6 +69,7 @@ unsafe extern "system" fn validation_callback(
     tracing::error!(?severity, %message, "Vulkan validation message");
     if let Some(log) = log {
         log.messages.lock().push(message);
+        log.any.store(true, Ordering::Release);
     }
     vk::FALSE
 }

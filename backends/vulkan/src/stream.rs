@@ -906,10 +906,13 @@ impl Stream {
         };
         let waited = self.timeline.wait(target);
         let mut state = self.state.lock();
-        if let Err(error) = waited {
-            state.sticky.get_or_insert(error);
-        }
-        let completed = self.timeline.counter().unwrap_or(target);
+        let completed = match waited {
+            Ok(()) => target,
+            Err(error) => {
+                state.sticky.get_or_insert(error);
+                self.timeline.counter().unwrap_or(0)
+            }
+        };
         self.retire(&mut state, completed);
         self.check_usable(&mut state)
     }
