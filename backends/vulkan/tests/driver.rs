@@ -184,3 +184,94 @@ fn spirv_with_a_wgsl_source_tag_loads_under_validation() {
     backend.module_destroy(module);
     backend.device_close(device);
 }
+
+/// The module's SPIR-V words as bytes, with `insert` placed after the leading capabilities.
+fn spirv_with(source: &str, insert: &[u32]) -> Vec<u8> {
+    let mut words = xhal_core::kernel::parse_wgsl(source).unwrap().to_spirv().unwrap();
+    let mut at = 5;
+    while words[at] & 0xffff == 17 {
+        at += (words[at] >> 16) as usize;
+    }
+    words.splice(at..at, insert.iter().copied());
+    words.iter().flat_map(|word| word.to_le_bytes()).collect()
+}
+
+/// A validation message fails the call that caused it (or the next one), and is not sticky
+/// for later, valid work.
+#[test]
+fn validation_messages_fail_the_call() {
+    let backend = VulkanBackend::from_env().with_validation(true);
+    if let Err(error) = backend.device_count() {
+        eprintln!("skipped: {error}");
+        return;
+    }
+    let device = backend.device_open(0).unwrap();
+    // `OpCapability Int8` without the shaderInt8 feature enabled: valid SPIR-V, invalid Vulkan.
+    let bytes = spirv_with(SAXPY, &[(2 << 16) | 17, 39]);
+    let error = backend
+        .module_load(device, xhal_core::KernelFormat::SPIRV_SHADER, &bytes)
+        .unwrap_err();
+    assert!(error.message().contains("validation layer"), "{error}");
+    assert!(error.message().contains("Int8"), "{error}");
+    let clean = spirv_with(SAXPY, &[]);
+    let module = backend
+        .module_load(device, xhal_core::KernelFormat::SPIRV_SHADER, &clean)
+        .unwrap();
+    backend.module_destroy(module);
+    backend.device_close(device);
+}
+
+#[test]
+fn limits_are_named_when_a_kernel_or_binding_exceeds_them() {
+    let Some(runtime) = vulkan_runtime() else {
+        return;
+    };
+    let entry = runtime.backend("vulkan").unwrap();
+    let backend = entry.backend();
+    let info = backend.device_info(0).unwrap();
+    let device = backend.device_open(0).unwrap();
+
+    let words = info.max_workgroup_memory / 4 + 1;
+    let greedy = format!(
+        "var<workgroup> scratch: array<u32, {words}>;\n@group(0) @binding(0) var<storage, read_write> out: array<u32>;\n@compute @workgroup_size(1) fn greedy() {{ scratch[0] = 1u; out[0] = scratch[{}]; }}",
+        words - 1
+    );
+    let module = backend
+        .module_load(device, xhal_core::KernelFormat::SPIRV_SHADER, &spirv_with(&greedy, &[]))
+        .unwrap();
+    let error = backend.kernel_get(module, "greedy").unwrap_err();
+    assert!(error.message().contains(&(words * 4).to_string()), "{error}");
+    assert!(error.message().contains(&info.max_workgroup_memory.to_string()), "{error}");
+    backend.module_destroy(module);
+
+    let module = backend
+        .module_load(device, xhal_core::KernelFormat::SPIRV_SHADER, &spirv_with(SAXPY, &[]))
+        .unwrap();
+    let kernel = backend.kernel_get(module, "saxpy").unwrap();
+    let range = 128u64 << 20;
+    let size = (range + 4096).min(info.max_allocation_size);
+    let big = backend.buffer_allocate(device, size).unwrap();
+    let stream = backend.stream_create(device).unwrap();
+    let views = [
+        xhal_core::BufferArg { buffer: big, offset: 0, size: 4 },
+        xhal_core::BufferArg { buffer: big, offset: 0, size },
+    ];
+    let scalars = [0u8; 8];
+    let launch = xhal_core::LaunchArgs {
+        kernel,
+        workgroups: [1, 1, 1],
+        buffers: &views,
+        scalars: &scalars,
+    };
+    // lavapipe binds at most 128 MiB per storage buffer; other devices may bind more.
+    match backend.stream_launch(stream, &launch) {
+        Err(error) => assert!(error.message().contains("maxStorageBufferRange"), "{error}"),
+        Ok(()) => assert!(!info.name.starts_with("llvmpipe"), "a {size}-byte binding was accepted"),
+    }
+    backend.stream_synchronize(stream).unwrap();
+    backend.stream_destroy(stream);
+    backend.buffer_free(big);
+    backend.kernel_destroy(kernel);
+    backend.module_destroy(module);
+    backend.device_close(device);
+}
