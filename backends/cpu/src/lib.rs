@@ -16,6 +16,10 @@
 //! kernel, binding and index, and a kernel running past [`KERNEL_TIMEOUT_VARIABLE`] is
 //! stopped with `Timeout`. The [`BuiltinKernel`]s (format `cpu-builtin`) remain for tests
 //! that need a kernel without a compiler.
+//!
+//! This crate is a library that exports no plugin symbol: `xhal` links it as the built-in
+//! `cpu` backend, `backends/cpu-plugin` exports it as `libxhal_cpu.so`, and another plugin
+//! may wrap or reuse it and export a table of its own.
 #![deny(missing_docs)]
 
 mod config;
@@ -52,15 +56,9 @@ use xhal_core::{
 };
 
 xhal_core::register_static_backend!("cpu", create_static);
-xhal_core::export_plugin!(create_plugin);
 
 fn create_static() -> Result<Arc<dyn Backend>> {
     Ok(Arc::new(CpuBackend::from_env()?))
-}
-
-/// The plugin's constructor (see `export_plugin!`): a backend configured from the environment.
-fn create_plugin() -> Result<CpuBackend> {
-    CpuBackend::from_env()
 }
 
 /// The CPU reference backend. See the crate documentation.

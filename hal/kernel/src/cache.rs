@@ -111,10 +111,16 @@ pub struct Reflection {
     pub required_features: u64,
 }
 
+struct ReflectionEntry {
+    // Compared on every hit, as for translations.
+    source: Box<str>,
+    reflection: Arc<Reflection>,
+}
+
 #[derive(Default)]
 struct Cache {
     map: HashMap<u128, Vec<Entry>>,
-    reflections: HashMap<u128, Vec<(Box<str>, Arc<Reflection>)>>,
+    reflections: HashMap<u128, Vec<ReflectionEntry>>,
     hits: u64,
     misses: u64,
 }
@@ -219,8 +225,8 @@ pub fn reflect(source: &str) -> Result<Arc<Reflection>, KernelError> {
         let found = cache
             .reflections
             .get(&key)
-            .and_then(|entries| entries.iter().find(|(known, _)| &**known == source))
-            .map(|(_, reflection)| Arc::clone(reflection));
+            .and_then(|entries| entries.iter().find(|entry| &*entry.source == source))
+            .map(|entry| Arc::clone(&entry.reflection));
         if let Some(found) = found {
             cache.hits += 1;
             return Ok(found);
@@ -232,12 +238,10 @@ pub fn reflect(source: &str) -> Result<Arc<Reflection>, KernelError> {
         entry_points: module.entry_points_arc(),
         required_features: module.required_features(),
     });
-    CACHE
-        .lock()
-        .reflections
-        .entry(key)
-        .or_default()
-        .push((source.into(), Arc::clone(&reflection)));
+    CACHE.lock().reflections.entry(key).or_default().push(ReflectionEntry {
+        source: source.into(),
+        reflection: Arc::clone(&reflection),
+    });
     Ok(reflection)
 }
 

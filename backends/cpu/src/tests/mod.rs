@@ -8,6 +8,7 @@ mod memory;
 mod streams;
 mod wgsl;
 mod wgsl_errors;
+mod wgsl_fused;
 mod wgsl_layout;
 mod wgsl_math;
 

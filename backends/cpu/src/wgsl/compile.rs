@@ -7,15 +7,16 @@
 //! variable is known statically. Composites are lists of registers, so building, swizzling
 //! and taking members of a value cost no instructions at all.
 
+use super::alias::in_place_loads;
 use super::compile_access::pick_slots;
 use super::compile_globals::literal_words;
-use super::program::{
-    AtomicOp, AtomicSpace, Bound, Case, Container, HostSpace, Instr, Node, Operand, Place, Program, Reg,
-};
+use super::fuse::fuse;
+use super::ops::{Bin32, Tern32, Un32};
+use super::program::{At, AtomicOp, AtomicSpace, Case, HostKind, HostSpace, Instr, Node, Operand, Place, Program, Reg};
 use super::types::{Num, Types};
 use naga::valid::{FunctionInfo, ModuleInfo};
 use naga::{Expression, Handle, Statement, TypeInner};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use xhal_core::{Error, Result};
 
 /// Most invocations in one workgroup (the device's `max_workgroup_invocations`).
@@ -71,24 +72,14 @@ pub(super) enum Index {
     Lane { reg: Reg, signed: bool },
 }
 
-/// What an `Index` instruction computes, to recognise a repeated one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct IndexKey {
-    pub(super) base: Option<Reg>,
-    pub(super) index: Reg,
-    pub(super) stride: u32,
-    pub(super) bound: Bound,
-    pub(super) container: Container,
-    pub(super) place: Place,
-    pub(super) signed: bool,
-}
-
 /// The expressions of one inlined function instance.
 pub(super) struct FnCtx<'m> {
     pub(super) function: &'m naga::Function,
     pub(super) info: &'m FunctionInfo,
     args: Vec<Val>,
     values: Vec<Option<Val>>,
+    /// Per expression: a `Load` that may read its variable's registers in place.
+    in_place: Vec<bool>,
     locals: Vec<u32>,
     result: Option<Vec<Reg>>,
 }
@@ -107,6 +98,7 @@ impl<'m> FnCtx<'m> {
             info,
             args,
             values: vec![None; function.expressions.len()],
+            in_place: in_place_loads(function),
             locals: vec![0; function.local_variables.len()],
             result,
         }
@@ -127,8 +119,27 @@ pub(super) struct Compiler<'m> {
     pub(super) globals: Vec<Option<Val>>,
     depth: u32,
     nesting: u32,
-    /// `Index` instructions whose result is still valid here (see [`Compiler::checked_index`]).
-    indices: Vec<(IndexKey, Reg)>,
+    /// Values computed on the way here that are still valid (see [`Compiler::known`]).
+    known: HashMap<Known, Reg>,
+    /// The keys of `known` in the order they were added, so a scope can drop its own.
+    known_order: Vec<Known>,
+    /// Registers of variables: written by stores, so never keys of `known`.
+    variables: HashSet<Reg>,
+}
+
+/// A pure computation whose result register can stand for a repeat of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum Known {
+    Index(At),
+    Un(Un32, Reg),
+    Bin(Bin32, Reg, Reg),
+    Tern(Tern32, Reg, Reg, Reg),
+    /// A word of the scalar block, which a launch cannot change.
+    Immediate {
+        byte: u32,
+        offset: Option<Reg>,
+        kind: HostKind,
+    },
 }
 
 /// Compiles compute entry point `index` of a validated module.
@@ -151,7 +162,9 @@ pub(crate) fn compile(module: &naga::Module, info: &ModuleInfo, index: usize) ->
         globals: vec![None; module.global_variables.len()],
         depth: 0,
         nesting: 0,
-        indices: Vec::new(),
+        known: HashMap::new(),
+        known_order: Vec::new(),
+        variables: HashSet::new(),
     };
     compiler
         .entry_point(entry, info.get_entry_point(index))
@@ -185,7 +198,9 @@ impl<'m> Compiler<'m> {
         }
         let mut ctx = FnCtx::new(&entry.function, info, args, None);
         self.function_body(&mut ctx)?;
-        let body = vec![Node::Region(std::mem::take(&mut self.code))];
+        let mut body = vec![Node::Region(std::mem::take(&mut self.code))];
+        let mut prologue = globals.prologue;
+        fuse(&mut prologue, &mut body);
         Ok(Program {
             name: entry.name.clone(),
             workgroup_size,
@@ -194,7 +209,7 @@ impl<'m> Compiler<'m> {
             constants: std::mem::take(&mut self.constants),
             builtins,
             shared_words: globals.shared_words as usize,
-            prologue: globals.prologue,
+            prologue,
             body,
             bindings: globals.bindings,
             immediate_size: globals.immediate_size,
@@ -281,6 +296,7 @@ impl<'m> Compiler<'m> {
         for (handle, local) in function.local_variables.iter() {
             let count = self.types.slots(self.types.inner(local.ty))?;
             let regs = self.alloc_n(count)?;
+            self.variable_registers(&regs);
             if let Some(slot) = f.locals.get_mut(handle.index()) {
                 *slot = regs.first().copied().unwrap_or(0);
             }
@@ -330,36 +346,54 @@ impl<'m> Compiler<'m> {
             )));
         }
         self.nesting += 1;
-        Ok(self.indices.len())
+        Ok(self.known_order.len())
     }
 
-    /// Ends a level of nesting: indices checked inside it are not valid after it.
+    /// Ends a level of nesting: values computed inside it are not valid after it.
     fn leave(&mut self, scope: usize) {
         self.nesting -= 1;
-        self.indices.truncate(scope);
+        for key in self.known_order.drain(scope..) {
+            self.known.remove(&key);
+        }
     }
 
-    /// Emits a checked `Index`, or reuses the result of an identical one already executed
-    /// on the way here. Reuse is sound: registers are never rewritten except by re-running
-    /// their instruction (a loop's next iteration, which re-runs the earlier `Index` too),
-    /// and the lanes active here are a subset of those active there, so the index was
-    /// checked for every lane that uses it.
-    pub(super) fn checked_index(&mut self, key: IndexKey) -> Result<Reg> {
-        if let Some((_, reg)) = self.indices.iter().find(|(known, _)| *known == key) {
-            return Ok(*reg);
+    /// The register of an identical computation already executed on the way here, if any.
+    /// Reuse is sound: registers other than variables' are never rewritten except by
+    /// re-running their instruction (a loop's next iteration, which re-runs the earlier one
+    /// too), and the lanes active here are a subset of those active there, so the value
+    /// (and any index check) holds for every lane that uses it.
+    pub(super) fn known(&self, key: &Known) -> Option<Reg> {
+        self.known.get(key).copied()
+    }
+
+    /// Records that `reg` holds `key`'s value from here to the end of the current scope,
+    /// unless it depends on a variable, which a store may change.
+    pub(super) fn remember(&mut self, key: Known, reg: Reg, operands: &[Option<Reg>]) {
+        if operands
+            .iter()
+            .flatten()
+            .any(|operand| self.variables.contains(operand))
+        {
+            return;
+        }
+        if self.known.insert(key, reg).is_none() {
+            self.known_order.push(key);
+        }
+    }
+
+    /// Marks registers as a variable's (see [`Compiler::remember`]).
+    pub(super) fn variable_registers(&mut self, regs: &[Reg]) {
+        self.variables.extend(regs.iter().copied());
+    }
+
+    /// Emits a checked `Index`, or reuses the result of an identical one (see [`Compiler::known`]).
+    pub(super) fn checked_index(&mut self, key: At) -> Result<Reg> {
+        if let Some(reg) = self.known(&Known::Index(key)) {
+            return Ok(reg);
         }
         let dst = self.alloc()?;
-        self.push(Instr::Index {
-            dst,
-            base: key.base,
-            index: key.index,
-            stride: key.stride,
-            bound: key.bound,
-            container: key.container,
-            place: key.place,
-            signed: key.signed,
-        })?;
-        self.indices.push((key, dst));
+        self.push(Instr::Index { dst, at: key })?;
+        self.remember(Known::Index(key), dst, &[key.base, Some(key.index)]);
         Ok(dst)
     }
 
@@ -679,7 +713,14 @@ impl<'m> Compiler<'m> {
             }
             Expression::Load { pointer } => {
                 let pointer = self.pointer(f, pointer)?;
-                self.load(&pointer)?
+                let in_place = f.in_place.get(handle.index()).copied().unwrap_or(false);
+                if let (true, Space::Lane, None) = (in_place, pointer.space, pointer.offset) {
+                    // Nothing writes the variable before this value's last use (see `alias`).
+                    let slots = self.types.slots(&pointer.pointee)?;
+                    Val::Regs((0..slots).map(|slot| pointer.base.wrapping_add(slot)).collect())
+                } else {
+                    self.load(&pointer)?
+                }
             }
             Expression::Access { base, index } => {
                 let signed = matches!(

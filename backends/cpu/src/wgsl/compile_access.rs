@@ -1,7 +1,7 @@
 //! Member, element and component access, and loads and stores through pointers.
 
-use super::compile::{Compiler, FnCtx, Index, IndexKey, Ptr, Space, Val};
-use super::program::{Bound, Container, HostKind, HostSpace, Instr, Reg};
+use super::compile::{Compiler, FnCtx, Index, Known, Ptr, Space, Val};
+use super::program::{At, Bound, Container, HostKind, HostSpace, Instr, Reg};
 use super::types::{array_length, column_stride, describe, Num};
 use naga::{Expression, Handle, TypeInner};
 use xhal_core::{Error, Result};
@@ -94,7 +94,7 @@ impl<'m> Compiler<'m> {
                     Index::Const(i) => (self.constant(i)?, false),
                     Index::Lane { reg, signed } => (reg, signed),
                 };
-                let dst = self.checked_index(IndexKey {
+                let dst = self.checked_index(At {
                     base: pointer.offset,
                     index: reg,
                     stride: unit,
@@ -180,6 +180,26 @@ impl<'m> Compiler<'m> {
         let mut out = vec![0; slots];
         for leaf in leaves {
             for word in 0..leaf.num.words() {
+                let kind = if leaf.num == Num::F16 {
+                    HostKind::F16
+                } else {
+                    HostKind::Word
+                };
+                let byte = pointer.base.wrapping_add(leaf.byte + 4 * word);
+                let known = match pointer.space {
+                    Space::Host(HostSpace::Immediate) => Some(Known::Immediate {
+                        byte,
+                        offset: pointer.offset,
+                        kind,
+                    }),
+                    _ => None,
+                };
+                if let Some(reg) = known.and_then(|key| self.known(&key)) {
+                    if let Some(slot) = out.get_mut((leaf.slot + word) as usize) {
+                        *slot = reg;
+                    }
+                    continue;
+                }
                 let dst = self.alloc()?;
                 let instr = match pointer.space {
                     Space::Lane => Instr::LoadLane {
@@ -195,16 +215,15 @@ impl<'m> Compiler<'m> {
                     Space::Host(space) => Instr::LoadHost {
                         dst,
                         space,
-                        byte: pointer.base.wrapping_add(leaf.byte + 4 * word),
+                        byte,
                         offset: pointer.offset,
-                        kind: if leaf.num == Num::F16 {
-                            HostKind::F16
-                        } else {
-                            HostKind::Word
-                        },
+                        kind,
                     },
                 };
                 self.push(instr)?;
+                if let Some(key) = known {
+                    self.remember(key, dst, &[pointer.offset]);
+                }
                 if let Some(slot) = out.get_mut((leaf.slot + word) as usize) {
                     *slot = dst;
                 }

@@ -139,6 +139,7 @@ impl<'m> Compiler<'m> {
                 }
                 AddressSpace::Private => {
                     let regs = self.alloc_n(self.types.slots(&pointee)?)?;
+                    self.variable_registers(&regs);
                     let init = match var.init {
                         Some(init) => self.global_const(init)?,
                         None => vec![0; regs.len()],

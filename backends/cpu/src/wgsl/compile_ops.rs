@@ -5,7 +5,7 @@
 //! as `f32` and every `f16` result is rounded back to `f16` (exact for the basic operations,
 //! since `f32` has more than twice the precision).
 
-use super::compile::{Compiler, FnCtx, Val};
+use super::compile::{Compiler, FnCtx, Known, Val};
 use super::ops::{self, Bin32, LaneFn, Tern32, Un32};
 use super::program::{Instr, Reg};
 use super::types::Num;
@@ -154,21 +154,39 @@ fn math32(fun: MathFunction, num: Num) -> Option<Math32> {
 impl<'m> Compiler<'m> {
     // ---- instruction helpers ------------------------------------------------------------
 
+    // A repeat of a computation whose result is still in a register reuses it: loops
+    // recompute loop-invariant values like `local.y * TILE` on every iteration otherwise.
+
     pub(super) fn un(&mut self, op: Un32, a: Reg) -> Result<Reg> {
+        let key = Known::Un(op, a);
+        if let Some(reg) = self.known(&key) {
+            return Ok(reg);
+        }
         let dst = self.alloc()?;
         self.push(Instr::Un { op, dst, a })?;
+        self.remember(key, dst, &[Some(a)]);
         Ok(dst)
     }
 
     pub(super) fn bin(&mut self, op: Bin32, a: Reg, b: Reg) -> Result<Reg> {
+        let key = Known::Bin(op, a, b);
+        if let Some(reg) = self.known(&key) {
+            return Ok(reg);
+        }
         let dst = self.alloc()?;
         self.push(Instr::Bin { op, dst, a, b })?;
+        self.remember(key, dst, &[Some(a), Some(b)]);
         Ok(dst)
     }
 
     pub(super) fn tern(&mut self, op: Tern32, a: Reg, b: Reg, c: Reg) -> Result<Reg> {
+        let key = Known::Tern(op, a, b, c);
+        if let Some(reg) = self.known(&key) {
+            return Ok(reg);
+        }
         let dst = self.alloc()?;
         self.push(Instr::Tern { op, dst, a, b, c })?;
+        self.remember(key, dst, &[Some(a), Some(b), Some(c)]);
         Ok(dst)
     }
 

@@ -86,12 +86,17 @@ pub(crate) struct Machine<'a> {
     pub(super) lanes: usize,
     pub(super) regs: Vec<u32>,
     pub(super) shared: Vec<u32>,
+    /// A column for results that only some lanes keep.
+    pub(super) scratch: Vec<u32>,
     frames: Vec<Frame>,
     ticks: u32,
     /// Every lane of a workgroup.
     all: Mask,
     /// `local_invocation_id` per lane, computed once.
     local_ids: [Vec<u32>; 3],
+    /// Whether the CPU has AVX2 and FMA, for the instruction loops compiled for them.
+    #[cfg(target_arch = "x86_64")]
+    pub(super) avx2: bool,
     /// The workgroup id whose components the id builtins' registers hold, per component
     /// (nothing writes those registers but `run_workgroup`, so an unchanged component,
     /// like y and z between neighbouring workgroups, needs no rewrite).
@@ -121,10 +126,13 @@ impl<'a> Machine<'a> {
             lanes,
             regs,
             shared: vec![0; program.shared_words],
+            scratch: vec![0; lanes],
             frames: Vec::new(),
             ticks: 0,
             all: Mask::full(lanes),
             local_ids: [Vec::new(), Vec::new(), Vec::new()],
+            #[cfg(target_arch = "x86_64")]
+            avx2: std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma"),
             loaded: [None; 3],
         };
         let [sx, sy, _] = program.workgroup_size.map(|size| size as usize);
@@ -230,7 +238,7 @@ impl<'a> Machine<'a> {
                     let lanes = Active {
                         mask: active,
                         lanes: self.lanes,
-                        full: *active == self.all,
+                        full: active.same(&self.all),
                     };
                     for instr in code {
                         self.exec(instr, lanes)?;
@@ -242,7 +250,19 @@ impl<'a> Machine<'a> {
                     accept,
                     reject,
                 } => {
-                    let taken = self.mask_of(*condition, active)?;
+                    let taken = match self.mask_of(*condition, active)? {
+                        // A uniform condition (loop bounds, guards that hold for the whole
+                        // workgroup): one branch with the same lanes, nothing to merge.
+                        Split::All => {
+                            self.run(accept, active)?;
+                            continue;
+                        }
+                        Split::None => {
+                            self.run(reject, active)?;
+                            continue;
+                        }
+                        Split::Some(taken) => taken,
+                    };
                     let mut yes = taken;
                     let mut no = active.and_not(&taken);
                     if !yes.is_empty() {
@@ -302,7 +322,7 @@ impl<'a> Machine<'a> {
                 }
                 self.run(continuing, &mut live)?;
                 if let Some(condition) = break_if {
-                    let leaving = self.mask_of(condition, &live)?;
+                    let leaving = self.mask_of(condition, &live)?.within(&live);
                     live = live.and_not(&leaving);
                     let frame = self.top()?;
                     frame.broke = frame.broke.or(&leaving);
@@ -378,6 +398,7 @@ impl<'a> Machine<'a> {
 
     /// Counts work done; now and then checks the clock and the other threads. Loops are
     /// the only way a kernel runs long on few workgroups, and every iteration counts.
+    #[inline(always)]
     fn tick(&mut self, work: usize) -> Exec {
         self.ticks = self.ticks.saturating_add(u32::try_from(work).unwrap_or(u32::MAX));
         if self.ticks >= WORK_PER_CHECK {
@@ -416,19 +437,25 @@ impl<'a> Machine<'a> {
     }
 
     /// The active lanes where boolean register `reg` is true.
-    fn mask_of(&self, reg: Reg, within: &Mask) -> Exec<Mask> {
+    fn mask_of(&self, reg: Reg, within: &Mask) -> Exec<Split> {
         let column = self.column(reg)?;
+        #[cfg(target_arch = "x86_64")]
+        if self.avx2 {
+            // SAFETY: `avx2` is set only where the CPU has AVX2 (see `Machine::new`).
+            return Ok(unsafe { true_lanes_avx2(column, within) });
+        }
         Ok(lanes_where(column, within, |value| value != 0))
     }
 
     /// The active lanes where `reg` equals `value`.
     fn mask_equal(&self, reg: Reg, value: u32, within: &Mask) -> Exec<Mask> {
         let column = self.column(reg)?;
-        Ok(lanes_where(column, within, |lane_value| lane_value == value))
+        Ok(lanes_where(column, within, |lane_value| lane_value == value).within(within))
     }
 
     // ---- registers -------------------------------------------------------------------
 
+    #[inline(always)]
     pub(super) fn column(&self, reg: Reg) -> Result<&[u32], Error> {
         let start = reg as usize * self.lanes;
         self.regs
@@ -436,6 +463,7 @@ impl<'a> Machine<'a> {
             .ok_or_else(|| internal("a register out of range"))
     }
 
+    #[inline(always)]
     pub(super) fn column_mut(&mut self, reg: Reg) -> Result<&mut [u32], Error> {
         let start = reg as usize * self.lanes;
         self.regs
@@ -443,11 +471,13 @@ impl<'a> Machine<'a> {
             .ok_or_else(|| internal("a register out of range"))
     }
 
+    #[inline(always)]
     pub(super) fn fill(&mut self, reg: Reg, value: u32) -> Result<(), Error> {
         self.column_mut(reg)?.fill(value);
         Ok(())
     }
 
+    #[inline(always)]
     pub(super) fn columns<const N: usize>(
         &mut self,
         dst: Reg,
@@ -457,6 +487,7 @@ impl<'a> Machine<'a> {
     }
 
     /// Word `lane` of register `reg`.
+    #[inline(always)]
     pub(super) fn get(&self, reg: Reg, lane: usize) -> Result<u32, Error> {
         self.regs
             .get(reg as usize * self.lanes + lane)
@@ -464,6 +495,7 @@ impl<'a> Machine<'a> {
             .ok_or_else(|| internal("a register out of range"))
     }
 
+    #[inline(always)]
     pub(super) fn set(&mut self, reg: Reg, lane: usize, value: u32) -> Result<(), Error> {
         let slot = self
             .regs
@@ -473,6 +505,7 @@ impl<'a> Machine<'a> {
         Ok(())
     }
 
+    #[inline(always)]
     pub(super) fn offset(&self, offset: Option<Reg>, lane: usize) -> Result<usize, Error> {
         match offset {
             Some(reg) => Ok(self.get(reg, lane)? as usize),
@@ -480,6 +513,7 @@ impl<'a> Machine<'a> {
         }
     }
 
+    #[inline(always)]
     pub(super) fn view(&self, space: HostSpace) -> Result<&HostView<'a>, Error> {
         match space {
             HostSpace::Binding(binding) => self
@@ -492,18 +526,47 @@ impl<'a> Machine<'a> {
     }
 }
 
+/// Which of some lanes a test selects.
+enum Split {
+    /// Every one of them.
+    All,
+    /// None of them.
+    None,
+    /// These.
+    Some(Mask),
+}
+
+impl Split {
+    /// The selected lanes of `within`, the lanes the split was made from.
+    fn within(self, within: &Mask) -> Mask {
+        match self {
+            Split::All => *within,
+            Split::None => Mask::EMPTY,
+            Split::Some(mask) => mask,
+        }
+    }
+}
+
+/// [`lanes_where`] the word is not 0, compiled for AVX2 (a branch condition is tested once
+/// per branch and loop iteration, over the whole workgroup).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn true_lanes_avx2(column: &[u32], within: &Mask) -> Split {
+    lanes_where(column, within, |value| value != 0)
+}
+
 /// The lanes of `within` whose word in `column` satisfies `test`, eight lanes at a time.
 #[inline(always)]
-fn lanes_where(column: &[u32], within: &Mask, test: impl Fn(u32) -> bool) -> Mask {
+fn lanes_where(column: &[u32], within: &Mask, test: impl Fn(u32) -> bool) -> Split {
     // Uniform conditions (every lane or none: loop bounds, guards that hold for the whole
     // workgroup) are the common case; a vectorisable count settles them without packing
     // bits. `within` has no lanes beyond the column's.
     let count = column.iter().fold(0u32, |count, value| count + u32::from(test(*value)));
     if count == 0 {
-        return Mask::EMPTY;
+        return Split::None;
     }
     if count as usize == column.len() {
-        return *within;
+        return Split::All;
     }
     let mut mask = Mask::EMPTY;
     for ((word, chunk), limit) in mask.0.iter_mut().zip(column.chunks(64)).zip(within.0) {
@@ -524,7 +587,7 @@ fn lanes_where(column: &[u32], within: &Mask, test: impl Fn(u32) -> bool) -> Mas
         }
         *word = bits & limit;
     }
-    mask
+    Split::Some(mask)
 }
 
 pub(super) fn internal(what: &str) -> Error {

@@ -2,8 +2,9 @@
 
 use super::exec::{internal, Machine, Stop};
 use super::host::{self, HostBytes};
-use super::mask::{column, columns, first_out_of_bounds, Active};
-use super::program::{AtomicSpace, Bound, HostKind, HostSpace, Instr, Operand, Reg};
+use super::mask::{cell_columns, column, column_refs, columns, first_out_of_bounds, Active};
+use super::program::{At, AtomicSpace, Bound, HostKind, HostSpace, Instr, Operand, Reg};
+use std::cell::Cell;
 use std::sync::atomic::Ordering::Relaxed;
 use xhal_core::Error;
 
@@ -11,8 +12,32 @@ type Exec<T = ()> = Result<T, Stop>;
 
 impl Machine<'_> {
     /// Runs one instruction: pure ones on every lane (inactive lanes compute harmless
-    /// garbage, which is cheaper than masking), memory ones on the active lanes only.
+    /// garbage, which is cheaper than masking), memory ones on the active lanes only (see
+    /// [`Instr`] for the one exception).
     pub(super) fn exec(&mut self, instr: &Instr, active: Active<'_>) -> Exec {
+        #[cfg(target_arch = "x86_64")]
+        if self.avx2 {
+            // SAFETY: `avx2` is set only where the CPU has AVX2 and FMA (see `Machine::new`).
+            return unsafe { self.exec_avx2(instr, active) };
+        }
+        self.exec_baseline(instr, active)
+    }
+
+    /// The instruction loops compiled for AVX2: twice the lanes per vector of baseline
+    /// x86-64, and single instructions for 32-bit multiplication, unsigned minimum and
+    /// maximum, which baseline code spells with several.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    fn exec_avx2(&mut self, instr: &Instr, active: Active<'_>) -> Exec {
+        self.exec_any(instr, active)
+    }
+
+    fn exec_baseline(&mut self, instr: &Instr, active: Active<'_>) -> Exec {
+        self.exec_any(instr, active)
+    }
+
+    #[inline(always)]
+    fn exec_any(&mut self, instr: &Instr, active: Active<'_>) -> Exec {
         let lanes = self.lanes;
         match *instr {
             Instr::Un { op, dst, a } => {
@@ -41,6 +66,39 @@ impl Machine<'_> {
                             self.set(*reg, lane, *result)?;
                         }
                     }
+                }
+            }
+            Instr::UnSet { op, column, a } => {
+                if active.full {
+                    let cells = Cell::from_mut(self.regs.as_mut_slice()).as_slice_of_cells();
+                    let [column, a] = cell_columns(cells, lanes, [column, a])?;
+                    op.run_in_place(column, [a]);
+                } else {
+                    let [a] = column_refs(&self.regs, lanes, [a])?;
+                    op.run(&mut self.scratch, [a]);
+                    self.set_from_scratch(column, active)?;
+                }
+            }
+            Instr::BinSet { op, column, a, b } => {
+                if active.full {
+                    let cells = Cell::from_mut(self.regs.as_mut_slice()).as_slice_of_cells();
+                    let [column, a, b] = cell_columns(cells, lanes, [column, a, b])?;
+                    op.run_in_place(column, [a, b]);
+                } else {
+                    let [a, b] = column_refs(&self.regs, lanes, [a, b])?;
+                    op.run(&mut self.scratch, [a, b]);
+                    self.set_from_scratch(column, active)?;
+                }
+            }
+            Instr::TernSet { op, column, a, b, c } => {
+                if active.full {
+                    let cells = Cell::from_mut(self.regs.as_mut_slice()).as_slice_of_cells();
+                    let [column, a, b, c] = cell_columns(cells, lanes, [column, a, b, c])?;
+                    op.run_in_place(column, [a, b, c]);
+                } else {
+                    let [a, b, c] = column_refs(&self.regs, lanes, [a, b, c])?;
+                    op.run(&mut self.scratch, [a, b, c]);
+                    self.set_from_scratch(column, active)?;
                 }
             }
             Instr::Copy { dst, src } => {
@@ -75,42 +133,37 @@ impl Machine<'_> {
                     self.set(dst, lane, value)?;
                 }
             }
-            Instr::Index {
-                dst,
-                base,
-                index,
-                stride,
-                bound,
-                container,
-                place,
-                signed,
-            } => {
-                let length = match bound {
-                    Bound::Fixed(length) => u64::from(length),
-                    Bound::Runtime {
-                        binding,
-                        header,
-                        stride,
-                    } => self.runtime_length(binding, header, stride)?,
+            Instr::Index { dst, at } => {
+                let limit = self.check_index(&at, active)?;
+                let At {
+                    base, index, stride, ..
+                } = at;
+                // Without clamping, a power-of-two stride is a shift: cheaper per vector
+                // than the minimum and multiplication on baseline x86-64.
+                let shift = match (limit, stride.is_power_of_two()) {
+                    (u32::MAX, true) => Some(stride.trailing_zeros()),
+                    _ => None,
                 };
-                let indices = column(&self.regs, lanes, index)?;
-                let mut limit = u32::MAX;
-                if let Some(i) = first_out_of_bounds(indices, active, length) {
-                    if self.launch.strict || length == 0 {
-                        return Err(self.out_of_bounds(place, i, signed, container.describe(length)));
+                match (base, shift) {
+                    (Some(base), Some(shift)) => {
+                        let (dst, [index, base]) = self.columns(dst, [index, base])?;
+                        for ((d, i), b) in dst.iter_mut().zip(index).zip(base) {
+                            *d = b.wrapping_add(*i << shift);
+                        }
                     }
-                    // Lenient mode: WGSL allows an out-of-bounds access to touch any element
-                    // of the same array, so clamp (as robust-buffer-access drivers do).
-                    limit = u32::try_from(length - 1).unwrap_or(u32::MAX);
-                }
-                match base {
-                    Some(base) => {
+                    (None, Some(shift)) => {
+                        let (dst, [index]) = self.columns(dst, [index])?;
+                        for (d, i) in dst.iter_mut().zip(index) {
+                            *d = *i << shift;
+                        }
+                    }
+                    (Some(base), None) => {
                         let (dst, [index, base]) = self.columns(dst, [index, base])?;
                         for ((d, i), b) in dst.iter_mut().zip(index).zip(base) {
                             *d = b.wrapping_add((*i).min(limit).wrapping_mul(stride));
                         }
                     }
-                    None => {
+                    (None, None) => {
                         let (dst, [index]) = self.columns(dst, [index])?;
                         for (d, i) in dst.iter_mut().zip(index) {
                             *d = (*i).min(limit).wrapping_mul(stride);
@@ -157,18 +210,11 @@ impl Machine<'_> {
                 }
                 Some(offset) => {
                     let shared = self.shared.as_slice();
+                    let window = shared.get(word as usize..).unwrap_or_default();
                     let (dst, [offsets]) = columns(&mut self.regs, lanes, dst, [offset])?;
-                    if active.full && fits(word as usize, offsets, shared.len()) {
-                        // Every lane's address is inside workgroup memory (checked once).
-                        let window = shared.get(word as usize..).unwrap_or_default();
-                        let mut blocks = dst.chunks_exact_mut(8);
-                        let mut sources = offsets.chunks_exact(8);
-                        for (d, o) in (&mut blocks).zip(&mut sources) {
-                            load_block(d, o, window);
-                        }
-                        for (d, o) in blocks.into_remainder().iter_mut().zip(sources.remainder()) {
-                            *d = window.get(*o as usize).copied().unwrap_or(0);
-                        }
+                    // With every lane's address inside workgroup memory, inactive lanes may
+                    // load too: the destination is this instruction's own register.
+                    if load_shared(dst, offsets, window) {
                         return Ok(());
                     }
                     active.each(|lane| {
@@ -180,6 +226,44 @@ impl Machine<'_> {
                     })?;
                 }
             },
+            Instr::LoadSharedAt { dst, word, at } => {
+                if let (true, None, 1, Bound::Fixed(length)) = (active.full, at.base, at.stride, at.bound) {
+                    // The common case (an index into a workgroup array of words, every lane
+                    // active): the index is the offset, and one pass both checks the bound
+                    // and finds the pattern.
+                    let window = self.shared.get(word as usize..).unwrap_or_default();
+                    let (dst, [indices]) = columns(&mut self.regs, lanes, dst, [at.index])?;
+                    let (bits, pattern) = scan(indices, 1);
+                    if bits < length && length as usize <= window.len() {
+                        load_pattern(dst, indices, window, pattern);
+                        return Ok(());
+                    }
+                }
+                let limit = self.check_index(&at, active)?;
+                let At {
+                    base, index, stride, ..
+                } = at;
+                let shared = self.shared.as_slice();
+                let window = shared.get(word as usize..).unwrap_or_default();
+                let offsets = self.scratch.as_mut_slice();
+                let (dst, [indices, bases]) = match base {
+                    Some(base) => columns(&mut self.regs, lanes, dst, [index, base])?,
+                    None => {
+                        let (dst, [indices]) = columns(&mut self.regs, lanes, dst, [index])?;
+                        (dst, [indices, &[][..]])
+                    }
+                };
+                element_offsets(offsets, indices, base.map(|_| bases), limit, stride);
+                if load_shared(dst, offsets, window) {
+                    return Ok(());
+                }
+                let broken = || internal("a workgroup address out of range");
+                active.each(|lane| {
+                    let offset = *offsets.get(lane).ok_or_else(broken)?;
+                    *dst.get_mut(lane).ok_or_else(broken)? = *window.get(offset as usize).ok_or_else(broken)?;
+                    Ok::<(), Error>(())
+                })?;
+            }
             Instr::StoreShared { word, offset, src } => {
                 let regs = &self.regs;
                 let shared = self.shared.as_mut_slice();
@@ -192,12 +276,21 @@ impl Machine<'_> {
                     Operand::Imm(_) => None,
                 };
                 if let (true, Some(offsets), Some(values)) = (active.full, offsets, values) {
-                    if fits(word as usize, offsets, shared.len()) {
+                    let window = shared.get_mut(word as usize..).unwrap_or_default();
+                    if within(offsets, window.len()) {
                         // Every lane's address is inside workgroup memory (checked once).
-                        let base = word as usize;
-                        for (o, v) in offsets.iter().zip(values) {
-                            if let Some(slot) = shared.get_mut(base + *o as usize) {
-                                *slot = *v;
+                        if scan(offsets, 1).1 == Pattern::Consecutive {
+                            let blocks = values.as_chunks::<8>().0.iter().zip(offsets.as_chunks::<8>().0);
+                            for (v, o) in blocks {
+                                if let Some(run) = window.get_mut(o[0] as usize..o[0] as usize + 8) {
+                                    run.copy_from_slice(v);
+                                }
+                            }
+                        } else {
+                            for (o, v) in offsets.iter().zip(values) {
+                                if let Some(slot) = window.get_mut(*o as usize) {
+                                    *slot = *v;
+                                }
                             }
                         }
                         return Ok(());
@@ -247,6 +340,19 @@ impl Machine<'_> {
                                     }
                                     return Ok(());
                                 }
+                                if scan(offsets, 4).1 == Pattern::Consecutive {
+                                    // Runs of eight consecutive words (rows of a 2D workgroup).
+                                    let blocks = dst.as_chunks_mut::<8>().0.iter_mut().zip(offsets.as_chunks::<8>().0);
+                                    for (d, o) in blocks {
+                                        let first = (base + o[0] as usize) / 4;
+                                        if let Some(run) = words.get(first..first + 8) {
+                                            for (d, w) in d.iter_mut().zip(run) {
+                                                *d = u32::from_le(w.load(Relaxed));
+                                            }
+                                        }
+                                    }
+                                    return Ok(());
+                                }
                                 for (d, o) in dst.iter_mut().zip(offsets) {
                                     let address = base + *o as usize;
                                     *d = words.get(address / 4).map_or(0, |w| u32::from_le(w.load(Relaxed)));
@@ -261,6 +367,19 @@ impl Machine<'_> {
                                             [b0, b1, b2, b3] => u32::from_le_bytes([b0, b1, b2, b3]),
                                             _ => 0,
                                         };
+                                    }
+                                    return Ok(());
+                                }
+                                if scan(offsets, 4).1 == Pattern::Consecutive {
+                                    // Runs of eight consecutive words (rows of a 2D workgroup).
+                                    let blocks = dst.as_chunks_mut::<8>().0.iter_mut().zip(offsets.as_chunks::<8>().0);
+                                    for (d, o) in blocks {
+                                        let first = base + o[0] as usize;
+                                        if let Some(run) = bytes.get(first..first + 32) {
+                                            for (d, w) in d.iter_mut().zip(run.as_chunks::<4>().0) {
+                                                *d = u32::from_le_bytes(*w);
+                                            }
+                                        }
                                     }
                                     return Ok(());
                                 }
@@ -424,6 +543,7 @@ impl Machine<'_> {
     }
 
     /// Writes per-invocation memory (`column + offset[lane]`) on the active lanes.
+    #[inline(always)]
     fn store_lane(&mut self, column: usize, offset: Option<Reg>, src: Operand, active: Active<'_>) -> Exec {
         let lanes = self.lanes;
         if let (None, true) = (offset, active.full) {
@@ -456,6 +576,47 @@ impl Machine<'_> {
             Ok::<(), Error>(())
         })?;
         Ok(())
+    }
+
+    /// Checks `at`'s index on the active lanes; the largest index to use (lenient mode
+    /// clamps out-of-bounds ones, strict mode faults).
+    #[inline(always)]
+    fn check_index(&self, at: &At, active: Active<'_>) -> Exec<u32> {
+        let length = match at.bound {
+            Bound::Fixed(length) => u64::from(length),
+            Bound::Runtime {
+                binding,
+                header,
+                stride,
+            } => self.runtime_length(binding, header, stride)?,
+        };
+        let indices = column(&self.regs, self.lanes, at.index)?;
+        let Some(i) = first_out_of_bounds(indices, active, length) else {
+            return Ok(u32::MAX);
+        };
+        if self.launch.strict || length == 0 {
+            return Err(self.out_of_bounds(at.place, i, at.signed, at.container.describe(length)));
+        }
+        // Lenient mode: WGSL allows an out-of-bounds access to touch any element of the
+        // same array, so clamp (as robust-buffer-access drivers do).
+        Ok(u32::try_from(length - 1).unwrap_or(u32::MAX))
+    }
+
+    /// Copies the scratch column into register `column` on the active lanes.
+    fn set_from_scratch(&mut self, column: Reg, active: Active<'_>) -> Exec {
+        let lanes = self.lanes;
+        let start = column as usize * lanes;
+        let target = self
+            .regs
+            .get_mut(start..start + lanes)
+            .ok_or_else(|| internal("a register out of range"))?;
+        let scratch = &self.scratch;
+        active.each(|lane| {
+            if let (Some(t), Some(s)) = (target.get_mut(lane), scratch.get(lane)) {
+                *t = *s;
+            }
+            Ok::<(), Stop>(())
+        })
     }
 
     fn runtime_length(&self, binding: u32, header: u32, stride: u32) -> Result<u64, Error> {
@@ -503,27 +664,26 @@ impl Machine<'_> {
 /// aligned and its word ends within `size` bytes, the end of the furthest word (so one
 /// check covers all lanes); `None` when some lane may not be (the per-lane path decides).
 /// Branch-free over the lanes, so it vectorises.
-#[inline]
+#[inline(always)]
 fn span(base: usize, offsets: &[u32], size: usize) -> Option<usize> {
-    let (max, bits) = offsets
-        .iter()
-        .fold((0u32, 0u32), |(max, bits), o| (max.max(*o), bits | *o));
-    let end = base.checked_add(max as usize)?.checked_add(4)?;
-    ((base | bits as usize) & 3 == 0 && end <= size).then_some(end)
-}
-
-/// Whether `base + offsets[lane]` is below `len` on every lane (branch-free, vectorises).
-#[inline]
-fn fits(base: usize, offsets: &[u32], len: usize) -> bool {
+    let bits = offsets.iter().fold(0u32, |bits, o| bits | *o);
+    if (base | bits as usize) & 3 != 0 {
+        return None;
+    }
+    // Every offset is at most the OR of all of them: usually enough, and cheaper than a max.
+    if let Some(end) = base.checked_add(bits as usize + 4).filter(|end| *end <= size) {
+        return Some(end);
+    }
     let max = offsets.iter().copied().fold(0u32, u32::max);
-    base.checked_add(max as usize).is_some_and(|end| end < len)
+    let end = base.checked_add(max as usize)?.checked_add(4)?;
+    (end <= size).then_some(end)
 }
 
 /// When lane `l` addresses byte `base + offsets[0] + 4 * l` (consecutive words, the
 /// commonest pattern), that first address. Branch-free over the lanes, so it vectorises.
 /// Only meaningful after [`span`] accepted the same offsets: the lanes' words then lie, in
 /// order, from the first address to the span's end.
-#[inline]
+#[inline(always)]
 fn contiguous(base: usize, offsets: &[u32]) -> Option<usize> {
     let first = *offsets.first()?;
     let mut differ = 0u32;
@@ -535,24 +695,143 @@ fn contiguous(base: usize, offsets: &[u32]) -> Option<usize> {
     (differ == 0 && last <= u64::from(u32::MAX)).then(|| base + first as usize)
 }
 
-/// Eight lanes of a workgroup-memory load whose addresses `offsets` are all inside
-/// `window`: one word for all (a broadcast), eight consecutive words (a copy), or a gather.
+/// `offsets[lane] = bases[lane] + min(indices[lane], limit) * stride` (no bases: 0).
 #[inline(always)]
-fn load_block(dst: &mut [u32], offsets: &[u32], window: &[u32]) {
-    let first = offsets.first().copied().unwrap_or(0);
-    let (mut same, mut consecutive) = (0u32, 0u32);
-    for (lane, offset) in offsets.iter().enumerate() {
-        same |= offset ^ first;
-        consecutive |= offset ^ first.wrapping_add(lane as u32);
-    }
-    let start = first as usize;
-    if same == 0 {
-        dst.fill(window.get(start).copied().unwrap_or(0));
-    } else if let (0, Some(source)) = (consecutive, window.get(start..start + dst.len())) {
-        dst.copy_from_slice(source);
-    } else {
-        for (d, o) in dst.iter_mut().zip(offsets) {
-            *d = window.get(*o as usize).copied().unwrap_or(0);
+fn element_offsets(offsets: &mut [u32], indices: &[u32], bases: Option<&[u32]>, limit: u32, stride: u32) {
+    // Specialised so that the common cases (nothing to clamp, a stride of one word) cost no
+    // per-lane minimum or multiplication.
+    match (limit, stride, bases) {
+        (u32::MAX, 1, None) => {
+            for (o, i) in offsets.iter_mut().zip(indices) {
+                *o = *i;
+            }
         }
+        (u32::MAX, 1, Some(bases)) => {
+            for ((o, i), b) in offsets.iter_mut().zip(indices).zip(bases) {
+                *o = b.wrapping_add(*i);
+            }
+        }
+        (_, _, None) => {
+            for (o, i) in offsets.iter_mut().zip(indices) {
+                *o = (*i).min(limit).wrapping_mul(stride);
+            }
+        }
+        (_, _, Some(bases)) => {
+            for ((o, i), b) in offsets.iter_mut().zip(indices).zip(bases) {
+                *o = b.wrapping_add((*i).min(limit).wrapping_mul(stride));
+            }
+        }
+    }
+}
+
+/// Whether every offset is below `len`: the OR of the offsets bounds them all and costs one
+/// cheap vector pass; only when it is not enough, the exact maximum.
+#[inline(always)]
+fn within(offsets: &[u32], len: usize) -> bool {
+    let bits = offsets.iter().fold(0u32, |bits, o| bits | *o);
+    (bits as usize) < len || (offsets.iter().copied().fold(0u32, u32::max) as usize) < len
+}
+
+/// How lanes address memory, the same in every block of eight lanes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pattern {
+    /// One address per block (a broadcast): a row index across a 2D workgroup.
+    Same,
+    /// Addresses `step` apart from the block's first: a column index.
+    Consecutive,
+    /// Anything else, or a lane count that is not a multiple of eight.
+    Mixed,
+}
+
+/// The OR of `offsets` (which bounds each of them) and the [`Pattern`] of every block of
+/// eight, in one vectorisable pass over the lanes: each lane is compared with the one
+/// before it, except at the start of a block.
+#[inline(always)]
+fn scan(offsets: &[u32], step: u32) -> (u32, Pattern) {
+    let Some(first) = offsets.first() else {
+        return (0, Pattern::Mixed);
+    };
+    let (mut bits, mut same, mut consecutive) = (*first, 0u32, 0u32);
+    for (l, (o, p)) in offsets.iter().skip(1).zip(offsets).enumerate() {
+        // All ones inside a block, zero at the first lane of the next one (lane l + 1).
+        let inside = 0u32.wrapping_sub(u32::from(!(l + 1).is_multiple_of(8)));
+        let difference = o.wrapping_sub(*p);
+        bits |= o;
+        same |= difference & inside;
+        consecutive |= (difference ^ step) & inside;
+    }
+    let pattern = if !offsets.len().is_multiple_of(8) {
+        Pattern::Mixed
+    } else if same == 0 {
+        Pattern::Same
+    } else if consecutive == 0 {
+        Pattern::Consecutive
+    } else {
+        Pattern::Mixed
+    };
+    (bits, pattern)
+}
+
+/// Every lane of a workgroup-memory load of `window[offsets[lane]]`; false (nothing
+/// written) when some lane's offset is outside the window.
+#[inline(always)]
+fn load_shared(dst: &mut [u32], offsets: &[u32], window: &[u32]) -> bool {
+    let (bits, pattern) = scan(offsets, 1);
+    let inside = (bits as usize) < window.len() || within(offsets, window.len());
+    if dst.len() != offsets.len() || !inside {
+        return false;
+    }
+    load_pattern(dst, offsets, window, pattern);
+    true
+}
+
+/// `dst[lane] = window[offsets[lane]]`, where every offset is inside the window and the
+/// offsets follow `pattern`.
+#[inline(always)]
+fn load_pattern(dst: &mut [u32], offsets: &[u32], window: &[u32], pattern: Pattern) {
+    let blocks = dst.as_chunks_mut::<8>().0.iter_mut().zip(offsets.as_chunks::<8>().0);
+    match pattern {
+        Pattern::Same => {
+            for (d, o) in blocks {
+                d.fill(window.get(o[0] as usize).copied().unwrap_or(0));
+            }
+        }
+        Pattern::Consecutive => {
+            for (d, o) in blocks {
+                let start = o[0] as usize;
+                match window.get(start..start + 8) {
+                    Some(run) => d.copy_from_slice(run),
+                    None => d.fill(0),
+                }
+            }
+        }
+        Pattern::Mixed => {
+            for (d, o) in dst.iter_mut().zip(offsets) {
+                *d = window.get(*o as usize).copied().unwrap_or(0);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scan_finds_the_pattern_of_every_block_and_bounds_the_offsets() {
+        let rows: Vec<u32> = (0..32).map(|lane| 100 + lane / 8).collect();
+        assert_eq!(scan(&rows, 1), (103 | 100 | 101 | 102, Pattern::Same));
+        let columns: Vec<u32> = (0..32).map(|lane| 40 * (lane / 8) + lane % 8).collect();
+        assert_eq!(scan(&columns, 1).1, Pattern::Consecutive);
+        let words: Vec<u32> = (0..16).map(|lane| 4 * lane + 64 * (lane / 8)).collect();
+        assert_eq!(scan(&words, 4).1, Pattern::Consecutive);
+        assert_eq!(scan(&words, 1).1, Pattern::Mixed);
+        let mut broken = columns.clone();
+        broken[13] = 0;
+        assert_eq!(scan(&broken, 1).1, Pattern::Mixed);
+        // A partial last block is never a pattern (the block loops skip it).
+        assert_eq!(scan(&rows[..12], 1).1, Pattern::Mixed);
+        let bits = scan(&columns, 1).0;
+        assert!(columns.iter().all(|offset| *offset <= bits));
     }
 }

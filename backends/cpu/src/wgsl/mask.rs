@@ -3,6 +3,7 @@
 use super::compile::MAX_LANES;
 use super::exec::internal;
 use super::program::Reg;
+use std::cell::Cell;
 use xhal_core::Error;
 
 const MASK_WORDS: usize = MAX_LANES / 64;
@@ -27,10 +28,12 @@ impl Mask {
         mask
     }
 
+    #[inline]
     pub(super) fn is_empty(&self) -> bool {
         self.0.iter().all(|word| *word == 0)
     }
 
+    #[inline]
     pub(super) fn or(&self, other: &Mask) -> Mask {
         let mut out = *self;
         for (a, b) in out.0.iter_mut().zip(other.0) {
@@ -39,6 +42,14 @@ impl Mask {
         out
     }
 
+    /// Whether both masks hold the same lanes (without a call to `memcmp`, which is what
+    /// `==` on the words becomes).
+    #[inline]
+    pub(super) fn same(&self, other: &Mask) -> bool {
+        self.0.iter().zip(other.0).fold(0, |differ, (a, b)| differ | (a ^ b)) == 0
+    }
+
+    #[inline]
     pub(super) fn and_not(&self, other: &Mask) -> Mask {
         let mut out = *self;
         for (a, b) in out.0.iter_mut().zip(other.0) {
@@ -77,8 +88,35 @@ pub(super) fn columns<const N: usize>(
     Ok((target, out))
 }
 
+/// Columns of a register file, for reading only.
+#[inline(always)]
+pub(super) fn column_refs<const N: usize>(regs: &[u32], lanes: usize, sources: [Reg; N]) -> Result<[&[u32]; N], Error> {
+    let mut out: [&[u32]; N] = [&[]; N];
+    for (slot, reg) in out.iter_mut().zip(sources) {
+        *slot = column(regs, lanes, reg)?;
+    }
+    Ok(out)
+}
+
+/// Columns of a register file seen as cells, which may be the same column.
+#[inline(always)]
+pub(super) fn cell_columns<const N: usize>(
+    regs: &[Cell<u32>],
+    lanes: usize,
+    sources: [Reg; N],
+) -> Result<[&[Cell<u32>]; N], Error> {
+    let mut out: [&[Cell<u32>]; N] = [&[]; N];
+    for (slot, reg) in out.iter_mut().zip(sources) {
+        let start = reg as usize * lanes;
+        *slot = regs
+            .get(start..start + lanes)
+            .ok_or_else(|| internal("a register out of range"))?;
+    }
+    Ok(out)
+}
+
 /// Column `reg` of a register file.
-#[inline]
+#[inline(always)]
 pub(super) fn column(regs: &[u32], lanes: usize, reg: Reg) -> Result<&[u32], Error> {
     let start = reg as usize * lanes;
     regs.get(start..start + lanes)
@@ -116,9 +154,16 @@ impl Active<'_> {
 }
 
 /// The first active lane's index that is not below `length`.
+#[inline(always)]
 pub(super) fn first_out_of_bounds(indices: &[u32], active: Active<'_>, length: u64) -> Option<u32> {
+    // Every index is at most the OR of all of them, which one cheap vectorised pass gives:
+    // below `length`, every lane (active or not) is in bounds. Unsigned maxima cost several
+    // instructions per vector on baseline x86-64, so they only run when this cannot decide.
+    let bits = indices.iter().fold(0u32, |bits, i| bits | *i);
+    if u64::from(bits) < length {
+        return None;
+    }
     if active.full {
-        // A branch-free (vectorisable) maximum first; the search only runs on a fault.
         let max = indices.iter().copied().fold(0u32, u32::max);
         if u64::from(max) < length {
             return None;

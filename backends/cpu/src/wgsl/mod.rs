@@ -9,11 +9,13 @@
 //!
 //! [`KERNEL_TIMEOUT_VARIABLE`]: crate::KERNEL_TIMEOUT_VARIABLE
 
+mod alias;
 mod compile;
 mod compile_access;
 mod compile_globals;
 mod compile_ops;
 mod exec;
+mod fuse;
 mod half;
 mod host;
 mod instr;

@@ -11,6 +11,7 @@
 //! workgroup, then runs a tight loop over the lanes.
 
 use super::half::{f16_bits_to_f32, f32_to_f16_bits};
+use std::cell::Cell;
 
 #[inline(always)]
 fn f(x: u32) -> f32 {
@@ -33,11 +34,13 @@ fn b(x: bool) -> u32 {
 }
 
 /// Declares an operation enum whose variants each name a scalar function, plus:
-/// `func()` (the function, for constant folding) and `run()` (the column loop).
+/// `func()` (the function, for constant folding), `run()` (the column loop) and
+/// `run_in_place()` (the same where an operand may be the destination).
 macro_rules! operations {
-    ($(#[$doc:meta])* $name:ident, $lanes:ident, $args:ty, $func_ty:ty, { $($variant:ident => $func:path,)* }) => {
+    ($(#[$doc:meta])* $name:ident, $lanes:ident, $args:ty, $cells:ident, $cell_args:ty, $func_ty:ty,
+     { $($variant:ident => $func:path,)* }) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub(crate) enum $name {
             $(#[allow(missing_docs)] $variant,)*
         }
@@ -52,9 +55,18 @@ macro_rules! operations {
             }
 
             /// Applies the operation to every lane: `dst[l] = op(args[l]...)`.
+            #[inline(always)]
             pub(crate) fn run(self, dst: &mut [u32], args: $args) {
                 match self {
                     $($name::$variant => $lanes(dst, args, $func),)*
+                }
+            }
+
+            /// As `run`, on columns of one register file that may overlap lane for lane.
+            #[inline(always)]
+            pub(crate) fn run_in_place(self, dst: &[Cell<u32>], args: $cell_args) {
+                match self {
+                    $($name::$variant => $cells(dst, args, $func),)*
                 }
             }
         }
@@ -87,9 +99,75 @@ fn lanes3(dst: &mut [u32], [a, b, c]: [&[u32]; 3], f: impl Fn(u32, u32, u32) -> 
     }
 }
 
+/// Lanes per block of the in-place loops: every operand word of a block is read before any
+/// result is written, so a destination that is also an operand is read before it changes.
+/// (Plain loops over the block rather than `array::from_fn`, which is not always inlined
+/// into the AVX2 copy of the interpreter.)
+const BLOCK: usize = 8;
+
+#[inline(always)]
+fn cells1(dst: &[Cell<u32>], [a]: [&[Cell<u32>]; 1], f: impl Fn(u32) -> u32) {
+    let n = dst.len().min(a.len());
+    let (d_blocks, d_rest) = dst[..n].as_chunks::<BLOCK>();
+    let (a_blocks, a_rest) = a[..n].as_chunks::<BLOCK>();
+    for (d, a) in d_blocks.iter().zip(a_blocks) {
+        let mut v = [0u32; BLOCK];
+        for (v, a) in v.iter_mut().zip(a) {
+            *v = f(a.get());
+        }
+        for (d, v) in d.iter().zip(v) {
+            d.set(v);
+        }
+    }
+    for (d, a) in d_rest.iter().zip(a_rest) {
+        d.set(f(a.get()));
+    }
+}
+
+#[inline(always)]
+fn cells2(dst: &[Cell<u32>], [a, b]: [&[Cell<u32>]; 2], f: impl Fn(u32, u32) -> u32) {
+    let n = dst.len().min(a.len()).min(b.len());
+    let (d_blocks, d_rest) = dst[..n].as_chunks::<BLOCK>();
+    let (a_blocks, a_rest) = a[..n].as_chunks::<BLOCK>();
+    let (b_blocks, b_rest) = b[..n].as_chunks::<BLOCK>();
+    for ((d, a), b) in d_blocks.iter().zip(a_blocks).zip(b_blocks) {
+        let mut v = [0u32; BLOCK];
+        for ((v, a), b) in v.iter_mut().zip(a).zip(b) {
+            *v = f(a.get(), b.get());
+        }
+        for (d, v) in d.iter().zip(v) {
+            d.set(v);
+        }
+    }
+    for ((d, a), b) in d_rest.iter().zip(a_rest).zip(b_rest) {
+        d.set(f(a.get(), b.get()));
+    }
+}
+
+#[inline(always)]
+fn cells3(dst: &[Cell<u32>], [a, b, c]: [&[Cell<u32>]; 3], f: impl Fn(u32, u32, u32) -> u32) {
+    let n = dst.len().min(a.len()).min(b.len()).min(c.len());
+    let (d_blocks, d_rest) = dst[..n].as_chunks::<BLOCK>();
+    let (a_blocks, a_rest) = a[..n].as_chunks::<BLOCK>();
+    let (b_blocks, b_rest) = b[..n].as_chunks::<BLOCK>();
+    let (c_blocks, c_rest) = c[..n].as_chunks::<BLOCK>();
+    for (((d, a), b), c) in d_blocks.iter().zip(a_blocks).zip(b_blocks).zip(c_blocks) {
+        let mut v = [0u32; BLOCK];
+        for (((v, a), b), c) in v.iter_mut().zip(a).zip(b).zip(c) {
+            *v = f(a.get(), b.get(), c.get());
+        }
+        for (d, v) in d.iter().zip(v) {
+            d.set(v);
+        }
+    }
+    for (((d, a), b), c) in d_rest.iter().zip(a_rest).zip(b_rest).zip(c_rest) {
+        d.set(f(a.get(), b.get(), c.get()));
+    }
+}
+
 operations!(
     /// One-operand 32-bit operations.
-    Un32, lanes1, [&[u32]; 1], fn(u32) -> u32, {
+    Un32, lanes1, [&[u32]; 1], cells1, [&[Cell<u32>]; 1], fn(u32) -> u32, {
         NegF => neg_f,
         NegI => neg_i,
         NotB => not_b,
@@ -148,7 +226,7 @@ operations!(
 
 operations!(
     /// Two-operand 32-bit operations.
-    Bin32, lanes2, [&[u32]; 2], fn(u32, u32) -> u32, {
+    Bin32, lanes2, [&[u32]; 2], cells2, [&[Cell<u32>]; 2], fn(u32, u32) -> u32, {
         AddF => add_f,
         SubF => sub_f,
         MulF => mul_f,
@@ -203,9 +281,10 @@ operations!(
 
 operations!(
     /// Three-operand 32-bit operations.
-    Tern32, lanes3, [&[u32]; 3], fn(u32, u32, u32) -> u32, {
+    Tern32, lanes3, [&[u32]; 3], cells3, [&[Cell<u32>]; 3], fn(u32, u32, u32) -> u32, {
         Select => select,
         Fma => fma_f,
+        MulAddF => mul_add_f,
         Mix => mix_f,
         ClampF => clamp_f,
         ClampI => clamp_i,
@@ -633,6 +712,11 @@ fn select(cond: u32, a: u32, c: u32) -> u32 {
 }
 fn fma_f(a: u32, c: u32, d: u32) -> u32 {
     fb(f(a).mul_add(f(c), f(d)))
+}
+/// `e1 * e2 + e3` rounded twice, as the separate WGSL operations are: a multiplication
+/// whose product only an addition reads, fused into one pass.
+fn mul_add_f(a: u32, c: u32, d: u32) -> u32 {
+    fb(f(d) + f(a) * f(c))
 }
 /// WGSL: `e1 * (1 - e3) + e2 * e3`.
 fn mix_f(a: u32, c: u32, t: u32) -> u32 {

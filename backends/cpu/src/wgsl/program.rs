@@ -3,7 +3,9 @@
 //!
 //! Registers are never reused: every value an instruction produces gets a fresh column, so
 //! an instruction's destination never overlaps its operands and values computed for lanes
-//! that are switched off cannot clobber anything a live lane still needs. Function calls are
+//! that are switched off cannot clobber anything a live lane still needs. Variables are the
+//! exception: stores write their columns on the active lanes only, and the `*Set` forms
+//! compute into them from operands that may include the variable itself. Function calls are
 //! inlined (WGSL has no recursion), which makes every pointer's root variable known here.
 
 use super::ops::{Bin32, LaneFn, Tern32, Un32};
@@ -28,7 +30,7 @@ pub(crate) enum HostSpace {
 }
 
 /// How a host-memory scalar is stored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum HostKind {
     /// A 32-bit word (half of a 64-bit value is two of these).
     Word,
@@ -37,7 +39,7 @@ pub(crate) enum HostKind {
 }
 
 /// The length an index is checked against.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Bound {
     Fixed(u32),
     /// A runtime-sized array in a buffer: `(view size - header) / stride` elements.
@@ -49,7 +51,7 @@ pub(crate) enum Bound {
 }
 
 /// What kind of composite an index goes into, for the fault message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Container {
     Array,
     Vector,
@@ -68,6 +70,19 @@ impl Container {
 
 /// Where checked indices point, for fault messages: an index into [`Program::places`].
 pub(crate) type Place = u32;
+
+/// A checked element offset: `base + index * stride` per lane, with `index` checked
+/// against `bound` on the active lanes (a fault names `place` and the `container`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct At {
+    pub(crate) base: Option<Reg>,
+    pub(crate) index: Reg,
+    pub(crate) stride: u32,
+    pub(crate) bound: Bound,
+    pub(crate) container: Container,
+    pub(crate) place: Place,
+    pub(crate) signed: bool,
+}
 
 /// An atomic read-modify-write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,7 +108,9 @@ pub(crate) enum AtomicSpace {
 }
 
 /// One straight-line instruction. Pure ones compute every lane (their inputs are defined
-/// for every lane, if meaningless on inactive ones); memory ones touch only active lanes.
+/// for every lane, if meaningless on inactive ones); memory ones touch only active lanes,
+/// except that a workgroup-memory load may fill its own destination on every lane when
+/// every lane's address is inside workgroup memory.
 #[derive(Debug, Clone)]
 pub(crate) enum Instr {
     Un {
@@ -120,6 +137,29 @@ pub(crate) enum Instr {
         args: Box<[Option<Reg>]>,
         dst: Box<[Option<Reg>]>,
     },
+    /// `column = op(a)` on active lanes: a `Un` whose result only a `StoreLane` of it into a
+    /// variable reads. The operand may be `column` itself.
+    UnSet {
+        op: Un32,
+        column: Reg,
+        a: Reg,
+    },
+    /// `column = op(a, b)` on active lanes: a `Bin` whose result only a `StoreLane` of it
+    /// into a variable reads. An operand may be `column` itself.
+    BinSet {
+        op: Bin32,
+        column: Reg,
+        a: Reg,
+        b: Reg,
+    },
+    /// As [`Instr::BinSet`], for a `Tern`.
+    TernSet {
+        op: Tern32,
+        column: Reg,
+        a: Reg,
+        b: Reg,
+        c: Reg,
+    },
     /// `dst = src` on every lane.
     Copy {
         dst: Reg,
@@ -144,16 +184,10 @@ pub(crate) enum Instr {
         place: Place,
         signed: bool,
     },
-    /// `dst = base + index * stride` per lane, with `index` checked on active lanes.
+    /// `dst = at.base + at.index * at.stride` per lane, with the index checked on active lanes.
     Index {
         dst: Reg,
-        base: Option<Reg>,
-        index: Reg,
-        stride: u32,
-        bound: Bound,
-        container: Container,
-        place: Place,
-        signed: bool,
+        at: At,
     },
     /// `dst = arrayLength(...)`: elements of a runtime-sized array in binding `binding`.
     ArrayLength {
@@ -184,6 +218,12 @@ pub(crate) enum Instr {
         word: u32,
         offset: Option<Reg>,
         src: Operand,
+    },
+    /// `LoadShared` at a checked offset: an `Index` whose result only this load reads.
+    LoadSharedAt {
+        dst: Reg,
+        word: u32,
+        at: At,
     },
     /// Reads host memory at byte `byte + offset[lane]`.
     LoadHost {

@@ -174,10 +174,7 @@ fn run_tests(settings: &RunSettings, index: u32, identity: RunIdentity<'_>) -> V
         for _ in 0..settings.jobs.max(1) {
             scope.spawn(|| {
                 let mut worker: Option<WorkerProcess> = None;
-                loop {
-                    let Some((position, case)) = queue.lock().ok().and_then(|mut queue| queue.pop_front()) else {
-                        break;
-                    };
+                while let Some((position, case)) = next_test(&queue) {
                     bar.set_message(case.id);
                     let started = Instant::now();
                     let outcome = run_declared(&case, identity, &settings.policy, || {
@@ -218,6 +215,12 @@ fn run_tests(settings: &RunSettings, index: u32, identity: RunIdentity<'_>) -> V
     });
     bar.finish_and_clear();
     results.into_inner().unwrap_or_default().into_iter().flatten().collect()
+}
+
+/// The next test to hand out. A function of its own so the queue's lock is released before
+/// the test runs, not held for the loop body as a `while let` temporary would be.
+fn next_test(queue: &Mutex<VecDeque<(usize, TestCase)>>) -> Option<(usize, TestCase)> {
+    queue.lock().ok().and_then(|mut queue| queue.pop_front())
 }
 
 /// Runs one test in the slot's worker, starting one when there is none; a worker that hangs

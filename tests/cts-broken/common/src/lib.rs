@@ -5,8 +5,8 @@
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
 use xhal_core::{
-    Backend, BackendInfo, BufferHandle, DeviceHandle, DeviceInfo, EventHandle, KernelFormat, KernelHandle,
-    LaunchArgs, ModuleHandle, Result, StreamHandle,
+    Backend, BackendInfo, BufferHandle, DeviceHandle, DeviceInfo, EventHandle, KernelFormat, KernelHandle, LaunchArgs,
+    ModuleHandle, Result, StreamHandle,
 };
 use xhal_cpu::CpuBackend;
 
@@ -63,8 +63,13 @@ impl BrokenBackend {
             let mut bytes = vec![0u8; argument.size as usize];
             // SAFETY: `bytes` stays alive and untouched until the synchronize below.
             unsafe {
-                self.inner
-                    .stream_read(stream, argument.buffer, argument.offset, bytes.as_mut_ptr(), argument.size)?
+                self.inner.stream_read(
+                    stream,
+                    argument.buffer,
+                    argument.offset,
+                    bytes.as_mut_ptr(),
+                    argument.size,
+                )?
             };
             self.inner.stream_synchronize(stream)?;
             for word in bytes.chunks_exact_mut(8) {
@@ -161,7 +166,8 @@ impl Backend for BrokenBackend {
     ) -> Result<()> {
         match self.fault {
             Fault::CopyIgnoresSourceOffset => {
-                self.inner.stream_copy(stream, source, 0, destination, destination_offset, size)
+                self.inner
+                    .stream_copy(stream, source, 0, destination, destination_offset, size)
             }
             Fault::CopySegfaults => {
                 // SAFETY: none; this is the fault. A wild write the compiler cannot prove
@@ -175,12 +181,20 @@ impl Backend for BrokenBackend {
         }
     }
 
-    fn stream_fill(&self, stream: StreamHandle, buffer: BufferHandle, offset: u64, size: u64, pattern: &[u8]) -> Result<()> {
+    fn stream_fill(
+        &self,
+        stream: StreamHandle,
+        buffer: BufferHandle,
+        offset: u64,
+        size: u64,
+        pattern: &[u8],
+    ) -> Result<()> {
         match self.fault {
             Fault::FillIgnoresLength => {
                 let capacity = self.buffer_sizes.lock().get(&buffer).copied().unwrap_or(offset + size);
                 let to_end = (capacity - offset) / pattern.len() as u64 * pattern.len() as u64;
-                self.inner.stream_fill(stream, buffer, offset, to_end.max(size), pattern)
+                self.inner
+                    .stream_fill(stream, buffer, offset, to_end.max(size), pattern)
             }
             Fault::FillPanics => panic!("fill is broken in this plugin"),
             _ => self.inner.stream_fill(stream, buffer, offset, size, pattern),

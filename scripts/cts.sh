@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Certifies backend plugins with xhal-cts: `scripts/cts.sh BACKEND...` (what `make cts` runs).
+#
+# Each backend's plugin is target/plugins/libxhal_<backend>.so; its reports go to
+# target/cts/<backend>/, and conformance/known-failures/<backend>.toml is passed when present.
+# A backend whose driver is missing (xhal-cts exits 3: no device, or the plugin cannot start)
+# is skipped loudly, unless XHAL_REQUIRE_BACKENDS (comma-separated, as CI sets it) names it:
+# then it fails. Any failure, crash or timeout fails.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+required=",${XHAL_REQUIRE_BACKENDS:-},"
+passed=()
+skipped=()
+failed=()
+for backend in "$@"; do
+  plugin="target/plugins/libxhal_${backend}.so"
+  arguments=(run --plugin "$plugin" --report "target/cts/${backend}")
+  known="conformance/known-failures/${backend}.toml"
+  if [ -f "$known" ]; then
+    arguments+=(--known-failures "$known")
+  fi
+  echo "=== xhal-cts: ${backend} ==="
+  if [ "$backend" = vulkan ]; then
+    # The Vulkan backend is certified with the Khronos validation layer on: any validation
+    # message fails the test that caused it.
+    XHAL_VULKAN_VALIDATION=1 target/release/xhal-cts "${arguments[@]}"
+  else
+    target/release/xhal-cts "${arguments[@]}"
+  fi
+  status=$?
+  case "$status" in
+    0) passed+=("$backend") ;;
+    3)
+      if [[ "$required" == *",${backend},"* ]]; then
+        echo "FAILED: backend ${backend} is required (XHAL_REQUIRE_BACKENDS) but could not be certified; see the error above" >&2
+        failed+=("$backend")
+      else
+        echo "" >&2
+        echo "!!! SKIPPED: backend ${backend} could not start here (see the error above); it was NOT certified." >&2
+        echo "!!! Install its driver, or set XHAL_REQUIRE_BACKENDS=${backend} to make this a failure." >&2
+        echo "" >&2
+        skipped+=("$backend")
+      fi
+      ;;
+    *) failed+=("$backend") ;;
+  esac
+done
+
+echo "=== certification summary ==="
+echo "certified: ${passed[*]:-none}"
+echo "skipped (no driver): ${skipped[*]:-none}"
+echo "failed: ${failed[*]:-none}"
+[ ${#failed[@]} -eq 0 ]
