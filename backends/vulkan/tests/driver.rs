@@ -245,7 +245,10 @@ fn limits_are_named_when_a_kernel_or_binding_exceeds_them() {
         .unwrap();
     let error = backend.kernel_get(module, "greedy").unwrap_err();
     assert!(error.message().contains(&(words * 4).to_string()), "{error}");
-    assert!(error.message().contains(&info.max_workgroup_memory.to_string()), "{error}");
+    assert!(
+        error.message().contains(&info.max_workgroup_memory.to_string()),
+        "{error}"
+    );
     backend.module_destroy(module);
 
     let module = backend
@@ -257,8 +260,16 @@ fn limits_are_named_when_a_kernel_or_binding_exceeds_them() {
     let big = backend.buffer_allocate(device, size).unwrap();
     let stream = backend.stream_create(device).unwrap();
     let views = [
-        xhal_core::BufferArg { buffer: big, offset: 0, size: 4 },
-        xhal_core::BufferArg { buffer: big, offset: 0, size },
+        xhal_core::BufferArg {
+            buffer: big,
+            offset: 0,
+            size: 4,
+        },
+        xhal_core::BufferArg {
+            buffer: big,
+            offset: 0,
+            size,
+        },
     ];
     let scalars = [0u8; 8];
     let launch = xhal_core::LaunchArgs {
