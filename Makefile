@@ -1,11 +1,11 @@
 # The entry points a person types. `make demo` and `make test` do all the set-up they need.
 CARGO ?= cargo
 # Backends built as plugins into target/plugins. The plugin zoo (broken test plugins) stays out.
-PLUGINS := cpu wgpu
+PLUGINS := cpu vulkan wgpu
 PLUGIN_DIR := target/plugins
 
 # Backends certified by `make cts`, each from its plugin file in target/plugins.
-CTS_BACKENDS := cpu wgpu
+CTS_BACKENDS := cpu vulkan wgpu
 
 .PHONY: all build plugins drivers demo test cts fmt-check clippy header bench doc clean
 

@@ -1,0 +1,523 @@
+//! xhal-vulkan against the same work written directly in ash, measured in the same run:
+//!
+//! - round trip: one dispatch of an empty kernel, then wait for it;
+//! - 1,000 back-to-back dispatches of a small dependent kernel (each increments the same 64
+//!   words, so each needs the one before it), then one wait;
+//! - 64 MiB written from the host and read back.
+//!
+//! The ash baseline records and submits what a careful hand-written program would: one command
+//! buffer per round trip, all 1,000 dispatches in one command buffer with a barrier between
+//! each, and plain copies through the mapping where device memory is host-visible (else
+//! through a staging buffer). After criterion's report the ratios (xhal / ash) are printed and
+//! written to `target/criterion/xhal-vulkan-ratios.md`: criterion's estimates, and the median
+//! of paired ratios from rounds that alternate the two, which stays steady on a machine whose
+//! load changes during the run (the two estimates are measured seconds apart).
+//!
+//! Run with `cargo bench -p xhal-vulkan`. Needs a Vulkan device (lavapipe will do).
+
+use ash::vk;
+use criterion::{Criterion, Throughput};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use xhal_core::{Backend, Launch, Runtime};
+use xhal_vulkan::VulkanBackend;
+
+const BYTES: usize = 64 << 20;
+const DISPATCHES: usize = 1000;
+
+const EMPTY: &str = "@compute @workgroup_size(1) fn empty() {}";
+const INCREMENT: &str = r#"
+@group(0) @binding(0) var<storage, read_write> counter: array<u32>;
+@compute @workgroup_size(64)
+fn increment(@builtin(local_invocation_index) lane: u32) { counter[lane] += 1u; }
+"#;
+
+fn spirv(source: &str) -> Vec<u32> {
+    xhal_core::kernel::parse_wgsl(source).unwrap().to_spirv().unwrap()
+}
+
+/// The same work, written directly against ash.
+struct Raw {
+    _entry: ash::Entry,
+    instance: ash::Instance,
+    device: ash::Device,
+    queue: vk::Queue,
+    command_pool: vk::CommandPool,
+    command_buffer: vk::CommandBuffer,
+    timeline: vk::Semaphore,
+    value: u64,
+    empty: (vk::PipelineLayout, vk::Pipeline),
+    increment: (vk::PipelineLayout, vk::Pipeline),
+    set: vk::DescriptorSet,
+    counter: (vk::Buffer, vk::DeviceMemory),
+    big: (vk::Buffer, vk::DeviceMemory, *mut u8),
+}
+
+impl Raw {
+    fn new() -> Raw {
+        // SAFETY: a benchmark setting up Vulkan in the textbook way; every handle is used on
+        // the device it was made on and destroyed in `Drop`.
+        unsafe {
+            let entry = ash::Entry::load().unwrap();
+            let application = vk::ApplicationInfo::default().api_version(vk::API_VERSION_1_2);
+            let instance = entry
+                .create_instance(&vk::InstanceCreateInfo::default().application_info(&application), None)
+                .unwrap();
+            let physical = instance.enumerate_physical_devices().unwrap()[0];
+            let family = instance
+                .get_physical_device_queue_family_properties(physical)
+                .iter()
+                .position(|family| family.queue_flags.contains(vk::QueueFlags::COMPUTE))
+                .unwrap() as u32;
+            let priorities = [1.0];
+            let queues = [vk::DeviceQueueCreateInfo::default()
+                .queue_family_index(family)
+                .queue_priorities(&priorities)];
+            let mut features12 = vk::PhysicalDeviceVulkan12Features::default().timeline_semaphore(true);
+            let device = instance
+                .create_device(
+                    physical,
+                    &vk::DeviceCreateInfo::default()
+                        .queue_create_infos(&queues)
+                        .push_next(&mut features12),
+                    None,
+                )
+                .unwrap();
+            let queue = device.get_device_queue(family, 0);
+            let command_pool = device
+                .create_command_pool(
+                    &vk::CommandPoolCreateInfo::default()
+                        .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER)
+                        .queue_family_index(family),
+                    None,
+                )
+                .unwrap();
+            let command_buffer = device
+                .allocate_command_buffers(
+                    &vk::CommandBufferAllocateInfo::default()
+                        .command_pool(command_pool)
+                        .command_buffer_count(1),
+                )
+                .unwrap()[0];
+            let mut kind = vk::SemaphoreTypeCreateInfo::default().semaphore_type(vk::SemaphoreType::TIMELINE);
+            let timeline = device
+                .create_semaphore(&vk::SemaphoreCreateInfo::default().push_next(&mut kind), None)
+                .unwrap();
+
+            let binding = [vk::DescriptorSetLayoutBinding::default()
+                .binding(0)
+                .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                .descriptor_count(1)
+                .stage_flags(vk::ShaderStageFlags::COMPUTE)];
+            let one_buffer = device
+                .create_descriptor_set_layout(&vk::DescriptorSetLayoutCreateInfo::default().bindings(&binding), None)
+                .unwrap();
+            let no_buffer = device
+                .create_descriptor_set_layout(&vk::DescriptorSetLayoutCreateInfo::default(), None)
+                .unwrap();
+            let pipeline = |source: &str, name: &std::ffi::CStr, layout: vk::DescriptorSetLayout| {
+                let code = spirv(source);
+                let shader = device
+                    .create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&code), None)
+                    .unwrap();
+                let layouts = [layout];
+                let pipeline_layout = device
+                    .create_pipeline_layout(&vk::PipelineLayoutCreateInfo::default().set_layouts(&layouts), None)
+                    .unwrap();
+                let stage = vk::PipelineShaderStageCreateInfo::default()
+                    .stage(vk::ShaderStageFlags::COMPUTE)
+                    .module(shader)
+                    .name(name);
+                let pipeline = device
+                    .create_compute_pipelines(
+                        vk::PipelineCache::null(),
+                        &[vk::ComputePipelineCreateInfo::default()
+                            .stage(stage)
+                            .layout(pipeline_layout)],
+                        None,
+                    )
+                    .unwrap()[0];
+                device.destroy_shader_module(shader, None);
+                (pipeline_layout, pipeline)
+            };
+            let empty = pipeline(EMPTY, c"empty", no_buffer);
+            let increment = pipeline(INCREMENT, c"increment", one_buffer);
+
+            let memory_properties = instance.get_physical_device_memory_properties(physical);
+            let wanted = vk::MemoryPropertyFlags::DEVICE_LOCAL
+                | vk::MemoryPropertyFlags::HOST_VISIBLE
+                | vk::MemoryPropertyFlags::HOST_COHERENT;
+            let buffer = |size: u64| {
+                let buffer = device
+                    .create_buffer(
+                        &vk::BufferCreateInfo::default().size(size).usage(
+                            vk::BufferUsageFlags::STORAGE_BUFFER
+                                | vk::BufferUsageFlags::TRANSFER_SRC
+                                | vk::BufferUsageFlags::TRANSFER_DST,
+                        ),
+                        None,
+                    )
+                    .unwrap();
+                let requirements = device.get_buffer_memory_requirements(buffer);
+                let memory_type = (0..memory_properties.memory_type_count)
+                    .find(|&index| {
+                        requirements.memory_type_bits & (1 << index) != 0
+                            && memory_properties.memory_types[index as usize]
+                                .property_flags
+                                .contains(wanted)
+                    })
+                    .expect(
+                        "this baseline needs host-visible device-local memory, as lavapipe and integrated GPUs have",
+                    );
+                let memory = device
+                    .allocate_memory(
+                        &vk::MemoryAllocateInfo::default()
+                            .allocation_size(requirements.size)
+                            .memory_type_index(memory_type),
+                        None,
+                    )
+                    .unwrap();
+                device.bind_buffer_memory(buffer, memory, 0).unwrap();
+                (buffer, memory)
+            };
+            let counter = buffer(256);
+            let (big_buffer, big_memory) = buffer(BYTES as u64);
+            let mapped = device
+                .map_memory(big_memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
+                .unwrap()
+                .cast::<u8>();
+
+            let sizes = [vk::DescriptorPoolSize {
+                ty: vk::DescriptorType::STORAGE_BUFFER,
+                descriptor_count: 1,
+            }];
+            let pool = device
+                .create_descriptor_pool(
+                    &vk::DescriptorPoolCreateInfo::default().max_sets(1).pool_sizes(&sizes),
+                    None,
+                )
+                .unwrap();
+            let layouts = [one_buffer];
+            let set = device
+                .allocate_descriptor_sets(
+                    &vk::DescriptorSetAllocateInfo::default()
+                        .descriptor_pool(pool)
+                        .set_layouts(&layouts),
+                )
+                .unwrap()[0];
+            let info = [vk::DescriptorBufferInfo {
+                buffer: counter.0,
+                offset: 0,
+                range: 256,
+            }];
+            device.update_descriptor_sets(
+                &[vk::WriteDescriptorSet::default()
+                    .dst_set(set)
+                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                    .buffer_info(&info)],
+                &[],
+            );
+            Raw {
+                _entry: entry,
+                instance,
+                device,
+                queue,
+                command_pool,
+                command_buffer,
+                timeline,
+                value: 0,
+                empty,
+                increment,
+                set,
+                counter,
+                big: (big_buffer, big_memory, mapped),
+            }
+        }
+    }
+
+    /// Records with `record`, submits, and waits for the work.
+    fn run(&mut self, record: impl FnOnce(&ash::Device, vk::CommandBuffer)) {
+        self.value += 1;
+        // SAFETY: the command buffer is idle (the last run was waited for).
+        unsafe {
+            let device = &self.device;
+            device
+                .reset_command_buffer(self.command_buffer, vk::CommandBufferResetFlags::empty())
+                .unwrap();
+            device
+                .begin_command_buffer(
+                    self.command_buffer,
+                    &vk::CommandBufferBeginInfo::default().flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
+                )
+                .unwrap();
+            record(device, self.command_buffer);
+            device.end_command_buffer(self.command_buffer).unwrap();
+            let values = [self.value];
+            let mut timeline_info = vk::TimelineSemaphoreSubmitInfo::default().signal_semaphore_values(&values);
+            let command_buffers = [self.command_buffer];
+            let semaphores = [self.timeline];
+            device
+                .queue_submit(
+                    self.queue,
+                    &[vk::SubmitInfo::default()
+                        .command_buffers(&command_buffers)
+                        .signal_semaphores(&semaphores)
+                        .push_next(&mut timeline_info)],
+                    vk::Fence::null(),
+                )
+                .unwrap();
+            device
+                .wait_semaphores(
+                    &vk::SemaphoreWaitInfo::default().semaphores(&semaphores).values(&values),
+                    u64::MAX,
+                )
+                .unwrap();
+        }
+    }
+
+    fn empty_round_trip(&mut self) {
+        let (_, pipeline) = self.empty;
+        self.run(|device, command_buffer| {
+            // SAFETY: recording into a command buffer in the recording state.
+            unsafe {
+                device.cmd_bind_pipeline(command_buffer, vk::PipelineBindPoint::COMPUTE, pipeline);
+                device.cmd_dispatch(command_buffer, 1, 1, 1);
+            }
+        });
+    }
+
+    fn dependent_dispatches(&mut self) {
+        let (layout, pipeline) = self.increment;
+        let set = self.set;
+        self.run(|device, command_buffer| {
+            let barrier = [vk::MemoryBarrier::default()
+                .src_access_mask(vk::AccessFlags::SHADER_WRITE)
+                .dst_access_mask(vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE)];
+            // SAFETY: recording into a command buffer in the recording state.
+            unsafe {
+                device.cmd_bind_pipeline(command_buffer, vk::PipelineBindPoint::COMPUTE, pipeline);
+                device.cmd_bind_descriptor_sets(command_buffer, vk::PipelineBindPoint::COMPUTE, layout, 0, &[set], &[]);
+                for _ in 0..DISPATCHES {
+                    device.cmd_pipeline_barrier(
+                        command_buffer,
+                        vk::PipelineStageFlags::COMPUTE_SHADER,
+                        vk::PipelineStageFlags::COMPUTE_SHADER,
+                        vk::DependencyFlags::empty(),
+                        &barrier,
+                        &[],
+                        &[],
+                    );
+                    device.cmd_dispatch(command_buffer, 1, 1, 1);
+                }
+            }
+        });
+    }
+
+    fn write(&self, data: &[u8]) {
+        // SAFETY: the mapping holds BYTES bytes and no work is pending.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.big.2, data.len()) };
+    }
+
+    fn read(&self, out: &mut [u8]) {
+        // SAFETY: as in `write`.
+        unsafe { std::ptr::copy_nonoverlapping(self.big.2, out.as_mut_ptr(), out.len()) };
+    }
+}
+
+impl Drop for Raw {
+    fn drop(&mut self) {
+        // SAFETY: the device is idle after the wait; everything here was made on it.
+        unsafe {
+            let device = &self.device;
+            device.device_wait_idle().unwrap();
+            device.destroy_buffer(self.counter.0, None);
+            device.free_memory(self.counter.1, None);
+            device.destroy_buffer(self.big.0, None);
+            device.free_memory(self.big.1, None);
+            for (layout, pipeline) in [self.empty, self.increment] {
+                device.destroy_pipeline(pipeline, None);
+                device.destroy_pipeline_layout(layout, None);
+            }
+            device.destroy_semaphore(self.timeline, None);
+            device.destroy_command_pool(self.command_pool, None);
+            device.destroy_device(None);
+            self.instance.destroy_instance(None);
+        }
+    }
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let exe = std::env::current_exe().unwrap_or_default();
+            exe.ancestors().nth(3).map(Path::to_path_buf).unwrap_or_default()
+        })
+}
+
+/// Criterion's point estimate in ns: the slope where it fitted one, else the mean.
+fn estimate_ns(group: &str, id: &str) -> Option<f64> {
+    let path = target_dir()
+        .join("criterion")
+        .join(group)
+        .join(id)
+        .join("new/estimates.json");
+    let value: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
+    value["slope"]["point_estimate"]
+        .as_f64()
+        .or_else(|| value["mean"]["point_estimate"].as_f64())
+}
+
+/// Median over `rounds` of (time of `ours` / time of `theirs`), each timed over `repeat` runs
+/// back to back, the two alternating.
+fn paired_ratio(rounds: usize, repeat: usize, mut ours: impl FnMut(), mut theirs: impl FnMut()) -> f64 {
+    let time = |work: &mut dyn FnMut()| {
+        let start = std::time::Instant::now();
+        for _ in 0..repeat {
+            work();
+        }
+        start.elapsed().as_secs_f64()
+    };
+    let mut ratios: Vec<f64> = (0..rounds)
+        .map(|round| {
+            // Alternate which goes first, so neither always runs on a warmer machine.
+            if round % 2 == 0 {
+                let a = time(&mut ours);
+                a / time(&mut theirs)
+            } else {
+                let b = time(&mut theirs);
+                time(&mut ours) / b
+            }
+        })
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    ratios[ratios.len() / 2]
+}
+
+fn main() {
+    let backend = VulkanBackend::from_env();
+    if let Err(error) = backend.device_count() {
+        eprintln!("no Vulkan device, nothing to measure: {error}");
+        return;
+    }
+    let runtime = Runtime::builder()
+        .without_static_backends()
+        .without_plugin_search()
+        .backend(Arc::new(backend))
+        .build()
+        .unwrap();
+    let device = runtime.open("vulkan", 0).unwrap();
+    let stream = device.create_stream().unwrap();
+    let empty = device.load_wgsl(EMPTY).unwrap().kernel("empty").unwrap();
+    let increment = device.load_wgsl(INCREMENT).unwrap().kernel("increment").unwrap();
+    let counter = device.alloc_from(&stream, &[0u32; 64]).unwrap();
+    let big = device.alloc::<u8>(BYTES).unwrap();
+    let mut raw = Raw::new();
+    let data = vec![0x5au8; BYTES];
+    let mut back = vec![0u8; BYTES];
+
+    let mut criterion = Criterion::default()
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(4))
+        .sample_size(20)
+        .configure_from_args();
+
+    let mut group = criterion.benchmark_group("vulkan-round-trip");
+    group.bench_function("xhal", |bench| {
+        bench.iter(|| {
+            stream.launch(&Launch::new(&empty).workgroups(1, 1, 1)).unwrap();
+            stream.synchronize().unwrap();
+        })
+    });
+    group.bench_function("ash", |bench| bench.iter(|| raw.empty_round_trip()));
+    group.finish();
+
+    let mut group = criterion.benchmark_group("vulkan-1000-dispatches");
+    group.bench_function("xhal", |bench| {
+        bench.iter(|| {
+            for _ in 0..DISPATCHES {
+                stream
+                    .launch(&Launch::new(&increment).workgroups(1, 1, 1).buffer(&counter))
+                    .unwrap();
+            }
+            stream.synchronize().unwrap();
+        })
+    });
+    group.bench_function("ash", |bench| bench.iter(|| raw.dependent_dispatches()));
+    group.finish();
+
+    let mut group = criterion.benchmark_group("vulkan-64MiB");
+    group.throughput(Throughput::Bytes(BYTES as u64));
+    group.bench_function("xhal-write", |bench| {
+        bench.iter(|| stream.write(&big, 0, &data).unwrap())
+    });
+    group.bench_function("ash-write", |bench| bench.iter(|| raw.write(&data)));
+    group.bench_function("xhal-read", |bench| {
+        bench.iter(|| stream.read(&big, 0, &mut back).unwrap())
+    });
+    group.bench_function("ash-read", |bench| bench.iter(|| raw.read(&mut back)));
+    group.finish();
+    criterion.final_summary();
+
+    let paired = [
+        paired_ratio(
+            31,
+            50,
+            || {
+                stream.launch(&Launch::new(&empty).workgroups(1, 1, 1)).unwrap();
+                stream.synchronize().unwrap();
+            },
+            || raw.empty_round_trip(),
+        ),
+        paired_ratio(
+            15,
+            1,
+            || {
+                for _ in 0..DISPATCHES {
+                    stream
+                        .launch(&Launch::new(&increment).workgroups(1, 1, 1).buffer(&counter))
+                        .unwrap();
+                }
+                stream.synchronize().unwrap();
+            },
+            || raw.dependent_dispatches(),
+        ),
+    ];
+    let paired_write = paired_ratio(15, 2, || stream.write(&big, 0, &data).unwrap(), || raw.write(&data));
+    let mut back_raw = vec![0u8; BYTES];
+    let paired_read = paired_ratio(
+        15,
+        2,
+        || stream.read(&big, 0, &mut back).unwrap(),
+        || raw.read(&mut back_raw),
+    );
+    let paired = [paired[0], paired[1], paired_write, paired_read];
+
+    let rows = [
+        ("empty-kernel round trip", "vulkan-round-trip", "xhal", "ash"),
+        ("1,000 dispatches + wait", "vulkan-1000-dispatches", "xhal", "ash"),
+        ("64 MiB write", "vulkan-64MiB", "xhal-write", "ash-write"),
+        ("64 MiB read", "vulkan-64MiB", "xhal-read", "ash-read"),
+    ];
+    let mut lines = vec![
+        "| measurement | xhal-vulkan | ash | ratio | paired ratio (median) |".to_string(),
+        "| --- | --- | --- | --- | --- |".to_string(),
+    ];
+    for ((label, group, ours, theirs), paired) in rows.into_iter().zip(paired) {
+        if let (Some(ours), Some(theirs)) = (estimate_ns(group, ours), estimate_ns(group, theirs)) {
+            lines.push(format!(
+                "| {label} | {:.1} us | {:.1} us | {:.2} | {paired:.2} |",
+                ours / 1e3,
+                theirs / 1e3,
+                ours / theirs
+            ));
+        }
+    }
+    let table = lines.join("\n");
+    println!("\n{table}");
+    let _ = std::fs::write(
+        target_dir().join("criterion").join("xhal-vulkan-ratios.md"),
+        table + "\n",
+    );
+}

@@ -1,0 +1,847 @@
+//! Kernel modules: SPIR-V (preferred) or WGSL, reflected against the xhal argument ABI,
+//! and one compute pipeline per entry point, cached in its module.
+
+use crate::gpu::Gpu;
+use crate::instance::vk_error;
+use ash::vk;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::sync::Arc;
+use xhal_core::{Error, Features, KernelFormat, Result};
+
+/// SPIR-V's magic number, the first word of every module.
+const SPIRV_MAGIC: u32 = 0x0723_0203;
+/// `OpSourceContinued`, `OpSource` and `OpSourceExtension`.
+const SOURCE_OPCODES: [u32; 3] = [2, 3, 4];
+/// Stack for naga's SPIR-V reader, which recurses over nested control flow.
+const REFLECTION_STACK: usize = 64 << 20;
+
+/// What a launch of one entry point needs.
+#[derive(Debug, Clone)]
+pub(crate) struct EntryLayout {
+    pub(crate) name: String,
+    pub(crate) workgroup_size: [u32; 3],
+    /// Buffer arguments: binding `i` is argument `i`.
+    pub(crate) binding_count: u32,
+    /// Bytes of the push-constant block (the scalar block), 0 when there is none.
+    pub(crate) scalar_bytes: u32,
+    pub(crate) workgroup_memory: u64,
+}
+
+/// A loaded module.
+pub(crate) struct Module {
+    gpu: Arc<Gpu>,
+    shader: vk::ShaderModule,
+    entries: Vec<EntryLayout>,
+    pipelines: Mutex<HashMap<String, Arc<Pipeline>>>,
+}
+
+impl Drop for Module {
+    fn drop(&mut self) {
+        // SAFETY: pipelines made from the shader module do not need it any more.
+        unsafe { self.gpu.device.destroy_shader_module(self.shader, None) };
+    }
+}
+
+/// One entry point's compute pipeline: what a kernel handle names.
+pub(crate) struct Pipeline {
+    pub(crate) gpu: Arc<Gpu>,
+    pub(crate) entry: EntryLayout,
+    pub(crate) set_layout: vk::DescriptorSetLayout,
+    pub(crate) layout: vk::PipelineLayout,
+    pub(crate) pipeline: vk::Pipeline,
+    /// The push-constant range size: the scalar block rounded up to whole words.
+    pub(crate) push_constant_bytes: u32,
+}
+
+impl Drop for Pipeline {
+    fn drop(&mut self) {
+        // SAFETY: streams hold the pipeline while queued work uses it, so none does now.
+        unsafe {
+            self.gpu.device.destroy_pipeline(self.pipeline, None);
+            self.gpu.device.destroy_pipeline_layout(self.layout, None);
+            self.gpu.device.destroy_descriptor_set_layout(self.set_layout, None);
+        }
+    }
+}
+
+impl Module {
+    /// Reflects and loads `code` of `format`.
+    pub(crate) fn load(gpu: &Arc<Gpu>, format: KernelFormat, code: &[u8]) -> Result<Module> {
+        let (words, entries) = match format {
+            KernelFormat::SPIRV_SHADER => {
+                let words = spirv_words(code)?;
+                let entries = reflect_spirv(code)?;
+                (words, entries)
+            }
+            KernelFormat::WGSL => translate_wgsl(gpu, code)?,
+            other => {
+                return Err(Error::unsupported(format!(
+                    "kernel format {other} is not supported by the vulkan backend; accepted formats: {}, {}",
+                    KernelFormat::SPIRV_SHADER,
+                    KernelFormat::WGSL
+                )))
+            }
+        };
+        let mut words = without_source_instructions(&words);
+        if let Some(trimmed) = without_unused_io16_capability(&words) {
+            words = trimmed;
+        }
+        if gpu.adapter.enable.zero_initialize_workgroup_memory {
+            if let Some(native) = zero_workgroup_memory_natively(&words) {
+                words = native;
+            }
+        }
+        let create_info = vk::ShaderModuleCreateInfo::default().code(&words);
+        // SAFETY: the code was parsed and validated by naga above, so the driver gets well-formed SPIR-V.
+        let shader = unsafe { gpu.device.create_shader_module(&create_info, None) }
+            .map_err(|result| vk_error("creating a shader module", result))?;
+        if let Some(error) = gpu.validation_error() {
+            // SAFETY: just created, used by nothing.
+            unsafe { gpu.device.destroy_shader_module(shader, None) };
+            return Err(error);
+        }
+        Ok(Module {
+            gpu: Arc::clone(gpu),
+            shader,
+            entries,
+            pipelines: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The pipeline of entry point `name`, made on first use.
+    pub(crate) fn pipeline(&self, name: &str) -> Result<Arc<Pipeline>> {
+        let mut pipelines = self.pipelines.lock();
+        if let Some(pipeline) = pipelines.get(name) {
+            return Ok(Arc::clone(pipeline));
+        }
+        let Some(entry) = self.entries.iter().find(|entry| entry.name == name) else {
+            let names: Vec<&str> = self.entries.iter().map(|entry| entry.name.as_str()).collect();
+            return Err(Error::not_found(format!(
+                "no compute entry point named `{name}`; the module's entry points are: {}",
+                if names.is_empty() {
+                    "(none)".to_string()
+                } else {
+                    names.join(", ")
+                }
+            )));
+        };
+        let pipeline = Arc::new(self.create_pipeline(entry.clone())?);
+        pipelines.insert(name.to_string(), Arc::clone(&pipeline));
+        Ok(pipeline)
+    }
+
+    fn create_pipeline(&self, entry: EntryLayout) -> Result<Pipeline> {
+        let gpu = &self.gpu;
+        let info = &gpu.adapter.info;
+        if entry.workgroup_memory > u64::from(info.max_workgroup_memory) {
+            return Err(Error::unsupported(format!(
+                "kernel `{}` uses {} bytes of workgroup memory, but {} has only {} (maxComputeSharedMemorySize)",
+                entry.name, entry.workgroup_memory, info.name, info.max_workgroup_memory
+            )));
+        }
+        if entry.scalar_bytes > info.max_scalar_block_size {
+            return Err(Error::unsupported(format!(
+                "kernel `{}` has a scalar block of {} bytes, but {} takes at most {} (maxPushConstantsSize)",
+                entry.name, entry.scalar_bytes, info.name, info.max_scalar_block_size
+            )));
+        }
+        if entry.binding_count > info.max_buffer_arguments {
+            return Err(Error::unsupported(format!(
+                "kernel `{}` takes {} buffers, but {} binds at most {} (maxPerStageDescriptorStorageBuffers)",
+                entry.name, entry.binding_count, info.name, info.max_buffer_arguments
+            )));
+        }
+        let invocations: u64 = entry.workgroup_size.iter().map(|&d| u64::from(d)).product();
+        let size_fits = entry
+            .workgroup_size
+            .iter()
+            .zip(info.max_workgroup_size)
+            .all(|(&size, max)| size <= max);
+        if !size_fits || invocations > u64::from(info.max_workgroup_invocations) {
+            return Err(Error::unsupported(format!(
+                "kernel `{}` has workgroup size {:?} ({invocations} invocations), but {} allows at most {:?} and {} invocations",
+                entry.name, entry.workgroup_size, info.name, info.max_workgroup_size, info.max_workgroup_invocations
+            )));
+        }
+        let entry_name = CString::new(entry.name.clone())
+            .map_err(|_| Error::invalid_argument(format!("entry point name {:?} holds a NUL byte", entry.name)))?;
+        let bindings: Vec<vk::DescriptorSetLayoutBinding<'_>> = (0..entry.binding_count)
+            .map(|binding| {
+                vk::DescriptorSetLayoutBinding::default()
+                    .binding(binding)
+                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                    .descriptor_count(1)
+                    .stage_flags(vk::ShaderStageFlags::COMPUTE)
+            })
+            .collect();
+        let push_constant_bytes = entry.scalar_bytes.div_ceil(4) * 4;
+        let push_ranges = [vk::PushConstantRange::default()
+            .stage_flags(vk::ShaderStageFlags::COMPUTE)
+            .offset(0)
+            .size(push_constant_bytes)];
+        let device = &gpu.device;
+        // SAFETY: object creation on a live device; each failure destroys what came before.
+        unsafe {
+            let set_layout = device
+                .create_descriptor_set_layout(&vk::DescriptorSetLayoutCreateInfo::default().bindings(&bindings), None)
+                .map_err(|result| vk_error("creating a descriptor set layout", result))?;
+            let set_layouts = [set_layout];
+            let mut layout_info = vk::PipelineLayoutCreateInfo::default().set_layouts(&set_layouts);
+            if push_constant_bytes > 0 {
+                layout_info = layout_info.push_constant_ranges(&push_ranges);
+            }
+            let layout = match device.create_pipeline_layout(&layout_info, None) {
+                Ok(layout) => layout,
+                Err(result) => {
+                    device.destroy_descriptor_set_layout(set_layout, None);
+                    return Err(vk_error("creating a pipeline layout", result));
+                }
+            };
+            let stage = vk::PipelineShaderStageCreateInfo::default()
+                .stage(vk::ShaderStageFlags::COMPUTE)
+                .module(self.shader)
+                .name(&entry_name);
+            let create_info = [vk::ComputePipelineCreateInfo::default().stage(stage).layout(layout)];
+            let pipeline = match device.create_compute_pipelines(vk::PipelineCache::null(), &create_info, None) {
+                Ok(pipelines) => pipelines[0],
+                Err((_, result)) => {
+                    device.destroy_pipeline_layout(layout, None);
+                    device.destroy_descriptor_set_layout(set_layout, None);
+                    return Err(vk_error(
+                        &format!("creating the pipeline of kernel `{}`", entry.name),
+                        result,
+                    ));
+                }
+            };
+            let made = Pipeline {
+                gpu: Arc::clone(gpu),
+                entry,
+                set_layout,
+                layout,
+                pipeline,
+                push_constant_bytes,
+            };
+            if let Some(error) = gpu.validation_error() {
+                return Err(error);
+            }
+            Ok(made)
+        }
+    }
+}
+
+fn spirv_words(code: &[u8]) -> Result<Vec<u32>> {
+    if code.len() < 20 || !code.len().is_multiple_of(4) {
+        return Err(Error::invalid_argument(format!(
+            "invalid SPIR-V: {} bytes is not a whole number of 4-byte words holding at least the 5-word header",
+            code.len()
+        )));
+    }
+    let words: Vec<u32> = code
+        .chunks_exact(4)
+        .map(|word| u32::from_le_bytes([word[0], word[1], word[2], word[3]]))
+        .collect();
+    if words[0] != SPIRV_MAGIC {
+        return Err(Error::invalid_argument(format!(
+            "invalid SPIR-V: the first word is {:#010x}, not the magic number {SPIRV_MAGIC:#010x} (big-endian SPIR-V is not accepted)",
+            words[0]
+        )));
+    }
+    Ok(words)
+}
+
+/// The module without its `OpSource*` instructions.
+///
+/// They are debug information only. SPIR-V that naga writes with debug information tags its
+/// source language as WGSL (10), which older validation layers (1.3.239, as packaged here)
+/// reject as an invalid operand; dropping the tag changes nothing the driver runs and keeps
+/// validation silent for valid modules. Only this instruction is removed: messages are never
+/// filtered.
+fn without_source_instructions(words: &[u32]) -> Vec<u32> {
+    let mut out = Vec::with_capacity(words.len());
+    out.extend_from_slice(&words[..5.min(words.len())]);
+    let mut at = 5;
+    while at < words.len() {
+        let count = (words[at] >> 16) as usize;
+        let opcode = words[at] & 0xffff;
+        if count == 0 || at + count > words.len() {
+            // Malformed; naga validated the module, so this cannot happen, but keep the rest as is.
+            out.extend_from_slice(&words[at..]);
+            break;
+        }
+        if !SOURCE_OPCODES.contains(&opcode) {
+            out.extend_from_slice(&words[at..at + count]);
+        }
+        at += count;
+    }
+    out
+}
+
+/// The module without `OpCapability StorageInputOutput16`, when nothing can use it: every
+/// `Input` and `Output` variable is a built-in (as in every compute kernel), so no 16-bit value
+/// crosses a stage interface.
+///
+/// naga declares the capability in every module that uses `f16`, but Vulkan lets a module
+/// declare it only on devices with `storageInputOutput16` (lavapipe has none), and the
+/// validation layer refuses such a module even though the capability is unused. `None` when
+/// the module does not declare it or might use it.
+fn without_unused_io16_capability(words: &[u32]) -> Option<Vec<u32>> {
+    const CAPABILITY: u32 = 17;
+    const VARIABLE: u32 = 59;
+    const DECORATE: u32 = 71;
+    const STORAGE_INPUT_OUTPUT_16: u32 = 4436;
+    const DECORATION_BUILT_IN: u32 = 11;
+    const STORAGE_INPUT: u32 = 1;
+    const STORAGE_OUTPUT: u32 = 3;
+    let mut instructions = Vec::new();
+    let mut at = 5;
+    while at < words.len() {
+        let count = (words[at] >> 16) as usize;
+        if count == 0 || at + count > words.len() {
+            return None;
+        }
+        instructions.push((at, count, words[at] & 0xffff));
+        at += count;
+    }
+    let mut capability = None;
+    let mut built_ins = std::collections::HashSet::new();
+    let mut interface = Vec::new();
+    for &(start, count, opcode) in &instructions {
+        let operands = &words[start + 1..start + count];
+        match opcode {
+            CAPABILITY if operands == [STORAGE_INPUT_OUTPUT_16] => capability = Some(start),
+            DECORATE if operands.len() >= 2 && operands[1] == DECORATION_BUILT_IN => {
+                built_ins.insert(operands[0]);
+            }
+            VARIABLE if operands.len() >= 3 && matches!(operands[2], STORAGE_INPUT | STORAGE_OUTPUT) => {
+                interface.push(operands[1]);
+            }
+            _ => {}
+        }
+    }
+    let capability = capability?;
+    if !interface.iter().all(|variable| built_ins.contains(variable)) {
+        return None;
+    }
+    let mut out = words.to_vec();
+    out.drain(capability..capability + 2);
+    Some(out)
+}
+
+/// SPIR-V opcodes and operands the workgroup zeroing rewrite looks for.
+mod op {
+    pub(super) const ENTRY_POINT: u32 = 15;
+    pub(super) const CONSTANT_NULL: u32 = 46;
+    pub(super) const FUNCTION: u32 = 54;
+    pub(super) const FUNCTION_END: u32 = 56;
+    pub(super) const VARIABLE: u32 = 59;
+    pub(super) const STORE: u32 = 62;
+    pub(super) const IEQUAL: u32 = 170;
+    pub(super) const CONTROL_BARRIER: u32 = 224;
+    pub(super) const SELECTION_MERGE: u32 = 247;
+    pub(super) const LABEL: u32 = 248;
+    pub(super) const BRANCH: u32 = 249;
+    pub(super) const BRANCH_CONDITIONAL: u32 = 250;
+    pub(super) const GL_COMPUTE: u32 = 5;
+    pub(super) const WORKGROUP: u32 = 4;
+}
+
+/// naga's SPIR-V zeroes workgroup memory with a polyfill at the top of each entry point:
+/// `if local_invocation_index == 0 { var = null; ... }` then a barrier. llvmpipe turns the
+/// store of a large null array into one store per element and takes minutes to compile a
+/// kernel using 32 KiB that way. Where the device zero-initialises workgroup memory itself
+/// (Vulkan 1.3's `shaderZeroInitializeWorkgroupMemory`), the same meaning is had by giving
+/// each such variable a null initializer and dropping the polyfill's stores (the empty `if`
+/// and the barrier stay). Returns `None`, leaving the module as it is, unless every compute
+/// entry point starts with exactly that pattern.
+fn zero_workgroup_memory_natively(words: &[u32]) -> Option<Vec<u32>> {
+    let mut instructions = Vec::new();
+    let mut at = 5;
+    while at < words.len() {
+        let count = (words[at] >> 16) as usize;
+        if count == 0 || at + count > words.len() {
+            return None;
+        }
+        instructions.push((at, count, words[at] & 0xffff));
+        at += count;
+    }
+    let operand = |index: usize, k: usize| -> Option<u32> {
+        let (start, count, _) = instructions[index];
+        (k + 1 < count).then(|| words[start + 1 + k])
+    };
+    let opcode = |index: usize| instructions.get(index).map(|&(_, _, opcode)| opcode);
+    let mut entry_points = std::collections::HashSet::new();
+    let mut nulls = std::collections::HashMap::new();
+    let mut workgroup_variables = std::collections::HashMap::new();
+    for (index, &(_, count, opcode)) in instructions.iter().enumerate() {
+        match opcode {
+            op::ENTRY_POINT if operand(index, 0)? == op::GL_COMPUTE => {
+                entry_points.insert(operand(index, 1)?);
+            }
+            op::CONSTANT_NULL => {
+                nulls.insert(operand(index, 1)?, operand(index, 0)?);
+            }
+            op::VARIABLE if count == 4 && operand(index, 2)? == op::WORKGROUP => {
+                workgroup_variables.insert(operand(index, 1)?, index);
+            }
+            _ => {}
+        }
+    }
+    let mut dropped_stores = std::collections::HashSet::new();
+    let mut initializers = std::collections::HashMap::new();
+    let mut matched = 0;
+    for index in 0..instructions.len() {
+        if opcode(index)? != op::FUNCTION || !entry_points.contains(&operand(index, 1)?) {
+            continue;
+        }
+        let mut at = index + 1;
+        while opcode(at)? != op::BRANCH {
+            if matches!(opcode(at)?, op::FUNCTION_END | op::SELECTION_MERGE | op::STORE) {
+                return None;
+            }
+            at += 1;
+        }
+        let first_block = operand(at, 0)?;
+        if opcode(at + 1)? != op::LABEL || operand(at + 1, 0)? != first_block || opcode(at + 2)? != op::IEQUAL {
+            return None;
+        }
+        let condition = operand(at + 2, 1)?;
+        let merge = operand(at + 3, 0)?;
+        if opcode(at + 3)? != op::SELECTION_MERGE
+            || opcode(at + 4)? != op::BRANCH_CONDITIONAL
+            || operand(at + 4, 0)? != condition
+            || operand(at + 4, 2)? != merge
+            || opcode(at + 5)? != op::LABEL
+            || operand(at + 5, 0)? != operand(at + 4, 1)?
+        {
+            return None;
+        }
+        let mut store = at + 6;
+        while opcode(store)? == op::STORE {
+            let (variable, value) = (operand(store, 0)?, operand(store, 1)?);
+            if instructions[store].1 != 3 || !workgroup_variables.contains_key(&variable) || !nulls.contains_key(&value)
+            {
+                return None;
+            }
+            dropped_stores.insert(store);
+            initializers.insert(workgroup_variables[&variable], value);
+            store += 1;
+        }
+        if store == at + 6
+            || opcode(store)? != op::BRANCH
+            || operand(store, 0)? != merge
+            || opcode(store + 1)? != op::LABEL
+            || operand(store + 1, 0)? != merge
+            || opcode(store + 2)? != op::CONTROL_BARRIER
+        {
+            return None;
+        }
+        matched += 1;
+    }
+    if matched == 0 || matched != entry_points.len() {
+        return None;
+    }
+    let mut out = Vec::with_capacity(words.len() + 4 * initializers.len());
+    out.extend_from_slice(&words[..5]);
+    for (index, &(start, count, _)) in instructions.iter().enumerate() {
+        if dropped_stores.contains(&index) {
+            continue;
+        }
+        match initializers.get(&index) {
+            Some(null) => {
+                // naga declares the null constant after the variable, so declare another just
+                // before it, under a fresh id.
+                let fresh = out[3];
+                out[3] += 1;
+                out.extend_from_slice(&[(3 << 16) | op::CONSTANT_NULL, nulls[null], fresh]);
+                out.push(((count as u32 + 1) << 16) | op::VARIABLE);
+                out.extend_from_slice(&words[start + 1..start + count]);
+                out.push(fresh);
+            }
+            None => out.extend_from_slice(&words[start..start + count]),
+        }
+    }
+    Some(out)
+}
+
+/// Runs naga (which recurses over nested code and may panic on hostile input) on a helper
+/// thread with a large stack, turning a panic into an error.
+fn guarded<T: Send + 'static>(what: &str, work: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    let handle = std::thread::Builder::new()
+        .name("xhal-vulkan-reflect".to_string())
+        .stack_size(REFLECTION_STACK)
+        .spawn(move || std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)))
+        .map_err(|error| Error::internal(format!("cannot start a thread for {what}: {error}")))?;
+    match handle.join() {
+        Ok(Ok(result)) => result,
+        _ => Err(Error::invalid_argument(format!(
+            "{what} failed: naga panicked on this input"
+        ))),
+    }
+}
+
+/// Parses SPIR-V with naga's reader, which refuses malformed modules, and reflects every
+/// compute entry point.
+///
+/// naga's IR validator is not run on the result: the reader's IR for valid SPIR-V (naga's own
+/// output included) does not always satisfy it (integer-vector division helpers, workgroup
+/// atomics), and the reader gives every function an expression for every global whether it
+/// uses it or not. So which globals an entry point uses is read from the SPIR-V itself
+/// ([`SpirvUses`]), and their sizes from naga's module.
+fn reflect_spirv(code: &[u8]) -> Result<Vec<EntryLayout>> {
+    let code = code.to_vec();
+    guarded("reading SPIR-V", move || {
+        let options = naga::front::spv::Options {
+            adjust_coordinate_space: false,
+            strict_capabilities: false,
+            block_ctx_dump_prefix: None,
+        };
+        let module = naga::front::spv::parse_u8_slice(&code, &options)
+            .map_err(|error| Error::invalid_argument(format!("invalid SPIR-V: {error}")))?;
+        let uses = SpirvUses::read(&spirv_words(&code)?)?;
+        reflect_naga(&module, &uses)
+    })
+}
+
+/// What each entry point of a SPIR-V module uses, from its call graph.
+#[derive(Debug, Default)]
+struct SpirvUses {
+    /// Per entry point name: the module-scope variables its functions reference.
+    entry_points: HashMap<String, std::collections::HashSet<u32>>,
+    /// Module-scope variables: storage class.
+    variables: HashMap<u32, u32>,
+    bindings: HashMap<u32, (Option<u32>, Option<u32>)>,
+    names: HashMap<u32, String>,
+}
+
+mod spirv_op {
+    pub(super) const NAME: u32 = 5;
+    pub(super) const ENTRY_POINT: u32 = 15;
+    pub(super) const FUNCTION: u32 = 54;
+    pub(super) const FUNCTION_END: u32 = 56;
+    pub(super) const FUNCTION_CALL: u32 = 57;
+    pub(super) const VARIABLE: u32 = 59;
+    pub(super) const DECORATE: u32 = 71;
+    pub(super) const DECORATION_BINDING: u32 = 33;
+    pub(super) const DECORATION_DESCRIPTOR_SET: u32 = 34;
+    pub(super) const STORAGE_UNIFORM: u32 = 2;
+    pub(super) const STORAGE_WORKGROUP: u32 = 4;
+    pub(super) const STORAGE_PUSH_CONSTANT: u32 = 9;
+    pub(super) const STORAGE_BUFFER: u32 = 12;
+}
+
+/// A SPIR-V literal string: UTF-8 bytes packed little-endian into words, NUL-terminated.
+fn spirv_string(words: &[u32]) -> String {
+    let bytes: Vec<u8> = words.iter().flat_map(|word| word.to_le_bytes()).collect();
+    let end = bytes.iter().position(|&byte| byte == 0).unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
+impl SpirvUses {
+    fn read(words: &[u32]) -> Result<SpirvUses> {
+        let malformed = || Error::invalid_argument("invalid SPIR-V: an instruction runs past the end of the module");
+        let mut uses = SpirvUses::default();
+        let mut entry_functions: Vec<(String, u32)> = Vec::new();
+        // Per function id: the ids its instructions mention, and the functions it calls.
+        let mut functions: HashMap<u32, (Vec<u32>, Vec<u32>)> = HashMap::new();
+        let mut current: Option<u32> = None;
+        let mut at = 5;
+        while at < words.len() {
+            let count = (words[at] >> 16) as usize;
+            if count == 0 || at + count > words.len() {
+                return Err(malformed());
+            }
+            let opcode = words[at] & 0xffff;
+            let operands = &words[at + 1..at + count];
+            match (opcode, current) {
+                (spirv_op::FUNCTION, _) if operands.len() >= 2 => {
+                    current = Some(operands[1]);
+                    functions.entry(operands[1]).or_default();
+                }
+                (spirv_op::FUNCTION_END, _) => current = None,
+                (_, Some(function)) => {
+                    let entry = functions.entry(function).or_default();
+                    if opcode == spirv_op::FUNCTION_CALL && operands.len() >= 3 {
+                        entry.1.push(operands[2]);
+                    }
+                    entry.0.extend_from_slice(operands);
+                }
+                (spirv_op::ENTRY_POINT, None) if operands.len() >= 3 => {
+                    entry_functions.push((spirv_string(&operands[2..]), operands[1]));
+                }
+                (spirv_op::NAME, None) if operands.len() >= 2 => {
+                    uses.names.insert(operands[0], spirv_string(&operands[1..]));
+                }
+                (spirv_op::VARIABLE, None) if operands.len() >= 3 => {
+                    uses.variables.insert(operands[1], operands[2]);
+                }
+                (spirv_op::DECORATE, None) if operands.len() >= 3 => {
+                    let binding = uses.bindings.entry(operands[0]).or_default();
+                    match operands[1] {
+                        spirv_op::DECORATION_DESCRIPTOR_SET => binding.0 = Some(operands[2]),
+                        spirv_op::DECORATION_BINDING => binding.1 = Some(operands[2]),
+                        _ => {}
+                    }
+                }
+                _ => {}
+            }
+            at += count;
+        }
+        for (name, function) in entry_functions {
+            let mut used = std::collections::HashSet::new();
+            let mut pending = vec![function];
+            let mut visited = std::collections::HashSet::new();
+            while let Some(next) = pending.pop() {
+                if !visited.insert(next) {
+                    continue;
+                }
+                if let Some((mentioned, callees)) = functions.get(&next) {
+                    used.extend(mentioned.iter().filter(|id| uses.variables.contains_key(id)));
+                    pending.extend(callees);
+                }
+            }
+            uses.entry_points.insert(name, used);
+        }
+        Ok(uses)
+    }
+}
+
+fn reflect_naga(module: &naga::Module, uses: &SpirvUses) -> Result<Vec<EntryLayout>> {
+    let mut layouter = naga::proc::Layouter::default();
+    layouter
+        .update(module.to_ctx())
+        .map_err(|error| Error::invalid_argument(format!("cannot lay out the module's types: {error}")))?;
+    let mut scalar_bytes = 0;
+    let mut workgroup_sizes: Vec<(Option<String>, u64, u64)> = Vec::new();
+    for (_, variable) in module.global_variables.iter() {
+        let layout = layouter[variable.ty];
+        match variable.space {
+            naga::AddressSpace::Immediate => scalar_bytes = scalar_bytes.max(layout.size),
+            naga::AddressSpace::WorkGroup => workgroup_sizes.push((
+                variable.name.clone(),
+                u64::from(layout.size),
+                u64::from(layout.alignment * 1u32),
+            )),
+            _ => {}
+        }
+    }
+    let mut entries = Vec::new();
+    for entry in module.entry_points.iter() {
+        if entry.stage != naga::ShaderStage::Compute {
+            continue;
+        }
+        let Some(used) = uses.entry_points.get(&entry.name) else {
+            return Err(Error::invalid_argument(format!(
+                "invalid SPIR-V: entry point `{}` has no OpEntryPoint",
+                entry.name
+            )));
+        };
+        let mut bindings = Vec::new();
+        let mut uses_scalars = false;
+        let mut workgroup_names = Vec::new();
+        for &variable in used {
+            match uses.variables[&variable] {
+                spirv_op::STORAGE_BUFFER => {
+                    let (set, binding) = uses.bindings.get(&variable).copied().unwrap_or_default();
+                    let (Some(set), Some(binding)) = (set, binding) else {
+                        return Err(Error::invalid_argument(format!(
+                            "entry point `{}` uses a storage buffer without a descriptor set and binding",
+                            entry.name
+                        )));
+                    };
+                    if set != 0 {
+                        return Err(Error::invalid_argument(format!(
+                            "entry point `{}` uses a buffer in descriptor set {set}; the xhal argument ABI puts buffer i at set 0, binding i",
+                            entry.name
+                        )));
+                    }
+                    bindings.push(binding);
+                }
+                spirv_op::STORAGE_PUSH_CONSTANT => uses_scalars = true,
+                spirv_op::STORAGE_WORKGROUP => workgroup_names.push(uses.names.get(&variable).cloned()),
+                spirv_op::STORAGE_UNIFORM => {
+                    return Err(Error::invalid_argument(format!(
+                        "entry point `{}` uses a uniform buffer; xhal kernels take storage buffers and one push-constant block",
+                        entry.name
+                    )));
+                }
+                _ => {}
+            }
+        }
+        bindings.sort_unstable();
+        let expected: Vec<u32> = (0..bindings.len() as u32).collect();
+        if bindings != expected {
+            return Err(Error::invalid_argument(format!(
+                "entry point `{}` binds buffers {bindings:?}; the xhal argument ABI needs exactly bindings 0..{}",
+                entry.name,
+                bindings.len()
+            )));
+        }
+        // Sized by name; should a used variable have no name naga kept, count every one.
+        let all_named = workgroup_names.iter().all(|name| {
+            name.as_ref()
+                .is_some_and(|name| workgroup_sizes.iter().any(|(known, _, _)| known.as_ref() == Some(name)))
+        });
+        let mut workgroup_memory = 0u64;
+        for (name, size, alignment) in &workgroup_sizes {
+            if all_named && !workgroup_names.contains(name) {
+                continue;
+            }
+            let alignment = (*alignment).max(1);
+            workgroup_memory = workgroup_memory.div_ceil(alignment) * alignment + size;
+        }
+        entries.push(EntryLayout {
+            name: entry.name.clone(),
+            workgroup_size: entry.workgroup_size,
+            binding_count: bindings.len() as u32,
+            scalar_bytes: if uses_scalars { scalar_bytes } else { 0 },
+            workgroup_memory,
+        });
+    }
+    Ok(entries)
+}
+
+/// Translates WGSL to SPIR-V host-side with xhal-kernel, which also reflects it.
+fn translate_wgsl(gpu: &Gpu, code: &[u8]) -> Result<(Vec<u32>, Vec<EntryLayout>)> {
+    let source = std::str::from_utf8(code)
+        .map_err(|error| Error::invalid_argument(format!("WGSL source is not UTF-8: {error}")))?;
+    let module = xhal_kernel::parse_wgsl(source)?;
+    let missing = Features(module.required_features() & !gpu.adapter.info.features.0);
+    if missing.0 != 0 {
+        return Err(Error::unsupported(format!(
+            "the kernel needs {} , which {} does not support",
+            missing.describe().join(", "),
+            gpu.adapter.info.name
+        )));
+    }
+    let words = module.to_spirv()?;
+    let entries = module
+        .entry_points()
+        .iter()
+        .map(|entry| EntryLayout {
+            name: entry.name.clone(),
+            workgroup_size: entry.workgroup_size,
+            binding_count: entry.buffers.len() as u32,
+            scalar_bytes: entry.scalar_block_size(),
+            workgroup_memory: entry.workgroup_memory_bytes,
+        })
+        .collect();
+    Ok((words, entries))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAXPY: &str = r#"
+struct Params { a: f32, n: u32 }
+var<immediate> params: Params;
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+var<workgroup> tile: array<f32, 64>;
+@compute @workgroup_size(64)
+fn saxpy(@builtin(global_invocation_id) id: vec3<u32>, @builtin(local_invocation_index) lane: u32) {
+    tile[lane] = x[id.x];
+    workgroupBarrier();
+    if id.x < params.n { y[id.x] = params.a * tile[lane] + y[id.x]; }
+}
+"#;
+
+    fn saxpy_spirv() -> Vec<u8> {
+        let words = xhal_kernel::parse_wgsl(SAXPY).unwrap().to_spirv().unwrap();
+        words.iter().flat_map(|word| word.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn spirv_reflection_matches_wgsl_reflection() {
+        let entries = reflect_spirv(&saxpy_spirv()).unwrap();
+        assert_eq!(entries.len(), 1);
+        let entry = &entries[0];
+        assert_eq!(entry.name, "saxpy");
+        assert_eq!(entry.workgroup_size, [64, 1, 1]);
+        assert_eq!(entry.binding_count, 2);
+        assert_eq!(entry.scalar_bytes, 8);
+        assert_eq!(entry.workgroup_memory, 256);
+    }
+
+    #[test]
+    fn each_entry_point_reflects_only_what_it_uses() {
+        let source = r#"
+var<immediate> scale: u32;
+@group(0) @binding(0) var<storage, read_write> a: array<u32>;
+@group(0) @binding(1) var<storage, read_write> b: array<u32>;
+var<workgroup> big: array<u32, 512>;
+var<workgroup> small: array<u32, 4>;
+fn helper(i: u32) { b[i] = a[i] * scale + big[i % 512u]; }
+@compute @workgroup_size(8) fn first(@builtin(global_invocation_id) id: vec3<u32>) { a[id.x] = small[id.x % 4u]; }
+@compute @workgroup_size(16) fn second(@builtin(global_invocation_id) id: vec3<u32>) { helper(id.x); }
+"#;
+        let words = xhal_kernel::parse_wgsl(source).unwrap().to_spirv().unwrap();
+        let bytes: Vec<u8> = words.iter().flat_map(|word| word.to_le_bytes()).collect();
+        let entries = reflect_spirv(&bytes).unwrap();
+        let first = entries.iter().find(|entry| entry.name == "first").unwrap();
+        let second = entries.iter().find(|entry| entry.name == "second").unwrap();
+        assert_eq!(
+            (first.binding_count, first.scalar_bytes, first.workgroup_memory),
+            (1, 0, 16)
+        );
+        assert_eq!(
+            (second.binding_count, second.scalar_bytes, second.workgroup_memory),
+            (2, 4, 2048)
+        );
+        assert_eq!(second.workgroup_size, [16, 1, 1]);
+    }
+
+    #[test]
+    fn invalid_spirv_is_an_invalid_argument() {
+        for code in [vec![1u8, 2, 3], vec![0u8; 40], {
+            let mut code = saxpy_spirv();
+            code.truncate(code.len() / 2);
+            code
+        }] {
+            let error = spirv_words(&code).and_then(|_| reflect_spirv(&code)).unwrap_err();
+            assert_eq!(error.kind(), xhal_core::ErrorKind::InvalidArgument, "{error}");
+            assert!(error.message().contains("invalid SPIR-V"), "{error}");
+        }
+    }
+
+    #[test]
+    fn workgroup_zeroing_becomes_initializers() {
+        let words = spirv_words(&saxpy_spirv()).unwrap();
+        let native = zero_workgroup_memory_natively(&words).expect("naga's polyfill is recognised");
+        // One store dropped (3 words), one null constant (3 words) and initializer (1 word) added.
+        assert_eq!(native.len(), words.len() - 3 + 3 + 1);
+        let bytes: Vec<u8> = native.iter().flat_map(|word| word.to_le_bytes()).collect();
+        let entries = reflect_spirv(&bytes).unwrap();
+        assert_eq!(entries[0].workgroup_memory, 256);
+        let without_workgroup_memory = xhal_kernel::parse_wgsl(
+            "@group(0) @binding(0) var<storage, read_write> x: array<u32>;\n@compute @workgroup_size(1) fn k() { x[0] = 1u; }",
+        )
+        .unwrap()
+        .to_spirv()
+        .unwrap();
+        assert!(zero_workgroup_memory_natively(&without_workgroup_memory).is_none());
+    }
+
+    #[test]
+    fn source_instructions_are_dropped_and_nothing_else() {
+        let mut words = spirv_words(&saxpy_spirv()).unwrap();
+        // OpSource WGSL (source language 10), version 1, as naga writes with debug info.
+        words.splice(5..5, [(3 << 16) | 3, 10, 1]);
+        let stripped = without_source_instructions(&words);
+        assert_eq!(stripped.len(), words.len() - 3);
+        let opcodes = |words: &[u32]| {
+            let mut at = 5;
+            let mut out = Vec::new();
+            while at < words.len() {
+                out.push(words[at] & 0xffff);
+                at += (words[at] >> 16) as usize;
+            }
+            out
+        };
+        let mut expected = opcodes(&words);
+        expected.retain(|opcode| !SOURCE_OPCODES.contains(opcode));
+        assert_eq!(opcodes(&stripped), expected);
+    }
+}

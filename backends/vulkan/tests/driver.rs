@@ -1,0 +1,292 @@
+//! The backend without a driver, and with one (lavapipe, where installed).
+
+use std::sync::Arc;
+use xhal_core::{Backend, ErrorKind, Launch, Runtime};
+use xhal_vulkan::VulkanBackend;
+
+/// Set in the child process of [`no_icd_is_driver_unavailable`].
+const CHILD_VARIABLE: &str = "XHAL_VULKAN_TEST_NO_ICD_CHILD";
+
+#[test]
+fn missing_loader_is_driver_unavailable() {
+    let backend = VulkanBackend::with_library_path("/nonexistent/libvulkan.so.1");
+    let error = backend.device_count().unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::DriverUnavailable, "{error}");
+    assert!(error.message().contains("/nonexistent/libvulkan.so.1"), "{error}");
+    // Asking again gives the same answer, and describing or opening a device is refused too.
+    assert_eq!(backend.device_count().unwrap_err(), error);
+    assert_eq!(backend.device_open(0).unwrap_err().kind(), ErrorKind::DriverUnavailable);
+}
+
+/// The loader is present but finds no driver: run in a child process whose environment points
+/// the loader at a driver list that does not exist.
+#[test]
+fn no_icd_is_driver_unavailable() {
+    if std::env::var_os(CHILD_VARIABLE).is_some() {
+        return;
+    }
+    if VulkanBackend::with_library_path("libvulkan.so.1")
+        .device_count()
+        .is_err()
+    {
+        eprintln!("skipped: no Vulkan loader on this machine");
+        return;
+    }
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "no_icd_child", "--nocapture", "--test-threads=1"])
+        .env(CHILD_VARIABLE, "1")
+        .env("VK_ICD_FILENAMES", "/nonexistent/icd.json")
+        .env("VK_DRIVER_FILES", "/nonexistent/icd.json")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).into_owned() + &String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{text}");
+    assert!(text.contains("1 passed"), "{text}");
+}
+
+#[test]
+fn no_icd_child() {
+    if std::env::var_os(CHILD_VARIABLE).is_none() {
+        return;
+    }
+    let error = VulkanBackend::from_env().device_count().unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::DriverUnavailable, "{error}");
+    eprintln!("reason: {error}");
+}
+
+/// A runtime with just this backend, or `None` where the machine has no Vulkan device.
+fn vulkan_runtime() -> Option<Runtime> {
+    let backend = VulkanBackend::from_env();
+    if let Err(error) = backend.device_count() {
+        eprintln!("skipped: {error}");
+        return None;
+    }
+    let runtime = Runtime::builder()
+        .without_static_backends()
+        .without_plugin_search()
+        .backend(Arc::new(backend))
+        .build()
+        .unwrap();
+    Some(runtime)
+}
+
+const SAXPY: &str = r#"
+struct Params { a: f32, n: u32 }
+var<immediate> params: Params;
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+
+@compute @workgroup_size(64)
+fn saxpy(@builtin(global_invocation_id) id: vec3<u32>) {
+    if id.x < params.n { y[id.x] = params.a * x[id.x] + y[id.x]; }
+}
+"#;
+
+#[test]
+fn saxpy_runs_and_device_info_is_truthful() {
+    let Some(runtime) = vulkan_runtime() else {
+        return;
+    };
+    let device = runtime.open("vulkan", 0).unwrap();
+    let info = device.info().clone();
+    assert!(info.total_memory > 0);
+    assert!(info.max_allocation_size <= info.total_memory);
+    assert_eq!(info.kernel_formats[0], xhal_core::KernelFormat::SPIRV_SHADER);
+    let stream = device.create_stream().unwrap();
+    let n = 1000usize;
+    let x: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let y = vec![1.0f32; n];
+    let x_buffer = device.alloc_from(&stream, &x).unwrap();
+    let y_buffer = device.alloc_from(&stream, &y).unwrap();
+    let kernel = device.load_wgsl(SAXPY).unwrap().kernel("saxpy").unwrap();
+    for _ in 0..3 {
+        stream
+            .launch(
+                &Launch::new(&kernel)
+                    .workgroups_for_invocations(n as u64)
+                    .buffer(&x_buffer)
+                    .buffer(&y_buffer)
+                    .scalar(2.0f32)
+                    .scalar(n as u32),
+            )
+            .unwrap();
+    }
+    let back = stream.read_to_vec(&y_buffer).unwrap();
+    let expected: Vec<f32> = (0..n).map(|i| 1.0 + 6.0 * i as f32).collect();
+    assert_eq!(back, expected);
+}
+
+#[test]
+fn allocations_past_the_largest_are_out_of_memory_naming_the_limit() {
+    let Some(runtime) = vulkan_runtime() else {
+        return;
+    };
+    let entry = runtime.backend("vulkan").unwrap();
+    let backend = entry.backend();
+    let info = backend.device_info(0).unwrap();
+    let device = backend.device_open(0).unwrap();
+    let error = backend
+        .buffer_allocate(device, info.max_allocation_size + 1)
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::OutOfMemory, "{error}");
+    assert!(
+        error.message().contains(&info.max_allocation_size.to_string()),
+        "{error}"
+    );
+    backend.device_close(device);
+}
+
+#[test]
+fn invalid_spirv_is_refused_before_the_driver_sees_it() {
+    let Some(runtime) = vulkan_runtime() else {
+        return;
+    };
+    let entry = runtime.backend("vulkan").unwrap();
+    let backend = entry.backend();
+    let device = backend.device_open(0).unwrap();
+    let mut garbage = vec![0x03, 0x02, 0x23, 0x07];
+    garbage.extend_from_slice(&[0xff; 60]);
+    let error = backend
+        .module_load(device, xhal_core::KernelFormat::SPIRV_SHADER, &garbage)
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
+    assert!(error.message().contains("invalid SPIR-V"), "{error}");
+    backend.device_close(device);
+}
+
+/// SPIR-V tagged with WGSL as its source language (as naga writes it with debug info) loads
+/// with the validation layer on, and the layer reports nothing.
+#[test]
+fn spirv_with_a_wgsl_source_tag_loads_under_validation() {
+    let backend = VulkanBackend::from_env().with_validation(true);
+    if let Err(error) = backend.device_count() {
+        eprintln!("skipped: {error}");
+        return;
+    }
+    let mut words = xhal_core::kernel::parse_wgsl(SAXPY).unwrap().to_spirv().unwrap();
+    // OpSource WGSL (source language 10), version 1, where debug instructions go: after the
+    // capabilities, extensions, imports, memory model, entry points and execution modes.
+    let mut at = 5;
+    while matches!(words[at] & 0xffff, 17 | 10 | 11 | 14 | 15 | 16 | 331) {
+        at += (words[at] >> 16) as usize;
+    }
+    words.splice(at..at, [(3 << 16) | 3, 10, 1]);
+    let bytes: Vec<u8> = words.iter().flat_map(|word| word.to_le_bytes()).collect();
+    let device = backend.device_open(0).unwrap();
+    let module = backend
+        .module_load(device, xhal_core::KernelFormat::SPIRV_SHADER, &bytes)
+        .unwrap();
+    let kernel = backend.kernel_get(module, "saxpy").unwrap();
+    let stream = backend.stream_create(device).unwrap();
+    backend.stream_synchronize(stream).unwrap();
+    backend.stream_destroy(stream);
+    backend.kernel_destroy(kernel);
+    backend.module_destroy(module);
+    backend.device_close(device);
+}
+
+/// The module's SPIR-V words as bytes, with `insert` placed after the leading capabilities.
+fn spirv_with(source: &str, insert: &[u32]) -> Vec<u8> {
+    let mut words = xhal_core::kernel::parse_wgsl(source).unwrap().to_spirv().unwrap();
+    let mut at = 5;
+    while words[at] & 0xffff == 17 {
+        at += (words[at] >> 16) as usize;
+    }
+    words.splice(at..at, insert.iter().copied());
+    words.iter().flat_map(|word| word.to_le_bytes()).collect()
+}
+
+/// A validation message fails the call that caused it (or the next one), and is not sticky
+/// for later, valid work.
+#[test]
+fn validation_messages_fail_the_call() {
+    let backend = VulkanBackend::from_env().with_validation(true);
+    if let Err(error) = backend.device_count() {
+        eprintln!("skipped: {error}");
+        return;
+    }
+    let device = backend.device_open(0).unwrap();
+    // `OpCapability Geometry` without the geometryShader feature enabled: valid SPIR-V, invalid Vulkan.
+    // The layer checks capabilities when the pipeline is made.
+    let bytes = spirv_with(SAXPY, &[(2 << 16) | 17, 2]);
+    let error = backend
+        .module_load(device, xhal_core::KernelFormat::SPIRV_SHADER, &bytes)
+        .and_then(|module| backend.kernel_get(module, "saxpy"))
+        .unwrap_err();
+    assert!(error.message().contains("validation layer"), "{error}");
+    assert!(error.message().contains("Geometry"), "{error}");
+    let clean = spirv_with(SAXPY, &[]);
+    let module = backend
+        .module_load(device, xhal_core::KernelFormat::SPIRV_SHADER, &clean)
+        .unwrap();
+    let kernel = backend.kernel_get(module, "saxpy").unwrap();
+    backend.kernel_destroy(kernel);
+    backend.module_destroy(module);
+    backend.device_close(device);
+}
+
+#[test]
+fn limits_are_named_when_a_kernel_or_binding_exceeds_them() {
+    let Some(runtime) = vulkan_runtime() else {
+        return;
+    };
+    let entry = runtime.backend("vulkan").unwrap();
+    let backend = entry.backend();
+    let info = backend.device_info(0).unwrap();
+    let device = backend.device_open(0).unwrap();
+
+    let words = info.max_workgroup_memory / 4 + 1;
+    let greedy = format!(
+        "var<workgroup> scratch: array<u32, {words}>;\n@group(0) @binding(0) var<storage, read_write> out: array<u32>;\n@compute @workgroup_size(1) fn greedy() {{ scratch[0] = 1u; out[0] = scratch[{}]; }}",
+        words - 1
+    );
+    let module = backend
+        .module_load(device, xhal_core::KernelFormat::SPIRV_SHADER, &spirv_with(&greedy, &[]))
+        .unwrap();
+    let error = backend.kernel_get(module, "greedy").unwrap_err();
+    assert!(error.message().contains(&(words * 4).to_string()), "{error}");
+    assert!(
+        error.message().contains(&info.max_workgroup_memory.to_string()),
+        "{error}"
+    );
+    backend.module_destroy(module);
+
+    let module = backend
+        .module_load(device, xhal_core::KernelFormat::SPIRV_SHADER, &spirv_with(SAXPY, &[]))
+        .unwrap();
+    let kernel = backend.kernel_get(module, "saxpy").unwrap();
+    let range = 128u64 << 20;
+    let size = (range + 4096).min(info.max_allocation_size);
+    let big = backend.buffer_allocate(device, size).unwrap();
+    let stream = backend.stream_create(device).unwrap();
+    let views = [
+        xhal_core::BufferArg {
+            buffer: big,
+            offset: 0,
+            size: 4,
+        },
+        xhal_core::BufferArg {
+            buffer: big,
+            offset: 0,
+            size,
+        },
+    ];
+    let scalars = [0u8; 8];
+    let launch = xhal_core::LaunchArgs {
+        kernel,
+        workgroups: [1, 1, 1],
+        buffers: &views,
+        scalars: &scalars,
+    };
+    // lavapipe binds at most 128 MiB per storage buffer; other devices may bind more.
+    match backend.stream_launch(stream, &launch) {
+        Err(error) => assert!(error.message().contains("maxStorageBufferRange"), "{error}"),
+        Ok(()) => assert!(!info.name.starts_with("llvmpipe"), "a {size}-byte binding was accepted"),
+    }
+    backend.stream_synchronize(stream).unwrap();
+    backend.stream_destroy(stream);
+    backend.buffer_free(big);
+    backend.kernel_destroy(kernel);
+    backend.module_destroy(module);
+    backend.device_close(device);
+}
