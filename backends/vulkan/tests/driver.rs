@@ -29,7 +29,8 @@ fn no_icd_is_driver_unavailable() {
         .device_count()
         .is_err()
     {
-        eprintln!("skipped: no Vulkan loader on this machine");
+        require_unless_absent("no Vulkan loader on this machine");
+        eprintln!("SKIPPED: no Vulkan loader on this machine");
         return;
     }
     let output = std::process::Command::new(std::env::current_exe().unwrap())
@@ -54,11 +55,22 @@ fn no_icd_child() {
     eprintln!("reason: {error}");
 }
 
+/// Fails when CI requires the backend (`XHAL_REQUIRE_BACKENDS` names `vulkan`) and it is
+/// missing: a missing driver must never pass as a quiet skip there.
+fn require_unless_absent(reason: &str) {
+    let required = std::env::var("XHAL_REQUIRE_BACKENDS").unwrap_or_default();
+    assert!(
+        !required.split(',').any(|name| name.trim() == "vulkan"),
+        "XHAL_REQUIRE_BACKENDS names vulkan, but it is unavailable: {reason}"
+    );
+}
+
 /// A runtime with just this backend, or `None` where the machine has no Vulkan device.
 fn vulkan_runtime() -> Option<Runtime> {
     let backend = VulkanBackend::from_env();
     if let Err(error) = backend.device_count() {
-        eprintln!("skipped: {error}");
+        require_unless_absent(&error.to_string());
+        eprintln!("SKIPPED: no Vulkan device here, so this test checked nothing: {error}");
         return None;
     }
     let runtime = Runtime::builder()
