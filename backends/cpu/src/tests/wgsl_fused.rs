@@ -217,3 +217,27 @@ fn without_strict_bounds_a_workgroup_index_is_clamped() {
         .collect();
     assert_eq!(as_u32s(&out[1]), expected);
 }
+
+#[test]
+fn division_by_a_constant_power_of_two_matches_rust() {
+    const SOURCE: &str = r#"
+@group(0) @binding(0) var<storage, read> x: array<u32>;
+@group(0) @binding(1) var<storage, read_write> out: array<u32>;
+
+@compute @workgroup_size(8)
+fn main(@builtin(local_invocation_index) lane: u32) {
+    let v = x[lane];
+    out[4u * lane] = v / 8u;
+    out[4u * lane + 1u] = v % 16u;
+    out[4u * lane + 2u] = v / 1u + v % 1u;
+    out[4u * lane + 3u] = u32(i32(v) / 4i) ^ u32(i32(v) % 4i);
+}
+"#;
+    let x = [0, 1, 7, 8, 1023, u32::MAX, 0x8000_0001, 0xffff_fff9];
+    let out = as_u32s(&run(SOURCE, "main", &[words(&x), vec![0; 4 * 32]])[1]);
+    for (lane, v) in x.iter().enumerate() {
+        let signed = *v as i32;
+        let expected = [v / 8, v % 16, *v, ((signed / 4) ^ (signed % 4)) as u32];
+        assert_eq!(out[4 * lane..4 * lane + 4], expected, "lane {lane}");
+    }
+}

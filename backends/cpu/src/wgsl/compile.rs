@@ -113,6 +113,8 @@ pub(super) struct Compiler<'m> {
     registers: usize,
     constants: Vec<(Reg, u32)>,
     constant_regs: HashMap<u32, Reg>,
+    /// The other way round: the value of each constant register.
+    constant_values: HashMap<Reg, u32>,
     code: Vec<Node>,
     instructions: usize,
     places: Vec<String>,
@@ -156,6 +158,7 @@ pub(crate) fn compile(module: &naga::Module, info: &ModuleInfo, index: usize) ->
         registers: 0,
         constants: Vec::new(),
         constant_regs: HashMap::new(),
+        constant_values: HashMap::new(),
         code: Vec::new(),
         instructions: 0,
         places: Vec::new(),
@@ -249,7 +252,13 @@ impl<'m> Compiler<'m> {
         let reg = self.alloc()?;
         self.constants.push((reg, value));
         self.constant_regs.insert(value, reg);
+        self.constant_values.insert(reg, value);
         Ok(reg)
+    }
+
+    /// The value of `reg` when it is a constant register.
+    pub(super) fn constant_value(&self, reg: Reg) -> Option<u32> {
+        self.constant_values.get(&reg).copied()
     }
 
     pub(super) fn push(&mut self, instr: Instr) -> Result<()> {

@@ -169,6 +169,15 @@ impl<'m> Compiler<'m> {
     }
 
     pub(super) fn bin(&mut self, op: Bin32, a: Reg, b: Reg) -> Result<Reg> {
+        // Unsigned division and remainder by a constant power of two are exactly a shift and
+        // a mask; the hardware divide they replace runs lane by lane.
+        let (op, b) = match (op, self.constant_value(b)) {
+            (Bin32::DivU, Some(divisor)) if divisor.is_power_of_two() => {
+                (Bin32::ShrU, self.constant(divisor.trailing_zeros())?)
+            }
+            (Bin32::RemU, Some(divisor)) if divisor.is_power_of_two() => (Bin32::And, self.constant(divisor - 1)?),
+            _ => (op, b),
+        };
         let key = Known::Bin(op, a, b);
         if let Some(reg) = self.known(&key) {
             return Ok(reg);
