@@ -190,7 +190,8 @@ impl TestContext<'_> {
         self.target
     }
 
-    /// Opens the same device again, as a second application would.
+    /// The device as another part of the application opening it gets it: the runtime shares
+    /// one open device per index, so this is the same device, not a second handle.
     pub fn reopen(&self) -> xhal::Result<Device> {
         self.target.runtime.open(&self.target.backend_name, self.index)
     }

@@ -25,7 +25,6 @@
 mod config;
 mod device;
 mod event;
-mod handles;
 mod kernels;
 mod memory;
 mod stream;
@@ -44,12 +43,12 @@ pub use memory::POISON_PATTERN;
 use config::KernelTimeout;
 use device::DeviceMemory;
 use event::Event;
-use handles::{HandleTable, ObjectKind};
 use kernels::{Kernel, Module, PreparedLaunch};
 use memory::{Buffer, FillPattern, HostDestination, HostSource};
 use std::sync::Arc;
 use std::time::Duration;
 use stream::{Operation, Stream};
+use xhal_core::handles::{HandleTable, ObjectKind};
 use xhal_core::{
     Backend, BackendInfo, BufferHandle, DeviceHandle, DeviceInfo, Error, EventHandle, KernelFormat, KernelHandle,
     LaunchArgs, ModuleHandle, Result, StreamHandle,
@@ -96,12 +95,12 @@ impl CpuBackend {
             kernel_timeout: KernelTimeout::from_lookup(|name| std::env::var_os(name)),
             strict_bounds: true,
             devices: parking_lot::Mutex::default(),
-            opened_devices: HandleTable::new(ObjectKind::Device),
-            buffers: HandleTable::new(ObjectKind::Buffer),
-            streams: HandleTable::new(ObjectKind::Stream),
-            events: HandleTable::new(ObjectKind::Event),
-            modules: HandleTable::new(ObjectKind::Module),
-            kernels: HandleTable::new(ObjectKind::Kernel),
+            opened_devices: HandleTable::new("cpu", ObjectKind::Device),
+            buffers: HandleTable::new("cpu", ObjectKind::Buffer),
+            streams: HandleTable::new("cpu", ObjectKind::Stream),
+            events: HandleTable::new("cpu", ObjectKind::Event),
+            modules: HandleTable::new("cpu", ObjectKind::Module),
+            kernels: HandleTable::new("cpu", ObjectKind::Kernel),
         }
     }
 

@@ -19,7 +19,6 @@ mod adapter;
 mod completion;
 mod device;
 mod event;
-mod handles;
 mod kernel;
 mod memory;
 mod stream;
@@ -35,10 +34,10 @@ use xhal_core::{
 use adapter::AdapterEntry;
 use device::DeviceShared;
 use event::Event;
-use handles::{HandleTable, ObjectKind};
 use kernel::{KernelPipeline, Module};
 use memory::Buffer;
 use stream::Stream;
+use xhal_core::handles::{HandleTable, ObjectKind};
 
 xhal_core::register_static_backend!("wgpu", create_static);
 xhal_core::export_plugin!(create_plugin);
@@ -115,12 +114,12 @@ impl WgpuBackend {
             adapters,
             skipped,
             open,
-            devices: HandleTable::new(ObjectKind::Device),
-            buffers: HandleTable::new(ObjectKind::Buffer),
-            streams: HandleTable::new(ObjectKind::Stream),
-            events: HandleTable::new(ObjectKind::Event),
-            modules: HandleTable::new(ObjectKind::Module),
-            kernels: HandleTable::new(ObjectKind::Kernel),
+            devices: HandleTable::new("wgpu", ObjectKind::Device),
+            buffers: HandleTable::new("wgpu", ObjectKind::Buffer),
+            streams: HandleTable::new("wgpu", ObjectKind::Stream),
+            events: HandleTable::new("wgpu", ObjectKind::Event),
+            modules: HandleTable::new("wgpu", ObjectKind::Module),
+            kernels: HandleTable::new("wgpu", ObjectKind::Kernel),
         }
     }
 

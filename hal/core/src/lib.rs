@@ -20,6 +20,7 @@ mod buffer;
 mod device;
 pub mod error;
 mod event;
+pub mod handles;
 mod module;
 pub mod plugin;
 pub mod registry;

@@ -1,22 +1,22 @@
-//! Opaque handles and the tables that resolve them.
+//! Opaque handles and the tables that resolve them, for a backend written in Rust.
 //!
 //! A handle is a non-zero `u64`: the object kind in the top byte and a serial number from one
 //! process-wide counter in the rest. Serials are never reused, so a stale handle can never
 //! alias a newer object, and the kind byte lets a wrong-kind handle be reported as exactly
 //! that ("handle 0x.. is an event, expected a buffer") rather than as "not found".
 
+use crate::error::{Error, Result};
 use parking_lot::RwLock;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use xhal_core::{Error, Result};
 
 /// Hashes a handle with one multiply. Handles are serial numbers, not attacker-chosen keys
 /// that could flood a bucket, and every backend call looks one up, so SipHash's cost (and,
 /// in the plugin build, its out-of-line calls) would dominate a trivial call.
 #[derive(Default)]
-pub(crate) struct HandleHasher(u64);
+pub struct HandleHasher(u64);
 
 impl Hasher for HandleHasher {
     fn finish(&self) -> u64 {
@@ -37,7 +37,7 @@ impl Hasher for HandleHasher {
 
 /// The kinds of object a handle can name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ObjectKind {
+pub enum ObjectKind {
     Device,
     Buffer,
     Stream,
@@ -72,7 +72,8 @@ impl ObjectKind {
         ObjectKind::ALL.into_iter().find(|kind| kind.tag() == tag)
     }
 
-    pub(crate) fn name(self) -> &'static str {
+    /// `device`, `buffer`, `stream`, `event`, `module` or `kernel`.
+    pub fn name(self) -> &'static str {
         match self {
             ObjectKind::Device => "device",
             ObjectKind::Buffer => "buffer",
@@ -111,45 +112,48 @@ const SERIAL_LIMIT: u64 = 1 << TAG_SHIFT;
 /// another is reported as unknown instead of silently naming a different object.
 static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
 
-fn issue(kind: ObjectKind) -> Result<u64> {
+fn issue(backend: &str, kind: ObjectKind) -> Result<u64> {
     let serial = NEXT_SERIAL.fetch_add(1, Ordering::Relaxed);
     if serial >= SERIAL_LIMIT {
         return Err(Error::internal(format!(
-            "the cpu backend ran out of handle serial numbers ({SERIAL_LIMIT} issued)"
+            "the {backend} backend ran out of handle serial numbers ({SERIAL_LIMIT} issued)"
         )));
     }
     Ok((kind.tag() << TAG_SHIFT) | serial)
 }
 
 /// The kind encoded in `raw`, if it is one this backend issues.
-pub(crate) fn kind_of(raw: u64) -> Option<ObjectKind> {
+pub fn kind_of(raw: u64) -> Option<ObjectKind> {
     ObjectKind::from_tag(raw >> TAG_SHIFT)
 }
 
 /// Live objects of one kind, by handle.
-pub(crate) struct HandleTable<T> {
+pub struct HandleTable<T> {
+    backend: &'static str,
     kind: ObjectKind,
     live: RwLock<HashMap<u64, Arc<T>, BuildHasherDefault<HandleHasher>>>,
 }
 
 impl<T> HandleTable<T> {
-    pub(crate) fn new(kind: ObjectKind) -> HandleTable<T> {
+    /// An empty table of `kind` objects for the backend named `backend` (errors name it).
+    pub fn new(backend: &'static str, kind: ObjectKind) -> HandleTable<T> {
         HandleTable {
+            backend,
             kind,
             live: RwLock::new(HashMap::default()),
         }
     }
 
     /// Issues a handle, builds the object (which may want to know its own handle) and makes it live.
-    pub(crate) fn insert_with(&self, build: impl FnOnce(u64) -> Result<T>) -> Result<u64> {
-        let raw = issue(self.kind)?;
+    pub fn insert_with(&self, build: impl FnOnce(u64) -> Result<T>) -> Result<u64> {
+        let raw = issue(self.backend, self.kind)?;
         let object = Arc::new(build(raw)?);
         self.live.write().insert(raw, object);
         Ok(raw)
     }
 
     /// The live object named by `raw`, or an `InvalidHandle` error saying why there is none.
-    pub(crate) fn get(&self, raw: u64) -> Result<Arc<T>> {
+    pub fn get(&self, raw: u64) -> Result<Arc<T>> {
         if let Some(object) = self.live.read().get(&raw) {
             return Ok(Arc::clone(object));
         }
@@ -157,7 +161,7 @@ impl<T> HandleTable<T> {
     }
 
     /// Takes the object out of the table; it lives on while queued work still holds it.
-    pub(crate) fn remove(&self, raw: u64) -> Result<Arc<T>> {
+    pub fn remove(&self, raw: u64) -> Result<Arc<T>> {
         if let Some(object) = self.live.write().remove(&raw) {
             return Ok(object);
         }
@@ -165,13 +169,18 @@ impl<T> HandleTable<T> {
     }
 
     /// Empties the table, for shutting the backend down.
-    pub(crate) fn drain(&self) -> Vec<Arc<T>> {
+    pub fn drain(&self) -> Vec<Arc<T>> {
         self.live.write().drain().map(|(_, object)| object).collect()
     }
 
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
+    /// Live objects.
+    pub fn len(&self) -> usize {
         self.live.read().len()
+    }
+
+    /// True when no object is live.
+    pub fn is_empty(&self) -> bool {
+        self.live.read().is_empty()
     }
 
     fn explain_missing(&self, raw: u64) -> Error {
@@ -181,7 +190,8 @@ impl<T> HandleTable<T> {
         }
         match kind_of(raw) {
             None => Error::invalid_handle(format!(
-                "handle {raw:#x} was not issued by the xhal cpu backend, expected {expected}"
+                "handle {raw:#x} was not issued by the xhal {} backend, expected {expected}",
+                self.backend
             )),
             Some(actual) if actual != self.kind => Error::invalid_handle(format!(
                 "handle {raw:#x} is {}, expected {expected}",
@@ -199,11 +209,11 @@ impl<T> HandleTable<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use xhal_core::ErrorKind;
+    use crate::error::ErrorKind;
 
     #[test]
     fn handles_are_unique_non_zero_and_carry_their_kind() {
-        let table: HandleTable<u32> = HandleTable::new(ObjectKind::Event);
+        let table: HandleTable<u32> = HandleTable::new("cpu", ObjectKind::Event);
         let first = table.insert_with(|_| Ok(1)).unwrap();
         let second = table.insert_with(|_| Ok(2)).unwrap();
         assert_ne!(first, 0);
@@ -214,7 +224,7 @@ mod tests {
 
     #[test]
     fn removed_handles_stay_dead() {
-        let table: HandleTable<u32> = HandleTable::new(ObjectKind::Buffer);
+        let table: HandleTable<u32> = HandleTable::new("cpu", ObjectKind::Buffer);
         let raw = table.insert_with(|_| Ok(7)).unwrap();
         table.remove(raw).unwrap();
         let error = table.get(raw).unwrap_err();
@@ -227,8 +237,8 @@ mod tests {
 
     #[test]
     fn wrong_kind_foreign_and_null_handles_are_named() {
-        let events: HandleTable<u32> = HandleTable::new(ObjectKind::Event);
-        let buffers: HandleTable<u32> = HandleTable::new(ObjectKind::Buffer);
+        let events: HandleTable<u32> = HandleTable::new("cpu", ObjectKind::Event);
+        let buffers: HandleTable<u32> = HandleTable::new("cpu", ObjectKind::Buffer);
         let event = events.insert_with(|_| Ok(0)).unwrap();
         let wrong = buffers.get(event).unwrap_err();
         assert_eq!(wrong.kind(), ErrorKind::InvalidHandle);
