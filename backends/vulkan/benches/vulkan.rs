@@ -8,18 +8,19 @@
 //! The ash baseline records and submits what a careful hand-written program would: one command
 //! buffer per round trip, all 1,000 dispatches in one command buffer with a barrier between
 //! each, and plain copies through the mapping where device memory is host-visible (else
-//! through a staging buffer). After criterion's report the ratios (xhal / ash) are printed and
-//! written to `target/criterion/xhal-vulkan-ratios.md`: criterion's estimates, and the median
-//! of paired ratios from rounds that alternate the two, which stays steady on a machine whose
-//! load changes during the run (the two estimates are measured seconds apart).
+//! through a staging buffer). After criterion's report each ratio (xhal / ash) is measured
+//! again in rounds that alternate the two sides (`xhal_bench_report::paired`), and the table of
+//! medians and quartiles is printed and written to `target/criterion/xhal-vulkan-ratios.md`.
+//! Those paired ratios are the figures to quote: criterion measures the two sides seconds
+//! apart, and on a shared machine the load changes in between.
 //!
 //! Run with `cargo bench -p xhal-vulkan`. Needs a Vulkan device (lavapipe will do).
 
 use ash::vk;
 use criterion::{Criterion, Throughput};
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
+use xhal_bench_report::{duration_text, paired, publish};
 use xhal_core::{Backend, Launch, Runtime};
 use xhal_vulkan::VulkanBackend;
 
@@ -347,54 +348,6 @@ impl Drop for Raw {
     }
 }
 
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let exe = std::env::current_exe().unwrap_or_default();
-            exe.ancestors().nth(3).map(Path::to_path_buf).unwrap_or_default()
-        })
-}
-
-/// Criterion's point estimate in ns: the slope where it fitted one, else the mean.
-fn estimate_ns(group: &str, id: &str) -> Option<f64> {
-    let path = target_dir()
-        .join("criterion")
-        .join(group)
-        .join(id)
-        .join("new/estimates.json");
-    let value: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
-    value["slope"]["point_estimate"]
-        .as_f64()
-        .or_else(|| value["mean"]["point_estimate"].as_f64())
-}
-
-/// Median over `rounds` of (time of `ours` / time of `theirs`), each timed over `repeat` runs
-/// back to back, the two alternating.
-fn paired_ratio(rounds: usize, repeat: usize, mut ours: impl FnMut(), mut theirs: impl FnMut()) -> f64 {
-    let time = |work: &mut dyn FnMut()| {
-        let start = std::time::Instant::now();
-        for _ in 0..repeat {
-            work();
-        }
-        start.elapsed().as_secs_f64()
-    };
-    let mut ratios: Vec<f64> = (0..rounds)
-        .map(|round| {
-            // Alternate which goes first, so neither always runs on a warmer machine.
-            if round % 2 == 0 {
-                let a = time(&mut ours);
-                a / time(&mut theirs)
-            } else {
-                let b = time(&mut theirs);
-                time(&mut ours) / b
-            }
-        })
-        .collect();
-    ratios.sort_by(f64::total_cmp);
-    ratios[ratios.len() / 2]
-}
-
 fn main() {
     let backend = VulkanBackend::from_env();
     if let Err(error) = backend.device_count() {
@@ -408,6 +361,7 @@ fn main() {
         .build()
         .unwrap();
     let device = runtime.open("vulkan", 0).unwrap();
+    let device_name = device.info().name.clone();
     let stream = device.create_stream().unwrap();
     let empty = device.load_wgsl(EMPTY).unwrap().kernel("empty").unwrap();
     let increment = device.load_wgsl(INCREMENT).unwrap().kernel("increment").unwrap();
@@ -460,64 +414,63 @@ fn main() {
     group.finish();
     criterion.final_summary();
 
-    let paired = [
-        paired_ratio(
-            31,
-            50,
-            || {
-                stream.launch(&Launch::new(&empty).workgroups(1, 1, 1)).unwrap();
-                stream.synchronize().unwrap();
-            },
-            || raw.empty_round_trip(),
-        ),
-        paired_ratio(
-            15,
-            1,
-            || {
-                for _ in 0..DISPATCHES {
-                    stream
-                        .launch(&Launch::new(&increment).workgroups(1, 1, 1).buffer(&counter))
-                        .unwrap();
-                }
-                stream.synchronize().unwrap();
-            },
-            || raw.dependent_dispatches(),
-        ),
-    ];
-    let paired_write = paired_ratio(15, 2, || stream.write(&big, 0, &data).unwrap(), || raw.write(&data));
-    let mut back_raw = vec![0u8; BYTES];
-    let paired_read = paired_ratio(
-        15,
-        2,
-        || stream.read(&big, 0, &mut back).unwrap(),
-        || raw.read(&mut back_raw),
+    let round_trip = paired(
+        41,
+        50,
+        || {
+            stream.launch(&Launch::new(&empty).workgroups(1, 1, 1)).unwrap();
+            stream.synchronize().unwrap();
+        },
+        || raw.empty_round_trip(),
     );
-    let paired = [paired[0], paired[1], paired_write, paired_read];
-
-    let rows = [
-        ("empty-kernel round trip", "vulkan-round-trip", "xhal", "ash"),
-        ("1,000 dispatches + wait", "vulkan-1000-dispatches", "xhal", "ash"),
-        ("64 MiB write", "vulkan-64MiB", "xhal-write", "ash-write"),
-        ("64 MiB read", "vulkan-64MiB", "xhal-read", "ash-read"),
-    ];
-    let mut lines = vec![
-        "| measurement | xhal-vulkan | ash | ratio | paired ratio (median) |".to_string(),
-        "| --- | --- | --- | --- | --- |".to_string(),
-    ];
-    for ((label, group, ours, theirs), paired) in rows.into_iter().zip(paired) {
-        if let (Some(ours), Some(theirs)) = (estimate_ns(group, ours), estimate_ns(group, theirs)) {
-            lines.push(format!(
-                "| {label} | {:.1} us | {:.1} us | {:.2} | {paired:.2} |",
-                ours / 1e3,
-                theirs / 1e3,
-                ours / theirs
-            ));
-        }
-    }
-    let table = lines.join("\n");
-    println!("\n{table}");
-    let _ = std::fs::write(
-        target_dir().join("criterion").join("xhal-vulkan-ratios.md"),
-        table + "\n",
+    let dispatches = paired(
+        31,
+        1,
+        || {
+            for _ in 0..DISPATCHES {
+                stream
+                    .launch(&Launch::new(&increment).workgroups(1, 1, 1).buffer(&counter))
+                    .unwrap();
+            }
+            stream.synchronize().unwrap();
+        },
+        || raw.dependent_dispatches(),
+    );
+    let write = paired(31, 2, || stream.write(&big, 0, &data).unwrap(), || raw.write(&data));
+    // Both sides read into the same host memory, so that only the path differs.
+    let back = std::cell::RefCell::new(back);
+    let read = paired(
+        31,
+        2,
+        || stream.read(&big, 0, &mut back.borrow_mut()).unwrap(),
+        || raw.read(&mut back.borrow_mut()),
+    );
+    let rows: Vec<String> = [
+        ("(a) empty-kernel dispatch and wait", round_trip, 1.10),
+        ("(b) 1,000 dependent dispatches, then one wait", dispatches, 1.05),
+        ("(c) 64 MiB write", write, 1.05),
+        ("(c) 64 MiB read", read, 1.05),
+    ]
+    .into_iter()
+    .map(|(label, measured, target)| {
+        format!(
+            "| {label} | {} | {} | {} | ≤ {target:.2} |",
+            duration_text(measured.ours_ns),
+            duration_text(measured.baseline_ns),
+            measured.ratio_text()
+        )
+    })
+    .collect();
+    publish(
+        "xhal-vulkan-ratios.md",
+        &[format!("device: {device_name}")],
+        &[
+            "measurement",
+            "xhal-vulkan",
+            "ash",
+            "ratio, median of paired rounds (quartiles)",
+            "target",
+        ],
+        &rows,
     );
 }

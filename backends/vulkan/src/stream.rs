@@ -105,6 +105,8 @@ struct Bound {
 struct Recording {
     command_buffer: vk::CommandBuffer,
     commands: u32,
+    /// Whether a command touches buffer memory, so that the batch ends with a barrier to the host.
+    touches_memory: bool,
     bound: Option<Bound>,
     descriptor_pools: Vec<vk::DescriptorPool>,
     keep: Vec<Keep>,
@@ -124,6 +126,11 @@ struct StreamState {
     spare_command_buffers: Vec<vk::CommandBuffer>,
     spare_descriptor_pools: Vec<vk::DescriptorPool>,
     recording: Option<Recording>,
+    /// Whether a command that accesses buffer memory was recorded since the last barrier, in
+    /// this recording or an earlier submission: the next such command needs a barrier first.
+    /// Pipeline barriers are not free (lavapipe drains its queue at each), so commands that
+    /// touch no buffer (a launch without buffer arguments) neither need nor leave one.
+    unordered_access: bool,
     /// Semaphore values the next submission waits for.
     waits: Vec<(Arc<Timeline>, u64)>,
     /// The value of the last submission.
@@ -210,6 +217,7 @@ impl Stream {
                 spare_command_buffers: Vec::new(),
                 spare_descriptor_pools: Vec::new(),
                 recording: None,
+                unordered_access: false,
                 waits: Vec::new(),
                 submitted: 0,
                 in_flight: VecDeque::new(),
@@ -254,12 +262,29 @@ impl Stream {
             state.recording = Some(Recording {
                 command_buffer,
                 commands: 0,
+                touches_memory: false,
                 bound: None,
                 descriptor_pools: Vec::new(),
                 keep: Vec::new(),
                 host_reads: Vec::new(),
             });
         }
+        match state.recording.as_mut() {
+            Some(recording) => Ok(recording),
+            None => Err(Error::internal("a stream lost its command buffer")),
+        }
+    }
+
+    /// The recording command buffer, ready for a command that accesses buffer memory: ordered
+    /// after every earlier access by a barrier when one is needed.
+    fn recording_for_access<'s>(&self, state: &'s mut StreamState) -> Result<&'s mut Recording> {
+        let needs_barrier = state.unordered_access;
+        let recording = self.recording(state)?;
+        if needs_barrier {
+            barrier(&self.gpu.device, recording.command_buffer);
+        }
+        recording.touches_memory = true;
+        state.unordered_access = true;
         match state.recording.as_mut() {
             Some(recording) => Ok(recording),
             None => Err(Error::internal("a stream lost its command buffer")),
@@ -290,21 +315,23 @@ impl Stream {
         let mut failure = None;
         let mut command_buffers = Vec::new();
         if let Some(recording) = &recording {
-            let memory = [vk::MemoryBarrier::default()
+            let host_barrier = [vk::MemoryBarrier::default()
                 .src_access_mask(vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::TRANSFER_WRITE)
                 .dst_access_mask(vk::AccessFlags::HOST_READ)];
             // SAFETY: the command buffer is recording, on this device; after the barrier the
             // host sees every write of the batch once the submission completes.
             unsafe {
-                device.cmd_pipeline_barrier(
-                    recording.command_buffer,
-                    vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER,
-                    vk::PipelineStageFlags::HOST,
-                    vk::DependencyFlags::empty(),
-                    &memory,
-                    &[],
-                    &[],
-                );
+                if recording.touches_memory {
+                    device.cmd_pipeline_barrier(
+                        recording.command_buffer,
+                        vk::PipelineStageFlags::COMPUTE_SHADER | vk::PipelineStageFlags::TRANSFER,
+                        vk::PipelineStageFlags::HOST,
+                        vk::DependencyFlags::empty(),
+                        &host_barrier,
+                        &[],
+                        &[],
+                    );
+                }
                 if let Err(result) = device.end_command_buffer(recording.command_buffer) {
                     failure = Some(vk_error("ending a command buffer", result));
                 }
@@ -459,8 +486,7 @@ impl Stream {
         };
         // SAFETY: the staging allocation holds `size` bytes; the caller vouches for `source`.
         unsafe { std::ptr::copy_nonoverlapping(source, staging_memory.0, length) };
-        let recording = self.recording(&mut state)?;
-        barrier(&self.gpu.device, recording.command_buffer);
+        let recording = self.recording_for_access(&mut state)?;
         let region = [vk::BufferCopy {
             src_offset: staging.allocation.offset,
             dst_offset: buffer.allocation.offset + offset,
@@ -507,8 +533,7 @@ impl Stream {
             }
         }
         let staging = Arc::new(DeviceBuffer::new(&self.gpu, size, MemoryKind::Staging)?);
-        let recording = self.recording(&mut state)?;
-        barrier(&self.gpu.device, recording.command_buffer);
+        let recording = self.recording_for_access(&mut state)?;
         let region = [vk::BufferCopy {
             src_offset: buffer.allocation.offset + offset,
             dst_offset: staging.allocation.offset,
@@ -555,8 +580,7 @@ impl Stream {
             None
         };
         let device = &self.gpu.device;
-        let recording = self.recording(&mut state)?;
-        barrier(device, recording.command_buffer);
+        let recording = self.recording_for_access(&mut state)?;
         let from = (source.allocation.buffer, source.allocation.offset + source_offset);
         let to = (
             destination.allocation.buffer,
@@ -624,8 +648,7 @@ impl Stream {
             Some(staging)
         };
         let device = &self.gpu.device;
-        let recording = self.recording(&mut state)?;
-        barrier(device, recording.command_buffer);
+        let recording = self.recording_for_access(&mut state)?;
         let base = buffer.allocation.offset;
         if words_end > words_start {
             let word = u32::from_le_bytes([
@@ -763,9 +786,13 @@ impl Stream {
         }
         let mut push_constants = vec![0u8; pipeline.push_constant_bytes as usize];
         push_constants[..scalars.len()].copy_from_slice(scalars);
-        let recording = self.recording(&mut state)?;
+        // A kernel without buffer arguments touches only its own workgroup memory.
+        let recording = if buffers.is_empty() {
+            self.recording(&mut state)?
+        } else {
+            self.recording_for_access(&mut state)?
+        };
         let command_buffer = recording.command_buffer;
-        barrier(device, command_buffer);
         // SAFETY: the pipeline, layout and set are live and kept until the work completes;
         // the push-constant bytes match the layout's range; the command buffer is recording.
         unsafe {

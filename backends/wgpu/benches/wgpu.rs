@@ -6,13 +6,17 @@
 //! - bandwidth: a 64 MiB write, and a 64 MiB read.
 //!
 //! Run with `cargo bench -p xhal-wgpu`. `XHAL_WGPU_BENCH_ADAPTER` picks the adapter (its
-//! index among the backend's devices, default 0). After criterion's own report the ratios
-//! (xhal time / raw wgpu time) are printed and written to `target/criterion/xhal-wgpu-ratios.md`.
+//! index among the backend's devices, default 0). After criterion's own report each ratio
+//! (xhal time / raw wgpu time) is measured again in rounds that alternate the two sides
+//! (`xhal_bench_report::paired`), and the table of medians and quartiles is printed and written
+//! to `target/criterion/xhal-wgpu-ratios.md`. Those paired ratios are the figures to quote:
+//! criterion measures the two sides seconds apart, and on a shared machine the load changes in
+//! between.
 
 use criterion::{Criterion, Throughput};
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
+use xhal_bench_report::{duration_text, paired, publish};
 use xhal_core::{Buffer, Device, Kernel, Launch, Runtime, Stream};
 use xhal_wgpu::WgpuBackend;
 
@@ -222,28 +226,6 @@ impl RawSide {
     }
 }
 
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let exe = std::env::current_exe().unwrap_or_default();
-            exe.ancestors().nth(3).map(Path::to_path_buf).unwrap_or_default()
-        })
-}
-
-/// Criterion's point estimate in ns: the slope where it fitted one, else the mean.
-fn estimate_ns(group: &str, id: &str) -> Option<f64> {
-    let path = target_dir()
-        .join("criterion")
-        .join(group)
-        .join(id)
-        .join("new/estimates.json");
-    let value: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
-    value["slope"]["point_estimate"]
-        .as_f64()
-        .or_else(|| value["mean"]["point_estimate"].as_f64())
-}
-
 fn main() {
     let (xhal, name) = xhal_side();
     let raw = raw_side(&name);
@@ -286,10 +268,7 @@ fn main() {
         .sample_size(10)
         .throughput(Throughput::Bytes(BANDWIDTH_BYTES as u64));
     group.bench_function("xhal", |bench| {
-        bench.iter(|| {
-            xhal.stream.write(&xhal.large, 0, &data).expect("write");
-            xhal.stream.synchronize().expect("synchronize");
-        })
+        bench.iter(|| xhal.stream.write(&xhal.large, 0, &data).expect("write"))
     });
     group.bench_function("wgpu", |bench| bench.iter(|| raw.write(&data)));
     group.finish();
@@ -305,33 +284,72 @@ fn main() {
     group.finish();
     criterion.final_summary();
 
-    let targets = [
-        ("round_trip", 1.10),
-        ("dispatches_1000", 1.05),
-        ("write_64mib", 1.05),
-        ("read_64mib", 1.05),
-    ];
-    let mut lines = vec![
-        format!("adapter: {name}"),
-        String::new(),
-        "| measurement | xhal | raw wgpu | ratio | target |".to_owned(),
-        "| --- | --- | --- | --- | --- |".to_owned(),
-    ];
-    for (group, target) in targets {
-        let (Some(ours), Some(theirs)) = (estimate_ns(group, "xhal"), estimate_ns(group, "wgpu")) else {
-            continue;
-        };
-        lines.push(format!(
-            "| {group} | {:.1} us | {:.1} us | {:.3} | <= {target:.2} |",
-            ours / 1e3,
-            theirs / 1e3,
-            ours / theirs
-        ));
-    }
-    let table = lines.join("\n");
-    println!("\n{table}");
-    let _ = std::fs::write(
-        target_dir().join("criterion").join("xhal-wgpu-ratios.md"),
-        format!("{table}\n"),
+    let round_trip = paired(
+        41,
+        50,
+        || {
+            xhal.stream
+                .launch(&Launch::new(&xhal.empty).workgroups(1, 1, 1))
+                .expect("launch");
+            xhal.stream.synchronize().expect("synchronize");
+        },
+        || raw.round_trip(),
+    );
+    let dispatches = paired(
+        31,
+        1,
+        || {
+            for _ in 0..DISPATCHES {
+                xhal.stream
+                    .launch(&Launch::new(&xhal.increment).workgroups(1, 1, 1).buffer(&xhal.small))
+                    .expect("launch");
+            }
+            xhal.stream.synchronize().expect("synchronize");
+        },
+        || raw.many_dispatches(),
+    );
+    let write = paired(
+        21,
+        2,
+        || {
+            xhal.stream.write(&xhal.large, 0, &data).expect("write");
+        },
+        || raw.write(&data),
+    );
+    // Both sides read into the same host memory, so that only the path differs.
+    let out = std::cell::RefCell::new(out);
+    let read = paired(
+        21,
+        2,
+        || xhal.stream.read(&xhal.large, 0, &mut out.borrow_mut()).expect("read"),
+        || raw.read(&mut out.borrow_mut()),
+    );
+    let rows: Vec<String> = [
+        ("(a) empty-kernel dispatch and wait", round_trip, 1.10),
+        ("(b) 1,000 dependent dispatches, then one wait", dispatches, 1.05),
+        ("(c) 64 MiB write", write, 1.05),
+        ("(c) 64 MiB read", read, 1.05),
+    ]
+    .into_iter()
+    .map(|(label, measured, target)| {
+        format!(
+            "| {label} | {} | {} | {} | ≤ {target:.2} |",
+            duration_text(measured.ours_ns),
+            duration_text(measured.baseline_ns),
+            measured.ratio_text()
+        )
+    })
+    .collect();
+    publish(
+        "xhal-wgpu-ratios.md",
+        &[format!("adapter: {name}")],
+        &[
+            "measurement",
+            "xhal-wgpu",
+            "raw wgpu",
+            "ratio, median of paired rounds (quartiles)",
+            "target",
+        ],
+        &rows,
     );
 }

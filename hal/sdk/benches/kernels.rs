@@ -6,7 +6,7 @@
 //! Run with `make bench`. After criterion's report the ratios are printed and written to
 //! `target/criterion/xhal-kernel-ratios.md`.
 
-mod report;
+use xhal_bench_report as report;
 
 use criterion::{Criterion, Throughput};
 use std::hint::black_box;
@@ -181,8 +181,8 @@ fn report_ratios() {
         ("reduce_16M", "reduction, 16M f32", 0.0),
     ] {
         if let (Some(native), Some(cpu)) = (
-            report::mean_ns(group, "native_loop"),
-            report::mean_ns(group, "cpu_backend"),
+            report::criterion_estimate_ns(group, "native_loop"),
+            report::criterion_estimate_ns(group, "cpu_backend"),
         ) {
             let goal = if target > 0.0 {
                 format!(" (target ≥ {target}x)")
@@ -198,8 +198,8 @@ fn report_ratios() {
         }
     }
     if let (Some(uncached), Some(hit)) = (
-        report::mean_ns("translate", "wgsl_to_spirv_uncached"),
-        report::mean_ns("translate", "cache_hit"),
+        report::criterion_estimate_ns("translate", "wgsl_to_spirv_uncached"),
+        report::criterion_estimate_ns("translate", "cache_hit"),
     ) {
         rows.push(format!(
             "| WGSL → SPIR-V (matmul.wgsl): parse, validate, reflect, write vs cache hit | {:.1} µs | {:.2} µs | {:.0}x faster |",
@@ -208,7 +208,12 @@ fn report_ratios() {
             uncached / hit
         ));
     }
-    report::publish("xhal-kernel-ratios.md", &rows);
+    report::publish(
+        "xhal-kernel-ratios.md",
+        &[],
+        &["measurement", "xhal", "baseline", "ratio"],
+        &rows,
+    );
 }
 
 fn main() {

@@ -10,7 +10,7 @@
 //! Run with `make bench` (the plugin must be built: `make build`). After criterion's own
 //! report, the ratios are printed and written to `target/criterion/xhal-ratios.md`.
 
-mod report;
+use xhal_bench_report as report;
 
 use criterion::{BenchmarkId, Criterion, Throughput};
 use std::hint::black_box;
@@ -183,8 +183,8 @@ fn report_ratios() {
     let mut lines = Vec::new();
     for level in ["backend", "api"] {
         if let (Some(plugin), Some(fixed)) = (
-            report::mean_ns("event_query", &format!("{level}/plugin")),
-            report::mean_ns("event_query", &format!("{level}/static")),
+            report::criterion_estimate_ns("event_query", &format!("{level}/plugin")),
+            report::criterion_estimate_ns("event_query", &format!("{level}/static")),
         ) {
             lines.push(format!(
                 "| event query, {level} level: plugin vs static | {plugin:.1} ns | {fixed:.1} ns | {:.2}x ({:+.1} ns) |",
@@ -193,9 +193,9 @@ fn report_ratios() {
             ));
         }
     }
-    if let Some(baseline) = report::mean_ns("copy_64MiB", "baseline_copy_from_slice") {
+    if let Some(baseline) = report::criterion_estimate_ns("copy_64MiB", "baseline_copy_from_slice") {
         for id in ["host_to_device", "device_to_host", "device_to_device"] {
-            if let Some(measured) = report::mean_ns("copy_64MiB", id) {
+            if let Some(measured) = report::criterion_estimate_ns("copy_64MiB", id) {
                 let gbps = |ns: f64| COPY_BYTES as f64 / ns;
                 lines.push(format!(
                     "| 64 MiB {id} vs copy_from_slice | {:.2} GB/s | {:.2} GB/s | {:.2}x |",
@@ -211,7 +211,7 @@ fn report_ratios() {
         ("enqueue_and_execute", "enqueue and execute"),
     ] {
         for name in ["static", "plugin"] {
-            if let Some(batch) = report::mean_ns("enqueue", &format!("{id}/{name}")) {
+            if let Some(batch) = report::criterion_estimate_ns("enqueue", &format!("{id}/{name}")) {
                 let per_op = batch / ENQUEUE_BATCH as f64;
                 lines.push(format!(
                     "| stream throughput, 4-byte fills, {what} ({name}) | {:.2} M ops/s | | {per_op:.0} ns/op |",
@@ -220,7 +220,12 @@ fn report_ratios() {
             }
         }
     }
-    report::publish("xhal-ratios.md", &lines);
+    report::publish(
+        "xhal-ratios.md",
+        &[],
+        &["measurement", "xhal", "baseline", "ratio"],
+        &lines,
+    );
 }
 
 fn main() {
