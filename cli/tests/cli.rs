@@ -388,3 +388,44 @@ fn doctor_reports_a_named_backend_without_devices() {
         .collect();
     assert_eq!(kinds, ["backend_without_devices"], "{document:#}");
 }
+
+/// The Vulkan plugin loads where the Vulkan loader finds no driver, reports zero devices, and
+/// doctor says why: the loader here is pointed at a driver list that does not exist.
+#[test]
+fn doctor_explains_a_vulkan_plugin_that_finds_no_driver() {
+    let sandbox = Sandbox::new("doctor-vulkan-no-icd");
+    std::fs::copy(built_plugin("vulkan"), sandbox.plugins().join("libxhal_vulkan.so")).expect("copy the plugin");
+    let variables = [
+        ("VK_ICD_FILENAMES", "/nonexistent/icd.json"),
+        ("VK_DRIVER_FILES", "/nonexistent/icd.json"),
+    ];
+    let output = sandbox.run(&["doctor"], &variables);
+    // Nothing asked for Vulkan, so a backend without devices is reported, not a problem.
+    assert_exit(&output, 0);
+    let text = stdout(&output);
+    let line = text
+        .lines()
+        .find(|line| line.contains("loaded: vulkan"))
+        .unwrap_or_else(|| panic!("no line for the vulkan plugin:\n{text}"));
+    assert!(line.contains("no devices:"), "{line}");
+
+    let document = json(&sandbox.run(&["doctor", "--json"], &variables));
+    let vulkan = backends_named(&document, "vulkan");
+    assert_eq!(vulkan.len(), 1, "{document:#}");
+    assert_eq!(vulkan[0]["devices"].as_array().map(Vec::len), Some(0), "{document:#}");
+    let error = &vulkan[0]["error"];
+    assert_eq!(error["kind"], "driver_unavailable", "{document:#}");
+    assert!(
+        error["message"].as_str().is_some_and(|message| !message.is_empty()),
+        "{document:#}"
+    );
+
+    // Asking for it by name makes the missing driver a problem: exit 3, with the reason.
+    let output = sandbox.run(&["doctor"], &[variables[0], variables[1], ("XHAL_DEVICE", "vulkan")]);
+    assert_exit(&output, 3);
+    assert!(
+        stdout(&output).contains("backend `vulkan`, which has no devices:"),
+        "{}",
+        stdout(&output)
+    );
+}

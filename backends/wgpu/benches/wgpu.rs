@@ -58,6 +58,7 @@ struct RawSide {
     small_group: wgpu::BindGroup,
     large: wgpu::Buffer,
     staging: wgpu::Buffer,
+    upload: wgpu::Buffer,
 }
 
 fn adapter_index() -> u32 {
@@ -154,7 +155,18 @@ fn raw_side(name: &str) -> RawSide {
         usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
         mapped_at_creation: false,
     });
+    // Uploads go through one staging buffer kept for the whole run, as a careful program
+    // would: `queue.write_buffer` takes a fresh staging allocation per call, and whether the
+    // allocator then recycles its memory or maps fresh pages (and faults on every one of them)
+    // depends on what else the device holds, which would make the baseline measure allocator luck.
+    let upload = device.create_buffer(&wgpu::BufferDescriptor {
+        label: None,
+        size: BANDWIDTH_BYTES as u64,
+        usage: wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
+        mapped_at_creation: false,
+    });
     RawSide {
+        upload,
         device,
         queue,
         empty,
@@ -206,8 +218,22 @@ impl RawSide {
     }
 
     fn write(&self, data: &[u8]) {
-        self.queue.write_buffer(&self.large, 0, data);
-        let submission = self.queue.submit([]);
+        self.upload
+            .map_async(wgpu::MapMode::Write, .., |result| result.expect("raw map"));
+        self.device
+            .poll(wgpu::PollType::Wait {
+                submission_index: None,
+                timeout: None,
+            })
+            .expect("raw wgpu poll");
+        self.upload
+            .get_mapped_range_mut(..)
+            .expect("raw mapped range")
+            .copy_from_slice(data);
+        self.upload.unmap();
+        let mut encoder = self.device.create_command_encoder(&Default::default());
+        encoder.copy_buffer_to_buffer(&self.upload, 0, &self.large, 0, BANDWIDTH_BYTES as u64);
+        let submission = self.queue.submit([encoder.finish()]);
         self.wait(submission);
     }
 

@@ -136,18 +136,24 @@ pub fn backends_named<'v>(document: &'v Value, name: &str) -> Vec<&'v Value> {
 
 /// Where `cargo build --workspace` puts the CPU plugin for this profile: next to the binary.
 pub fn built_cpu_plugin() -> PathBuf {
+    built_plugin("cpu")
+}
+
+/// Where `cargo build --workspace` puts the plugin of backend `name` for this profile: next to
+/// the binary.
+pub fn built_plugin(name: &str) -> PathBuf {
     let profile_folder = Path::new(env!("CARGO_BIN_EXE_xhal"))
         .parent()
         .expect("the binary is in a folder");
     let file = format!(
-        "{}xhal_cpu{}",
+        "{}xhal_{name}{}",
         std::env::consts::DLL_PREFIX,
         std::env::consts::DLL_SUFFIX
     );
     let plugin = profile_folder.join(file);
     assert!(
         plugin.is_file(),
-        "{} is missing: this test loads the real CPU plugin; run `cargo build --workspace` \
+        "{} is missing: this test loads the real {name} plugin; run `cargo build --workspace` \
          (same profile) first, as `make test` does",
         plugin.display()
     );

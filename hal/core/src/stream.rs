@@ -22,6 +22,19 @@ struct StreamState {
     /// An error found while executing: returned by every later call.
     sticky: Option<Error>,
     in_flight: Vec<InFlight>,
+    /// The length of `in_flight` at which the next enqueue asks whether the stream went idle.
+    /// It grows by [`IN_FLIGHT_TRIM_THRESHOLD`] after each query that finds work still
+    /// running, so a long burst of enqueues pays one query per threshold's worth of objects,
+    /// not one per enqueue.
+    next_trim_check: usize,
+}
+
+impl StreamState {
+    /// Drops what queued work held, once the stream is known idle.
+    fn release_in_flight(&mut self) {
+        self.in_flight.clear();
+        self.next_trim_check = IN_FLIGHT_TRIM_THRESHOLD;
+    }
 }
 
 pub(crate) struct StreamShared {
@@ -67,6 +80,7 @@ impl Stream {
                     destroyed: false,
                     sticky: None,
                     in_flight: Vec::new(),
+                    next_trim_check: IN_FLIGHT_TRIM_THRESHOLD,
                 }),
             }),
         })
@@ -89,10 +103,11 @@ impl Stream {
         Self::check_usable(&state, operation)?;
         call(&self.shared.device, self.shared.handle)?;
         state.in_flight.extend(keep);
-        if state.in_flight.len() >= IN_FLIGHT_TRIM_THRESHOLD {
+        if state.in_flight.len() >= state.next_trim_check {
             if let Ok(true) = self.shared.device.backend.stream_query(self.shared.handle) {
-                state.in_flight.clear();
+                state.release_in_flight();
             }
+            state.next_trim_check = state.in_flight.len() + IN_FLIGHT_TRIM_THRESHOLD;
         }
         Ok(())
     }
@@ -331,7 +346,7 @@ impl Stream {
         // Only a clean synchronize proves the queue drained. After a failure the objects stay
         // held (until the stream is destroyed) in case a misbehaving backend still uses them.
         if result.is_ok() {
-            state.in_flight.clear();
+            state.release_in_flight();
         }
         if let Some(error) = &state.sticky {
             return Err(error.clone());
@@ -349,7 +364,7 @@ impl Stream {
         match self.shared.device.backend.stream_query(self.shared.handle) {
             Ok(idle) => {
                 if idle {
-                    state.in_flight.clear();
+                    state.release_in_flight();
                 }
                 Ok(idle)
             }
@@ -373,7 +388,7 @@ impl Stream {
         };
         self.shared.device.backend.stream_destroy(self.shared.handle);
         state.destroyed = true;
-        state.in_flight.clear();
+        state.release_in_flight();
         result
     }
 
