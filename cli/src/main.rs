@@ -1,23 +1,23 @@
 //! `xhal`: see which backends and devices this machine has, what a selector picks and why,
-//! what went wrong when a plugin does not show up, and what a kernel does (`xhal run`).
+//! what went wrong when a plugin does not show up, what a kernel does (`xhal run`), and how
+//! fast the same kernels run on each device (`xhal bench`).
 //!
-//! Exit codes: 0 success, 1 runtime error, 2 usage error, 3 `xhal doctor` found problems.
+//! Exit codes: 0 success, 1 runtime error, 2 usage error, 3 `xhal doctor` found problems or
+//! `xhal bench` found no device to measure.
 //! Full reference: `docs/cli.md`.
 
 mod commands;
 mod listing;
+mod progress;
 mod table;
 
 use clap::{Parser, Subcommand};
-use commands::{devices::DevicesArgs, doctor::DoctorArgs, info::InfoArgs, run::RunArgs, Output};
+use commands::{
+    bench::BenchArgs, devices::DevicesArgs, doctor::DoctorArgs, info::InfoArgs, run::RunArgs, ExitError, Output,
+    EXIT_RUNTIME_ERROR,
+};
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
-
-/// Exit status of a runtime error: discovery failed, a selector is malformed or matches nothing,
-/// or `xhal run` failed (bad WGSL, arguments that do not fit the kernel, a kernel fault).
-const EXIT_RUNTIME_ERROR: u8 = 1;
-/// Exit status when `xhal doctor` found problems (clap's usage errors take 2).
-const EXIT_PROBLEMS_FOUND: u8 = 3;
 
 const ENVIRONMENT_HELP: &str = "\
 Environment:
@@ -29,9 +29,10 @@ Environment:
   XHAL_CPU_DEVICES        number of CPU reference devices (default 1)
   XHAL_CPU_MEMORY         bytes of memory per CPU reference device (default: half the host's)
 
-Exit codes: 0 success, 1 runtime error, 2 usage error, 3 doctor found problems.";
+Exit codes: 0 success, 1 runtime error, 2 usage error, 3 doctor found problems or bench
+found no device to measure.";
 
-/// xhal: list accelerators, explain device selection, diagnose plugins, try a kernel.
+/// xhal: list accelerators, explain device selection, diagnose plugins, try and time kernels.
 #[derive(Debug, Parser)]
 #[command(name = "xhal", version, after_help = ENVIRONMENT_HELP)]
 struct Cli {
@@ -64,6 +65,14 @@ enum Command {
     /// the kernel's reflection gives each value its type.
     #[command(after_help = commands::run::AFTER_HELP)]
     Run(RunArgs),
+    /// Time the saxpy, matmul and reduction kernels on every device against native Rust
+    /// loops measured in the same run, checking every result.
+    ///
+    /// One table: each kernel on each device (or each device --device accepts), median and
+    /// minimum wall time of launch + synchronize, and the ratio to the native single-threaded
+    /// loop (bigger is faster). A device or kernel that fails is reported in its row.
+    #[command(after_help = commands::bench::AFTER_HELP)]
+    Bench(BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -73,9 +82,9 @@ fn main() -> ExitCode {
     // repeat its report on stderr. XHAL_LOG, when set, still decides.
     let default_log_filter = match cli.command {
         Command::Doctor(_) => "warn,xhal_core::runtime=error",
-        // A kernel fault is the command's error; the CPU backend's warning that its stream
-        // failed would only say it twice.
-        Command::Run(_) => "warn,xhal_cpu::stream=error",
+        // A kernel fault is the command's error (for bench, its row's); the CPU backend's
+        // warning that its stream failed would only say it twice.
+        Command::Run(_) | Command::Bench(_) => "warn,xhal_cpu::stream=error",
         _ => "warn",
     };
     init_logging(default_log_filter);
@@ -84,6 +93,7 @@ fn main() -> ExitCode {
         Command::Info(args) => commands::info::run(args),
         Command::Doctor(args) => commands::doctor::run(args),
         Command::Run(args) => commands::run::run(args),
+        Command::Bench(args) => commands::bench::run(args),
     };
     match result {
         Ok(output) => finish(output),
@@ -91,7 +101,10 @@ fn main() -> ExitCode {
             // `{:#}` writes the whole chain: "context: cause: root cause". A closed stderr is
             // ignored rather than allowed to panic, as `eprintln!` would.
             let _ = writeln!(std::io::stderr(), "error: {error:#}");
-            ExitCode::from(EXIT_RUNTIME_ERROR)
+            let code = error
+                .downcast_ref::<ExitError>()
+                .map_or(EXIT_RUNTIME_ERROR, |exit| exit.exit_code);
+            ExitCode::from(code)
         }
     }
 }
@@ -106,11 +119,7 @@ fn finish(output: Output) -> ExitCode {
             return ExitCode::from(EXIT_RUNTIME_ERROR);
         }
     }
-    if output.problems_found {
-        ExitCode::from(EXIT_PROBLEMS_FOUND)
-    } else {
-        ExitCode::SUCCESS
-    }
+    ExitCode::from(output.exit_code)
 }
 
 /// Logs go to stderr, filtered by `XHAL_LOG` (`default_filter` when unset or blank), so

@@ -2,7 +2,7 @@
 //! backends, the environment, the devices, and the problems that would bite an application.
 
 use super::info::ExplanationJson;
-use super::{json_text, Output};
+use super::{json_text, Output, EXIT_PROBLEMS_FOUND, EXIT_SUCCESS};
 use crate::listing::{self, path_text, BackendJson, ErrorJson, SCHEMA_VERSION};
 use crate::table::Table;
 use anyhow::Context;
@@ -352,7 +352,7 @@ pub fn run(args: &DoctorArgs) -> anyhow::Result<Output> {
             default_device_error: choice.as_ref().err().map(|error| error.message().to_owned()),
             problems,
         })?;
-        return Ok(Output { text, problems_found });
+        return Ok(Output::with_exit_code(text, exit_code(problems_found)));
     }
 
     let mut text = format!("xhal {} (plugin ABI {})\n", env!("CARGO_PKG_VERSION"), abi_version());
@@ -431,7 +431,16 @@ pub fn run(args: &DoctorArgs) -> anyhow::Result<Output> {
     } else {
         text.push_str("\nno problems found\n");
     }
-    Ok(Output { text, problems_found })
+    Ok(Output::with_exit_code(text, exit_code(problems_found)))
+}
+
+/// 3 when doctor found problems, else 0.
+fn exit_code(problems_found: bool) -> u8 {
+    if problems_found {
+        EXIT_PROBLEMS_FOUND
+    } else {
+        EXIT_SUCCESS
+    }
 }
 
 /// Why a backend named by XHAL_DEVICE cannot serve it, if it cannot.

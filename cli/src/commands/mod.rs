@@ -1,16 +1,27 @@
 //! One module per subcommand. Each returns its [`Output`] instead of printing, so that `main`
 //! owns stdout and the exit code.
 
+pub mod bench;
 pub mod devices;
 pub mod doctor;
 pub mod info;
 pub mod run;
 
+/// Exit status of success.
+pub const EXIT_SUCCESS: u8 = 0;
+/// Exit status of a runtime error: discovery failed, a selector is malformed or matches nothing,
+/// `xhal run` failed, or a `xhal bench` measurement failed.
+pub const EXIT_RUNTIME_ERROR: u8 = 1;
+/// Exit status of a usage error: clap's, and a malformed `xhal bench --device` selector.
+pub const EXIT_USAGE_ERROR: u8 = 2;
+/// Exit status when `xhal doctor` found problems, or `xhal bench` found no device to measure.
+pub const EXIT_PROBLEMS_FOUND: u8 = 3;
+
 /// What a command produced for stdout, and how the process should exit.
 #[derive(Debug)]
 pub struct Output {
     pub text: String,
-    pub problems_found: bool,
+    pub exit_code: u8,
 }
 
 impl Output {
@@ -18,10 +29,41 @@ impl Output {
     pub fn success(text: String) -> Output {
         Output {
             text,
-            problems_found: false,
+            exit_code: EXIT_SUCCESS,
         }
     }
+
+    /// Text to print in full, and then exit with `exit_code`.
+    pub fn with_exit_code(text: String, exit_code: u8) -> Output {
+        Output { text, exit_code }
+    }
 }
+
+/// An error that exits with its own status instead of [`EXIT_RUNTIME_ERROR`]. It prints as
+/// the error it wraps, whole chain included.
+#[derive(Debug)]
+pub struct ExitError {
+    pub exit_code: u8,
+    pub error: anyhow::Error,
+}
+
+impl ExitError {
+    /// `error`, exiting with `exit_code`, as an `anyhow::Error` that `main` recognises.
+    pub fn wrap(exit_code: u8, error: impl Into<anyhow::Error>) -> anyhow::Error {
+        anyhow::Error::new(ExitError {
+            exit_code,
+            error: error.into(),
+        })
+    }
+}
+
+impl std::fmt::Display for ExitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:#}", self.error)
+    }
+}
+
+impl std::error::Error for ExitError {}
 
 /// Pretty JSON ending in a newline.
 pub fn json_text(value: &impl serde::Serialize) -> anyhow::Result<String> {
