@@ -7,7 +7,7 @@ PLUGIN_DIR := target/plugins
 # Backends certified by `make cts`, each from its plugin file in target/plugins.
 CTS_BACKENDS := cpu vulkan wgpu
 
-.PHONY: all build plugins drivers demo test cts fmt-check clippy header bench doc clean
+.PHONY: all build plugins drivers demo test cts fmt-check clippy header bench bench-overhead bench-backends bench-kernels doc clean
 
 all: build
 
@@ -56,9 +56,24 @@ cts: drivers build
 header:
 	XHAL_BLESS=1 $(CARGO) test -p xhal-abi --test header
 
-bench: build
+# Every benchmark of docs/benchmarks.md; each prints its table and saves it in target/criterion/.
+bench: bench-overhead bench-backends bench-kernels
+
+# The plugin boundary, the CPU backend's copies and its WGSL interpreter against native loops.
+bench-overhead: build
 	$(CARGO) bench -p xhal --bench overhead
 	$(CARGO) bench -p xhal --bench kernels
+
+# xhal-vulkan against raw ash, and xhal-wgpu against raw wgpu on each of its adapters (here
+# lavapipe's Vulkan, then GL), each pair measured in the same run.
+bench-backends: drivers
+	$(CARGO) bench -p xhal-vulkan --bench vulkan
+	XHAL_WGPU_BENCH_ADAPTER=0 $(CARGO) bench -p xhal-wgpu --bench wgpu
+	XHAL_WGPU_BENCH_ADAPTER=1 $(CARGO) bench -p xhal-wgpu --bench wgpu
+
+# The same WGSL saxpy, matmul and reduction on every device, and as native Rust loops, in one run.
+bench-kernels: build
+	XHAL_PLUGIN_PATH=$(PLUGIN_DIR) target/release/xhal bench
 
 doc:
 	$(CARGO) doc --workspace --no-deps

@@ -415,7 +415,7 @@ fn main() {
     criterion.final_summary();
 
     let round_trip = paired(
-        41,
+        61,
         50,
         || {
             stream.launch(&Launch::new(&empty).workgroups(1, 1, 1)).unwrap();
@@ -424,7 +424,7 @@ fn main() {
         || raw.empty_round_trip(),
     );
     let dispatches = paired(
-        31,
+        61,
         1,
         || {
             for _ in 0..DISPATCHES {

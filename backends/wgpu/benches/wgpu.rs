@@ -9,7 +9,7 @@
 //! index among the backend's devices, default 0). After criterion's own report each ratio
 //! (xhal time / raw wgpu time) is measured again in rounds that alternate the two sides
 //! (`xhal_bench_report::paired`), and the table of medians and quartiles is printed and written
-//! to `target/criterion/xhal-wgpu-ratios.md`. Those paired ratios are the figures to quote:
+//! to `target/criterion/xhal-wgpu-ratios-<adapter>.md`. Those paired ratios are the figures to quote:
 //! criterion measures the two sides seconds apart, and on a shared machine the load changes in
 //! between.
 
@@ -311,7 +311,7 @@ fn main() {
     criterion.final_summary();
 
     let round_trip = paired(
-        41,
+        61,
         50,
         || {
             xhal.stream
@@ -322,7 +322,7 @@ fn main() {
         || raw.round_trip(),
     );
     let dispatches = paired(
-        31,
+        61,
         1,
         || {
             for _ in 0..DISPATCHES {
@@ -367,7 +367,7 @@ fn main() {
     })
     .collect();
     publish(
-        "xhal-wgpu-ratios.md",
+        &format!("xhal-wgpu-ratios-{}.md", adapter_index()),
         &[format!("adapter: {name}")],
         &[
             "measurement",

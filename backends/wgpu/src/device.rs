@@ -7,6 +7,7 @@ use std::sync::{Arc, OnceLock};
 use xhal_core::{DeviceInfo, Error, Result};
 
 use crate::adapter::{AdapterEntry, TRANSFER_IMMEDIATE_BYTES};
+use crate::staging::StagingPool;
 
 /// A buffer argument as a bind group sees it: buffer id, offset, bound size.
 pub(crate) type BindingKey = (u64, u64, u64);
@@ -39,6 +40,10 @@ pub(crate) struct DeviceShared {
     /// Launches that repeat their arguments reuse the bind group, as code written for wgpu
     /// directly would; most recently used last.
     bind_groups: Mutex<Vec<CachedBindGroup>>,
+    /// Idle staging buffers for large writes, kept mapped.
+    pub(crate) write_staging: Arc<StagingPool>,
+    /// Idle staging buffers for reads.
+    pub(crate) read_staging: Arc<StagingPool>,
 }
 
 impl DeviceShared {
@@ -92,6 +97,8 @@ impl DeviceShared {
             transfer: OnceLock::new(),
             placeholder,
             bind_groups: Mutex::new(Vec::new()),
+            write_staging: Arc::default(),
+            read_staging: Arc::default(),
         })
     }
 

@@ -21,6 +21,7 @@ mod device;
 mod event;
 mod kernel;
 mod memory;
+mod staging;
 mod stream;
 mod validation;
 

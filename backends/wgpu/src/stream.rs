@@ -18,11 +18,17 @@ use crate::completion::{settled, Completion};
 use crate::device::{BindingKey, DeviceShared, TRANSFER_WORKGROUP};
 use crate::kernel::KernelPipeline;
 use crate::memory::{align_down4, align_up4, Buffer};
+use crate::staging::staging_size;
 
 /// Commands recorded before a stream submits on its own, so work starts without a sync. A
 /// submission costs tens of microseconds in wgpu; 512 commands make that a fraction of a
 /// microsecond each while long launch sequences still start running early.
 const BATCH_COMMANDS: u32 = 512;
+
+/// Writes of at least this many bytes go through the device's pool of mapped staging buffers
+/// and a copy in the stream's encoder; smaller ones through `queue.write_buffer`, whose
+/// per-call staging costs little at that size.
+const POOLED_WRITE_BYTES: u64 = 1 << 20;
 
 /// A host pointer that a read callback writes through.
 struct HostDestination(*mut u8);
@@ -77,6 +83,9 @@ struct StreamState {
     recorded: u32,
     /// `queue.write_buffer` data that waits for the next submission to reach the device.
     unsubmitted_writes: bool,
+    /// Pooled write staging buffers the recorded commands copy from: mapped again for the
+    /// pool once the submission that uses them completes.
+    write_staging: Vec<wgpu::Buffer>,
     /// Submissions and reads not yet seen to finish.
     in_flight: Vec<Arc<Completion>>,
     last_submission: Option<wgpu::SubmissionIndex>,
@@ -148,6 +157,16 @@ impl Stream {
             let index = device.queue.submit(buffers);
             let done = Arc::clone(&completion);
             device.queue.on_submitted_work_done(move || done.complete(Ok(())));
+            // wgpu maps a buffer only after the submitted work that uses it has finished.
+            for staging in state.write_staging.drain(..) {
+                let pool = Arc::clone(&device.write_staging);
+                let mapped = staging.clone();
+                staging.map_async(wgpu::MapMode::Write, .., move |result| {
+                    if result.is_ok() {
+                        pool.give_back(mapped);
+                    }
+                });
+            }
             index
         })?;
         state.last_submission = Some(submission);
@@ -162,14 +181,18 @@ impl Stream {
             let middle_start = align_up4(offset).min(end);
             let middle_end = align_down4(end).max(middle_start);
             if middle_end > middle_start {
-                if state.encoder.is_some() {
-                    stream.submit(state)?;
-                }
                 let middle = &data[(middle_start - offset) as usize..(middle_end - offset) as usize];
-                stream.device.capture("writing a buffer", || {
-                    stream.device.queue.write_buffer(&buffer.buffer, middle_start, middle)
-                })?;
-                state.unsubmitted_writes = true;
+                if middle.len() as u64 >= POOLED_WRITE_BYTES {
+                    stream.write_through_pool(state, buffer, middle_start, middle)?;
+                } else {
+                    if state.encoder.is_some() {
+                        stream.submit(state)?;
+                    }
+                    stream.device.capture("writing a buffer", || {
+                        stream.device.queue.write_buffer(&buffer.buffer, middle_start, middle)
+                    })?;
+                    state.unsubmitted_writes = true;
+                }
             }
             for (edge_start, edge_end) in [(offset, middle_start), (middle_end.max(middle_start), end)] {
                 if edge_end > edge_start {
@@ -179,6 +202,35 @@ impl Stream {
             }
             Ok(())
         })
+    }
+
+    /// Copies whole words into a mapped staging buffer from the device's pool (or a new one)
+    /// and records the copy from it into `buffer`, in order with the stream's other commands.
+    fn write_through_pool(&self, state: &mut StreamState, buffer: &Buffer, offset: u64, words: &[u8]) -> Result<()> {
+        let device = &self.device;
+        let size = words.len() as u64;
+        let staging = match device.write_staging.take(size) {
+            Some(staging) => staging,
+            None => device.capture("staging a write", || {
+                device.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("xhal write staging"),
+                    size: staging_size(size),
+                    usage: wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
+                    mapped_at_creation: true,
+                })
+            })?,
+        };
+        {
+            let mut view = staging
+                .get_mapped_range_mut(..size)
+                .map_err(|error| Error::internal(format!("writing into a staging buffer failed: {error}")))?;
+            view.copy_from_slice(words);
+        }
+        staging.unmap();
+        self.encoder(state)
+            .copy_buffer_to_buffer(&staging, 0, &buffer.buffer, offset, size);
+        state.write_staging.push(staging);
+        self.recorded(state)
     }
 
     /// Writes fewer than 4 bytes that do not fill a word, through a staging word and the
@@ -220,38 +272,46 @@ impl Stream {
         self.with_usable(|stream, state| {
             let start = align_down4(offset);
             let end = align_up4(offset + size);
+            let length = end - start;
             let device = &stream.device;
-            let staging = device.capture("staging a read", || {
-                device.device.create_buffer(&wgpu::BufferDescriptor {
-                    label: Some("xhal read staging"),
-                    size: end - start,
-                    usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                    mapped_at_creation: false,
-                })
-            })?;
+            let staging = match device.read_staging.take(length) {
+                Some(staging) => staging,
+                None => device.capture("staging a read", || {
+                    device.device.create_buffer(&wgpu::BufferDescriptor {
+                        label: Some("xhal read staging"),
+                        size: staging_size(length),
+                        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                        mapped_at_creation: false,
+                    })
+                })?,
+            };
             stream
                 .encoder(state)
-                .copy_buffer_to_buffer(&buffer.buffer, start, &staging, 0, end - start);
+                .copy_buffer_to_buffer(&buffer.buffer, start, &staging, 0, length);
             stream.submit(state)?;
             let completion = Completion::new();
             let done = Arc::clone(&completion);
             let destination = HostDestination(destination);
             let skip = (offset - start) as usize;
-            let length = size as usize;
+            let length_on_host = size as usize;
             let mapped = staging.clone();
+            let pool = Arc::clone(&device.read_staging);
             device.capture("mapping a read", || {
-                staging.map_async(wgpu::MapMode::Read, .., move |result| {
+                staging.map_async(wgpu::MapMode::Read, ..length, move |result| {
                     let destination = destination;
                     let outcome = match result {
-                        Ok(()) => match mapped.get_mapped_range(..) {
+                        Ok(()) => match mapped.get_mapped_range(..length) {
                             Ok(view) => {
-                                let source = &view[skip..skip + length];
-                                // SAFETY: `read`'s caller guarantees `length` writable bytes at
-                                // the destination until this completion is set, and the
-                                // staging buffer is host memory wgpu does not alias with it.
-                                unsafe { std::ptr::copy_nonoverlapping(source.as_ptr(), destination.0, length) };
+                                let source = &view[skip..skip + length_on_host];
+                                // SAFETY: `read`'s caller guarantees `length_on_host` writable
+                                // bytes at the destination until this completion is set, and
+                                // the staging buffer is host memory wgpu does not alias with it.
+                                unsafe {
+                                    std::ptr::copy_nonoverlapping(source.as_ptr(), destination.0, length_on_host)
+                                };
                                 drop(view);
                                 mapped.unmap();
+                                pool.give_back(mapped);
                                 Ok(())
                             }
                             Err(error) => Err(Error::internal(format!("reading the staging buffer failed: {error}"))),
