@@ -1,7 +1,7 @@
 //! An opened device (an OpenCL context holding one device) and its buffers.
 
 use crate::ffi::{self, Context, Mem};
-use crate::instance::{Adapter, Instance};
+use crate::instance::{Adapter, Instance, DRIVER_LOCK};
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -30,6 +30,7 @@ impl Gpu {
             0,
         ];
         let mut code = ffi::CL_SUCCESS;
+        let _driver = DRIVER_LOCK.lock();
         // SAFETY: the property list is zero-terminated and the device comes from the platform.
         let context = unsafe {
             (instance.api.create_context)(
@@ -70,6 +71,7 @@ impl Gpu {
 
 impl Drop for Gpu {
     fn drop(&mut self) {
+        let _driver = DRIVER_LOCK.lock();
         // SAFETY: every object made in the context holds an `Arc<Gpu>`, so none is left.
         unsafe { (self.instance.api.release_context)(self.context) };
     }

@@ -15,6 +15,12 @@ pub(crate) enum LoaderSource {
     Path(std::path::PathBuf),
 }
 
+/// Held while platforms and devices are listed and described, and while a context is made or
+/// released, across every backend instance in the process. Some drivers are not safe there:
+/// PoCL tears its devices down when the last context goes and sets them up again on the next
+/// query, so a device query racing a context release reads freed strings.
+pub(crate) static DRIVER_LOCK: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+
 /// One OpenCL device, as found.
 pub(crate) struct Adapter {
     pub(crate) platform: PlatformId,
@@ -57,6 +63,7 @@ impl Instance {
             LoaderSource::Path(path) => path.display().to_string(),
         };
         let api = Api::load(&library)?;
+        let _driver = DRIVER_LOCK.lock();
         let platforms = platforms(&api)?;
         let mut adapters = Vec::new();
         let mut refused = Vec::new();
