@@ -26,6 +26,7 @@
 mod ffi;
 mod gpu;
 mod instance;
+mod layout;
 mod module;
 mod stream;
 

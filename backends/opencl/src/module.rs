@@ -9,8 +9,10 @@
 
 use crate::ffi::{self, ClUint, Kernel, Program};
 use crate::gpu::{DeviceBuffer, Gpu};
+use crate::layout::{builtin_size, struct_layouts, Layout};
 use crate::stream::Stream;
 use parking_lot::Mutex;
+use std::collections::HashMap;
 use std::ffi::{c_void, CString};
 use std::sync::Arc;
 use xhal_core::{BufferArg, Error, KernelFormat, Result};
@@ -23,6 +25,8 @@ const SOURCE_BUILD_OPTIONS: &std::ffi::CStr = c"-cl-kernel-arg-info";
 pub(crate) struct Module {
     pub(crate) gpu: Arc<Gpu>,
     program: Program,
+    /// The structs the source defines, for checking a struct scalar block's size.
+    layouts: HashMap<String, Layout>,
 }
 
 // A built program may be used from any thread.
@@ -43,10 +47,12 @@ impl Module {
     pub(crate) fn load(gpu: &Arc<Gpu>, format: KernelFormat, code: &[u8]) -> Result<Module> {
         let adapter = gpu.adapter();
         let mut status = ffi::CL_SUCCESS;
+        let mut layouts = HashMap::new();
         let (program, options, what) = if format == KernelFormat::OPENCL_C {
-            if std::str::from_utf8(code).is_err() {
+            let Ok(text) = std::str::from_utf8(code) else {
                 return Err(Error::invalid_argument("OpenCL C source is not valid UTF-8"));
-            }
+            };
+            layouts = struct_layouts(text);
             let source = code.as_ptr().cast::<std::ffi::c_char>();
             let length = code.len();
             // SAFETY: one string of `length` bytes; OpenCL copies it.
@@ -82,6 +88,7 @@ impl Module {
         let module = Module {
             gpu: Arc::clone(gpu),
             program,
+            layouts,
         };
         // SAFETY: one device of the program's context; the options are NUL-terminated.
         let built = unsafe {
@@ -136,6 +143,16 @@ impl Module {
                 .collect()
         })
         .unwrap_or_default()
+    }
+
+    /// The size of a parameter's type, where the host knows it: a built-in type, or a struct
+    /// the source defines plainly.
+    fn type_size(&self, type_name: &str) -> Option<usize> {
+        let name = type_name.trim();
+        builtin_size(name).or_else(|| {
+            let name = name.strip_prefix("struct ").unwrap_or(name).trim();
+            self.layouts.get(name).map(|layout| layout.size)
+        })
     }
 
     /// Creates kernel `name` and reads its parameters and workgroup size.
@@ -365,7 +382,7 @@ impl KernelObject {
                 "kernel `{name}` takes the scalar block {}, but no scalars were given",
                 parameter.describe()
             ))),
-            (Some(parameter), given) => match scalar_type_size(&parameter.type_name) {
+            (Some(parameter), given) => match self.module.type_size(&parameter.type_name) {
                 Some(size) if size != given => Err(Error::invalid_argument(format!(
                     "kernel `{name}` takes the scalar block {} of {size} bytes, but {given} bytes were given",
                     parameter.describe()
@@ -529,26 +546,6 @@ fn check_parameter_order(name: &str, parameters: &[Parameter]) -> Result<()> {
     Ok(())
 }
 
-/// The size of a built-in OpenCL C scalar or vector type, `None` for structs and unknowns.
-fn scalar_type_size(type_name: &str) -> Option<usize> {
-    let name = type_name.trim();
-    let digits = name.len() - name.trim_end_matches(|c: char| c.is_ascii_digit()).len();
-    let (base, lanes) = name.split_at(name.len() - digits);
-    let lanes: usize = if lanes.is_empty() { 1 } else { lanes.parse().ok()? };
-    let element = match base {
-        "char" | "uchar" | "unsigned char" | "bool" => 1,
-        "short" | "ushort" | "unsigned short" | "half" => 2,
-        "int" | "uint" | "unsigned int" | "float" => 4,
-        "long" | "ulong" | "unsigned long" | "double" => 8,
-        _ => return None,
-    };
-    match lanes {
-        1 | 2 | 4 | 8 | 16 => Some(element * lanes),
-        3 => Some(element * 4),
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -559,17 +556,6 @@ mod tests {
             name: name.to_string(),
             type_name: "float*".to_string(),
         }
-    }
-
-    #[test]
-    fn scalar_type_sizes_follow_opencl_c() {
-        assert_eq!(scalar_type_size("float"), Some(4));
-        assert_eq!(scalar_type_size("uint"), Some(4));
-        assert_eq!(scalar_type_size("double"), Some(8));
-        assert_eq!(scalar_type_size("float3"), Some(16));
-        assert_eq!(scalar_type_size("uchar16"), Some(16));
-        assert_eq!(scalar_type_size("struct Params"), None);
-        assert_eq!(scalar_type_size("Params"), None);
     }
 
     #[test]

@@ -1,0 +1,473 @@
+//! The backend on a real OpenCL device (PoCL where nothing else is installed).
+
+use std::sync::Arc;
+use xhal_core::{
+    Backend, BufferArg, DeviceHandle, ErrorKind, Features, KernelFormat, Launch, LaunchArgs, Runtime, StreamHandle,
+};
+use xhal_opencl::OpenClBackend;
+
+/// Fails when CI requires the backend (`XHAL_REQUIRE_BACKENDS` names `opencl`) and it is
+/// missing: a missing driver must never pass as a quiet skip there.
+fn require_unless_absent(reason: &str) {
+    let required = std::env::var("XHAL_REQUIRE_BACKENDS").unwrap_or_default();
+    assert!(
+        !required.split(',').any(|name| name.trim() == "opencl"),
+        "XHAL_REQUIRE_BACKENDS names opencl, but it is unavailable: {reason}"
+    );
+}
+
+/// The backend, or `None` (after saying why) where the machine has no OpenCL device.
+fn backend() -> Option<OpenClBackend> {
+    let backend = OpenClBackend::from_env();
+    if let Err(error) = backend.device_count() {
+        require_unless_absent(&error.to_string());
+        eprintln!("SKIPPED: no OpenCL device here, so this test checked nothing: {error}");
+        return None;
+    }
+    Some(backend)
+}
+
+/// A runtime with just this backend.
+fn runtime() -> Option<Runtime> {
+    let backend = backend()?;
+    let runtime = Runtime::builder()
+        .without_static_backends()
+        .without_plugin_search()
+        .backend(Arc::new(backend))
+        .build()
+        .unwrap();
+    Some(runtime)
+}
+
+const SAXPY: &str = r#"
+typedef struct { float a; uint n; } Params;
+
+__kernel __attribute__((reqd_work_group_size(64, 1, 1)))
+void saxpy(__global const float* x, __global float* y, Params params) {
+    uint i = get_global_id(0);
+    if (i < params.n) { y[i] = params.a * x[i] + y[i]; }
+}
+
+__kernel __attribute__((reqd_work_group_size(8, 2, 1)))
+void scale(__global float* data, float factor) {
+    size_t i = get_global_id(1) * get_global_size(0) + get_global_id(0);
+    data[i] *= factor;
+}
+
+__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
+void mark(__global uint* out) {
+    out[0] = 7u;
+}
+
+__kernel void unsized(__global uint* out) {
+    out[get_global_id(0)] = 1u;
+}
+"#;
+
+#[test]
+fn device_info_is_truthful() {
+    let Some(backend) = backend() else {
+        return;
+    };
+    let count = backend.device_count().unwrap();
+    assert!(count >= 1);
+    for index in 0..count {
+        let info = backend.device_info(index).unwrap();
+        eprintln!("{info:#?}");
+        assert!(!info.name.is_empty());
+        assert!(!info.vendor.is_empty());
+        assert!(info.total_memory > 0);
+        assert!(info.free_memory <= info.total_memory);
+        assert!(info.max_allocation_size > 0 && info.max_allocation_size <= info.total_memory);
+        assert!(info.max_workgroup_invocations >= 1);
+        assert!(info.max_workgroup_size.iter().all(|&size| size >= 1));
+        assert!(info.max_workgroup_memory > 0);
+        assert!(info.buffer_offset_alignment.is_power_of_two());
+        assert!(info.max_buffer_arguments >= 8, "{}", info.max_buffer_arguments);
+        assert!(info.max_scalar_block_size >= 128, "{}", info.max_scalar_block_size);
+        assert!(info.kernel_formats.contains(&KernelFormat::OPENCL_C));
+        assert!(!info.kernel_formats.contains(&KernelFormat::WGSL));
+        assert!(info.features.contains(Features::ATOMICS_32));
+        if info.name.starts_with("pthread") || info.name.starts_with("cpu-") {
+            // PoCL's CPU device: a CPU with doubles and profiling, taking no IL in Debian's build.
+            assert_eq!(info.device_type, xhal_core::DeviceType::Cpu);
+            assert!(info.features.contains(Features::F64));
+            assert!(info.features.contains(Features::TIMESTAMPS));
+        }
+        // The identity is stable: asking again gives the same uuid.
+        assert_eq!(backend.device_info(index).unwrap().uuid, info.uuid);
+    }
+    let error = backend.device_info(count).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::NotFound, "{error}");
+}
+
+/// Backend-level helpers: write `data` at `offset`, read `size` bytes at `offset`.
+fn write(backend: &OpenClBackend, stream: StreamHandle, buffer: xhal_core::BufferHandle, offset: u64, data: &[u8]) {
+    // SAFETY: `data` outlives the write: the stream is synchronized before returning.
+    unsafe { backend.stream_write(stream, buffer, offset, data.as_ptr(), data.len() as u64) }.unwrap();
+    backend.stream_synchronize(stream).unwrap();
+}
+
+fn read(
+    backend: &OpenClBackend,
+    stream: StreamHandle,
+    buffer: xhal_core::BufferHandle,
+    offset: u64,
+    size: usize,
+) -> Vec<u8> {
+    let mut out = vec![0u8; size];
+    // SAFETY: `out` outlives the read: the stream is synchronized before returning.
+    unsafe { backend.stream_read(stream, buffer, offset, out.as_mut_ptr(), size as u64) }.unwrap();
+    backend.stream_synchronize(stream).unwrap();
+    out
+}
+
+fn open(backend: &OpenClBackend) -> (DeviceHandle, StreamHandle) {
+    let device = backend.device_open(0).unwrap();
+    let stream = backend.stream_create(device).unwrap();
+    (device, stream)
+}
+
+#[test]
+fn copies_and_fills_at_odd_offsets_and_lengths() {
+    let Some(backend) = backend() else {
+        return;
+    };
+    let (device, stream) = open(&backend);
+    let size = 1001usize;
+    let first = backend.buffer_allocate(device, size as u64).unwrap();
+    let second = backend.buffer_allocate(device, size as u64).unwrap();
+    let mut model_first: Vec<u8> = (0..size).map(|i| (i * 7 + 3) as u8).collect();
+    let mut model_second = vec![0u8; size];
+    write(&backend, stream, first, 0, &model_first);
+    write(&backend, stream, second, 0, &model_second);
+
+    // A write at an odd offset and length.
+    let patch: Vec<u8> = (0..37).map(|i| 200u8.wrapping_add(i)).collect();
+    write(&backend, stream, first, 5, &patch);
+    model_first[5..42].copy_from_slice(&patch);
+
+    // Fills with each pattern size, at offsets that are multiples of the pattern only.
+    backend.stream_fill(stream, second, 3, 11, &[0xab]).unwrap();
+    model_second[3..14].fill(0xab);
+    backend.stream_fill(stream, second, 18, 10, &[0x12, 0x34]).unwrap();
+    for chunk in model_second[18..28].chunks_mut(2) {
+        chunk.copy_from_slice(&[0x12, 0x34]);
+    }
+    backend.stream_fill(stream, second, 996, 4, &[1, 2, 3, 4]).unwrap();
+    model_second[996..1000].copy_from_slice(&[1, 2, 3, 4]);
+    let refused = backend.stream_fill(stream, second, 2, 8, &[1, 2, 3, 4]).unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::InvalidArgument, "{refused}");
+
+    // Copies between buffers at odd offsets, and overlapping copies within one buffer both ways.
+    backend.stream_copy(stream, first, 1, second, 101, 333).unwrap();
+    model_second[101..434].copy_from_slice(&model_first[1..334]);
+    backend.stream_copy(stream, first, 10, first, 13, 500).unwrap();
+    model_first.copy_within(10..510, 13);
+    backend.stream_copy(stream, first, 613, first, 600, 301).unwrap();
+    model_first.copy_within(613..914, 600);
+    backend.stream_copy(stream, second, 7, second, 7, 9).unwrap();
+
+    assert_eq!(read(&backend, stream, first, 0, size), model_first);
+    assert_eq!(read(&backend, stream, second, 0, size), model_second);
+    assert_eq!(read(&backend, stream, first, 999, 2), model_first[999..]);
+
+    let past = backend.stream_copy(stream, first, 900, second, 0, 102).unwrap_err();
+    assert_eq!(past.kind(), ErrorKind::OutOfBounds, "{past}");
+    backend.stream_destroy(stream);
+    backend.buffer_free(first);
+    backend.buffer_free(second);
+    backend.device_close(device);
+}
+
+#[test]
+fn saxpy_follows_the_argument_abi() {
+    let Some(runtime) = runtime() else {
+        return;
+    };
+    let device = runtime.open("opencl", 0).unwrap();
+    let stream = device.create_stream().unwrap();
+    let n = 1000usize;
+    let x: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let y = vec![1.0f32; n];
+    let x_buffer = device.alloc_from(&stream, &x).unwrap();
+    let y_buffer = device.alloc_from(&stream, &y).unwrap();
+    let module = device.load_module(KernelFormat::OPENCL_C, SAXPY.as_bytes()).unwrap();
+    let kernel = module.kernel("saxpy").unwrap();
+    for _ in 0..3 {
+        stream
+            .launch(
+                &Launch::new(&kernel)
+                    .workgroups(n.div_ceil(64) as u32, 1, 1)
+                    .buffer(&x_buffer)
+                    .buffer(&y_buffer)
+                    .scalar(2.0f32)
+                    .scalar(n as u32),
+            )
+            .unwrap();
+    }
+    let back = stream.read_to_vec(&y_buffer).unwrap();
+    let expected: Vec<f32> = (0..n).map(|i| 1.0 + 6.0 * i as f32).collect();
+    assert_eq!(back, expected);
+
+    // A view at an offset the device aligns sub-buffers to binds as a sub-buffer.
+    let alignment = device.info().buffer_offset_alignment as usize / 4;
+    let count = 64usize;
+    stream
+        .launch(
+            &Launch::new(&kernel)
+                .workgroups(1, 1, 1)
+                .buffer_range(&x_buffer, alignment..alignment + count)
+                .buffer_range(&y_buffer, alignment..alignment + count)
+                .scalar(1.0f32)
+                .scalar(count as u32),
+        )
+        .unwrap();
+    let back = stream.read_to_vec(&y_buffer).unwrap();
+    for (i, value) in back.iter().enumerate() {
+        let mut expected = 1.0 + 6.0 * i as f32;
+        if (alignment..alignment + count).contains(&i) {
+            expected += i as f32;
+        }
+        assert_eq!(*value, expected, "element {i}");
+    }
+
+    // A single scalar as the block, and a 2-D launch.
+    let kernel = module.kernel("scale").unwrap();
+    let data = device.alloc_from(&stream, &[2.0f32; 16 * 4]).unwrap();
+    stream
+        .launch(&Launch::new(&kernel).workgroups(2, 2, 1).buffer(&data).scalar(0.5f32))
+        .unwrap();
+    assert_eq!(stream.read_to_vec(&data).unwrap(), vec![1.0f32; 64]);
+}
+
+#[test]
+fn offsets_off_the_base_address_alignment_are_refused_naming_it() {
+    let Some(backend) = backend() else {
+        return;
+    };
+    let (device, stream) = open(&backend);
+    let alignment = backend.device_info(0).unwrap().buffer_offset_alignment as u64;
+    let module = backend
+        .module_load(device, KernelFormat::OPENCL_C, SAXPY.as_bytes())
+        .unwrap();
+    let kernel = backend.kernel_get(module, "mark").unwrap();
+    let buffer = backend.buffer_allocate(device, 4 * alignment).unwrap();
+    if alignment > 1 {
+        let views = [BufferArg {
+            buffer,
+            offset: alignment / 2,
+            size: 4,
+        }];
+        let error = backend
+            .stream_launch(
+                stream,
+                &LaunchArgs {
+                    kernel,
+                    workgroups: [1, 1, 1],
+                    buffers: &views,
+                    scalars: &[],
+                },
+            )
+            .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
+        assert!(error.message().contains("CL_DEVICE_MEM_BASE_ADDR_ALIGN"), "{error}");
+        assert!(error.message().contains(&alignment.to_string()), "{error}");
+    }
+    let views = [BufferArg {
+        buffer,
+        offset: alignment,
+        size: 4,
+    }];
+    backend
+        .stream_launch(
+            stream,
+            &LaunchArgs {
+                kernel,
+                workgroups: [1, 1, 1],
+                buffers: &views,
+                scalars: &[],
+            },
+        )
+        .unwrap();
+    let back = read(&backend, stream, buffer, alignment, 4);
+    assert_eq!(u32::from_ne_bytes(back.try_into().unwrap()), 7);
+    backend.stream_destroy(stream);
+    backend.buffer_free(buffer);
+    backend.kernel_destroy(kernel);
+    backend.module_destroy(module);
+    backend.device_close(device);
+}
+
+#[test]
+fn a_build_error_carries_the_build_log() {
+    let Some(backend) = backend() else {
+        return;
+    };
+    let device = backend.device_open(0).unwrap();
+    let broken = "__kernel __attribute__((reqd_work_group_size(1,1,1))) void broken(__global float* x) { x[0] = undeclared_thing; }";
+    let error = backend
+        .module_load(device, KernelFormat::OPENCL_C, broken.as_bytes())
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
+    assert!(error.message().contains("CL_BUILD_PROGRAM_FAILURE"), "{error}");
+    assert!(error.message().contains("build log"), "{error}");
+    assert!(error.message().contains("undeclared_thing"), "{error}");
+
+    let wgsl = backend.module_load(device, KernelFormat::WGSL, b"").unwrap_err();
+    assert_eq!(wgsl.kind(), ErrorKind::Unsupported, "{wgsl}");
+    assert!(wgsl.message().contains("opencl-c"), "{wgsl}");
+    backend.device_close(device);
+}
+
+#[test]
+fn kernels_outside_the_abi_or_without_a_size_are_refused() {
+    let Some(backend) = backend() else {
+        return;
+    };
+    let device = backend.device_open(0).unwrap();
+    let module = backend
+        .module_load(device, KernelFormat::OPENCL_C, SAXPY.as_bytes())
+        .unwrap();
+    let missing = backend.kernel_get(module, "nonexistent").unwrap_err();
+    assert_eq!(missing.kind(), ErrorKind::NotFound, "{missing}");
+    assert!(missing.message().contains("saxpy"), "{missing}");
+    let no_size = backend.kernel_get(module, "unsized").unwrap_err();
+    assert_eq!(no_size.kind(), ErrorKind::InvalidArgument, "{no_size}");
+    assert!(no_size.message().contains("reqd_work_group_size"), "{no_size}");
+
+    let odd = r#"
+        __kernel __attribute__((reqd_work_group_size(1,1,1))) void late(float a, __global float* x) { x[0] = a; }
+        __kernel __attribute__((reqd_work_group_size(1,1,1))) void local_scratch(__global float* x, __local float* s) { x[0] = s[0]; }
+    "#;
+    let module_odd = backend
+        .module_load(device, KernelFormat::OPENCL_C, odd.as_bytes())
+        .unwrap();
+    let late = backend.kernel_get(module_odd, "late").unwrap_err();
+    assert!(late.message().contains("comes after"), "{late}");
+    let local = backend.kernel_get(module_odd, "local_scratch").unwrap_err();
+    assert!(local.message().contains("__local"), "{local}");
+    backend.module_destroy(module_odd);
+    backend.module_destroy(module);
+    backend.device_close(device);
+}
+
+#[test]
+fn wrong_argument_counts_are_refused_host_side() {
+    let Some(backend) = backend() else {
+        return;
+    };
+    let (device, stream) = open(&backend);
+    let module = backend
+        .module_load(device, KernelFormat::OPENCL_C, SAXPY.as_bytes())
+        .unwrap();
+    let saxpy = backend.kernel_get(module, "saxpy").unwrap();
+    let scale = backend.kernel_get(module, "scale").unwrap();
+    let buffer = backend.buffer_allocate(device, 256).unwrap();
+    let view = BufferArg {
+        buffer,
+        offset: 0,
+        size: 256,
+    };
+    let params = [0u8; 8];
+    let launch = |kernel, buffers: &[BufferArg], scalars: &[u8]| {
+        backend.stream_launch(
+            stream,
+            &LaunchArgs {
+                kernel,
+                workgroups: [1, 1, 1],
+                buffers,
+                scalars,
+            },
+        )
+    };
+    let too_few = launch(saxpy, &[view], &params).unwrap_err();
+    assert_eq!(too_few.kind(), ErrorKind::InvalidArgument, "{too_few}");
+    assert!(too_few.message().contains("takes 2 buffer(s)"), "{too_few}");
+    assert!(too_few.message().contains("but 1 were given"), "{too_few}");
+    let too_many = launch(saxpy, &[view, view, view], &params).unwrap_err();
+    assert!(too_many.message().contains("but 3 were given"), "{too_many}");
+    let no_scalars = launch(saxpy, &[view, view], &[]).unwrap_err();
+    assert!(no_scalars.message().contains("no scalars were given"), "{no_scalars}");
+    assert!(no_scalars.message().contains("Params"), "{no_scalars}");
+    let wrong_size = launch(scale, &[view], &params).unwrap_err();
+    assert!(wrong_size.message().contains("4 bytes"), "{wrong_size}");
+    let mark = backend.kernel_get(module, "mark").unwrap();
+    let extra = launch(mark, &[view], &params).unwrap_err();
+    assert!(extra.message().contains("takes no scalars"), "{extra}");
+    // A struct the source defines is sized host-side too.
+    let short = launch(saxpy, &[view, view], &[0u8; 4]).unwrap_err();
+    assert!(short.message().contains("Params"), "{short}");
+    assert!(
+        short.message().contains("of 8 bytes, but 4 bytes were given"),
+        "{short}"
+    );
+    // None of this reached the queue: the stream is still clean.
+    launch(mark, &[view], &[]).unwrap();
+    backend.stream_synchronize(stream).unwrap();
+    backend.stream_destroy(stream);
+    backend.buffer_free(buffer);
+    for kernel in [saxpy, scale, mark] {
+        backend.kernel_destroy(kernel);
+    }
+    backend.module_destroy(module);
+    backend.device_close(device);
+}
+
+#[test]
+fn events_order_work_across_two_streams() {
+    let Some(runtime) = runtime() else {
+        return;
+    };
+    let device = runtime.open("opencl", 0).unwrap();
+    let producer = device.create_stream().unwrap();
+    let consumer = device.create_stream().unwrap();
+    let n = 1 << 20;
+    let source = device.alloc::<u32>(n).unwrap();
+    let target = device.alloc::<u32>(n).unwrap();
+    let event = device.create_event_without_timing().unwrap();
+    assert!(event.query().unwrap(), "an event never recorded counts as complete");
+    for round in 0..4u32 {
+        producer.fill(&source, 0, n, round * 3 + 1).unwrap();
+        producer.record(&event).unwrap();
+        consumer.wait(&event).unwrap();
+        consumer.copy(&source, 0, &target, 0, n).unwrap();
+        let back = consumer.read_to_vec(&target).unwrap();
+        assert!(back.iter().all(|&value| value == round * 3 + 1), "round {round}");
+        event.synchronize().unwrap();
+        assert!(event.query().unwrap());
+    }
+    producer.synchronize().unwrap();
+    assert!(producer.query().unwrap());
+}
+
+#[test]
+fn timing_events_measure_elapsed_time() {
+    let Some(runtime) = runtime() else {
+        return;
+    };
+    let device = runtime.open("opencl", 0).unwrap();
+    if !device.has_features(Features::TIMESTAMPS) {
+        eprintln!("SKIPPED: {} has no timestamps", device.name());
+        return;
+    }
+    let stream = device.create_stream().unwrap();
+    let start = device.create_event().unwrap();
+    let end = device.create_event().unwrap();
+    let n = 8 << 20;
+    let buffer = device.alloc::<u8>(n).unwrap();
+    stream.record(&start).unwrap();
+    for value in 0..8u8 {
+        stream.fill(&buffer, 0, n, value).unwrap();
+    }
+    stream.record(&end).unwrap();
+    end.synchronize().unwrap();
+    let elapsed = end.elapsed_since(&start).unwrap();
+    assert!(elapsed.as_nanos() > 0, "{elapsed:?}");
+    assert!(elapsed.as_secs() < 60, "{elapsed:?}");
+    let untimed = device.create_event_without_timing().unwrap();
+    stream.record(&untimed).unwrap();
+    stream.synchronize().unwrap();
+    let error = untimed.elapsed_since(&start).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
+}
