@@ -471,3 +471,103 @@ fn timing_events_measure_elapsed_time() {
     let error = untimed.elapsed_since(&start).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
 }
+
+/// Spins for `rounds` iterations per work-item, so queued work stays busy for a while.
+const BUSY: &str = r#"
+__kernel __attribute__((reqd_work_group_size(64, 1, 1)))
+void busy(__global uint* out, uint rounds) {
+    uint value = get_global_id(0);
+    for (uint i = 0; i < rounds; ++i) { value = value * 1664525u + 1013904223u; }
+    out[get_global_id(0)] = value;
+}
+
+__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
+void add_one(__global uint* data) {
+    data[0] += 1u;
+}
+"#;
+
+#[test]
+fn queries_see_busy_work_and_events_move_when_recorded_again() {
+    let Some(runtime) = runtime() else {
+        return;
+    };
+    let device = runtime.open("opencl", 0).unwrap();
+    let module = device.load_module(KernelFormat::OPENCL_C, BUSY.as_bytes()).unwrap();
+    let busy = module.kernel("busy").unwrap();
+    let add_one = module.kernel("add_one").unwrap();
+    let stream = device.create_stream().unwrap();
+    let other = device.create_stream().unwrap();
+    let out = device.alloc::<u32>(64).unwrap();
+    let counter = device.alloc_from(&stream, &[0u32]).unwrap();
+    let event = device.create_event().unwrap();
+
+    let launch_busy = |stream: &xhal_core::Stream, rounds: u32| {
+        stream
+            .launch(&Launch::new(&busy).workgroups(1, 1, 1).buffer(&out).scalar(rounds))
+            .unwrap();
+    };
+    // Long enough that the host asks before it finishes, on any device this runs on.
+    launch_busy(&stream, 2_000_000);
+    stream.record(&event).unwrap();
+    let pending_stream = !stream.query().unwrap();
+    let pending_event = !event.query().unwrap();
+    // The other stream waits for the event, so its increment lands after the busy work.
+    other.wait(&event).unwrap();
+    other.launch(&Launch::new(&add_one).buffer(&counter)).unwrap();
+    stream.synchronize().unwrap();
+    assert!(stream.query().unwrap());
+    assert!(event.query().unwrap());
+    assert_eq!(other.read_to_vec(&counter).unwrap(), vec![1]);
+    eprintln!("seen pending: stream {pending_stream}, event {pending_event}");
+
+    // Recording again moves the event to the new point; destroying it does not undo a wait.
+    launch_busy(&stream, 1_000_000);
+    stream.record(&event).unwrap();
+    other.wait(&event).unwrap();
+    event.destroy().unwrap();
+    other.launch(&Launch::new(&add_one).buffer(&counter)).unwrap();
+    assert_eq!(other.read_to_vec(&counter).unwrap(), vec![2]);
+    stream.synchronize().unwrap();
+
+    // Timing: busy work between two markers takes time, and the order of the events matters.
+    let start = device.create_event().unwrap();
+    let end = device.create_event().unwrap();
+    stream.record(&start).unwrap();
+    launch_busy(&stream, 200_000);
+    stream.record(&end).unwrap();
+    stream.synchronize().unwrap();
+    let elapsed = end.elapsed_since(&start).unwrap();
+    assert!(elapsed.as_micros() > 0, "{elapsed:?}");
+    let backwards = start.elapsed_since(&end).unwrap_err();
+    assert_eq!(backwards.kind(), ErrorKind::InvalidArgument, "{backwards}");
+    assert!(backwards.message().contains("before"), "{backwards}");
+}
+
+#[test]
+fn allocations_past_the_largest_are_out_of_memory_naming_the_limit() {
+    let Some(backend) = backend() else {
+        return;
+    };
+    let info = backend.device_info(0).unwrap();
+    let device = backend.device_open(0).unwrap();
+    let error = backend
+        .buffer_allocate(device, info.max_allocation_size + 1)
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::OutOfMemory, "{error}");
+    assert!(
+        error.message().contains(&info.max_allocation_size.to_string()),
+        "{error}"
+    );
+    let zero = backend.buffer_allocate(device, 0).unwrap_err();
+    assert_eq!(zero.kind(), ErrorKind::InvalidArgument, "{zero}");
+    // Memory this backend holds shows in the free figure.
+    let buffer = backend.buffer_allocate(device, 1 << 20).unwrap();
+    assert_eq!(
+        backend.device_info(0).unwrap().free_memory,
+        info.free_memory - (1 << 20)
+    );
+    backend.buffer_free(buffer);
+    assert_eq!(backend.device_info(0).unwrap().free_memory, info.free_memory);
+    backend.device_close(device);
+}
