@@ -571,3 +571,46 @@ fn allocations_past_the_largest_are_out_of_memory_naming_the_limit() {
     assert_eq!(backend.device_info(0).unwrap().free_memory, info.free_memory);
     backend.device_close(device);
 }
+
+/// A kernel's arguments are state OpenCL shares between threads; launches of one kernel from
+/// several threads at once each keep their own arguments.
+#[test]
+fn one_kernel_launched_from_many_threads_keeps_each_launchs_arguments() {
+    let Some(runtime) = runtime() else {
+        return;
+    };
+    let device = runtime.open("opencl", 0).unwrap();
+    let module = device.load_module(KernelFormat::OPENCL_C, SAXPY.as_bytes()).unwrap();
+    let kernel = module.kernel("scale").unwrap();
+    std::thread::scope(|scope| {
+        for thread in 0..4u32 {
+            let (device, kernel) = (&device, &kernel);
+            scope.spawn(move || {
+                let stream = device.create_stream().unwrap();
+                let data = device.alloc_from(&stream, &[1.0f32; 64]).unwrap();
+                let factor = (2u32 << thread) as f32;
+                for _ in 0..50 {
+                    stream
+                        .launch(&Launch::new(kernel).workgroups(2, 2, 1).buffer(&data).scalar(factor))
+                        .unwrap();
+                    stream
+                        .launch(
+                            &Launch::new(kernel)
+                                .workgroups(2, 2, 1)
+                                .buffer(&data)
+                                .scalar(1.0 / factor),
+                        )
+                        .unwrap();
+                }
+                stream
+                    .launch(&Launch::new(kernel).workgroups(2, 2, 1).buffer(&data).scalar(factor))
+                    .unwrap();
+                let back = stream.read_to_vec(&data).unwrap();
+                assert!(
+                    back.iter().all(|&value| (value - factor).abs() < 1e-3),
+                    "thread {thread}: {back:?}"
+                );
+            });
+        }
+    });
+}
