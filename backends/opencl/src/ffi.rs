@@ -212,6 +212,8 @@ function_table! {
     get_event_info = "clGetEventInfo": fn(ClEventId, ClUint, usize, *mut c_void, *mut usize) -> ClInt;
     get_event_profiling_info = "clGetEventProfilingInfo": fn(ClEventId, ClUint, usize, *mut c_void, *mut usize) -> ClInt;
     release_event = "clReleaseEvent": fn(ClEventId) -> ClInt;
+    create_user_event = "clCreateUserEvent": fn(Context, *mut ClInt) -> ClEventId;
+    set_user_event_status = "clSetUserEventStatus": fn(ClEventId, ClInt) -> ClInt;
     create_program_with_source = "clCreateProgramWithSource":
         fn(Context, ClUint, *const *const c_char, *const usize, *mut ClInt) -> Program;
     build_program = "clBuildProgram": fn(Program, ClUint, *const DeviceId, *const c_char, BuildNotify, *mut c_void) -> ClInt;

@@ -129,6 +129,13 @@ impl OpenClBackend {
         OpenClBackend::with_source(LoaderSource::Path(path.into()))
     }
 
+    /// Makes the stream's next command fail while executing, as a device fault would, so
+    /// tests can reach the sticky-error paths on a driver where nothing faults safely.
+    #[doc(hidden)]
+    pub fn inject_execution_failure(&self, stream: StreamHandle) -> Result<()> {
+        self.streams.get(stream.0)?.inject_execution_failure()
+    }
+
     fn instance(&self) -> Result<&Arc<Instance>> {
         self.instance
             .get_or_init(|| Instance::create(&self.source).map(Arc::new))

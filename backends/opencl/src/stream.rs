@@ -1,9 +1,12 @@
 //! Streams as in-order command queues, events as markers.
 //!
 //! Every command is enqueued without blocking and the queue is flushed at once, so work starts
-//! without a synchronize and another queue may wait for it. The stream keeps the event of its
-//! last command: the stream is idle when that completed, and an error found while executing
-//! (a negative execution status) becomes the stream's sticky error.
+//! without a synchronize and another queue may wait for it. The stream keeps the events of the
+//! commands not yet seen complete: it is idle when the last completed, and a command that
+//! failed while executing (a negative execution status) makes its error the stream's sticky
+//! error, even when the commands after it went on to complete. Commands are numbered, so an
+//! event recorded after a failed command reports that failure when it is waited for, on
+//! drivers that let the commands after a failure complete (PoCL does).
 
 use crate::ffi::{self, ClEventId, ClInt, CommandQueue};
 use crate::gpu::{DeviceBuffer, Gpu};
@@ -75,9 +78,18 @@ fn execution_error(status: ClInt) -> Error {
     Error::new(xhal_core::ErrorKind::KernelFault, error.message().to_string())
 }
 
+/// Once this many commands' events are held, the completed ones at the front are dropped.
+const PENDING_SCAN_THRESHOLD: usize = 1024;
+
 struct StreamState {
-    /// The most recent command's event.
-    last: Option<Arc<ClEvent>>,
+    /// The events of the commands not yet seen complete, oldest first, with their numbers.
+    pending: std::collections::VecDeque<(u64, Arc<ClEvent>)>,
+    /// The number the next command gets.
+    next_command: u64,
+    /// The number of the first command seen failing.
+    failed_command: Option<u64>,
+    /// The length of `pending` at which the next enqueue drops completed events.
+    next_scan: usize,
     /// An error found while executing: returned by every later call.
     sticky: Option<Error>,
 }
@@ -86,7 +98,8 @@ struct StreamState {
 pub(crate) struct Stream {
     pub(crate) gpu: Arc<Gpu>,
     queue: CommandQueue,
-    state: Mutex<StreamState>,
+    /// Shared with the records of events on this stream.
+    state: Arc<Mutex<StreamState>>,
 }
 
 // Command queues may be used from any thread; the state is behind a lock.
@@ -122,21 +135,24 @@ impl Stream {
         Ok(Stream {
             gpu: Arc::clone(gpu),
             queue,
-            state: Mutex::new(StreamState {
-                last: None,
+            state: Arc::new(Mutex::new(StreamState {
+                pending: std::collections::VecDeque::new(),
+                next_command: 0,
+                failed_command: None,
+                next_scan: PENDING_SCAN_THRESHOLD,
                 sticky: None,
-            }),
+            })),
         })
     }
 
     /// Enqueues one command through `call`, which receives the queue and where to put the
     /// command's event, and returns the OpenCL status; `doing` names the command for errors.
-    /// Returns the command's event, which is also the stream's last.
+    /// Returns the command's event and number.
     pub(crate) fn enqueue(
         &self,
         doing: impl FnOnce() -> String,
         call: impl FnOnce(CommandQueue, *mut ClEventId) -> ClInt,
-    ) -> Result<Arc<ClEvent>> {
+    ) -> Result<(Arc<ClEvent>, u64)> {
         let mut state = self.state.lock();
         if let Some(error) = &state.sticky {
             return Err(error.clone());
@@ -152,72 +168,116 @@ impl Stream {
             gpu: Arc::clone(&self.gpu),
             id: event,
         });
-        state.last = Some(Arc::clone(&event));
+        let number = state.next_command;
+        state.next_command += 1;
+        state.pending.push_back((number, Arc::clone(&event)));
+        if state.pending.len() >= state.next_scan {
+            // A failure found here is returned by the next call.
+            let _ = Self::scan(&mut state);
+            state.next_scan = state.pending.len() + PENDING_SCAN_THRESHOLD;
+        }
         // SAFETY: the queue is live. Flushing starts the work now, and lets other queues wait
         // for it.
         let code = unsafe { (self.gpu.api().flush)(self.queue) };
         ffi::check(code, || format!("flushing the command queue on {}", self.gpu.name()))?;
-        Ok(event)
+        Ok((event, number))
     }
 
-    /// The last command's failure, made sticky.
-    fn note_failure(state: &mut StreamState, error: Error) -> Error {
-        state.sticky.get_or_insert(error).clone()
+    /// Drops the events of the commands at the front that finished, in order, stopping at the
+    /// first still queued or running; a failed one becomes the sticky error, returned here.
+    fn scan(state: &mut StreamState) -> Result<()> {
+        while let Some((number, front)) = state.pending.front() {
+            let number = *number;
+            let status = front.status()?;
+            if status > ffi::CL_COMPLETE {
+                break;
+            }
+            state.pending.pop_front();
+            if status < 0 && state.sticky.is_none() {
+                state.sticky = Some(execution_error(status));
+                state.failed_command = Some(number);
+            }
+        }
+        match &state.sticky {
+            Some(error) => Err(error.clone()),
+            None => Ok(()),
+        }
     }
 
     /// Blocks until everything enqueued has completed.
     pub(crate) fn synchronize(&self) -> Result<()> {
         let mut state = self.state.lock();
-        if let Some(error) = &state.sticky {
-            // Still drain, so no command uses host memory after this returns.
-            // SAFETY: the queue is live.
-            unsafe { (self.gpu.api().finish)(self.queue) };
-            return Err(error.clone());
-        }
+        // Drain even with a sticky error known, so no command uses host memory after this returns.
         // SAFETY: the queue is live.
         let code = unsafe { (self.gpu.api().finish)(self.queue) };
-        if let Some(last) = state.last.clone() {
-            let status = last.status()?;
-            if status < 0 {
-                return Err(Self::note_failure(&mut state, execution_error(status)));
-            }
-        }
+        Self::scan(&mut state)?;
         if let Err(error) = ffi::check(code, || format!("waiting for the command queue on {}", self.gpu.name())) {
-            return Err(Self::note_failure(&mut state, error));
+            return Err(state.sticky.get_or_insert(error).clone());
         }
-        state.last = None;
+        if !state.pending.is_empty() {
+            // clFinish returned, so every command has finished; a status still short of that
+            // is a driver fault.
+            let error = Error::internal(format!(
+                "the command queue on {} finished, but {} of its commands do not report completion",
+                self.gpu.name(),
+                state.pending.len()
+            ));
+            state.pending.clear();
+            return Err(state.sticky.get_or_insert(error).clone());
+        }
+        state.next_scan = PENDING_SCAN_THRESHOLD;
         Ok(())
     }
 
     /// True when everything enqueued has completed.
     pub(crate) fn query(&self) -> Result<bool> {
         let mut state = self.state.lock();
-        if let Some(error) = &state.sticky {
-            return Err(error.clone());
+        Self::scan(&mut state)?;
+        if state.pending.is_empty() {
+            state.next_scan = PENDING_SCAN_THRESHOLD;
         }
-        let Some(last) = state.last.clone() else {
-            return Ok(true);
+        Ok(state.pending.is_empty())
+    }
+
+    /// Enqueues a barrier behind a user event that is then set to a failed status, so the
+    /// barrier fails while executing, as a command faulting on the device would.
+    pub(crate) fn inject_execution_failure(&self) -> Result<()> {
+        let api = self.gpu.api();
+        let mut code = ffi::CL_SUCCESS;
+        // SAFETY: the context is live.
+        let user = unsafe { (api.create_user_event)(self.gpu.context, &mut code) };
+        ffi::check(code, || "creating a user event".to_string())?;
+        let user = ClEvent {
+            gpu: Arc::clone(&self.gpu),
+            id: user,
         };
-        let status = last.status()?;
-        if status < 0 {
-            return Err(Self::note_failure(&mut state, execution_error(status)));
-        }
-        if status == ffi::CL_COMPLETE {
-            state.last = None;
-        }
-        Ok(status == ffi::CL_COMPLETE)
+        let enqueued = self.enqueue(
+            || "enqueueing a barrier behind a user event".to_string(),
+            |queue, out| {
+                // SAFETY: a one-event wait list of a live event.
+                unsafe { (api.enqueue_barrier_with_wait_list)(queue, 1, &user.id, out) }
+            },
+        );
+        // SAFETY: a user event, set once; a negative value is an error status.
+        let code = unsafe { (api.set_user_event_status)(user.id, -1) };
+        enqueued?;
+        ffi::check(code, || "failing a user event".to_string())
     }
 
     /// Records `event` as a marker after everything enqueued so far.
     pub(crate) fn record_event(&self, event: &Event) -> Result<()> {
-        let marker = self.enqueue(
+        let (marker, number) = self.enqueue(
             || format!("recording an event on {}", self.gpu.name()),
             |queue, out| {
                 // SAFETY: no wait list; the marker's event is written to `out`.
                 unsafe { (self.gpu.api().enqueue_marker_with_wait_list)(queue, 0, std::ptr::null(), out) }
             },
         )?;
-        *event.record.lock() = Some(marker);
+        *event.record.lock() = Some(Arc::new(Record {
+            marker,
+            number,
+            stream: Arc::clone(&self.state),
+        }));
         Ok(())
     }
 
@@ -230,10 +290,35 @@ impl Stream {
             || format!("waiting for an event on {}", self.gpu.name()),
             |queue, out| {
                 // SAFETY: a one-event wait list of a live event.
-                unsafe { (self.gpu.api().enqueue_barrier_with_wait_list)(queue, 1, &record.id, out) }
+                unsafe { (self.gpu.api().enqueue_barrier_with_wait_list)(queue, 1, &record.marker.id, out) }
             },
         )
         .map(drop)
+    }
+}
+
+/// One record of an event: a marker, its number on its stream, and the stream's state, to
+/// learn whether a command before the marker failed.
+pub(crate) struct Record {
+    marker: Arc<ClEvent>,
+    number: u64,
+    stream: Arc<Mutex<StreamState>>,
+}
+
+impl Record {
+    /// Given that the marker finished: the error of a command before it that failed, if any.
+    fn outcome(&self) -> Result<()> {
+        let status = self.marker.status()?;
+        if status < 0 {
+            return Err(execution_error(status));
+        }
+        let mut state = self.stream.lock();
+        // Every command up to the marker has finished, so the scan reaches past them all.
+        let _ = Stream::scan(&mut state);
+        match (&state.sticky, state.failed_command) {
+            (Some(error), Some(failed)) if failed < self.number => Err(error.clone()),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -241,7 +326,7 @@ impl Stream {
 pub(crate) struct Event {
     pub(crate) gpu: Arc<Gpu>,
     timing: bool,
-    record: Mutex<Option<Arc<ClEvent>>>,
+    record: Mutex<Option<Arc<Record>>>,
 }
 
 impl Event {
@@ -259,7 +344,7 @@ impl Event {
         })
     }
 
-    fn latest(&self) -> Option<Arc<ClEvent>> {
+    fn latest(&self) -> Option<Arc<Record>> {
         self.record.lock().clone()
     }
 
@@ -267,21 +352,23 @@ impl Event {
         let Some(record) = self.latest() else {
             return Ok(true);
         };
-        let status = record.status()?;
-        if status < 0 {
-            return Err(execution_error(status));
+        let status = record.marker.status()?;
+        if status > ffi::CL_COMPLETE {
+            return Ok(false);
         }
-        Ok(status == ffi::CL_COMPLETE)
+        record.outcome()?;
+        Ok(true)
     }
 
     pub(crate) fn synchronize(&self) -> Result<()> {
-        match self.latest() {
-            Some(record) => record.wait(),
-            None => Ok(()),
-        }
+        let Some(record) = self.latest() else {
+            return Ok(());
+        };
+        record.marker.wait()?;
+        record.outcome()
     }
 
-    fn timed_record(&self, role: &str, id: u64) -> Result<Arc<ClEvent>> {
+    fn timed_record(&self, role: &str, id: u64) -> Result<Arc<Record>> {
         if !self.timing {
             return Err(Error::invalid_argument(format!(
                 "{role} event {id:#x} was created without timing; create it with timing to measure elapsed time"
@@ -292,22 +379,19 @@ impl Event {
                 "{role} event {id:#x} was never recorded"
             )));
         };
-        let status = record.status()?;
-        if status < 0 {
-            return Err(execution_error(status));
-        }
-        if status != ffi::CL_COMPLETE {
+        if record.marker.status()? > ffi::CL_COMPLETE {
             return Err(Error::invalid_argument(format!(
                 "{role} event {id:#x}: event not yet complete"
             )));
         }
+        record.outcome()?;
         Ok(record)
     }
 
     /// Nanoseconds between the ends of the two markers.
     pub(crate) fn elapsed_nanoseconds(start: &Event, start_id: u64, end: &Event, end_id: u64) -> Result<u64> {
-        let first = start.timed_record("start", start_id)?.end_time()?;
-        let last = end.timed_record("end", end_id)?.end_time()?;
+        let first = start.timed_record("start", start_id)?.marker.end_time()?;
+        let last = end.timed_record("end", end_id)?.marker.end_time()?;
         if last < first {
             return Err(Error::invalid_argument(format!(
                 "end event {end_id:#x} completed before start event {start_id:#x}"

@@ -614,3 +614,47 @@ fn one_kernel_launched_from_many_threads_keeps_each_launchs_arguments() {
         }
     });
 }
+
+/// A command that fails while executing makes its error stick to the stream: synchronize,
+/// later calls and events recorded after it all return it; other streams are unaffected.
+#[test]
+fn execution_failures_stick_to_the_stream() {
+    let Some(backend) = backend() else {
+        return;
+    };
+    let (device, stream) = open(&backend);
+    let other = backend.stream_create(device).unwrap();
+    let buffer = backend.buffer_allocate(device, 64).unwrap();
+    backend.stream_fill(stream, buffer, 0, 64, &[1]).unwrap();
+    let before = backend.event_create(device, false).unwrap();
+    backend.stream_record_event(stream, before).unwrap();
+    backend.inject_execution_failure(stream).unwrap();
+    backend.stream_fill(stream, buffer, 0, 64, &[2]).unwrap();
+    // An event recorded after the failure, before anyone asked, reports it when waited for.
+    let after = backend.event_create(device, false).unwrap();
+    backend.stream_record_event(stream, after).unwrap();
+    let waited = backend.event_synchronize(after).unwrap_err();
+    assert_eq!(waited.kind(), ErrorKind::KernelFault, "{waited}");
+    assert_eq!(backend.event_query(after).unwrap_err().kind(), ErrorKind::KernelFault);
+    backend.event_destroy(after);
+    // One recorded before the failure does not.
+    backend.event_synchronize(before).unwrap();
+    assert!(backend.event_query(before).unwrap());
+    backend.event_destroy(before);
+    let error = backend.stream_synchronize(stream).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::KernelFault, "{error}");
+    assert!(error.message().contains("failed while executing"), "{error}");
+    assert_eq!(backend.stream_synchronize(stream).unwrap_err(), error);
+    assert_eq!(backend.stream_query(stream).unwrap_err(), error);
+    assert_eq!(backend.stream_fill(stream, buffer, 0, 4, &[3]).unwrap_err(), error);
+    let event = backend.event_create(device, false).unwrap();
+    assert_eq!(backend.stream_record_event(stream, event).unwrap_err(), error);
+    // Another stream goes on working.
+    backend.stream_fill(other, buffer, 0, 64, &[4]).unwrap();
+    assert_eq!(read(&backend, other, buffer, 0, 64), vec![4u8; 64]);
+    backend.event_destroy(event);
+    backend.stream_destroy(stream);
+    backend.stream_destroy(other);
+    backend.buffer_free(buffer);
+    backend.device_close(device);
+}
