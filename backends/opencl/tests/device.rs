@@ -314,6 +314,22 @@ fn a_build_error_carries_the_build_log() {
     assert!(error.message().contains("build log"), "{error}");
     assert!(error.message().contains("undeclared_thing"), "{error}");
 
+    // SPIR-V is offered only where the device reports IL support; elsewhere it is refused.
+    let spirv = backend
+        .module_load(device, KernelFormat::SPIRV_KERNEL, &[0u8; 64])
+        .unwrap_err();
+    if backend
+        .device_info(0)
+        .unwrap()
+        .kernel_formats
+        .contains(&KernelFormat::SPIRV_KERNEL)
+    {
+        assert_eq!(spirv.kind(), ErrorKind::InvalidArgument, "{spirv}");
+        assert!(spirv.message().contains("magic number"), "{spirv}");
+    } else {
+        assert_eq!(spirv.kind(), ErrorKind::Unsupported, "{spirv}");
+        assert!(spirv.message().contains("CL_DEVICE_IL_VERSION"), "{spirv}");
+    }
     let wgsl = backend.module_load(device, KernelFormat::WGSL, b"").unwrap_err();
     assert_eq!(wgsl.kind(), ErrorKind::Unsupported, "{wgsl}");
     assert!(wgsl.message().contains("opencl-c"), "{wgsl}");
