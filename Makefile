@@ -36,8 +36,8 @@ fmt-check:
 clippy:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-# The GPU backends run here on Mesa's CPU drivers; installs them when missing (as root), or
-# says loudly that those backends are skipped.
+# The GPU backends run here on Mesa's CPU drivers, and OpenCL on PoCL; installs them when
+# missing (as root), or says loudly that those backends are skipped.
 drivers:
 	@scripts/install-drivers.sh
 
