@@ -62,6 +62,7 @@
 #![deny(missing_docs)]
 
 mod bundle;
+pub mod c;
 mod cache;
 mod error;
 mod limits;
@@ -69,6 +70,7 @@ mod reflect;
 mod wgsl;
 
 pub use bundle::{format_name, is_source_format, ModuleBundle, Plan, ResolvedKernel, Variant};
+pub use c::{CEntryPoint, CSource, Dialect};
 pub use cache::{cache_key, cache_stats, clear_cache, reflect, translate, CacheStats, Reflection, Target, Translation};
 pub use error::{KernelError, KernelErrorKind, SourceLocation};
 pub use reflect::{
