@@ -130,11 +130,28 @@ fn every_repository_kernel_emits_and_passes_a_syntax_check_in_every_dialect() {
     let mut failures = Vec::new();
     let mut refused: BTreeMap<(&str, String), Vec<String>> = BTreeMap::new();
     let mut checked = BTreeMap::new();
+    // XHAL_C_DUMP=DIR keeps every emitted file there (for checks with real compilers).
+    let dump = std::env::var_os("XHAL_C_DUMP").map(PathBuf::from);
     for (name, source) in &kernels {
         let module = parse_wgsl(source).expect("parsed before");
         for &dialect in Dialect::ALL {
             match module.to_c(dialect, None) {
-                Ok(c) => match check(&dir, &format!("{name}_{dialect:?}"), dialect, &c.text) {
+                Ok(c) => match dump
+                    .as_ref()
+                    .map(|d| {
+                        let ext = match dialect {
+                            Dialect::CudaC => "cu",
+                            Dialect::HipC => "hip",
+                            Dialect::OpenclC => "cl",
+                            Dialect::HostC => "c",
+                        };
+                        let file = format!("{}.{ext}", name.replace(['/', '#', '.'], "_"));
+                        std::fs::create_dir_all(d).and_then(|()| std::fs::write(d.join(file), &c.text))
+                    })
+                    .transpose()
+                    .map_err(|e| e.to_string())
+                    .and_then(|_| check(&dir, &format!("{name}_{dialect:?}"), dialect, &c.text))
+                {
                     Ok(()) => *checked.entry(dialect.name()).or_insert(0) += 1,
                     Err(e) => failures.push(format!("{name} as {}:\n{e}", dialect.name())),
                 },

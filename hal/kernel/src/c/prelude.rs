@@ -19,7 +19,8 @@ fn base_types(dialect: Dialect) -> &'static str {
              typedef int64_t xh_i64;\ntypedef uint64_t xh_u64;\ntypedef double xh_f64;\n"
         }
         Dialect::CudaC | Dialect::HipC => {
-            "#define XH_FN static __device__ inline\n#define XH_UNUSED __attribute__((unused))\n\
+            "#if defined(__CUDACC__) && !defined(__HIP__)\n#pragma nv_diag_suppress 177\n#endif\n\
+             #define XH_FN static __device__ inline\n#define XH_UNUSED __attribute__((unused))\n\
              #define XH_STATIC_ASSERT(c, m) static_assert(c, m)\n\
              #define XH_GLOBAL\n#define XH_LOCAL\n\
              typedef bool xh_bool;\ntypedef int xh_i32;\ntypedef unsigned int xh_u32;\ntypedef float xh_f32;\n\
