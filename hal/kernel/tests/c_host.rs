@@ -10,12 +10,21 @@ use libloading::Library;
 use xhal_kernel::{parse_wgsl, CEntryPoint, Dialect};
 
 #[repr(C)]
-#[derive(Default, Clone, Copy)]
+#[derive(Clone, Copy)]
 struct Invocation {
     global_id: [u32; 3],
     local_id: [u32; 3],
     workgroup_id: [u32; 3],
     num_workgroups: [u32; 3],
+    barrier: Option<unsafe extern "C" fn(*mut c_void)>,
+    barrier_context: *mut c_void,
+}
+
+/// The barrier callback: `context` is a `std::sync::Barrier` for the workgroup.
+unsafe extern "C" fn wait(context: *mut c_void) {
+    // SAFETY: the runner passes a pointer to a Barrier that outlives the workgroup's threads.
+    let barrier = unsafe { &*(context as *const std::sync::Barrier) };
+    barrier.wait();
 }
 
 struct Kernel {
@@ -77,8 +86,9 @@ fn build(source: &str, entry: &str) -> Option<Kernel> {
 
 impl Kernel {
     /// Runs `invoke` once per invocation of `groups` workgroups, in order, with zeroed
-    /// workgroup memory per workgroup.
+    /// workgroup memory per workgroup. Only for kernels without barriers.
     fn run(&self, groups: [u32; 3], mut invoke: impl FnMut(&Invocation, *mut c_void)) {
+        assert!(!self.entry.barriers, "a kernel with barriers needs run_concurrent");
         let wg = self.entry.workgroup_size;
         let mut memory = vec![0u64; (self.entry.workgroup_bytes as usize).div_ceil(8).max(1)];
         for gz in 0..groups[2] {
@@ -93,11 +103,50 @@ impl Kernel {
                                     local_id: [lx, ly, lz],
                                     workgroup_id: [gx, gy, gz],
                                     num_workgroups: groups,
+                                    barrier: None,
+                                    barrier_context: std::ptr::null_mut(),
                                 };
                                 invoke(&inv, memory.as_mut_ptr().cast());
                             }
                         }
                     }
+                }
+            }
+        }
+    }
+
+    /// Runs each workgroup with one thread per invocation, so that barriers can be met;
+    /// `invoke` gets the invocation and the workgroup memory's address.
+    fn run_concurrent(&self, groups: [u32; 3], invoke: impl Fn(&Invocation, usize) + Sync) {
+        let wg = self.entry.workgroup_size;
+        let invoke = &invoke;
+        for gz in 0..groups[2] {
+            for gy in 0..groups[1] {
+                for gx in 0..groups[0] {
+                    let mut memory = vec![0u64; (self.entry.workgroup_bytes as usize).div_ceil(8).max(1)];
+                    let memory_address = memory.as_mut_ptr() as usize;
+                    let barrier = std::sync::Barrier::new((wg[0] * wg[1] * wg[2]) as usize);
+                    let barrier_address = &barrier as *const std::sync::Barrier as usize;
+                    std::thread::scope(|scope| {
+                        for lz in 0..wg[2] {
+                            for ly in 0..wg[1] {
+                                for lx in 0..wg[0] {
+                                    scope.spawn(move || {
+                                        let inv = Invocation {
+                                            global_id: [gx * wg[0] + lx, gy * wg[1] + ly, gz * wg[2] + lz],
+                                            local_id: [lx, ly, lz],
+                                            workgroup_id: [gx, gy, gz],
+                                            num_workgroups: groups,
+                                            barrier: Some(wait),
+                                            barrier_context: barrier_address as *mut c_void,
+                                        };
+                                        invoke(&inv, memory_address);
+                                    });
+                                }
+                            }
+                        }
+                    });
+                    drop(memory);
                 }
             }
         }
@@ -757,22 +806,85 @@ fn atomics_on_storage_and_workgroup_memory() {
 }
 
 #[test]
-fn barriers_are_refused_for_host_c_with_a_location() {
+fn reduce_example_meets_its_barriers_on_host_threads() {
     let source = include_str!("../../../examples/kernels/reduce.wgsl");
-    let module = parse_wgsl(source).expect("parses");
-    let error = module
-        .to_c(Dialect::HostC, None)
-        .expect_err("host C cannot express barriers");
-    assert_eq!(error.kind(), xhal_kernel::KernelErrorKind::Unsupported);
-    assert!(
-        error.message().contains("barrier") && error.message().contains("host C"),
-        "{}",
-        error.message()
+    let Some(k) = build(source, "reduce") else { return };
+    assert!(k.entry.barriers);
+    assert_eq!(k.entry.workgroup_bytes, 1024);
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Params {
+        n: u32,
+    }
+    let f: unsafe extern "C" fn(*mut f32, *mut f32, Params, Inv, Wg) = k.symbol();
+    let groups = 3u32;
+    let n = 512 * groups - 77;
+    let mut input: Vec<f32> = (0..n).map(|i| (i % 13) as f32).collect();
+    let mut partial = vec![-1.0f32; groups as usize];
+    let (input_address, partial_address) = (input.as_mut_ptr() as usize, partial.as_mut_ptr() as usize);
+    k.run_concurrent([groups, 1, 1], |inv, wg| {
+        // SAFETY: buffers of the sizes the kernel reads and writes; workgroup memory of
+        // `workgroup_bytes`; every thread of a workgroup meets the same barriers.
+        unsafe {
+            f(
+                input_address as *mut f32,
+                partial_address as *mut f32,
+                Params { n },
+                inv,
+                wg as Wg,
+            )
+        }
+    });
+    let expected: Vec<f32> = (0..groups as usize)
+        .map(|g| input[g * 512..(g * 512 + 512).min(n as usize)].iter().sum())
+        .collect();
+    assert_eq!(partial, expected);
+}
+
+#[test]
+fn matmul_example_meets_its_barriers_on_host_threads() {
+    let source = include_str!("../../../examples/kernels/matmul.wgsl");
+    let Some(k) = build(source, "matmul") else { return };
+    assert!(k.entry.barriers && k.entry.workgroup_size == [16, 16, 1]);
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Dims {
+        m: u32,
+        n: u32,
+        k: u32,
+    }
+    let f: unsafe extern "C" fn(*mut f32, *mut f32, *mut f32, Dims, Inv, Wg) = k.symbol();
+    let (m, n, kk) = (19usize, 21usize, 35usize);
+    let mut a: Vec<f32> = (0..m * kk).map(|i| (i % 7) as f32 - 3.0).collect();
+    let mut b: Vec<f32> = (0..kk * n).map(|i| (i % 5) as f32 - 2.0).collect();
+    let mut c = vec![-1.0f32; m * n];
+    let addresses = (
+        a.as_mut_ptr() as usize,
+        b.as_mut_ptr() as usize,
+        c.as_mut_ptr() as usize,
     );
-    assert!(error.location().is_some(), "the error points at the barrier");
-    // The device dialects express them.
-    for dialect in [Dialect::CudaC, Dialect::HipC, Dialect::OpenclC] {
-        let c = module.to_c(dialect, None).expect("device dialect");
-        assert!(c.text.contains("__syncthreads();") || c.text.contains("barrier(CLK_LOCAL_MEM_FENCE"));
+    let dims = Dims {
+        m: m as u32,
+        n: n as u32,
+        k: kk as u32,
+    };
+    k.run_concurrent([n.div_ceil(16) as u32, m.div_ceil(16) as u32, 1], |inv, wg| {
+        // SAFETY: matrices of the sizes in `dims`; the kernel guards its edges.
+        unsafe {
+            f(
+                addresses.0 as *mut f32,
+                addresses.1 as *mut f32,
+                addresses.2 as *mut f32,
+                dims,
+                inv,
+                wg as Wg,
+            )
+        }
+    });
+    for r in 0..m {
+        for q in 0..n {
+            let expected: f32 = (0..kk).map(|t| a[r * kk + t] * b[t * n + q]).sum();
+            assert_eq!(c[r * n + q], expected, "c[{r}][{q}]");
+        }
     }
 }

@@ -43,20 +43,26 @@
 //! ```
 //!
 //! `xhal_invocation` holds `global_id[3]`, `local_id[3]`, `workgroup_id[3]` and
-//! `num_workgroups[3]` (all `uint32_t`); `local_invocation_index` is derived from `local_id`
-//! and the workgroup size. `workgroup` points to `NAME__workgroup_bytes` bytes (may be null
-//! when that is 0) that all invocations of one workgroup share and that the caller zeroes
-//! before the workgroup starts. Barriers cannot be expressed in a function that runs one
-//! invocation, so an entry point that reaches `workgroupBarrier`, `storageBarrier` or
-//! `workgroupUniformLoad` is refused for host C (an error naming the barrier); a runner that
-//! splits kernels at barriers is future work.
+//! `num_workgroups[3]` (all `uint32_t`), then `void (*barrier)(void *barrier_context)` and
+//! `void *barrier_context`; `local_invocation_index` is derived from `local_id` and the
+//! workgroup size. `workgroup` points to `NAME__workgroup_bytes` bytes (may be null when that
+//! is 0) that all invocations of one workgroup share and that the caller zeroes before the
+//! workgroup starts.
+//!
+//! Barriers: `workgroupBarrier`, `storageBarrier` and `workgroupUniformLoad` call
+//! `inv->barrier(inv->barrier_context)`, which must return once every invocation of the
+//! workgroup has called it (and make their memory writes visible). So a runner executes the
+//! invocations of a workgroup concurrently (a thread or a fiber each) when
+//! [`CEntryPoint::barriers`] is set, and may run them one after another otherwise, with
+//! `barrier` null. Atomics use the compiler's `__atomic` built-ins, so invocations may run on
+//! any threads.
 //!
 //! # Refused
 //!
 //! `f16` (every dialect), 64-bit atomics (every dialect), textures and samplers, subgroup
 //! operations, derivatives, `discard`, 4×4 determinants and inverses, the packing built-ins,
-//! `modf`/`frexp`, `faceForward`/`refract`/`outerProduct`, bit built-ins on 64-bit integers,
-//! and barriers in host C. Each is a [`KernelErrorKind::Unsupported`](crate::KernelErrorKind)
+//! `modf`/`frexp`, `faceForward`/`refract`/`outerProduct` and bit built-ins on 64-bit
+//! integers. Each is a [`KernelErrorKind::Unsupported`](crate::KernelErrorKind)
 //! error naming the feature and the dialect, pointing into the source where naga kept a span.
 
 mod prelude;
@@ -113,6 +119,9 @@ pub struct CEntryPoint {
     pub workgroup_size: [u32; 3],
     /// Bytes of workgroup memory (host C: what `workgroup` must point to).
     pub workgroup_bytes: u64,
+    /// Whether the entry point reaches a workgroup barrier (host C: the invocations of a
+    /// workgroup must then run so that they can wait for each other).
+    pub barriers: bool,
 }
 
 /// C source for one or more entry points of a module.
@@ -278,5 +287,19 @@ mod tests {
         assert!(cuda.contains("zp[zi] = 0;") && cuda.contains("__syncthreads();"));
         let cl = emit(source, Dialect::OpenclC);
         assert!(cl.contains("__local xh_arr") && cl.contains("reqd_work_group_size(256, 1, 1)"));
+        // Host C calls the runner's barrier and says it needs one.
+        let host = parse_wgsl(source)
+            .expect("parses")
+            .to_c(Dialect::HostC, None)
+            .expect("emits");
+        assert!(host.text.contains("ctx->inv_->barrier(ctx->inv_->barrier_context);"));
+        assert!(host.entry_points[0].barriers);
+        assert_eq!(host.entry_points[0].workgroup_bytes, 1024);
+        let saxpy = include_str!("../../../../examples/kernels/saxpy.wgsl");
+        let host = parse_wgsl(saxpy)
+            .expect("parses")
+            .to_c(Dialect::HostC, None)
+            .expect("emits");
+        assert!(!host.entry_points[0].barriers);
     }
 }

@@ -147,7 +147,7 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
     if d == Dialect::HostC {
         out.push_str(
             "#ifndef XHAL_INVOCATION_DEFINED\n#define XHAL_INVOCATION_DEFINED\n\
-             typedef struct xhal_invocation { uint32_t global_id[3]; uint32_t local_id[3]; uint32_t workgroup_id[3]; uint32_t num_workgroups[3]; } xhal_invocation;\n\
+             typedef struct xhal_invocation { uint32_t global_id[3]; uint32_t local_id[3]; uint32_t workgroup_id[3]; uint32_t num_workgroups[3]; void (*barrier)(void* barrier_context); void* barrier_context; } xhal_invocation;\n\
              #endif\n\
              XH_FN xh_u32 xh_atomic_min_u32(xh_u32* p, xh_u32 v) { xh_u32 o = __atomic_load_n(p, __ATOMIC_RELAXED); while (v < o && !__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return o; }\n\
              XH_FN xh_u32 xh_atomic_max_u32(xh_u32* p, xh_u32 v) { xh_u32 o = __atomic_load_n(p, __ATOMIC_RELAXED); while (v > o && !__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return o; }\n\
@@ -224,6 +224,10 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
         ctx_members += 1;
         w.globals.insert(g, name);
     }
+    if d == Dialect::HostC {
+        out.push_str("    const xhal_invocation* inv_;\n");
+        ctx_members += 1;
+    }
     if any_lengths {
         let _ = writeln!(out, "    xh_u64 len_[{}];", max_buffers.max(1));
         ctx_members += 1;
@@ -251,11 +255,17 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
         let inner = format!("xh_ep_{}", ident(Some(&ep.name), "entry"));
         let text = w.write_function(&ep.function, fi, inner.clone(), true)?;
         out.push_str(&text);
+        let barriers = has_barrier(&ep.function.body)
+            || reachable
+                .iter()
+                .any(|&h| has_barrier(&m.functions[h].body) && fn_reachable_from(m, &ep.function.body, h));
         let uses_len = uses_length(&ep.function)
             || reachable
                 .iter()
                 .any(|&h| uses_length(&m.functions[h]) && fn_reachable_from(m, &ep.function.body, h));
-        entry_points.push(w.write_wrapper(&mut out, i, &inner, uses_len)?);
+        let mut entry = w.write_wrapper(&mut out, i, &inner, uses_len)?;
+        entry.barriers = barriers;
+        entry_points.push(entry);
     }
     Ok(CSource {
         dialect: d,
@@ -277,6 +287,18 @@ fn fn_reachable_from(m: &naga::Module, body: &Block, target: Handle<Function>) -
         }
     }
     set.contains(&target)
+}
+
+/// Whether `block` holds a control barrier (or `workgroupUniformLoad`, which has two).
+fn has_barrier(block: &Block) -> bool {
+    block.iter().any(|s| match s {
+        Statement::ControlBarrier(_) | Statement::WorkGroupUniformLoad { .. } => true,
+        Statement::Block(b) => has_barrier(b),
+        Statement::If { accept, reject, .. } => has_barrier(accept) || has_barrier(reject),
+        Statement::Switch { cases, .. } => cases.iter().any(|c| has_barrier(&c.body)),
+        Statement::Loop { body, continuing, .. } => has_barrier(body) || has_barrier(continuing),
+        _ => false,
+    })
 }
 
 fn calls(block: &Block, out: &mut BTreeSet<Handle<Function>>) {
@@ -1580,13 +1602,12 @@ impl<'a> Writer<'a> {
         Ok(())
     }
 
-    fn barrier(&self, what: &str, span: naga::Span, flags: naga::Barrier, control: bool) -> Res<String> {
+    fn barrier(&self, flags: naga::Barrier, control: bool) -> Res<String> {
         Ok(match self.d {
-            Dialect::HostC => {
-                return Err(self.unsupported_at(what, span).with_note(
-                    "host C runs one invocation per call; split the kernel at the barrier or run it on a device",
-                ))
-            }
+            // The runner provides the barrier: it runs the invocations of a workgroup so that
+            // they can wait for each other (threads or fibers).
+            Dialect::HostC if control => "ctx->inv_->barrier(ctx->inv_->barrier_context);".to_owned(),
+            Dialect::HostC => "__atomic_thread_fence(__ATOMIC_SEQ_CST);".to_owned(),
             Dialect::CudaC | Dialect::HipC => {
                 if control {
                     "__syncthreads();".to_owned()
@@ -1724,16 +1745,11 @@ impl<'a> Writer<'a> {
             },
             Statement::Kill => return Err(self.unsupported_at("`discard`", span)),
             Statement::ControlBarrier(flags) => {
-                let b = self.barrier(
-                    "a workgroup barrier (`workgroupBarrier`/`storageBarrier`)",
-                    span,
-                    *flags,
-                    true,
-                )?;
+                let b = self.barrier(*flags, true)?;
                 let _ = writeln!(out, "{pad}{b}");
             }
             Statement::MemoryBarrier(flags) => {
-                let b = self.barrier("a memory barrier", span, *flags, false)?;
+                let b = self.barrier(*flags, false)?;
                 let _ = writeln!(out, "{pad}{b}");
             }
             Statement::Store { pointer, value } => {
@@ -1822,7 +1838,7 @@ impl<'a> Writer<'a> {
                 }
             }
             Statement::WorkGroupUniformLoad { pointer, result } => {
-                let b = self.barrier("`workgroupUniformLoad`", span, naga::Barrier::WORK_GROUP, true)?;
+                let b = self.barrier(naga::Barrier::WORK_GROUP, true)?;
                 let lv = self.lvalue(fx, *pointer)?;
                 let t = self.res_name(&fx.fi[*result].ty)?;
                 let name = format!("e{}", result.index());
@@ -2002,7 +2018,7 @@ impl<'a> Writer<'a> {
                         );
                         workgroup_bytes += u64::from(self.c_size(m.global_variables[g].ty));
                     }
-                    let b = self.barrier("", naga::Span::UNDEFINED, naga::Barrier::WORK_GROUP, true)?;
+                    let b = self.barrier(naga::Barrier::WORK_GROUP, true)?;
                     let _ = writeln!(setup, "    {b}");
                 }
             }
@@ -2036,7 +2052,10 @@ impl<'a> Writer<'a> {
                 );
                 let _ = writeln!(out, "void {name}({});", params.join(", "));
                 let _ = writeln!(out, "void {name}({}) {{", params.join(", "));
-                let _ = writeln!(out, "    xh_ctx c;\n    (void)workgroup;\n    memset(&c, 0, sizeof c);");
+                let _ = writeln!(
+                    out,
+                    "    xh_ctx c;\n    (void)workgroup;\n    memset(&c, 0, sizeof c);\n    c.inv_ = inv;"
+                );
             }
             Dialect::CudaC | Dialect::HipC => {
                 let _ = writeln!(out, "extern \"C\" __global__ void {name}({}) {{", params.join(", "));
@@ -2064,6 +2083,7 @@ impl<'a> Writer<'a> {
             buffer_lengths: uses_len,
             workgroup_size: wg,
             workgroup_bytes,
+            barriers: false,
         })
     }
 }
