@@ -1,7 +1,8 @@
 //! The C emitter on every WGSL kernel of the repository: examples/kernels and every kernel
 //! string of the conformance catalogue. CUDA C and HIP C are checked with
-//! `g++ -x c++ -std=c++17 -fsyntax-only`, OpenCL C and host C with `gcc -x c -std=c11
-//! -fsyntax-only`, against the stub headers in `tests/stubs`. A kernel a dialect cannot
+//! `g++ -x c++ -std=c++17 -fsyntax-only`, OpenCL C with `gcc -x c -std=c11 -fsyntax-only`,
+//! against the stub headers in `tests/stubs`, and host C is compiled with `gcc -std=c11 -O2`;
+//! all with `-Wall -Werror`. A kernel a dialect cannot
 //! express must be refused with an `Unsupported` error, never a panic.
 
 use std::collections::BTreeMap;
@@ -104,8 +105,20 @@ fn check(dir: &Path, name: &str, dialect: Dialect, text: &str) -> Result<(), Str
             c
         }
         Dialect::HostC => {
+            // Host C is compiled for real, optimised, so that warnings only optimisation finds
+            // (uninitialised values) count too.
             let mut c = Command::new("gcc");
-            c.args(["-x", "c", "-std=c11", "-fsyntax-only", "-Wall", "-Werror"]);
+            c.args([
+                "-x",
+                "c",
+                "-std=c11",
+                "-O2",
+                "-c",
+                "-o",
+                "/dev/null",
+                "-Wall",
+                "-Werror",
+            ]);
             c
         }
     };
