@@ -805,6 +805,69 @@ fn atomics_on_storage_and_workgroup_memory() {
     assert_eq!(cell, [prefix, n as u32 - 1, n as u32]);
 }
 
+const ATOMICS_64: &str = r#"
+@group(0) @binding(0) var<storage, read> values: array<u64>;
+@group(0) @binding(1) var<storage, read_write> unsigned_results: array<atomic<u64>, 4>;
+@group(0) @binding(2) var<storage, read_write> signed_results: array<atomic<i64>, 3>;
+
+@compute @workgroup_size(8)
+fn combine(@builtin(global_invocation_id) id: vec3<u32>) {
+    if id.x >= arrayLength(&values) {
+        return;
+    }
+    let v = values[id.x];
+    atomicAdd(&unsigned_results[0], v);
+    atomicMax(&unsigned_results[1], v);
+    atomicMin(&unsigned_results[2], v);
+    atomicSub(&unsigned_results[3], v);
+    atomicMax(&signed_results[0], bitcast<i64>(v));
+    atomicMin(&signed_results[1], bitcast<i64>(v));
+    let r = atomicCompareExchangeWeak(&signed_results[2], 0li, bitcast<i64>(v));
+    if r.exchanged {
+        atomicStore(&unsigned_results[3], atomicLoad(&unsigned_results[3]) + 1lu);
+    }
+}
+"#;
+
+#[test]
+fn atomics_on_64_bit_integers() {
+    let Some(k) = build(ATOMICS_64, "combine") else { return };
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Lengths([u64; 3]);
+    let f: unsafe extern "C" fn(*mut u64, *mut u64, *mut i64, Lengths, Inv, Wg) = k.symbol();
+    let mut values: Vec<u64> = (1..21u64)
+        .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (i << 60))
+        .collect();
+    let n = values.len();
+    let mut unsigned = [0u64, 0, u64::MAX, 1000];
+    let mut signed = [i64::MIN, i64::MAX, 0];
+    let lengths = Lengths([8 * n as u64, 32, 24]);
+    k.run([(n as u32).div_ceil(8), 1, 1], |inv, wg| {
+        // SAFETY: buffers of the declared lengths.
+        unsafe {
+            f(
+                values.as_mut_ptr(),
+                unsigned.as_mut_ptr(),
+                signed.as_mut_ptr(),
+                lengths,
+                inv,
+                wg,
+            )
+        }
+    });
+    let sum = values.iter().fold(0u64, |a, &b| a.wrapping_add(b));
+    let max = *values.iter().max().unwrap_or(&0);
+    let min = *values.iter().min().unwrap_or(&0);
+    // No value is 0, so only the first invocation's exchange succeeds.
+    assert!(values.iter().all(|&v| v != 0));
+    let sub = 1000u64.wrapping_sub(sum).wrapping_add(1);
+    assert_eq!(unsigned, [sum, max, min, sub]);
+    let smax = values.iter().map(|&v| v as i64).max().unwrap_or(0);
+    let smin = values.iter().map(|&v| v as i64).min().unwrap_or(0);
+    assert_eq!(signed, [smax, smin, values[0] as i64]);
+}
+
 #[test]
 fn reduce_example_meets_its_barriers_on_host_threads() {
     let source = include_str!("../../../examples/kernels/reduce.wgsl");

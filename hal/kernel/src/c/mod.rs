@@ -59,7 +59,7 @@
 //!
 //! # Refused
 //!
-//! `f16` (every dialect), 64-bit atomics (every dialect), textures and samplers, subgroup
+//! `f16` (every dialect), 64-bit atomics (OpenCL C 1.2), textures and samplers, subgroup
 //! operations, derivatives, `discard`, 4×4 determinants and inverses, the packing built-ins,
 //! `modf`/`frexp`, `faceForward`/`refract`/`outerProduct` and bit built-ins on 64-bit
 //! integers. Each is a [`KernelErrorKind::Unsupported`](crate::KernelErrorKind)
@@ -261,9 +261,15 @@ mod tests {
                          @compute @workgroup_size(1)\nfn add() { atomicAdd(&c, 1lu); }\n";
         let e = parse_wgsl(atomics64)
             .expect("parses")
-            .to_c(Dialect::CudaC, None)
+            .to_c(Dialect::OpenclC, None)
             .expect_err("refused");
         assert!(e.message().contains("64-bit atomics") && e.location().is_some(), "{e}");
+        // CUDA and HIP have them on `unsigned long long`.
+        let c = parse_wgsl(atomics64)
+            .expect("parses")
+            .to_c(Dialect::CudaC, None)
+            .expect("emits");
+        assert!(c.text.contains("atomicAdd((xh_u64*)&"), "{}", c.text);
     }
 
     #[test]

@@ -152,7 +152,11 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
              XH_FN xh_u32 xh_atomic_min_u32(xh_u32* p, xh_u32 v) { xh_u32 o = __atomic_load_n(p, __ATOMIC_RELAXED); while (v < o && !__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return o; }\n\
              XH_FN xh_u32 xh_atomic_max_u32(xh_u32* p, xh_u32 v) { xh_u32 o = __atomic_load_n(p, __ATOMIC_RELAXED); while (v > o && !__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return o; }\n\
              XH_FN xh_i32 xh_atomic_min_i32(xh_i32* p, xh_i32 v) { xh_i32 o = __atomic_load_n(p, __ATOMIC_RELAXED); while (v < o && !__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return o; }\n\
-             XH_FN xh_i32 xh_atomic_max_i32(xh_i32* p, xh_i32 v) { xh_i32 o = __atomic_load_n(p, __ATOMIC_RELAXED); while (v > o && !__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return o; }\n",
+             XH_FN xh_i32 xh_atomic_max_i32(xh_i32* p, xh_i32 v) { xh_i32 o = __atomic_load_n(p, __ATOMIC_RELAXED); while (v > o && !__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return o; }\n
+             XH_FN xh_u64 xh_atomic_min_u64(xh_u64* p, xh_u64 v) { xh_u64 o = __atomic_load_n(p, __ATOMIC_RELAXED); while (v < o && !__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return o; }\n\
+             XH_FN xh_u64 xh_atomic_max_u64(xh_u64* p, xh_u64 v) { xh_u64 o = __atomic_load_n(p, __ATOMIC_RELAXED); while (v > o && !__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return o; }\n\
+             XH_FN xh_i64 xh_atomic_min_i64(xh_i64* p, xh_i64 v) { xh_i64 o = __atomic_load_n(p, __ATOMIC_RELAXED); while (v < o && !__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return o; }\n\
+             XH_FN xh_i64 xh_atomic_max_i64(xh_i64* p, xh_i64 v) { xh_i64 o = __atomic_load_n(p, __ATOMIC_RELAXED); while (v > o && !__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return o; }\n",
         );
     }
     out.push_str(
@@ -865,7 +869,9 @@ impl<'a> Writer<'a> {
             Expression::Load { pointer } => {
                 let lv = self.lvalue(fx, *pointer)?;
                 match self.pointee(fx, *pointer) {
-                    TypeInner::Atomic(s) if s.width != 4 => return Err(self.expr_err(fx, h, "64-bit atomics")),
+                    TypeInner::Atomic(s) if s.width != 4 && self.d == Dialect::OpenclC => {
+                        return Err(self.expr_err(fx, h, "64-bit atomics"))
+                    }
                     TypeInner::Atomic(s) => self.atomic_load(&lv, s),
                     _ => lv,
                 }
@@ -1487,6 +1493,11 @@ impl<'a> Writer<'a> {
         let zero = if s.kind == ScalarKind::Uint { "0u" } else { "0" };
         match self.d {
             Dialect::HostC => format!("__atomic_load_n(&{lv}, __ATOMIC_RELAXED)"),
+            // CUDA and HIP have 64-bit atomics on `unsigned long long` only.
+            Dialect::CudaC | Dialect::HipC if s.width == 8 => {
+                let t = self.inner_name(&TypeInner::Scalar(s)).unwrap_or_default();
+                format!("(({t})atomicAdd((xh_u64*)&{lv}, (xh_u64)0))")
+            }
             Dialect::CudaC | Dialect::HipC => format!("atomicAdd(&{lv}, {zero})"),
             Dialect::OpenclC => format!("atomic_add(&{lv}, {zero})"),
         }
@@ -1494,7 +1505,28 @@ impl<'a> Writer<'a> {
 
     fn atomic_call(&self, fun: naga::AtomicFunction, s: Scalar, p: &str, v: &str) -> String {
         use naga::AtomicFunction as A;
-        let sfx = if s.kind == ScalarKind::Uint { "u32" } else { "i32" };
+        let sfx = match (s.kind, s.width) {
+            (ScalarKind::Uint, 8) => "u64",
+            (_, 8) => "i64",
+            (ScalarKind::Uint, _) => "u32",
+            _ => "i32",
+        };
+        if s.width == 8 && matches!(self.d, Dialect::CudaC | Dialect::HipC) {
+            // 64-bit atomics exist on `unsigned long long` (and min/max on `long long`);
+            // subtraction is an addition of the negation.
+            let t = if s.kind == ScalarKind::Uint { "xh_u64" } else { "xh_i64" };
+            let (name, value) = match fun {
+                A::Add => ("atomicAdd", format!("(xh_u64)({v})")),
+                A::Subtract => ("atomicAdd", format!("(xh_u64)0 - (xh_u64)({v})")),
+                A::And => ("atomicAnd", format!("(xh_u64)({v})")),
+                A::InclusiveOr => ("atomicOr", format!("(xh_u64)({v})")),
+                A::ExclusiveOr => ("atomicXor", format!("(xh_u64)({v})")),
+                A::Min => return format!("atomicMin({p}, {v})"),
+                A::Max => return format!("atomicMax({p}, {v})"),
+                A::Exchange { .. } => ("atomicExch", format!("(xh_u64)({v})")),
+            };
+            return format!("(({t}){name}((xh_u64*){p}, {value}))");
+        }
         match self.d {
             Dialect::HostC => match fun {
                 A::Add => format!("__atomic_fetch_add({p}, {v}, __ATOMIC_RELAXED)"),
@@ -1756,10 +1788,15 @@ impl<'a> Writer<'a> {
                 let lv = self.lvalue(fx, *pointer)?;
                 let v = self.expr(fx, *value)?;
                 match self.pointee(fx, *pointer) {
-                    TypeInner::Atomic(s) if s.width != 4 => return Err(self.unsupported_at("64-bit atomics", span)),
-                    TypeInner::Atomic(_) => {
+                    TypeInner::Atomic(s) if s.width != 4 && self.d == Dialect::OpenclC => {
+                        return Err(self.unsupported_at("64-bit atomics", span))
+                    }
+                    TypeInner::Atomic(s) => {
                         let call = match self.d {
                             Dialect::HostC => format!("__atomic_store_n(&{lv}, {v}, __ATOMIC_RELAXED)"),
+                            Dialect::CudaC | Dialect::HipC if s.width == 8 => {
+                                format!("(void)atomicExch((xh_u64*)&{lv}, (xh_u64)({v}))")
+                            }
                             Dialect::CudaC | Dialect::HipC => format!("(void)atomicExch(&{lv}, {v})"),
                             Dialect::OpenclC => format!("(void)atomic_xchg(&{lv}, {v})"),
                         };
@@ -1782,7 +1819,7 @@ impl<'a> Writer<'a> {
                     TypeInner::Atomic(s) => s,
                     _ => return Err(self.unsupported_at("this atomic operation", span)),
                 };
-                if s.width != 4 {
+                if s.width != 4 && self.d == Dialect::OpenclC {
                     return Err(self.unsupported_at("64-bit atomics", span));
                 }
                 let p = format!("&{lv}");
@@ -1810,7 +1847,9 @@ impl<'a> Writer<'a> {
                             old = names[0]
                         ),
                         Dialect::CudaC | Dialect::HipC => format!(
-                            "{st} expected = {c}; {name}.{old} = atomicCAS({p}, expected, {v}); {name}.{ex} = {name}.{old} == expected;",
+                            "{st} expected = {c}; {name}.{old} = ({st})atomicCAS({cp}, ({ct})expected, ({ct})({v})); {name}.{ex} = {name}.{old} == expected;",
+                            cp = if s.width == 8 { format!("(xh_u64*){p}") } else { p.clone() },
+                            ct = if s.width == 8 { "xh_u64".to_owned() } else { st.clone() },
                             ex = names[1],
                             old = names[0]
                         ),
