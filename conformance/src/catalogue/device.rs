@@ -563,7 +563,7 @@ fn kernel_formats_wgsl_reachable(context: &TestContext) -> TestResult {
     check(reachable, || {
         let names: Vec<String> = formats.iter().map(|format| format.name()).collect();
         format!(
-            "the device accepts {}, none of which the host makes from WGSL (wgsl, spirv-shader)",
+            "the device accepts {}, none of which the host makes from WGSL (wgsl, spirv-shader, opencl-c, cuda-c, hip-c)",
             names.join(", ")
         )
     })?;

@@ -171,7 +171,7 @@ impl ModuleBundle {
     /// 2. a binary or IR format xhal can produce from the bundle's WGSL (SPIR-V for Vulkan);
     /// 3. source for run-time compilation: a source variant the bundle has (WGSL itself, as
     ///    written, so compiler messages match the author's lines), or one xhal can produce
-    ///    from WGSL (CUDA C, HIP C, OpenCL C once their targets exist in [`Target`]).
+    ///    from WGSL (CUDA C, HIP C, OpenCL C: see [`Target`]).
     ///
     /// No I/O and no translation happens here; see [`ModuleBundle::resolve`] for that.
     pub fn pick(&self, accepted: &[u32]) -> Result<Plan, KernelError> {

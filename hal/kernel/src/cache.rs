@@ -8,17 +8,21 @@ use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
 
 use parking_lot::Mutex;
-use xhal_abi::{XHAL_KERNEL_FORMAT_SPIRV_SHADER, XHAL_KERNEL_FORMAT_WGSL};
+use xhal_abi::{
+    XHAL_KERNEL_FORMAT_CUDA_C, XHAL_KERNEL_FORMAT_HIP_C, XHAL_KERNEL_FORMAT_OPENCL_C, XHAL_KERNEL_FORMAT_SPIRV_SHADER,
+    XHAL_KERNEL_FORMAT_WGSL,
+};
 
+use crate::c::Dialect;
 use crate::error::KernelError;
 use crate::reflect::EntryPointInfo;
 use crate::wgsl::parse_wgsl;
 
 /// A format xhal-kernel can produce from WGSL.
 ///
-/// New targets (CUDA C, HIP C, OpenCL C, Kernel-flavoured SPIR-V) are added here, with their
-/// format in [`Target::format`] and their tier in [`Target::is_source`]; the bundle's variant
-/// picking then offers them without further change.
+/// New targets (Kernel-flavoured SPIR-V) are added here, with their format in
+/// [`Target::format`] and their tier in [`Target::is_source`]; the bundle's variant picking
+/// then offers them without further change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Target {
@@ -26,17 +30,33 @@ pub enum Target {
     SpirvShader,
     /// Normalised WGSL (`XHAL_KERNEL_FORMAT_WGSL`), see [`crate::WgslModule::to_wgsl`].
     Wgsl,
+    /// OpenCL C 1.2 (`XHAL_KERNEL_FORMAT_OPENCL_C`) with every compute entry point, see
+    /// [`crate::WgslModule::to_c`].
+    OpenclC,
+    /// CUDA C for NVRTC (`XHAL_KERNEL_FORMAT_CUDA_C`) with every compute entry point.
+    CudaC,
+    /// HIP C for hiprtc (`XHAL_KERNEL_FORMAT_HIP_C`) with every compute entry point.
+    HipC,
 }
 
 impl Target {
     /// Every target, in no particular order.
-    pub const ALL: &'static [Target] = &[Target::SpirvShader, Target::Wgsl];
+    pub const ALL: &'static [Target] = &[
+        Target::SpirvShader,
+        Target::Wgsl,
+        Target::OpenclC,
+        Target::CudaC,
+        Target::HipC,
+    ];
 
     /// The `XHAL_KERNEL_FORMAT_*` code of what this target produces.
     pub fn format(self) -> u32 {
         match self {
             Target::SpirvShader => XHAL_KERNEL_FORMAT_SPIRV_SHADER,
             Target::Wgsl => XHAL_KERNEL_FORMAT_WGSL,
+            Target::OpenclC => XHAL_KERNEL_FORMAT_OPENCL_C,
+            Target::CudaC => XHAL_KERNEL_FORMAT_CUDA_C,
+            Target::HipC => XHAL_KERNEL_FORMAT_HIP_C,
         }
     }
 
@@ -50,7 +70,7 @@ impl Target {
     pub fn is_source(self) -> bool {
         match self {
             Target::SpirvShader => false,
-            Target::Wgsl => true,
+            Target::Wgsl | Target::OpenclC | Target::CudaC | Target::HipC => true,
         }
     }
 
@@ -60,6 +80,19 @@ impl Target {
         match self {
             Target::SpirvShader => "spirv-shader/1.3/restrict",
             Target::Wgsl => "wgsl/naga-writer",
+            Target::OpenclC => "opencl-c/1.2/xhal-c-1",
+            Target::CudaC => "cuda-c/nvrtc/xhal-c-1",
+            Target::HipC => "hip-c/hiprtc/xhal-c-1",
+        }
+    }
+
+    /// The C dialect of a C-family target.
+    fn dialect(self) -> Option<Dialect> {
+        match self {
+            Target::OpenclC => Some(Dialect::OpenclC),
+            Target::CudaC => Some(Dialect::CudaC),
+            Target::HipC => Some(Dialect::HipC),
+            Target::SpirvShader | Target::Wgsl => None,
         }
     }
 }
@@ -188,6 +221,10 @@ pub fn translate(source: &str, target: Target) -> Result<Arc<Translation>, Kerne
     let bytes: Arc<[u8]> = match target {
         Target::SpirvShader => module.to_spirv()?.iter().flat_map(|w| w.to_le_bytes()).collect(),
         Target::Wgsl => Arc::from(module.to_wgsl()?.into_bytes()),
+        Target::OpenclC | Target::CudaC | Target::HipC => {
+            let dialect = target.dialect().unwrap_or(Dialect::CudaC);
+            Arc::from(module.to_c(dialect, None)?.text.into_bytes())
+        }
     };
     tracing::debug!(
         ?target,

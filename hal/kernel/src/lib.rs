@@ -45,7 +45,8 @@
 //! # Translation and the cache
 //!
 //! [`WgslModule::to_spirv`] writes SPIR-V 1.3 for Vulkan (`var<immediate>` becomes a push
-//! constant block); [`WgslModule::to_wgsl`] writes normalised WGSL. [`translate`] does either
+//! constant block); [`WgslModule::to_wgsl`] writes normalised WGSL; [`WgslModule::to_c`]
+//! writes OpenCL C, CUDA C, HIP C or host C (module [`c`]). [`translate`] does either
 //! through a process-wide cache keyed by a stable hash of source and target ([`cache_key`]),
 //! so the same kernel is translated once per process; [`cache_stats`] shows the effect.
 //!
@@ -54,14 +55,15 @@
 //! A module is a [`ModuleBundle`] of [`Variant`]s, one per `XHAL_KERNEL_FORMAT_*`. For a
 //! device that lists the formats it accepts, [`ModuleBundle::pick`] chooses: a binary or IR
 //! variant the bundle already has, else a binary or IR xhal can produce from WGSL (SPIR-V),
-//! else source for run-time compilation (WGSL as written; CUDA C, HIP C and OpenCL C when
-//! their [`Target`]s are added). [`ModuleBundle::resolve`] also performs the translation.
+//! else source for run-time compilation (WGSL as written; CUDA C, HIP C and OpenCL C written by
+//! the [`c`] emitter). [`ModuleBundle::resolve`] also performs the translation.
 //!
 //! This crate depends on naga and xhal-abi only; xhal-core depends on it, not the reverse.
 
 #![deny(missing_docs)]
 
 mod bundle;
+pub mod c;
 mod cache;
 mod error;
 mod limits;
@@ -69,6 +71,7 @@ mod reflect;
 mod wgsl;
 
 pub use bundle::{format_name, is_source_format, ModuleBundle, Plan, ResolvedKernel, Variant};
+pub use c::{CEntryPoint, CSource, Dialect};
 pub use cache::{cache_key, cache_stats, clear_cache, reflect, translate, CacheStats, Reflection, Target, Translation};
 pub use error::{KernelError, KernelErrorKind, SourceLocation};
 pub use reflect::{

@@ -338,7 +338,7 @@ const NAGA_STACK_BYTES: usize = 128 << 20;
 
 /// Runs `f` on a thread with [`NAGA_STACK_BYTES`] of stack, turning a panic inside naga into
 /// an error, so that no input can crash the host.
-fn guard<T: Send>(what: &str, f: impl FnOnce() -> Result<T, KernelError> + Send) -> Result<T, KernelError> {
+pub(crate) fn guard<T: Send>(what: &str, f: impl FnOnce() -> Result<T, KernelError> + Send) -> Result<T, KernelError> {
     std::thread::scope(|scope| {
         let spawned = std::thread::Builder::new()
             .name("xhal-kernel-naga".to_owned())

@@ -44,8 +44,13 @@ fn wgsl_only_bundle() {
             target: Target::SpirvShader
         }
     );
-    // Formats xhal cannot produce yet are passed over.
-    assert!(uses(WGSL)(&plan(&bundle, &[PTX, CUDA_C, WGSL])));
+    // Formats xhal cannot produce are passed over; source it can produce comes in the
+    // device's order.
+    assert!(uses(WGSL)(&plan(&bundle, &[PTX, WGSL])));
+    assert_eq!(
+        plan(&bundle, &[PTX, CUDA_C, WGSL]),
+        Plan::Translate { target: Target::CudaC }
+    );
     // Unused slots of XhalDeviceInfo::kernel_formats are zeros.
     assert_eq!(
         plan(&bundle, &[0, 0, SPIRV, 0]),
@@ -94,12 +99,26 @@ fn native_only_bundle_without_a_fit_explains() {
 }
 
 #[test]
-fn wgsl_bundle_for_a_cuda_only_device_explains() {
-    let error = ModuleBundle::from_wgsl(KERNEL).pick(&[CUBIN, PTX, CUDA_C]).err();
+fn wgsl_bundle_for_a_cuda_device_becomes_cuda_c() {
+    let bundle = ModuleBundle::from_wgsl(KERNEL);
+    assert_eq!(
+        bundle.pick(&[CUBIN, PTX, CUDA_C]).ok(),
+        Some(Plan::Translate { target: Target::CudaC })
+    );
+    let resolved = bundle.resolve(&[CUBIN, PTX, CUDA_C]).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(resolved.format, CUDA_C);
+    assert!(resolved.translated);
+    let text = std::str::from_utf8(&resolved.bytes).unwrap_or_default();
+    assert!(text.contains("extern \"C\" __global__ void"), "{text}");
+}
+
+#[test]
+fn wgsl_bundle_for_a_binary_only_device_explains() {
+    let error = ModuleBundle::from_wgsl(KERNEL).pick(&[CUBIN, PTX]).err();
     let text = error.map(|e| e.to_string()).unwrap_or_default();
-    assert!(text.contains("cubin, ptx, cuda-c"), "{text}");
+    assert!(text.contains("cubin, ptx"), "{text}");
     assert!(
-        text.contains("from WGSL, xhal can produce: spirv-shader, wgsl"),
+        text.contains("from WGSL, xhal can produce: spirv-shader, wgsl, opencl-c, cuda-c, hip-c"),
         "{text}"
     );
 }

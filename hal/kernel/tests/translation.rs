@@ -147,6 +147,38 @@ fn translate_produces_the_format_and_reflection() {
 }
 
 #[test]
+fn c_family_targets_write_every_entry_point_in_their_dialect() {
+    let expected = [
+        (
+            Target::OpenclC,
+            xhal_abi::XHAL_KERNEL_FORMAT_OPENCL_C,
+            "__kernel __attribute__((reqd_work_group_size(",
+        ),
+        (
+            Target::CudaC,
+            xhal_abi::XHAL_KERNEL_FORMAT_CUDA_C,
+            "extern \"C\" __global__ void scale(",
+        ),
+        (
+            Target::HipC,
+            xhal_abi::XHAL_KERNEL_FORMAT_HIP_C,
+            "extern \"C\" __global__ void scale(",
+        ),
+    ];
+    for (target, format, needle) in expected {
+        assert_eq!(Target::from_format(format), Some(target));
+        assert!(target.is_source());
+        let c = translate(KERNELS[0], target).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.format, format);
+        let text = std::str::from_utf8(&c.bytes).unwrap_or_default();
+        assert!(text.contains(needle), "{target:?}:\n{text}");
+        assert_eq!(c.reflection.len(), 1);
+        let again = translate(KERNELS[0], target).unwrap_or_else(|e| panic!("{e}"));
+        assert!(std::sync::Arc::ptr_eq(&c.bytes, &again.bytes), "a cache hit");
+    }
+}
+
+#[test]
 fn second_translation_is_a_cache_hit_returning_the_same_arc() {
     // A source no other test uses, so parallel tests cannot have cached it.
     let source = format!("// {}\n{}", line!(), KERNELS[1]);

@@ -1,0 +1,311 @@
+//! C-family source from WGSL: OpenCL C 1.2, CUDA C (NVRTC), HIP C (hiprtc) and host C (C11).
+//!
+//! One writer walks naga's IR of a validated module and prints C; the dialects differ only in
+//! a prelude (type names, qualifiers, bit casts), in how atomics and barriers are spelled and
+//! in the kernel wrapper that turns the dialect's built-ins into WGSL's.
+//!
+//! # What the output looks like
+//!
+//! - Scalars are `xh_i32`, `xh_u32`, `xh_f32`, `xh_bool` (and the 64-bit types); vectors are
+//!   plain structs `xh_f32x3 { x, y, z }` in every dialect, so layouts agree everywhere;
+//!   matrices are `xh_f32m{C}x{R}`, an array of column structs (a three-row column is padded
+//!   to 16 bytes, as in WGSL).
+//! - Every WGSL struct becomes a C struct with explicit padding members at WGSL's offsets, and
+//!   every fixed-size array a struct holding a C array (so arrays are values, as in WGSL);
+//!   where WGSL's stride is larger than the element (an `array<vec3<f32>>`), each element is
+//!   wrapped with its padding. Host C and C++ dialects check the sizes with static asserts.
+//! - WGSL's rules hold without undefined behaviour: signed `+ - *` and negation wrap (computed
+//!   in unsigned), `x / 0 == x`, `x % 0 == 0`, `MIN / -1 == MIN`, `MIN % -1 == 0`, shift amounts
+//!   use their low 5 (or 6) bits, float-to-integer conversions saturate and turn NaN into 0,
+//!   `round` rounds half to even (`rint`). Indices into fixed-size arrays, vectors and matrices
+//!   are clamped into bounds (as the SPIR-V target's `Restrict` policy); indices into
+//!   runtime-sized arrays are not checked.
+//!
+//! # Kernel parameters
+//!
+//! Buffer `i` (`@group(0) @binding(i)`) is pointer parameter `i`; the scalar block (the one
+//! `var<immediate>`) follows as one by-value parameter, absent when the kernel has none. A
+//! kernel that calls `arrayLength` takes one more by-value parameter after those:
+//! `struct { xh_u64 bytes[n]; }` with the byte length of each bound buffer view, in binding
+//! order ([`CEntryPoint::buffer_lengths`]).
+//!
+//! Workgroup memory is zeroed by the kernel itself at its start (all invocations share the
+//! work, then a barrier), as WGSL requires; in host C the caller zeroes it.
+//!
+//! # Host C
+//!
+//! Each entry point `NAME` becomes a function that runs **one invocation**:
+//!
+//! ```c
+//! void NAME(T0 *buffer0, ..., Params scalars, /* lengths, */ const xhal_invocation *inv, void *workgroup);
+//! extern const uint32_t NAME__workgroup_size[3];
+//! extern const size_t NAME__workgroup_bytes;
+//! ```
+//!
+//! `xhal_invocation` holds `global_id[3]`, `local_id[3]`, `workgroup_id[3]` and
+//! `num_workgroups[3]` (all `uint32_t`), then `void (*barrier)(void *barrier_context)` and
+//! `void *barrier_context`; `local_invocation_index` is derived from `local_id` and the
+//! workgroup size. `workgroup` points to `NAME__workgroup_bytes` bytes (may be null when that
+//! is 0) that all invocations of one workgroup share and that the caller zeroes before the
+//! workgroup starts.
+//!
+//! Barriers: `workgroupBarrier`, `storageBarrier` and `workgroupUniformLoad` call
+//! `inv->barrier(inv->barrier_context)`, which must return once every invocation of the
+//! workgroup has called it (and make their memory writes visible). So a runner executes the
+//! invocations of a workgroup concurrently (a thread or a fiber each) when
+//! [`CEntryPoint::barriers`] is set, and may run them one after another otherwise, with
+//! `barrier` null. Atomics use the compiler's `__atomic` built-ins, so invocations may run on
+//! any threads.
+//!
+//! # Refused
+//!
+//! `f16` (every dialect), 64-bit atomics (OpenCL C 1.2), textures and samplers, subgroup
+//! operations, derivatives, `discard`, 4×4 determinants and inverses, the packing built-ins,
+//! `modf`/`frexp`, `faceForward`/`refract`/`outerProduct` and bit built-ins on 64-bit
+//! integers. Each is a [`KernelErrorKind::Unsupported`](crate::KernelErrorKind)
+//! error naming the feature and the dialect, pointing into the source where naga kept a span.
+
+mod prelude;
+mod writer;
+
+pub use writer::c_symbol;
+
+use crate::error::KernelError;
+use crate::wgsl::WgslModule;
+
+/// A C-family language the emitter writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dialect {
+    /// OpenCL C 1.2 (`__kernel` functions, `__global` / `__local` pointers).
+    OpenclC,
+    /// CUDA C++ for NVRTC (`extern "C" __global__` functions).
+    CudaC,
+    /// HIP C++ for hiprtc (`extern "C" __global__` functions).
+    HipC,
+    /// C11 for the system C compiler: one function per entry point that runs one invocation.
+    HostC,
+}
+
+impl Dialect {
+    /// Every dialect.
+    pub const ALL: &'static [Dialect] = &[Dialect::OpenclC, Dialect::CudaC, Dialect::HipC, Dialect::HostC];
+
+    /// A printable name ("OpenCL C", "CUDA C", "HIP C", "host C").
+    pub fn name(self) -> &'static str {
+        match self {
+            Dialect::OpenclC => "OpenCL C",
+            Dialect::CudaC => "CUDA C",
+            Dialect::HipC => "HIP C",
+            Dialect::HostC => "host C",
+        }
+    }
+}
+
+/// What the C source holds for one entry point.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CEntryPoint {
+    /// The WGSL entry point's name.
+    pub name: String,
+    /// The C function name: `name`, with `_` appended where the dialects reserve the name
+    /// (`main` becomes `main_`; see [`c_symbol`]).
+    pub symbol: String,
+    /// Buffer parameters (bindings `0..buffers`).
+    pub buffers: u32,
+    /// Whether the scalar block parameter follows the buffers.
+    pub scalar_block: bool,
+    /// Whether the byte-lengths parameter follows (the entry point calls `arrayLength`).
+    pub buffer_lengths: bool,
+    /// `@workgroup_size`.
+    pub workgroup_size: [u32; 3],
+    /// Bytes of workgroup memory (host C: what `workgroup` must point to).
+    pub workgroup_bytes: u64,
+    /// Whether the entry point reaches a workgroup barrier (host C: the invocations of a
+    /// workgroup must then run so that they can wait for each other).
+    pub barriers: bool,
+}
+
+/// C source for one or more entry points of a module.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CSource {
+    /// The dialect written.
+    pub dialect: Dialect,
+    /// The source text.
+    pub text: String,
+    /// The entry points it defines, in module order.
+    pub entry_points: Vec<CEntryPoint>,
+}
+
+impl WgslModule {
+    /// Writes C-family source in `dialect` for the compute entry point `entry`, or for every
+    /// compute entry point when `entry` is `None`. See the [module docs](crate::c) for the
+    /// output's conventions and what is refused.
+    pub fn to_c(&self, dialect: Dialect, entry: Option<&str>) -> Result<CSource, KernelError> {
+        if let Some(name) = entry {
+            self.entry_point(name)?;
+        }
+        crate::wgsl::guard("writing C", || writer::write(self, dialect, entry))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{parse_wgsl, KernelErrorKind};
+
+    fn emit(source: &str, dialect: Dialect) -> String {
+        parse_wgsl(source)
+            .expect("parses")
+            .to_c(dialect, None)
+            .expect("emits")
+            .text
+    }
+
+    const ARITH: &str = r#"
+        @group(0) @binding(0) var<storage, read_write> data: array<i32>;
+        @group(0) @binding(1) var<storage, read_write> floats: array<f32>;
+        @compute @workgroup_size(1)
+        fn arith(@builtin(global_invocation_id) id: vec3<u32>) {
+            let a = data[id.x];
+            let b = data[id.x + 1u];
+            data[0] = a / b;
+            data[1] = a % b;
+            data[2] = a << u32(b);
+            data[3] = a + b;
+            data[4] = -a;
+            data[5] = i32(floats[0]);
+            floats[1] = round(floats[2]);
+            data[6] = bitcast<i32>(floats[3]);
+        }
+    "#;
+
+    #[test]
+    fn integer_operations_go_through_the_helpers_without_undefined_behaviour() {
+        for &dialect in Dialect::ALL {
+            let c = emit(ARITH, dialect);
+            for needle in [
+                "xh_div_i32(",
+                "xh_rem_i32(",
+                "xh_shl_i32(",
+                "xh_add_i32(",
+                "xh_neg_i32(",
+                "xh_f32_to_i32(",
+            ] {
+                assert!(c.contains(needle), "{}: no {needle} in\n{c}", dialect.name());
+            }
+            // The helpers themselves: division by zero and MIN / -1 give the dividend,
+            // shifts mask the amount, signed arithmetic wraps in unsigned.
+            assert!(c.contains("if (b == 0 || (a == (-2147483647 - 1) && b == -1)) return a; return a / b;"));
+            assert!(c.contains("if (b == 0 || (a == (-2147483647 - 1) && b == -1)) return 0; return a % b;"));
+            assert!(c.contains("<< (b & 31u)"));
+            assert!(c.contains("return (xh_i32)((xh_u32)a + (xh_u32)b);"));
+            // Saturating conversion: NaN is 0, the bounds are the largest f32 inside the range.
+            assert!(c.contains("if (v != v) return 0; if (v <= -2147483648.0f) return (-2147483647 - 1); if (v >= 2147483648.0f) return 2147483520;"));
+        }
+        assert!(emit(ARITH, Dialect::HostC).contains("rintf("));
+        assert!(emit(ARITH, Dialect::CudaC).contains("rintf("));
+        assert!(emit(ARITH, Dialect::OpenclC).contains("rint("));
+        assert!(emit(ARITH, Dialect::CudaC).contains("__float_as_uint("));
+    }
+
+    #[test]
+    fn structs_and_arrays_are_padded_to_the_wgsl_layout() {
+        let source = r#"
+            struct Item { p: vec3<f32>, w: f32, q: vec3<f32> }
+            struct Params { n: u32, v: vec3<f32> }
+            var<immediate> params: Params;
+            @group(0) @binding(0) var<storage, read_write> items: array<Item>;
+            @group(0) @binding(1) var<storage, read_write> dirs: array<vec3<f32>, 4>;
+            @compute @workgroup_size(1)
+            fn pad() { items[0].w = params.v.x + dirs[1].y + f32(params.n); }
+        "#;
+        let c = emit(source, Dialect::HostC);
+        // `w` sits in `p`'s padding; `q` starts at 16; the struct is 32 bytes.
+        assert!(c.contains("typedef struct xh_s2_Item { xh_f32x3 p_; xh_f32 w_; xh_f32x3 q_; unsigned char pad_end_[4]; } xh_s2_Item;"), "{c}");
+        assert!(c.contains("XH_STATIC_ASSERT(sizeof(xh_s2_Item) == 32"));
+        // `v` aligns to 16 behind `n`.
+        assert!(
+            c.contains("{ xh_u32 n_; unsigned char pad1_[12]; xh_f32x3 v_; unsigned char pad_end_[4]; }"),
+            "{c}"
+        );
+        // array<vec3<f32>, 4> has a stride of 16: elements are wrapped with their padding.
+        assert!(c.contains("{ xh_f32x3 v; unsigned char pad_[4]; }"));
+        assert!(c.contains("XH_STATIC_ASSERT(sizeof(xh_arr"));
+        // The scalar block is one by-value parameter after the buffers.
+        assert!(
+            c.contains("void pad(XH_GLOBAL xh_s2_Item* buffer0, XH_GLOBAL xh_arr"),
+            "{c}"
+        );
+        assert!(
+            c.contains("* buffer1, xh_s4_Params scalars, const xhal_invocation* inv, void* workgroup)"),
+            "{c}"
+        );
+    }
+
+    #[test]
+    fn refused_features_name_the_feature_the_dialect_and_the_place() {
+        let source = "enable f16;\n@group(0) @binding(0) var<storage, read_write> d: array<f32>;\n\
+                      @compute @workgroup_size(1)\nfn half() { d[0] = f32(f16(d[1]) * 2.0h); }\n";
+        for &dialect in Dialect::ALL {
+            let e = parse_wgsl(source)
+                .expect("parses")
+                .to_c(dialect, None)
+                .expect_err("f16 refused");
+            assert_eq!(e.kind(), KernelErrorKind::Unsupported);
+            assert!(
+                e.message().contains("f16") && e.message().contains(dialect.name()),
+                "{}",
+                e.message()
+            );
+        }
+        let atomics64 = "@group(0) @binding(0) var<storage, read_write> c: atomic<u64>;\n\
+                         @compute @workgroup_size(1)\nfn add() { atomicAdd(&c, 1lu); }\n";
+        let e = parse_wgsl(atomics64)
+            .expect("parses")
+            .to_c(Dialect::OpenclC, None)
+            .expect_err("refused");
+        assert!(e.message().contains("64-bit atomics") && e.location().is_some(), "{e}");
+        // CUDA and HIP have them on `unsigned long long`.
+        let c = parse_wgsl(atomics64)
+            .expect("parses")
+            .to_c(Dialect::CudaC, None)
+            .expect("emits");
+        assert!(c.text.contains("atomicAdd((xh_u64*)&"), "{}", c.text);
+    }
+
+    #[test]
+    fn reserved_entry_point_names_get_a_suffix() {
+        let source = "@group(0) @binding(0) var<storage, read_write> d: array<u32>;\n\
+                      @compute @workgroup_size(1)\nfn main() { d[0] = 1u; }\n";
+        let c = parse_wgsl(source)
+            .expect("parses")
+            .to_c(Dialect::CudaC, Some("main"))
+            .expect("emits");
+        assert_eq!(c.entry_points[0].name, "main");
+        assert_eq!(c.entry_points[0].symbol, "main_");
+        assert!(c.text.contains("extern \"C\" __global__ void main_("));
+    }
+
+    #[test]
+    fn workgroup_memory_is_zeroed_by_the_device_kernels() {
+        let source = include_str!("../../../../examples/kernels/reduce.wgsl");
+        let cuda = emit(source, Dialect::CudaC);
+        assert!(cuda.contains("__shared__ xh_arr"), "{cuda}");
+        assert!(cuda.contains("zp[zi] = 0;") && cuda.contains("__syncthreads();"));
+        let cl = emit(source, Dialect::OpenclC);
+        assert!(cl.contains("__local xh_arr") && cl.contains("reqd_work_group_size(256, 1, 1)"));
+        // Host C calls the runner's barrier and says it needs one.
+        let host = parse_wgsl(source)
+            .expect("parses")
+            .to_c(Dialect::HostC, None)
+            .expect("emits");
+        assert!(host.text.contains("ctx->inv_->barrier(ctx->inv_->barrier_context);"));
+        assert!(host.entry_points[0].barriers);
+        assert_eq!(host.entry_points[0].workgroup_bytes, 1024);
+        let saxpy = include_str!("../../../../examples/kernels/saxpy.wgsl");
+        let host = parse_wgsl(saxpy)
+            .expect("parses")
+            .to_c(Dialect::HostC, None)
+            .expect("emits");
+        assert!(!host.entry_points[0].barriers);
+    }
+}

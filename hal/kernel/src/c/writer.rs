@@ -1,0 +1,2206 @@
+//! The C writer: naga IR to text. See the module docs of [`crate::c`] for the conventions.
+
+use std::collections::{BTreeSet, HashMap};
+use std::fmt::Write as _;
+
+use naga::proc::TypeResolution;
+use naga::valid::{FunctionInfo, ModuleInfo};
+use naga::{
+    AddressSpace, ArraySize, BinaryOperator as Bin, Block, Expression, Function, Handle, Literal, MathFunction as Mf,
+    Scalar, ScalarKind, Statement, Type, TypeInner, UnaryOperator, VectorSize,
+};
+
+use super::prelude::{math_name, prelude};
+use super::{CEntryPoint, CSource, Dialect};
+use crate::error::{KernelError, KernelErrorKind};
+use crate::wgsl::WgslModule;
+
+type Res<T> = Result<T, KernelError>;
+
+const COMPONENTS: [&str; 4] = ["x", "y", "z", "w"];
+
+/// How a WGSL array is spelled in C.
+#[derive(Clone)]
+struct ArrayRepr {
+    /// C type of one element (the wrapper when the stride needs padding).
+    elem: String,
+    /// `.v` when elements are wrapped, else empty.
+    unwrap: &'static str,
+}
+
+struct Writer<'a> {
+    m: &'a naga::Module,
+    info: &'a ModuleInfo,
+    src: &'a str,
+    d: Dialect,
+    /// C names of struct and fixed-size array types.
+    names: HashMap<Handle<Type>, String>,
+    arrays: HashMap<Handle<Type>, ArrayRepr>,
+    /// C names of struct members, per struct type.
+    members: HashMap<Handle<Type>, Vec<String>>,
+    /// C names of globals (ctx members).
+    globals: HashMap<Handle<naga::GlobalVariable>, String>,
+    /// C names of functions.
+    functions: HashMap<Handle<Function>, String>,
+}
+
+/// Per-function state.
+struct Fx<'a> {
+    f: &'a Function,
+    fi: &'a FunctionInfo,
+    baked: HashMap<Handle<Expression>, String>,
+    locals: HashMap<Handle<naga::LocalVariable>, String>,
+    args: Vec<String>,
+    entry: bool,
+    indent: usize,
+}
+
+fn ident(name: Option<&str>, fallback: &str) -> String {
+    let raw = name.unwrap_or(fallback);
+    let mut s: String = raw
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' })
+        .collect();
+    if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) {
+        s.insert(0, 'v');
+    }
+    s
+}
+
+fn scalar_suffix(s: Scalar) -> Option<&'static str> {
+    Some(match (s.kind, s.width) {
+        (ScalarKind::Bool, _) => "bool",
+        (ScalarKind::Sint, 4) => "i32",
+        (ScalarKind::Uint, 4) => "u32",
+        (ScalarKind::Float, 4) => "f32",
+        (ScalarKind::Sint, 8) => "i64",
+        (ScalarKind::Uint, 8) => "u64",
+        (ScalarKind::Float, 8) => "f64",
+        _ => return None,
+    })
+}
+
+fn paren(e: &str) -> String {
+    if e.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.') {
+        e.to_owned()
+    } else {
+        format!("({e})")
+    }
+}
+
+fn comp(e: &str, i: usize) -> String {
+    format!("{}.{}", paren(e), COMPONENTS[i])
+}
+
+pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res<CSource> {
+    let m = module.naga_module();
+    let mut w = Writer {
+        m,
+        info: module.module_info(),
+        src: module.source(),
+        d,
+        names: HashMap::new(),
+        arrays: HashMap::new(),
+        members: HashMap::new(),
+        globals: HashMap::new(),
+        functions: HashMap::new(),
+    };
+    w.check_types()?;
+    let selected: Vec<usize> = m
+        .entry_points
+        .iter()
+        .enumerate()
+        .filter(|(_, ep)| ep.stage == naga::ShaderStage::Compute && entry.is_none_or(|n| n == ep.name))
+        .map(|(i, _)| i)
+        .collect();
+    // Functions reachable from the selected entry points.
+    let mut reachable = BTreeSet::new();
+    for &i in &selected {
+        calls(&m.entry_points[i].function.body, &mut reachable);
+    }
+    loop {
+        let before = reachable.len();
+        for h in reachable.clone() {
+            calls(&m.functions[h].body, &mut reachable);
+        }
+        if reachable.len() == before {
+            break;
+        }
+    }
+    let uses_f64 = m.types.iter().any(|(_, t)| match t.inner {
+        TypeInner::Scalar(s) | TypeInner::Vector { scalar: s, .. } | TypeInner::Matrix { scalar: s, .. } => {
+            s == Scalar::F64
+        }
+        _ => false,
+    }) || m
+        .entry_points
+        .iter()
+        .map(|ep| &ep.function)
+        .chain(m.functions.iter().map(|(_, f)| f))
+        .any(|f| {
+            f.expressions
+                .iter()
+                .any(|(_, e)| matches!(e, Expression::Literal(Literal::F64(_))))
+        });
+
+    let mut out = prelude(d, uses_f64);
+    if d == Dialect::HostC {
+        out.push_str(
+            "#ifndef XHAL_INVOCATION_DEFINED\n#define XHAL_INVOCATION_DEFINED\n\
+             typedef struct xhal_invocation { uint32_t global_id[3]; uint32_t local_id[3]; uint32_t workgroup_id[3]; uint32_t num_workgroups[3]; void (*barrier)(void* barrier_context); void* barrier_context; } xhal_invocation;\n\
+             #endif\n\
+             XH_FN xh_u32 xh_atomic_min_u32(xh_u32* p, xh_u32 v) { xh_u32 o = __atomic_load_n(p, __ATOMIC_RELAXED); while (v < o && !__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return o; }\n\
+             XH_FN xh_u32 xh_atomic_max_u32(xh_u32* p, xh_u32 v) { xh_u32 o = __atomic_load_n(p, __ATOMIC_RELAXED); while (v > o && !__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return o; }\n\
+             XH_FN xh_i32 xh_atomic_min_i32(xh_i32* p, xh_i32 v) { xh_i32 o = __atomic_load_n(p, __ATOMIC_RELAXED); while (v < o && !__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return o; }\n\
+             XH_FN xh_i32 xh_atomic_max_i32(xh_i32* p, xh_i32 v) { xh_i32 o = __atomic_load_n(p, __ATOMIC_RELAXED); while (v > o && !__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return o; }\n
+             XH_FN xh_u64 xh_atomic_min_u64(xh_u64* p, xh_u64 v) { xh_u64 o = __atomic_load_n(p, __ATOMIC_RELAXED); while (v < o && !__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return o; }\n\
+             XH_FN xh_u64 xh_atomic_max_u64(xh_u64* p, xh_u64 v) { xh_u64 o = __atomic_load_n(p, __ATOMIC_RELAXED); while (v > o && !__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return o; }\n\
+             XH_FN xh_i64 xh_atomic_min_i64(xh_i64* p, xh_i64 v) { xh_i64 o = __atomic_load_n(p, __ATOMIC_RELAXED); while (v < o && !__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return o; }\n\
+             XH_FN xh_i64 xh_atomic_max_i64(xh_i64* p, xh_i64 v) { xh_i64 o = __atomic_load_n(p, __ATOMIC_RELAXED); while (v > o && !__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return o; }\n",
+        );
+    }
+    out.push_str(
+        "XH_FN xh_u32 xh_array_length(xh_u64 bytes, xh_u64 header, xh_u64 stride) { xh_u64 n; if (bytes < header) return 0; n = (bytes - header) / stride; return n > (xh_u64)0xFFFFFFFFu ? 0xFFFFFFFFu : (xh_u32)n; }\n",
+    );
+    w.write_types(&mut out)?;
+
+    // The context: every global the emitted code touches.
+    let mut used_globals = BTreeSet::new();
+    let mut max_buffers = 0usize;
+    let mut any_lengths = false;
+    for &i in &selected {
+        let fi = w.info.get_entry_point(i);
+        let mut n = 0;
+        for (g, var) in m.global_variables.iter() {
+            if !fi[g].is_empty() {
+                used_globals.insert(g);
+                if matches!(var.space, AddressSpace::Storage { .. }) {
+                    n += 1;
+                }
+            }
+        }
+        max_buffers = max_buffers.max(n);
+    }
+    for &h in &reachable {
+        let fi = &w.info[h];
+        for (g, _) in m.global_variables.iter() {
+            if !fi[g].is_empty() {
+                used_globals.insert(g);
+            }
+        }
+    }
+    let uses_length = |f: &Function| {
+        f.expressions
+            .iter()
+            .any(|(_, e)| matches!(e, Expression::ArrayLength(_)))
+    };
+    for &i in &selected {
+        if uses_length(&m.entry_points[i].function) {
+            any_lengths = true;
+        }
+    }
+    for &h in &reachable {
+        if uses_length(&m.functions[h]) {
+            any_lengths = true;
+        }
+    }
+    out.push_str("typedef struct xh_ctx {\n");
+    let mut ctx_members = 0;
+    for &g in &used_globals {
+        let var = &m.global_variables[g];
+        let name = format!("g_{}", ident(var.name.as_deref(), "global"));
+        let name = format!("{name}{}", g.index());
+        let decl = match var.space {
+            AddressSpace::Storage { .. } => match w.array_of(var.ty) {
+                Some((repr, true)) => format!("XH_GLOBAL {}* {name}", repr.elem),
+                _ => format!("XH_GLOBAL {}* {name}", w.type_name(var.ty)?),
+            },
+            AddressSpace::WorkGroup => format!("XH_LOCAL {}* {name}", w.type_name(var.ty)?),
+            AddressSpace::Immediate | AddressSpace::Private => format!("{} {name}", w.type_name(var.ty)?),
+            other => {
+                return Err(w.unsupported_at(
+                    &format!("a global in the {other:?} address space"),
+                    m.global_variables.get_span(g),
+                ))
+            }
+        };
+        let _ = writeln!(out, "    {decl};");
+        ctx_members += 1;
+        w.globals.insert(g, name);
+    }
+    if d == Dialect::HostC {
+        out.push_str("    const xhal_invocation* inv_;\n");
+        ctx_members += 1;
+    }
+    if any_lengths {
+        let _ = writeln!(out, "    xh_u64 len_[{}];", max_buffers.max(1));
+        ctx_members += 1;
+    }
+    if ctx_members == 0 {
+        out.push_str("    int unused_;\n");
+    }
+    out.push_str("} xh_ctx;\n");
+
+    for &h in &reachable {
+        let f = &m.functions[h];
+        w.functions.insert(
+            h,
+            format!("xh_fn{}_{}", h.index(), ident(f.name.as_deref(), "function")),
+        );
+    }
+    for &h in &reachable {
+        let text = w.write_function(&m.functions[h], &w.info[h], w.functions[&h].clone(), false)?;
+        out.push_str(&text);
+    }
+    let mut entry_points = Vec::new();
+    for &i in &selected {
+        let ep = &m.entry_points[i];
+        let fi = w.info.get_entry_point(i);
+        let inner = format!("xh_ep_{}", ident(Some(&ep.name), "entry"));
+        let text = w.write_function(&ep.function, fi, inner.clone(), true)?;
+        out.push_str(&text);
+        let barriers = has_barrier(&ep.function.body)
+            || reachable
+                .iter()
+                .any(|&h| has_barrier(&m.functions[h].body) && fn_reachable_from(m, &ep.function.body, h));
+        let uses_len = uses_length(&ep.function)
+            || reachable
+                .iter()
+                .any(|&h| uses_length(&m.functions[h]) && fn_reachable_from(m, &ep.function.body, h));
+        let mut entry = w.write_wrapper(&mut out, i, &inner, uses_len)?;
+        entry.barriers = barriers;
+        entry_points.push(entry);
+    }
+    Ok(CSource {
+        dialect: d,
+        text: out,
+        entry_points,
+    })
+}
+
+fn fn_reachable_from(m: &naga::Module, body: &Block, target: Handle<Function>) -> bool {
+    let mut set = BTreeSet::new();
+    calls(body, &mut set);
+    loop {
+        let before = set.len();
+        for h in set.clone() {
+            calls(&m.functions[h].body, &mut set);
+        }
+        if set.len() == before {
+            break;
+        }
+    }
+    set.contains(&target)
+}
+
+/// Whether `block` holds a control barrier (or `workgroupUniformLoad`, which has two).
+fn has_barrier(block: &Block) -> bool {
+    block.iter().any(|s| match s {
+        Statement::ControlBarrier(_) | Statement::WorkGroupUniformLoad { .. } => true,
+        Statement::Block(b) => has_barrier(b),
+        Statement::If { accept, reject, .. } => has_barrier(accept) || has_barrier(reject),
+        Statement::Switch { cases, .. } => cases.iter().any(|c| has_barrier(&c.body)),
+        Statement::Loop { body, continuing, .. } => has_barrier(body) || has_barrier(continuing),
+        _ => false,
+    })
+}
+
+fn calls(block: &Block, out: &mut BTreeSet<Handle<Function>>) {
+    for s in block.iter() {
+        match s {
+            Statement::Call { function, .. } => {
+                out.insert(*function);
+            }
+            Statement::Block(b) => calls(b, out),
+            Statement::If { accept, reject, .. } => {
+                calls(accept, out);
+                calls(reject, out);
+            }
+            Statement::Switch { cases, .. } => {
+                for c in cases {
+                    calls(&c.body, out);
+                }
+            }
+            Statement::Loop { body, continuing, .. } => {
+                calls(body, out);
+                calls(continuing, out);
+            }
+            _ => {}
+        }
+    }
+}
+
+impl<'a> Writer<'a> {
+    fn unsupported(&self, what: &str) -> KernelError {
+        KernelError::new(
+            KernelErrorKind::Unsupported,
+            format!("{what} cannot be written as {}", self.d.name()),
+        )
+    }
+
+    fn unsupported_at(&self, what: &str, span: naga::Span) -> KernelError {
+        if span.is_defined() {
+            KernelError::at(
+                KernelErrorKind::Unsupported,
+                format!("{what} cannot be written as {}", self.d.name()),
+                self.src,
+                span,
+                "not supported in this dialect",
+            )
+        } else {
+            self.unsupported(what)
+        }
+    }
+
+    /// Gives an error without a location the location of expression `h`.
+    fn relocate(&self, fx: &Fx, h: Handle<Expression>, e: KernelError) -> KernelError {
+        let span = fx.f.expressions.get_span(h);
+        if e.location().is_some() || !span.is_defined() || e.kind() != KernelErrorKind::Unsupported {
+            return e;
+        }
+        KernelError::at(
+            KernelErrorKind::Unsupported,
+            e.message(),
+            self.src,
+            span,
+            "not supported in this dialect",
+        )
+    }
+
+    fn expr_err(&self, fx: &Fx, h: Handle<Expression>, what: &str) -> KernelError {
+        self.unsupported_at(what, fx.f.expressions.get_span(h))
+    }
+
+    /// Refuses the types no dialect here can express.
+    fn check_types(&self) -> Res<()> {
+        for (h, t) in self.m.types.iter() {
+            let span = self.m.types.get_span(h);
+            match &t.inner {
+                TypeInner::Scalar(s) | TypeInner::Vector { scalar: s, .. } | TypeInner::Atomic(s) => {
+                    if scalar_suffix(*s).is_none() {
+                        return Err(self.unsupported_at(&format!("the type {}", scalar_wgsl(*s)), span));
+                    }
+                }
+                TypeInner::Matrix { scalar, .. } => {
+                    if *scalar != Scalar::F32 {
+                        return Err(self.unsupported_at(&format!("matrices of {}", scalar_wgsl(*scalar)), span));
+                    }
+                }
+                TypeInner::Pointer { .. }
+                | TypeInner::ValuePointer { .. }
+                | TypeInner::Array { .. }
+                | TypeInner::Struct { .. } => {}
+                TypeInner::Image { .. } => return Err(self.unsupported_at("textures", span)),
+                TypeInner::Sampler { .. } => return Err(self.unsupported_at("samplers", span)),
+                _ => return Err(self.unsupported_at("this type", span)),
+            }
+        }
+        Ok(())
+    }
+
+    /// C size of a type (equal to WGSL's host-shareable size for host-shareable types).
+    fn c_size(&self, h: Handle<Type>) -> u32 {
+        match &self.m.types[h].inner {
+            TypeInner::Scalar(s) | TypeInner::Atomic(s) => u32::from(s.width),
+            TypeInner::Vector { size, scalar } => *size as u32 * u32::from(scalar.width),
+            TypeInner::Matrix { columns, rows, .. } => *columns as u32 * if *rows == VectorSize::Bi { 8 } else { 16 },
+            TypeInner::Array {
+                size: ArraySize::Constant(n),
+                stride,
+                ..
+            } => n.get() * stride,
+            TypeInner::Struct { span, .. } => *span,
+            _ => 0,
+        }
+    }
+
+    fn inner_name(&self, inner: &TypeInner) -> Res<String> {
+        match inner {
+            TypeInner::Scalar(s) | TypeInner::Atomic(s) => Ok(format!(
+                "xh_{}",
+                scalar_suffix(*s).ok_or_else(|| self.unsupported(&scalar_wgsl(*s)))?
+            )),
+            TypeInner::Vector { size, scalar } => Ok(format!(
+                "xh_{}x{}",
+                scalar_suffix(*scalar).ok_or_else(|| self.unsupported(&scalar_wgsl(*scalar)))?,
+                *size as u8
+            )),
+            TypeInner::Matrix { columns, rows, scalar } if *scalar == Scalar::F32 => {
+                Ok(format!("xh_f32m{}x{}", *columns as u8, *rows as u8))
+            }
+            _ => {
+                for (h, t) in self.m.types.iter() {
+                    if &t.inner == inner {
+                        if let Some(n) = self.names.get(&h) {
+                            return Ok(n.clone());
+                        }
+                    }
+                }
+                Err(self.unsupported("a value of this type"))
+            }
+        }
+    }
+
+    fn type_name(&self, h: Handle<Type>) -> Res<String> {
+        match self.names.get(&h) {
+            Some(n) => Ok(n.clone()),
+            None => self.inner_name(&self.m.types[h].inner),
+        }
+    }
+
+    fn res_name(&self, r: &TypeResolution) -> Res<String> {
+        match r {
+            TypeResolution::Handle(h) => self.type_name(*h),
+            TypeResolution::Value(inner) => self.inner_name(inner),
+        }
+    }
+
+    /// The representation of an array type and whether it is runtime-sized.
+    fn array_of(&self, h: Handle<Type>) -> Option<(ArrayRepr, bool)> {
+        match &self.m.types[h].inner {
+            TypeInner::Array { size, .. } => self
+                .arrays
+                .get(&h)
+                .map(|r| (r.clone(), matches!(size, ArraySize::Dynamic))),
+            _ => None,
+        }
+    }
+
+    fn zero_of(&self, h: Handle<Type>) -> Res<String> {
+        self.zero_inner(&self.m.types[h].inner, Some(h))
+    }
+
+    fn zero_inner(&self, inner: &TypeInner, h: Option<Handle<Type>>) -> Res<String> {
+        Ok(match inner {
+            TypeInner::Scalar(s) | TypeInner::Atomic(s) => zero_scalar(*s),
+            TypeInner::Vector { size, scalar } => {
+                let z = zero_scalar(*scalar);
+                format!(
+                    "xh_make_{}({})",
+                    self.inner_name(inner)?,
+                    vec![z; *size as usize].join(", ")
+                )
+            }
+            TypeInner::Matrix { columns, rows, scalar } => {
+                let col = self.zero_inner(
+                    &TypeInner::Vector {
+                        size: *rows,
+                        scalar: *scalar,
+                    },
+                    None,
+                )?;
+                format!(
+                    "xh_make_{}({})",
+                    self.inner_name(inner)?,
+                    vec![col; *columns as usize].join(", ")
+                )
+            }
+            _ => {
+                let name = match h {
+                    Some(h) => self.type_name(h)?,
+                    None => self.inner_name(inner)?,
+                };
+                format!("xh_zero_{name}()")
+            }
+        })
+    }
+
+    fn write_types(&mut self, out: &mut String) -> Res<()> {
+        let zero_init = if matches!(self.d, Dialect::CudaC | Dialect::HipC) {
+            "{}"
+        } else {
+            "{0}"
+        };
+        for (h, t) in self.m.types.iter() {
+            match &t.inner {
+                TypeInner::Array { base, size, stride } => {
+                    let base_name = self.type_name(*base)?;
+                    let base_size = self.c_size(*base);
+                    let tag = match size {
+                        ArraySize::Constant(_) => format!("xh_arr{}", h.index()),
+                        _ => format!("xh_rta{}", h.index()),
+                    };
+                    let repr = if *stride > base_size {
+                        let elem = format!("{tag}_e");
+                        let _ = writeln!(
+                            out,
+                            "typedef struct {{ {base_name} v; unsigned char pad_[{}]; }} {elem};",
+                            stride - base_size
+                        );
+                        ArrayRepr { elem, unwrap: ".v" }
+                    } else {
+                        ArrayRepr {
+                            elem: base_name.clone(),
+                            unwrap: "",
+                        }
+                    };
+                    self.arrays.insert(h, repr.clone());
+                    if let ArraySize::Constant(n) = size {
+                        let n = n.get();
+                        let _ = writeln!(out, "typedef struct {{ {} a[{n}]; }} {tag};", repr.elem);
+                        let _ = writeln!(
+                            out,
+                            "XH_STATIC_ASSERT(sizeof({tag}) == {}, \"WGSL layout\");",
+                            n * stride
+                        );
+                        let _ = writeln!(
+                            out,
+                            "XH_FN {tag} xh_zero_{tag}(void) {{ {tag} r = {zero_init}; return r; }}"
+                        );
+                        if n <= 32 {
+                            let params: Vec<String> = (0..n).map(|i| format!("{base_name} e{i}")).collect();
+                            let sets: String = (0..n).map(|i| format!(" r.a[{i}]{} = e{i};", repr.unwrap)).collect();
+                            let _ = writeln!(
+                                out,
+                                "XH_FN {tag} xh_make_{tag}({}) {{ {tag} r = {zero_init};{sets} return r; }}",
+                                params.join(", ")
+                            );
+                        }
+                        self.names.insert(h, tag);
+                    }
+                }
+                TypeInner::Struct { members, span } => {
+                    let tag = format!("xh_s{}_{}", h.index(), ident(t.name.as_deref(), "struct"));
+                    let mut body = String::new();
+                    let mut cur = 0u32;
+                    let mut names = Vec::new();
+                    let mut runtime = false;
+                    for (k, member) in members.iter().enumerate() {
+                        if member.offset > cur {
+                            let _ = write!(body, " unsigned char pad{k}_[{}];", member.offset - cur);
+                            cur = member.offset;
+                        }
+                        let name = format!("{}_", ident(member.name.as_deref(), &format!("m{k}")));
+                        match self.array_of(member.ty) {
+                            Some((repr, true)) => {
+                                let _ = write!(body, " {} {name}[];", repr.elem);
+                                runtime = true;
+                            }
+                            _ => {
+                                let _ = write!(body, " {} {name};", self.type_name(member.ty)?);
+                                cur += self.c_size(member.ty);
+                            }
+                        }
+                        names.push(name);
+                    }
+                    if !runtime && *span > cur {
+                        let _ = write!(body, " unsigned char pad_end_[{}];", span - cur);
+                    }
+                    let _ = writeln!(out, "typedef struct {tag} {{{body} }} {tag};");
+                    self.members.insert(h, names.clone());
+                    self.names.insert(h, tag.clone());
+                    if !runtime {
+                        let _ = writeln!(out, "XH_STATIC_ASSERT(sizeof({tag}) == {span}, \"WGSL layout\");");
+                        let _ = writeln!(
+                            out,
+                            "XH_FN {tag} xh_zero_{tag}(void) {{ {tag} r = {zero_init}; return r; }}"
+                        );
+                        let mut params = Vec::new();
+                        let mut sets = String::new();
+                        for (k, member) in members.iter().enumerate() {
+                            params.push(format!("{} m{k}", self.type_name(member.ty)?));
+                            let _ = write!(sets, " r.{} = m{k};", names[k]);
+                        }
+                        let _ = writeln!(
+                            out,
+                            "XH_FN {tag} xh_make_{tag}({}) {{ {tag} r = {zero_init};{sets} return r; }}",
+                            params.join(", ")
+                        );
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn ty<'b>(&'b self, fx: &'b Fx, h: Handle<Expression>) -> &'b TypeInner {
+        fx.fi[h].ty.inner_with(&self.m.types)
+    }
+
+    /// What a pointer expression points to.
+    fn pointee(&self, fx: &Fx, h: Handle<Expression>) -> TypeInner {
+        match self.ty(fx, h) {
+            TypeInner::Pointer { base, .. } => self.m.types[*base].inner.clone(),
+            TypeInner::ValuePointer {
+                size: Some(size),
+                scalar,
+                ..
+            } => TypeInner::Vector {
+                size: *size,
+                scalar: *scalar,
+            },
+            TypeInner::ValuePointer { size: None, scalar, .. } => TypeInner::Scalar(*scalar),
+            other => other.clone(),
+        }
+    }
+
+    fn pointee_handle(&self, fx: &Fx, h: Handle<Expression>) -> Option<Handle<Type>> {
+        match self.ty(fx, h) {
+            TypeInner::Pointer { base, .. } => Some(*base),
+            _ => None,
+        }
+    }
+
+    fn is_pointer(&self, fx: &Fx, h: Handle<Expression>) -> bool {
+        matches!(
+            self.ty(fx, h),
+            TypeInner::Pointer { .. } | TypeInner::ValuePointer { .. }
+        )
+    }
+
+    fn clamp(&self, idx: &str, n: u32) -> String {
+        format!("xh_min_u32((xh_u32)({idx}), {}u)", n.saturating_sub(1))
+    }
+
+    /// A C lvalue for a pointer expression (runtime-sized arrays: something indexable).
+    fn lvalue(&self, fx: &Fx, h: Handle<Expression>) -> Res<String> {
+        Ok(match &fx.f.expressions[h] {
+            Expression::GlobalVariable(g) => {
+                let var = &self.m.global_variables[*g];
+                let name = self
+                    .globals
+                    .get(g)
+                    .cloned()
+                    .ok_or_else(|| self.expr_err(fx, h, "this global"))?;
+                match var.space {
+                    AddressSpace::Storage { .. } => match self.array_of(var.ty) {
+                        Some((_, true)) => format!("ctx->{name}"),
+                        _ => format!("(*ctx->{name})"),
+                    },
+                    AddressSpace::WorkGroup => format!("(*ctx->{name})"),
+                    _ => format!("ctx->{name}"),
+                }
+            }
+            Expression::LocalVariable(l) => fx.locals[l].clone(),
+            Expression::FunctionArgument(i) => format!("(*{})", fx.args[*i as usize]),
+            Expression::Access { base, index } => {
+                let b = self.lvalue(fx, *base)?;
+                let i = self.expr(fx, *index)?;
+                match self.pointee(fx, *base) {
+                    TypeInner::Array {
+                        size: ArraySize::Dynamic,
+                        ..
+                    } => {
+                        let repr = self.pointee_handle(fx, *base).and_then(|t| self.array_of(t));
+                        let unwrap = repr.map(|r| r.0.unwrap).unwrap_or("");
+                        format!("{b}[{i}]{unwrap}")
+                    }
+                    TypeInner::Array {
+                        size: ArraySize::Constant(n),
+                        ..
+                    } => {
+                        let repr = self.pointee_handle(fx, *base).and_then(|t| self.array_of(t));
+                        let unwrap = repr.map(|r| r.0.unwrap).unwrap_or("");
+                        format!("{b}.a[{}]{unwrap}", self.clamp(&i, n.get()))
+                    }
+                    TypeInner::Vector { size, .. } => format!("(&{b}.x)[{}]", self.clamp(&i, size as u32)),
+                    TypeInner::Matrix { columns, .. } => format!("{b}.c[{}].v", self.clamp(&i, columns as u32)),
+                    _ => return Err(self.expr_err(fx, h, "this indexing")),
+                }
+            }
+            Expression::AccessIndex { base, index } => {
+                let b = self.lvalue(fx, *base)?;
+                let k = *index;
+                match self.pointee(fx, *base) {
+                    TypeInner::Struct { .. } => {
+                        let t = self
+                            .pointee_handle(fx, *base)
+                            .ok_or_else(|| self.expr_err(fx, h, "this member access"))?;
+                        format!("{b}.{}", self.members[&t][k as usize])
+                    }
+                    TypeInner::Array { size, .. } => {
+                        let repr = self.pointee_handle(fx, *base).and_then(|t| self.array_of(t));
+                        let unwrap = repr.map(|r| r.0.unwrap).unwrap_or("");
+                        match size {
+                            ArraySize::Dynamic => format!("{b}[{k}]{unwrap}"),
+                            _ => format!("{b}.a[{k}]{unwrap}"),
+                        }
+                    }
+                    TypeInner::Vector { .. } => format!("{b}.{}", COMPONENTS[k as usize]),
+                    TypeInner::Matrix { .. } => format!("{b}.c[{k}].v"),
+                    _ => return Err(self.expr_err(fx, h, "this member access")),
+                }
+            }
+            _ => return Err(self.expr_err(fx, h, "this pointer expression")),
+        })
+    }
+
+    fn literal(&self, l: &Literal) -> Res<String> {
+        Ok(match *l {
+            Literal::F32(v) => {
+                if v.is_finite() {
+                    let s = format!("{v:?}f");
+                    if v.is_sign_negative() {
+                        format!("({s})")
+                    } else {
+                        s
+                    }
+                } else {
+                    format!("xh_f32_from_bits({}u)", v.to_bits())
+                }
+            }
+            Literal::F64(v) => {
+                if v.is_finite() {
+                    let s = format!("{v:?}");
+                    let s = if s.contains(['.', 'e']) { s } else { format!("{s}.0") };
+                    if v.is_sign_negative() {
+                        format!("({s})")
+                    } else {
+                        s
+                    }
+                } else {
+                    format!("xh_f64_from_bits({}ULL)", v.to_bits())
+                }
+            }
+            Literal::U32(v) => format!("{v}u"),
+            Literal::I32(v) => {
+                if v == i32::MIN {
+                    "(-2147483647 - 1)".to_owned()
+                } else if v < 0 {
+                    format!("({v})")
+                } else {
+                    v.to_string()
+                }
+            }
+            Literal::U64(v) => format!("((xh_u64){v}ULL)"),
+            Literal::I64(v) => {
+                if v == i64::MIN {
+                    "((xh_i64)(-9223372036854775807LL - 1))".to_owned()
+                } else {
+                    format!("((xh_i64)({v}LL))")
+                }
+            }
+            Literal::Bool(b) => (if b { "true" } else { "false" }).to_owned(),
+            Literal::F16(_) => return Err(self.unsupported("f16")),
+            _ => return Err(self.unsupported("this literal")),
+        })
+    }
+
+    /// A value expression.
+    fn expr(&self, fx: &Fx, h: Handle<Expression>) -> Res<String> {
+        if let Some(n) = fx.baked.get(&h) {
+            return Ok(n.clone());
+        }
+        let e = &fx.f.expressions[h];
+        Ok(match e {
+            Expression::Literal(l) => self.literal(l).map_err(|e| self.relocate(fx, h, e))?,
+            Expression::Constant(c) => self.const_expr(self.m.constants[*c].init)?,
+            Expression::ZeroValue(t) => self.zero_of(*t)?,
+            Expression::Compose { ty, components } => {
+                let parts: Vec<String> = components.iter().map(|&c| self.expr(fx, c)).collect::<Res<_>>()?;
+                let types: Vec<TypeInner> = components.iter().map(|&c| self.ty(fx, c).clone()).collect();
+                self.compose(*ty, &parts, &types)?
+            }
+            Expression::Splat { size, value } => {
+                let v = self.expr(fx, *value)?;
+                let t = self.inner_name(self.ty(fx, h))?;
+                format!("xh_make_{t}({})", vec![v; *size as usize].join(", "))
+            }
+            Expression::Swizzle { size, vector, pattern } => {
+                let v = self.expr(fx, *vector)?;
+                let t = self.inner_name(self.ty(fx, h))?;
+                let parts: Vec<String> = pattern[..*size as usize]
+                    .iter()
+                    .map(|&p| comp(&v, p as usize))
+                    .collect();
+                format!("xh_make_{t}({})", parts.join(", "))
+            }
+            Expression::FunctionArgument(i) => {
+                if self.is_pointer(fx, h) {
+                    self.lvalue(fx, h)?
+                } else {
+                    fx.args[*i as usize].clone()
+                }
+            }
+            Expression::GlobalVariable(_) | Expression::LocalVariable(_) => self.lvalue(fx, h)?,
+            Expression::Access { base, index } => {
+                if self.is_pointer(fx, h) {
+                    return self.lvalue(fx, h);
+                }
+                let b = self.expr(fx, *base)?;
+                let i = self.expr(fx, *index)?;
+                match self.ty(fx, *base) {
+                    TypeInner::Vector { .. } => {
+                        format!("xh_get_{}({b}, (xh_u32)({i}))", self.inner_name(self.ty(fx, *base))?)
+                    }
+                    TypeInner::Matrix { columns, .. } => {
+                        format!("{}.c[{}].v", paren(&b), self.clamp(&i, *columns as u32))
+                    }
+                    TypeInner::Array {
+                        size: ArraySize::Constant(n),
+                        ..
+                    } => {
+                        let unwrap = match &fx.fi[*base].ty {
+                            TypeResolution::Handle(t) => self.arrays.get(t).map(|r| r.unwrap).unwrap_or(""),
+                            _ => "",
+                        };
+                        format!("{}.a[{}]{unwrap}", paren(&b), self.clamp(&i, n.get()))
+                    }
+                    _ => return Err(self.expr_err(fx, h, "this indexing")),
+                }
+            }
+            Expression::AccessIndex { base, index } => {
+                if self.is_pointer(fx, h) {
+                    return self.lvalue(fx, h);
+                }
+                let b = self.expr(fx, *base)?;
+                let k = *index as usize;
+                match self.ty(fx, *base) {
+                    TypeInner::Vector { .. } => comp(&b, k),
+                    TypeInner::Matrix { .. } => format!("{}.c[{k}].v", paren(&b)),
+                    TypeInner::Array { .. } => {
+                        let unwrap = match &fx.fi[*base].ty {
+                            TypeResolution::Handle(t) => self.arrays.get(t).map(|r| r.unwrap).unwrap_or(""),
+                            _ => "",
+                        };
+                        format!("{}.a[{k}]{unwrap}", paren(&b))
+                    }
+                    TypeInner::Struct { .. } => {
+                        let t = match &fx.fi[*base].ty {
+                            TypeResolution::Handle(t) => *t,
+                            _ => return Err(self.expr_err(fx, h, "this member access")),
+                        };
+                        format!("{}.{}", paren(&b), self.members[&t][k])
+                    }
+                    _ => return Err(self.expr_err(fx, h, "this member access")),
+                }
+            }
+            Expression::Load { pointer } => {
+                let lv = self.lvalue(fx, *pointer)?;
+                match self.pointee(fx, *pointer) {
+                    TypeInner::Atomic(s) if s.width != 4 && self.d == Dialect::OpenclC => {
+                        return Err(self.expr_err(fx, h, "64-bit atomics"))
+                    }
+                    TypeInner::Atomic(s) => self.atomic_load(&lv, s),
+                    _ => lv,
+                }
+            }
+            Expression::Unary { op, expr } => {
+                let v = self.expr(fx, *expr)?;
+                let t = self.ty(fx, *expr).clone();
+                self.map_components(
+                    &t,
+                    &[v],
+                    |s, a| {
+                        Ok(match op {
+                            UnaryOperator::Negate => match s.kind {
+                                ScalarKind::Sint => format!("xh_neg_{}({})", scalar_suffix(s).unwrap_or("i32"), a[0]),
+                                _ => format!("(-{})", paren(&a[0])),
+                            },
+                            UnaryOperator::LogicalNot => format!("(!{})", paren(&a[0])),
+                            UnaryOperator::BitwiseNot => {
+                                format!("(({})~{})", self.inner_name(&TypeInner::Scalar(s))?, paren(&a[0]))
+                            }
+                        })
+                    },
+                    None,
+                )?
+            }
+            Expression::Binary { op, left, right } => self.binary(fx, h, *op, *left, *right)?,
+            Expression::Select {
+                condition,
+                accept,
+                reject,
+            } => {
+                let c = self.expr(fx, *condition)?;
+                let a = self.expr(fx, *accept)?;
+                let r = self.expr(fx, *reject)?;
+                match self.ty(fx, *condition) {
+                    TypeInner::Vector { size, .. } => {
+                        let t = self.inner_name(self.ty(fx, h))?;
+                        let parts: Vec<String> = (0..*size as usize)
+                            .map(|i| format!("({} ? {} : {})", comp(&c, i), comp(&a, i), comp(&r, i)))
+                            .collect();
+                        format!("xh_make_{t}({})", parts.join(", "))
+                    }
+                    _ => format!("({c} ? {a} : {r})"),
+                }
+            }
+            Expression::Relational { fun, argument } => {
+                let v = self.expr(fx, *argument)?;
+                let (joiner, _) = match fun {
+                    naga::RelationalFunction::All => (" && ", ()),
+                    naga::RelationalFunction::Any => (" || ", ()),
+                    _ => return Err(self.expr_err(fx, h, "isNan/isInf")),
+                };
+                match self.ty(fx, *argument) {
+                    TypeInner::Vector { size, .. } => {
+                        let parts: Vec<String> = (0..*size as usize).map(|i| comp(&v, i)).collect();
+                        format!("({})", parts.join(joiner))
+                    }
+                    _ => v,
+                }
+            }
+            Expression::Math {
+                fun,
+                arg,
+                arg1,
+                arg2,
+                arg3,
+            } => {
+                let mut args = vec![*arg];
+                args.extend(arg1.iter().chain(arg2.iter()).chain(arg3.iter()).copied());
+                self.math(fx, h, *fun, &args)?
+            }
+            Expression::As { expr, kind, convert } => {
+                let v = self.expr(fx, *expr)?;
+                let t = self.ty(fx, *expr).clone();
+                if let TypeInner::Matrix { .. } = t {
+                    return Err(self.expr_err(fx, h, "matrix conversions"));
+                }
+                let result = self.ty(fx, h).clone();
+                self.map_components(&t, &[v], |s, a| self.convert(s, *kind, *convert, &a[0]), Some(&result))
+                    .map_err(|e| self.relocate(fx, h, e))?
+            }
+            Expression::ArrayLength(p) => self.array_length(fx, h, *p)?,
+            Expression::CallResult(_)
+            | Expression::AtomicResult { .. }
+            | Expression::WorkGroupUniformLoadResult { .. } => {
+                return Err(KernelError::new(
+                    KernelErrorKind::Internal,
+                    "a call or atomic result used before its statement",
+                ))
+            }
+            Expression::Override(_) => return Err(self.expr_err(fx, h, "an unresolved override")),
+            Expression::ImageSample { .. } | Expression::ImageLoad { .. } | Expression::ImageQuery { .. } => {
+                return Err(self.expr_err(fx, h, "textures"))
+            }
+            Expression::Derivative { .. } => return Err(self.expr_err(fx, h, "derivatives")),
+            Expression::SubgroupBallotResult | Expression::SubgroupOperationResult { .. } => {
+                return Err(self.expr_err(fx, h, "subgroup operations"))
+            }
+            _ => return Err(self.expr_err(fx, h, "this expression")),
+        })
+    }
+
+    /// A constant expression from the module's global expression arena.
+    fn const_expr(&self, h: Handle<Expression>) -> Res<String> {
+        let ge = &self.m.global_expressions;
+        Ok(match &ge[h] {
+            Expression::Literal(l) => self.literal(l)?,
+            Expression::Constant(c) => self.const_expr(self.m.constants[*c].init)?,
+            Expression::ZeroValue(t) => self.zero_of(*t)?,
+            Expression::Compose { ty, components } => {
+                let parts: Vec<String> = components.iter().map(|&c| self.const_expr(c)).collect::<Res<_>>()?;
+                let types: Vec<TypeInner> = components
+                    .iter()
+                    .map(|&c| self.info[c].inner_with(&self.m.types).clone())
+                    .collect();
+                self.compose(*ty, &parts, &types)?
+            }
+            Expression::Splat { size, value } => {
+                let v = self.const_expr(*value)?;
+                let t = self.inner_name(self.info[h].inner_with(&self.m.types))?;
+                format!("xh_make_{t}({})", vec![v; *size as usize].join(", "))
+            }
+            _ => return Err(self.unsupported("this constant expression")),
+        })
+    }
+
+    fn compose(&self, ty: Handle<Type>, parts: &[String], types: &[TypeInner]) -> Res<String> {
+        let name = self.type_name(ty)?;
+        match &self.m.types[ty].inner {
+            TypeInner::Vector { .. } => {
+                let mut flat = Vec::new();
+                for (p, t) in parts.iter().zip(types) {
+                    match t {
+                        TypeInner::Vector { size, .. } => flat.extend((0..*size as usize).map(|i| comp(p, i))),
+                        _ => flat.push(p.clone()),
+                    }
+                }
+                Ok(format!("xh_make_{name}({})", flat.join(", ")))
+            }
+            TypeInner::Matrix { columns, rows, .. } => {
+                if parts.len() == *columns as usize {
+                    Ok(format!("xh_make_{name}({})", parts.join(", ")))
+                } else {
+                    let r = *rows as usize;
+                    let cols: Vec<String> = parts
+                        .chunks(r)
+                        .map(|c| format!("xh_make_xh_f32x{r}({})", c.join(", ")))
+                        .collect();
+                    Ok(format!("xh_make_{name}({})", cols.join(", ")))
+                }
+            }
+            TypeInner::Array {
+                size: ArraySize::Constant(n),
+                ..
+            } if n.get() > 32 => Err(self.unsupported("an array constructor with more than 32 elements")),
+            _ => Ok(format!("xh_make_{name}({})", parts.join(", "))),
+        }
+    }
+
+    /// Applies `f` to each component of a scalar or vector of type `t` (all `args` share its
+    /// shape, or are scalars that apply to every component).
+    fn map_components(
+        &self,
+        t: &TypeInner,
+        args: &[String],
+        f: impl Fn(Scalar, &[String]) -> Res<String>,
+        result: Option<&TypeInner>,
+    ) -> Res<String> {
+        match t {
+            TypeInner::Scalar(s) => f(*s, args),
+            TypeInner::Vector { size, scalar } => {
+                let mut parts = Vec::new();
+                for i in 0..*size as usize {
+                    let a: Vec<String> = args.iter().map(|x| comp(x, i)).collect();
+                    parts.push(f(*scalar, &a)?);
+                }
+                let name = self.inner_name(result.unwrap_or(t))?;
+                Ok(format!("xh_make_{name}({})", parts.join(", ")))
+            }
+            _ => Err(self.unsupported("this operand type")),
+        }
+    }
+
+    fn convert(&self, s: Scalar, kind: ScalarKind, convert: Option<u8>, e: &str) -> Res<String> {
+        let dst = Scalar {
+            kind,
+            width: convert.unwrap_or(s.width),
+        };
+        let dn = self.inner_name(&TypeInner::Scalar(dst))?;
+        let sf = scalar_suffix(s).ok_or_else(|| self.unsupported("f16"))?;
+        let df = scalar_suffix(dst).ok_or_else(|| self.unsupported("f16"))?;
+        if s == dst {
+            return Ok(e.to_owned());
+        }
+        if convert.is_none() {
+            // Bit cast between types of one width.
+            return Ok(match (s.kind, dst.kind) {
+                (ScalarKind::Float, ScalarKind::Uint) => format!("xh_bits_{sf}({e})"),
+                (ScalarKind::Float, _) => format!("(({dn})xh_bits_{sf}({e}))"),
+                (_, ScalarKind::Float) => {
+                    let bits = if dst.width == 8 { "xh_u64" } else { "xh_u32" };
+                    format!("xh_{df}_from_bits(({bits})({e}))")
+                }
+                _ => format!("(({dn})({e}))"),
+            });
+        }
+        Ok(match (s.kind, dst.kind) {
+            (ScalarKind::Bool, ScalarKind::Float) => {
+                let one = if dst.width == 4 { "1.0f" } else { "1.0" };
+                let zero = if dst.width == 4 { "0.0f" } else { "0.0" };
+                format!("({} ? {one} : {zero})", paren(e))
+            }
+            (ScalarKind::Bool, _) => format!("(({dn})({} ? 1 : 0))", paren(e)),
+            (_, ScalarKind::Bool) => format!("({} != 0)", paren(e)),
+            (ScalarKind::Float, ScalarKind::Sint | ScalarKind::Uint) => format!("xh_{sf}_to_{df}({e})"),
+            _ => format!("(({dn})({e}))"),
+        })
+    }
+
+    fn sbin(&self, op: Bin, s: Scalar, a: &str, b: &str) -> Res<String> {
+        let sfx = scalar_suffix(s).ok_or_else(|| self.unsupported("f16"))?;
+        let float = s.kind == ScalarKind::Float;
+        let signed = s.kind == ScalarKind::Sint;
+        let int = matches!(s.kind, ScalarKind::Sint | ScalarKind::Uint);
+        Ok(match op {
+            Bin::Add if signed => format!("xh_add_{sfx}({a}, {b})"),
+            Bin::Subtract if signed => format!("xh_sub_{sfx}({a}, {b})"),
+            Bin::Multiply if signed => format!("xh_mul_{sfx}({a}, {b})"),
+            Bin::Add => format!("({a} + {b})"),
+            Bin::Subtract => format!("({a} - {b})"),
+            Bin::Multiply => format!("({a} * {b})"),
+            Bin::Divide if int => format!("xh_div_{sfx}({a}, {b})"),
+            Bin::Divide => format!("({a} / {b})"),
+            Bin::Modulo if int => format!("xh_rem_{sfx}({a}, {b})"),
+            Bin::Modulo if float => format!("{}({a}, {b})", math_name(self.d, "fmod", s.width == 4)),
+            Bin::Equal => format!("({a} == {b})"),
+            Bin::NotEqual => format!("({a} != {b})"),
+            Bin::Less => format!("({a} < {b})"),
+            Bin::LessEqual => format!("({a} <= {b})"),
+            Bin::Greater => format!("({a} > {b})"),
+            Bin::GreaterEqual => format!("({a} >= {b})"),
+            Bin::And if s.kind == ScalarKind::Bool => format!("((xh_bool)({a} & {b}))"),
+            Bin::InclusiveOr if s.kind == ScalarKind::Bool => format!("((xh_bool)({a} | {b}))"),
+            Bin::And => format!("(({})({a} & {b}))", self.inner_name(&TypeInner::Scalar(s))?),
+            Bin::InclusiveOr => format!("(({})({a} | {b}))", self.inner_name(&TypeInner::Scalar(s))?),
+            Bin::ExclusiveOr => format!("(({})({a} ^ {b}))", self.inner_name(&TypeInner::Scalar(s))?),
+            Bin::LogicalAnd => format!("({a} && {b})"),
+            Bin::LogicalOr => format!("({a} || {b})"),
+            Bin::ShiftLeft => format!("xh_shl_{sfx}({a}, {b})"),
+            Bin::ShiftRight => format!("xh_shr_{sfx}({a}, {b})"),
+            Bin::Modulo => return Err(self.unsupported("this remainder")),
+        })
+    }
+
+    fn binary(
+        &self,
+        fx: &Fx,
+        h: Handle<Expression>,
+        op: Bin,
+        l: Handle<Expression>,
+        r: Handle<Expression>,
+    ) -> Res<String> {
+        let a = self.expr(fx, l)?;
+        let b = self.expr(fx, r)?;
+        let lt = self.ty(fx, l).clone();
+        let rt = self.ty(fx, r).clone();
+        let result = self.ty(fx, h).clone();
+        let err = |e: KernelError| self.relocate(fx, h, e);
+        match (&lt, &rt) {
+            (TypeInner::Scalar(s), TypeInner::Scalar(_)) => self.sbin(op, *s, &a, &b).map_err(err),
+            (TypeInner::Vector { size, scalar }, TypeInner::Vector { .. })
+            | (TypeInner::Vector { size, scalar }, TypeInner::Scalar(_))
+            | (TypeInner::Scalar(scalar), TypeInner::Vector { size, .. }) => {
+                let n = *size as usize;
+                let lv = matches!(lt, TypeInner::Vector { .. });
+                let rv = matches!(rt, TypeInner::Vector { .. });
+                let mut parts = Vec::new();
+                for i in 0..n {
+                    let x = if lv { comp(&a, i) } else { a.clone() };
+                    let y = if rv { comp(&b, i) } else { b.clone() };
+                    parts.push(self.sbin(op, *scalar, &x, &y).map_err(err)?);
+                }
+                let name = self.inner_name(&result)?;
+                Ok(format!("xh_make_{name}({})", parts.join(", ")))
+            }
+            (TypeInner::Matrix { columns, rows, .. }, _) | (_, TypeInner::Matrix { columns, rows, .. }) => self
+                .matrix_binary(
+                    fx,
+                    h,
+                    op,
+                    (&a, &lt),
+                    (&b, &rt),
+                    *columns as usize,
+                    *rows as usize,
+                    &result,
+                ),
+            _ => Err(self.expr_err(fx, h, "this operation")),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn matrix_binary(
+        &self,
+        fx: &Fx,
+        h: Handle<Expression>,
+        op: Bin,
+        (a, lt): (&str, &TypeInner),
+        (b, rt): (&str, &TypeInner),
+        _c: usize,
+        _r: usize,
+        result: &TypeInner,
+    ) -> Res<String> {
+        let col = |m: &str, j: usize| format!("{}.c[{j}].v", paren(m));
+        let rname = self.inner_name(result)?;
+        let sum = |terms: Vec<String>| format!("({})", terms.join(" + "));
+        match (op, lt, rt) {
+            (Bin::Add | Bin::Subtract, TypeInner::Matrix { columns, rows, .. }, TypeInner::Matrix { .. }) => {
+                let sign = if op == Bin::Add { "+" } else { "-" };
+                let cols: Vec<String> = (0..*columns as usize)
+                    .map(|j| {
+                        let parts: Vec<String> = (0..*rows as usize)
+                            .map(|i| format!("{} {sign} {}", comp(&col(a, j), i), comp(&col(b, j), i)))
+                            .collect();
+                        format!("xh_make_xh_f32x{}({})", *rows as u8, parts.join(", "))
+                    })
+                    .collect();
+                Ok(format!("xh_make_{rname}({})", cols.join(", ")))
+            }
+            (Bin::Multiply, TypeInner::Matrix { columns, rows, .. }, TypeInner::Scalar(_))
+            | (Bin::Multiply, TypeInner::Scalar(_), TypeInner::Matrix { columns, rows, .. }) => {
+                let (m, s) = if matches!(lt, TypeInner::Matrix { .. }) {
+                    (a, b)
+                } else {
+                    (b, a)
+                };
+                let cols: Vec<String> = (0..*columns as usize)
+                    .map(|j| {
+                        let parts: Vec<String> = (0..*rows as usize)
+                            .map(|i| format!("{} * {s}", comp(&col(m, j), i)))
+                            .collect();
+                        format!("xh_make_xh_f32x{}({})", *rows as u8, parts.join(", "))
+                    })
+                    .collect();
+                Ok(format!("xh_make_{rname}({})", cols.join(", ")))
+            }
+            (Bin::Multiply, TypeInner::Matrix { columns, rows, .. }, TypeInner::Vector { .. }) => {
+                let parts: Vec<String> = (0..*rows as usize)
+                    .map(|i| {
+                        sum((0..*columns as usize)
+                            .map(|j| format!("{} * {}", comp(&col(a, j), i), comp(b, j)))
+                            .collect())
+                    })
+                    .collect();
+                Ok(format!("xh_make_{rname}({})", parts.join(", ")))
+            }
+            (Bin::Multiply, TypeInner::Vector { size, .. }, TypeInner::Matrix { columns, .. }) => {
+                let parts: Vec<String> = (0..*columns as usize)
+                    .map(|j| {
+                        sum((0..*size as usize)
+                            .map(|i| format!("{} * {}", comp(a, i), comp(&col(b, j), i)))
+                            .collect())
+                    })
+                    .collect();
+                Ok(format!("xh_make_{rname}({})", parts.join(", ")))
+            }
+            (
+                Bin::Multiply,
+                TypeInner::Matrix {
+                    columns: inner, rows, ..
+                },
+                TypeInner::Matrix { columns: k, .. },
+            ) => {
+                let cols: Vec<String> = (0..*k as usize)
+                    .map(|kk| {
+                        let parts: Vec<String> = (0..*rows as usize)
+                            .map(|i| {
+                                sum((0..*inner as usize)
+                                    .map(|j| format!("{} * {}", comp(&col(a, j), i), comp(&col(b, kk), j)))
+                                    .collect())
+                            })
+                            .collect();
+                        format!("xh_make_xh_f32x{}({})", *rows as u8, parts.join(", "))
+                    })
+                    .collect();
+                Ok(format!("xh_make_{rname}({})", cols.join(", ")))
+            }
+            _ => Err(self.expr_err(fx, h, "this matrix operation")),
+        }
+    }
+
+    fn math(&self, fx: &Fx, h: Handle<Expression>, fun: Mf, args: &[Handle<Expression>]) -> Res<String> {
+        let vals: Vec<String> = args.iter().map(|&a| self.expr(fx, a)).collect::<Res<_>>()?;
+        let t0 = self.ty(fx, args[0]).clone();
+        let result = self.ty(fx, h).clone();
+        let err = |e: KernelError| self.relocate(fx, h, e);
+        let (size, scalar) = match t0 {
+            TypeInner::Scalar(s) => (None, s),
+            TypeInner::Vector { size, scalar } => (Some(size as usize), scalar),
+            TypeInner::Matrix { columns, rows, .. } => {
+                return match fun {
+                    Mf::Transpose => {
+                        let m = &vals[0];
+                        let cols: Vec<String> = (0..rows as usize)
+                            .map(|i| {
+                                let parts: Vec<String> = (0..columns as usize)
+                                    .map(|j| comp(&format!("{}.c[{j}].v", paren(m)), i))
+                                    .collect();
+                                format!("xh_make_xh_f32x{}({})", columns as u8, parts.join(", "))
+                            })
+                            .collect();
+                        Ok(format!("xh_make_{}({})", self.inner_name(&result)?, cols.join(", ")))
+                    }
+                    Mf::Determinant => {
+                        let m = &vals[0];
+                        let e = |j: usize, i: usize| comp(&format!("{}.c[{j}].v", paren(m)), i);
+                        match columns {
+                            VectorSize::Bi => Ok(format!("({} * {} - {} * {})", e(0, 0), e(1, 1), e(1, 0), e(0, 1))),
+                            VectorSize::Tri => Ok(format!(
+                                "({a} * ({e_} * {i} - {h_} * {f}) - {d} * ({b} * {i} - {h_} * {c}) + {g} * ({b} * {f} - {e_} * {c}))",
+                                a = e(0, 0), b = e(0, 1), c = e(0, 2), d = e(1, 0), e_ = e(1, 1), f = e(1, 2),
+                                g = e(2, 0), h_ = e(2, 1), i = e(2, 2)
+                            )),
+                            _ => Err(self.expr_err(fx, h, "determinant of a 4x4 matrix")),
+                        }
+                    }
+                    _ => Err(self.expr_err(fx, h, &format!("{fun:?} on matrices"))),
+                };
+            }
+            _ => return Err(self.expr_err(fx, h, &format!("{fun:?} on this type"))),
+        };
+        let n = size.unwrap_or(1);
+        let c = |v: &str, i: usize| if size.is_some() { comp(v, i) } else { v.to_owned() };
+        // Geometric functions that look across components.
+        match fun {
+            Mf::Dot => {
+                let mut acc: Option<String> = None;
+                for i in 0..n {
+                    let p = self
+                        .sbin(Bin::Multiply, scalar, &c(&vals[0], i), &c(&vals[1], i))
+                        .map_err(err)?;
+                    acc = Some(match acc {
+                        None => p,
+                        Some(a) => self.sbin(Bin::Add, scalar, &a, &p).map_err(err)?,
+                    });
+                }
+                return Ok(acc.unwrap_or_default());
+            }
+            Mf::Length | Mf::Distance | Mf::Normalize => {
+                if scalar.kind != ScalarKind::Float {
+                    return Err(self.expr_err(fx, h, "length of integers"));
+                }
+                let sqrt = math_name(self.d, "sqrt", scalar.width == 4);
+                let diff = |i: usize| {
+                    if fun == Mf::Distance {
+                        format!("({} - {})", c(&vals[0], i), c(&vals[1], i))
+                    } else {
+                        c(&vals[0], i)
+                    }
+                };
+                let len = format!(
+                    "{sqrt}({})",
+                    (0..n)
+                        .map(|i| format!("{} * {}", diff(i), diff(i)))
+                        .collect::<Vec<_>>()
+                        .join(" + ")
+                );
+                if fun != Mf::Normalize {
+                    return Ok(len);
+                }
+                if size.is_none() {
+                    return Ok(format!("({} / {len})", vals[0]));
+                }
+                let parts: Vec<String> = (0..n).map(|i| format!("{} / {len}", c(&vals[0], i))).collect();
+                return Ok(format!("xh_make_{}({})", self.inner_name(&result)?, parts.join(", ")));
+            }
+            Mf::Cross => {
+                let (a, b) = (&vals[0], &vals[1]);
+                let x =
+                    |i: usize, j: usize| format!("{} * {} - {} * {}", comp(a, i), comp(b, j), comp(a, j), comp(b, i));
+                return Ok(format!(
+                    "xh_make_{}({}, {}, {})",
+                    self.inner_name(&result)?,
+                    x(1, 2),
+                    x(2, 0),
+                    x(0, 1)
+                ));
+            }
+            _ => {}
+        }
+        let arg_is_vec: Vec<bool> = args
+            .iter()
+            .map(|&a| matches!(self.ty(fx, a), TypeInner::Vector { .. }))
+            .collect();
+        let mut parts = Vec::new();
+        for i in 0..n {
+            let a: Vec<String> = vals
+                .iter()
+                .zip(&arg_is_vec)
+                .map(|(v, &is_vec)| if is_vec { comp(v, i) } else { v.clone() })
+                .collect();
+            parts.push(self.smath(fun, scalar, &a).map_err(err)?);
+        }
+        match size {
+            None => Ok(parts.pop().unwrap_or_default()),
+            Some(_) => Ok(format!("xh_make_{}({})", self.inner_name(&result)?, parts.join(", "))),
+        }
+    }
+
+    fn smath(&self, fun: Mf, s: Scalar, a: &[String]) -> Res<String> {
+        let sfx = scalar_suffix(s).ok_or_else(|| self.unsupported("f16"))?;
+        if s.kind == ScalarKind::Float {
+            let f32 = s.width == 4;
+            let n = |name: &str| math_name(self.d, name, f32);
+            let lit = |v: &str| if f32 { format!("{v}f") } else { v.to_owned() };
+            let one = |name: &str| format!("{}({})", n(name), a[0]);
+            return Ok(match fun {
+                Mf::Abs => one("fabs"),
+                Mf::Min => format!("{}({}, {})", n("fmin"), a[0], a[1]),
+                Mf::Max => format!("{}({}, {})", n("fmax"), a[0], a[1]),
+                Mf::Clamp => format!("{}({}({}, {}), {})", n("fmin"), n("fmax"), a[0], a[1], a[2]),
+                Mf::Saturate => format!("{}({}({}, {}), {})", n("fmin"), n("fmax"), a[0], lit("0.0"), lit("1.0")),
+                Mf::Cos => one("cos"),
+                Mf::Cosh => one("cosh"),
+                Mf::Sin => one("sin"),
+                Mf::Sinh => one("sinh"),
+                Mf::Tan => one("tan"),
+                Mf::Tanh => one("tanh"),
+                Mf::Acos => one("acos"),
+                Mf::Asin => one("asin"),
+                Mf::Atan => one("atan"),
+                Mf::Asinh => one("asinh"),
+                Mf::Acosh => one("acosh"),
+                Mf::Atanh => one("atanh"),
+                Mf::Atan2 => format!("{}({}, {})", n("atan2"), a[0], a[1]),
+                Mf::Radians => format!("({} * {})", a[0], lit("0.017453292519943295")),
+                Mf::Degrees => format!("({} * {})", a[0], lit("57.29577951308232")),
+                Mf::Ceil => one("ceil"),
+                Mf::Floor => one("floor"),
+                Mf::Round => one("rint"),
+                Mf::Trunc => one("trunc"),
+                Mf::Fract => format!("({} - {}({}))", a[0], n("floor"), a[0]),
+                Mf::Exp => one("exp"),
+                Mf::Exp2 => one("exp2"),
+                Mf::Log => one("log"),
+                Mf::Log2 => one("log2"),
+                Mf::Pow => format!("{}({}, {})", n("pow"), a[0], a[1]),
+                Mf::Sqrt => one("sqrt"),
+                Mf::InverseSqrt => format!("({} / {}({}))", lit("1.0"), n("sqrt"), a[0]),
+                Mf::Sign => format!("xh_sign_{sfx}({})", a[0]),
+                Mf::Fma => format!("{}({}, {}, {})", n("fma"), a[0], a[1], a[2]),
+                Mf::Mix => format!("({} * ({} - {}) + {} * {})", a[0], lit("1.0"), a[2], a[1], a[2]),
+                Mf::Step => format!("({} <= {} ? {} : {})", a[0], a[1], lit("1.0"), lit("0.0")),
+                Mf::SmoothStep => format!("xh_smoothstep_{sfx}({}, {}, {})", a[0], a[1], a[2]),
+                Mf::Ldexp => format!("{}({}, (int)({}))", n("ldexp"), a[0], a[1]),
+                other => return Err(self.unsupported(&format!("the built-in {other:?}"))),
+            });
+        }
+        let t = self.inner_name(&TypeInner::Scalar(s))?;
+        let wide = s.width == 8;
+        let signed = s.kind == ScalarKind::Sint;
+        let bits32 = |f: &str| -> Res<String> {
+            if wide {
+                return Err(self.unsupported(&format!("the built-in {fun:?} on 64-bit integers")));
+            }
+            Ok(if signed {
+                format!("(({t})xh_{f}_u32((xh_u32)({})))", a[0])
+            } else {
+                format!("xh_{f}_u32({})", a[0])
+            })
+        };
+        Ok(match fun {
+            Mf::Abs if signed => format!("xh_abs_{sfx}({})", a[0]),
+            Mf::Abs => a[0].clone(),
+            Mf::Min => format!("xh_min_{sfx}({}, {})", a[0], a[1]),
+            Mf::Max => format!("xh_max_{sfx}({}, {})", a[0], a[1]),
+            Mf::Clamp => format!("xh_min_{sfx}(xh_max_{sfx}({}, {}), {})", a[0], a[1], a[2]),
+            Mf::Sign if signed => format!("xh_sign_{sfx}({})", a[0]),
+            Mf::CountOneBits => bits32("popcount")?,
+            Mf::ReverseBits => bits32("reverse")?,
+            Mf::CountLeadingZeros => bits32("clz")?,
+            Mf::CountTrailingZeros => bits32("ctz")?,
+            Mf::FirstTrailingBit => bits32("first_trailing_bit")?,
+            Mf::FirstLeadingBit if wide => return Err(self.unsupported("firstLeadingBit on 64-bit integers")),
+            Mf::FirstLeadingBit => format!("xh_first_leading_bit_{sfx}({})", a[0]),
+            Mf::ExtractBits if !wide => format!("xh_extract_bits_{sfx}({}, {}, {})", a[0], a[1], a[2]),
+            Mf::InsertBits if !wide => format!("xh_insert_bits_{sfx}({}, {}, {}, {})", a[0], a[1], a[2], a[3]),
+            other => return Err(self.unsupported(&format!("the built-in {other:?} on {}", scalar_wgsl(s)))),
+        })
+    }
+
+    fn array_length(&self, fx: &Fx, h: Handle<Expression>, p: Handle<Expression>) -> Res<String> {
+        let (g, header) = match &fx.f.expressions[p] {
+            Expression::GlobalVariable(g) => (*g, 0),
+            Expression::AccessIndex { base, index } => match &fx.f.expressions[*base] {
+                Expression::GlobalVariable(g) => {
+                    let header = match &self.m.types[self.m.global_variables[*g].ty].inner {
+                        TypeInner::Struct { members, .. } => members[*index as usize].offset,
+                        _ => 0,
+                    };
+                    (*g, header)
+                }
+                _ => return Err(self.expr_err(fx, h, "arrayLength of this pointer")),
+            },
+            _ => return Err(self.expr_err(fx, h, "arrayLength of this pointer")),
+        };
+        let stride = match self.pointee(fx, p) {
+            TypeInner::Array { stride, .. } => stride,
+            _ => return Err(self.expr_err(fx, h, "arrayLength of this pointer")),
+        };
+        let binding = self.m.global_variables[g]
+            .binding
+            .as_ref()
+            .map(|b| b.binding)
+            .unwrap_or(0);
+        Ok(format!("xh_array_length(ctx->len_[{binding}], {header}u, {stride}u)"))
+    }
+
+    fn atomic_load(&self, lv: &str, s: Scalar) -> String {
+        let zero = if s.kind == ScalarKind::Uint { "0u" } else { "0" };
+        match self.d {
+            Dialect::HostC => format!("__atomic_load_n(&{lv}, __ATOMIC_RELAXED)"),
+            // CUDA and HIP have 64-bit atomics on `unsigned long long` only.
+            Dialect::CudaC | Dialect::HipC if s.width == 8 => {
+                let t = self.inner_name(&TypeInner::Scalar(s)).unwrap_or_default();
+                format!("(({t})atomicAdd((xh_u64*)&{lv}, (xh_u64)0))")
+            }
+            Dialect::CudaC | Dialect::HipC => format!("atomicAdd(&{lv}, {zero})"),
+            Dialect::OpenclC => format!("atomic_add(&{lv}, {zero})"),
+        }
+    }
+
+    fn atomic_call(&self, fun: naga::AtomicFunction, s: Scalar, p: &str, v: &str) -> String {
+        use naga::AtomicFunction as A;
+        let sfx = match (s.kind, s.width) {
+            (ScalarKind::Uint, 8) => "u64",
+            (_, 8) => "i64",
+            (ScalarKind::Uint, _) => "u32",
+            _ => "i32",
+        };
+        if s.width == 8 && matches!(self.d, Dialect::CudaC | Dialect::HipC) {
+            // 64-bit atomics exist on `unsigned long long` (and min/max on `long long`);
+            // subtraction is an addition of the negation.
+            let t = if s.kind == ScalarKind::Uint { "xh_u64" } else { "xh_i64" };
+            let (name, value) = match fun {
+                A::Add => ("atomicAdd", format!("(xh_u64)({v})")),
+                A::Subtract => ("atomicAdd", format!("(xh_u64)0 - (xh_u64)({v})")),
+                A::And => ("atomicAnd", format!("(xh_u64)({v})")),
+                A::InclusiveOr => ("atomicOr", format!("(xh_u64)({v})")),
+                A::ExclusiveOr => ("atomicXor", format!("(xh_u64)({v})")),
+                A::Min => return format!("atomicMin({p}, {v})"),
+                A::Max => return format!("atomicMax({p}, {v})"),
+                A::Exchange { .. } => ("atomicExch", format!("(xh_u64)({v})")),
+            };
+            return format!("(({t}){name}((xh_u64*){p}, {value}))");
+        }
+        match self.d {
+            Dialect::HostC => match fun {
+                A::Add => format!("__atomic_fetch_add({p}, {v}, __ATOMIC_RELAXED)"),
+                A::Subtract => format!("__atomic_fetch_sub({p}, {v}, __ATOMIC_RELAXED)"),
+                A::And => format!("__atomic_fetch_and({p}, {v}, __ATOMIC_RELAXED)"),
+                A::InclusiveOr => format!("__atomic_fetch_or({p}, {v}, __ATOMIC_RELAXED)"),
+                A::ExclusiveOr => format!("__atomic_fetch_xor({p}, {v}, __ATOMIC_RELAXED)"),
+                A::Min => format!("xh_atomic_min_{sfx}({p}, {v})"),
+                A::Max => format!("xh_atomic_max_{sfx}({p}, {v})"),
+                A::Exchange { .. } => format!("__atomic_exchange_n({p}, {v}, __ATOMIC_RELAXED)"),
+            },
+            Dialect::CudaC | Dialect::HipC => {
+                let name = match fun {
+                    A::Add => "atomicAdd",
+                    A::Subtract => "atomicSub",
+                    A::And => "atomicAnd",
+                    A::InclusiveOr => "atomicOr",
+                    A::ExclusiveOr => "atomicXor",
+                    A::Min => "atomicMin",
+                    A::Max => "atomicMax",
+                    A::Exchange { .. } => "atomicExch",
+                };
+                format!("{name}({p}, {v})")
+            }
+            Dialect::OpenclC => {
+                let name = match fun {
+                    A::Add => "atomic_add",
+                    A::Subtract => "atomic_sub",
+                    A::And => "atomic_and",
+                    A::InclusiveOr => "atomic_or",
+                    A::ExclusiveOr => "atomic_xor",
+                    A::Min => "atomic_min",
+                    A::Max => "atomic_max",
+                    A::Exchange { .. } => "atomic_xchg",
+                };
+                format!("{name}({p}, {v})")
+            }
+        }
+    }
+
+    fn write_function(&self, f: &Function, fi: &FunctionInfo, name: String, entry: bool) -> Res<String> {
+        let mut fx = Fx {
+            f,
+            fi,
+            baked: HashMap::new(),
+            locals: HashMap::new(),
+            args: Vec::new(),
+            entry,
+            indent: 1,
+        };
+        let mut params = vec!["xh_ctx* ctx".to_owned()];
+        for (i, arg) in f.arguments.iter().enumerate() {
+            let an = format!("a_{}{i}", ident(arg.name.as_deref(), "arg"));
+            let decl = match &self.m.types[arg.ty].inner {
+                TypeInner::Pointer { base, space } => {
+                    let q = match space {
+                        AddressSpace::Storage { .. } => "XH_GLOBAL ",
+                        AddressSpace::WorkGroup => "XH_LOCAL ",
+                        _ => "",
+                    };
+                    format!("{q}{}* {an}", self.type_name(*base)?)
+                }
+                _ => format!("{} {an}", self.type_name(arg.ty)?),
+            };
+            params.push(decl);
+            fx.args.push(an);
+        }
+        let ret = match &f.result {
+            Some(r) => self.type_name(r.ty)?,
+            None => "void".to_owned(),
+        };
+        let mut body = String::new();
+        for (h, local) in f.local_variables.iter() {
+            let ln = format!("{}_l{}", ident(local.name.as_deref(), "local"), h.index());
+            let init = match local.init {
+                Some(e) => self.expr(&fx, e)?,
+                None => self.zero_of(local.ty)?,
+            };
+            let _ = writeln!(body, "    XH_UNUSED {} {ln} = {init};", self.type_name(local.ty)?);
+            fx.locals.insert(h, ln);
+        }
+        self.block(&mut fx, &f.body, &mut body)?;
+        Ok(format!("XH_FN {ret} {name}({}) {{\n{body}}}\n", params.join(", ")))
+    }
+
+    fn pad(fx: &Fx) -> String {
+        "    ".repeat(fx.indent)
+    }
+
+    fn block(&self, fx: &mut Fx, block: &Block, out: &mut String) -> Res<()> {
+        for (s, span) in block.span_iter() {
+            self.statement(fx, s, *span, out)?;
+        }
+        Ok(())
+    }
+
+    fn bake(&self, fx: &mut Fx, h: Handle<Expression>, value: String, out: &mut String) -> Res<()> {
+        let t = self.res_name(&fx.fi[h].ty).map_err(|e| self.relocate(fx, h, e))?;
+        let name = match fx.f.named_expressions.get(&h) {
+            Some(n) => format!("{}_e{}", ident(Some(n), "e"), h.index()),
+            None => format!("e{}", h.index()),
+        };
+        let _ = writeln!(out, "{}XH_UNUSED {t} {name} = {value};", Self::pad(fx));
+        fx.baked.insert(h, name);
+        Ok(())
+    }
+
+    fn barrier(&self, flags: naga::Barrier, control: bool) -> Res<String> {
+        Ok(match self.d {
+            // The runner provides the barrier: it runs the invocations of a workgroup so that
+            // they can wait for each other (threads or fibers).
+            Dialect::HostC if control => "ctx->inv_->barrier(ctx->inv_->barrier_context);".to_owned(),
+            Dialect::HostC => "__atomic_thread_fence(__ATOMIC_SEQ_CST);".to_owned(),
+            Dialect::CudaC | Dialect::HipC => {
+                if control {
+                    "__syncthreads();".to_owned()
+                } else if flags.contains(naga::Barrier::STORAGE) {
+                    "__threadfence();".to_owned()
+                } else {
+                    "__threadfence_block();".to_owned()
+                }
+            }
+            Dialect::OpenclC => {
+                let mut f = Vec::new();
+                if flags.contains(naga::Barrier::WORK_GROUP) || flags.is_empty() {
+                    f.push("CLK_LOCAL_MEM_FENCE");
+                }
+                if flags.contains(naga::Barrier::STORAGE) {
+                    f.push("CLK_GLOBAL_MEM_FENCE");
+                }
+                if f.is_empty() {
+                    f.push("CLK_LOCAL_MEM_FENCE");
+                }
+                if control {
+                    format!("barrier({});", f.join(" | "))
+                } else {
+                    format!("mem_fence({});", f.join(" | "))
+                }
+            }
+        })
+    }
+
+    fn statement(&self, fx: &mut Fx, s: &Statement, span: naga::Span, out: &mut String) -> Res<()> {
+        let pad = Self::pad(fx);
+        match s {
+            Statement::Emit(range) => {
+                for h in range.clone() {
+                    if self.is_pointer(fx, h) {
+                        continue;
+                    }
+                    let v = self.expr(fx, h)?;
+                    self.bake(fx, h, v, out)?;
+                }
+            }
+            Statement::Block(b) => {
+                let _ = writeln!(out, "{pad}{{");
+                fx.indent += 1;
+                self.block(fx, b, out)?;
+                fx.indent -= 1;
+                let _ = writeln!(out, "{pad}}}");
+            }
+            Statement::If {
+                condition,
+                accept,
+                reject,
+            } => {
+                let c = self.expr(fx, *condition)?;
+                let _ = writeln!(out, "{pad}if ({c}) {{");
+                fx.indent += 1;
+                self.block(fx, accept, out)?;
+                fx.indent -= 1;
+                if reject.is_empty() {
+                    let _ = writeln!(out, "{pad}}}");
+                } else {
+                    let _ = writeln!(out, "{pad}}} else {{");
+                    fx.indent += 1;
+                    self.block(fx, reject, out)?;
+                    fx.indent -= 1;
+                    let _ = writeln!(out, "{pad}}}");
+                }
+            }
+            Statement::Switch { selector, cases } => {
+                let sel = self.expr(fx, *selector)?;
+                let _ = writeln!(out, "{pad}switch ({sel}) {{");
+                for case in cases {
+                    let label = match case.value {
+                        naga::SwitchValue::I32(v) => format!("case {}:", self.literal(&Literal::I32(v))?),
+                        naga::SwitchValue::U32(v) => format!("case {v}u:"),
+                        naga::SwitchValue::Default => "default:".to_owned(),
+                    };
+                    let _ = writeln!(out, "{pad}{label} {{");
+                    fx.indent += 1;
+                    self.block(fx, &case.body, out)?;
+                    fx.indent -= 1;
+                    if case.fall_through {
+                        let _ = writeln!(out, "{pad}}}");
+                    } else {
+                        let _ = writeln!(out, "{pad}}} break;");
+                    }
+                }
+                let _ = writeln!(out, "{pad}}}");
+            }
+            Statement::Loop {
+                body,
+                continuing,
+                break_if,
+            } => {
+                if continuing.is_empty() && break_if.is_none() {
+                    let _ = writeln!(out, "{pad}for (;;) {{");
+                    fx.indent += 1;
+                    self.block(fx, body, out)?;
+                    fx.indent -= 1;
+                    let _ = writeln!(out, "{pad}}}");
+                } else {
+                    let gate = format!("loop_init{}", out.len());
+                    let _ = writeln!(out, "{pad}{{ xh_bool {gate} = true;");
+                    let _ = writeln!(out, "{pad}for (;;) {{");
+                    let _ = writeln!(out, "{pad}    if (!{gate}) {{");
+                    fx.indent += 2;
+                    self.block(fx, continuing, out)?;
+                    if let Some(b) = break_if {
+                        let c = self.expr(fx, *b)?;
+                        let _ = writeln!(out, "{}if ({c}) {{ break; }}", Self::pad(fx));
+                    }
+                    fx.indent -= 2;
+                    let _ = writeln!(out, "{pad}    }}");
+                    let _ = writeln!(out, "{pad}    {gate} = false;");
+                    fx.indent += 1;
+                    self.block(fx, body, out)?;
+                    fx.indent -= 1;
+                    let _ = writeln!(out, "{pad}}} }}");
+                }
+            }
+            Statement::Break => {
+                let _ = writeln!(out, "{pad}break;");
+            }
+            Statement::Continue => {
+                let _ = writeln!(out, "{pad}continue;");
+            }
+            Statement::Return { value } => match value {
+                Some(v) if !fx.entry => {
+                    let v = self.expr(fx, *v)?;
+                    let _ = writeln!(out, "{pad}return {v};");
+                }
+                _ => {
+                    let _ = writeln!(out, "{pad}return;");
+                }
+            },
+            Statement::Kill => return Err(self.unsupported_at("`discard`", span)),
+            Statement::ControlBarrier(flags) => {
+                let b = self.barrier(*flags, true)?;
+                let _ = writeln!(out, "{pad}{b}");
+            }
+            Statement::MemoryBarrier(flags) => {
+                let b = self.barrier(*flags, false)?;
+                let _ = writeln!(out, "{pad}{b}");
+            }
+            Statement::Store { pointer, value } => {
+                let lv = self.lvalue(fx, *pointer)?;
+                let v = self.expr(fx, *value)?;
+                match self.pointee(fx, *pointer) {
+                    TypeInner::Atomic(s) if s.width != 4 && self.d == Dialect::OpenclC => {
+                        return Err(self.unsupported_at("64-bit atomics", span))
+                    }
+                    TypeInner::Atomic(s) => {
+                        let call = match self.d {
+                            Dialect::HostC => format!("__atomic_store_n(&{lv}, {v}, __ATOMIC_RELAXED)"),
+                            Dialect::CudaC | Dialect::HipC if s.width == 8 => {
+                                format!("(void)atomicExch((xh_u64*)&{lv}, (xh_u64)({v}))")
+                            }
+                            Dialect::CudaC | Dialect::HipC => format!("(void)atomicExch(&{lv}, {v})"),
+                            Dialect::OpenclC => format!("(void)atomic_xchg(&{lv}, {v})"),
+                        };
+                        let _ = writeln!(out, "{pad}{call};");
+                    }
+                    _ => {
+                        let _ = writeln!(out, "{pad}{lv} = {v};");
+                    }
+                }
+            }
+            Statement::Atomic {
+                pointer,
+                fun,
+                value,
+                result,
+            } => {
+                let lv = self.lvalue(fx, *pointer)?;
+                let v = self.expr(fx, *value)?;
+                let s = match self.pointee(fx, *pointer) {
+                    TypeInner::Atomic(s) => s,
+                    _ => return Err(self.unsupported_at("this atomic operation", span)),
+                };
+                if s.width != 4 && self.d == Dialect::OpenclC {
+                    return Err(self.unsupported_at("64-bit atomics", span));
+                }
+                let p = format!("&{lv}");
+                if let naga::AtomicFunction::Exchange { compare: Some(cmp) } = fun {
+                    let c = self.expr(fx, *cmp)?;
+                    let r = result.ok_or_else(|| self.unsupported_at("this atomic operation", span))?;
+                    let t = self.res_name(&fx.fi[r].ty)?;
+                    let rt = match &fx.fi[r].ty {
+                        TypeResolution::Handle(h) => *h,
+                        _ => return Err(self.unsupported_at("this atomic operation", span)),
+                    };
+                    let names = &self.members[&rt];
+                    let st = self.inner_name(&TypeInner::Scalar(s))?;
+                    let name = format!("e{}", r.index());
+                    let zero = if matches!(self.d, Dialect::CudaC | Dialect::HipC) {
+                        "{}"
+                    } else {
+                        "{0}"
+                    };
+                    let _ = writeln!(out, "{pad}XH_UNUSED {t} {name} = {zero};");
+                    let body = match self.d {
+                        Dialect::HostC => format!(
+                            "{st} expected = {c}; {name}.{ex} = __atomic_compare_exchange_n({p}, &expected, {v}, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED); {name}.{old} = expected;",
+                            ex = names[1],
+                            old = names[0]
+                        ),
+                        Dialect::CudaC | Dialect::HipC => format!(
+                            "{st} expected = {c}; {name}.{old} = ({st})atomicCAS({cp}, ({ct})expected, ({ct})({v})); {name}.{ex} = {name}.{old} == expected;",
+                            cp = if s.width == 8 { format!("(xh_u64*){p}") } else { p.clone() },
+                            ct = if s.width == 8 { "xh_u64".to_owned() } else { st.clone() },
+                            ex = names[1],
+                            old = names[0]
+                        ),
+                        Dialect::OpenclC => format!(
+                            "{st} expected = {c}; {name}.{old} = atomic_cmpxchg({p}, expected, {v}); {name}.{ex} = {name}.{old} == expected;",
+                            ex = names[1],
+                            old = names[0]
+                        ),
+                    };
+                    let _ = writeln!(out, "{pad}{{ {body} }}");
+                    fx.baked.insert(r, name);
+                } else {
+                    let call = self.atomic_call(*fun, s, &p, &v);
+                    match result {
+                        Some(r) => {
+                            let t = self.res_name(&fx.fi[*r].ty)?;
+                            let name = format!("e{}", r.index());
+                            let _ = writeln!(out, "{pad}XH_UNUSED {t} {name} = {call};");
+                            fx.baked.insert(*r, name);
+                        }
+                        None => {
+                            let _ = writeln!(out, "{pad}(void){call};");
+                        }
+                    }
+                }
+            }
+            Statement::WorkGroupUniformLoad { pointer, result } => {
+                let b = self.barrier(naga::Barrier::WORK_GROUP, true)?;
+                let lv = self.lvalue(fx, *pointer)?;
+                let t = self.res_name(&fx.fi[*result].ty)?;
+                let name = format!("e{}", result.index());
+                let _ = writeln!(out, "{pad}{b}\n{pad}XH_UNUSED {t} {name} = {lv};\n{pad}{b}");
+                fx.baked.insert(*result, name);
+            }
+            Statement::Call {
+                function,
+                arguments,
+                result,
+            } => {
+                let mut args = vec!["ctx".to_owned()];
+                for &a in arguments {
+                    if self.is_pointer(fx, a) {
+                        args.push(format!("&{}", self.lvalue(fx, a)?));
+                    } else {
+                        args.push(self.expr(fx, a)?);
+                    }
+                }
+                let call = format!("{}({})", self.functions[function], args.join(", "));
+                match result {
+                    Some(r) => {
+                        let t = self.res_name(&fx.fi[*r].ty)?;
+                        let name = format!("e{}", r.index());
+                        let _ = writeln!(out, "{pad}XH_UNUSED {t} {name} = {call};");
+                        fx.baked.insert(*r, name);
+                    }
+                    None => {
+                        let _ = writeln!(out, "{pad}{call};");
+                    }
+                }
+            }
+            Statement::ImageStore { .. } | Statement::ImageAtomic { .. } => {
+                return Err(self.unsupported_at("textures", span))
+            }
+            Statement::SubgroupBallot { .. }
+            | Statement::SubgroupGather { .. }
+            | Statement::SubgroupCollectiveOperation { .. } => {
+                return Err(self.unsupported_at("subgroup operations", span))
+            }
+            _ => return Err(self.unsupported_at("this statement", span)),
+        }
+        Ok(())
+    }
+
+    /// The kernel (or, in host C, the one-invocation function) for entry point `i`.
+    fn write_wrapper(&self, out: &mut String, i: usize, inner: &str, uses_len: bool) -> Res<CEntryPoint> {
+        let m = self.m;
+        let ep = &m.entry_points[i];
+        let fi = self.info.get_entry_point(i);
+        let wg = ep.workgroup_size;
+        let total = wg[0].saturating_mul(wg[1]).saturating_mul(wg[2]);
+        let name = &c_symbol(&ep.name);
+        let mut buffers: Vec<(u32, Handle<naga::GlobalVariable>)> = Vec::new();
+        let mut immediate = None;
+        let mut workgroup = Vec::new();
+        let mut private = Vec::new();
+        for (g, var) in m.global_variables.iter() {
+            if fi[g].is_empty() {
+                continue;
+            }
+            match var.space {
+                AddressSpace::Storage { .. } => buffers.push((var.binding.as_ref().map(|b| b.binding).unwrap_or(0), g)),
+                AddressSpace::Immediate => immediate = Some(g),
+                AddressSpace::WorkGroup => workgroup.push(g),
+                AddressSpace::Private => private.push(g),
+                _ => {}
+            }
+        }
+        buffers.sort();
+        let mut params = Vec::new();
+        let mut setup = String::new();
+        for (k, (binding, g)) in buffers.iter().enumerate() {
+            if *binding as usize != k {
+                return Err(KernelError::new(
+                    KernelErrorKind::Reflection,
+                    format!("entry point `{name}`: buffer bindings are not 0..n"),
+                ));
+            }
+            let var = &m.global_variables[*g];
+            let elem = match self.array_of(var.ty) {
+                Some((repr, true)) => repr.elem,
+                _ => self.type_name(var.ty)?,
+            };
+            params.push(format!("XH_GLOBAL {elem}* buffer{k}"));
+            let _ = writeln!(setup, "    c.{} = buffer{k};", self.globals[g]);
+        }
+        if let Some(g) = immediate {
+            params.push(format!("{} scalars", self.type_name(m.global_variables[g].ty)?));
+            let _ = writeln!(setup, "    c.{} = scalars;", self.globals[&g]);
+        }
+        if uses_len {
+            let lt = format!("xh_lengths_{}", ident(Some(name), "entry"));
+            let _ = writeln!(
+                out,
+                "typedef struct {lt} {{ xh_u64 bytes[{}]; }} {lt};",
+                buffers.len().max(1)
+            );
+            params.push(format!("{lt} lengths"));
+            let _ = writeln!(
+                setup,
+                "    {{ int k; for (k = 0; k < {}; k++) c.len_[k] = lengths.bytes[k]; }}",
+                buffers.len()
+            );
+        }
+        for &g in &private {
+            let var = &m.global_variables[g];
+            let init = match var.init {
+                Some(e) => self.const_expr(e)?,
+                None => self.zero_of(var.ty)?,
+            };
+            let _ = writeln!(setup, "    c.{} = {init};", self.globals[&g]);
+        }
+        // Built-ins.
+        let (lid, wid, nwg): ([String; 3], [String; 3], [String; 3]) = match self.d {
+            Dialect::CudaC | Dialect::HipC => (
+                ["threadIdx.x", "threadIdx.y", "threadIdx.z"].map(|s| format!("(xh_u32){s}")),
+                ["blockIdx.x", "blockIdx.y", "blockIdx.z"].map(|s| format!("(xh_u32){s}")),
+                ["gridDim.x", "gridDim.y", "gridDim.z"].map(|s| format!("(xh_u32){s}")),
+            ),
+            Dialect::OpenclC => (
+                [0, 1, 2].map(|k| format!("(xh_u32)get_local_id({k})")),
+                [0, 1, 2].map(|k| format!("(xh_u32)get_group_id({k})")),
+                [0, 1, 2].map(|k| format!("(xh_u32)get_num_groups({k})")),
+            ),
+            Dialect::HostC => (
+                [0, 1, 2].map(|k| format!("inv->local_id[{k}]")),
+                [0, 1, 2].map(|k| format!("inv->workgroup_id[{k}]")),
+                [0, 1, 2].map(|k| format!("inv->num_workgroups[{k}]")),
+            ),
+        };
+        let _ = writeln!(
+            setup,
+            "    XH_UNUSED xh_u32x3 lid = xh_make_xh_u32x3({}, {}, {});\n    XH_UNUSED xh_u32x3 wid = xh_make_xh_u32x3({}, {}, {});\n    XH_UNUSED xh_u32x3 nwg = xh_make_xh_u32x3({}, {}, {});",
+            lid[0], lid[1], lid[2], wid[0], wid[1], wid[2], nwg[0], nwg[1], nwg[2]
+        );
+        let _ = writeln!(
+            setup,
+            "    XH_UNUSED xh_u32x3 gid = xh_make_xh_u32x3(wid.x * {}u + lid.x, wid.y * {}u + lid.y, wid.z * {}u + lid.z);\n    XH_UNUSED xh_u32 lidx = lid.z * {}u + lid.y * {}u + lid.x;",
+            wg[0], wg[1], wg[2], wg[0].wrapping_mul(wg[1]), wg[0]
+        );
+        // Workgroup memory.
+        let mut workgroup_bytes = 0u64;
+        if !workgroup.is_empty() {
+            match self.d {
+                Dialect::HostC => {
+                    let wt = format!("xh_wg_{}", ident(Some(name), "entry"));
+                    let mut fields = String::new();
+                    for &g in &workgroup {
+                        let _ = write!(
+                            fields,
+                            " {} {};",
+                            self.type_name(m.global_variables[g].ty)?,
+                            self.globals[&g]
+                        );
+                        workgroup_bytes += u64::from(self.c_size(m.global_variables[g].ty));
+                    }
+                    let _ = writeln!(out, "typedef struct {wt} {{{fields} }} {wt};");
+                    for &g in &workgroup {
+                        let _ = writeln!(setup, "    c.{0} = &(({wt}*)workgroup)->{0};", self.globals[&g]);
+                    }
+                    let _ = writeln!(out, "const size_t {name}__workgroup_bytes = sizeof({wt});");
+                }
+                _ => {
+                    let q = if self.d == Dialect::OpenclC {
+                        "__local"
+                    } else {
+                        "__shared__"
+                    };
+                    for &g in &workgroup {
+                        let gn = &self.globals[&g];
+                        let _ = writeln!(setup, "    {q} {} wg_{gn};", self.type_name(m.global_variables[g].ty)?);
+                        let _ = writeln!(setup, "    c.{gn} = &wg_{gn};");
+                        let _ = writeln!(
+                            setup,
+                            "    {{ XH_LOCAL unsigned char* zp = (XH_LOCAL unsigned char*)&wg_{gn}; xh_u32 zi; for (zi = lidx; zi < (xh_u32)sizeof(wg_{gn}); zi += {total}u) zp[zi] = 0; }}"
+                        );
+                        workgroup_bytes += u64::from(self.c_size(m.global_variables[g].ty));
+                    }
+                    let b = self.barrier(naga::Barrier::WORK_GROUP, true)?;
+                    let _ = writeln!(setup, "    {b}");
+                }
+            }
+        } else if self.d == Dialect::HostC {
+            let _ = writeln!(out, "const size_t {name}__workgroup_bytes = 0;");
+        }
+        // Arguments of the entry point.
+        let mut call_args = vec!["&c".to_owned()];
+        for arg in &ep.function.arguments {
+            let v = match &arg.binding {
+                Some(naga::Binding::BuiltIn(b)) => match b {
+                    naga::BuiltIn::GlobalInvocationId => "gid",
+                    naga::BuiltIn::LocalInvocationId => "lid",
+                    naga::BuiltIn::WorkGroupId => "wid",
+                    naga::BuiltIn::NumWorkGroups => "nwg",
+                    naga::BuiltIn::LocalInvocationIndex => "lidx",
+                    other => return Err(self.unsupported(&format!("the built-in {other:?}"))),
+                },
+                _ => return Err(self.unsupported(&format!("an entry-point argument of `{name}` without a built-in"))),
+            };
+            call_args.push(v.to_owned());
+        }
+        match self.d {
+            Dialect::HostC => {
+                params.push("const xhal_invocation* inv".to_owned());
+                params.push("void* workgroup".to_owned());
+                let _ = writeln!(
+                    out,
+                    "const uint32_t {name}__workgroup_size[3] = {{{}u, {}u, {}u}};",
+                    wg[0], wg[1], wg[2]
+                );
+                let _ = writeln!(out, "void {name}({});", params.join(", "));
+                let _ = writeln!(out, "void {name}({}) {{", params.join(", "));
+                let _ = writeln!(
+                    out,
+                    "    xh_ctx c;\n    (void)workgroup;\n    memset(&c, 0, sizeof c);\n    c.inv_ = inv;"
+                );
+            }
+            Dialect::CudaC | Dialect::HipC => {
+                let _ = writeln!(out, "extern \"C\" __global__ void {name}({}) {{", params.join(", "));
+                let _ = writeln!(out, "    xh_ctx c = {{}};");
+            }
+            Dialect::OpenclC => {
+                let _ = writeln!(
+                    out,
+                    "__kernel __attribute__((reqd_work_group_size({}, {}, {}))) void {name}({}) {{",
+                    wg[0],
+                    wg[1],
+                    wg[2],
+                    params.join(", ")
+                );
+                let _ = writeln!(out, "    xh_ctx c = {{0}};");
+            }
+        }
+        out.push_str(&setup);
+        let _ = writeln!(out, "    {inner}({});\n}}", call_args.join(", "));
+        Ok(CEntryPoint {
+            name: ep.name.clone(),
+            symbol: name.clone(),
+            buffers: buffers.len() as u32,
+            scalar_block: immediate.is_some(),
+            buffer_lengths: uses_len,
+            workgroup_size: wg,
+            workgroup_bytes,
+            barriers: false,
+        })
+    }
+}
+
+/// Names C, C++ or OpenCL C reserve (or give a meaning) that WGSL allows as entry-point names.
+const RESERVED: &[&str] = &[
+    "main",
+    "kernel",
+    "global",
+    "local",
+    "constant",
+    "private",
+    "char",
+    "short",
+    "long",
+    "double",
+    "signed",
+    "unsigned",
+    "union",
+    "typedef",
+    "sizeof",
+    "static",
+    "extern",
+    "register",
+    "auto",
+    "volatile",
+    "goto",
+    "int",
+    "float",
+    "uint",
+    "uchar",
+    "ushort",
+    "ulong",
+    "half",
+    "new",
+    "delete",
+    "this",
+    "class",
+    "template",
+    "namespace",
+    "operator",
+    "public",
+    "protected",
+    "barrier",
+    "mem_fence",
+    "memset",
+    "inline",
+    "restrict",
+    "export",
+];
+
+/// The C function name of an entry point: its WGSL name, with `_` appended when C, C++ or
+/// OpenCL C reserve that name (`main` becomes `main_`) or it could clash with the emitter's
+/// own `xh_` names.
+pub fn c_symbol(name: &str) -> String {
+    if RESERVED.contains(&name) || name.starts_with("xh_") || name.starts_with("atomic") || name.starts_with("__") {
+        format!("{name}_")
+    } else {
+        name.to_owned()
+    }
+}
+
+fn zero_scalar(s: Scalar) -> String {
+    match (s.kind, s.width) {
+        (ScalarKind::Bool, _) => "false".to_owned(),
+        (ScalarKind::Float, 4) => "0.0f".to_owned(),
+        (ScalarKind::Float, _) => "0.0".to_owned(),
+        (ScalarKind::Uint, 4) => "0u".to_owned(),
+        _ => "0".to_owned(),
+    }
+}
+
+fn scalar_wgsl(s: Scalar) -> String {
+    match s.kind {
+        ScalarKind::Bool => "bool".to_owned(),
+        ScalarKind::Sint => format!("i{}", s.width * 8),
+        ScalarKind::Uint => format!("u{}", s.width * 8),
+        ScalarKind::Float => format!("f{}", s.width * 8),
+        _ => "an abstract type".to_owned(),
+    }
+}
