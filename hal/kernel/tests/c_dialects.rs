@@ -83,6 +83,9 @@ fn check(dir: &Path, name: &str, dialect: Dialect, text: &str) -> Result<(), Str
                 "-fsyntax-only",
                 "-Wall",
                 "-Werror",
+                // NVRTC and hiprtc accept ISO C++ (plus their own keywords, which the stubs
+                // declare); GNU extensions such as flexible array members must fail here.
+                "-pedantic-errors",
                 "-include",
             ])
             .arg(stubs.join(stub));

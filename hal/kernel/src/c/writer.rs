@@ -573,7 +573,16 @@ impl<'a> Writer<'a> {
                         let name = format!("{}_", ident(member.name.as_deref(), &format!("m{k}")));
                         match self.array_of(member.ty) {
                             Some((repr, true)) => {
-                                let _ = write!(body, " {} {name}[];", repr.elem);
+                                // C++ (CUDA C, HIP C) has no flexible array member, and NVRTC
+                                // refuses one: a one-element trailing array stands in for it
+                                // there. Nothing takes the struct's size; `arrayLength` uses
+                                // the member's offset.
+                                let bound = if matches!(self.d, Dialect::CudaC | Dialect::HipC) {
+                                    "1"
+                                } else {
+                                    ""
+                                };
+                                let _ = write!(body, " {} {name}[{bound}];", repr.elem);
                                 runtime = true;
                             }
                             _ => {
