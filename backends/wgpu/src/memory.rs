@@ -1,7 +1,7 @@
 //! Device buffers.
 
 use std::sync::Arc;
-use xhal_core::{Error, Result};
+use xhal_core::Result;
 
 use crate::device::DeviceShared;
 
@@ -55,13 +55,7 @@ impl Buffer {
 
     /// Checks that `offset..offset + size` lies inside the allocation.
     pub(crate) fn check_range(&self, what: &str, offset: u64, size: u64) -> Result<()> {
-        match offset.checked_add(size) {
-            Some(end) if end <= self.size => Ok(()),
-            _ => Err(Error::out_of_bounds(format!(
-                "{what} of {size} bytes at offset {offset} does not fit in buffer {:#x} of {} bytes",
-                self.id, self.size
-            ))),
-        }
+        xhal_core::error::check_range(&format!("{what} on buffer {:#x}", self.id), offset, size, self.size)
     }
 }
 

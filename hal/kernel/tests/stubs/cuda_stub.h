@@ -1,5 +1,6 @@
 /* Declarations of the CUDA built-ins the C emitter uses, so that g++ can check the syntax and
    types of emitted CUDA C without the CUDA toolkit. Not a CUDA implementation. */
+#pragma once
 #include <math.h>
 #define __global__
 #define __device__
