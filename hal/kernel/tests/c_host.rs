@@ -1,5 +1,5 @@
-//! Host C from the C emitter, compiled with the system C compiler and run one invocation at a
-//! time, against results computed in Rust.
+//! Host C from the C emitter, compiled with the system C compiler and run one workgroup per
+//! call, against results computed in Rust.
 
 use std::ffi::c_void;
 use std::path::PathBuf;
@@ -9,22 +9,23 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use libloading::Library;
 use xhal_kernel::{parse_wgsl, CEntryPoint, Dialect};
 
+/// `xhal_fault` of the emitted C: the first out-of-bounds index a kernel met.
 #[repr(C)]
-#[derive(Clone, Copy)]
-struct Invocation {
-    global_id: [u32; 3],
-    local_id: [u32; 3],
-    workgroup_id: [u32; 3],
-    num_workgroups: [u32; 3],
-    barrier: Option<unsafe extern "C" fn(*mut c_void)>,
-    barrier_context: *mut c_void,
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Fault {
+    code: u32,
+    binding: u32,
+    index: u32,
+    length: u32,
 }
 
-/// The barrier callback: `context` is a `std::sync::Barrier` for the workgroup.
-unsafe extern "C" fn wait(context: *mut c_void) {
-    // SAFETY: the runner passes a pointer to a Barrier that outlives the workgroup's threads.
-    let barrier = unsafe { &*(context as *const std::sync::Barrier) };
-    barrier.wait();
+/// `xhal_workgroup` of the emitted C.
+#[repr(C)]
+struct Workgroup {
+    workgroup_id: [u32; 3],
+    num_workgroups: [u32; 3],
+    cancel: *const u32,
+    fault: *mut Fault,
 }
 
 struct Kernel {
@@ -85,70 +86,36 @@ fn build(source: &str, entry: &str) -> Option<Kernel> {
 }
 
 impl Kernel {
-    /// Runs `invoke` once per invocation of `groups` workgroups, in order, with zeroed
-    /// workgroup memory per workgroup. Only for kernels without barriers.
-    fn run(&self, groups: [u32; 3], mut invoke: impl FnMut(&Invocation, *mut c_void)) {
-        assert!(!self.entry.barriers, "a kernel with barriers needs run_concurrent");
-        let wg = self.entry.workgroup_size;
-        let mut memory = vec![0u64; (self.entry.workgroup_bytes as usize).div_ceil(8).max(1)];
+    /// Runs `invoke` once per workgroup of `groups`, in order, with the scratch memory the
+    /// kernel asks for; returns the fault record the kernel left.
+    fn run(&self, groups: [u32; 3], mut invoke: impl FnMut(&Workgroup, *mut c_void)) -> Fault {
+        let scratch_bytes: usize = *self.symbol_named::<usize>(&format!("{}__scratch_bytes", self.entry.symbol));
+        let mut scratch = vec![0u64; scratch_bytes.div_ceil(8).max(1)];
+        let cancel = 0u32;
+        let mut fault = Fault::default();
         for gz in 0..groups[2] {
             for gy in 0..groups[1] {
                 for gx in 0..groups[0] {
-                    memory.iter_mut().for_each(|w| *w = 0);
-                    for lz in 0..wg[2] {
-                        for ly in 0..wg[1] {
-                            for lx in 0..wg[0] {
-                                let inv = Invocation {
-                                    global_id: [gx * wg[0] + lx, gy * wg[1] + ly, gz * wg[2] + lz],
-                                    local_id: [lx, ly, lz],
-                                    workgroup_id: [gx, gy, gz],
-                                    num_workgroups: groups,
-                                    barrier: None,
-                                    barrier_context: std::ptr::null_mut(),
-                                };
-                                invoke(&inv, memory.as_mut_ptr().cast());
-                            }
-                        }
-                    }
+                    // Scratch is the kernel's own: give it garbage, as a runner may.
+                    scratch.iter_mut().for_each(|w| *w = 0xA5A5_A5A5_A5A5_A5A5);
+                    let group = Workgroup {
+                        workgroup_id: [gx, gy, gz],
+                        num_workgroups: groups,
+                        cancel: &cancel,
+                        fault: &mut fault,
+                    };
+                    invoke(&group, scratch.as_mut_ptr().cast());
                 }
             }
         }
+        fault
     }
 
-    /// Runs each workgroup with one thread per invocation, so that barriers can be met;
-    /// `invoke` gets the invocation and the workgroup memory's address.
-    fn run_concurrent(&self, groups: [u32; 3], invoke: impl Fn(&Invocation, usize) + Sync) {
-        let wg = self.entry.workgroup_size;
-        let invoke = &invoke;
-        for gz in 0..groups[2] {
-            for gy in 0..groups[1] {
-                for gx in 0..groups[0] {
-                    let mut memory = vec![0u64; (self.entry.workgroup_bytes as usize).div_ceil(8).max(1)];
-                    let memory_address = memory.as_mut_ptr() as usize;
-                    let barrier = std::sync::Barrier::new((wg[0] * wg[1] * wg[2]) as usize);
-                    let barrier_address = &barrier as *const std::sync::Barrier as usize;
-                    std::thread::scope(|scope| {
-                        for lz in 0..wg[2] {
-                            for ly in 0..wg[1] {
-                                for lx in 0..wg[0] {
-                                    scope.spawn(move || {
-                                        let inv = Invocation {
-                                            global_id: [gx * wg[0] + lx, gy * wg[1] + ly, gz * wg[2] + lz],
-                                            local_id: [lx, ly, lz],
-                                            workgroup_id: [gx, gy, gz],
-                                            num_workgroups: groups,
-                                            barrier: Some(wait),
-                                            barrier_context: barrier_address as *mut c_void,
-                                        };
-                                        invoke(&inv, memory_address);
-                                    });
-                                }
-                            }
-                        }
-                    });
-                    drop(memory);
-                }
-            }
+    fn symbol_named<T>(&self, name: &str) -> &T {
+        // SAFETY: the emitted C defines `name` as a `T`.
+        unsafe {
+            let symbol = self.library.get::<*const T>(name.as_bytes()).expect("symbol");
+            &**symbol
         }
     }
 
@@ -163,7 +130,7 @@ impl Kernel {
     }
 }
 
-type Inv = *const Invocation;
+type Inv = *const Workgroup;
 type Wg = *mut c_void;
 
 #[test]
@@ -176,8 +143,13 @@ fn saxpy_example_runs_on_the_host() {
         a: f32,
         n: u32,
     }
-    assert!(k.entry.scalar_block && k.entry.buffers == 2 && !k.entry.buffer_lengths);
-    let f: unsafe extern "C" fn(*mut f32, *mut f32, Params, Inv, Wg) = k.symbol();
+    // Indices into runtime-sized arrays are clamped to the views, so the kernel takes their
+    // byte lengths.
+    assert!(k.entry.scalar_block && k.entry.buffers == 2 && k.entry.buffer_lengths);
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Lengths([u64; 2]);
+    let f: unsafe extern "C" fn(*mut f32, *mut f32, Params, Lengths, Inv, Wg) = k.symbol();
     let n = 1000u32;
     let mut x: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
     let mut y: Vec<f32> = (0..n).map(|i| 3.0 - i as f32).collect();
@@ -185,7 +157,7 @@ fn saxpy_example_runs_on_the_host() {
     let params = Params { a: 2.5, n };
     k.run([n.div_ceil(256), 1, 1], |inv, wg| {
         // SAFETY: buffers as the kernel declares them; it checks `n`.
-        unsafe { f(x.as_mut_ptr(), y.as_mut_ptr(), params, inv, wg) }
+        unsafe { f(x.as_mut_ptr(), y.as_mut_ptr(), params, Lengths([4 * n as u64; 2]), inv, wg) }
     });
     assert_eq!(y, expected);
 }
@@ -869,7 +841,7 @@ fn atomics_on_64_bit_integers() {
 }
 
 #[test]
-fn reduce_example_meets_its_barriers_on_host_threads() {
+fn reduce_example_meets_its_barriers_in_regions() {
     let source = include_str!("../../../examples/kernels/reduce.wgsl");
     let Some(k) = build(source, "reduce") else { return };
     assert!(k.entry.barriers);
@@ -879,25 +851,30 @@ fn reduce_example_meets_its_barriers_on_host_threads() {
     struct Params {
         n: u32,
     }
-    let f: unsafe extern "C" fn(*mut f32, *mut f32, Params, Inv, Wg) = k.symbol();
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Lengths([u64; 2]);
+    let f: unsafe extern "C" fn(*mut f32, *mut f32, Params, Lengths, Inv, Wg) = k.symbol();
     let groups = 3u32;
     let n = 512 * groups - 77;
     let mut input: Vec<f32> = (0..n).map(|i| (i % 13) as f32).collect();
     let mut partial = vec![-1.0f32; groups as usize];
     let (input_address, partial_address) = (input.as_mut_ptr() as usize, partial.as_mut_ptr() as usize);
-    k.run_concurrent([groups, 1, 1], |inv, wg| {
-        // SAFETY: buffers of the sizes the kernel reads and writes; workgroup memory of
-        // `workgroup_bytes`; every thread of a workgroup meets the same barriers.
+    let lengths = Lengths([4 * n as u64, 4 * groups as u64]);
+    let fault = k.run([groups, 1, 1], |inv, wg| {
+        // SAFETY: buffers of the sizes the kernel reads and writes.
         unsafe {
             f(
                 input_address as *mut f32,
                 partial_address as *mut f32,
                 Params { n },
+                lengths,
                 inv,
-                wg as Wg,
+                wg,
             )
         }
     });
+    assert_eq!(fault, Fault::default());
     let expected: Vec<f32> = (0..groups as usize)
         .map(|g| input[g * 512..(g * 512 + 512).min(n as usize)].iter().sum())
         .collect();
@@ -905,7 +882,7 @@ fn reduce_example_meets_its_barriers_on_host_threads() {
 }
 
 #[test]
-fn matmul_example_meets_its_barriers_on_host_threads() {
+fn matmul_example_meets_its_barriers_in_regions() {
     let source = include_str!("../../../examples/kernels/matmul.wgsl");
     let Some(k) = build(source, "matmul") else { return };
     assert!(k.entry.barriers && k.entry.workgroup_size == [16, 16, 1]);
@@ -916,7 +893,10 @@ fn matmul_example_meets_its_barriers_on_host_threads() {
         n: u32,
         k: u32,
     }
-    let f: unsafe extern "C" fn(*mut f32, *mut f32, *mut f32, Dims, Inv, Wg) = k.symbol();
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Lengths([u64; 3]);
+    let f: unsafe extern "C" fn(*mut f32, *mut f32, *mut f32, Dims, Lengths, Inv, Wg) = k.symbol();
     let (m, n, kk) = (19usize, 21usize, 35usize);
     let mut a: Vec<f32> = (0..m * kk).map(|i| (i % 7) as f32 - 3.0).collect();
     let mut b: Vec<f32> = (0..kk * n).map(|i| (i % 5) as f32 - 2.0).collect();
@@ -931,7 +911,8 @@ fn matmul_example_meets_its_barriers_on_host_threads() {
         n: n as u32,
         k: kk as u32,
     };
-    k.run_concurrent([n.div_ceil(16) as u32, m.div_ceil(16) as u32, 1], |inv, wg| {
+    let lengths = Lengths([4 * (m * kk) as u64, 4 * (kk * n) as u64, 4 * (m * n) as u64]);
+    k.run([n.div_ceil(16) as u32, m.div_ceil(16) as u32, 1], |inv, wg| {
         // SAFETY: matrices of the sizes in `dims`; the kernel guards its edges.
         unsafe {
             f(
@@ -939,8 +920,9 @@ fn matmul_example_meets_its_barriers_on_host_threads() {
                 addresses.1 as *mut f32,
                 addresses.2 as *mut f32,
                 dims,
+                lengths,
                 inv,
-                wg as Wg,
+                wg,
             )
         }
     });

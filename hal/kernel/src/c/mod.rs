@@ -25,37 +25,43 @@
 //!
 //! Buffer `i` (`@group(0) @binding(i)`) is pointer parameter `i`; the scalar block (the one
 //! `var<immediate>`) follows as one by-value parameter, absent when the kernel has none. A
-//! kernel that calls `arrayLength` takes one more by-value parameter after those:
-//! `struct { xh_u64 bytes[n]; }` with the byte length of each bound buffer view, in binding
-//! order ([`CEntryPoint::buffer_lengths`]).
+//! kernel that calls `arrayLength` or indexes a runtime-sized array takes one more by-value
+//! parameter after those: `struct { xh_u64 bytes[n]; }` with the byte length of each bound
+//! buffer view, in binding order ([`CEntryPoint::buffer_lengths`]). Indices into runtime-sized
+//! arrays are clamped to the array's length from it, so no kernel reaches outside its views
+//! (as the SPIR-V target's `Restrict` policy and robust buffer access do).
 //!
 //! Workgroup memory is zeroed by the kernel itself at its start (all invocations share the
-//! work, then a barrier), as WGSL requires; in host C the caller zeroes it.
+//! work, then a barrier), as WGSL requires.
 //!
 //! # Host C
 //!
-//! Each entry point `NAME` becomes a function that runs **one invocation**:
+//! Each entry point `NAME` becomes a function that runs **one whole workgroup**:
 //!
 //! ```c
-//! void NAME(T0 *buffer0, ..., Params scalars, /* lengths, */ const xhal_invocation *inv, void *workgroup);
+//! void NAME(T0 *buffer0, ..., Params scalars, /* lengths, */ const xhal_workgroup *group, void *scratch);
 //! extern const uint32_t NAME__workgroup_size[3];
 //! extern const size_t NAME__workgroup_bytes;
+//! extern const size_t NAME__scratch_bytes;
 //! ```
 //!
-//! `xhal_invocation` holds `global_id[3]`, `local_id[3]`, `workgroup_id[3]` and
-//! `num_workgroups[3]` (all `uint32_t`), then `void (*barrier)(void *barrier_context)` and
-//! `void *barrier_context`; `local_invocation_index` is derived from `local_id` and the
-//! workgroup size. `workgroup` points to `NAME__workgroup_bytes` bytes (may be null when that
-//! is 0) that all invocations of one workgroup share and that the caller zeroes before the
-//! workgroup starts.
+//! `xhal_workgroup` holds `workgroup_id[3]` and `num_workgroups[3]` (`uint32_t`), then
+//! `const uint32_t *cancel` and `xhal_fault *fault`. `scratch` points to `NAME__scratch_bytes`
+//! bytes, aligned to 64, that the call owns (workgroup memory and per-invocation state); its
+//! contents on entry do not matter, so a runner keeps one per thread. Workgroups may run
+//! concurrently on any threads (atomics use the compiler's `__atomic` built-ins).
 //!
-//! Barriers: `workgroupBarrier`, `storageBarrier` and `workgroupUniformLoad` call
-//! `inv->barrier(inv->barrier_context)`, which must return once every invocation of the
-//! workgroup has called it (and make their memory writes visible). So a runner executes the
-//! invocations of a workgroup concurrently (a thread or a fiber each) when
-//! [`CEntryPoint::barriers`] is set, and may run them one after another otherwise, with
-//! `barrier` null. Atomics use the compiler's `__atomic` built-ins, so invocations may run on
-//! any threads.
+//! - Without barriers the invocations run one after another, an order WGSL allows.
+//! - With barriers ([`CEntryPoint::barriers`]) the entry point is split into regions at its
+//!   barriers; each region runs in a loop over the invocations, and the control flow around
+//!   barriers (uniform, by WGSL's rules) runs once. Values that live across a barrier are
+//!   kept per invocation in the scratch frame; the rest are plain C locals. A barrier inside
+//!   a called function, or inside a `switch`, is refused.
+//! - When `*cancel` becomes non-zero, every loop ends at its next iteration, so a runner can
+//!   stop a runaway kernel (its results are then meaningless).
+//! - An index past the end of a runtime-sized array is clamped, and the first one is
+//!   recorded in `*fault` (`code` 1, `binding`, `index`, `length` in elements), so a runner
+//!   can report it as a fault.
 //!
 //! # Refused
 //!
@@ -236,7 +242,7 @@ mod tests {
             "{c}"
         );
         assert!(
-            c.contains("* buffer1, xh_s4_Params scalars, const xhal_invocation* inv, void* workgroup)"),
+            c.contains("* buffer1, xh_s4_Params scalars, xh_lengths_pad lengths, const xhal_workgroup* group, void* scratch)"),
             "{c}"
         );
     }
@@ -293,12 +299,15 @@ mod tests {
         assert!(cuda.contains("zp[zi] = 0;") && cuda.contains("__syncthreads();"));
         let cl = emit(source, Dialect::OpenclC);
         assert!(cl.contains("__local xh_arr") && cl.contains("reqd_work_group_size(256, 1, 1)"));
-        // Host C calls the runner's barrier and says it needs one.
+        // Host C runs the workgroup in regions between the barriers, zeroes workgroup
+        // memory itself, and keeps what lives across a barrier in the frame.
         let host = parse_wgsl(source)
             .expect("parses")
             .to_c(Dialect::HostC, None)
             .expect("emits");
-        assert!(host.text.contains("ctx->inv_->barrier(ctx->inv_->barrier_context);"));
+        assert!(host.text.contains("memset(&S->wg, 0, sizeof S->wg);"));
+        assert!(host.text.contains("for (li = 0; li < 256u; li++) {"), "{}", host.text);
+        assert!(host.text.contains("xh_u32 stride_l1[256];"), "{}", host.text);
         assert!(host.entry_points[0].barriers);
         assert_eq!(host.entry_points[0].workgroup_bytes, 1024);
         let saxpy = include_str!("../../../../examples/kernels/saxpy.wgsl");

@@ -1,6 +1,7 @@
 //! The C writer: naga IR to text. See the module docs of [`crate::c`] for the conventions.
 
-use std::collections::{BTreeSet, HashMap};
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt::Write as _;
 
 use naga::proc::TypeResolution;
@@ -42,6 +43,8 @@ struct Writer<'a> {
     globals: HashMap<Handle<naga::GlobalVariable>, String>,
     /// C names of functions.
     functions: HashMap<Handle<Function>, String>,
+    /// Host C: the entry points written in workgroup mode (they have barriers).
+    wg_entries: HashSet<usize>,
 }
 
 /// Per-function state.
@@ -53,6 +56,49 @@ struct Fx<'a> {
     args: Vec<String>,
     entry: bool,
     indent: usize,
+    /// Host C entry points with barriers run a whole workgroup in one call: see [`Wg`].
+    wg: Option<Wg>,
+}
+
+/// The region outside every region: workgroup-level control flow.
+const CONTROL: usize = usize::MAX;
+
+/// Host C workgroup mode. An entry point with barriers becomes one function that runs every
+/// invocation of a workgroup: the statements between barriers (a region) run in a loop over
+/// the invocations, and the control flow around barriers, uniform by WGSL's rules, runs once
+/// with invocation 0's values. What lives across regions (locals, expression values) is
+/// privatised into per-invocation arrays of a frame; the rest stays in C locals of the
+/// region's loop, where the C compiler can keep it in registers. The function is written
+/// twice: the first pass records where each value is defined and used, the second writes.
+struct Wg {
+    /// Invocations per workgroup.
+    size: u32,
+    /// The region being written, or `CONTROL`.
+    region: Cell<usize>,
+    next_region: usize,
+    /// Regions that run inside a workgroup-level loop (values there must persist).
+    loop_regions: BTreeSet<usize>,
+    loop_depth: usize,
+    expr_def: RefCell<HashMap<Handle<Expression>, usize>>,
+    expr_uses: RefCell<HashMap<Handle<Expression>, BTreeSet<usize>>>,
+    local_uses: RefCell<HashMap<Handle<naga::LocalVariable>, BTreeSet<usize>>>,
+    /// Second pass: the expressions whose values are privatised.
+    private_exprs: HashSet<Handle<Expression>>,
+    /// Frame members (`T name[size];`).
+    frame: RefCell<Vec<String>>,
+    /// Whether the region being written has a `return` (it then needs its end label).
+    region_returns: Cell<bool>,
+    /// Whether any region has a `return`.
+    any_returns: Cell<bool>,
+    /// Whether invocations can return in a region (they then carry a done flag).
+    done_flags: bool,
+}
+
+impl Wg {
+    fn record_use(&self, h: Handle<Expression>) {
+        let region = self.region.get();
+        self.expr_uses.borrow_mut().entry(h).or_default().insert(region);
+    }
 }
 
 fn ident(name: Option<&str>, fallback: &str) -> String {
@@ -104,6 +150,7 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
         members: HashMap::new(),
         globals: HashMap::new(),
         functions: HashMap::new(),
+        wg_entries: HashSet::new(),
     };
     w.check_types()?;
     let selected: Vec<usize> = m
@@ -147,8 +194,10 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
     if d == Dialect::HostC {
         out.push_str(
             "#ifndef XHAL_INVOCATION_DEFINED\n#define XHAL_INVOCATION_DEFINED\n\
-             typedef struct xhal_invocation { uint32_t global_id[3]; uint32_t local_id[3]; uint32_t workgroup_id[3]; uint32_t num_workgroups[3]; void (*barrier)(void* barrier_context); void* barrier_context; } xhal_invocation;\n\
+             typedef struct xhal_fault { uint32_t code; uint32_t binding; uint32_t index; uint32_t length; } xhal_fault;\n\
+             typedef struct xhal_workgroup { uint32_t workgroup_id[3]; uint32_t num_workgroups[3]; const uint32_t* cancel; xhal_fault* fault; } xhal_workgroup;\n\
              #endif\n\
+             XH_FN xh_u32 xh_rt_index(xhal_fault* f, xh_u32 i, xh_u32 n, xh_u32 binding) { uint32_t free_ = 0; if (__builtin_expect(i < n, 1)) return i; if (__atomic_compare_exchange_n(&f->code, &free_, 2u, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) { f->binding = binding; f->index = i; f->length = n; __atomic_store_n(&f->code, 1u, __ATOMIC_RELEASE); } return n == 0u ? 0u : n - 1u; }\n\
              XH_FN xh_u32 xh_atomic_min_u32(xh_u32* p, xh_u32 v) { xh_u32 o = __atomic_load_n(p, __ATOMIC_RELAXED); while (v < o && !__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return o; }\n\
              XH_FN xh_u32 xh_atomic_max_u32(xh_u32* p, xh_u32 v) { xh_u32 o = __atomic_load_n(p, __ATOMIC_RELAXED); while (v > o && !__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return o; }\n\
              XH_FN xh_i32 xh_atomic_min_i32(xh_i32* p, xh_i32 v) { xh_i32 o = __atomic_load_n(p, __ATOMIC_RELAXED); while (v < o && !__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return o; }\n\
@@ -159,6 +208,9 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
              XH_FN xh_i64 xh_atomic_max_i64(xh_i64* p, xh_i64 v) { xh_i64 o = __atomic_load_n(p, __ATOMIC_RELAXED); while (v > o && !__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return o; }\n",
         );
     }
+    out.push_str(
+        "XH_FN xh_u32 xh_rt_clamp(xh_u32 i, xh_u32 n) { return i < n ? i : (n == 0u ? 0u : n - 1u); }\n",
+    );
     out.push_str(
         "XH_FN xh_u32 xh_array_length(xh_u64 bytes, xh_u64 header, xh_u64 stride) { xh_u64 n; if (bytes < header) return 0; n = (bytes - header) / stride; return n > (xh_u64)0xFFFFFFFFu ? 0xFFFFFFFFu : (xh_u32)n; }\n",
     );
@@ -195,7 +247,7 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
             .any(|(_, e)| matches!(e, Expression::ArrayLength(_)))
     };
     for &i in &selected {
-        if uses_length(&m.entry_points[i].function) {
+        if uses_length(&m.entry_points[i].function) || w.entry_touches_runtime_array(i) {
             any_lengths = true;
         }
     }
@@ -229,11 +281,12 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
         w.globals.insert(g, name);
     }
     if d == Dialect::HostC {
-        out.push_str("    const xhal_invocation* inv_;\n");
+        out.push_str("    xhal_fault* fault_;\n    const uint32_t* cancel_;\n");
         ctx_members += 1;
     }
     if any_lengths {
-        let _ = writeln!(out, "    xh_u64 len_[{}];", max_buffers.max(1));
+        // Byte lengths of the bound views, and the element count of each runtime-sized array.
+        let _ = writeln!(out, "    xh_u64 len_[{0}];\n    xh_u32 n_[{0}];", max_buffers.max(1));
         ctx_members += 1;
     }
     if ctx_members == 0 {
@@ -257,13 +310,22 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
         let ep = &m.entry_points[i];
         let fi = w.info.get_entry_point(i);
         let inner = format!("xh_ep_{}", ident(Some(&ep.name), "entry"));
-        let text = w.write_function(&ep.function, fi, inner.clone(), true)?;
+        let callee_barriers = reachable
+            .iter()
+            .any(|&h| has_barrier(&m.functions[h].body) && fn_reachable_from(m, &ep.function.body, h));
+        let barriers = has_barrier(&ep.function.body) || callee_barriers;
+        let text = if d == Dialect::HostC && barriers {
+            if callee_barriers {
+                return Err(w.unsupported("a workgroup barrier inside a function the entry point calls"));
+            }
+            w.wg_entries.insert(i);
+            w.write_workgroup_function(ep, fi, &inner)?
+        } else {
+            w.write_function(&ep.function, fi, inner.clone(), true)?
+        };
         out.push_str(&text);
-        let barriers = has_barrier(&ep.function.body)
-            || reachable
-                .iter()
-                .any(|&h| has_barrier(&m.functions[h].body) && fn_reachable_from(m, &ep.function.body, h));
         let uses_len = uses_length(&ep.function)
+            || w.entry_touches_runtime_array(i)
             || reachable
                 .iter()
                 .any(|&h| uses_length(&m.functions[h]) && fn_reachable_from(m, &ep.function.body, h));
@@ -305,6 +367,17 @@ fn has_barrier(block: &Block) -> bool {
     })
 }
 
+/// Whether `block` has a `continue` for a loop around it (not one inside it).
+fn has_continue(block: &Block) -> bool {
+    block.iter().any(|s| match s {
+        Statement::Continue => true,
+        Statement::Block(b) => has_continue(b),
+        Statement::If { accept, reject, .. } => has_continue(accept) || has_continue(reject),
+        Statement::Switch { cases, .. } => cases.iter().any(|c| has_continue(&c.body)),
+        _ => false,
+    })
+}
+
 fn calls(block: &Block, out: &mut BTreeSet<Handle<Function>>) {
     for s in block.iter() {
         match s {
@@ -331,6 +404,40 @@ fn calls(block: &Block, out: &mut BTreeSet<Handle<Function>>) {
 }
 
 impl<'a> Writer<'a> {
+    /// Where the runtime-sized array of a buffer's type starts and its stride.
+    fn runtime_array_of(&self, ty: Handle<Type>) -> Option<(u32, u32)> {
+        match &self.m.types[ty].inner {
+            TypeInner::Array {
+                size: ArraySize::Dynamic,
+                stride,
+                ..
+            } => Some((0, *stride)),
+            TypeInner::Struct { members, .. } => {
+                let last = members.last()?;
+                match &self.m.types[last.ty].inner {
+                    TypeInner::Array {
+                        size: ArraySize::Dynamic,
+                        stride,
+                        ..
+                    } => Some((last.offset, *stride)),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether entry point `i` uses a buffer that holds a runtime-sized array: its indices
+    /// are clamped to the array's length, so the kernel takes the byte lengths.
+    fn entry_touches_runtime_array(&self, i: usize) -> bool {
+        let fi = self.info.get_entry_point(i);
+        self.m.global_variables.iter().any(|(g, var)| {
+            !fi[g].is_empty()
+                && matches!(var.space, AddressSpace::Storage { .. })
+                && self.runtime_array_of(var.ty).is_some()
+        })
+    }
+
     fn unsupported(&self, what: &str) -> KernelError {
         KernelError::new(
             KernelErrorKind::Unsupported,
@@ -658,6 +765,36 @@ impl<'a> Writer<'a> {
         )
     }
 
+    /// The binding whose runtime-sized array `array` (a pointer expression) points to.
+    fn runtime_array_binding(&self, fx: &Fx, array: Handle<Expression>) -> Option<u32> {
+        let g = match &fx.f.expressions[array] {
+            Expression::GlobalVariable(g) => *g,
+            Expression::AccessIndex { base, .. } => match &fx.f.expressions[*base] {
+                Expression::GlobalVariable(g) => *g,
+                _ => return None,
+            },
+            _ => return None,
+        };
+        let var = &self.m.global_variables[g];
+        match var.space {
+            AddressSpace::Storage { .. } => var.binding.as_ref().map(|b| b.binding),
+            _ => None,
+        }
+    }
+
+    /// An index into a runtime-sized array, clamped to the array's length so that no kernel
+    /// reaches outside the bound buffer view (host C also records the first such index, for
+    /// a runner that reports it).
+    fn runtime_index(&self, fx: &Fx, h: Handle<Expression>, array: Handle<Expression>, i: &str) -> Res<String> {
+        let binding = self
+            .runtime_array_binding(fx, array)
+            .ok_or_else(|| self.expr_err(fx, h, "indexing a runtime-sized array through a pointer parameter"))?;
+        Ok(match self.d {
+            Dialect::HostC => format!("xh_rt_index(ctx->fault_, (xh_u32)({i}), ctx->n_[{binding}], {binding}u)"),
+            _ => format!("xh_rt_clamp((xh_u32)({i}), ctx->n_[{binding}])"),
+        })
+    }
+
     fn clamp(&self, idx: &str, n: u32) -> String {
         format!("xh_min_u32((xh_u32)({idx}), {}u)", n.saturating_sub(1))
     }
@@ -681,7 +818,13 @@ impl<'a> Writer<'a> {
                     _ => format!("ctx->{name}"),
                 }
             }
-            Expression::LocalVariable(l) => fx.locals[l].clone(),
+            Expression::LocalVariable(l) => {
+                if let Some(wg) = &fx.wg {
+                    let region = wg.region.get();
+                    wg.local_uses.borrow_mut().entry(*l).or_default().insert(region);
+                }
+                fx.locals[l].clone()
+            }
             Expression::FunctionArgument(i) => format!("(*{})", fx.args[*i as usize]),
             Expression::Access { base, index } => {
                 let b = self.lvalue(fx, *base)?;
@@ -693,6 +836,7 @@ impl<'a> Writer<'a> {
                     } => {
                         let repr = self.pointee_handle(fx, *base).and_then(|t| self.array_of(t));
                         let unwrap = repr.map(|r| r.0.unwrap).unwrap_or("");
+                        let i = self.runtime_index(fx, h, *base, &i)?;
                         format!("{b}[{i}]{unwrap}")
                     }
                     TypeInner::Array {
@@ -722,7 +866,10 @@ impl<'a> Writer<'a> {
                         let repr = self.pointee_handle(fx, *base).and_then(|t| self.array_of(t));
                         let unwrap = repr.map(|r| r.0.unwrap).unwrap_or("");
                         match size {
-                            ArraySize::Dynamic => format!("{b}[{k}]{unwrap}"),
+                            ArraySize::Dynamic => {
+                                let i = self.runtime_index(fx, h, *base, &format!("{k}u"))?;
+                                format!("{b}[{i}]{unwrap}")
+                            }
                             _ => format!("{b}.a[{k}]{unwrap}"),
                         }
                     }
@@ -789,6 +936,9 @@ impl<'a> Writer<'a> {
     /// A value expression.
     fn expr(&self, fx: &Fx, h: Handle<Expression>) -> Res<String> {
         if let Some(n) = fx.baked.get(&h) {
+            if let Some(wg) = &fx.wg {
+                wg.record_use(h);
+            }
             return Ok(n.clone());
         }
         let e = &fx.f.expressions[h];
@@ -1585,6 +1735,7 @@ impl<'a> Writer<'a> {
             args: Vec::new(),
             entry,
             indent: 1,
+            wg: None,
         };
         let mut params = vec!["xh_ctx* ctx".to_owned()];
         for (i, arg) in f.arguments.iter().enumerate() {
@@ -1638,16 +1789,36 @@ impl<'a> Writer<'a> {
             Some(n) => format!("{}_e{}", ident(Some(n), "e"), h.index()),
             None => format!("e{}", h.index()),
         };
-        let _ = writeln!(out, "{}XH_UNUSED {t} {name} = {value};", Self::pad(fx));
+        let (lhs, name) = self.define(fx, h, name, &t);
+        let _ = writeln!(out, "{}{lhs} = {value};", Self::pad(fx));
         fx.baked.insert(h, name);
         Ok(())
+    }
+
+    /// Where the value of expression `h` (C type `t`) goes: the assignment's left side and
+    /// the name later uses read. In workgroup mode a value used outside its region lives in
+    /// the frame, one element per invocation.
+    fn define(&self, fx: &Fx, h: Handle<Expression>, name: String, t: &str) -> (String, String) {
+        if let Some(wg) = &fx.wg {
+            wg.expr_def.borrow_mut().insert(h, wg.region.get());
+            if wg.private_exprs.contains(&h) {
+                wg.frame.borrow_mut().push(format!("{t} {name}[{}];", wg.size));
+                let slot = format!("F->{name}[li]");
+                return (slot.clone(), slot);
+            }
+        }
+        (format!("XH_UNUSED {t} {name}"), name)
     }
 
     fn barrier(&self, flags: naga::Barrier, control: bool) -> Res<String> {
         Ok(match self.d {
             // The runner provides the barrier: it runs the invocations of a workgroup so that
             // they can wait for each other (threads or fibers).
-            Dialect::HostC if control => "ctx->inv_->barrier(ctx->inv_->barrier_context);".to_owned(),
+            // Host C meets the barriers of an entry point by splitting it into regions (see
+            // `Wg`); a barrier anywhere else cannot be split there.
+            Dialect::HostC if control => {
+                return Err(self.unsupported("a workgroup barrier inside a function the entry point calls"))
+            }
             Dialect::HostC => "__atomic_thread_fence(__ATOMIC_SEQ_CST);".to_owned(),
             Dialect::CudaC | Dialect::HipC => {
                 if control {
@@ -1743,8 +1914,16 @@ impl<'a> Writer<'a> {
                 continuing,
                 break_if,
             } => {
+                // Host C: a launch past its time limit is cancelled, and every loop leaves at
+                // its next iteration, so that a runaway kernel ends.
+                let cancel = if self.d == Dialect::HostC {
+                    format!("{pad}    if (__atomic_load_n(ctx->cancel_, __ATOMIC_RELAXED)) break;\n")
+                } else {
+                    String::new()
+                };
                 if continuing.is_empty() && break_if.is_none() {
                     let _ = writeln!(out, "{pad}for (;;) {{");
+                    out.push_str(&cancel);
                     fx.indent += 1;
                     self.block(fx, body, out)?;
                     fx.indent -= 1;
@@ -1763,6 +1942,7 @@ impl<'a> Writer<'a> {
                     fx.indent -= 2;
                     let _ = writeln!(out, "{pad}    }}");
                     let _ = writeln!(out, "{pad}    {gate} = false;");
+                    out.push_str(&cancel);
                     fx.indent += 1;
                     self.block(fx, body, out)?;
                     fx.indent -= 1;
@@ -1774,6 +1954,17 @@ impl<'a> Writer<'a> {
             }
             Statement::Continue => {
                 let _ = writeln!(out, "{pad}continue;");
+            }
+            Statement::Return { .. } if fx.wg.as_ref().is_some_and(|wg| wg.region.get() != CONTROL) => {
+                // An invocation that returns inside a region is done: later regions skip it.
+                let wg = fx.wg.as_ref().expect("workgroup mode");
+                wg.region_returns.set(true);
+                wg.any_returns.set(true);
+                let _ = writeln!(
+                    out,
+                    "{pad}{{ F->done_[li] = 1; xh_live--; goto xh_r{}_end; }}",
+                    wg.region.get()
+                );
             }
             Statement::Return { value } => match value {
                 Some(v) if !fx.entry => {
@@ -1842,13 +2033,15 @@ impl<'a> Writer<'a> {
                     };
                     let names = &self.members[&rt];
                     let st = self.inner_name(&TypeInner::Scalar(s))?;
-                    let name = format!("e{}", r.index());
                     let zero = if matches!(self.d, Dialect::CudaC | Dialect::HipC) {
                         "{}"
                     } else {
                         "{0}"
                     };
-                    let _ = writeln!(out, "{pad}XH_UNUSED {t} {name} = {zero};");
+                    let (lhs, name) = self.define(fx, r, format!("e{}", r.index()), &t);
+                    if lhs != name {
+                        let _ = writeln!(out, "{pad}{lhs} = {zero};");
+                    }
                     let body = match self.d {
                         Dialect::HostC => format!(
                             "{st} expected = {c}; {name}.{ex} = __atomic_compare_exchange_n({p}, &expected, {v}, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED); {name}.{old} = expected;",
@@ -1875,8 +2068,8 @@ impl<'a> Writer<'a> {
                     match result {
                         Some(r) => {
                             let t = self.res_name(&fx.fi[*r].ty)?;
-                            let name = format!("e{}", r.index());
-                            let _ = writeln!(out, "{pad}XH_UNUSED {t} {name} = {call};");
+                            let (lhs, name) = self.define(fx, *r, format!("e{}", r.index()), &t);
+                            let _ = writeln!(out, "{pad}{lhs} = {call};");
                             fx.baked.insert(*r, name);
                         }
                         None => {
@@ -1886,11 +2079,17 @@ impl<'a> Writer<'a> {
                 }
             }
             Statement::WorkGroupUniformLoad { pointer, result } => {
-                let b = self.barrier(naga::Barrier::WORK_GROUP, true)?;
+                // In host C's workgroup mode the barriers are the region boundaries around
+                // this statement, which then runs as a region of its own.
+                let b = if fx.wg.is_some() {
+                    String::new()
+                } else {
+                    self.barrier(naga::Barrier::WORK_GROUP, true)?
+                };
                 let lv = self.lvalue(fx, *pointer)?;
                 let t = self.res_name(&fx.fi[*result].ty)?;
-                let name = format!("e{}", result.index());
-                let _ = writeln!(out, "{pad}{b}\n{pad}XH_UNUSED {t} {name} = {lv};\n{pad}{b}");
+                let (lhs, name) = self.define(fx, *result, format!("e{}", result.index()), &t);
+                let _ = writeln!(out, "{pad}{b}\n{pad}{lhs} = {lv};\n{pad}{b}");
                 fx.baked.insert(*result, name);
             }
             Statement::Call {
@@ -1910,8 +2109,8 @@ impl<'a> Writer<'a> {
                 match result {
                     Some(r) => {
                         let t = self.res_name(&fx.fi[*r].ty)?;
-                        let name = format!("e{}", r.index());
-                        let _ = writeln!(out, "{pad}XH_UNUSED {t} {name} = {call};");
+                        let (lhs, name) = self.define(fx, *r, format!("e{}", r.index()), &t);
+                        let _ = writeln!(out, "{pad}{lhs} = {call};");
                         fx.baked.insert(*r, name);
                     }
                     None => {
@@ -1991,31 +2190,52 @@ impl<'a> Writer<'a> {
                 "    {{ int k; for (k = 0; k < {}; k++) c.len_[k] = lengths.bytes[k]; }}",
                 buffers.len()
             );
+            for (k, (_, g)) in buffers.iter().enumerate() {
+                if let Some((header, stride)) = self.runtime_array_of(m.global_variables[*g].ty) {
+                    let _ = writeln!(
+                        setup,
+                        "    c.n_[{k}] = xh_array_length(lengths.bytes[{k}], {header}u, {stride}u);"
+                    );
+                }
+            }
         }
+        let mut private_init = String::new();
         for &g in &private {
             let var = &m.global_variables[g];
             let init = match var.init {
                 Some(e) => self.const_expr(e)?,
                 None => self.zero_of(var.ty)?,
             };
-            let _ = writeln!(setup, "    c.{} = {init};", self.globals[&g]);
+            let _ = writeln!(private_init, "    c.{} = {init};", self.globals[&g]);
         }
+        if self.d == Dialect::HostC {
+            return self.write_host_wrapper(
+                out,
+                HostWrapper {
+                    index: i,
+                    inner,
+                    params,
+                    setup,
+                    private_init,
+                    workgroup: &workgroup,
+                    buffers: buffers.len() as u32,
+                    scalar_block: immediate.is_some(),
+                    uses_len,
+                },
+            );
+        }
+        setup.push_str(&private_init);
         // Built-ins.
         let (lid, wid, nwg): ([String; 3], [String; 3], [String; 3]) = match self.d {
-            Dialect::CudaC | Dialect::HipC => (
-                ["threadIdx.x", "threadIdx.y", "threadIdx.z"].map(|s| format!("(xh_u32){s}")),
-                ["blockIdx.x", "blockIdx.y", "blockIdx.z"].map(|s| format!("(xh_u32){s}")),
-                ["gridDim.x", "gridDim.y", "gridDim.z"].map(|s| format!("(xh_u32){s}")),
-            ),
             Dialect::OpenclC => (
                 [0, 1, 2].map(|k| format!("(xh_u32)get_local_id({k})")),
                 [0, 1, 2].map(|k| format!("(xh_u32)get_group_id({k})")),
                 [0, 1, 2].map(|k| format!("(xh_u32)get_num_groups({k})")),
             ),
-            Dialect::HostC => (
-                [0, 1, 2].map(|k| format!("inv->local_id[{k}]")),
-                [0, 1, 2].map(|k| format!("inv->workgroup_id[{k}]")),
-                [0, 1, 2].map(|k| format!("inv->num_workgroups[{k}]")),
+            _ => (
+                ["threadIdx.x", "threadIdx.y", "threadIdx.z"].map(|s| format!("(xh_u32){s}")),
+                ["blockIdx.x", "blockIdx.y", "blockIdx.z"].map(|s| format!("(xh_u32){s}")),
+                ["gridDim.x", "gridDim.y", "gridDim.z"].map(|s| format!("(xh_u32){s}")),
             ),
         };
         let _ = writeln!(
@@ -2028,87 +2248,33 @@ impl<'a> Writer<'a> {
             "    XH_UNUSED xh_u32x3 gid = xh_make_xh_u32x3(wid.x * {}u + lid.x, wid.y * {}u + lid.y, wid.z * {}u + lid.z);\n    XH_UNUSED xh_u32 lidx = lid.z * {}u + lid.y * {}u + lid.x;",
             wg[0], wg[1], wg[2], wg[0].wrapping_mul(wg[1]), wg[0]
         );
-        // Workgroup memory.
+        // Workgroup memory, zeroed by all invocations together, then a barrier.
         let mut workgroup_bytes = 0u64;
         if !workgroup.is_empty() {
-            match self.d {
-                Dialect::HostC => {
-                    let wt = format!("xh_wg_{}", ident(Some(name), "entry"));
-                    let mut fields = String::new();
-                    for &g in &workgroup {
-                        let _ = write!(
-                            fields,
-                            " {} {};",
-                            self.type_name(m.global_variables[g].ty)?,
-                            self.globals[&g]
-                        );
-                        workgroup_bytes += u64::from(self.c_size(m.global_variables[g].ty));
-                    }
-                    let _ = writeln!(out, "typedef struct {wt} {{{fields} }} {wt};");
-                    for &g in &workgroup {
-                        let _ = writeln!(setup, "    c.{0} = &(({wt}*)workgroup)->{0};", self.globals[&g]);
-                    }
-                    let _ = writeln!(out, "const size_t {name}__workgroup_bytes = sizeof({wt});");
-                }
-                _ => {
-                    let q = if self.d == Dialect::OpenclC {
-                        "__local"
-                    } else {
-                        "__shared__"
-                    };
-                    for &g in &workgroup {
-                        let gn = &self.globals[&g];
-                        let _ = writeln!(setup, "    {q} {} wg_{gn};", self.type_name(m.global_variables[g].ty)?);
-                        let _ = writeln!(setup, "    c.{gn} = &wg_{gn};");
-                        let _ = writeln!(
-                            setup,
-                            "    {{ XH_LOCAL unsigned char* zp = (XH_LOCAL unsigned char*)&wg_{gn}; xh_u32 zi; for (zi = lidx; zi < (xh_u32)sizeof(wg_{gn}); zi += {total}u) zp[zi] = 0; }}"
-                        );
-                        workgroup_bytes += u64::from(self.c_size(m.global_variables[g].ty));
-                    }
-                    let b = self.barrier(naga::Barrier::WORK_GROUP, true)?;
-                    let _ = writeln!(setup, "    {b}");
-                }
+            let q = if self.d == Dialect::OpenclC {
+                "__local"
+            } else {
+                "__shared__"
+            };
+            for &g in &workgroup {
+                let gn = &self.globals[&g];
+                let _ = writeln!(setup, "    {q} {} wg_{gn};", self.type_name(m.global_variables[g].ty)?);
+                let _ = writeln!(setup, "    c.{gn} = &wg_{gn};");
+                let _ = writeln!(
+                    setup,
+                    "    {{ XH_LOCAL unsigned char* zp = (XH_LOCAL unsigned char*)&wg_{gn}; xh_u32 zi; for (zi = lidx; zi < (xh_u32)sizeof(wg_{gn}); zi += {total}u) zp[zi] = 0; }}"
+                );
+                workgroup_bytes += u64::from(self.c_size(m.global_variables[g].ty));
             }
-        } else if self.d == Dialect::HostC {
-            let _ = writeln!(out, "const size_t {name}__workgroup_bytes = 0;");
+            let b = self.barrier(naga::Barrier::WORK_GROUP, true)?;
+            let _ = writeln!(setup, "    {b}");
         }
         // Arguments of the entry point.
         let mut call_args = vec!["&c".to_owned()];
         for arg in &ep.function.arguments {
-            let v = match &arg.binding {
-                Some(naga::Binding::BuiltIn(b)) => match b {
-                    naga::BuiltIn::GlobalInvocationId => "gid",
-                    naga::BuiltIn::LocalInvocationId => "lid",
-                    naga::BuiltIn::WorkGroupId => "wid",
-                    naga::BuiltIn::NumWorkGroups => "nwg",
-                    naga::BuiltIn::LocalInvocationIndex => "lidx",
-                    other => return Err(self.unsupported(&format!("the built-in {other:?}"))),
-                },
-                _ => return Err(self.unsupported(&format!("an entry-point argument of `{name}` without a built-in"))),
-            };
-            call_args.push(v.to_owned());
+            call_args.push(self.builtin_name(arg, name)?.to_owned());
         }
         match self.d {
-            Dialect::HostC => {
-                params.push("const xhal_invocation* inv".to_owned());
-                params.push("void* workgroup".to_owned());
-                let _ = writeln!(
-                    out,
-                    "const uint32_t {name}__workgroup_size[3] = {{{}u, {}u, {}u}};",
-                    wg[0], wg[1], wg[2]
-                );
-                let _ = writeln!(out, "void {name}({});", params.join(", "));
-                let _ = writeln!(out, "void {name}({}) {{", params.join(", "));
-                let _ = writeln!(
-                    out,
-                    "    xh_ctx c;\n    (void)workgroup;\n    memset(&c, 0, sizeof c);\n    c.inv_ = inv;"
-                );
-            }
-            Dialect::CudaC | Dialect::HipC => {
-                let _ = writeln!(out, "extern \"C\" __global__ void {name}({}) {{", params.join(", "));
-                let _ = writeln!(out, "    xh_ctx c = {{}};");
-            }
             Dialect::OpenclC => {
                 let _ = writeln!(
                     out,
@@ -2119,6 +2285,10 @@ impl<'a> Writer<'a> {
                     params.join(", ")
                 );
                 let _ = writeln!(out, "    xh_ctx c = {{0}};");
+            }
+            _ => {
+                let _ = writeln!(out, "extern \"C\" __global__ void {name}({}) {{", params.join(", "));
+                let _ = writeln!(out, "    xh_ctx c = {{}};");
             }
         }
         out.push_str(&setup);
@@ -2132,6 +2302,540 @@ impl<'a> Writer<'a> {
             workgroup_size: wg,
             workgroup_bytes,
             barriers: false,
+        })
+    }
+}
+
+/// What the first workgroup-mode pass decided for the second.
+#[derive(Default)]
+struct Decided {
+    private_exprs: HashSet<Handle<Expression>>,
+    private_locals: HashSet<Handle<naga::LocalVariable>>,
+    /// The regions each local is used in (it is a C local of each).
+    local_uses: HashMap<Handle<naga::LocalVariable>, BTreeSet<usize>>,
+    done_flags: bool,
+}
+
+/// The outcome of one workgroup-mode pass.
+struct WgPass {
+    body: String,
+    done_flags: bool,
+    expr_def: RefCell<HashMap<Handle<Expression>, usize>>,
+    expr_uses: RefCell<HashMap<Handle<Expression>, BTreeSet<usize>>>,
+    local_uses: RefCell<HashMap<Handle<naga::LocalVariable>, BTreeSet<usize>>>,
+    loop_regions: BTreeSet<usize>,
+    private_ctx: bool,
+    wg: Option<Wg>,
+}
+
+/// What every region's loop body starts with: the context and built-ins of invocation `li`,
+/// and the locals used in that region only.
+struct RegionPrologue {
+    common: String,
+    locals: HashMap<usize, String>,
+    /// What each region's loop body ends with: privatised locals stored back.
+    writeback: HashMap<usize, String>,
+}
+
+/// What [`Writer::write_host_wrapper`] needs from the shared part of the wrapper.
+struct HostWrapper<'w> {
+    index: usize,
+    inner: &'w str,
+    params: Vec<String>,
+    /// Sets the context's buffers, scalars and lengths from the parameters.
+    setup: String,
+    /// Sets the private globals to their initial values (once per invocation).
+    private_init: String,
+    workgroup: &'w [Handle<naga::GlobalVariable>],
+    buffers: u32,
+    scalar_block: bool,
+    uses_len: bool,
+}
+
+impl Writer<'_> {
+    /// Host C's exported function for an entry point: it runs one whole workgroup.
+    ///
+    /// ```c
+    /// void NAME(buffers..., [scalars], [lengths], const xhal_workgroup* group, void* scratch);
+    /// ```
+    ///
+    /// `scratch` points to `NAME__scratch_bytes` bytes (aligned to 64) that the function owns
+    /// for the call: workgroup memory (zeroed here) and, for an entry point with barriers,
+    /// the frame of per-invocation values. Without barriers the invocations run one after
+    /// another, which is one of the orders WGSL allows; with barriers the entry point was
+    /// written in regions (see `Wg`).
+    fn write_host_wrapper(&self, out: &mut String, w: HostWrapper<'_>) -> Res<CEntryPoint> {
+        let m = self.m;
+        let ep = &m.entry_points[w.index];
+        let wg = ep.workgroup_size;
+        let total = wg[0].saturating_mul(wg[1]).saturating_mul(wg[2]);
+        let name = &c_symbol(&ep.name);
+        let tag = ident(Some(name), "entry");
+        let barriers = self.wg_entries.contains(&w.index);
+        let mut workgroup_bytes = 0u64;
+        let mut scratch_fields = String::new();
+        let mut setup = w.setup;
+        if !w.workgroup.is_empty() {
+            let wt = format!("xh_wgmem_{tag}");
+            let mut fields = String::new();
+            for &g in w.workgroup {
+                let _ = write!(
+                    fields,
+                    " {} {};",
+                    self.type_name(m.global_variables[g].ty)?,
+                    self.globals[&g]
+                );
+                workgroup_bytes += u64::from(self.c_size(m.global_variables[g].ty));
+            }
+            let _ = writeln!(out, "typedef struct {wt} {{{fields} }} {wt};");
+            let _ = write!(scratch_fields, " {wt} wg;");
+            for &g in w.workgroup {
+                let _ = writeln!(setup, "    c.{0} = &S->wg.{0};", self.globals[&g]);
+            }
+            setup.push_str("    memset(&S->wg, 0, sizeof S->wg);\n");
+        }
+        if barriers {
+            let _ = write!(scratch_fields, " xh_frame_{tag} frame;");
+        }
+        if scratch_fields.is_empty() {
+            scratch_fields.push_str(" char unused_;");
+        }
+        let st = format!("xh_scratch_{tag}");
+        let _ = writeln!(out, "typedef struct {st} {{{scratch_fields} }} {st};");
+        let _ = writeln!(out, "const uint32_t {name}__workgroup_size[3] = {{{}u, {}u, {}u}};", wg[0], wg[1], wg[2]);
+        let _ = writeln!(out, "const size_t {name}__workgroup_bytes = {workgroup_bytes};");
+        let _ = writeln!(out, "const size_t {name}__scratch_bytes = sizeof({st});");
+        let mut params = w.params;
+        params.push("const xhal_workgroup* group".to_owned());
+        params.push("void* scratch".to_owned());
+        let _ = writeln!(out, "void {name}({});", params.join(", "));
+        let _ = writeln!(out, "void {name}({}) {{", params.join(", "));
+        let _ = writeln!(
+            out,
+            "    xh_ctx c;\n    XH_UNUSED {st}* S = ({st}*)scratch;\n    memset(&c, 0, sizeof c);\n    c.fault_ = group->fault;\n    c.cancel_ = group->cancel;"
+        );
+        out.push_str(&setup);
+        let _ = writeln!(
+            out,
+            "    XH_UNUSED xh_u32x3 wid = xh_make_xh_u32x3(group->workgroup_id[0], group->workgroup_id[1], group->workgroup_id[2]);\n    XH_UNUSED xh_u32x3 nwg = xh_make_xh_u32x3(group->num_workgroups[0], group->num_workgroups[1], group->num_workgroups[2]);"
+        );
+        if barriers {
+            out.push_str(&w.private_init);
+            let _ = writeln!(out, "    {}(&S->frame, &c, wid, nwg);\n}}", w.inner);
+        } else {
+            let _ = writeln!(out, "    {{ xh_u32 li; for (li = 0; li < {total}u; li++) {{");
+            for line in w.private_init.lines() {
+                let _ = writeln!(out, "    {line}");
+            }
+            out.push_str(&self.builtins_of_li(wg, "        "));
+            let mut call_args = vec!["&c".to_owned()];
+            for arg in &ep.function.arguments {
+                call_args.push(self.builtin_name(arg, name)?.to_owned());
+            }
+            let _ = writeln!(out, "        {}({});\n    }} }}\n}}", w.inner, call_args.join(", "));
+        }
+        Ok(CEntryPoint {
+            name: ep.name.clone(),
+            symbol: name.clone(),
+            buffers: w.buffers,
+            scalar_block: w.scalar_block,
+            buffer_lengths: w.uses_len,
+            workgroup_size: wg,
+            workgroup_bytes,
+            barriers,
+        })
+    }
+
+    /// Host C for an entry point with barriers, in workgroup mode (see [`Wg`]): a function
+    /// `inner(frame, ctx, wid, nwg)` that runs every invocation of one workgroup, preceded by
+    /// the frame's type `xh_frame_NAME`.
+    fn write_workgroup_function(&self, ep: &naga::EntryPoint, fi: &FunctionInfo, inner: &str) -> Res<String> {
+        let size = ep.workgroup_size.iter().product::<u32>().max(1);
+        let first = self.workgroup_pass(ep, fi, size, None)?;
+        let mut private_exprs = HashSet::new();
+        for (h, uses) in first.expr_uses.borrow().iter() {
+            let def = first.expr_def.borrow().get(h).copied().unwrap_or(CONTROL);
+            if def == CONTROL || uses.iter().any(|&r| r != def) {
+                private_exprs.insert(*h);
+            }
+        }
+        let mut private_locals = HashSet::new();
+        for (h, uses) in first.local_uses.borrow().iter() {
+            let only = uses.iter().next().copied().unwrap_or(CONTROL);
+            if uses.len() > 1 || only == CONTROL || first.loop_regions.contains(&only) {
+                private_locals.insert(*h);
+            }
+        }
+        let decided = Decided {
+            private_exprs,
+            private_locals,
+            local_uses: first.local_uses.take(),
+            done_flags: first.done_flags,
+        };
+        let second = self.workgroup_pass(ep, fi, size, Some(decided))?;
+        let tag = ident(Some(&c_symbol(&ep.name)), "entry");
+        let wg = second.wg.as_ref().expect("workgroup mode");
+        let mut frame = String::new();
+        if second.private_ctx {
+            let _ = write!(frame, " xh_ctx c[{size}];");
+        }
+        if wg.done_flags {
+            let _ = write!(frame, " unsigned char done_[{size}];");
+        }
+        for member in wg.frame.borrow().iter() {
+            let _ = write!(frame, " {member}");
+        }
+        if frame.is_empty() {
+            frame.push_str(" char unused_;");
+        }
+        Ok(format!(
+            "typedef struct xh_frame_{tag} {{{frame} }} xh_frame_{tag};\n\
+             static void {inner}(xh_frame_{tag}* F, xh_ctx* proto, xh_u32x3 wid, xh_u32x3 nwg) {{\n\
+             {}}}\n",
+            second.body
+        ))
+    }
+
+    /// One pass over an entry point in workgroup mode: the first (`decided` is `None`)
+    /// records where values are defined and used, the second writes with its decisions.
+    fn workgroup_pass(
+        &self,
+        ep: &naga::EntryPoint,
+        fi: &FunctionInfo,
+        size: u32,
+        decided: Option<Decided>,
+    ) -> Res<WgPass> {
+        let f = &ep.function;
+        let decided = decided.unwrap_or_default();
+        let private_ctx = self
+            .m
+            .global_variables
+            .iter()
+            .any(|(g, var)| var.space == AddressSpace::Private && !fi[g].is_empty());
+        let mut fx = Fx {
+            f,
+            fi,
+            baked: HashMap::new(),
+            locals: HashMap::new(),
+            args: Vec::new(),
+            entry: true,
+            indent: 2,
+            wg: Some(Wg {
+                size,
+                region: Cell::new(CONTROL),
+                next_region: 0,
+                loop_regions: BTreeSet::new(),
+                loop_depth: 0,
+                expr_def: RefCell::new(HashMap::new()),
+                expr_uses: RefCell::new(HashMap::new()),
+                local_uses: RefCell::new(HashMap::new()),
+                private_exprs: decided.private_exprs,
+                frame: RefCell::new(Vec::new()),
+                region_returns: Cell::new(false),
+                any_returns: Cell::new(false),
+                done_flags: decided.done_flags,
+            }),
+        };
+        let ctx = if private_ctx { "&F->c[li]" } else { "proto" };
+        let mut prologue = format!("            XH_UNUSED xh_ctx* ctx = {ctx};\n");
+        prologue.push_str(&self.builtins_of_li(ep.workgroup_size, "            "));
+        for (i, arg) in f.arguments.iter().enumerate() {
+            let an = format!("a_{}{i}", ident(arg.name.as_deref(), "arg"));
+            let t = self.type_name(arg.ty)?;
+            let _ = writeln!(prologue, "            XH_UNUSED {t} {an} = {};", self.builtin_name(arg, &ep.name)?);
+            fx.args.push(an);
+        }
+        let mut init = String::new();
+        if private_ctx {
+            init.push_str("        F->c[li] = *proto;\n");
+        }
+        if decided.done_flags {
+            init.push_str("        F->done_[li] = 0;\n");
+        }
+        // Every local is a C local of each region that uses it, where the C compiler can keep
+        // it in a register; one that lives across regions is loaded from the frame at the
+        // region's start and stored back at its end.
+        let mut region_locals: HashMap<usize, String> = HashMap::new();
+        let mut region_writeback: HashMap<usize, String> = HashMap::new();
+        for (h, local) in f.local_variables.iter() {
+            let ln = format!("{}_l{}", ident(local.name.as_deref(), "local"), h.index());
+            let t = self.type_name(local.ty)?;
+            let value = match local.init {
+                Some(e) => self.expr(&fx, e)?,
+                None => self.zero_of(local.ty)?,
+            };
+            let private = decided.private_locals.contains(&h);
+            if private {
+                let wg = fx.wg.as_ref().expect("workgroup mode");
+                wg.frame.borrow_mut().push(format!("{t} {ln}[{size}];"));
+                let _ = writeln!(init, "        F->{ln}[li] = {value};");
+            }
+            for &region in decided.local_uses.get(&h).into_iter().flatten() {
+                let start = region_locals.entry(region).or_default();
+                if private {
+                    let _ = writeln!(start, "            XH_UNUSED {t} {ln} = F->{ln}[li];");
+                    let _ = writeln!(region_writeback.entry(region).or_default(), "            F->{ln}[li] = {ln};");
+                } else {
+                    let _ = writeln!(start, "            XH_UNUSED {t} {ln} = {value};");
+                }
+            }
+            fx.locals.insert(h, ln);
+        }
+        let mut body = format!("    xh_u32 li;\n    XH_UNUSED xh_u32 xh_live = {size}u;\n    (void)wid; (void)nwg;\n");
+        if !init.is_empty() {
+            let _ = write!(body, "    for (li = 0; li < {size}u; li++) {{\n{init}    }}\n");
+        }
+        let mut text = String::new();
+        let prologue = RegionPrologue {
+            common: prologue,
+            locals: region_locals,
+            writeback: region_writeback,
+        };
+        self.wg_block(&mut fx, &f.body, &mut text, false, &prologue)?;
+        body.push_str(&text);
+        let wg = fx.wg.take().expect("workgroup mode");
+        Ok(WgPass {
+            body,
+            done_flags: wg.done_flags || wg.any_returns.get(),
+            expr_def: RefCell::new(wg.expr_def.take()),
+            expr_uses: RefCell::new(wg.expr_uses.take()),
+            local_uses: RefCell::new(wg.local_uses.take()),
+            loop_regions: wg.loop_regions.clone(),
+            private_ctx,
+            wg: Some(wg),
+        })
+    }
+
+    /// Whether statement `s` must run at workgroup level: it holds a barrier, or it leaves
+    /// (`break`, `continue`) a loop that does (`in_wg_loop`).
+    fn wg_needs_control(&self, s: &Statement, span: naga::Span, in_wg_loop: bool) -> Res<bool> {
+        Ok(match s {
+            Statement::ControlBarrier(_) | Statement::WorkGroupUniformLoad { .. } => true,
+            Statement::Block(b) => self.wg_block_needs_control(b, in_wg_loop)?,
+            Statement::If { accept, reject, .. } => {
+                self.wg_block_needs_control(accept, in_wg_loop)? || self.wg_block_needs_control(reject, in_wg_loop)?
+            }
+            Statement::Switch { cases, .. } => {
+                let escapes = cases
+                    .iter()
+                    .any(|c| has_barrier(&c.body) || (in_wg_loop && has_continue(&c.body)));
+                if escapes {
+                    return Err(self.unsupported_at("a barrier (or a `continue` past one) inside a switch", span));
+                }
+                false
+            }
+            Statement::Loop { body, continuing, .. } => has_barrier(body) || has_barrier(continuing),
+            Statement::Break | Statement::Continue => in_wg_loop,
+            _ => false,
+        })
+    }
+
+    fn wg_block_needs_control(&self, block: &Block, in_wg_loop: bool) -> Res<bool> {
+        for (s, span) in block.span_iter() {
+            if self.wg_needs_control(s, *span, in_wg_loop)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// A block at workgroup level: runs of ordinary statements become regions.
+    fn wg_block(
+        &self,
+        fx: &mut Fx,
+        block: &Block,
+        out: &mut String,
+        in_wg_loop: bool,
+        prologue: &RegionPrologue,
+    ) -> Res<()> {
+        let mut pending: Vec<(&Statement, naga::Span)> = Vec::new();
+        let body_end = std::ptr::eq(block, &fx.f.body) && matches!(block.last(), Some(Statement::Return { .. }));
+        for (k, (s, span)) in block.span_iter().enumerate() {
+            if body_end && k + 1 == block.len() {
+                // The function's closing `return`: every invocation ends here anyway.
+                break;
+            }
+            if self.wg_needs_control(s, *span, in_wg_loop)? {
+                self.wg_region(fx, &pending, out, prologue)?;
+                pending.clear();
+                self.wg_statement(fx, s, *span, out, in_wg_loop, prologue)?;
+            } else {
+                pending.push((s, *span));
+            }
+        }
+        self.wg_region(fx, &pending, out, prologue)
+    }
+
+    /// One region: `statements` for every invocation that has not returned.
+    fn wg_region(
+        &self,
+        fx: &mut Fx,
+        statements: &[(&Statement, naga::Span)],
+        out: &mut String,
+        prologue: &RegionPrologue,
+    ) -> Res<()> {
+        if statements.is_empty() {
+            return Ok(());
+        }
+        let (region, size, done_flags) = {
+            let wg = fx.wg.as_mut().expect("workgroup mode");
+            let region = wg.next_region;
+            wg.next_region += 1;
+            wg.region.set(region);
+            wg.region_returns.set(false);
+            if wg.loop_depth > 0 {
+                wg.loop_regions.insert(region);
+            }
+            (region, wg.size, wg.done_flags)
+        };
+        let pad = Self::pad(fx);
+        let saved = fx.indent;
+        fx.indent += 2;
+        let mut inner = String::new();
+        for (s, span) in statements {
+            self.statement(fx, s, *span, &mut inner)?;
+        }
+        fx.indent = saved;
+        let wg = fx.wg.as_ref().expect("workgroup mode");
+        let returns = wg.region_returns.get();
+        wg.region.set(CONTROL);
+        let _ = writeln!(out, "{pad}for (li = 0; li < {size}u; li++) {{");
+        if done_flags {
+            let _ = writeln!(out, "{pad}    if (F->done_[li]) continue;");
+        }
+        for line in prologue.common.lines() {
+            let _ = writeln!(out, "{pad}{}", line.trim_start_matches("        "));
+        }
+        if let Some(locals) = prologue.locals.get(&region) {
+            for line in locals.lines() {
+                let _ = writeln!(out, "{pad}{}", line.trim_start_matches("        "));
+            }
+        }
+        out.push_str(&inner);
+        if returns {
+            let _ = writeln!(out, "{pad}    xh_r{region}_end: ;");
+        }
+        if let Some(lines) = prologue.writeback.get(&region) {
+            for line in lines.lines() {
+                let _ = writeln!(out, "{pad}{}", line.trim_start_matches("        "));
+            }
+        }
+        let _ = writeln!(out, "{pad}}}");
+        if returns {
+            let _ = writeln!(out, "{pad}if (xh_live == 0u) return;");
+        }
+        Ok(())
+    }
+
+    /// A statement at workgroup level: control flow runs once, on invocation 0's values
+    /// (WGSL requires the control flow around a barrier to be uniform).
+    fn wg_statement(
+        &self,
+        fx: &mut Fx,
+        s: &Statement,
+        span: naga::Span,
+        out: &mut String,
+        in_wg_loop: bool,
+        prologue: &RegionPrologue,
+    ) -> Res<()> {
+        let pad = Self::pad(fx);
+        match s {
+            Statement::ControlBarrier(_) => {
+                let _ = writeln!(out, "{pad}/* barrier */");
+            }
+            Statement::WorkGroupUniformLoad { .. } => {
+                self.wg_region(fx, &[(s, span)], out, prologue)?;
+            }
+            Statement::Block(b) => {
+                let _ = writeln!(out, "{pad}{{");
+                fx.indent += 1;
+                self.wg_block(fx, b, out, in_wg_loop, prologue)?;
+                fx.indent -= 1;
+                let _ = writeln!(out, "{pad}}}");
+            }
+            Statement::If {
+                condition,
+                accept,
+                reject,
+            } => {
+                let c = self.expr(fx, *condition)?;
+                let _ = writeln!(out, "{pad}li = 0u;\n{pad}if ({c}) {{");
+                fx.indent += 1;
+                self.wg_block(fx, accept, out, in_wg_loop, prologue)?;
+                fx.indent -= 1;
+                let _ = writeln!(out, "{pad}}} else {{");
+                fx.indent += 1;
+                self.wg_block(fx, reject, out, in_wg_loop, prologue)?;
+                fx.indent -= 1;
+                let _ = writeln!(out, "{pad}}}");
+            }
+            Statement::Loop {
+                body,
+                continuing,
+                break_if,
+            } => {
+                let gate = format!("loop_init{}", out.len());
+                let _ = writeln!(out, "{pad}{{ xh_bool {gate} = true;");
+                let _ = writeln!(out, "{pad}for (;;) {{");
+                let _ = writeln!(
+                    out,
+                    "{pad}    if (__atomic_load_n(proto->cancel_, __ATOMIC_RELAXED)) return;"
+                );
+                let _ = writeln!(out, "{pad}    if (!{gate}) {{");
+                fx.wg.as_mut().expect("workgroup mode").loop_depth += 1;
+                fx.indent += 2;
+                self.wg_block(fx, continuing, out, true, prologue)?;
+                if let Some(b) = break_if {
+                    let c = self.expr(fx, *b)?;
+                    let _ = writeln!(out, "{}li = 0u;\n{}if ({c}) {{ break; }}", Self::pad(fx), Self::pad(fx));
+                }
+                fx.indent -= 2;
+                let _ = writeln!(out, "{pad}    }}");
+                let _ = writeln!(out, "{pad}    {gate} = false;");
+                fx.indent += 1;
+                self.wg_block(fx, body, out, true, prologue)?;
+                fx.indent -= 1;
+                fx.wg.as_mut().expect("workgroup mode").loop_depth -= 1;
+                let _ = writeln!(out, "{pad}}} }}");
+            }
+            Statement::Break => {
+                let _ = writeln!(out, "{pad}break;");
+            }
+            Statement::Continue => {
+                let _ = writeln!(out, "{pad}continue;");
+            }
+            _ => return Err(self.unsupported_at("this statement around a barrier", span)),
+        }
+        Ok(())
+    }
+
+    /// Declarations of `lid`, `gid` and `lidx` for invocation `li` of a workgroup whose
+    /// `wid` and `nwg` are in scope.
+    fn builtins_of_li(&self, wg: [u32; 3], pad: &str) -> String {
+        let xy = wg[0].wrapping_mul(wg[1]);
+        format!(
+            "{pad}XH_UNUSED xh_u32x3 lid = xh_make_xh_u32x3(li % {x}u, (li / {x}u) % {y}u, li / {xy}u);\n\
+             {pad}XH_UNUSED xh_u32x3 gid = xh_make_xh_u32x3(wid.x * {x}u + lid.x, wid.y * {y}u + lid.y, wid.z * {z}u + lid.z);\n\
+             {pad}XH_UNUSED xh_u32 lidx = li;\n",
+            x = wg[0].max(1),
+            y = wg[1].max(1),
+            z = wg[2],
+            xy = xy.max(1)
+        )
+    }
+
+    /// The wrapper's variable that holds the built-in an entry-point argument receives.
+    fn builtin_name(&self, arg: &naga::FunctionArgument, entry: &str) -> Res<&'static str> {
+        Ok(match &arg.binding {
+            Some(naga::Binding::BuiltIn(b)) => match b {
+                naga::BuiltIn::GlobalInvocationId => "gid",
+                naga::BuiltIn::LocalInvocationId => "lid",
+                naga::BuiltIn::WorkGroupId => "wid",
+                naga::BuiltIn::NumWorkGroups => "nwg",
+                naga::BuiltIn::LocalInvocationIndex => "lidx",
+                other => return Err(self.unsupported(&format!("the built-in {other:?}"))),
+            },
+            _ => return Err(self.unsupported(&format!("an entry-point argument of `{entry}` without a built-in"))),
         })
     }
 }
