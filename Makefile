@@ -5,7 +5,8 @@ PLUGINS := cpu vulkan wgpu
 PLUGIN_DIR := target/plugins
 
 # Backends certified by `make cts`, each from its plugin file in target/plugins.
-CTS_BACKENDS := cpu vulkan wgpu
+# The cpu plugin is certified twice: interpreted, and compiled to C.
+CTS_BACKENDS := cpu-interpret cpu-compile vulkan wgpu
 
 .PHONY: all build plugins drivers demo test cts fmt-check clippy header bench bench-overhead bench-backends bench-kernels doc clean
 
@@ -42,9 +43,13 @@ drivers:
 	@scripts/install-drivers.sh
 
 # The tests load real plugin libraries (the CPU plugin and the zoo), so build them first.
+# The cpu backend's own tests run in both kernel modes (the workspace run takes the default,
+# `auto`, which compiles kernels when a C compiler is present).
 test: drivers fmt-check clippy
 	$(CARGO) build --workspace
 	$(CARGO) test --workspace
+	XHAL_CPU_MODE=interpret $(CARGO) test -p xhal-cpu
+	XHAL_CPU_MODE=compile $(CARGO) test -p xhal-cpu
 
 # Certifies every backend plugin with xhal-cts; reports in target/cts/<backend>/. Fails on
 # any failure, crash or timeout; a backend without a driver is skipped loudly unless

@@ -6,6 +6,9 @@
 # A backend whose driver is missing (xhal-cts exits 3: no device, or the plugin cannot start)
 # is skipped loudly, unless XHAL_REQUIRE_BACKENDS (comma-separated, as CI sets it) names it:
 # then it fails. Any failure, crash or timeout fails.
+#
+# `cpu-interpret` and `cpu-compile` certify the cpu plugin with XHAL_CPU_MODE set to that
+# mode (its interpreter, and its compiled kernels built from a fresh kernel cache).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,9 +17,19 @@ passed=()
 skipped=()
 failed=()
 for backend in "$@"; do
-  plugin="target/plugins/libxhal_${backend}.so"
+  name="$backend"
+  mode_variables=()
+  case "$backend" in
+    cpu-interpret | cpu-compile)
+      name=cpu
+      cache="target/cts/${backend}/kernel-cache"
+      rm -rf "$cache"
+      mode_variables=("XHAL_CPU_MODE=${backend#cpu-}" "XHAL_CACHE_DIR=${cache}")
+      ;;
+  esac
+  plugin="target/plugins/libxhal_${name}.so"
   arguments=(run --plugin "$plugin" --report "target/cts/${backend}")
-  known="conformance/known-failures/${backend}.toml"
+  known="conformance/known-failures/${name}.toml"
   if [ -f "$known" ]; then
     arguments+=(--known-failures "$known")
   fi
@@ -26,13 +39,13 @@ for backend in "$@"; do
     # message fails the test that caused it.
     XHAL_VULKAN_VALIDATION=1 target/release/xhal-cts "${arguments[@]}"
   else
-    target/release/xhal-cts "${arguments[@]}"
+    env "${mode_variables[@]}" target/release/xhal-cts "${arguments[@]}"
   fi
   status=$?
   case "$status" in
     0) passed+=("$backend") ;;
     3)
-      if [[ "$required" == *",${backend},"* ]]; then
+      if [[ "$required" == *",${backend},"* || "$required" == *",${name},"* ]]; then
         echo "FAILED: backend ${backend} is required (XHAL_REQUIRE_BACKENDS) but could not be certified; see the error above" >&2
         failed+=("$backend")
       else

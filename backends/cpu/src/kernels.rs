@@ -10,6 +10,7 @@
 use crate::config::KernelTimeout;
 use crate::device::{BUFFER_OFFSET_ALIGNMENT, MAX_WORKGROUP_COUNT};
 use crate::memory::{AlignedBytes, Buffer};
+use crate::native::{KernelMode, NativeKernel};
 use crate::wgsl::{KernelLimits, Program, WgslLaunch, WgslModule};
 use parking_lot::{RwLockReadGuard, RwLockWriteGuard};
 use std::collections::BTreeMap;
@@ -109,7 +110,9 @@ enum ModuleCode {
 #[derive(Debug, Clone)]
 pub(crate) enum KernelCode {
     Builtin(BuiltinKernel),
-    Wgsl(Arc<Program>),
+    /// The interpreter's program (it also checks launches) and, in compiled mode, the
+    /// compiled kernel that runs instead.
+    Wgsl(Arc<Program>, Option<Arc<NativeKernel>>),
 }
 
 impl Module {
@@ -154,10 +157,10 @@ impl Module {
     }
 
     /// Parses, validates and compiles WGSL source.
-    pub(crate) fn wgsl(device_index: u32, code: &[u8]) -> Result<Module> {
+    pub(crate) fn wgsl(device_index: u32, code: &[u8], mode: KernelMode) -> Result<Module> {
         Ok(Module {
             device_index,
-            code: ModuleCode::Wgsl(WgslModule::load(code)?),
+            code: ModuleCode::Wgsl(WgslModule::load(code, mode)?),
         })
     }
 
@@ -168,7 +171,11 @@ impl Module {
     /// The kernel called `name`; `module_id` is only for the error message.
     pub(crate) fn kernel(&self, module_id: u64, name: &str) -> Result<KernelCode> {
         let kernels = match &self.code {
-            ModuleCode::Wgsl(module) => return module.kernel(module_id, name).map(KernelCode::Wgsl),
+            ModuleCode::Wgsl(module) => {
+                return module
+                    .kernel(module_id, name)
+                    .map(|(program, native)| KernelCode::Wgsl(program, native))
+            }
             ModuleCode::Builtin(kernels) => kernels,
         };
         kernels
@@ -222,7 +229,7 @@ impl PreparedLaunch {
     ) -> Result<PreparedLaunch> {
         let name = match kernel {
             KernelCode::Builtin(builtin) => builtin.name(),
-            KernelCode::Wgsl(program) => program.name.as_str(),
+            KernelCode::Wgsl(program, _) => program.name.as_str(),
         };
         check_workgroups(name, workgroups)?;
         let views = resolve_views(name, buffers)?;
@@ -230,12 +237,13 @@ impl PreparedLaunch {
             KernelCode::Builtin(builtin) => {
                 BuiltinLaunch::new(*builtin, workgroups, views, scalars).map(PreparedLaunch::Builtin)
             }
-            KernelCode::Wgsl(program) => {
+            KernelCode::Wgsl(program, native) => {
                 let limits = KernelLimits {
                     timeout: timeout.limit()?,
                     strict,
                 };
-                WgslLaunch::new(Arc::clone(program), workgroups, views, scalars, limits).map(PreparedLaunch::Wgsl)
+                WgslLaunch::new(Arc::clone(program), native.clone(), workgroups, views, scalars, limits)
+                    .map(PreparedLaunch::Wgsl)
             }
         }
     }

@@ -17,6 +17,11 @@
 //! stopped with `Timeout`. The [`BuiltinKernel`]s (format `cpu-builtin`) remain for tests
 //! that need a kernel without a compiler.
 //!
+//! WGSL kernels also run compiled: translated to C, built by the system C compiler into a
+//! cached shared object, one call per workgroup on every core, with the same bounds faults
+//! and time limit. [`MODE_VARIABLE`] (`XHAL_CPU_MODE=interpret|compile|auto`, default
+//! `auto`) chooses; see [`KernelMode`].
+//!
 //! This crate is a library that exports no plugin symbol: `xhal` links it as the built-in
 //! `cpu` backend, `backends/cpu-plugin` exports it as `libxhal_cpu.so`, and another plugin
 //! may wrap or reuse it and export a table of its own.
@@ -27,6 +32,7 @@ mod device;
 mod event;
 mod kernels;
 mod memory;
+mod native;
 mod stream;
 mod wgsl;
 
@@ -39,6 +45,7 @@ pub use config::{
 };
 pub use kernels::BuiltinKernel;
 pub use memory::POISON_PATTERN;
+pub use native::{compile_stats, CompileStats, KernelMode, CACHE_DIR_VARIABLE, COMPILER_VARIABLE, MODE_VARIABLE};
 
 use config::KernelTimeout;
 use device::DeviceMemory;
@@ -65,6 +72,9 @@ pub struct CpuBackend {
     config: CpuConfig,
     kernel_timeout: KernelTimeout,
     strict_bounds: bool,
+    /// How WGSL kernels run, or why [`MODE_VARIABLE`] could not be read (then every WGSL
+    /// module load fails with that error).
+    kernel_mode: Result<KernelMode>,
     /// Created on first use, so a huge `devices` count costs nothing until a device is used.
     devices: parking_lot::Mutex<std::collections::HashMap<u32, Arc<DeviceMemory>>>,
     opened_devices: HandleTable<Arc<DeviceMemory>>,
@@ -81,6 +91,7 @@ impl std::fmt::Debug for CpuBackend {
             .field("config", &self.config)
             .field("kernel_timeout", &self.kernel_timeout)
             .field("strict_bounds", &self.strict_bounds)
+            .field("kernel_mode", &self.kernel_mode)
             .finish_non_exhaustive()
     }
 }
@@ -94,6 +105,7 @@ impl CpuBackend {
             config,
             kernel_timeout: KernelTimeout::from_lookup(|name| std::env::var_os(name)),
             strict_bounds: true,
+            kernel_mode: KernelMode::from_lookup(|name| std::env::var_os(name)),
             devices: parking_lot::Mutex::default(),
             opened_devices: HandleTable::new("cpu", ObjectKind::Device),
             buffers: HandleTable::new("cpu", ObjectKind::Buffer),
@@ -123,6 +135,17 @@ impl CpuBackend {
     pub fn with_strict_bounds(mut self, strict: bool) -> CpuBackend {
         self.strict_bounds = strict;
         self
+    }
+
+    /// The same backend running WGSL kernels as `mode` says, whatever [`MODE_VARIABLE`] says.
+    pub fn with_kernel_mode(mut self, mode: KernelMode) -> CpuBackend {
+        self.kernel_mode = Ok(mode);
+        self
+    }
+
+    /// How this backend runs WGSL kernels (an error when [`MODE_VARIABLE`] is malformed).
+    pub fn kernel_mode(&self) -> Result<KernelMode> {
+        self.kernel_mode.clone()
     }
 
     /// The configuration this backend was built with.
@@ -425,7 +448,7 @@ impl Backend for CpuBackend {
     fn module_load(&self, device: DeviceHandle, format: KernelFormat, code: &[u8]) -> Result<ModuleHandle> {
         let index = self.opened_device(device)?.index();
         let module = match format {
-            KernelFormat::WGSL => Module::wgsl(index, code)?,
+            KernelFormat::WGSL => Module::wgsl(index, code, self.kernel_mode.clone()?)?,
             KernelFormat::CPU_BUILTIN => Module::parse(index, code)?,
             _ => {
                 return Err(Error::unsupported(format!(

@@ -157,7 +157,16 @@ fn saxpy_example_runs_on_the_host() {
     let params = Params { a: 2.5, n };
     k.run([n.div_ceil(256), 1, 1], |inv, wg| {
         // SAFETY: buffers as the kernel declares them; it checks `n`.
-        unsafe { f(x.as_mut_ptr(), y.as_mut_ptr(), params, Lengths([4 * n as u64; 2]), inv, wg) }
+        unsafe {
+            f(
+                x.as_mut_ptr(),
+                y.as_mut_ptr(),
+                params,
+                Lengths([4 * n as u64; 2]),
+                inv,
+                wg,
+            )
+        }
     });
     assert_eq!(y, expected);
 }

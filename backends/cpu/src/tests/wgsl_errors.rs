@@ -117,7 +117,14 @@ fn guard(@builtin(local_invocation_index) k: u32) {
     }
 }
 "#;
-    let out = Fixture::new()
+    // The read of `cells` races with other invocations' writes, so only the interpreter,
+    // whose lanes run in lockstep, gives one answer; this test is about its lane masks.
+    let backend = CpuBackend::with_config(CpuConfig {
+        devices: 1,
+        memory_per_device: TEST_MEMORY,
+    })
+    .with_kernel_mode(crate::KernelMode::Interpret);
+    let out = Fixture::with_backend(backend)
         .dispatch(GUARD, "guard", [1, 1, 1], &[vec![0; 32]], &[])
         .unwrap();
     assert_eq!(super::wgsl::as_u32s(&out[0]), [14, 12, 10, 8, 6, 4, 2, 0]);

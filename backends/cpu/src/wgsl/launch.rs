@@ -5,10 +5,13 @@ use super::exec::{Control, Launch, Machine, Stop};
 use super::host::{HostBytes, HostView};
 use super::program::Program;
 use crate::memory::{AlignedBytes, Buffer};
+use crate::native::{Fault, NativeKernel, Scratch, Workgroup};
+use parking_lot::Condvar;
 use parking_lot::{Mutex, RwLockReadGuard, RwLockWriteGuard};
 use std::collections::BTreeMap;
+use std::ffi::c_void;
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use xhal_core::{Error, Result};
@@ -23,6 +26,8 @@ struct BoundView {
 /// A WGSL launch checked at enqueue time, owning everything it needs to run later.
 pub(crate) struct WgslLaunch {
     program: Arc<Program>,
+    /// Runs the kernel instead of the interpreter when present (compiled mode).
+    native: Option<Arc<NativeKernel>>,
     workgroups: [u32; 3],
     buffers: Vec<BoundView>,
     scalars: Vec<u8>,
@@ -55,6 +60,7 @@ impl WgslLaunch {
     /// `buffers` are views already checked against their allocations.
     pub(crate) fn new(
         program: Arc<Program>,
+        native: Option<Arc<NativeKernel>>,
         workgroups: [u32; 3],
         buffers: Vec<(Arc<Buffer>, Range<usize>)>,
         scalars: &[u8],
@@ -107,6 +113,7 @@ impl WgslLaunch {
         }
         Ok(WgslLaunch {
             program,
+            native,
             workgroups,
             buffers: bound,
             scalars: scalars.to_vec(),
@@ -165,6 +172,27 @@ impl WgslLaunch {
                 size: view.range.len(),
             });
         }
+        if let Some(native) = &self.native {
+            match self.run_native(native, &views, cancelled)? {
+                NativeOutcome::Done => return Ok(()),
+                // Strict mode and an index out of bounds: the interpreter runs the launch
+                // again to name the place, as it would have without compiled code.
+                NativeOutcome::OutOfBounds(fault) => {
+                    tracing::debug!(kernel = %self.program.name, index = fault.index, "cpu: compiled kernel indexed out of bounds; interpreting it to report where");
+                    let error = self.interpret(views, cancelled);
+                    return Err(error.err().unwrap_or_else(|| {
+                        Error::kernel_fault(format!(
+                            "kernel `{}`: index {} is out of bounds (an array of {} elements)",
+                            self.program.name, fault.index, fault.length
+                        ))
+                    }));
+                }
+            }
+        }
+        self.interpret(views, cancelled)
+    }
+
+    fn interpret(&self, views: Vec<HostView<'_>>, cancelled: &(dyn Fn() -> bool + Sync)) -> Result<()> {
         let control = Control {
             deadline: Instant::now().checked_add(self.limits.timeout),
             timeout: self.limits.timeout,
@@ -183,6 +211,147 @@ impl WgslLaunch {
         };
         run_workgroups(&self.program, &launch)
     }
+}
+
+impl WgslLaunch {
+    /// Runs the compiled kernel over every workgroup, on up to `available_parallelism`
+    /// threads, while this thread keeps the time limit: past it (or when the backend shuts
+    /// down) the kernel is told to stop, and its loops end at their next iteration.
+    fn run_native(
+        &self,
+        native: &NativeKernel,
+        views: &[HostView<'_>],
+        cancelled: &(dyn Fn() -> bool + Sync),
+    ) -> Result<NativeOutcome> {
+        let pointers: Vec<usize> = views
+            .iter()
+            .map(|view| match view.bytes {
+                HostBytes::Shared(bytes) => bytes.as_ptr() as usize,
+                HostBytes::Exclusive(words) => words.as_ptr() as usize,
+            })
+            .collect();
+        let lengths: Vec<u64> = views.iter().map(|view| view.size as u64).collect();
+        let [x, y, z] = self.workgroups.map(u64::from);
+        let total = x * y * z;
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get) as u64;
+        let threads = cores.min(total).max(1);
+        let chunk = (total / (threads * 16)).clamp(1, 64);
+        let next = AtomicU64::new(0);
+        let cancel = AtomicU32::new(0);
+        let fault = Mutex::new(None::<Error>);
+        let out_of_bounds = Mutex::new(None::<Fault>);
+        let finished = (Mutex::new(0u64), Condvar::new());
+        let deadline = Instant::now().checked_add(self.limits.timeout);
+        let scalars = &self.scalars;
+        let work = || {
+            let result = (|| -> Result<()> {
+                let scratch = Scratch::new(native.scratch_bytes)?;
+                let buffers: Vec<*mut c_void> = pointers.iter().map(|&address| address as *mut c_void).collect();
+                let mut record = Fault::default();
+                loop {
+                    let start = next.fetch_add(chunk, Ordering::Relaxed);
+                    if start >= total || cancel.load(Ordering::Relaxed) != 0 {
+                        break;
+                    }
+                    for index in start..(start + chunk).min(total) {
+                        let group = Workgroup {
+                            workgroup_id: [(index % x) as u32, ((index / x) % y) as u32, (index / (x * y)) as u32],
+                            num_workgroups: self.workgroups,
+                            cancel: cancel.as_ptr(),
+                            fault: &mut record,
+                        };
+                        // SAFETY: every pointer is a locked view of the length passed with it
+                        // (shared views are never written: WGSL refuses stores to read-only
+                        // storage); the scalar block has the kernel's size (checked at
+                        // enqueue); the scratch is this thread's own.
+                        unsafe { native.run(&buffers, scalars, &lengths, &group, scratch.as_ptr()) };
+                    }
+                    if record.code != 0 && self.limits.strict {
+                        cancel.store(1, Ordering::Relaxed);
+                        out_of_bounds.lock().get_or_insert(std::mem::take(&mut record));
+                        break;
+                    }
+                }
+                Ok(())
+            })();
+            if let Err(error) = result {
+                cancel.store(1, Ordering::Relaxed);
+                let mut slot = fault.lock();
+                if slot.is_none() {
+                    *slot = Some(error);
+                }
+            }
+            let (count, done) = &finished;
+            *count.lock() += 1;
+            done.notify_all();
+        };
+        let mut stopped = None;
+        std::thread::scope(|scope| {
+            let mut started = 0u64;
+            for _ in 0..threads {
+                let spawned = std::thread::Builder::new()
+                    .name("xhal-cpu-kernel".to_string())
+                    .spawn_scoped(scope, work);
+                // A thread the host cannot start only means less parallelism.
+                if spawned.is_ok() {
+                    started += 1;
+                }
+            }
+            if started == 0 {
+                work();
+                return;
+            }
+            let (count, done) = &finished;
+            let mut finished_threads = count.lock();
+            while *finished_threads < started {
+                let now = Instant::now();
+                if stopped.is_none() {
+                    if deadline.is_some_and(|deadline| now >= deadline) {
+                        stopped = Some(Error::new(
+                            xhal_core::ErrorKind::Timeout,
+                            format!(
+                                "kernel `{}` ran past {}={}s",
+                                self.program.name,
+                                crate::config::KERNEL_TIMEOUT_VARIABLE,
+                                self.limits.timeout.as_secs_f64()
+                            ),
+                        ));
+                    } else if cancelled() {
+                        stopped = Some(Error::internal(format!(
+                            "kernel `{}` was stopped: the backend is shutting down",
+                            self.program.name
+                        )));
+                    }
+                    if stopped.is_some() {
+                        cancel.store(1, Ordering::Relaxed);
+                    }
+                }
+                let wait = deadline
+                    .map(|deadline| deadline.saturating_duration_since(now))
+                    .unwrap_or(Duration::from_millis(50))
+                    .min(Duration::from_millis(50))
+                    .max(Duration::from_micros(100));
+                done.wait_for(&mut finished_threads, wait);
+            }
+        });
+        if let Some(error) = stopped {
+            return Err(error);
+        }
+        if let Some(error) = fault.into_inner() {
+            return Err(error);
+        }
+        Ok(match out_of_bounds.into_inner() {
+            Some(record) => NativeOutcome::OutOfBounds(record),
+            None => NativeOutcome::Done,
+        })
+    }
+}
+
+/// How a compiled run ended, when it did not fail.
+enum NativeOutcome {
+    Done,
+    /// An index was out of bounds (and clamped), in strict mode.
+    OutOfBounds(Fault),
 }
 
 enum Guard<'a> {

@@ -35,8 +35,9 @@ pub(crate) mod test_support {
 }
 pub(crate) use program::Program;
 
+use crate::native::{self, KernelMode, NativeKernel, NotCompiled};
 use naga::valid::{Capabilities, ValidationFlags, Validator};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use xhal_core::{Error, Result};
 
 /// What the validator accepts: exactly what the interpreter implements. `f16` needs
@@ -55,18 +56,22 @@ struct EntryPoint {
     stage: naga::ShaderStage,
     /// The compiled program, or why the entry point cannot run here.
     program: Result<Arc<Program>>,
+    /// The compiled-mode kernel, built on first use (`None`: the interpreter runs it).
+    native: OnceLock<Option<Arc<NativeKernel>>>,
 }
 
 /// A loaded WGSL module: its entry points, compute ones compiled.
 #[derive(Debug)]
 pub(crate) struct WgslModule {
     entry_points: Vec<EntryPoint>,
+    source: String,
+    mode: KernelMode,
 }
 
 impl WgslModule {
     /// Parses, validates and compiles WGSL source. A syntax or validation error is
     /// `InvalidArgument` with naga's message and the line and column it points at.
-    pub(crate) fn load(code: &[u8]) -> Result<WgslModule> {
+    pub(crate) fn load(code: &[u8], mode: KernelMode) -> Result<WgslModule> {
         let source = std::str::from_utf8(code)
             .map_err(|error| Error::invalid_argument(format!("WGSL source must be UTF-8 text: {error}")))?;
         let module = naga::front::wgsl::parse_str(source).map_err(|error| {
@@ -116,15 +121,66 @@ impl WgslModule {
                         entry.name, entry.stage
                     )))
                 },
+                native: OnceLock::new(),
             })
             .collect();
-        Ok(WgslModule { entry_points })
+        Ok(WgslModule {
+            entry_points,
+            source: source.to_owned(),
+            mode,
+        })
     }
 
     /// The compute entry point called `name`; `module_id` is only for the error message.
-    pub(crate) fn kernel(&self, module_id: u64, name: &str) -> Result<Arc<Program>> {
+    /// With it comes the compiled-mode kernel, unless the mode or the kernel keeps it on the
+    /// interpreter.
+    pub(crate) fn kernel(&self, module_id: u64, name: &str) -> Result<(Arc<Program>, Option<Arc<NativeKernel>>)> {
         match self.entry_points.iter().find(|entry| entry.name == name) {
-            Some(entry) => entry.program.clone(),
+            Some(entry) => {
+                let program = entry.program.clone()?;
+                if self.mode == KernelMode::Interpret {
+                    return Ok((program, None));
+                }
+                if let Some(native) = entry.native.get() {
+                    return Ok((program, native.clone()));
+                }
+                let native = match native::compile(&self.source, name) {
+                    Ok(kernel) => Some(Arc::new(kernel)),
+                    Err(NotCompiled::Unsupported(why)) => {
+                        if self.mode == KernelMode::Compile {
+                            tracing::warn!(
+                                kernel = name,
+                                "cpu: interpreting `{name}`: the compiled path lacks {why}"
+                            );
+                        } else {
+                            tracing::info!(
+                                kernel = name,
+                                "cpu: interpreting `{name}`: the compiled path lacks {why}"
+                            );
+                        }
+                        None
+                    }
+                    Err(NotCompiled::NoCompiler(why)) => {
+                        if self.mode == KernelMode::Compile {
+                            return Err(Error::unsupported(format!(
+                                "{}=compile, but {why}",
+                                native::MODE_VARIABLE
+                            )));
+                        }
+                        static SAID: std::sync::Once = std::sync::Once::new();
+                        SAID.call_once(|| tracing::info!("cpu: interpreting WGSL kernels: {why}"));
+                        None
+                    }
+                    Err(NotCompiled::Failed(why)) => {
+                        if self.mode == KernelMode::Compile {
+                            return Err(Error::internal(format!("compiling kernel `{name}` failed: {why}")));
+                        }
+                        tracing::warn!(kernel = name, "cpu: interpreting `{name}`: compiling it failed: {why}");
+                        None
+                    }
+                };
+                Ok((program, entry.native.get_or_init(|| native).clone()))
+            }
             None => {
                 let names: Vec<String> = self
                     .entry_points

@@ -242,7 +242,9 @@ mod tests {
             "{c}"
         );
         assert!(
-            c.contains("* buffer1, xh_s4_Params scalars, xh_lengths_pad lengths, const xhal_workgroup* group, void* scratch)"),
+            c.contains(
+                "* buffer1, xh_s4_Params scalars, xh_lengths_pad lengths, const xhal_workgroup* group, void* scratch)"
+            ),
             "{c}"
         );
     }

@@ -197,6 +197,7 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
              typedef struct xhal_fault { uint32_t code; uint32_t binding; uint32_t index; uint32_t length; } xhal_fault;\n\
              typedef struct xhal_workgroup { uint32_t workgroup_id[3]; uint32_t num_workgroups[3]; const uint32_t* cancel; xhal_fault* fault; } xhal_workgroup;\n\
              #endif\n\
+             XH_FN xh_u32 xh_fx_index(xhal_fault* f, xh_u32 i, xh_u32 last) { uint32_t free_ = 0; if (__builtin_expect(i <= last, 1)) return i; if (__atomic_compare_exchange_n(&f->code, &free_, 3u, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) { f->binding = 0xFFFFFFFFu; f->index = i; f->length = last + 1u; __atomic_store_n(&f->code, 2u, __ATOMIC_RELEASE); } return last; }\n\
              XH_FN xh_u32 xh_rt_index(xhal_fault* f, xh_u32 i, xh_u32 n, xh_u32 binding) { uint32_t free_ = 0; if (__builtin_expect(i < n, 1)) return i; if (__atomic_compare_exchange_n(&f->code, &free_, 2u, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) { f->binding = binding; f->index = i; f->length = n; __atomic_store_n(&f->code, 1u, __ATOMIC_RELEASE); } return n == 0u ? 0u : n - 1u; }\n\
              XH_FN xh_u32 xh_atomic_min_u32(xh_u32* p, xh_u32 v) { xh_u32 o = __atomic_load_n(p, __ATOMIC_RELAXED); while (v < o && !__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return o; }\n\
              XH_FN xh_u32 xh_atomic_max_u32(xh_u32* p, xh_u32 v) { xh_u32 o = __atomic_load_n(p, __ATOMIC_RELAXED); while (v > o && !__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return o; }\n\
@@ -208,9 +209,7 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
              XH_FN xh_i64 xh_atomic_max_i64(xh_i64* p, xh_i64 v) { xh_i64 o = __atomic_load_n(p, __ATOMIC_RELAXED); while (v > o && !__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return o; }\n",
         );
     }
-    out.push_str(
-        "XH_FN xh_u32 xh_rt_clamp(xh_u32 i, xh_u32 n) { return i < n ? i : (n == 0u ? 0u : n - 1u); }\n",
-    );
+    out.push_str("XH_FN xh_u32 xh_rt_clamp(xh_u32 i, xh_u32 n) { return i < n ? i : (n == 0u ? 0u : n - 1u); }\n");
     out.push_str(
         "XH_FN xh_u32 xh_array_length(xh_u64 bytes, xh_u64 header, xh_u64 stride) { xh_u64 n; if (bytes < header) return 0; n = (bytes - header) / stride; return n > (xh_u64)0xFFFFFFFFu ? 0xFFFFFFFFu : (xh_u32)n; }\n",
     );
@@ -796,6 +795,10 @@ impl<'a> Writer<'a> {
     }
 
     fn clamp(&self, idx: &str, n: u32) -> String {
+        if self.d == Dialect::HostC {
+            // Also recorded, so that a strict runner can fault as its interpreter would.
+            return format!("xh_fx_index(ctx->fault_, (xh_u32)({idx}), {}u)", n.saturating_sub(1));
+        }
         format!("xh_min_u32((xh_u32)({idx}), {}u)", n.saturating_sub(1))
     }
 
@@ -2402,14 +2405,20 @@ impl Writer<'_> {
         }
         let st = format!("xh_scratch_{tag}");
         let _ = writeln!(out, "typedef struct {st} {{{scratch_fields} }} {st};");
-        let _ = writeln!(out, "const uint32_t {name}__workgroup_size[3] = {{{}u, {}u, {}u}};", wg[0], wg[1], wg[2]);
+        let _ = writeln!(
+            out,
+            "const uint32_t {name}__workgroup_size[3] = {{{}u, {}u, {}u}};",
+            wg[0], wg[1], wg[2]
+        );
         let _ = writeln!(out, "const size_t {name}__workgroup_bytes = {workgroup_bytes};");
         let _ = writeln!(out, "const size_t {name}__scratch_bytes = sizeof({st});");
         let mut params = w.params;
         params.push("const xhal_workgroup* group".to_owned());
         params.push("void* scratch".to_owned());
-        let _ = writeln!(out, "void {name}({});", params.join(", "));
-        let _ = writeln!(out, "void {name}({}) {{", params.join(", "));
+        // The body is static and the exported functions call it, so that a call never
+        // binds to a same-named symbol of another library in the process (libc has `step`).
+        let body_fn = format!("xh_entry_{tag}");
+        let _ = writeln!(out, "static void {body_fn}({}) {{", params.join(", "));
         let _ = writeln!(
             out,
             "    xh_ctx c;\n    XH_UNUSED {st}* S = ({st}*)scratch;\n    memset(&c, 0, sizeof c);\n    c.fault_ = group->fault;\n    c.cancel_ = group->cancel;"
@@ -2434,6 +2443,43 @@ impl Writer<'_> {
             }
             let _ = writeln!(out, "        {}({});\n    }} }}\n}}", w.inner, call_args.join(", "));
         }
+        let names: Vec<&str> = params
+            .iter()
+            .map(|param| param.rsplit(' ').next().unwrap_or_default())
+            .collect();
+        let _ = writeln!(
+            out,
+            "void {name}({0});\nvoid {name}({0}) {{\n    {body_fn}({1});\n}}",
+            params.join(", "),
+            names.join(", ")
+        );
+        // One signature for every entry point, so that a runner needs no per-kernel glue:
+        // `NAME__launch(buffers, scalar bytes, byte lengths, group, scratch)`.
+        let mut forwarded = Vec::new();
+        let mut unpack = String::new();
+        for (k, param) in params.iter().enumerate().take(w.buffers as usize) {
+            let ty = param.strip_suffix(&format!(" buffer{k}")).unwrap_or(param);
+            forwarded.push(format!("({ty})buffers[{k}]"));
+        }
+        for param in &params[w.buffers as usize..] {
+            if let Some(ty) = param.strip_suffix(" scalars") {
+                let _ = writeln!(unpack, "    {ty} s; memcpy(&s, scalars, sizeof s);");
+                forwarded.push("s".to_owned());
+            } else if let Some(ty) = param.strip_suffix(" lengths") {
+                let _ = writeln!(unpack, "    {ty} l; memcpy(l.bytes, lengths, sizeof l.bytes);");
+                forwarded.push("l".to_owned());
+            }
+        }
+        forwarded.push("group".to_owned());
+        forwarded.push("scratch".to_owned());
+        let launch = format!(
+            "void {name}__launch(void* const* buffers, const void* scalars, const uint64_t* lengths, const xhal_workgroup* group, void* scratch)"
+        );
+        let _ = writeln!(
+            out,
+            "{launch};\n{launch} {{\n    (void)buffers; (void)scalars; (void)lengths;\n{unpack}    {body_fn}({});\n}}",
+            forwarded.join(", ")
+        );
         Ok(CEntryPoint {
             name: ep.name.clone(),
             symbol: name.clone(),
@@ -2542,7 +2588,11 @@ impl Writer<'_> {
         for (i, arg) in f.arguments.iter().enumerate() {
             let an = format!("a_{}{i}", ident(arg.name.as_deref(), "arg"));
             let t = self.type_name(arg.ty)?;
-            let _ = writeln!(prologue, "            XH_UNUSED {t} {an} = {};", self.builtin_name(arg, &ep.name)?);
+            let _ = writeln!(
+                prologue,
+                "            XH_UNUSED {t} {an} = {};",
+                self.builtin_name(arg, &ep.name)?
+            );
             fx.args.push(an);
         }
         let mut init = String::new();
@@ -2574,7 +2624,10 @@ impl Writer<'_> {
                 let start = region_locals.entry(region).or_default();
                 if private {
                     let _ = writeln!(start, "            XH_UNUSED {t} {ln} = F->{ln}[li];");
-                    let _ = writeln!(region_writeback.entry(region).or_default(), "            F->{ln}[li] = {ln};");
+                    let _ = writeln!(
+                        region_writeback.entry(region).or_default(),
+                        "            F->{ln}[li] = {ln};"
+                    );
                 } else {
                     let _ = writeln!(start, "            XH_UNUSED {t} {ln} = {value};");
                 }
