@@ -215,3 +215,37 @@ fn a_cpu_plugin_shadowing_the_built_in_is_measured_once() {
     assert_eq!(results[0]["device"], "cpu:0");
     assert_eq!(results[0]["status"], "ok");
 }
+
+#[test]
+fn cpu_modes_measures_the_cpu_interpreted_and_compiled() {
+    let sandbox = Sandbox::new("bench-cpu-modes");
+    let output = bench(&sandbox, &["--cpu-modes", "--kernel", "reduce"], &[]);
+    assert_exit(&output, 0);
+    let text = stdout(&output);
+    for device in ["cpu:0/interpret", "cpu:0/compile"] {
+        let row = table_row(&text, "reduce", device);
+        assert_eq!(row.last(), Some(&"ok"), "{text}");
+    }
+    assert!(text.contains("LOAD"), "{text}");
+}
+
+#[test]
+fn compile_mode_without_a_c_compiler_fails_each_kernel_saying_why_and_auto_interprets() {
+    let sandbox = Sandbox::new("bench-no-cc");
+    let missing = [("CC", "/nonexistent/cc"), ("XHAL_CPU_MODE", "compile")];
+    let output = bench(&sandbox, &["--kernel", "saxpy"], &missing);
+    assert_exit(&output, 1);
+    let text = stdout(&output);
+    let row = table_row(&text, "saxpy", "cpu:0").join(" ");
+    assert!(
+        row.contains("XHAL_CPU_MODE=compile") && row.contains("/nonexistent/cc"),
+        "{text}"
+    );
+    let output = bench(
+        &sandbox,
+        &["--kernel", "saxpy"],
+        &[("CC", "/nonexistent/cc"), ("XHAL_CPU_MODE", "auto")],
+    );
+    assert_exit(&output, 0);
+    assert_eq!(table_row(&stdout(&output), "saxpy", "cpu:0").last(), Some(&"ok"));
+}

@@ -45,7 +45,9 @@ pub use config::{
 };
 pub use kernels::BuiltinKernel;
 pub use memory::POISON_PATTERN;
-pub use native::{compile_stats, CompileStats, KernelMode, CACHE_DIR_VARIABLE, COMPILER_VARIABLE, MODE_VARIABLE};
+pub use native::{
+    compile_stats, CompileStats, KernelMode, CACHE_DIR_VARIABLE, CFLAGS_VARIABLE, COMPILER_VARIABLE, MODE_VARIABLE,
+};
 
 use config::KernelTimeout;
 use device::DeviceMemory;

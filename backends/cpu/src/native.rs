@@ -27,6 +27,9 @@ use xhal_core::{Error, Result};
 pub const MODE_VARIABLE: &str = "XHAL_CPU_MODE";
 /// Environment variable naming the C compiler (default `cc`).
 pub const COMPILER_VARIABLE: &str = "CC";
+/// Environment variable with extra flags for the C compiler (split at whitespace), added
+/// after xhal's own; they are part of the cache key.
+pub const CFLAGS_VARIABLE: &str = "XHAL_CPU_CFLAGS";
 /// Environment variable naming the directory that holds xhal's caches.
 pub const CACHE_DIR_VARIABLE: &str = "XHAL_CACHE_DIR";
 
@@ -83,23 +86,13 @@ impl KernelMode {
     }
 }
 
-/// `xhal_fault` of the emitted C.
-#[repr(C)]
-#[derive(Debug, Default)]
-pub(crate) struct Fault {
-    pub(crate) code: u32,
-    pub(crate) binding: u32,
-    pub(crate) index: u32,
-    pub(crate) length: u32,
-}
-
 /// `xhal_workgroup` of the emitted C.
 #[repr(C)]
 pub(crate) struct Workgroup {
     pub(crate) workgroup_id: [u32; 3],
     pub(crate) num_workgroups: [u32; 3],
     pub(crate) cancel: *const u32,
-    pub(crate) fault: *mut Fault,
+    pub(crate) out_of_bounds: *mut u32,
 }
 
 type LaunchFn = unsafe extern "C" fn(*const *mut c_void, *const c_void, *const u64, *const Workgroup, *mut c_void);
@@ -185,6 +178,8 @@ impl Drop for Scratch {
 /// The C compiler and where its objects are cached.
 struct Toolchain {
     compiler: String,
+    /// xhal's flags, then [`CFLAGS_VARIABLE`]'s.
+    flags: Vec<String>,
     /// The compiler's `--version` output: part of every cache key.
     identity: String,
     cache_dir: PathBuf,
@@ -196,13 +191,23 @@ fn toolchain() -> std::result::Result<&'static Toolchain, String> {
 }
 
 fn find_toolchain() -> std::result::Result<Toolchain, String> {
-    let compiler = std::env::var(COMPILER_VARIABLE)
+    let named = std::env::var(COMPILER_VARIABLE)
         .ok()
-        .filter(|value| !value.trim().is_empty())
+        .map(|value| value.trim().to_owned())
+        .filter(|value| !value.is_empty())
         .unwrap_or_else(|| "cc".to_owned());
-    let output = Command::new(&compiler).arg("--version").output().map_err(|error| {
-        format!("no C compiler: `{compiler} --version` failed: {error} (set {COMPILER_VARIABLE} or install cc)")
-    })?;
+    // gcc finds its own programs (cc1) from where it was started, so it is started by its
+    // full path even where PATH is empty.
+    let compiler = resolve_program(&named)
+        .map(|path| path.to_string_lossy().into_owned())
+        .ok_or_else(|| format!("no C compiler: `{named}` is not on PATH (set {COMPILER_VARIABLE} or install cc)"))?;
+    let output = Command::new(&compiler)
+        .env("PATH", search_path())
+        .arg("--version")
+        .output()
+        .map_err(|error| {
+            format!("no C compiler: `{compiler} --version` failed: {error} (set {COMPILER_VARIABLE} or install cc)")
+        })?;
     if !output.status.success() {
         return Err(format!(
             "no working C compiler: `{compiler} --version` exited with {}",
@@ -219,11 +224,40 @@ fn find_toolchain() -> std::result::Result<Toolchain, String> {
         cache = %cache_dir.display(),
         "cpu: compiled kernels enabled"
     );
+    let mut flags: Vec<String> = FLAGS.iter().map(|flag| (*flag).to_owned()).collect();
+    if let Ok(extra) = std::env::var(CFLAGS_VARIABLE) {
+        flags.extend(extra.split_whitespace().map(str::to_owned));
+    }
     Ok(Toolchain {
         compiler,
+        flags,
         identity,
         cache_dir,
     })
+}
+
+/// `name` as a path: as given when it has a `/`, else the first executable file of that name
+/// on PATH (the usual system folders when PATH is unset).
+fn resolve_program(name: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    if name.contains('/') {
+        return Some(PathBuf::from(name));
+    }
+    std::env::split_paths(&search_path())
+        .map(|folder| folder.join(name))
+        .find(|candidate| {
+            candidate
+                .metadata()
+                .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// PATH, or the usual system folders when it is unset or empty (the compiler driver also
+/// looks up the assembler and the linker there).
+fn search_path() -> std::ffi::OsString {
+    std::env::var_os("PATH")
+        .filter(|path| !path.is_empty())
+        .unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into())
 }
 
 /// Where xhal keeps caches: `$XHAL_CACHE_DIR`, `$XDG_CACHE_HOME/xhal`, `~/.cache/xhal`, or a
@@ -323,7 +357,7 @@ pub(crate) fn compile(source: &str, entry: &str) -> std::result::Result<NativeKe
         .map(|point| point.symbol.clone())
         .ok_or_else(|| NotCompiled::Failed(format!("the host C for `{entry}` has no entry point")))?;
     let tools = toolchain().map_err(NotCompiled::NoCompiler)?;
-    let flags = FLAGS.join(" ");
+    let flags = tools.flags.join(" ");
     let key = cache_key(&[
         env!("CARGO_PKG_VERSION").as_bytes(),
         tools.compiler.as_bytes(),
@@ -394,7 +428,8 @@ fn build(tools: &Toolchain, key: &str, text: &str, object: &Path) -> std::result
     std::fs::write(&source, text).map_err(|error| format!("cannot write {}: {error}", source.display()))?;
     let started = Instant::now();
     let output = Command::new(&tools.compiler)
-        .args(FLAGS)
+        .env("PATH", search_path())
+        .args(&tools.flags)
         .arg("-o")
         .arg(&partial)
         .arg(&source)

@@ -17,6 +17,7 @@ use serde::Serialize;
 use std::hint::black_box;
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
+use xhal::cpu::KernelMode;
 use xhal::{Buffer, Device, DeviceEntry, DeviceSelector, Kernel, Launch, Runtime, Selector, Stream};
 
 const SAXPY_SOURCE: &str = include_str!("../../../examples/kernels/saxpy.wgsl");
@@ -56,7 +57,9 @@ Every kernel runs once on each device and its result is checked against a host r
 sums are exact in any order). Then --warmup untimed and --repeat timed runs of the
 launch(es) + synchronize give the median and the minimum wall time. The native loop is
 timed the same way, once per kernel, on this thread. VS NATIVE is native median / device
-median: above 1 the device is faster.
+median: above 1 the device is faster. LOAD is the time to load the kernel (its module and
+entry point), compiling it included: the cpu backend's compiled mode builds C there (or
+finds it in its disk cache), OpenCL builds its program, Vulkan its pipeline.
 
 Exit codes: 0 every row ok; 1 a device did not open, a kernel did not load or run, or a
 result was wrong (each reported in its row; the others still run); 2 a usage error,
@@ -66,6 +69,7 @@ Examples:
   xhal bench
   xhal bench --size small --repeat 1
   xhal bench --device vulkan:0 --kernel matmul --repeat 20
+  xhal bench --device cpu --cpu-modes
   XHAL_PLUGIN_PATH=target/plugins xhal bench --json > bench.json";
 
 #[derive(Debug, clap::Args)]
@@ -87,6 +91,10 @@ pub struct BenchArgs {
     /// Untimed runs before the timed ones.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub warmup: u32,
+    /// Measure each CPU device twice, with its WGSL kernels interpreted and compiled to C
+    /// (rows `cpu:0/interpret` and `cpu:0/compile`), whatever XHAL_CPU_MODE says.
+    #[arg(long)]
+    pub cpu_modes: bool,
     /// Write JSON (schema in docs/cli.md) instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -356,7 +364,8 @@ impl std::fmt::Display for Mismatch {
 /// What became of one kernel on one device.
 #[derive(Debug, Clone)]
 enum Outcome {
-    Measured(Timing),
+    /// The timed runs, and how long loading the kernel took (compiling it included).
+    Measured(Timing, Duration),
     Mismatch(Mismatch),
     Error(String),
 }
@@ -392,12 +401,14 @@ fn compare(buffer: &'static str, got: &[f32], expected: &[f32], tolerance: f32) 
     })
 }
 
-/// Loads `entry` of the WGSL `source` on `device`.
-fn load_kernel(device: &Device, source: &str, entry: &str) -> anyhow::Result<Kernel> {
+/// Loads `entry` of the WGSL `source` on `device`, and says how long that took.
+fn load_kernel(device: &Device, source: &str, entry: &str) -> anyhow::Result<(Kernel, Duration)> {
+    let started = Instant::now();
     let module = device
         .load_wgsl(source)
         .with_context(|| format!("loading {entry}.wgsl"))?;
-    module.kernel(entry).with_context(|| format!("loading {entry}.wgsl"))
+    let kernel = module.kernel(entry).with_context(|| format!("loading {entry}.wgsl"))?;
+    Ok((kernel, started.elapsed()))
 }
 
 /// Allocates a buffer holding `data`.
@@ -410,6 +421,7 @@ fn upload(device: &Device, stream: &Stream, name: &str, data: &[f32]) -> anyhow:
 /// Runs once and checks the result; when it is right, times the runs.
 fn check_then_time(
     runs: Runs,
+    load: Duration,
     mut run: impl FnMut() -> xhal::Result<()>,
     check: impl FnOnce() -> anyhow::Result<Option<Mismatch>>,
 ) -> anyhow::Result<Outcome> {
@@ -418,7 +430,7 @@ fn check_then_time(
         return Ok(Outcome::Mismatch(mismatch));
     }
     let timing = measure(runs, run).context("timed runs")?;
-    Ok(Outcome::Measured(timing))
+    Ok(Outcome::Measured(timing, load))
 }
 
 /// One kernel on one device: load, upload, run, check, time.
@@ -426,7 +438,7 @@ fn run_on_device(device: &Device, job: &Job, runs: Runs) -> anyhow::Result<Outco
     let stream = device.create_stream().context("creating a stream")?;
     match job {
         Job::Saxpy { x, y, expected } => {
-            let kernel = load_kernel(device, SAXPY_SOURCE, "saxpy")?;
+            let (kernel, load) = load_kernel(device, SAXPY_SOURCE, "saxpy")?;
             let x_buffer = upload(device, &stream, "x", x)?;
             let y_buffer = upload(device, &stream, "y", y)?;
             let launch = Launch::new(&kernel)
@@ -437,6 +449,7 @@ fn run_on_device(device: &Device, job: &Job, runs: Runs) -> anyhow::Result<Outco
                 .scalar(x.len() as u32);
             check_then_time(
                 runs,
+                load,
                 || {
                     stream.launch(&launch)?;
                     stream.synchronize()
@@ -448,7 +461,7 @@ fn run_on_device(device: &Device, job: &Job, runs: Runs) -> anyhow::Result<Outco
             )
         }
         Job::Matmul { size, a, b, expected } => {
-            let kernel = load_kernel(device, MATMUL_SOURCE, "matmul")?;
+            let (kernel, load) = load_kernel(device, MATMUL_SOURCE, "matmul")?;
             let a_buffer = upload(device, &stream, "a", a)?;
             let b_buffer = upload(device, &stream, "b", b)?;
             let c_buffer = device
@@ -465,6 +478,7 @@ fn run_on_device(device: &Device, job: &Job, runs: Runs) -> anyhow::Result<Outco
                 .scalar(*size as u32);
             check_then_time(
                 runs,
+                load,
                 || {
                     stream.launch(&launch)?;
                     stream.synchronize()
@@ -476,7 +490,7 @@ fn run_on_device(device: &Device, job: &Job, runs: Runs) -> anyhow::Result<Outco
             )
         }
         Job::Reduce { values, expected } => {
-            let kernel = load_kernel(device, REDUCE_SOURCE, "reduce")?;
+            let (kernel, load) = load_kernel(device, REDUCE_SOURCE, "reduce")?;
             // One buffer per pass: 16M -> 32K -> 64 -> 1 values.
             let mut buffers = vec![upload(device, &stream, "input", values)?];
             let mut lengths = vec![values.len()];
@@ -500,6 +514,7 @@ fn run_on_device(device: &Device, job: &Job, runs: Runs) -> anyhow::Result<Outco
             let total = &buffers[buffers.len() - 1];
             check_then_time(
                 runs,
+                load,
                 || {
                     for launch in &launches {
                         stream.launch(launch)?;
@@ -518,6 +533,17 @@ fn run_on_device(device: &Device, job: &Job, runs: Runs) -> anyhow::Result<Outco
 // ---------------------------------------------------------------------------------------------
 // Choosing devices
 // ---------------------------------------------------------------------------------------------
+
+/// A runtime holding only the built-in CPU backend, running WGSL kernels in `mode`.
+fn cpu_runtime(mode: KernelMode) -> xhal::Result<Runtime> {
+    let backend = xhal::cpu::CpuBackend::from_env()?.with_kernel_mode(mode);
+    Runtime::builder()
+        .without_static_backends()
+        .without_plugin_search()
+        .device_selector(None)
+        .backend(std::sync::Arc::new(backend))
+        .build()
+}
 
 /// The devices to measure, sorted by backend and index, and the runtime that holds their
 /// backends. The runtime only loads the plugins the selector can use.
@@ -621,22 +647,42 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<Output> {
         "benchmarking"
     );
 
+    // With --cpu-modes each CPU device is measured in both kernel modes, from backends made
+    // here: `cpu:0/interpret` and `cpu:0/compile`.
+    let both_cpu_modes = args.cpu_modes;
+    let mut targets: Vec<(String, DeviceEntry, Option<KernelMode>)> = Vec::new();
+    for entry in entries {
+        if both_cpu_modes && entry.backend == "cpu" {
+            for mode in [KernelMode::Interpret, KernelMode::Compile] {
+                targets.push((format!("{}/{}", entry.label(), mode.name()), entry.clone(), Some(mode)));
+            }
+        } else {
+            targets.push((entry.label(), entry, None));
+        }
+    }
     let mut progress = Progress::new(
-        entries.len() + kernels.len() * (entries.len() + 1),
+        targets.len() + kernels.len() * (targets.len() + 1),
         !args.json && std::io::stderr().is_terminal(),
     );
-    let devices: Vec<(DeviceEntry, Result<Device, String>)> = entries
+    let mut cpu_runtimes = Vec::new();
+    let devices: Vec<(String, DeviceEntry, Result<Device, String>)> = targets
         .into_iter()
-        .map(|entry| {
-            progress.step(&format!("opening {} ({})", entry.label(), entry.info.name));
-            let device = runtime
-                .open(&entry.backend, entry.index)
-                .map_err(|error| format!("opening the device: {error}"));
+        .map(|(label, entry, mode)| {
+            progress.step(&format!("opening {label} ({})", entry.info.name));
+            let device = match mode {
+                None => runtime.open(&entry.backend, entry.index),
+                Some(mode) => cpu_runtime(mode).and_then(|cpu| {
+                    let device = cpu.open("cpu", entry.index);
+                    cpu_runtimes.push(cpu);
+                    device
+                }),
+            }
+            .map_err(|error| format!("opening the device: {error}"));
             if let Err(error) = &device {
                 // Its rows say so; a warning as well would only repeat them.
-                tracing::debug!(device = %entry.label(), "{error}");
+                tracing::debug!(device = %label, "{error}");
             }
-            (entry, device)
+            (label, entry, device)
         })
         .collect();
 
@@ -654,8 +700,8 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<Output> {
             min_ns = native.min.as_nanos() as u64,
             "native loop"
         );
-        for (entry, device) in &devices {
-            let label = entry.label();
+        for (label, entry, device) in &devices {
+            let label = label.clone();
             progress.step(&format!("{} on {label} ({})", kernel.as_str(), entry.info.name));
             let outcome = match device {
                 Err(error) => Outcome::Error(error.clone()),
@@ -668,11 +714,11 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<Output> {
                 }
             };
             let ratio = match &outcome {
-                Outcome::Measured(timing) => Some(native.median.as_secs_f64() / timing.median.as_secs_f64()),
+                Outcome::Measured(timing, _) => Some(native.median.as_secs_f64() / timing.median.as_secs_f64()),
                 _ => None,
             };
             match &outcome {
-                Outcome::Measured(timing) => tracing::debug!(
+                Outcome::Measured(timing, _) => tracing::debug!(
                     kernel = kernel.as_str(),
                     device = %label,
                     median_ns = timing.median.as_nanos() as u64,
@@ -704,7 +750,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<Output> {
 
     let failed = rows
         .iter()
-        .filter(|row| !matches!(row.outcome, Outcome::Measured(_)))
+        .filter(|row| !matches!(row.outcome, Outcome::Measured(..)))
         .count();
     let exit_code = if failed == 0 { EXIT_SUCCESS } else { EXIT_RUNTIME_ERROR };
     let text = if args.json {
@@ -783,6 +829,8 @@ struct ResultJson {
     device_name: String,
     median_ns: Option<u64>,
     min_ns: Option<u64>,
+    /// Loading the kernel (module and entry point), compiling it included.
+    load_ns: Option<u64>,
     ratio_vs_native: Option<f64>,
     /// `ok`, `mismatch` or `error`.
     status: &'static str,
@@ -814,12 +862,12 @@ fn report_json(args: &BenchArgs, native_rows: &[NativeRow], rows: &[Row]) -> Ben
         results: rows
             .iter()
             .map(|row| {
-                let timing = match &row.outcome {
-                    Outcome::Measured(timing) => Some(timing),
-                    _ => None,
+                let (timing, load) = match &row.outcome {
+                    Outcome::Measured(timing, load) => (Some(timing), Some(*load)),
+                    _ => (None, None),
                 };
                 let (status, message, mismatch) = match &row.outcome {
-                    Outcome::Measured(_) => ("ok", None, None),
+                    Outcome::Measured(..) => ("ok", None, None),
                     Outcome::Mismatch(mismatch) => ("mismatch", Some(mismatch.to_string()), Some(mismatch.clone())),
                     Outcome::Error(error) => ("error", Some(error.clone()), None),
                 };
@@ -831,6 +879,7 @@ fn report_json(args: &BenchArgs, native_rows: &[NativeRow], rows: &[Row]) -> Ben
                     device_name: row.name.clone(),
                     median_ns: timing.map(|timing| nanos(timing.median)),
                     min_ns: timing.map(|timing| nanos(timing.min)),
+                    load_ns: load.map(nanos),
                     ratio_vs_native: row.ratio,
                     status,
                     message,
@@ -924,13 +973,29 @@ fn report_text(args: &BenchArgs, native_rows: &[NativeRow], rows: &[Row], failed
         "MEDIAN",
         "MIN",
         "VS NATIVE",
+        "LOAD",
         "CHECK",
     ]);
     for row in rows {
-        let (median, min, check) = match &row.outcome {
-            Outcome::Measured(timing) => (duration_text(timing.median), duration_text(timing.min), "ok".to_owned()),
-            Outcome::Mismatch(mismatch) => ("-".to_owned(), "-".to_owned(), format!("mismatch: {mismatch}")),
-            Outcome::Error(error) => ("-".to_owned(), "-".to_owned(), format!("error: {}", one_line(error))),
+        let (median, min, load, check) = match &row.outcome {
+            Outcome::Measured(timing, load) => (
+                duration_text(timing.median),
+                duration_text(timing.min),
+                duration_text(*load),
+                "ok".to_owned(),
+            ),
+            Outcome::Mismatch(mismatch) => (
+                "-".to_owned(),
+                "-".to_owned(),
+                "-".to_owned(),
+                format!("mismatch: {mismatch}"),
+            ),
+            Outcome::Error(error) => (
+                "-".to_owned(),
+                "-".to_owned(),
+                "-".to_owned(),
+                format!("error: {}", one_line(error)),
+            ),
         };
         table.row([
             row.kernel.as_str().to_owned(),
@@ -940,6 +1005,7 @@ fn report_text(args: &BenchArgs, native_rows: &[NativeRow], rows: &[Row], failed
             median,
             min,
             row.ratio.map_or_else(|| "-".to_owned(), ratio_text),
+            load,
             check,
         ]);
     }

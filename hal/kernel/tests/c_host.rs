@@ -9,23 +9,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use libloading::Library;
 use xhal_kernel::{parse_wgsl, CEntryPoint, Dialect};
 
-/// `xhal_fault` of the emitted C: the first out-of-bounds index a kernel met.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Fault {
-    code: u32,
-    binding: u32,
-    index: u32,
-    length: u32,
-}
-
 /// `xhal_workgroup` of the emitted C.
 #[repr(C)]
 struct Workgroup {
     workgroup_id: [u32; 3],
     num_workgroups: [u32; 3],
     cancel: *const u32,
-    fault: *mut Fault,
+    out_of_bounds: *mut u32,
 }
 
 struct Kernel {
@@ -87,12 +77,12 @@ fn build(source: &str, entry: &str) -> Option<Kernel> {
 
 impl Kernel {
     /// Runs `invoke` once per workgroup of `groups`, in order, with the scratch memory the
-    /// kernel asks for; returns the fault record the kernel left.
-    fn run(&self, groups: [u32; 3], mut invoke: impl FnMut(&Workgroup, *mut c_void)) -> Fault {
+    /// kernel asks for; returns whether the kernel met an out-of-bounds index.
+    fn run(&self, groups: [u32; 3], mut invoke: impl FnMut(&Workgroup, *mut c_void)) -> bool {
         let scratch_bytes: usize = *self.symbol_named::<usize>(&format!("{}__scratch_bytes", self.entry.symbol));
         let mut scratch = vec![0u64; scratch_bytes.div_ceil(8).max(1)];
         let cancel = 0u32;
-        let mut fault = Fault::default();
+        let mut out_of_bounds = 0u32;
         for gz in 0..groups[2] {
             for gy in 0..groups[1] {
                 for gx in 0..groups[0] {
@@ -102,13 +92,13 @@ impl Kernel {
                         workgroup_id: [gx, gy, gz],
                         num_workgroups: groups,
                         cancel: &cancel,
-                        fault: &mut fault,
+                        out_of_bounds: &mut out_of_bounds,
                     };
                     invoke(&group, scratch.as_mut_ptr().cast());
                 }
             }
         }
-        fault
+        out_of_bounds != 0
     }
 
     fn symbol_named<T>(&self, name: &str) -> &T {
@@ -883,7 +873,7 @@ fn reduce_example_meets_its_barriers_in_regions() {
             )
         }
     });
-    assert_eq!(fault, Fault::default());
+    assert!(!fault, "no index is out of bounds");
     let expected: Vec<f32> = (0..groups as usize)
         .map(|g| input[g * 512..(g * 512 + 512).min(n as usize)].iter().sum())
         .collect();

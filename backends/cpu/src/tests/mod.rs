@@ -5,6 +5,7 @@ mod events;
 mod handles;
 mod kernels;
 mod memory;
+mod native;
 mod streams;
 mod wgsl;
 mod wgsl_errors;

@@ -5,7 +5,7 @@ use super::exec::{Control, Launch, Machine, Stop};
 use super::host::{HostBytes, HostView};
 use super::program::Program;
 use crate::memory::{AlignedBytes, Buffer};
-use crate::native::{Fault, NativeKernel, Scratch, Workgroup};
+use crate::native::{NativeKernel, Scratch, Workgroup};
 use parking_lot::Condvar;
 use parking_lot::{Mutex, RwLockReadGuard, RwLockWriteGuard};
 use std::collections::BTreeMap;
@@ -177,14 +177,11 @@ impl WgslLaunch {
                 NativeOutcome::Done => return Ok(()),
                 // Strict mode and an index out of bounds: the interpreter runs the launch
                 // again to name the place, as it would have without compiled code.
-                NativeOutcome::OutOfBounds(fault) => {
-                    tracing::debug!(kernel = %self.program.name, index = fault.index, "cpu: compiled kernel indexed out of bounds; interpreting it to report where");
+                NativeOutcome::OutOfBounds => {
+                    tracing::debug!(kernel = %self.program.name, "cpu: compiled kernel indexed out of bounds; interpreting it to report where");
                     let error = self.interpret(views, cancelled);
                     return Err(error.err().unwrap_or_else(|| {
-                        Error::kernel_fault(format!(
-                            "kernel `{}`: index {} is out of bounds (an array of {} elements)",
-                            self.program.name, fault.index, fault.length
-                        ))
+                        Error::kernel_fault(format!("kernel `{}`: an index is out of bounds", self.program.name))
                     }));
                 }
             }
@@ -239,7 +236,7 @@ impl WgslLaunch {
         let next = AtomicU64::new(0);
         let cancel = AtomicU32::new(0);
         let fault = Mutex::new(None::<Error>);
-        let out_of_bounds = Mutex::new(None::<Fault>);
+        let out_of_bounds = AtomicU32::new(0);
         let finished = (Mutex::new(0u64), Condvar::new());
         let deadline = Instant::now().checked_add(self.limits.timeout);
         let scalars = &self.scalars;
@@ -247,7 +244,7 @@ impl WgslLaunch {
             let result = (|| -> Result<()> {
                 let scratch = Scratch::new(native.scratch_bytes)?;
                 let buffers: Vec<*mut c_void> = pointers.iter().map(|&address| address as *mut c_void).collect();
-                let mut record = Fault::default();
+                let mut record = 0u32;
                 loop {
                     let start = next.fetch_add(chunk, Ordering::Relaxed);
                     if start >= total || cancel.load(Ordering::Relaxed) != 0 {
@@ -258,7 +255,7 @@ impl WgslLaunch {
                             workgroup_id: [(index % x) as u32, ((index / x) % y) as u32, (index / (x * y)) as u32],
                             num_workgroups: self.workgroups,
                             cancel: cancel.as_ptr(),
-                            fault: &mut record,
+                            out_of_bounds: &mut record,
                         };
                         // SAFETY: every pointer is a locked view of the length passed with it
                         // (shared views are never written: WGSL refuses stores to read-only
@@ -266,9 +263,9 @@ impl WgslLaunch {
                         // enqueue); the scratch is this thread's own.
                         unsafe { native.run(&buffers, scalars, &lengths, &group, scratch.as_ptr()) };
                     }
-                    if record.code != 0 && self.limits.strict {
+                    if record != 0 && self.limits.strict {
                         cancel.store(1, Ordering::Relaxed);
-                        out_of_bounds.lock().get_or_insert(std::mem::take(&mut record));
+                        out_of_bounds.store(1, Ordering::Relaxed);
                         break;
                     }
                 }
@@ -340,9 +337,10 @@ impl WgslLaunch {
         if let Some(error) = fault.into_inner() {
             return Err(error);
         }
-        Ok(match out_of_bounds.into_inner() {
-            Some(record) => NativeOutcome::OutOfBounds(record),
-            None => NativeOutcome::Done,
+        Ok(if out_of_bounds.into_inner() != 0 {
+            NativeOutcome::OutOfBounds
+        } else {
+            NativeOutcome::Done
         })
     }
 }
@@ -351,7 +349,7 @@ impl WgslLaunch {
 enum NativeOutcome {
     Done,
     /// An index was out of bounds (and clamped), in strict mode.
-    OutOfBounds(Fault),
+    OutOfBounds,
 }
 
 enum Guard<'a> {

@@ -46,7 +46,7 @@
 //! ```
 //!
 //! `xhal_workgroup` holds `workgroup_id[3]` and `num_workgroups[3]` (`uint32_t`), then
-//! `const uint32_t *cancel` and `xhal_fault *fault`. `scratch` points to `NAME__scratch_bytes`
+//! `const uint32_t *cancel` and `uint32_t *out_of_bounds`. `scratch` points to `NAME__scratch_bytes`
 //! bytes, aligned to 64, that the call owns (workgroup memory and per-invocation state); its
 //! contents on entry do not matter, so a runner keeps one per thread. Workgroups may run
 //! concurrently on any threads (atomics use the compiler's `__atomic` built-ins).
@@ -59,9 +59,8 @@
 //!   a called function, or inside a `switch`, is refused.
 //! - When `*cancel` becomes non-zero, every loop ends at its next iteration, so a runner can
 //!   stop a runaway kernel (its results are then meaningless).
-//! - An index past the end of a runtime-sized array is clamped, and the first one is
-//!   recorded in `*fault` (`code` 1, `binding`, `index`, `length` in elements), so a runner
-//!   can report it as a fault.
+//! - An index out of bounds (of a runtime-sized array, and of a fixed-size array, vector or
+//!   matrix) is clamped, and `*out_of_bounds` set to 1, so that a strict runner can fault.
 //!
 //! # Refused
 //!

@@ -45,6 +45,8 @@ struct Writer<'a> {
     functions: HashMap<Handle<Function>, String>,
     /// Host C: the entry points written in workgroup mode (they have barriers).
     wg_entries: HashSet<usize>,
+    /// Of those, the ones with a context per invocation (they use `var<private>`).
+    wg_private_ctx: HashSet<usize>,
 }
 
 /// Per-function state.
@@ -88,8 +90,10 @@ struct Wg {
     frame: RefCell<Vec<String>>,
     /// Whether the region being written has a `return` (it then needs its end label).
     region_returns: Cell<bool>,
-    /// Whether any region has a `return`.
+    /// Whether any region but the last has a `return`.
     any_returns: Cell<bool>,
+    /// Whether the region being written is the body's last.
+    tail_region: Cell<bool>,
     /// Whether invocations can return in a region (they then carry a done flag).
     done_flags: bool,
 }
@@ -151,6 +155,7 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
         globals: HashMap::new(),
         functions: HashMap::new(),
         wg_entries: HashSet::new(),
+        wg_private_ctx: HashSet::new(),
     };
     w.check_types()?;
     let selected: Vec<usize> = m
@@ -194,11 +199,10 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
     if d == Dialect::HostC {
         out.push_str(
             "#ifndef XHAL_INVOCATION_DEFINED\n#define XHAL_INVOCATION_DEFINED\n\
-             typedef struct xhal_fault { uint32_t code; uint32_t binding; uint32_t index; uint32_t length; } xhal_fault;\n\
-             typedef struct xhal_workgroup { uint32_t workgroup_id[3]; uint32_t num_workgroups[3]; const uint32_t* cancel; xhal_fault* fault; } xhal_workgroup;\n\
+             typedef struct xhal_workgroup { uint32_t workgroup_id[3]; uint32_t num_workgroups[3]; const uint32_t* cancel; uint32_t* out_of_bounds; } xhal_workgroup;\n\
              #endif\n\
-             XH_FN xh_u32 xh_fx_index(xhal_fault* f, xh_u32 i, xh_u32 last) { uint32_t free_ = 0; if (__builtin_expect(i <= last, 1)) return i; if (__atomic_compare_exchange_n(&f->code, &free_, 3u, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) { f->binding = 0xFFFFFFFFu; f->index = i; f->length = last + 1u; __atomic_store_n(&f->code, 2u, __ATOMIC_RELEASE); } return last; }\n\
-             XH_FN xh_u32 xh_rt_index(xhal_fault* f, xh_u32 i, xh_u32 n, xh_u32 binding) { uint32_t free_ = 0; if (__builtin_expect(i < n, 1)) return i; if (__atomic_compare_exchange_n(&f->code, &free_, 2u, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) { f->binding = binding; f->index = i; f->length = n; __atomic_store_n(&f->code, 1u, __ATOMIC_RELEASE); } return n == 0u ? 0u : n - 1u; }\n\
+             XH_FN xh_u32 xh_fx_index(xh_u32* oob, xh_u32 i, xh_u32 last) { *oob |= (xh_u32)(i > last); return i <= last ? i : last; }\n\
+             XH_FN xh_u32 xh_rt_index(xh_u32* oob, xh_u32 i, xh_u32 n) { *oob |= (xh_u32)(i >= n); return i < n ? i : (n == 0u ? 0u : n - 1u); }\n\
              XH_FN xh_u32 xh_atomic_min_u32(xh_u32* p, xh_u32 v) { xh_u32 o = __atomic_load_n(p, __ATOMIC_RELAXED); while (v < o && !__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return o; }\n\
              XH_FN xh_u32 xh_atomic_max_u32(xh_u32* p, xh_u32 v) { xh_u32 o = __atomic_load_n(p, __ATOMIC_RELAXED); while (v > o && !__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return o; }\n\
              XH_FN xh_i32 xh_atomic_min_i32(xh_i32* p, xh_i32 v) { xh_i32 o = __atomic_load_n(p, __ATOMIC_RELAXED); while (v < o && !__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return o; }\n\
@@ -280,7 +284,8 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
         w.globals.insert(g, name);
     }
     if d == Dialect::HostC {
-        out.push_str("    xhal_fault* fault_;\n    const uint32_t* cancel_;\n");
+        // `oob_`: an index was out of bounds (a flag the C compiler can keep in a register).
+        out.push_str("    xh_u32 oob_;\n    const uint32_t* cancel_;\n");
         ctx_members += 1;
     }
     if any_lengths {
@@ -318,6 +323,12 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
                 return Err(w.unsupported("a workgroup barrier inside a function the entry point calls"));
             }
             w.wg_entries.insert(i);
+            if m.global_variables
+                .iter()
+                .any(|(g, var)| var.space == AddressSpace::Private && !fi[g].is_empty())
+            {
+                w.wg_private_ctx.insert(i);
+            }
             w.write_workgroup_function(ep, fi, &inner)?
         } else {
             w.write_function(&ep.function, fi, inner.clone(), true)?
@@ -764,6 +775,16 @@ impl<'a> Writer<'a> {
         )
     }
 
+    /// Host C's out-of-bounds flag: a local of the region in workgroup mode (a register,
+    /// and no store in the loop that would stop the C compiler vectorising it), else the
+    /// context's.
+    fn oob_flag(fx: &Fx) -> &'static str {
+        match &fx.wg {
+            Some(wg) if wg.region.get() != CONTROL => "xh_oob",
+            _ => "ctx->oob_",
+        }
+    }
+
     /// The binding whose runtime-sized array `array` (a pointer expression) points to.
     fn runtime_array_binding(&self, fx: &Fx, array: Handle<Expression>) -> Option<u32> {
         let g = match &fx.f.expressions[array] {
@@ -789,15 +810,22 @@ impl<'a> Writer<'a> {
             .runtime_array_binding(fx, array)
             .ok_or_else(|| self.expr_err(fx, h, "indexing a runtime-sized array through a pointer parameter"))?;
         Ok(match self.d {
-            Dialect::HostC => format!("xh_rt_index(ctx->fault_, (xh_u32)({i}), ctx->n_[{binding}], {binding}u)"),
+            Dialect::HostC => format!(
+                "xh_rt_index(&{}, (xh_u32)({i}), ctx->n_[{binding}])",
+                Self::oob_flag(fx)
+            ),
             _ => format!("xh_rt_clamp((xh_u32)({i}), ctx->n_[{binding}])"),
         })
     }
 
-    fn clamp(&self, idx: &str, n: u32) -> String {
+    fn clamp(&self, fx: &Fx, idx: &str, n: u32) -> String {
         if self.d == Dialect::HostC {
             // Also recorded, so that a strict runner can fault as its interpreter would.
-            return format!("xh_fx_index(ctx->fault_, (xh_u32)({idx}), {}u)", n.saturating_sub(1));
+            return format!(
+                "xh_fx_index(&{}, (xh_u32)({idx}), {}u)",
+                Self::oob_flag(fx),
+                n.saturating_sub(1)
+            );
         }
         format!("xh_min_u32((xh_u32)({idx}), {}u)", n.saturating_sub(1))
     }
@@ -848,10 +876,10 @@ impl<'a> Writer<'a> {
                     } => {
                         let repr = self.pointee_handle(fx, *base).and_then(|t| self.array_of(t));
                         let unwrap = repr.map(|r| r.0.unwrap).unwrap_or("");
-                        format!("{b}.a[{}]{unwrap}", self.clamp(&i, n.get()))
+                        format!("{b}.a[{}]{unwrap}", self.clamp(fx, &i, n.get()))
                     }
-                    TypeInner::Vector { size, .. } => format!("(&{b}.x)[{}]", self.clamp(&i, size as u32)),
-                    TypeInner::Matrix { columns, .. } => format!("{b}.c[{}].v", self.clamp(&i, columns as u32)),
+                    TypeInner::Vector { size, .. } => format!("(&{b}.x)[{}]", self.clamp(fx, &i, size as u32)),
+                    TypeInner::Matrix { columns, .. } => format!("{b}.c[{}].v", self.clamp(fx, &i, columns as u32)),
                     _ => return Err(self.expr_err(fx, h, "this indexing")),
                 }
             }
@@ -987,7 +1015,7 @@ impl<'a> Writer<'a> {
                         format!("xh_get_{}({b}, (xh_u32)({i}))", self.inner_name(self.ty(fx, *base))?)
                     }
                     TypeInner::Matrix { columns, .. } => {
-                        format!("{}.c[{}].v", paren(&b), self.clamp(&i, *columns as u32))
+                        format!("{}.c[{}].v", paren(&b), self.clamp(fx, &i, *columns as u32))
                     }
                     TypeInner::Array {
                         size: ArraySize::Constant(n),
@@ -997,7 +1025,7 @@ impl<'a> Writer<'a> {
                             TypeResolution::Handle(t) => self.arrays.get(t).map(|r| r.unwrap).unwrap_or(""),
                             _ => "",
                         };
-                        format!("{}.a[{}]{unwrap}", paren(&b), self.clamp(&i, n.get()))
+                        format!("{}.a[{}]{unwrap}", paren(&b), self.clamp(fx, &i, n.get()))
                     }
                     _ => return Err(self.expr_err(fx, h, "this indexing")),
                 }
@@ -1962,12 +1990,17 @@ impl<'a> Writer<'a> {
                 // An invocation that returns inside a region is done: later regions skip it.
                 let wg = fx.wg.as_ref().expect("workgroup mode");
                 wg.region_returns.set(true);
-                wg.any_returns.set(true);
-                let _ = writeln!(
-                    out,
-                    "{pad}{{ F->done_[li] = 1; xh_live--; goto xh_r{}_end; }}",
-                    wg.region.get()
-                );
+                if wg.tail_region.get() {
+                    // Nothing runs after the last region: this invocation is simply done.
+                    let _ = writeln!(out, "{pad}goto xh_r{}_end;", wg.region.get());
+                } else {
+                    wg.any_returns.set(true);
+                    let _ = writeln!(
+                        out,
+                        "{pad}{{ F->done_[li] = 1; xh_live--; goto xh_r{}_end; }}",
+                        wg.region.get()
+                    );
+                }
             }
             Statement::Return { value } => match value {
                 Some(v) if !fx.entry => {
@@ -2421,7 +2454,7 @@ impl Writer<'_> {
         let _ = writeln!(out, "static void {body_fn}({}) {{", params.join(", "));
         let _ = writeln!(
             out,
-            "    xh_ctx c;\n    XH_UNUSED {st}* S = ({st}*)scratch;\n    memset(&c, 0, sizeof c);\n    c.fault_ = group->fault;\n    c.cancel_ = group->cancel;"
+            "    xh_ctx c;\n    XH_UNUSED {st}* S = ({st}*)scratch;\n    memset(&c, 0, sizeof c);\n    c.cancel_ = group->cancel;"
         );
         out.push_str(&setup);
         let _ = writeln!(
@@ -2430,7 +2463,14 @@ impl Writer<'_> {
         );
         if barriers {
             out.push_str(&w.private_init);
-            let _ = writeln!(out, "    {}(&S->frame, &c, wid, nwg);\n}}", w.inner);
+            let _ = writeln!(out, "    {}(&S->frame, &c, wid, nwg);", w.inner);
+            if self.wg_private_ctx.contains(&w.index) {
+                let _ = writeln!(
+                    out,
+                    "    {{ xh_u32 li; for (li = 0; li < {total}u; li++) c.oob_ |= S->frame.c[li].oob_; }}"
+                );
+            }
+            out.push_str("    if (c.oob_) __atomic_store_n(group->out_of_bounds, 1u, __ATOMIC_RELAXED);\n}\n");
         } else {
             let _ = writeln!(out, "    {{ xh_u32 li; for (li = 0; li < {total}u; li++) {{");
             for line in w.private_init.lines() {
@@ -2441,7 +2481,8 @@ impl Writer<'_> {
             for arg in &ep.function.arguments {
                 call_args.push(self.builtin_name(arg, name)?.to_owned());
             }
-            let _ = writeln!(out, "        {}({});\n    }} }}\n}}", w.inner, call_args.join(", "));
+            let _ = writeln!(out, "        {}({});\n    }} }}", w.inner, call_args.join(", "));
+            out.push_str("    if (c.oob_) __atomic_store_n(group->out_of_bounds, 1u, __ATOMIC_RELAXED);\n}\n");
         }
         let names: Vec<&str> = params
             .iter()
@@ -2579,6 +2620,7 @@ impl Writer<'_> {
                 frame: RefCell::new(Vec::new()),
                 region_returns: Cell::new(false),
                 any_returns: Cell::new(false),
+                tail_region: Cell::new(false),
                 done_flags: decided.done_flags,
             }),
         };
@@ -2709,14 +2751,16 @@ impl Writer<'_> {
                 break;
             }
             if self.wg_needs_control(s, *span, in_wg_loop)? {
-                self.wg_region(fx, &pending, out, prologue)?;
+                self.wg_region(fx, &pending, out, prologue, false)?;
                 pending.clear();
                 self.wg_statement(fx, s, *span, out, in_wg_loop, prologue)?;
             } else {
                 pending.push((s, *span));
             }
         }
-        self.wg_region(fx, &pending, out, prologue)
+        // The body's last region: nothing runs after it, so a `return` in it needs no flag.
+        let tail = std::ptr::eq(block, &fx.f.body);
+        self.wg_region(fx, &pending, out, prologue, tail)
     }
 
     /// One region: `statements` for every invocation that has not returned.
@@ -2726,6 +2770,7 @@ impl Writer<'_> {
         statements: &[(&Statement, naga::Span)],
         out: &mut String,
         prologue: &RegionPrologue,
+        tail: bool,
     ) -> Res<()> {
         if statements.is_empty() {
             return Ok(());
@@ -2736,6 +2781,7 @@ impl Writer<'_> {
             wg.next_region += 1;
             wg.region.set(region);
             wg.region_returns.set(false);
+            wg.tail_region.set(tail);
             if wg.loop_depth > 0 {
                 wg.loop_regions.insert(region);
             }
@@ -2752,6 +2798,7 @@ impl Writer<'_> {
         let wg = fx.wg.as_ref().expect("workgroup mode");
         let returns = wg.region_returns.get();
         wg.region.set(CONTROL);
+        let _ = writeln!(out, "{pad}{{ xh_u32 xh_oob = 0u;");
         let _ = writeln!(out, "{pad}for (li = 0; li < {size}u; li++) {{");
         if done_flags {
             let _ = writeln!(out, "{pad}    if (F->done_[li]) continue;");
@@ -2774,7 +2821,8 @@ impl Writer<'_> {
             }
         }
         let _ = writeln!(out, "{pad}}}");
-        if returns {
+        let _ = writeln!(out, "{pad}proto->oob_ |= xh_oob; }}");
+        if returns && !tail {
             let _ = writeln!(out, "{pad}if (xh_live == 0u) return;");
         }
         Ok(())
@@ -2797,7 +2845,7 @@ impl Writer<'_> {
                 let _ = writeln!(out, "{pad}/* barrier */");
             }
             Statement::WorkGroupUniformLoad { .. } => {
-                self.wg_region(fx, &[(s, span)], out, prologue)?;
+                self.wg_region(fx, &[(s, span)], out, prologue, false)?;
             }
             Statement::Block(b) => {
                 let _ = writeln!(out, "{pad}{{");
@@ -2866,6 +2914,14 @@ impl Writer<'_> {
     /// `wid` and `nwg` are in scope.
     fn builtins_of_li(&self, wg: [u32; 3], pad: &str) -> String {
         let xy = wg[0].wrapping_mul(wg[1]);
+        if wg[1] <= 1 && wg[2] <= 1 {
+            return format!(
+                "{pad}XH_UNUSED xh_u32x3 lid = xh_make_xh_u32x3(li, 0u, 0u);\n\
+                 {pad}XH_UNUSED xh_u32x3 gid = xh_make_xh_u32x3(wid.x * {x}u + li, wid.y, wid.z);\n\
+                 {pad}XH_UNUSED xh_u32 lidx = li;\n",
+                x = wg[0].max(1)
+            );
+        }
         format!(
             "{pad}XH_UNUSED xh_u32x3 lid = xh_make_xh_u32x3(li % {x}u, (li / {x}u) % {y}u, li / {xy}u);\n\
              {pad}XH_UNUSED xh_u32x3 gid = xh_make_xh_u32x3(wid.x * {x}u + lid.x, wid.y * {y}u + lid.y, wid.z * {z}u + lid.z);\n\

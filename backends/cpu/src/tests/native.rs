@@ -1,0 +1,221 @@
+//! The compiled mode against the interpreter: the same kernels give the same bytes, what the
+//! compiled path lacks still runs, and a bad mode is a clear error.
+
+use super::wgsl::f32s;
+use super::words;
+use super::{Fixture, TEST_MEMORY};
+use crate::{CpuBackend, CpuConfig, KernelMode};
+use xhal_core::{Backend, ErrorKind, KernelFormat};
+
+fn backend(mode: KernelMode) -> CpuBackend {
+    CpuBackend::with_config(CpuConfig {
+        devices: 1,
+        memory_per_device: TEST_MEMORY,
+    })
+    .with_kernel_mode(mode)
+}
+
+fn compiler_present() -> bool {
+    std::process::Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".to_owned()))
+        .arg("--version")
+        .output()
+        .is_ok_and(|output| output.status.success())
+}
+
+/// Runs `entry` in both modes and checks the outputs are the same bytes.
+fn agree(source: &str, entry: &str, workgroups: [u32; 3], inputs: &[Vec<u8>], scalars: &[u8]) -> Vec<Vec<u8>> {
+    let interpreted = Fixture::with_backend(backend(KernelMode::Interpret))
+        .dispatch(source, entry, workgroups, inputs, scalars)
+        .unwrap_or_else(|error| panic!("{entry}, interpreted: {error}"));
+    let compiled = Fixture::with_backend(backend(KernelMode::Compile))
+        .dispatch(source, entry, workgroups, inputs, scalars)
+        .unwrap_or_else(|error| panic!("{entry}, compiled: {error}"));
+    assert_eq!(
+        compiled, interpreted,
+        "{entry}: the compiled kernel and the interpreter disagree"
+    );
+    compiled
+}
+
+#[test]
+fn compiled_kernels_match_the_interpreter_on_the_examples() {
+    if !compiler_present() {
+        println!("skipped: no C compiler (cc or $CC); the compiled mode cannot be tested here");
+        return;
+    }
+    let n = 3000usize;
+    let x: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
+    let y: Vec<f32> = (0..n).map(|i| 7.0 - i as f32).collect();
+    let mut scalars = f32s(&[1.5]);
+    scalars.extend(words(&[n as u32]));
+    agree(
+        include_str!("../../../../examples/kernels/saxpy.wgsl"),
+        "saxpy",
+        [(n as u32).div_ceil(256), 1, 1],
+        &[f32s(&x), f32s(&y)],
+        &scalars,
+    );
+
+    let values: Vec<f32> = (0..n).map(|i| ((i * 7) % 11) as f32 - 5.0).collect();
+    let groups = n.div_ceil(512);
+    let out = agree(
+        include_str!("../../../../examples/kernels/reduce.wgsl"),
+        "reduce",
+        [groups as u32, 1, 1],
+        &[f32s(&values), vec![0; groups * 4]],
+        &words(&[n as u32]),
+    );
+    let sums: Vec<f32> = out[1]
+        .chunks(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    let expected: Vec<f32> = values.chunks(512).map(|chunk| chunk.iter().sum()).collect();
+    assert_eq!(sums, expected);
+
+    let (m, k, cols) = (37usize, 29usize, 41usize);
+    let a: Vec<f32> = (0..m * k).map(|i| (i % 7) as f32 - 3.0).collect();
+    let b: Vec<f32> = (0..k * cols).map(|i| (i % 5) as f32 - 2.0).collect();
+    agree(
+        include_str!("../../../../examples/kernels/matmul.wgsl"),
+        "matmul",
+        [cols.div_ceil(16) as u32, m.div_ceil(16) as u32, 1],
+        &[f32s(&a), f32s(&b), vec![0; m * cols * 4]],
+        &words(&[m as u32, cols as u32, k as u32]),
+    );
+}
+
+/// Barriers inside loops and branches, a uniform early return, values and locals living
+/// across barriers, `workgroupUniformLoad`, private variables and a helper function.
+const REGIONS: &str = r#"
+struct Params { n: u32, rounds: u32 }
+var<immediate> params: Params;
+@group(0) @binding(0) var<storage, read_write> data: array<u32>;
+var<workgroup> shared_values: array<u32, 64>;
+var<workgroup> flag: u32;
+var<private> calls: u32;
+
+fn mix(v: u32, salt: u32) -> u32 {
+    calls += 1u;
+    return (v ^ salt) * 2654435761u + calls;
+}
+
+@compute @workgroup_size(8, 8)
+fn regions(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) group: vec3<u32>) {
+    if params.rounds == 0u {
+        return;
+    }
+    let base = group.x * 64u;
+    var value = data[base + lane];
+    var total = 0u;
+    for (var round = 0u; round < params.rounds; round++) {
+        shared_values[lane] = mix(value, round);
+        workgroupBarrier();
+        if round % 2u == 0u {
+            value = shared_values[63u - lane];
+        } else {
+            value = shared_values[(lane + 1u) % 64u] + value;
+        }
+        workgroupBarrier();
+        if lane == 0u {
+            flag = value % 5u;
+        }
+        let seen = workgroupUniformLoad(&flag);
+        total += seen + value;
+    }
+    if lane >= params.n {
+        return;
+    }
+    data[base + lane] = total;
+}
+"#;
+
+#[test]
+fn compiled_barrier_regions_match_the_interpreter() {
+    if !compiler_present() {
+        println!("skipped: no C compiler (cc or $CC); the compiled mode cannot be tested here");
+        return;
+    }
+    let input: Vec<u32> = (0..128u32).map(|i| i.wrapping_mul(40503) ^ 0x5bd1).collect();
+    for (n, rounds) in [(64u32, 5u32), (37, 4), (64, 0)] {
+        let out = agree(REGIONS, "regions", [2, 1, 1], &[words(&input)], &words(&[n, rounds]));
+        if rounds == 0 {
+            assert_eq!(out[0], words(&input), "a uniform early return leaves the data alone");
+        }
+    }
+}
+
+#[test]
+fn a_kernel_the_compiled_path_lacks_runs_on_the_interpreter() {
+    // Host C has no f16: the compiled mode interprets this kernel (with a warning).
+    const HALF: &str = "enable f16;\n@group(0) @binding(0) var<storage, read_write> d: array<f32>;\n\
+                        @compute @workgroup_size(1)\nfn half_it() { d[0] = f32(f16(d[0]) * 0.5h); }\n";
+    let out = Fixture::with_backend(backend(KernelMode::Compile))
+        .dispatch(HALF, "half_it", [1, 1, 1], &[f32s(&[3.0])], &[])
+        .expect("the interpreter runs it");
+    assert_eq!(out[0], f32s(&[1.5]));
+}
+
+#[test]
+fn a_malformed_mode_variable_fails_each_wgsl_module_load_naming_it() {
+    let mut backend = backend(KernelMode::Auto);
+    backend.kernel_mode = crate::native::KernelMode::from_lookup(|_| Some("fast".into()));
+    let device = backend.device_open(0).unwrap();
+    let error = backend
+        .module_load(device, KernelFormat::WGSL, super::wgsl::SAXPY.as_bytes())
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidArgument);
+    assert!(
+        error.message().contains("XHAL_CPU_MODE") && error.message().contains("`fast`"),
+        "{error}"
+    );
+    // Built-in kernels do not depend on it.
+    backend
+        .module_load(device, KernelFormat::CPU_BUILTIN, b"add_u32")
+        .expect("cpu-builtin modules still load");
+}
+
+#[test]
+fn a_new_kernel_is_compiled_once_and_then_comes_from_the_cache() {
+    if !compiler_present() {
+        println!("skipped: no C compiler (cc or $CC); the compiled mode cannot be tested here");
+        return;
+    }
+    // A source no other run has seen, so the first load must compile it.
+    let unique = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_nanos());
+    let source = format!("// {unique} {}\n{}", std::process::id(), super::wgsl::SAXPY);
+    let mut scalars = f32s(&[2.0]);
+    scalars.extend(words(&[4]));
+    let before = crate::compile_stats();
+    let fixture = Fixture::with_backend(backend(KernelMode::Compile));
+    let out = fixture
+        .dispatch(
+            &source,
+            "saxpy",
+            [1, 1, 1],
+            &[f32s(&[1.0, 2.0, 3.0, 4.0]), f32s(&[1.0; 4])],
+            &scalars,
+        )
+        .unwrap();
+    assert_eq!(out[1], f32s(&[3.0, 5.0, 7.0, 9.0]));
+    let after = crate::compile_stats();
+    assert!(after.compiled > before.compiled, "{before:?} -> {after:?}");
+    // Loading it again, from another backend, finds it (loaded, or in the disk cache).
+    let again = Fixture::with_backend(backend(KernelMode::Compile));
+    again
+        .dispatch(
+            &source,
+            "saxpy",
+            [1, 1, 1],
+            &[f32s(&[1.0; 4]), f32s(&[1.0; 4])],
+            &scalars,
+        )
+        .unwrap();
+    let objects: Vec<_> = std::fs::read_dir(crate::native::cache_dir().join("cpu"))
+        .unwrap()
+        .filter_map(|entry| entry.ok())
+        .filter(|entry| entry.path().extension().is_some_and(|ext| ext == "so"))
+        .collect();
+    assert!(!objects.is_empty(), "the cache holds the compiled objects");
+}
