@@ -71,6 +71,7 @@
 //! error naming the feature and the dialect, pointing into the source where naga kept a span.
 
 mod prelude;
+mod uniform;
 mod writer;
 
 pub use writer::c_symbol;
@@ -308,7 +309,8 @@ mod tests {
             .expect("emits");
         assert!(host.text.contains("memset(&S->wg, 0, sizeof S->wg);"));
         assert!(host.text.contains("for (li = 0; li < 256u; li++) {"), "{}", host.text);
-        assert!(host.text.contains("xh_u32 stride_l1[256];"), "{}", host.text);
+        // `stride` is the same in every invocation: one slot, updated once per step.
+        assert!(host.text.contains("xh_u32 stride_l1;"), "{}", host.text);
         assert!(host.entry_points[0].barriers);
         assert_eq!(host.entry_points[0].workgroup_bytes, 1024);
         let saxpy = include_str!("../../../../examples/kernels/saxpy.wgsl");

@@ -75,6 +75,8 @@ const CONTROL: usize = usize::MAX;
 struct Wg {
     /// Invocations per workgroup.
     size: u32,
+    /// What is the same in every invocation: one frame slot, not one per invocation.
+    uniform: std::rc::Rc<super::uniform::Uniform>,
     /// The region being written, or `CONTROL`.
     region: Cell<usize>,
     next_region: usize,
@@ -378,7 +380,7 @@ fn has_barrier(block: &Block) -> bool {
 }
 
 /// Whether `block` has a `continue` for a loop around it (not one inside it).
-fn has_continue(block: &Block) -> bool {
+pub(super) fn has_continue(block: &Block) -> bool {
     block.iter().any(|s| match s {
         Statement::Continue => true,
         Statement::Block(b) => has_continue(b),
@@ -1833,8 +1835,13 @@ impl<'a> Writer<'a> {
         if let Some(wg) = &fx.wg {
             wg.expr_def.borrow_mut().insert(h, wg.region.get());
             if wg.private_exprs.contains(&h) {
-                wg.frame.borrow_mut().push(format!("{t} {name}[{}];", wg.size));
-                let slot = format!("F->{name}[li]");
+                let slot = if wg.uniform.exprs.contains(&h) {
+                    wg.frame.borrow_mut().push(format!("{t} {name};"));
+                    format!("F->{name}")
+                } else {
+                    wg.frame.borrow_mut().push(format!("{t} {name}[{}];", wg.size));
+                    format!("F->{name}[li]")
+                };
                 return (slot.clone(), slot);
             }
         }
@@ -2538,7 +2545,8 @@ impl Writer<'_> {
     /// the frame's type `xh_frame_NAME`.
     fn write_workgroup_function(&self, ep: &naga::EntryPoint, fi: &FunctionInfo, inner: &str) -> Res<String> {
         let size = ep.workgroup_size.iter().product::<u32>().max(1);
-        let first = self.workgroup_pass(ep, fi, size, None)?;
+        let uniform = std::rc::Rc::new(super::uniform::analyze(self.m, &ep.function));
+        let first = self.workgroup_pass(ep, fi, size, &uniform, None)?;
         let mut private_exprs = HashSet::new();
         for (h, uses) in first.expr_uses.borrow().iter() {
             let def = first.expr_def.borrow().get(h).copied().unwrap_or(CONTROL);
@@ -2559,7 +2567,7 @@ impl Writer<'_> {
             local_uses: first.local_uses.take(),
             done_flags: first.done_flags,
         };
-        let second = self.workgroup_pass(ep, fi, size, Some(decided))?;
+        let second = self.workgroup_pass(ep, fi, size, &uniform, Some(decided))?;
         let tag = ident(Some(&c_symbol(&ep.name)), "entry");
         let wg = second.wg.as_ref().expect("workgroup mode");
         let mut frame = String::new();
@@ -2590,6 +2598,7 @@ impl Writer<'_> {
         ep: &naga::EntryPoint,
         fi: &FunctionInfo,
         size: u32,
+        uniform: &std::rc::Rc<super::uniform::Uniform>,
         decided: Option<Decided>,
     ) -> Res<WgPass> {
         let f = &ep.function;
@@ -2609,6 +2618,7 @@ impl Writer<'_> {
             indent: 2,
             wg: Some(Wg {
                 size,
+                uniform: std::rc::Rc::clone(uniform),
                 region: Cell::new(CONTROL),
                 next_region: 0,
                 loop_regions: BTreeSet::new(),
@@ -2657,18 +2667,28 @@ impl Writer<'_> {
                 None => self.zero_of(local.ty)?,
             };
             let private = decided.private_locals.contains(&h);
+            // A uniform local needs one slot for the workgroup.
+            let slot = if uniform.locals.contains(&h) {
+                format!("F->{ln}")
+            } else {
+                format!("F->{ln}[li]")
+            };
             if private {
                 let wg = fx.wg.as_ref().expect("workgroup mode");
-                wg.frame.borrow_mut().push(format!("{t} {ln}[{size}];"));
-                let _ = writeln!(init, "        F->{ln}[li] = {value};");
+                if uniform.locals.contains(&h) {
+                    wg.frame.borrow_mut().push(format!("{t} {ln};"));
+                } else {
+                    wg.frame.borrow_mut().push(format!("{t} {ln}[{size}];"));
+                }
+                let _ = writeln!(init, "        {slot} = {value};");
             }
             for &region in decided.local_uses.get(&h).into_iter().flatten() {
                 let start = region_locals.entry(region).or_default();
                 if private {
-                    let _ = writeln!(start, "            XH_UNUSED {t} {ln} = F->{ln}[li];");
+                    let _ = writeln!(start, "            XH_UNUSED {t} {ln} = {slot};");
                     let _ = writeln!(
                         region_writeback.entry(region).or_default(),
-                        "            F->{ln}[li] = {ln};"
+                        "            {slot} = {ln};"
                     );
                 } else {
                     let _ = writeln!(start, "            XH_UNUSED {t} {ln} = {value};");
@@ -2798,9 +2818,15 @@ impl Writer<'_> {
         let wg = fx.wg.as_ref().expect("workgroup mode");
         let returns = wg.region_returns.get();
         wg.region.set(CONTROL);
+        // A region that only computes uniform values runs once, as invocation 0.
+        let once = !returns && statements.iter().all(|(s, _)| Self::uniform_only(fx, wg, s));
         let _ = writeln!(out, "{pad}{{ xh_u32 xh_oob = 0u;");
-        let _ = writeln!(out, "{pad}for (li = 0; li < {size}u; li++) {{");
-        if done_flags {
+        if once {
+            let _ = writeln!(out, "{pad}li = 0u; {{");
+        } else {
+            let _ = writeln!(out, "{pad}for (li = 0; li < {size}u; li++) {{");
+        }
+        if done_flags && !once {
             let _ = writeln!(out, "{pad}    if (F->done_[li]) continue;");
         }
         for line in prologue.common.lines() {
@@ -2826,6 +2852,19 @@ impl Writer<'_> {
             let _ = writeln!(out, "{pad}if (xh_live == 0u) return;");
         }
         Ok(())
+    }
+
+    /// Whether `s` only computes uniform values (expressions, and stores of them to uniform
+    /// locals), so that running it once serves every invocation.
+    fn uniform_only(fx: &Fx, wg: &Wg, s: &Statement) -> bool {
+        match s {
+            Statement::Emit(range) => range.clone().all(|h| wg.uniform.exprs.contains(&h)),
+            Statement::Store { pointer, value } => {
+                matches!(fx.f.expressions[*pointer], Expression::LocalVariable(l) if wg.uniform.locals.contains(&l))
+                    && wg.uniform.exprs.contains(value)
+            }
+            _ => false,
+        }
     }
 
     /// A statement at workgroup level: control flow runs once, on invocation 0's values

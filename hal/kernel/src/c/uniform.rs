@@ -1,0 +1,206 @@
+//! Which values of an entry point are the same in every invocation of a workgroup, for host
+//! C's workgroup mode: such a value needs one slot instead of one per invocation, and a
+//! region that only computes such values runs once instead of once per invocation.
+//!
+//! naga's own analysis counts every function-local variable as non-uniform, which would
+//! leave a loop counter such as `stride` in a tree reduction per invocation. Here a local is
+//! uniform when every store to it stores a uniform value under uniform control flow (a
+//! `break` or `continue` under non-uniform control makes the rest of its loop non-uniform;
+//! a `return` does not, since the invocations that left never read the local again), and no
+//! pointer to it is passed to a function. The rules are conservative: anything not shown
+//! uniform is not.
+
+use std::collections::HashSet;
+
+use naga::{AddressSpace, Block, Expression, Function, Handle, LocalVariable, Statement};
+
+/// The uniform expressions and locals of an entry point.
+#[derive(Debug, Default)]
+pub(super) struct Uniform {
+    pub(super) exprs: HashSet<Handle<Expression>>,
+    pub(super) locals: HashSet<Handle<LocalVariable>>,
+}
+
+pub(super) fn analyze(module: &naga::Module, f: &Function) -> Uniform {
+    let mut locals: HashSet<Handle<LocalVariable>> = f.local_variables.iter().map(|(h, _)| h).collect();
+    loop {
+        let exprs = uniform_exprs(module, f, &locals);
+        let mut walker = Walker {
+            f,
+            exprs: &exprs,
+            locals: locals.clone(),
+        };
+        walker.block(&f.body, true);
+        if walker.locals == locals {
+            return Uniform { exprs, locals };
+        }
+        locals = walker.locals;
+    }
+}
+
+/// The expressions that are uniform when the locals in `locals` are.
+fn uniform_exprs(
+    module: &naga::Module,
+    f: &Function,
+    locals: &HashSet<Handle<LocalVariable>>,
+) -> HashSet<Handle<Expression>> {
+    let mut uniform = HashSet::new();
+    // Operands come before their users in the arena, so one pass in order suffices.
+    for (h, e) in f.expressions.iter() {
+        let u = |x: &Handle<Expression>| uniform.contains(x);
+        let is = match e {
+            Expression::Literal(_)
+            | Expression::Constant(_)
+            | Expression::ZeroValue(_)
+            | Expression::Override(_)
+            | Expression::GlobalVariable(_)
+            | Expression::LocalVariable(_)
+            | Expression::ArrayLength(_)
+            | Expression::WorkGroupUniformLoadResult { .. } => true,
+            Expression::FunctionArgument(i) => matches!(
+                f.arguments[*i as usize].binding,
+                Some(naga::Binding::BuiltIn(
+                    naga::BuiltIn::WorkGroupId | naga::BuiltIn::NumWorkGroups | naga::BuiltIn::WorkGroupSize
+                ))
+            ),
+            Expression::Load { pointer } => {
+                u(pointer)
+                    && match root(f, *pointer) {
+                        Some(Root::Local(l)) => locals.contains(&l),
+                        Some(Root::Global(g)) => module.global_variables[g].space == AddressSpace::Immediate,
+                        None => false,
+                    }
+            }
+            Expression::Access { base, index } => u(base) && u(index),
+            Expression::AccessIndex { base, .. } => u(base),
+            Expression::Splat { value, .. } => u(value),
+            Expression::Swizzle { vector, .. } => u(vector),
+            Expression::Compose { components, .. } => components.iter().all(u),
+            Expression::Unary { expr, .. } => u(expr),
+            Expression::Binary { left, right, .. } => u(left) && u(right),
+            Expression::Select {
+                condition,
+                accept,
+                reject,
+            } => u(condition) && u(accept) && u(reject),
+            Expression::Relational { argument, .. } => u(argument),
+            Expression::Math {
+                arg, arg1, arg2, arg3, ..
+            } => u(arg) && [arg1, arg2, arg3].into_iter().flatten().all(u),
+            Expression::As { expr, .. } => u(expr),
+            _ => false,
+        };
+        if is {
+            uniform.insert(h);
+        }
+    }
+    uniform
+}
+
+enum Root {
+    Local(Handle<LocalVariable>),
+    Global(Handle<naga::GlobalVariable>),
+}
+
+/// The variable a pointer expression points into.
+fn root(f: &Function, mut pointer: Handle<Expression>) -> Option<Root> {
+    loop {
+        match &f.expressions[pointer] {
+            Expression::LocalVariable(l) => return Some(Root::Local(*l)),
+            Expression::GlobalVariable(g) => return Some(Root::Global(*g)),
+            Expression::Access { base, .. } | Expression::AccessIndex { base, .. } => pointer = *base,
+            _ => return None,
+        }
+    }
+}
+
+struct Walker<'a> {
+    f: &'a Function,
+    exprs: &'a HashSet<Handle<Expression>>,
+    locals: HashSet<Handle<LocalVariable>>,
+}
+
+impl Walker<'_> {
+    fn uniform(&self, h: Handle<Expression>) -> bool {
+        self.exprs.contains(&h)
+    }
+
+    fn lose(&mut self, pointer: Handle<Expression>) {
+        if let Some(Root::Local(l)) = root(self.f, pointer) {
+            self.locals.remove(&l);
+        }
+    }
+
+    fn block(&mut self, block: &Block, control: bool) {
+        for s in block.iter() {
+            self.statement(s, control);
+        }
+    }
+
+    fn statement(&mut self, s: &Statement, control: bool) {
+        match s {
+            Statement::Store { pointer, value }
+                if !control || !self.uniform(*value) || !self.uniform(*pointer) =>
+            {
+                self.lose(*pointer);
+            }
+            Statement::Block(b) => self.block(b, control),
+            Statement::If {
+                condition,
+                accept,
+                reject,
+            } => {
+                let inner = control && self.uniform(*condition);
+                self.block(accept, inner);
+                self.block(reject, inner);
+            }
+            Statement::Switch { selector, cases } => {
+                let inner = control && self.uniform(*selector);
+                for case in cases {
+                    self.block(&case.body, inner);
+                }
+            }
+            Statement::Loop {
+                body,
+                continuing,
+                break_if,
+            } => {
+                let uniform_exits = break_if.is_none_or(|b| self.uniform(b))
+                    && !self.leaves_non_uniformly(body, false)
+                    && !self.leaves_non_uniformly(continuing, false);
+                let inner = control && uniform_exits;
+                self.block(body, inner);
+                self.block(continuing, inner);
+            }
+            Statement::Call { arguments, .. } => {
+                for &a in arguments {
+                    self.lose(a);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether `block` has a `break` or `continue` of the loop around it under non-uniform
+    /// control (`divergent`: already under such control).
+    fn leaves_non_uniformly(&self, block: &Block, divergent: bool) -> bool {
+        block.iter().any(|s| match s {
+            Statement::Break | Statement::Continue => divergent,
+            Statement::Block(b) => self.leaves_non_uniformly(b, divergent),
+            Statement::If {
+                condition,
+                accept,
+                reject,
+            } => {
+                let inner = divergent || !self.uniform(*condition);
+                self.leaves_non_uniformly(accept, inner) || self.leaves_non_uniformly(reject, inner)
+            }
+            // A `break` in a switch leaves the switch; a `continue` leaves the loop.
+            Statement::Switch { selector, cases } => {
+                let inner = divergent || !self.uniform(*selector);
+                cases.iter().any(|c| inner && super::writer::has_continue(&c.body))
+            }
+            _ => false,
+        })
+    }
+}
