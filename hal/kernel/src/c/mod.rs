@@ -283,6 +283,32 @@ mod tests {
         assert_eq!(c.entry_points[0].name, "main");
         assert_eq!(c.entry_points[0].symbol, "main_");
         assert!(c.text.contains("extern \"C\" __global__ void main_("));
+        // OpenCL C built-in functions and vector types, `<math.h>` variants and the emitter's
+        // prefixes get one too; other names stay as they are.
+        for (name, symbol) in [
+            ("step", "step_"),
+            ("dot", "dot_"),
+            ("sqrtf", "sqrtf_"),
+            ("float4", "float4_"),
+            ("native_sin", "native_sin_"),
+            ("vload4", "vload4_"),
+            ("atom_add", "atom_add_"),
+            ("xh_ep", "xh_ep_"),
+            ("stepper", "stepper"),
+            ("main_", "main_"),
+            ("fill", "fill"),
+            ("float5", "float5"),
+        ] {
+            assert_eq!(c_symbol(name), symbol);
+        }
+        let source = "@group(0) @binding(0) var<storage, read_write> d: array<u32>;\n\
+                      @compute @workgroup_size(1)\nfn step() { d[0] = 1u; }\n";
+        let c = parse_wgsl(source)
+            .expect("parses")
+            .to_c(Dialect::OpenclC, None)
+            .expect("emits");
+        assert_eq!(c.entry_points[0].symbol, "step_");
+        assert!(c.text.contains(" void step_("), "{}", c.text);
     }
 
     #[test]
