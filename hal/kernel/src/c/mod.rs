@@ -57,9 +57,19 @@
 //! `barrier` null. Atomics use the compiler's `__atomic` built-ins, so invocations may run on
 //! any threads.
 //!
+//! # 64-bit atomics
+//!
+//! Host C uses the `__atomic` built-ins, CUDA C and HIP C their atomics on `unsigned long
+//! long`. OpenCL C 1.2 has them from two extensions, which a module with 64-bit atomics
+//! enables in its prelude: `cl_khr_int64_base_atomics` (`atom_add`, `atom_sub`, `atom_xchg`,
+//! `atom_cmpxchg`) and `cl_khr_int64_extended_atomics` (`atom_min`, `atom_max`, `atom_and`,
+//! `atom_or`, `atom_xor`), on `__global` and `__local` `long` and `ulong`; a device that lacks
+//! either refuses to build the program, so backends claim 64-bit atomics only where both are
+//! listed.
+//!
 //! # Refused
 //!
-//! `f16` (every dialect), 64-bit atomics (OpenCL C 1.2), textures and samplers, subgroup
+//! `f16` (every dialect), textures and samplers, subgroup
 //! operations, derivatives, `discard`, 4×4 determinants and inverses, the packing built-ins,
 //! `modf`/`frexp`, `faceForward`/`refract`/`outerProduct` and bit built-ins on 64-bit
 //! integers. Each is a [`KernelErrorKind::Unsupported`](crate::KernelErrorKind)
@@ -259,11 +269,21 @@ mod tests {
         }
         let atomics64 = "@group(0) @binding(0) var<storage, read_write> c: atomic<u64>;\n\
                          @compute @workgroup_size(1)\nfn add() { atomicAdd(&c, 1lu); }\n";
-        let e = parse_wgsl(atomics64)
+        // OpenCL C has them through cl_khr_int64_base_atomics and cl_khr_int64_extended_atomics.
+        let cl = parse_wgsl(atomics64)
             .expect("parses")
             .to_c(Dialect::OpenclC, None)
-            .expect_err("refused");
-        assert!(e.message().contains("64-bit atomics") && e.location().is_some(), "{e}");
+            .expect("emits");
+        assert!(cl
+            .text
+            .contains("#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable"));
+        assert!(cl
+            .text
+            .contains("#pragma OPENCL EXTENSION cl_khr_int64_extended_atomics : enable"));
+        assert!(cl.text.contains("atom_add(&"), "{}", cl.text);
+        // Only a module with 64-bit atomics enables the extensions.
+        let cl32 = emit(ARITH, Dialect::OpenclC);
+        assert!(!cl32.contains("int64_base_atomics"));
         // CUDA and HIP have them on `unsigned long long`.
         let c = parse_wgsl(atomics64)
             .expect("parses")

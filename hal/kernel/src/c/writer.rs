@@ -143,7 +143,11 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
                 .any(|(_, e)| matches!(e, Expression::Literal(Literal::F64(_))))
         });
 
-    let mut out = prelude(d, uses_f64);
+    let uses_atomics64 = m
+        .types
+        .iter()
+        .any(|(_, t)| matches!(t.inner, TypeInner::Atomic(s) if s.width == 8));
+    let mut out = prelude(d, uses_f64, uses_atomics64);
     if d == Dialect::HostC {
         out.push_str(
             "#ifndef XHAL_INVOCATION_DEFINED\n#define XHAL_INVOCATION_DEFINED\n\
@@ -878,9 +882,6 @@ impl<'a> Writer<'a> {
             Expression::Load { pointer } => {
                 let lv = self.lvalue(fx, *pointer)?;
                 match self.pointee(fx, *pointer) {
-                    TypeInner::Atomic(s) if s.width != 4 && self.d == Dialect::OpenclC => {
-                        return Err(self.expr_err(fx, h, "64-bit atomics"))
-                    }
                     TypeInner::Atomic(s) => self.atomic_load(&lv, s),
                     _ => lv,
                 }
@@ -1508,6 +1509,12 @@ impl<'a> Writer<'a> {
                 format!("(({t})atomicAdd((xh_u64*)&{lv}, (xh_u64)0))")
             }
             Dialect::CudaC | Dialect::HipC => format!("atomicAdd(&{lv}, {zero})"),
+            // 64-bit atomics come from cl_khr_int64_base_atomics (`atom_*`, enabled in the
+            // prelude).
+            Dialect::OpenclC if s.width == 8 => {
+                let t = self.inner_name(&TypeInner::Scalar(s)).unwrap_or_default();
+                format!("atom_add(&{lv}, ({t})0)")
+            }
             Dialect::OpenclC => format!("atomic_add(&{lv}, {zero})"),
         }
     }
@@ -1557,6 +1564,21 @@ impl<'a> Writer<'a> {
                     A::Min => "atomicMin",
                     A::Max => "atomicMax",
                     A::Exchange { .. } => "atomicExch",
+                };
+                format!("{name}({p}, {v})")
+            }
+            Dialect::OpenclC if s.width == 8 => {
+                // cl_khr_int64_base_atomics and cl_khr_int64_extended_atomics (min, max and
+                // the bitwise operations), on `long` and `ulong`.
+                let name = match fun {
+                    A::Add => "atom_add",
+                    A::Subtract => "atom_sub",
+                    A::And => "atom_and",
+                    A::InclusiveOr => "atom_or",
+                    A::ExclusiveOr => "atom_xor",
+                    A::Min => "atom_min",
+                    A::Max => "atom_max",
+                    A::Exchange { .. } => "atom_xchg",
                 };
                 format!("{name}({p}, {v})")
             }
@@ -1797,9 +1819,6 @@ impl<'a> Writer<'a> {
                 let lv = self.lvalue(fx, *pointer)?;
                 let v = self.expr(fx, *value)?;
                 match self.pointee(fx, *pointer) {
-                    TypeInner::Atomic(s) if s.width != 4 && self.d == Dialect::OpenclC => {
-                        return Err(self.unsupported_at("64-bit atomics", span))
-                    }
                     TypeInner::Atomic(s) => {
                         let call = match self.d {
                             Dialect::HostC => format!("__atomic_store_n(&{lv}, {v}, __ATOMIC_RELAXED)"),
@@ -1807,6 +1826,7 @@ impl<'a> Writer<'a> {
                                 format!("(void)atomicExch((xh_u64*)&{lv}, (xh_u64)({v}))")
                             }
                             Dialect::CudaC | Dialect::HipC => format!("(void)atomicExch(&{lv}, {v})"),
+                            Dialect::OpenclC if s.width == 8 => format!("(void)atom_xchg(&{lv}, {v})"),
                             Dialect::OpenclC => format!("(void)atomic_xchg(&{lv}, {v})"),
                         };
                         let _ = writeln!(out, "{pad}{call};");
@@ -1828,9 +1848,6 @@ impl<'a> Writer<'a> {
                     TypeInner::Atomic(s) => s,
                     _ => return Err(self.unsupported_at("this atomic operation", span)),
                 };
-                if s.width != 4 && self.d == Dialect::OpenclC {
-                    return Err(self.unsupported_at("64-bit atomics", span));
-                }
                 let p = format!("&{lv}");
                 if let naga::AtomicFunction::Exchange { compare: Some(cmp) } = fun {
                     let c = self.expr(fx, *cmp)?;
@@ -1863,7 +1880,8 @@ impl<'a> Writer<'a> {
                             old = names[0]
                         ),
                         Dialect::OpenclC => format!(
-                            "{st} expected = {c}; {name}.{old} = atomic_cmpxchg({p}, expected, {v}); {name}.{ex} = {name}.{old} == expected;",
+                            "{st} expected = {c}; {name}.{old} = {f}({p}, expected, {v}); {name}.{ex} = {name}.{old} == expected;",
+                            f = if s.width == 8 { "atom_cmpxchg" } else { "atomic_cmpxchg" },
                             ex = names[1],
                             old = names[0]
                         ),
