@@ -268,10 +268,11 @@ fn describe(api: &Api, platform: PlatformId, device: DeviceId, position: usize) 
     if has("cl_khr_fp64") {
         features = features | Features::F64;
     }
-    if has("cl_khr_fp16") {
-        features = features | Features::F16;
-    }
-    if has("cl_khr_int64_base_atomics") {
+    // No f16 even with cl_khr_fp16: kernels reach OpenCL as OpenCL C emitted from WGSL, and
+    // the emitter refuses f16 in every dialect.
+    // WGSL's 64-bit atomics take both extensions: atom_add and friends from the base one,
+    // atom_min, atom_max and the bitwise operations from the extended one.
+    if has("cl_khr_int64_base_atomics") && has("cl_khr_int64_extended_atomics") {
         features = features | Features::ATOMICS_64;
     }
     if profiling {

@@ -93,7 +93,11 @@ fn device_info_is_truthful() {
             assert_eq!(info.device_type, xhal_core::DeviceType::Cpu);
             assert!(info.features.contains(Features::F64));
             assert!(info.features.contains(Features::TIMESTAMPS));
+            // PoCL lists cl_khr_int64_base_atomics and cl_khr_int64_extended_atomics.
+            assert!(info.features.contains(Features::ATOMICS_64));
         }
+        // WGSL's f16 does not reach OpenCL C, so no device claims it.
+        assert!(!info.features.contains(Features::F16));
         // The identity is stable: asking again gives the same uuid.
         assert_eq!(backend.device_info(index).unwrap().uuid, info.uuid);
     }
