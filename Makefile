@@ -1,11 +1,11 @@
 # The entry points a person types. `make demo` and `make test` do all the set-up they need.
 CARGO ?= cargo
 # Backends built as plugins into target/plugins. The plugin zoo (broken test plugins) stays out.
-PLUGINS := cpu vulkan wgpu
+PLUGINS := cpu vulkan wgpu opencl
 PLUGIN_DIR := target/plugins
 
 # Backends certified by `make cts`, each from its plugin file in target/plugins.
-CTS_BACKENDS := cpu vulkan wgpu
+CTS_BACKENDS := cpu vulkan wgpu opencl
 
 .PHONY: all build plugins drivers demo test cts fmt-check clippy header bench bench-overhead bench-backends bench-kernels doc clean
 
