@@ -69,11 +69,12 @@
 //!
 //! # Refused
 //!
-//! `f16` (every dialect), textures and samplers, subgroup
-//! operations, derivatives, `discard`, 4×4 determinants and inverses, the packing built-ins,
-//! `modf`/`frexp`, `faceForward`/`refract`/`outerProduct` and bit built-ins on 64-bit
-//! integers. Each is a [`KernelErrorKind::Unsupported`](crate::KernelErrorKind)
-//! error naming the feature and the dialect, pointing into the source where naga kept a span.
+//! `f16` (every dialect), textures and samplers, subgroup operations, derivatives, `discard`,
+//! 4×4 determinants and inverses, the packing built-ins, `modf`/`frexp`,
+//! `faceForward`/`refract`/`outerProduct`, bit built-ins on 64-bit integers, and two entry
+//! points whose C names coincide (`main` and `main_`, see [`c_symbol`]). Each is a
+//! [`KernelErrorKind::Unsupported`](crate::KernelErrorKind) error naming the feature and the
+//! dialect, pointing into the source where naga kept a span.
 
 mod prelude;
 mod writer;
@@ -153,7 +154,24 @@ impl WgslModule {
         if let Some(name) = entry {
             self.entry_point(name)?;
         }
-        crate::wgsl::guard("writing C", || writer::write(self, dialect, entry))
+        let source = crate::wgsl::guard("writing C", || writer::write(self, dialect, entry))?;
+        // Two entry points whose C names coincide (`main` and `main_`) would be one function
+        // defined twice.
+        for (k, later) in source.entry_points.iter().enumerate() {
+            if let Some(first) = source.entry_points[..k].iter().find(|e| e.symbol == later.symbol) {
+                return Err(KernelError::new(
+                    crate::KernelErrorKind::Unsupported,
+                    format!(
+                        "entry points `{}` and `{}` would both be the {} function `{}`; rename one of them",
+                        first.name,
+                        later.name,
+                        dialect.name(),
+                        later.symbol
+                    ),
+                ));
+            }
+        }
+        Ok(source)
     }
 }
 
@@ -329,6 +347,24 @@ mod tests {
             .expect("emits");
         assert_eq!(c.entry_points[0].symbol, "step_");
         assert!(c.text.contains(" void step_("), "{}", c.text);
+        // Two entry points that would get the same C name are refused, naming both.
+        let source = "@group(0) @binding(0) var<storage, read_write> d: array<u32>;\n\
+                      @compute @workgroup_size(1)\nfn main() { d[0] = 1u; }\n\
+                      @compute @workgroup_size(1)\nfn main_() { d[0] = 2u; }\n";
+        let module = parse_wgsl(source).expect("parses");
+        for &dialect in Dialect::ALL {
+            let e = module.to_c(dialect, None).expect_err("refused");
+            assert_eq!(e.kind(), KernelErrorKind::Unsupported);
+            assert!(
+                e.message().contains("`main` and `main_`") && e.message().contains("function `main_`"),
+                "{e}"
+            );
+            // One of them alone is fine.
+            assert_eq!(
+                module.to_c(dialect, Some("main_")).expect("emits").entry_points[0].symbol,
+                "main_"
+            );
+        }
     }
 
     #[test]
