@@ -1,12 +1,12 @@
 # The entry points a person types. `make demo` and `make test` do all the set-up they need.
 CARGO ?= cargo
 # Backends built as plugins into target/plugins. The plugin zoo (broken test plugins) stays out.
-PLUGINS := cpu vulkan wgpu
+PLUGINS := cpu vulkan wgpu opencl
 PLUGIN_DIR := target/plugins
 
 # Backends certified by `make cts`, each from its plugin file in target/plugins.
 # The cpu plugin is certified twice: interpreted, and compiled to C.
-CTS_BACKENDS := cpu-interpret cpu-compile vulkan wgpu
+CTS_BACKENDS := cpu-interpret cpu-compile vulkan wgpu opencl
 
 .PHONY: all build plugins drivers demo test cts fmt-check clippy header bench bench-overhead bench-backends bench-kernels doc clean
 

@@ -254,11 +254,12 @@ fn describe(api: &Api, platform: PlatformId, device: DeviceId, position: usize) 
     let queue_properties: u64 = query.value(ffi::CL_DEVICE_QUEUE_PROPERTIES, "CL_DEVICE_QUEUE_PROPERTIES")?;
     let profiling = queue_properties & ffi::CL_QUEUE_PROFILING_ENABLE != 0;
 
-    // The parameter space holds the pointers and the scalar block: a quarter (at least 128
-    // bytes, at most half) goes to the scalar block, the rest to pointers.
+    // The parameter space holds the pointers, the scalar block and, for kernels emitted from
+    // WGSL, the buffer lengths (a ulong per buffer, at least one): a quarter (at least 128
+    // bytes, at most half) goes to the scalar block, the rest to pointers and their lengths.
     let pointer_bytes = (address_bits / 8).max(4) as usize;
     let scalar_bytes = (parameter_bytes / 4).max(128).min(parameter_bytes / 2);
-    let buffer_arguments = (parameter_bytes - scalar_bytes) / pointer_bytes;
+    let buffer_arguments = (parameter_bytes - scalar_bytes).saturating_sub(8) / (pointer_bytes + 8);
 
     let mut features = Features::ATOMICS_32;
     let full_profile = profile == "FULL_PROFILE";
@@ -268,10 +269,11 @@ fn describe(api: &Api, platform: PlatformId, device: DeviceId, position: usize) 
     if has("cl_khr_fp64") {
         features = features | Features::F64;
     }
-    if has("cl_khr_fp16") {
-        features = features | Features::F16;
-    }
-    if has("cl_khr_int64_base_atomics") {
+    // No f16 even with cl_khr_fp16: kernels reach OpenCL as OpenCL C emitted from WGSL, and
+    // the emitter refuses f16 in every dialect.
+    // WGSL's 64-bit atomics take both extensions: atom_add and friends from the base one,
+    // atom_min, atom_max and the bitwise operations from the extended one.
+    if has("cl_khr_int64_base_atomics") && has("cl_khr_int64_extended_atomics") {
         features = features | Features::ATOMICS_64;
     }
     if profiling {

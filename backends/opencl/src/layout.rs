@@ -4,8 +4,9 @@
 //! kernel reads past it).
 //!
 //! This reads plain struct definitions (`struct Name { ... };` and `typedef struct [Name]
-//! { ... } Alias;`) whose members are built-in scalars, vectors, arrays of them, or structs
-//! defined before, and lays them out as OpenCL C does: each member at its natural alignment
+//! { ... } Alias;`) whose members are built-in scalars, vectors, arrays of them, structs
+//! defined before, or aliases of those (`typedef uint xh_u32;`, as the C emitter writes
+//! them), and lays them out as OpenCL C does: each member at its natural alignment
 //! (a 3-lane vector takes 4 lanes), the struct padded to its largest member's alignment.
 //! Anything else (attributes, pointers, macros, unions) leaves the struct unsized, and then
 //! only the driver checks.
@@ -94,6 +95,31 @@ pub(crate) fn struct_layouts(source: &str) -> HashMap<String, Layout> {
     let mut layouts = HashMap::new();
     let mut at = 0;
     while at < tokens.len() {
+        if tokens[at] == "typedef" && tokens.get(at + 1).is_some_and(|token| token != "struct") {
+            // An alias of a type already known: `typedef unsigned int u32;`.
+            let Some(end) = tokens[at..]
+                .iter()
+                .position(|token| token == ";")
+                .map(|offset| at + offset)
+            else {
+                break;
+            };
+            let words = &tokens[at + 1..end];
+            let plain = words
+                .iter()
+                .all(|word| word.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
+            if let (true, Some((alias, aliased))) = (plain && words.len() >= 2, words.split_last()) {
+                let aliased = aliased.join(" ");
+                let layout = builtin_size(&aliased)
+                    .map(|size| Layout { size, align: size })
+                    .or_else(|| layouts.get(&aliased).copied());
+                if let Some(layout) = layout {
+                    layouts.insert(alias.clone(), layout);
+                }
+            }
+            at = end + 1;
+            continue;
+        }
         let typedef = tokens[at] == "typedef" && tokens.get(at + 1).is_some_and(|token| token == "struct");
         let start = if typedef { at + 1 } else { at };
         if tokens[start] != "struct" {
@@ -253,6 +279,12 @@ mod tests {
             struct Pair { float x, y; };
             struct Packed { char c; int i; } __attribute__((packed));
             struct WithPointer { __global float* p; };
+            typedef ulong u64;
+            typedef unsigned int u32;
+            typedef bool flag;
+            typedef struct lengths { u64 bytes[3]; } lengths;
+            typedef struct { u32 n; u64 big; } Aliased;
+            typedef struct { flag f; } Flagged;
         "#;
         assert_eq!(size_of(source, "Params"), Some(8));
         assert_eq!(size_of(source, "Mixed"), Some(24));
@@ -262,5 +294,11 @@ mod tests {
         assert_eq!(size_of(source, "Fake"), None);
         assert_eq!(size_of(source, "Packed"), None);
         assert_eq!(size_of(source, "WithPointer"), None);
+        // Aliases of sized types are sized; `bool` has no size a host can rely on.
+        assert_eq!(size_of(source, "u64"), Some(8));
+        assert_eq!(size_of(source, "lengths"), Some(24));
+        assert_eq!(size_of(source, "Aliased"), Some(16));
+        assert_eq!(size_of(source, "flag"), None);
+        assert_eq!(size_of(source, "Flagged"), None);
     }
 }

@@ -12,6 +12,16 @@
 //! size with `__attribute__((reqd_work_group_size(X, Y, Z)))`; a kernel without it is refused
 //! when it is looked up. Arguments are checked against the parameters before a launch.
 //!
+//! WGSL reaches this backend as OpenCL C written by `xhal_kernel::c` (translated host-side by
+//! xhal-core). Such a kernel may end with one more by-value parameter, `lengths` of a struct
+//! type `xh_lengths_<entry>`: one `ulong` per buffer parameter (at least one), the byte length
+//! of each bound view in binding order. The backend sees it in the reflected parameters and
+//! fills it at every launch; the caller never passes it. An entry point is looked up by the C
+//! name the emitter gives it (`xhal_kernel::c::c_symbol`: `main` is `main_`, `step` is
+//! `step_`), then by its own name. 64-bit atomics are claimed where the device lists both
+//! `cl_khr_int64_base_atomics` and `cl_khr_int64_extended_atomics`; f16 never, since the
+//! emitter does not write it.
+//!
 //! A buffer argument with an offset becomes a sub-buffer, since OpenCL C kernels take plain
 //! pointers; a sub-buffer's origin must be a multiple of `CL_DEVICE_MEM_BASE_ADDR_ALIGN`,
 //! which the device reports as its `buffer_offset_alignment`, and other offsets are refused

@@ -3,9 +3,16 @@
 //!
 //! The argument ABI on OpenCL: buffer argument `i` is pointer parameter `i` (`__global` or
 //! `__constant`), and the scalar block, when the kernel has scalars, is one more by-value
-//! parameter (a struct, or a single scalar) set from the block's bytes. Every kernel declares
-//! its workgroup size with `__attribute__((reqd_work_group_size(X, Y, Z)))`, so a launch of
-//! `workgroups` is an NDRange of `workgroups × size` work-items in groups of `size`.
+//! parameter (a struct, or a single scalar) set from the block's bytes. A kernel emitted from
+//! WGSL may end with one more by-value parameter, the buffer lengths: `lengths`, of a struct
+//! type named `xh_lengths_<entry>` holding one `ulong` per buffer parameter (at least one),
+//! the byte length of each bound view in binding order; the backend fills it at every launch
+//! where the kernel declares it (see `xhal_kernel::c`). Every kernel declares its workgroup
+//! size with `__attribute__((reqd_work_group_size(X, Y, Z)))`, so a launch of `workgroups` is
+//! an NDRange of `workgroups × size` work-items in groups of `size`.
+//!
+//! Kernels are looked up by `c_symbol(name)` first, the name the C emitter gives entry point
+//! `name` (`main` is `main_`), then by `name` itself.
 
 use crate::ffi::{self, ClUint, Kernel, Program};
 use crate::gpu::{DeviceBuffer, Gpu};
@@ -15,6 +22,7 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
 use std::sync::Arc;
+use xhal_core::kernel::c::c_symbol;
 use xhal_core::{BufferArg, Error, KernelFormat, Result};
 
 /// Options every OpenCL C program is built with: keep parameter names and types, so
@@ -155,17 +163,39 @@ impl Module {
         })
     }
 
-    /// Creates kernel `name` and reads its parameters and workgroup size.
+    /// Creates kernel `name` and reads its parameters and workgroup size. `name` is a WGSL
+    /// entry point's name, found under the symbol the C emitter gives it (`c_symbol`), or the
+    /// name of a kernel of native OpenCL C.
     pub(crate) fn kernel(self: &Arc<Module>, name: &str) -> Result<KernelObject> {
         let c_name = CString::new(name)
             .map_err(|_| Error::invalid_argument(format!("kernel name {name:?} contains a NUL byte")))?;
-        let mut status = ffi::CL_SUCCESS;
-        // SAFETY: a built program and a NUL-terminated name.
-        let kernel = unsafe { (self.gpu.api().create_kernel)(self.program, c_name.as_ptr(), &mut status) };
+        let symbol = c_symbol(name);
+        let mut candidates = Vec::with_capacity(2);
+        if symbol != name {
+            // `c_symbol` only appends `_` to a name without NUL bytes.
+            if let Ok(symbol) = CString::new(symbol.as_str()) {
+                candidates.push(symbol);
+            }
+        }
+        candidates.push(c_name);
+        let mut status = ffi::CL_INVALID_KERNEL_NAME;
+        let mut kernel = std::ptr::null_mut();
+        for candidate in &candidates {
+            // SAFETY: a built program and a NUL-terminated name.
+            kernel = unsafe { (self.gpu.api().create_kernel)(self.program, candidate.as_ptr(), &mut status) };
+            if status != ffi::CL_INVALID_KERNEL_NAME {
+                break;
+            }
+        }
         if status == ffi::CL_INVALID_KERNEL_NAME {
             let names = self.kernel_names();
+            let also = if symbol != name {
+                format!(" (nor `{symbol}`, the C name of WGSL entry point `{name}`)")
+            } else {
+                String::new()
+            };
             return Err(Error::not_found(format!(
-                "the module has no kernel `{name}`; it has: {}",
+                "the module has no kernel `{name}`{also}; it has: {}",
                 if names.is_empty() {
                     "none".to_string()
                 } else {
@@ -196,6 +226,19 @@ enum ParameterKind {
     Local,
     /// A by-value parameter: the scalar block.
     Value,
+    /// The by-value buffer-lengths parameter of a kernel emitted from WGSL (its type is a
+    /// struct named `xh_lengths_*`), filled by the backend.
+    Lengths,
+}
+
+/// Whether a by-value parameter of type `type_name` is the buffer-lengths parameter the C
+/// emitter writes (`xh_lengths_<entry> lengths`); the `xh_` prefix is the emitter's own.
+fn is_lengths_type(type_name: &str) -> bool {
+    let name = type_name.trim();
+    name.strip_prefix("struct ")
+        .unwrap_or(name)
+        .trim()
+        .starts_with("xh_lengths_")
 }
 
 /// One parameter, as `clGetKernelArgInfo` describes it.
@@ -284,18 +327,30 @@ impl KernelObject {
             // SAFETY: string parameters of the same argument.
             let text =
                 |parameter| unsafe { ffi::info_bytes(arg_info(parameter)) }.map(|bytes| ffi::info_string(&bytes));
+            let type_name = text(ffi::CL_KERNEL_ARG_TYPE_NAME).unwrap_or_else(|_| "?".to_string());
             let kind = match qualifier {
                 ffi::CL_KERNEL_ARG_ADDRESS_GLOBAL | ffi::CL_KERNEL_ARG_ADDRESS_CONSTANT => ParameterKind::Buffer,
                 ffi::CL_KERNEL_ARG_ADDRESS_LOCAL => ParameterKind::Local,
+                _ if is_lengths_type(&type_name) => ParameterKind::Lengths,
                 _ => ParameterKind::Value,
             };
             parameters.push(Parameter {
                 kind,
                 name: text(ffi::CL_KERNEL_ARG_NAME).unwrap_or_else(|_| format!("parameter{index}")),
-                type_name: text(ffi::CL_KERNEL_ARG_TYPE_NAME).unwrap_or_else(|_| "?".to_string()),
+                type_name,
             });
         }
         check_parameter_order(&name, &parameters)?;
+        if let Some(lengths) = parameters
+            .iter()
+            .find(|parameter| parameter.kind == ParameterKind::Lengths)
+        {
+            let buffers = parameters
+                .iter()
+                .filter(|parameter| parameter.kind == ParameterKind::Buffer)
+                .count();
+            check_lengths_size(&name, lengths, buffers, self.module.type_size(&lengths.type_name))?;
+        }
         self.parameters = parameters;
 
         let work_group_info = |parameter: ClUint| {
@@ -357,6 +412,7 @@ impl KernelObject {
             .iter()
             .filter(|parameter| parameter.kind == ParameterKind::Buffer)
             .collect();
+        // The lengths parameter is not the caller's: the backend fills it.
         let scalar = self
             .parameters
             .iter()
@@ -456,8 +512,8 @@ impl KernelObject {
                 )
             })?;
         }
+        let mut index = views.len();
         if !scalars.is_empty() {
-            let index = views.len();
             // SAFETY: `scalars.len()` readable bytes; OpenCL copies them.
             let code =
                 unsafe { (api.set_kernel_arg)(*kernel, index as ClUint, scalars.len(), scalars.as_ptr().cast()) };
@@ -465,6 +521,20 @@ impl KernelObject {
                 format!(
                     "setting the {}-byte scalar block as parameter {index} of kernel `{name}`{}",
                     scalars.len(),
+                    self.parameter_name(index)
+                )
+            })?;
+            index += 1;
+        }
+        if self.takes_lengths() {
+            let lengths = lengths_block(buffers.iter().map(|(_, argument)| argument.size));
+            // SAFETY: `lengths.len()` readable bytes; OpenCL copies them.
+            let code =
+                unsafe { (api.set_kernel_arg)(*kernel, index as ClUint, lengths.len(), lengths.as_ptr().cast()) };
+            ffi::check(code, || {
+                format!(
+                    "setting the {}-byte buffer lengths as parameter {index} of kernel `{name}`{}",
+                    lengths.len(),
                     self.parameter_name(index)
                 )
             })?;
@@ -500,6 +570,13 @@ impl KernelObject {
         // The views (and any sub-buffers) are released here; the enqueued launch holds them.
     }
 
+    /// Whether the kernel declares the buffer-lengths parameter.
+    fn takes_lengths(&self) -> bool {
+        self.parameters
+            .iter()
+            .any(|parameter| parameter.kind == ParameterKind::Lengths)
+    }
+
     fn parameter_name(&self, index: usize) -> String {
         self.parameters
             .get(index)
@@ -508,10 +585,46 @@ impl KernelObject {
     }
 }
 
-/// Buffers first, then at most one by-value parameter, and no `__local` pointers.
+/// The buffer-lengths block: one `ulong` per buffer view, the view's byte length, in the
+/// host's byte order as the scalar block; at least one entry (zero where there are no buffers).
+fn lengths_block(sizes: impl Iterator<Item = u64>) -> Vec<u8> {
+    let mut block: Vec<u8> = sizes.flat_map(u64::to_ne_bytes).collect();
+    if block.is_empty() {
+        block.resize(8, 0);
+    }
+    block
+}
+
+/// The C emitter's buffer-lengths struct holds one `ulong` per buffer parameter, and one
+/// when there are none; refuses a kernel whose struct (where the host can size it) holds
+/// another number, since the launch would pass a block of the wrong size.
+fn check_lengths_size(name: &str, lengths: &Parameter, buffers: usize, size: Option<usize>) -> Result<()> {
+    let expected = 8 * buffers.max(1);
+    match size {
+        Some(size) if size != expected => Err(Error::invalid_argument(format!(
+            "kernel `{name}` does not follow the xhal argument ABI: its buffer-lengths parameter {} has {size} bytes, \
+             but with {buffers} buffer parameter(s) it must hold {} ulong(s), {expected} bytes",
+            lengths.describe(),
+            buffers.max(1)
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Buffers first, then at most one by-value parameter (the scalar block), then at most one
+/// buffer-lengths parameter, and no `__local` pointers.
 fn check_parameter_order(name: &str, parameters: &[Parameter]) -> Result<()> {
     let mut seen_value: Option<&Parameter> = None;
+    let mut seen_lengths: Option<&Parameter> = None;
     for (index, parameter) in parameters.iter().enumerate() {
+        if let Some(lengths) = seen_lengths {
+            return Err(Error::invalid_argument(format!(
+                "kernel `{name}` does not follow the xhal argument ABI: parameter {index} {} comes after the \
+                 buffer-lengths parameter {}, which must be the last",
+                parameter.describe(),
+                lengths.describe()
+            )));
+        }
         match parameter.kind {
             ParameterKind::Local => {
                 return Err(Error::invalid_argument(format!(
@@ -520,6 +633,7 @@ fn check_parameter_order(name: &str, parameters: &[Parameter]) -> Result<()> {
                     parameter.describe()
                 )))
             }
+            ParameterKind::Lengths => seen_lengths = Some(parameter),
             ParameterKind::Buffer => {
                 if let Some(value) = seen_value {
                     return Err(Error::invalid_argument(format!(
@@ -556,6 +670,51 @@ mod tests {
             name: name.to_string(),
             type_name: "float*".to_string(),
         }
+    }
+
+    #[test]
+    fn the_lengths_parameter_is_known_by_its_type() {
+        assert!(is_lengths_type("xh_lengths_main_"));
+        assert!(is_lengths_type("struct xh_lengths_fill"));
+        assert!(!is_lengths_type("xh_s1_Params"));
+        assert!(!is_lengths_type("lengths"));
+    }
+
+    #[test]
+    fn the_lengths_parameter_comes_last_once() {
+        let buffer = parameter(ParameterKind::Buffer, "x");
+        let value = parameter(ParameterKind::Value, "scalars");
+        let lengths = parameter(ParameterKind::Lengths, "lengths");
+        // With or without a scalar block, with or without buffers.
+        assert!(check_parameter_order("k", &[buffer.clone(), value.clone(), lengths.clone()]).is_ok());
+        assert!(check_parameter_order("k", &[buffer.clone(), lengths.clone()]).is_ok());
+        assert!(check_parameter_order("k", std::slice::from_ref(&lengths)).is_ok());
+        for wrong in [
+            vec![buffer.clone(), lengths.clone(), value.clone()],
+            vec![lengths.clone(), buffer.clone()],
+            vec![buffer, lengths.clone(), lengths.clone()],
+        ] {
+            let error = check_parameter_order("k", &wrong).unwrap_err();
+            assert_eq!(error.kind(), xhal_core::ErrorKind::InvalidArgument);
+            assert!(error.message().contains("must be the last"), "{error}");
+        }
+        let _ = value;
+    }
+
+    #[test]
+    fn the_lengths_block_holds_one_ulong_per_buffer() {
+        let block = lengths_block([16u64, 4].into_iter());
+        assert_eq!(block.len(), 16);
+        assert_eq!(block[..8], 16u64.to_ne_bytes());
+        assert_eq!(block[8..], 4u64.to_ne_bytes());
+        assert_eq!(lengths_block(std::iter::empty()), vec![0; 8]);
+        let lengths = parameter(ParameterKind::Lengths, "lengths");
+        assert!(check_lengths_size("k", &lengths, 2, Some(16)).is_ok());
+        assert!(check_lengths_size("k", &lengths, 0, Some(8)).is_ok());
+        assert!(check_lengths_size("k", &lengths, 2, None).is_ok());
+        let error = check_lengths_size("k", &lengths, 3, Some(16)).unwrap_err();
+        assert_eq!(error.kind(), xhal_core::ErrorKind::InvalidArgument);
+        assert!(error.message().contains("24 bytes"), "{error}");
     }
 
     #[test]

@@ -93,7 +93,11 @@ fn device_info_is_truthful() {
             assert_eq!(info.device_type, xhal_core::DeviceType::Cpu);
             assert!(info.features.contains(Features::F64));
             assert!(info.features.contains(Features::TIMESTAMPS));
+            // PoCL lists cl_khr_int64_base_atomics and cl_khr_int64_extended_atomics.
+            assert!(info.features.contains(Features::ATOMICS_64));
         }
+        // WGSL's f16 does not reach OpenCL C, so no device claims it.
+        assert!(!info.features.contains(Features::F16));
         // The identity is stable: asking again gives the same uuid.
         assert_eq!(backend.device_info(index).unwrap().uuid, info.uuid);
     }
@@ -673,4 +677,239 @@ fn execution_failures_stick_to_the_stream() {
     backend.stream_destroy(other);
     backend.buffer_free(buffer);
     backend.device_close(device);
+}
+
+/// Two WGSL entry points with names OpenCL C gives a meaning (`main`, and the built-in
+/// `step`), both calling `arrayLength`: one with a scalar block, one without.
+const LENGTHS_WGSL: &str = r#"
+struct Params { add: u32 }
+var<immediate> params: Params;
+@group(0) @binding(0) var<storage, read_write> out: array<u32>;
+@group(0) @binding(1) var<storage, read_write> pairs: array<vec2<u32>>;
+
+@compute @workgroup_size(1)
+fn main() {
+    out[0] = arrayLength(&out);
+    out[1] = arrayLength(&pairs);
+}
+
+@compute @workgroup_size(1)
+fn step() {
+    out[2] = arrayLength(&pairs) * 100u + params.add;
+}
+"#;
+
+#[test]
+fn wgsl_kernels_get_their_buffer_lengths_and_are_found_by_their_wgsl_names() {
+    let Some(runtime) = runtime() else {
+        return;
+    };
+    let device = runtime.open("opencl", 0).unwrap();
+    let stream = device.create_stream().unwrap();
+    let module = device.load_wgsl(LENGTHS_WGSL).unwrap();
+    let main = module.kernel("main").unwrap();
+    let step = module.kernel("step").unwrap();
+    let out = device.alloc_from(&stream, &[0u32; 8]).unwrap();
+    // The pairs are a view at an offset the device aligns sub-buffers to: their length is
+    // the view's, not the buffer's.
+    let alignment = (device.info().buffer_offset_alignment as usize / 4).max(2);
+    let pairs = device.alloc_from(&stream, &vec![0u32; alignment + 64]).unwrap();
+    stream
+        .launch(
+            &Launch::new(&main)
+                .workgroups(1, 1, 1)
+                .buffer(&out)
+                .buffer_range(&pairs, alignment..alignment + 6),
+        )
+        .unwrap();
+    stream
+        .launch(
+            &Launch::new(&step)
+                .workgroups(1, 1, 1)
+                .buffer(&out)
+                .buffer_range(&pairs, 0..10)
+                .scalar(5u32),
+        )
+        .unwrap();
+    assert_eq!(stream.read_to_vec(&out).unwrap(), [8, 3, 505, 0, 0, 0, 0, 0]);
+    // The lengths are the backend's to pass: the caller gives only the scalars.
+    let refused = stream
+        .launch(
+            &Launch::new(&main)
+                .workgroups(1, 1, 1)
+                .buffer(&out)
+                .buffer(&pairs)
+                .scalar(1u32),
+        )
+        .unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::InvalidArgument, "{refused}");
+}
+
+#[test]
+fn native_kernels_with_a_lengths_parameter_follow_the_abi_or_are_refused() {
+    let Some(backend) = backend() else {
+        return;
+    };
+    let (device, stream) = open(&backend);
+    let source = r#"
+        typedef ulong xh_u64;
+        typedef struct xh_lengths_native { xh_u64 bytes[2]; } xh_lengths_native;
+        __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
+        void native(__global uint* a, __global uint* b, uint add, xh_lengths_native lengths) {
+            a[0] = (uint)lengths.bytes[0] + add;
+            a[1] = (uint)lengths.bytes[1];
+        }
+        typedef struct xh_lengths_short { xh_u64 bytes[1]; } xh_lengths_short;
+        __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
+        void short_lengths(__global uint* a, __global uint* b, xh_lengths_short lengths) {
+            a[0] = (uint)lengths.bytes[0];
+        }
+        typedef struct xh_lengths_early { xh_u64 bytes[1]; } xh_lengths_early;
+        __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
+        void early(__global uint* a, xh_lengths_early lengths, uint add) {
+            a[0] = add;
+        }
+    "#;
+    let module = backend
+        .module_load(device, KernelFormat::OPENCL_C, source.as_bytes())
+        .unwrap();
+    let short = backend.kernel_get(module, "short_lengths").unwrap_err();
+    assert_eq!(short.kind(), ErrorKind::InvalidArgument, "{short}");
+    assert!(short.message().contains("has 8 bytes"), "{short}");
+    assert!(short.message().contains("16 bytes"), "{short}");
+    let early = backend.kernel_get(module, "early").unwrap_err();
+    assert_eq!(early.kind(), ErrorKind::InvalidArgument, "{early}");
+    assert!(early.message().contains("must be the last"), "{early}");
+
+    let kernel = backend.kernel_get(module, "native").unwrap();
+    let a = backend.buffer_allocate(device, 64).unwrap();
+    let b = backend.buffer_allocate(device, 64).unwrap();
+    let views = [
+        BufferArg {
+            buffer: a,
+            offset: 0,
+            size: 16,
+        },
+        BufferArg {
+            buffer: b,
+            offset: 0,
+            size: 40,
+        },
+    ];
+    let launch = |scalars: &[u8]| {
+        backend.stream_launch(
+            stream,
+            &LaunchArgs {
+                kernel,
+                workgroups: [1, 1, 1],
+                buffers: &views,
+                scalars,
+            },
+        )
+    };
+    // The scalar block is still the caller's, and still checked.
+    let no_scalars = launch(&[]).unwrap_err();
+    assert!(no_scalars.message().contains("no scalars were given"), "{no_scalars}");
+    assert!(no_scalars.message().contains("uint add"), "{no_scalars}");
+    launch(&5u32.to_ne_bytes()).unwrap();
+    let back = read(&backend, stream, a, 0, 8);
+    assert_eq!(back[..4], 21u32.to_ne_bytes());
+    assert_eq!(back[4..], 40u32.to_ne_bytes());
+
+    // A name not in the module: the error names the C symbol looked for too.
+    let missing = backend.kernel_get(module, "step").unwrap_err();
+    assert_eq!(missing.kind(), ErrorKind::NotFound, "{missing}");
+    assert!(missing.message().contains("`step_`"), "{missing}");
+    assert!(missing.message().contains("native"), "{missing}");
+    backend.stream_destroy(stream);
+    backend.buffer_free(a);
+    backend.buffer_free(b);
+    backend.kernel_destroy(kernel);
+    backend.module_destroy(module);
+    backend.device_close(device);
+}
+
+/// Every 64-bit atomic operation, on buffer and on workgroup memory.
+const ATOMICS_64_WGSL: &str = r#"
+@group(0) @binding(0) var<storage, read> values: array<u64>;
+@group(0) @binding(1) var<storage, read_write> unsigned_results: array<atomic<u64>, 8>;
+@group(0) @binding(2) var<storage, read_write> signed_results: array<atomic<i64>, 3>;
+var<workgroup> local_sum: atomic<u64>;
+
+@compute @workgroup_size(8)
+fn combine(@builtin(global_invocation_id) id: vec3<u32>, @builtin(local_invocation_index) index: u32) {
+    let v = values[id.x];
+    atomicAdd(&unsigned_results[0], v);
+    atomicMax(&unsigned_results[1], v);
+    atomicMin(&unsigned_results[2], v);
+    atomicSub(&unsigned_results[3], v);
+    atomicAnd(&unsigned_results[4], ~(1lu << id.x));
+    atomicOr(&unsigned_results[5], 1lu << (id.x + 32u));
+    atomicXor(&unsigned_results[6], v);
+    atomicMax(&signed_results[0], bitcast<i64>(v));
+    atomicMin(&signed_results[1], bitcast<i64>(v));
+    let r = atomicCompareExchangeWeak(&signed_results[2], 0li, bitcast<i64>(v));
+    if r.exchanged {
+        atomicExchange(&unsigned_results[7], v);
+    }
+    atomicAdd(&local_sum, v);
+    workgroupBarrier();
+    if index == 0u {
+        atomicAdd(&unsigned_results[0], atomicLoad(&local_sum));
+    }
+}
+"#;
+
+#[test]
+fn wgsl_64_bit_atomics_run_where_claimed() {
+    let Some(runtime) = runtime() else {
+        return;
+    };
+    let device = runtime.open("opencl", 0).unwrap();
+    if !device.has_features(Features::ATOMICS_64) {
+        eprintln!("SKIPPED: {} has no 64-bit atomics", device.name());
+        return;
+    }
+    let stream = device.create_stream().unwrap();
+    let values: Vec<u64> = (1..=32u64)
+        .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (i << 60))
+        .collect();
+    assert!(values.iter().all(|&v| v != 0));
+    let values_buffer = device.alloc_from(&stream, &values).unwrap();
+    let unsigned = device
+        .alloc_from(&stream, &[0u64, 0, u64::MAX, 1000, u64::MAX, 0, 0, 0])
+        .unwrap();
+    let signed = device.alloc_from(&stream, &[i64::MIN, i64::MAX, 0]).unwrap();
+    let module = device.load_wgsl(ATOMICS_64_WGSL).unwrap();
+    let kernel = module.kernel("combine").unwrap();
+    stream
+        .launch(
+            &Launch::new(&kernel)
+                .workgroups(4, 1, 1)
+                .buffer(&values_buffer)
+                .buffer(&unsigned)
+                .buffer(&signed),
+        )
+        .unwrap();
+    let u = stream.read_to_vec(&unsigned).unwrap();
+    let s = stream.read_to_vec(&signed).unwrap();
+    let sum = values.iter().fold(0u64, |a, &b| a.wrapping_add(b));
+    let xor = values.iter().fold(0u64, |a, &b| a ^ b);
+    let winner = s[2];
+    assert!(values.contains(&(winner as u64)), "{winner:#x}");
+    assert_eq!(
+        u,
+        [
+            sum.wrapping_mul(2),
+            *values.iter().max().unwrap(),
+            *values.iter().min().unwrap(),
+            1000u64.wrapping_sub(sum),
+            !0xffff_ffffu64,
+            0xffff_ffffu64 << 32,
+            xor,
+            winner as u64,
+        ]
+    );
+    assert_eq!(s[0], values.iter().map(|&v| v as i64).max().unwrap());
+    assert_eq!(s[1], values.iter().map(|&v| v as i64).min().unwrap());
 }

@@ -62,13 +62,24 @@
 //! - An index out of bounds (of a runtime-sized array, and of a fixed-size array, vector or
 //!   matrix) is clamped, and `*out_of_bounds` set to 1, so that a strict runner can fault.
 //!
+//! # 64-bit atomics
+//!
+//! Host C uses the `__atomic` built-ins, CUDA C and HIP C their atomics on `unsigned long
+//! long`. OpenCL C 1.2 has them from two extensions, which a module with 64-bit atomics
+//! enables in its prelude: `cl_khr_int64_base_atomics` (`atom_add`, `atom_sub`, `atom_xchg`,
+//! `atom_cmpxchg`) and `cl_khr_int64_extended_atomics` (`atom_min`, `atom_max`, `atom_and`,
+//! `atom_or`, `atom_xor`), on `__global` and `__local` `long` and `ulong`; a device that lacks
+//! either refuses to build the program, so backends claim 64-bit atomics only where both are
+//! listed.
+//!
 //! # Refused
 //!
-//! `f16` (every dialect), 64-bit atomics (OpenCL C 1.2), textures and samplers, subgroup
-//! operations, derivatives, `discard`, 4×4 determinants and inverses, the packing built-ins,
-//! `modf`/`frexp`, `faceForward`/`refract`/`outerProduct` and bit built-ins on 64-bit
-//! integers. Each is a [`KernelErrorKind::Unsupported`](crate::KernelErrorKind)
-//! error naming the feature and the dialect, pointing into the source where naga kept a span.
+//! `f16` (every dialect), textures and samplers, subgroup operations, derivatives, `discard`,
+//! 4×4 determinants and inverses, the packing built-ins, `modf`/`frexp`,
+//! `faceForward`/`refract`/`outerProduct`, bit built-ins on 64-bit integers, and two entry
+//! points whose C names coincide (`main` and `main_`, see [`c_symbol`]). Each is a
+//! [`KernelErrorKind::Unsupported`](crate::KernelErrorKind) error naming the feature and the
+//! dialect, pointing into the source where naga kept a span.
 
 mod prelude;
 mod uniform;
@@ -149,7 +160,24 @@ impl WgslModule {
         if let Some(name) = entry {
             self.entry_point(name)?;
         }
-        crate::wgsl::guard("writing C", || writer::write(self, dialect, entry))
+        let source = crate::wgsl::guard("writing C", || writer::write(self, dialect, entry))?;
+        // Two entry points whose C names coincide (`main` and `main_`) would be one function
+        // defined twice.
+        for (k, later) in source.entry_points.iter().enumerate() {
+            if let Some(first) = source.entry_points[..k].iter().find(|e| e.symbol == later.symbol) {
+                return Err(KernelError::new(
+                    crate::KernelErrorKind::Unsupported,
+                    format!(
+                        "entry points `{}` and `{}` would both be the {} function `{}`; rename one of them",
+                        first.name,
+                        later.name,
+                        dialect.name(),
+                        later.symbol
+                    ),
+                ));
+            }
+        }
+        Ok(source)
     }
 }
 
@@ -267,11 +295,21 @@ mod tests {
         }
         let atomics64 = "@group(0) @binding(0) var<storage, read_write> c: atomic<u64>;\n\
                          @compute @workgroup_size(1)\nfn add() { atomicAdd(&c, 1lu); }\n";
-        let e = parse_wgsl(atomics64)
+        // OpenCL C has them through cl_khr_int64_base_atomics and cl_khr_int64_extended_atomics.
+        let cl = parse_wgsl(atomics64)
             .expect("parses")
             .to_c(Dialect::OpenclC, None)
-            .expect_err("refused");
-        assert!(e.message().contains("64-bit atomics") && e.location().is_some(), "{e}");
+            .expect("emits");
+        assert!(cl
+            .text
+            .contains("#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable"));
+        assert!(cl
+            .text
+            .contains("#pragma OPENCL EXTENSION cl_khr_int64_extended_atomics : enable"));
+        assert!(cl.text.contains("atom_add(&"), "{}", cl.text);
+        // Only a module with 64-bit atomics enables the extensions.
+        let cl32 = emit(ARITH, Dialect::OpenclC);
+        assert!(!cl32.contains("int64_base_atomics"));
         // CUDA and HIP have them on `unsigned long long`.
         let c = parse_wgsl(atomics64)
             .expect("parses")
@@ -291,6 +329,50 @@ mod tests {
         assert_eq!(c.entry_points[0].name, "main");
         assert_eq!(c.entry_points[0].symbol, "main_");
         assert!(c.text.contains("extern \"C\" __global__ void main_("));
+        // OpenCL C built-in functions and vector types, `<math.h>` variants and the emitter's
+        // prefixes get one too; other names stay as they are.
+        for (name, symbol) in [
+            ("step", "step_"),
+            ("dot", "dot_"),
+            ("sqrtf", "sqrtf_"),
+            ("float4", "float4_"),
+            ("native_sin", "native_sin_"),
+            ("vload4", "vload4_"),
+            ("atom_add", "atom_add_"),
+            ("xh_ep", "xh_ep_"),
+            ("stepper", "stepper"),
+            ("main_", "main_"),
+            ("fill", "fill"),
+            ("float5", "float5"),
+        ] {
+            assert_eq!(c_symbol(name), symbol);
+        }
+        let source = "@group(0) @binding(0) var<storage, read_write> d: array<u32>;\n\
+                      @compute @workgroup_size(1)\nfn step() { d[0] = 1u; }\n";
+        let c = parse_wgsl(source)
+            .expect("parses")
+            .to_c(Dialect::OpenclC, None)
+            .expect("emits");
+        assert_eq!(c.entry_points[0].symbol, "step_");
+        assert!(c.text.contains(" void step_("), "{}", c.text);
+        // Two entry points that would get the same C name are refused, naming both.
+        let source = "@group(0) @binding(0) var<storage, read_write> d: array<u32>;\n\
+                      @compute @workgroup_size(1)\nfn main() { d[0] = 1u; }\n\
+                      @compute @workgroup_size(1)\nfn main_() { d[0] = 2u; }\n";
+        let module = parse_wgsl(source).expect("parses");
+        for &dialect in Dialect::ALL {
+            let e = module.to_c(dialect, None).expect_err("refused");
+            assert_eq!(e.kind(), KernelErrorKind::Unsupported);
+            assert!(
+                e.message().contains("`main` and `main_`") && e.message().contains("function `main_`"),
+                "{e}"
+            );
+            // One of them alone is fine.
+            assert_eq!(
+                module.to_c(dialect, Some("main_")).expect("emits").entry_points[0].symbol,
+                "main_"
+            );
+        }
     }
 
     #[test]

@@ -197,7 +197,11 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
                 .any(|(_, e)| matches!(e, Expression::Literal(Literal::F64(_))))
         });
 
-    let mut out = prelude(d, uses_f64);
+    let uses_atomics64 = m
+        .types
+        .iter()
+        .any(|(_, t)| matches!(t.inner, TypeInner::Atomic(s) if s.width == 8));
+    let mut out = prelude(d, uses_f64, uses_atomics64);
     if d == Dialect::HostC {
         out.push_str(
             "#ifndef XHAL_INVOCATION_DEFINED\n#define XHAL_INVOCATION_DEFINED\n\
@@ -1061,9 +1065,6 @@ impl<'a> Writer<'a> {
             Expression::Load { pointer } => {
                 let lv = self.lvalue(fx, *pointer)?;
                 match self.pointee(fx, *pointer) {
-                    TypeInner::Atomic(s) if s.width != 4 && self.d == Dialect::OpenclC => {
-                        return Err(self.expr_err(fx, h, "64-bit atomics"))
-                    }
                     TypeInner::Atomic(s) => self.atomic_load(&lv, s),
                     _ => lv,
                 }
@@ -1691,6 +1692,12 @@ impl<'a> Writer<'a> {
                 format!("(({t})atomicAdd((xh_u64*)&{lv}, (xh_u64)0))")
             }
             Dialect::CudaC | Dialect::HipC => format!("atomicAdd(&{lv}, {zero})"),
+            // 64-bit atomics come from cl_khr_int64_base_atomics (`atom_*`, enabled in the
+            // prelude).
+            Dialect::OpenclC if s.width == 8 => {
+                let t = self.inner_name(&TypeInner::Scalar(s)).unwrap_or_default();
+                format!("atom_add(&{lv}, ({t})0)")
+            }
             Dialect::OpenclC => format!("atomic_add(&{lv}, {zero})"),
         }
     }
@@ -1740,6 +1747,21 @@ impl<'a> Writer<'a> {
                     A::Min => "atomicMin",
                     A::Max => "atomicMax",
                     A::Exchange { .. } => "atomicExch",
+                };
+                format!("{name}({p}, {v})")
+            }
+            Dialect::OpenclC if s.width == 8 => {
+                // cl_khr_int64_base_atomics and cl_khr_int64_extended_atomics (min, max and
+                // the bitwise operations), on `long` and `ulong`.
+                let name = match fun {
+                    A::Add => "atom_add",
+                    A::Subtract => "atom_sub",
+                    A::And => "atom_and",
+                    A::InclusiveOr => "atom_or",
+                    A::ExclusiveOr => "atom_xor",
+                    A::Min => "atom_min",
+                    A::Max => "atom_max",
+                    A::Exchange { .. } => "atom_xchg",
                 };
                 format!("{name}({p}, {v})")
             }
@@ -2031,9 +2053,6 @@ impl<'a> Writer<'a> {
                 let lv = self.lvalue(fx, *pointer)?;
                 let v = self.expr(fx, *value)?;
                 match self.pointee(fx, *pointer) {
-                    TypeInner::Atomic(s) if s.width != 4 && self.d == Dialect::OpenclC => {
-                        return Err(self.unsupported_at("64-bit atomics", span))
-                    }
                     TypeInner::Atomic(s) => {
                         let call = match self.d {
                             Dialect::HostC => format!("__atomic_store_n(&{lv}, {v}, __ATOMIC_RELAXED)"),
@@ -2041,6 +2060,7 @@ impl<'a> Writer<'a> {
                                 format!("(void)atomicExch((xh_u64*)&{lv}, (xh_u64)({v}))")
                             }
                             Dialect::CudaC | Dialect::HipC => format!("(void)atomicExch(&{lv}, {v})"),
+                            Dialect::OpenclC if s.width == 8 => format!("(void)atom_xchg(&{lv}, {v})"),
                             Dialect::OpenclC => format!("(void)atomic_xchg(&{lv}, {v})"),
                         };
                         let _ = writeln!(out, "{pad}{call};");
@@ -2062,9 +2082,6 @@ impl<'a> Writer<'a> {
                     TypeInner::Atomic(s) => s,
                     _ => return Err(self.unsupported_at("this atomic operation", span)),
                 };
-                if s.width != 4 && self.d == Dialect::OpenclC {
-                    return Err(self.unsupported_at("64-bit atomics", span));
-                }
                 let p = format!("&{lv}");
                 if let naga::AtomicFunction::Exchange { compare: Some(cmp) } = fun {
                     let c = self.expr(fx, *cmp)?;
@@ -2099,7 +2116,8 @@ impl<'a> Writer<'a> {
                             old = names[0]
                         ),
                         Dialect::OpenclC => format!(
-                            "{st} expected = {c}; {name}.{old} = atomic_cmpxchg({p}, expected, {v}); {name}.{ex} = {name}.{old} == expected;",
+                            "{st} expected = {c}; {name}.{old} = {f}({p}, expected, {v}); {name}.{ex} = {name}.{old} == expected;",
+                            f = if s.width == 8 { "atom_cmpxchg" } else { "atomic_cmpxchg" },
                             ex = names[1],
                             old = names[0]
                         ),
@@ -3033,13 +3051,214 @@ const RESERVED: &[&str] = &[
     "inline",
     "restrict",
     "export",
+    "bool",
+    "size_t",
+    "ptrdiff_t",
+    "intptr_t",
+    "uintptr_t",
+    "event_t",
+    "sampler_t",
+    "printf",
 ];
 
+/// Built-in functions of OpenCL C 1.2 (and, for most, of C's `<math.h>` and CUDA's device
+/// library) that a kernel of the same name would clash with: OpenCL C compilers refuse the
+/// redefinition of an overloaded built-in or rename the kernel (PoCL names a kernel `step`
+/// `_cl_step`). `<math.h>`'s `f` and `l` variants (`sqrtf`) count as well.
+const BUILTIN_FUNCTIONS: &[&str] = &[
+    // Work-items.
+    "get_work_dim",
+    "get_global_size",
+    "get_global_id",
+    "get_local_size",
+    "get_local_id",
+    "get_num_groups",
+    "get_group_id",
+    "get_global_offset",
+    // Math.
+    "acos",
+    "acosh",
+    "acospi",
+    "asin",
+    "asinh",
+    "asinpi",
+    "atan",
+    "atan2",
+    "atanh",
+    "atanpi",
+    "atan2pi",
+    "cbrt",
+    "ceil",
+    "copysign",
+    "cos",
+    "cosh",
+    "cospi",
+    "erf",
+    "erfc",
+    "exp",
+    "exp2",
+    "exp10",
+    "expm1",
+    "fabs",
+    "fdim",
+    "floor",
+    "fma",
+    "fmax",
+    "fmin",
+    "fmod",
+    "fract",
+    "frexp",
+    "hypot",
+    "ilogb",
+    "ldexp",
+    "lgamma",
+    "lgamma_r",
+    "log",
+    "log2",
+    "log10",
+    "log1p",
+    "logb",
+    "mad",
+    "maxmag",
+    "minmag",
+    "modf",
+    "nan",
+    "nextafter",
+    "pow",
+    "pown",
+    "powr",
+    "remainder",
+    "remquo",
+    "rint",
+    "rootn",
+    "round",
+    "rsqrt",
+    "sin",
+    "sincos",
+    "sinh",
+    "sinpi",
+    "sqrt",
+    "tan",
+    "tanh",
+    "tanpi",
+    "tgamma",
+    "trunc",
+    // Integers.
+    "abs",
+    "abs_diff",
+    "add_sat",
+    "hadd",
+    "rhadd",
+    "clamp",
+    "clz",
+    "mad_hi",
+    "mad_sat",
+    "max",
+    "min",
+    "mul_hi",
+    "rotate",
+    "sub_sat",
+    "upsample",
+    "popcount",
+    "mad24",
+    "mul24",
+    // Common and geometric.
+    "degrees",
+    "radians",
+    "mix",
+    "sign",
+    "smoothstep",
+    "step",
+    "cross",
+    "dot",
+    "distance",
+    "length",
+    "normalize",
+    "fast_distance",
+    "fast_length",
+    "fast_normalize",
+    // Relational.
+    "isequal",
+    "isnotequal",
+    "isgreater",
+    "isgreaterequal",
+    "isless",
+    "islessequal",
+    "islessgreater",
+    "isfinite",
+    "isinf",
+    "isnan",
+    "isnormal",
+    "isordered",
+    "isunordered",
+    "signbit",
+    "any",
+    "all",
+    "bitselect",
+    "select",
+    // Synchronisation, copies, vectors.
+    "read_mem_fence",
+    "write_mem_fence",
+    "async_work_group_copy",
+    "async_work_group_strided_copy",
+    "wait_group_events",
+    "prefetch",
+    "shuffle",
+    "shuffle2",
+    "vec_step",
+    // <string.h>, which host C includes.
+    "memcpy",
+    "memmove",
+    "memcmp",
+    "memchr",
+    "strlen",
+];
+
+/// Prefixes of built-in families (`native_sin`, `vload4`, `convert_int_sat`, `atom_add`,
+/// `read_imagef`) and of the emitter's own names.
+const RESERVED_PREFIXES: &[&str] = &[
+    "xh_",
+    "atomic",
+    "atom_",
+    "__",
+    "native_",
+    "half_",
+    "vload",
+    "vstore",
+    "convert_",
+    "as_",
+    "read_image",
+    "write_image",
+    "get_image_",
+];
+
+/// Whether `name` is an OpenCL C vector type name (`float4`, `uchar16`).
+fn is_vector_type(name: &str) -> bool {
+    let digits = name.len() - name.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    let (base, lanes) = name.split_at(name.len() - digits);
+    matches!(lanes, "2" | "3" | "4" | "8" | "16")
+        && matches!(
+            base,
+            "char" | "uchar" | "short" | "ushort" | "int" | "uint" | "long" | "ulong" | "float" | "double" | "half"
+        )
+}
+
 /// The C function name of an entry point: its WGSL name, with `_` appended when C, C++ or
-/// OpenCL C reserve that name (`main` becomes `main_`) or it could clash with the emitter's
-/// own `xh_` names.
+/// OpenCL C reserve that name (`main` becomes `main_`), when it names a built-in function of
+/// OpenCL C or `<math.h>` (`step` becomes `step_`, `sqrtf` becomes `sqrtf_`) or a vector type,
+/// or when it could clash with the emitter's own `xh_` names. Backends that take emitted C
+/// look a kernel up by `c_symbol(wgsl_name)`.
 pub fn c_symbol(name: &str) -> String {
-    if RESERVED.contains(&name) || name.starts_with("xh_") || name.starts_with("atomic") || name.starts_with("__") {
+    let math_variant = name
+        .strip_suffix('f')
+        .or_else(|| name.strip_suffix('l'))
+        .is_some_and(|base| BUILTIN_FUNCTIONS.contains(&base));
+    if RESERVED.contains(&name)
+        || BUILTIN_FUNCTIONS.contains(&name)
+        || math_variant
+        || is_vector_type(name)
+        || RESERVED_PREFIXES.iter().any(|prefix| name.starts_with(prefix))
+    {
         format!("{name}_")
     } else {
         name.to_owned()

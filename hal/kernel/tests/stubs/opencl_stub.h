@@ -42,3 +42,27 @@ XH_STUB_ATOMIC(xchg)
 uint xh_stub_cmpxchg_u(volatile uint*, uint, uint);
 int xh_stub_cmpxchg_i(volatile int*, int, int);
 #define atomic_cmpxchg(p, c, v) _Generic((p), uint*: xh_stub_cmpxchg_u, int*: xh_stub_cmpxchg_i)(p, c, v)
+/* cl_khr_int64_base_atomics and cl_khr_int64_extended_atomics. */
+#define XH_STUB_ATOM(name) \
+    ulong xh_stub_atom_##name##_u(volatile ulong*, ulong); \
+    long xh_stub_atom_##name##_i(volatile long*, long);
+XH_STUB_ATOM(add)
+XH_STUB_ATOM(sub)
+XH_STUB_ATOM(min)
+XH_STUB_ATOM(max)
+XH_STUB_ATOM(and)
+XH_STUB_ATOM(or)
+XH_STUB_ATOM(xor)
+XH_STUB_ATOM(xchg)
+#define XH_STUB_PICK_ATOM(name, p) _Generic((p), ulong*: xh_stub_atom_##name##_u, long*: xh_stub_atom_##name##_i)
+#define atom_add(p, v) XH_STUB_PICK_ATOM(add, p)(p, v)
+#define atom_sub(p, v) XH_STUB_PICK_ATOM(sub, p)(p, v)
+#define atom_min(p, v) XH_STUB_PICK_ATOM(min, p)(p, v)
+#define atom_max(p, v) XH_STUB_PICK_ATOM(max, p)(p, v)
+#define atom_and(p, v) XH_STUB_PICK_ATOM(and, p)(p, v)
+#define atom_or(p, v) XH_STUB_PICK_ATOM(or, p)(p, v)
+#define atom_xor(p, v) XH_STUB_PICK_ATOM(xor, p)(p, v)
+#define atom_xchg(p, v) XH_STUB_PICK_ATOM(xchg, p)(p, v)
+ulong xh_stub_atom_cmpxchg_u(volatile ulong*, ulong, ulong);
+long xh_stub_atom_cmpxchg_i(volatile long*, long, long);
+#define atom_cmpxchg(p, c, v) _Generic((p), ulong*: xh_stub_atom_cmpxchg_u, long*: xh_stub_atom_cmpxchg_i)(p, c, v)
