@@ -219,3 +219,39 @@ fn a_new_kernel_is_compiled_once_and_then_comes_from_the_cache() {
         .collect();
     assert!(!objects.is_empty(), "the cache holds the compiled objects");
 }
+
+#[test]
+fn the_unchecked_fast_path_still_faults_past_the_end_and_clamps_like_the_interpreter() {
+    if !compiler_present() {
+        println!("skipped: no C compiler (cc or $CC); the compiled mode cannot be tested here");
+        return;
+    }
+    // Affine indices: the compiled kernel runs workgroups whose indices stay in bounds
+    // without per-access checks; the second workgroup here reaches past `y`.
+    const SHIFT: &str = r#"
+struct Params { shift: u32 }
+var<immediate> params: Params;
+@group(0) @binding(0) var<storage, read> x: array<u32>;
+@group(0) @binding(1) var<storage, read_write> y: array<u32>;
+@compute @workgroup_size(64)
+fn shift(@builtin(global_invocation_id) id: vec3<u32>) {
+    y[id.x + params.shift] = x[id.x] + 1u;
+}
+"#;
+    let x: Vec<u32> = (0..128).collect();
+    let inputs = [words(&x), vec![0; 128 * 4]];
+    let strict =
+        Fixture::with_backend(backend(KernelMode::Compile)).dispatch(SHIFT, "shift", [2, 1, 1], &inputs, &words(&[3]));
+    let error = strict.expect_err("index 130 of a 128-element `y` faults");
+    assert_eq!(error.kind(), ErrorKind::KernelFault, "{error}");
+    assert!(error.message().contains("out of bounds"), "{error}");
+    // In bounds everywhere: the fast path, same bytes as the interpreter.
+    agree(SHIFT, "shift", [2, 1, 1], &[words(&x), vec![0; 131 * 4]], &words(&[3]));
+    // Lenient: clamped into the array, as the interpreter does.
+    let lenient = |mode| {
+        Fixture::with_backend(backend(mode).with_strict_bounds(false))
+            .dispatch(SHIFT, "shift", [2, 1, 1], &inputs, &words(&[3]))
+            .unwrap()
+    };
+    assert_eq!(lenient(KernelMode::Compile), lenient(KernelMode::Interpret));
+}

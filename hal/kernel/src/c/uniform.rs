@@ -139,9 +139,7 @@ impl Walker<'_> {
 
     fn statement(&mut self, s: &Statement, control: bool) {
         match s {
-            Statement::Store { pointer, value }
-                if !control || !self.uniform(*value) || !self.uniform(*pointer) =>
-            {
+            Statement::Store { pointer, value } if !control || !self.uniform(*value) || !self.uniform(*pointer) => {
                 self.lose(*pointer);
             }
             Statement::Block(b) => self.block(b, control),

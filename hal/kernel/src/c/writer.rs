@@ -47,6 +47,8 @@ struct Writer<'a> {
     wg_entries: HashSet<usize>,
     /// Of those, the ones with a context per invocation (they use `var<private>`).
     wg_private_ctx: HashSet<usize>,
+    /// Host C entry points with a second, unchecked body and the check that picks it.
+    fast_entries: HashSet<usize>,
 }
 
 /// Per-function state.
@@ -60,6 +62,9 @@ struct Fx<'a> {
     indent: usize,
     /// Host C entry points with barriers run a whole workgroup in one call: see [`Wg`].
     wg: Option<Wg>,
+    /// Host C: the entry point's own indices into runtime-sized arrays are used as they are,
+    /// because the caller checked that they stay in bounds (see `write_bounds_check`).
+    unchecked: bool,
 }
 
 /// The region outside every region: workgroup-level control flow.
@@ -158,6 +163,7 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
         functions: HashMap::new(),
         wg_entries: HashSet::new(),
         wg_private_ctx: HashSet::new(),
+        fast_entries: HashSet::new(),
     };
     w.check_types()?;
     let selected: Vec<usize> = m
@@ -312,7 +318,7 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
         );
     }
     for &h in &reachable {
-        let text = w.write_function(&m.functions[h], &w.info[h], w.functions[&h].clone(), false)?;
+        let text = w.write_function(&m.functions[h], &w.info[h], w.functions[&h].clone(), false, false)?;
         out.push_str(&text);
     }
     let mut entry_points = Vec::new();
@@ -337,7 +343,15 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
             }
             w.write_workgroup_function(ep, fi, &inner)?
         } else {
-            w.write_function(&ep.function, fi, inner.clone(), true)?
+            let mut text = w.write_function(&ep.function, fi, inner.clone(), true, false)?;
+            if d == Dialect::HostC {
+                if let Some(check) = w.write_bounds_check(i, &inner)? {
+                    text.push_str(&w.write_function(&ep.function, fi, format!("{inner}_fast"), true, true)?);
+                    text.push_str(&check);
+                    w.fast_entries.insert(i);
+                }
+            }
+            text
         };
         out.push_str(&text);
         let uses_len = uses_length(&ep.function)
@@ -816,6 +830,7 @@ impl<'a> Writer<'a> {
             .runtime_array_binding(fx, array)
             .ok_or_else(|| self.expr_err(fx, h, "indexing a runtime-sized array through a pointer parameter"))?;
         Ok(match self.d {
+            Dialect::HostC if fx.unchecked => format!("(xh_u32)({i})"),
             Dialect::HostC => format!(
                 "xh_rt_index(&{}, (xh_u32)({i}), ctx->n_[{binding}])",
                 Self::oob_flag(fx)
@@ -1781,7 +1796,14 @@ impl<'a> Writer<'a> {
         }
     }
 
-    fn write_function(&self, f: &Function, fi: &FunctionInfo, name: String, entry: bool) -> Res<String> {
+    fn write_function(
+        &self,
+        f: &Function,
+        fi: &FunctionInfo,
+        name: String,
+        entry: bool,
+        unchecked: bool,
+    ) -> Res<String> {
         let mut fx = Fx {
             f,
             fi,
@@ -1791,6 +1813,7 @@ impl<'a> Writer<'a> {
             entry,
             indent: 1,
             wg: None,
+            unchecked,
         };
         let mut params = vec!["xh_ctx* ctx".to_owned()];
         for (i, arg) in f.arguments.iter().enumerate() {
@@ -2497,16 +2520,30 @@ impl Writer<'_> {
             }
             out.push_str("    if (c.oob_) __atomic_store_n(group->out_of_bounds, 1u, __ATOMIC_RELAXED);\n}\n");
         } else {
-            let _ = writeln!(out, "    {{ xh_u32 li; for (li = 0; li < {total}u; li++) {{");
-            for line in w.private_init.lines() {
-                let _ = writeln!(out, "    {line}");
-            }
-            out.push_str(&self.builtins_of_li(wg, "        "));
             let mut call_args = vec!["&c".to_owned()];
             for arg in &ep.function.arguments {
                 call_args.push(self.builtin_name(arg, name)?.to_owned());
             }
-            let _ = writeln!(out, "        {}({});\n    }} }}", w.inner, call_args.join(", "));
+            let run = |function: &str| {
+                let mut text = format!("    {{ xh_u32 li; for (li = 0; li < {total}u; li++) {{\n");
+                for line in w.private_init.lines() {
+                    let _ = writeln!(text, "    {line}");
+                }
+                text.push_str(&self.builtins_of_li(wg, "        "));
+                let _ = writeln!(text, "        {function}({});\n    }} }}", call_args.join(", "));
+                text
+            };
+            if self.fast_entries.contains(&w.index) {
+                // Every index into a runtime-sized array stays in bounds for this workgroup:
+                // the body without the checks runs (the C compiler can vectorise it).
+                let _ = writeln!(out, "    if ({}_inbounds(&c, wid, nwg)) {{", w.inner);
+                out.push_str(&run(&format!("{}_fast", w.inner)));
+                out.push_str("    } else {\n");
+                out.push_str(&run(w.inner));
+                out.push_str("    }\n");
+            } else {
+                out.push_str(&run(w.inner));
+            }
             out.push_str("    if (c.oob_) __atomic_store_n(group->out_of_bounds, 1u, __ATOMIC_RELAXED);\n}\n");
         }
         let names: Vec<&str> = params
@@ -2634,6 +2671,7 @@ impl Writer<'_> {
             args: Vec::new(),
             entry: true,
             indent: 2,
+            unchecked: false,
             wg: Some(Wg {
                 size,
                 uniform: std::rc::Rc::clone(uniform),
@@ -2965,6 +3003,199 @@ impl Writer<'_> {
             _ => return Err(self.unsupported_at("this statement around a barrier", span)),
         }
         Ok(())
+    }
+
+    /// For an entry point without barriers whose indices into runtime-sized arrays are all
+    /// affine in the invocation index (`base + c * li`, with `base` made of constants, the
+    /// scalar block and the workgroup's id), a function `INNER_inbounds(ctx, wid, nwg)` that
+    /// says whether every such index of the workgroup is in bounds: since each index moves
+    /// in one direction with `li`, the first and the last invocation bound it. `None` when an
+    /// index is not of that form (the checked body then always runs).
+    fn write_bounds_check(&self, i: usize, inner: &str) -> Res<Option<String>> {
+        let ep = &self.m.entry_points[i];
+        let f = &ep.function;
+        let fi = self.info.get_entry_point(i);
+        let wg = ep.workgroup_size;
+        let total = wg[0].saturating_mul(wg[1]).saturating_mul(wg[2]).max(1);
+        let one_dimensional = wg[1] <= 1 && wg[2] <= 1;
+        let mut sites = Vec::new();
+        for (h, e) in f.expressions.iter() {
+            let (base, index) = match e {
+                Expression::Access { base, index } => (*base, Some(*index)),
+                Expression::AccessIndex { base, .. } => (*base, None),
+                _ => continue,
+            };
+            let dynamic = match fi[base].ty.inner_with(&self.m.types) {
+                TypeInner::Pointer { base: t, .. } => matches!(
+                    self.m.types[*t].inner,
+                    TypeInner::Array {
+                        size: ArraySize::Dynamic,
+                        ..
+                    }
+                ),
+                _ => false,
+            };
+            if !dynamic {
+                continue;
+            }
+            let Some(index) = index else { continue };
+            let Some(binding) = self.runtime_array_binding_of(f, base) else {
+                return Ok(None);
+            };
+            match self.affine(f, index, one_dimensional) {
+                // Far from wrapping around: the index is monotonic over the workgroup.
+                Some(c) if c.unsigned_abs().saturating_mul(u64::from(total)) < 1 << 30 => {
+                    sites.push((h, index, binding))
+                }
+                _ => return Ok(None),
+            }
+        }
+        if sites.is_empty() {
+            return Ok(None);
+        }
+        let fx = Fx {
+            f,
+            fi,
+            baked: HashMap::new(),
+            locals: HashMap::new(),
+            args: f
+                .arguments
+                .iter()
+                .enumerate()
+                .map(|(k, arg)| format!("a_{}{k}", ident(arg.name.as_deref(), "arg")))
+                .collect(),
+            entry: true,
+            indent: 1,
+            wg: None,
+            unchecked: false,
+        };
+        let mut text = format!(
+            "static int {inner}_inbounds(xh_ctx* ctx, xh_u32x3 wid, xh_u32x3 nwg) {{\n    xh_u32 li;\n    (void)nwg;\n"
+        );
+        let _ = writeln!(
+            text,
+            "    for (li = 0; li < {total}u; li += {}u) {{",
+            (total - 1).max(1)
+        );
+        text.push_str(&self.builtins_of_li(wg, "        "));
+        for (k, arg) in f.arguments.iter().enumerate() {
+            let _ = writeln!(
+                text,
+                "        XH_UNUSED {} {} = {};",
+                self.type_name(arg.ty)?,
+                fx.args[k],
+                self.builtin_name(arg, &ep.name)?
+            );
+        }
+        for (_, index, binding) in &sites {
+            let value = self.expr(&fx, *index)?;
+            // Arrays of more than 2^31 elements are left to the checks: the reasoning above
+            // needs the indices far from wrapping around.
+            let _ = writeln!(
+                text,
+                "        if (ctx->n_[{binding}] > 0x80000000u || (xh_u32)({value}) >= ctx->n_[{binding}]) return 0;"
+            );
+        }
+        text.push_str("    }\n    return 1;\n}\n");
+        Ok(Some(text))
+    }
+
+    fn runtime_array_binding_of(&self, f: &Function, array: Handle<Expression>) -> Option<u32> {
+        let g = match &f.expressions[array] {
+            Expression::GlobalVariable(g) => *g,
+            Expression::AccessIndex { base, .. } => match &f.expressions[*base] {
+                Expression::GlobalVariable(g) => *g,
+                _ => return None,
+            },
+            _ => return None,
+        };
+        let var = &self.m.global_variables[g];
+        match var.space {
+            AddressSpace::Storage { .. } => var.binding.as_ref().map(|b| b.binding),
+            _ => None,
+        }
+    }
+
+    /// `Some(c)` when integer expression `h` is `base + c * li` for the invocation index `li`,
+    /// `base` the same in every invocation and computed from constants, the scalar block and
+    /// the workgroup's id only (so it can be evaluated outside the kernel's body).
+    fn affine(&self, f: &Function, h: Handle<Expression>, one_dimensional: bool) -> Option<i64> {
+        let builtin = |e: &Expression| match e {
+            Expression::FunctionArgument(k) => match f.arguments[*k as usize].binding {
+                Some(naga::Binding::BuiltIn(b)) => Some(b),
+                _ => None,
+            },
+            _ => None,
+        };
+        match &f.expressions[h] {
+            Expression::Literal(_) | Expression::Constant(_) => Some(0),
+            Expression::FunctionArgument(_) => match builtin(&f.expressions[h])? {
+                naga::BuiltIn::LocalInvocationIndex => Some(1),
+                _ => None,
+            },
+            Expression::AccessIndex { base, index } => {
+                if let Some(b) = builtin(&f.expressions[*base]) {
+                    return match (b, index) {
+                        (naga::BuiltIn::WorkGroupId | naga::BuiltIn::NumWorkGroups, _) => Some(0),
+                        (naga::BuiltIn::GlobalInvocationId | naga::BuiltIn::LocalInvocationId, 0)
+                            if one_dimensional =>
+                        {
+                            Some(1)
+                        }
+                        (naga::BuiltIn::GlobalInvocationId | naga::BuiltIn::LocalInvocationId, 1 | 2)
+                            if one_dimensional =>
+                        {
+                            Some(0)
+                        }
+                        _ => None,
+                    };
+                }
+                None
+            }
+            Expression::Load { pointer } => {
+                // A member of the scalar block.
+                let mut p = *pointer;
+                loop {
+                    match &f.expressions[p] {
+                        Expression::AccessIndex { base, .. } => p = *base,
+                        Expression::GlobalVariable(g)
+                            if self.m.global_variables[*g].space == AddressSpace::Immediate =>
+                        {
+                            return Some(0)
+                        }
+                        _ => return None,
+                    }
+                }
+            }
+            Expression::As {
+                expr,
+                kind: ScalarKind::Uint | ScalarKind::Sint,
+                convert: None | Some(4),
+            } => self.affine(f, *expr, one_dimensional),
+            Expression::Unary {
+                op: UnaryOperator::Negate,
+                expr,
+            } => self.affine(f, *expr, one_dimensional).map(|c| -c),
+            Expression::Binary { op, left, right } => {
+                let a = self.affine(f, *left, one_dimensional)?;
+                let b = self.affine(f, *right, one_dimensional)?;
+                let literal = |x: Handle<Expression>| match f.expressions[x] {
+                    Expression::Literal(Literal::U32(v)) => Some(i64::from(v)),
+                    Expression::Literal(Literal::I32(v)) => Some(i64::from(v)),
+                    _ => None,
+                };
+                match op {
+                    Bin::Add => Some(a + b),
+                    Bin::Subtract => Some(a - b),
+                    Bin::Multiply if a == 0 && b == 0 => Some(0),
+                    Bin::Multiply if b == 0 => literal(*right).map(|k| a * k),
+                    Bin::Multiply if a == 0 => literal(*left).map(|k| b * k),
+                    _ if a == 0 && b == 0 => Some(0),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
     }
 
     /// Declarations of `lid`, `gid` and `lidx` for invocation `li` of a workgroup whose
