@@ -77,8 +77,13 @@ bench-backends: drivers
 	XHAL_WGPU_BENCH_ADAPTER=1 $(CARGO) bench -p xhal-wgpu --bench wgpu
 
 # The same WGSL saxpy, matmul and reduction on every device, and as native Rust loops, in one run.
+# Every device, the CPU both interpreted and compiled to C. The first run starts from an empty
+# kernel cache, so LOAD of cpu:0/compile is the C compiler's time; the second finds every
+# kernel in the cache (LOAD is then loading the cached object).
 bench-kernels: build
-	XHAL_PLUGIN_PATH=$(PLUGIN_DIR) target/release/xhal bench
+	rm -rf target/bench-kernel-cache
+	XHAL_CACHE_DIR=target/bench-kernel-cache XHAL_PLUGIN_PATH=$(PLUGIN_DIR) target/release/xhal bench --cpu-modes
+	XHAL_CACHE_DIR=target/bench-kernel-cache XHAL_PLUGIN_PATH=$(PLUGIN_DIR) target/release/xhal bench --cpu-modes --device cpu:0 --size small --repeat 1
 
 doc:
 	$(CARGO) doc --workspace --no-deps

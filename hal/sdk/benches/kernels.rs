@@ -27,10 +27,14 @@ fn cpu_device() -> Device {
     Runtime::builder()
         .without_plugin_search()
         .without_static_backends()
-        .backend(Arc::new(CpuBackend::with_config(CpuConfig {
-            devices: 1,
-            memory_per_device: 2 << 30,
-        })))
+        // The interpreter: the compiled mode is measured by `xhal bench --cpu-modes`.
+        .backend(Arc::new(
+            CpuBackend::with_config(CpuConfig {
+                devices: 1,
+                memory_per_device: 2 << 30,
+            })
+            .with_kernel_mode(xhal::cpu::KernelMode::Interpret),
+        ))
         .device_selector(None)
         .build()
         .expect("runtime over the CPU backend")
