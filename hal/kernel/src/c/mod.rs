@@ -74,6 +74,7 @@ mod prelude;
 mod writer;
 
 pub use writer::c_symbol;
+pub(crate) use writer::{calls, has_barrier};
 
 use crate::error::KernelError;
 use crate::wgsl::WgslModule;
