@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs the user-space drivers the GPU backends are tested on, when they are missing and
 # this runs as root with apt: Mesa lavapipe (Vulkan on the CPU) with the Khronos validation
-# layer, llvmpipe through EGL (GL), and PoCL (OpenCL on the CPU) behind the ICD loader.
+# layer, llvmpipe through EGL (GL), PoCL (OpenCL on the CPU) behind the ICD loader, and
+# spirv-tools (spirv-val checks the Kernel SPIR-V that xhal-kernel writes).
 # Otherwise it says loudly which backends will find no device; their tests then skip with
 # that reason, unless XHAL_REQUIRE_BACKENDS names them.
 set -uo pipefail
 
-packages=(libvulkan1 mesa-vulkan-drivers vulkan-validationlayers libegl1 libegl-mesa0 libgl1-mesa-dri ocl-icd-libopencl1 pocl-opencl-icd)
+packages=(libvulkan1 mesa-vulkan-drivers vulkan-validationlayers libegl1 libegl-mesa0 libgl1-mesa-dri ocl-icd-libopencl1 pocl-opencl-icd spirv-tools)
 missing=()
 for package in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
@@ -24,6 +25,7 @@ fi
 echo "" >&2
 echo "!!! missing and not installed: ${missing[*]}" >&2
 echo "!!! The wgpu, vulkan and opencl backends may find no device here: their tests and certification are SKIPPED." >&2
+echo "!!! Without spirv-tools the Kernel SPIR-V validation test is skipped (and fails under CI)." >&2
 echo "!!! Install those packages (as root: apt-get install ${missing[*]}) to run them." >&2
 echo "" >&2
 exit 0
