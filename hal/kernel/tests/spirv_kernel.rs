@@ -143,3 +143,48 @@ fn every_repository_kernel_validates_as_opencl_spirv_or_is_refused() {
         failures.join("\n\n")
     );
 }
+
+/// Kernels written to reach every mapping of the writer (tests/spirv_kernel/*.wgsl): each
+/// must be written and validate.
+#[test]
+fn every_mapping_of_the_writer_validates() {
+    if !have_spirv_val() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "spirv-val not found under CI: install spirv-tools (apt install spirv-tools)"
+        );
+        println!("skipped: spirv-val not found (apt install spirv-tools)");
+        return;
+    }
+    let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/spirv_kernel");
+    let mut files: Vec<_> = std::fs::read_dir(&here)
+        .expect("tests/spirv_kernel")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "wgsl"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 4);
+    let dir = std::env::temp_dir().join(format!("xhal-spirv-mappings-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let mut failures = Vec::new();
+    for path in &files {
+        let name = path.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        let source = std::fs::read_to_string(path).expect("read");
+        let result = parse_wgsl(&source)
+            .map_err(|e| e.with_file_name(&name).to_string())
+            .and_then(|m| m.to_spirv_kernel(None).map_err(|e| e.with_file_name(&name).to_string()))
+            .and_then(|k| {
+                let bytes = k.to_bytes();
+                if let Some(d) = std::env::var_os("XHAL_SPIRV_KERNEL_DUMP").map(PathBuf::from) {
+                    let _ = std::fs::create_dir_all(&d)
+                        .and_then(|()| std::fs::write(d.join(format!("{name}.spv")), &bytes));
+                }
+                validate(&dir, &name, &bytes)
+            });
+        if let Err(e) = result {
+            failures.push(format!("{name}:\n{e}"));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}

@@ -1764,10 +1764,11 @@ impl<'a> Writer<'a> {
         let (s, n) = self
             .scalar_of(fx, args[0])
             .ok_or_else(|| self.expr_err(fx, h, &format!("{fun:?} on this type")))?;
-        // Arguments that are scalars where the first is a vector apply to every component.
-        for (k, &a) in args.iter().enumerate().skip(1) {
-            if let (Some((sk, None)), Some(_)) = (self.scalar_of(fx, a), n) {
-                if !matches!(fun, Mf::ExtractBits | Mf::InsertBits) || sk.kind == s.kind {
+        // Arguments that are scalars where the first is a vector apply to every component
+        // (not the offset and count of the bit-field built-ins, which stay scalars).
+        if !matches!(fun, Mf::ExtractBits | Mf::InsertBits) {
+            for (k, &a) in args.iter().enumerate().skip(1) {
+                if let (Some((sk, None)), Some(_)) = (self.scalar_of(fx, a), n) {
                     vals[k] = self.splat(fx, vals[k], sk, n)?;
                 }
             }
