@@ -4,6 +4,10 @@
 //! full profile, which admits Physical64, Int64, Float64 and Int8). A kernel the writer
 //! cannot express must be refused with an `Unsupported` error, never a panic.
 //!
+//! Where the Khronos SPIR-V/LLVM translator is installed (`llvm-spirv`, Debian package
+//! llvm-spirv-15), each output must also translate to LLVM IR with `llvm-spirv -r`: that
+//! reader sits at the front of Intel's OpenCL and Level Zero compilers.
+//!
 //! Without `spirv-val` (Debian package spirv-tools) the test is skipped, except under CI
 //! (the `CI` variable set), where it fails.
 
@@ -69,14 +73,29 @@ fn have_spirv_val() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-fn validate(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), String> {
-    let file = dir.join(format!("{}.spv", name.replace(['/', '#', '.'], "_")));
-    std::fs::write(&file, bytes).map_err(|e| e.to_string())?;
-    let output = Command::new(SPIRV_VAL)
-        .args(["--target-env", TARGET_ENV])
-        .arg(&file)
-        .output()
-        .map_err(|e| e.to_string())?;
+/// The Khronos SPIR-V/LLVM translator, when installed (Debian: llvm-spirv-15): the reader
+/// at the front of Intel's OpenCL and Level Zero compilers. Optional; `spirv-val` is not.
+fn llvm_spirv() -> Option<&'static str> {
+    const NAMES: &[&str] = &[
+        "llvm-spirv",
+        "llvm-spirv-20",
+        "llvm-spirv-19",
+        "llvm-spirv-18",
+        "llvm-spirv-17",
+        "llvm-spirv-16",
+        "llvm-spirv-15",
+        "llvm-spirv-14",
+    ];
+    NAMES.iter().copied().find(|name| {
+        Command::new(name)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}
+
+fn run(cmd: &mut Command) -> Result<(), String> {
+    let output = cmd.output().map_err(|e| e.to_string())?;
     if output.status.success() {
         Ok(())
     } else {
@@ -84,6 +103,22 @@ fn validate(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), String> {
         text.push_str(&String::from_utf8_lossy(&output.stdout));
         Err(text.chars().take(3000).collect())
     }
+}
+
+/// `spirv-val --target-env opencl1.2`, then, where installed, a translation to LLVM IR.
+fn validate(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), String> {
+    let file = dir.join(format!("{}.spv", name.replace(['/', '#', '.'], "_")));
+    std::fs::write(&file, bytes).map_err(|e| e.to_string())?;
+    run(Command::new(SPIRV_VAL).args(["--target-env", TARGET_ENV]).arg(&file))?;
+    if let Some(translator) = llvm_spirv() {
+        run(Command::new(translator)
+            .arg("-r")
+            .arg(&file)
+            .arg("-o")
+            .arg(file.with_extension("bc")))
+        .map_err(|e| format!("{translator} -r: {e}"))?;
+    }
+    Ok(())
 }
 
 #[test]
@@ -129,8 +164,9 @@ fn every_repository_kernel_validates_as_opencl_spirv_or_is_refused() {
     }
     let refused_count: usize = refused.values().map(Vec::len).sum();
     println!(
-        "{} kernels: {validated} validated with {SPIRV_VAL} --target-env {TARGET_ENV}, {refused_count} refused",
-        kernels.len()
+        "{} kernels: {validated} validated with {SPIRV_VAL} --target-env {TARGET_ENV}{}, {refused_count} refused",
+        kernels.len(),
+        llvm_spirv().map_or(String::new(), |t| format!(" and read by {t} -r"))
     );
     for (why, names) in &refused {
         println!("refused: {why}: {}", names.join(", "));

@@ -83,6 +83,12 @@ struct Writer<'a> {
     out: Module,
     ext: u32,
     structs: HashMap<Handle<Type>, StructRepr>,
+    /// The scalar each scalar type id stands for: zeros of scalars and vectors are written as
+    /// `OpConstant` / `OpConstantComposite`, since some consumers (the Khronos LLVM
+    /// translator of LLVM 15) take `OpConstantNull` only for aggregates.
+    scalars: HashMap<u32, Scalar>,
+    /// The same for vector type ids: component and count.
+    vectors: HashMap<u32, (Scalar, u32)>,
     functions: HashMap<Handle<Function>, FnRepr>,
     workgroup: HashMap<Handle<GlobalVariable>, u32>,
     /// `LocalInvocationId`, `WorkgroupId`, `NumWorkgroups` input variables.
@@ -171,6 +177,8 @@ pub(super) fn write(module: &WgslModule, entry: Option<&str>) -> Res<SpirvKernel
         out: Module::default(),
         ext: 0,
         structs: HashMap::new(),
+        scalars: HashMap::new(),
+        vectors: HashMap::new(),
         functions: HashMap::new(),
         workgroup: HashMap::new(),
         builtins: [0; 3],
@@ -377,17 +385,32 @@ impl<'a> Writer<'a> {
     }
 
     fn bool_ty(&mut self) -> u32 {
-        self.out.ty(Op::TypeBool, &[])
+        let id = self.out.ty(Op::TypeBool, &[]);
+        self.scalars.entry(id).or_insert(Scalar::BOOL);
+        id
     }
 
     fn uint(&mut self, width: u8) -> u32 {
         if width == 1 {
             self.out.capabilities.insert(Capability::Int8 as u32);
         }
-        self.out.ty(Op::TypeInt, &[u32::from(width) * 8, 0])
+        let id = self.out.ty(Op::TypeInt, &[u32::from(width) * 8, 0]);
+        if width >= 4 {
+            self.scalars.entry(id).or_insert(Scalar {
+                kind: ScalarKind::Uint,
+                width,
+            });
+        }
+        id
     }
 
     fn scalar_ty(&mut self, s: Scalar) -> Res<u32> {
+        let id = self.scalar_ty_inner(s)?;
+        self.scalars.entry(id).or_insert(s);
+        Ok(id)
+    }
+
+    fn scalar_ty_inner(&mut self, s: Scalar) -> Res<u32> {
         Ok(match (s.kind, s.width) {
             (ScalarKind::Bool, _) => self.bool_ty(),
             (ScalarKind::Sint | ScalarKind::Uint, 4 | 8) => self.uint(s.width),
@@ -402,7 +425,9 @@ impl<'a> Writer<'a> {
 
     fn vec_ty(&mut self, s: Scalar, n: u32) -> Res<u32> {
         let c = self.scalar_ty(s)?;
-        Ok(self.out.ty(Op::TypeVector, &[c, n]))
+        let id = self.out.ty(Op::TypeVector, &[c, n]);
+        self.vectors.entry(id).or_insert((s, n));
+        Ok(id)
     }
 
     /// Scalar type, or vector of `n` when `n` is given.
@@ -709,6 +734,16 @@ impl<'a> Writer<'a> {
     }
 
     fn null(&mut self, t: u32) -> u32 {
+        if let Some(&s) = self.scalars.get(&t) {
+            if let Ok(zero) = self.const_scalar(s, 0, 0.0) {
+                return zero;
+            }
+        }
+        if let Some(&(s, n)) = self.vectors.get(&t) {
+            if let Ok(zero) = self.splat_const(s, Some(n), 0, 0.0) {
+                return zero;
+            }
+        }
         self.out.constant(Op::ConstantNull, t, &[])
     }
 
@@ -801,19 +836,30 @@ impl<'a> Writer<'a> {
         self.op_void(fx, Op::Store, &[ptr, value]);
     }
 
+    /// A composite of type `t` from its constituents (components, elements or members),
+    /// inserted one by one into an `OpUndef`: the LLVM 15 SPIR-V translator, which some
+    /// drivers embed, reads `OpCompositeConstruct` only when every constituent is constant.
+    fn construct(&mut self, fx: &mut Fx, t: u32, parts: &[u32]) -> u32 {
+        let mut current = self.out.constant(Op::Undef, t, &[]);
+        for (i, &part) in parts.iter().enumerate() {
+            current = self.op(fx, Op::CompositeInsert, t, &[part, current, i as u32]);
+        }
+        current
+    }
+
     /// Vector of `n` to an array of its `n` components.
     fn vec_to_arr(&mut self, fx: &mut Fx, v: u32, s: Scalar, n: u32) -> Res<u32> {
         let st = self.scalar_ty(s)?;
         let at = self.array_ty(st, n);
         let parts: Vec<u32> = (0..n).map(|i| self.op(fx, Op::CompositeExtract, st, &[v, i])).collect();
-        Ok(self.op(fx, Op::CompositeConstruct, at, &parts))
+        Ok(self.construct(fx, at, &parts))
     }
 
     fn arr_to_vec(&mut self, fx: &mut Fx, a: u32, s: Scalar, n: u32) -> Res<u32> {
         let st = self.scalar_ty(s)?;
         let vt = self.vec_ty(s, n)?;
         let parts: Vec<u32> = (0..n).map(|i| self.op(fx, Op::CompositeExtract, st, &[a, i])).collect();
-        Ok(self.op(fx, Op::CompositeConstruct, vt, &parts))
+        Ok(self.construct(fx, vt, &parts))
     }
 
     /// `v` (a scalar) repeated into a vector of `n`, or `v` itself when `n` is `None`.
@@ -822,7 +868,7 @@ impl<'a> Writer<'a> {
             None => Ok(v),
             Some(n) => {
                 let t = self.vec_ty(s, n)?;
-                Ok(self.op(fx, Op::CompositeConstruct, t, &vec![v; n as usize]))
+                Ok(self.construct(fx, t, &vec![v; n as usize]))
             }
         }
     }
@@ -1170,15 +1216,17 @@ impl<'a> Writer<'a> {
             }
             Expression::Compose { ty, ref components } => {
                 let mut parts = Vec::new();
+                let mut shapes = Vec::new();
                 for &c in components {
                     parts.push(self.expr(fx, c)?);
+                    shapes.push(self.scalar_of(fx, c).and_then(|(_, n)| n));
                 }
-                self.compose(fx, ty, &parts)?
+                self.compose(fx, ty, &parts, &shapes)?
             }
             Expression::Splat { size, value } => {
                 let v = self.expr(fx, value)?;
                 let t = self.expr_ty(fx, h)?;
-                self.op(fx, Op::CompositeConstruct, t, &vec![v; size as usize])
+                self.construct(fx, t, &vec![v; size as usize])
             }
             Expression::Swizzle { size, vector, pattern } => {
                 let v = self.expr(fx, vector)?;
@@ -1293,31 +1341,35 @@ impl<'a> Writer<'a> {
             }
             Expression::Compose { ty, components } => {
                 let mut parts = Vec::new();
+                let mut shapes = Vec::new();
                 for c in components {
                     parts.push(self.const_expr(fx, c)?);
+                    shapes.push(match self.info[c].inner_with(&self.m.types) {
+                        TypeInner::Vector { size, .. } => Some(*size as u32),
+                        _ => None,
+                    });
                 }
-                self.compose(fx, ty, &parts)?
+                self.compose(fx, ty, &parts, &shapes)?
             }
             Expression::Splat { size, value } => {
                 let v = self.const_expr(fx, value)?;
                 let r = self.info[h].clone();
                 let t = self.res_ty(&r)?;
-                self.op(fx, Op::CompositeConstruct, t, &vec![v; size as usize])
+                self.construct(fx, t, &vec![v; size as usize])
             }
             _ => return Err(self.unsupported("this constant expression")),
         })
     }
 
-    fn compose(&mut self, fx: &mut Fx, ty: Handle<Type>, parts: &[u32]) -> Res<u32> {
+    /// `shapes` gives the component count of each part that is a vector (vectors built from
+    /// vectors are flattened to their components).
+    fn compose(&mut self, fx: &mut Fx, ty: Handle<Type>, parts: &[u32], shapes: &[Option<u32>]) -> Res<u32> {
         let t = self.ty(ty)?;
         match self.m.types[ty].inner.clone() {
             TypeInner::Matrix { columns, rows, scalar } if parts.len() != columns as usize => {
                 let ct = self.vec_ty(scalar, rows as u32)?;
-                let cols: Vec<u32> = parts
-                    .chunks(rows as usize)
-                    .map(|c| self.op(fx, Op::CompositeConstruct, ct, c))
-                    .collect();
-                Ok(self.op(fx, Op::CompositeConstruct, t, &cols))
+                let cols: Vec<u32> = parts.chunks(rows as usize).map(|c| self.construct(fx, ct, c)).collect();
+                Ok(self.construct(fx, t, &cols))
             }
             TypeInner::Struct { .. } => {
                 let repr = self.structs[&ty].clone();
@@ -1338,9 +1390,24 @@ impl<'a> Writer<'a> {
                         }
                     }
                 }
-                Ok(self.op(fx, Op::CompositeConstruct, t, &ops))
+                Ok(self.construct(fx, t, &ops))
             }
-            _ => Ok(self.op(fx, Op::CompositeConstruct, t, parts)),
+            TypeInner::Vector { scalar, .. } => {
+                let st = self.scalar_ty(scalar)?;
+                let mut flat = Vec::new();
+                for (k, &part) in parts.iter().enumerate() {
+                    match shapes.get(k).copied().flatten() {
+                        Some(n) => {
+                            for i in 0..n {
+                                flat.push(self.op(fx, Op::CompositeExtract, st, &[part, i]));
+                            }
+                        }
+                        None => flat.push(part),
+                    }
+                }
+                Ok(self.construct(fx, t, &flat))
+            }
+            _ => Ok(self.construct(fx, t, parts)),
         }
     }
 
@@ -1613,7 +1680,7 @@ impl<'a> Writer<'a> {
                     let y = self.column(fx, b, j, scalar, rows as u32)?;
                     cols.push(self.op(fx, o, ct, &[x, y]));
                 }
-                Ok(self.op(fx, Op::CompositeConstruct, t, &cols))
+                Ok(self.construct(fx, t, &cols))
             }
             (Bin::Multiply, &TypeInner::Matrix { columns, rows, scalar }, TypeInner::Scalar(_))
             | (Bin::Multiply, TypeInner::Scalar(_), &TypeInner::Matrix { columns, rows, scalar }) => {
@@ -1628,7 +1695,7 @@ impl<'a> Writer<'a> {
                     let x = self.column(fx, m, j, scalar, rows as u32)?;
                     cols.push(self.op(fx, Op::VectorTimesScalar, ct, &[x, s]));
                 }
-                Ok(self.op(fx, Op::CompositeConstruct, t, &cols))
+                Ok(self.construct(fx, t, &cols))
             }
             (Bin::Multiply, &TypeInner::Matrix { columns, rows, scalar }, TypeInner::Vector { .. }) => {
                 self.mat_times_vec(fx, a, b, columns as u32, rows as u32, scalar)
@@ -1640,7 +1707,7 @@ impl<'a> Writer<'a> {
                     let c = self.column(fx, b, j, scalar, rows as u32)?;
                     parts.push(self.op(fx, Op::Dot, st, &[a, c]));
                 }
-                Ok(self.op(fx, Op::CompositeConstruct, t, &parts))
+                Ok(self.construct(fx, t, &parts))
             }
             (
                 Bin::Multiply,
@@ -1656,7 +1723,7 @@ impl<'a> Writer<'a> {
                     let bc = self.column(fx, b, kk, scalar, inner as u32)?;
                     cols.push(self.mat_times_vec(fx, a, bc, inner as u32, rows as u32, scalar)?);
                 }
-                Ok(self.op(fx, Op::CompositeConstruct, t, &cols))
+                Ok(self.construct(fx, t, &cols))
             }
             _ => Err(self.expr_err(fx, h, "this matrix operation")),
         }
@@ -2083,16 +2150,22 @@ impl<'a> Writer<'a> {
         t: u32,
     ) -> Res<u32> {
         let st = self.scalar_ty(s)?;
-        let e = |w: &mut Self, fx: &mut Fx, j: u32, i: u32| w.op(fx, Op::CompositeExtract, st, &[m, j, i]);
+        let ct = self.vec_ty(s, rows)?;
+        // Column first, then component: an extract that crosses from the array into the
+        // vector in one instruction is not something LLVM-based readers take.
+        let e = |w: &mut Self, fx: &mut Fx, j: u32, i: u32| {
+            let col = w.op(fx, Op::CompositeExtract, ct, &[m, j]);
+            w.op(fx, Op::CompositeExtract, st, &[col, i])
+        };
         match fun {
             Mf::Transpose => {
                 let ct = self.vec_ty(s, columns)?;
                 let mut cols = Vec::new();
                 for i in 0..rows {
                     let parts: Vec<u32> = (0..columns).map(|j| e(self, fx, j, i)).collect();
-                    cols.push(self.op(fx, Op::CompositeConstruct, ct, &parts));
+                    cols.push(self.construct(fx, ct, &parts));
                 }
-                Ok(self.op(fx, Op::CompositeConstruct, t, &cols))
+                Ok(self.construct(fx, t, &cols))
             }
             Mf::Determinant if columns == 2 => {
                 let a = e(self, fx, 0, 0);
@@ -2424,7 +2497,7 @@ impl<'a> Writer<'a> {
                     TypeResolution::Handle(h) => *h,
                     _ => return Err(self.unsupported_at("this atomic operation", span)),
                 };
-                self.compose(fx, rt, &[old, ok])?
+                self.compose(fx, rt, &[old, ok], &[])?
             }
             other => {
                 let o = match other {
@@ -2604,6 +2677,7 @@ impl<'a> Writer<'a> {
             fx.ctx.insert(*g, id);
         }
         let mut immediate_store = None;
+        let mut immediate_wrapped = None;
         let mut byval = Vec::new();
         if let Some(g) = immediate {
             let ty = m.global_variables[g].ty;
@@ -2613,13 +2687,24 @@ impl<'a> Writer<'a> {
                 params.push(t);
                 header_params.push((t, id));
                 immediate_store = Some((g, t, id));
-            } else {
+            } else if let TypeInner::Struct { .. } = m.types[ty].inner {
                 let mt = self.immediate_mem_ty(ty)?;
                 let pt = self.ptr(Sc::Function, mt);
                 params.push(pt);
                 header_params.push((pt, id));
                 byval.push(id);
                 fx.ctx.insert(g, id);
+            } else {
+                // A vector, array or matrix travels in a one-member struct: the same bytes,
+                // and the by-value aggregate OpenCL compilers expect.
+                let mt = self.immediate_mem_ty(ty)?;
+                let st = self.out.id();
+                inst(&mut self.out.globals, Op::TypeStruct, &[st, mt]);
+                let pt = self.ptr(Sc::Function, st);
+                params.push(pt);
+                header_params.push((pt, id));
+                byval.push(id);
+                immediate_wrapped = Some((g, mt, id));
             }
         }
         let mut lengths_param = None;
@@ -2662,6 +2747,12 @@ impl<'a> Writer<'a> {
             let var = self.var(&mut fx, t);
             self.store(&mut fx, var, id);
             fx.ctx.insert(g, var);
+        }
+        if let Some((g, mt, id)) = immediate_wrapped {
+            let pt = self.ptr(Sc::Function, mt);
+            let zero = self.const_u32(0);
+            let inner = self.op(&mut fx, Op::InBoundsAccessChain, pt, &[id, zero]);
+            fx.ctx.insert(g, inner);
         }
         if let Some((id, arr)) = lengths_param {
             let u64t = self.uint(8);
