@@ -180,8 +180,29 @@ fn every_repository_kernel_validates_as_opencl_spirv_or_is_refused() {
     );
 }
 
-/// Kernels written to reach every mapping of the writer (tests/spirv_kernel/*.wgsl): each
-/// must be written and validate.
+/// (file name, WGSL) of the kernels written to reach every mapping of the writer
+/// (tests/spirv_kernel/*.wgsl).
+fn mapping_kernels() -> Vec<(String, String)> {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/spirv_kernel");
+    let mut files: Vec<_> = std::fs::read_dir(&here)
+        .expect("tests/spirv_kernel")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "wgsl"))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .map(|path| {
+            (
+                path.file_name().unwrap_or_default().to_string_lossy().into_owned(),
+                std::fs::read_to_string(path).expect("read"),
+            )
+        })
+        .collect()
+}
+
+/// Kernels written to reach every mapping of the writer: each must be written and
+/// validate.
 #[test]
 fn every_mapping_of_the_writer_validates() {
     if !have_spirv_val() {
@@ -192,30 +213,22 @@ fn every_mapping_of_the_writer_validates() {
         println!("skipped: spirv-val not found (apt install spirv-tools)");
         return;
     }
-    let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/spirv_kernel");
-    let mut files: Vec<_> = std::fs::read_dir(&here)
-        .expect("tests/spirv_kernel")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "wgsl"))
-        .collect();
-    files.sort();
-    assert!(files.len() >= 4);
+    let kernels = mapping_kernels();
+    assert!(kernels.len() >= 4);
     let dir = std::env::temp_dir().join(format!("xhal-spirv-mappings-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let mut failures = Vec::new();
-    for path in &files {
-        let name = path.file_name().unwrap_or_default().to_string_lossy().into_owned();
-        let source = std::fs::read_to_string(path).expect("read");
-        let result = parse_wgsl(&source)
-            .map_err(|e| e.with_file_name(&name).to_string())
-            .and_then(|m| m.to_spirv_kernel(None).map_err(|e| e.with_file_name(&name).to_string()))
+    for (name, source) in &kernels {
+        let result = parse_wgsl(source)
+            .map_err(|e| e.with_file_name(name).to_string())
+            .and_then(|m| m.to_spirv_kernel(None).map_err(|e| e.with_file_name(name).to_string()))
             .and_then(|k| {
                 let bytes = k.to_bytes();
                 if let Some(d) = std::env::var_os("XHAL_SPIRV_KERNEL_DUMP").map(PathBuf::from) {
                     let _ = std::fs::create_dir_all(&d)
                         .and_then(|()| std::fs::write(d.join(format!("{name}.spv")), &bytes));
                 }
-                validate(&dir, &name, &bytes)
+                validate(&dir, name, &bytes)
             });
         if let Err(e) = result {
             failures.push(format!("{name}:\n{e}"));
@@ -223,4 +236,203 @@ fn every_mapping_of_the_writer_validates() {
     }
     let _ = std::fs::remove_dir_all(&dir);
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// Whether the first OpenCL device takes SPIR 1.2 bitcode (`cl_khr_spir`, as PoCL built with
+/// SPIR support does), asked through `clinfo`.
+fn opencl_takes_spir() -> bool {
+    Command::new("clinfo")
+        .output()
+        .is_ok_and(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).contains("cl_khr_spir"))
+}
+
+/// Runs every repository kernel twice on the OpenCL device, built from the OpenCL C dialect
+/// and from the Kernel SPIR-V (translated to SPIR 1.2 bitcode by `llvm-spirv -r`, since the
+/// PoCL here takes SPIR but not IL), with the same arguments through the same parameter ABI,
+/// and compares every buffer: the two translations must compute the same bytes.
+///
+/// Needs gcc, the OpenCL headers and loader, a device with `cl_khr_spir` and `llvm-spirv`;
+/// without them it says what is missing and passes (it is an extra check beyond
+/// `spirv-val`).
+#[test]
+fn kernel_spirv_computes_what_opencl_c_computes() {
+    let Some(translator) = llvm_spirv() else {
+        println!("skipped: llvm-spirv not found (apt install llvm-spirv-15)");
+        return;
+    };
+    if !opencl_takes_spir() {
+        println!("skipped: no OpenCL device with cl_khr_spir (clinfo)");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("xhal-spirv-differential-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let harness = dir.join("differential");
+    let compiled = Command::new("gcc")
+        .args(["-std=c11", "-O1", "-Wall", "-Werror", "-o"])
+        .arg(&harness)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/spirv_kernel/differential.c"))
+        .arg("-l:libOpenCL.so.1")
+        .output();
+    match compiled {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => {
+            println!(
+                "skipped: the OpenCL harness does not build here:\n{}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            return;
+        }
+        Err(e) => {
+            println!("skipped: gcc not found ({e})");
+            return;
+        }
+    }
+    let mut failures = Vec::new();
+    let mut same = 0;
+    let mut all = kernels();
+    all.extend(mapping_kernels());
+    for (name, source) in all {
+        let module = parse_wgsl(&source).expect("parsed before");
+        let (Ok(spirv), Ok(c)) = (
+            module.to_spirv_kernel(None),
+            module.to_c(xhal_kernel::Dialect::OpenclC, None),
+        ) else {
+            continue;
+        };
+        let stem = name.replace(['/', '#', '.'], "_");
+        let cl = dir.join(format!("{stem}.cl"));
+        let spv = dir.join(format!("{stem}.spv"));
+        let bc = dir.join(format!("{stem}.bc"));
+        std::fs::write(&cl, &c.text).expect("write");
+        std::fs::write(&spv, spirv.to_bytes()).expect("write");
+        if let Err(e) = run(Command::new(translator)
+            .args(["-r", "--spirv-target-env=CL1.2"])
+            .arg(&spv)
+            .arg("-o")
+            .arg(&bc))
+        {
+            failures.push(format!("{name}: {translator} -r: {e}"));
+            continue;
+        }
+        for ep in &spirv.entry_points {
+            let info = module.entry_point(&ep.name).expect("reflected");
+            let out = dir.join(format!("{stem}-{}", ep.symbol));
+            std::fs::create_dir_all(&out).expect("out dir");
+            let [wx, wy, wz] = ep.workgroup_size;
+            let output = Command::new(&harness)
+                .arg(&cl)
+                .arg(&bc)
+                .arg(&ep.symbol)
+                .arg(ep.buffers.to_string())
+                .arg(info.scalar_block_size().to_string())
+                .arg(u8::from(ep.buffer_lengths).to_string())
+                .args([wx, wy, wz].map(|w| w.to_string()))
+                .arg(&out)
+                .output()
+                .expect("run the harness");
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            if stderr.contains("OpenCL C: clCreateKernel failed: OpenCL error -46") {
+                // The OpenCL C build has no kernel of that name: a kernel named after an
+                // OpenCL C built-in (`step`) becomes an overload of it there. Nothing to
+                // compare against.
+                println!(
+                    "not compared: {name} `{}`: OpenCL C has no kernel `{}`",
+                    ep.name, ep.symbol
+                );
+                continue;
+            }
+            if !output.status.success() {
+                failures.push(format!(
+                    "{name} `{}`: {}{}",
+                    ep.name,
+                    String::from_utf8_lossy(&output.stdout),
+                    String::from_utf8_lossy(&output.stderr).trim()
+                ));
+                continue;
+            }
+            match compare_buffers(module.naga_module(), &out, ep.buffers) {
+                Ok(()) => same += 1,
+                Err(e) => failures.push(format!("{name} `{}`: {e}", ep.name)),
+            }
+        }
+    }
+    println!("{same} entry points computed the same bytes from OpenCL C and from Kernel SPIR-V");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Marks the bytes of a value of type `ty` at `offset` that hold data (not padding).
+fn mark(
+    m: &xhal_kernel::naga::Module,
+    ty: xhal_kernel::naga::Handle<xhal_kernel::naga::Type>,
+    offset: usize,
+    mask: &mut [bool],
+) {
+    use xhal_kernel::naga::{ArraySize, TypeInner};
+    let mut set = |at: usize, n: usize| {
+        for byte in mask.iter_mut().skip(at).take(n) {
+            *byte = true;
+        }
+    };
+    match &m.types[ty].inner {
+        TypeInner::Scalar(s) | TypeInner::Atomic(s) => set(offset, usize::from(s.width)),
+        TypeInner::Vector { size, scalar } => set(offset, *size as usize * usize::from(scalar.width)),
+        TypeInner::Matrix { columns, rows, scalar } => {
+            let w = usize::from(scalar.width);
+            let stride = if *rows as usize == 2 { 2 * w } else { 4 * w };
+            for c in 0..*columns as usize {
+                set(offset + c * stride, *rows as usize * w);
+            }
+        }
+        TypeInner::Array { base, size, stride } => {
+            let stride = *stride as usize;
+            let count = match size {
+                ArraySize::Constant(n) => n.get() as usize,
+                _ => mask.len().saturating_sub(offset) / stride.max(1),
+            };
+            for i in 0..count {
+                mark(m, *base, offset + i * stride, mask);
+            }
+        }
+        TypeInner::Struct { members, .. } => {
+            for member in members {
+                mark(m, member.ty, offset + member.offset as usize, mask);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Compares what the two builds left in each buffer, byte by byte where the buffer's type
+/// holds data (padding may differ), taking any two f32 NaNs as equal.
+fn compare_buffers(m: &xhal_kernel::naga::Module, dir: &Path, buffers: u32) -> Result<(), String> {
+    for b in 0..buffers {
+        let c = std::fs::read(dir.join(format!("c{b}.bin"))).map_err(|e| e.to_string())?;
+        let s = std::fs::read(dir.join(format!("s{b}.bin"))).map_err(|e| e.to_string())?;
+        let var = m
+            .global_variables
+            .iter()
+            .find(|(_, v)| v.binding.as_ref().is_some_and(|r| r.group == 0 && r.binding == b))
+            .map(|(_, v)| v)
+            .ok_or_else(|| format!("no binding {b}"))?;
+        let mut mask = vec![false; c.len()];
+        mark(m, var.ty, 0, &mut mask);
+        for word in (0..c.len().min(s.len())).step_by(4) {
+            let end = (word + 4).min(c.len());
+            let differs = (word..end).any(|i| mask[i] && c[i] != s[i]);
+            if !differs {
+                continue;
+            }
+            let x = u32::from_le_bytes(c[word..word + 4].try_into().unwrap_or([0; 4]));
+            let y = u32::from_le_bytes(s[word..word + 4].try_into().unwrap_or([0; 4]));
+            if f32::from_bits(x).is_nan() && f32::from_bits(y).is_nan() {
+                continue;
+            }
+            return Err(format!(
+                "buffer {b} (`{}`), byte {word}: OpenCL C wrote 0x{x:08x}, Kernel SPIR-V wrote 0x{y:08x}",
+                var.name.as_deref().unwrap_or("?")
+            ));
+        }
+    }
+    Ok(())
 }

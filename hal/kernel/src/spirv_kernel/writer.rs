@@ -1701,11 +1701,10 @@ impl<'a> Writer<'a> {
                 self.mat_times_vec(fx, a, b, columns as u32, rows as u32, scalar)
             }
             (Bin::Multiply, TypeInner::Vector { .. }, &TypeInner::Matrix { columns, rows, scalar }) => {
-                let st = self.scalar_ty(scalar)?;
                 let mut parts = Vec::new();
                 for j in 0..columns as u32 {
                     let c = self.column(fx, b, j, scalar, rows as u32)?;
-                    parts.push(self.op(fx, Op::Dot, st, &[a, c]));
+                    parts.push(self.float_dot(fx, scalar, Some(rows as u32), a, c)?);
                 }
                 Ok(self.construct(fx, t, &parts))
             }
@@ -1868,8 +1867,6 @@ impl<'a> Writer<'a> {
                 Mf::Log => Some(Cl::log),
                 Mf::Log2 => Some(Cl::log2),
                 Mf::Sqrt => Some(Cl::sqrt),
-                Mf::Length => Some(Cl::length),
-                Mf::Normalize => Some(Cl::normalize),
                 _ => None,
             };
             if let Some(f) = one_arg {
@@ -1880,11 +1877,30 @@ impl<'a> Writer<'a> {
                 Mf::Max => self.ext(fx, Cl::fmax, t, &[x, vals[1]]),
                 Mf::Atan2 => self.ext(fx, Cl::atan2, t, &[x, vals[1]]),
                 Mf::Pow => self.ext(fx, Cl::pow, t, &[x, vals[1]]),
-                Mf::Distance => self.ext(fx, Cl::distance, t, &[x, vals[1]]),
                 Mf::Cross => self.ext(fx, Cl::cross, t, &[x, vals[1]]),
                 Mf::Ldexp => self.ext(fx, Cl::ldexp, t, &[x, vals[1]]),
                 Mf::Fma => self.ext(fx, Cl::fma, t, &[x, vals[1], vals[2]]),
-                Mf::Dot => self.op(fx, Op::Dot, t, &[x, vals[1]]),
+                // Geometry as the C dialects write it: products summed left to right, a
+                // square root, a division (no rescaling of tiny or huge vectors), so every
+                // translation gives the same bits.
+                Mf::Dot => self.float_dot(fx, s, n, x, vals[1])?,
+                Mf::Length => {
+                    let d = self.float_dot(fx, s, n, x, x)?;
+                    self.ext(fx, Cl::sqrt, t, &[d])
+                }
+                Mf::Distance => {
+                    let vt = self.shaped(s, n)?;
+                    let diff = self.op(fx, Op::FSub, vt, &[x, vals[1]]);
+                    let d = self.float_dot(fx, s, n, diff, diff)?;
+                    self.ext(fx, Cl::sqrt, t, &[d])
+                }
+                Mf::Normalize => {
+                    let st = self.scalar_ty(s)?;
+                    let d = self.float_dot(fx, s, n, x, x)?;
+                    let len = self.ext(fx, Cl::sqrt, st, &[d]);
+                    let lens = self.splat(fx, len, s, n)?;
+                    self.op(fx, Op::FDiv, t, &[x, lens])
+                }
                 Mf::Clamp => {
                     let a = self.ext(fx, Cl::fmax, t, &[x, vals[1]]);
                     self.ext(fx, Cl::fmin, t, &[a, vals[2]])
@@ -2065,6 +2081,20 @@ impl<'a> Writer<'a> {
             }
             other => return Err(self.expr_err(fx, h, &format!("the built-in {other:?} on {}", scalar_wgsl(s)))),
         })
+    }
+
+    /// `a · b` for float scalars or vectors: the products added left to right.
+    fn float_dot(&mut self, fx: &mut Fx, s: Scalar, n: Option<u32>, a: u32, b: u32) -> Res<u32> {
+        let st = self.scalar_ty(s)?;
+        let vt = self.shaped(s, n)?;
+        let p = self.op(fx, Op::FMul, vt, &[a, b]);
+        let Some(n) = n else { return Ok(p) };
+        let mut acc = self.op(fx, Op::CompositeExtract, st, &[p, 0]);
+        for i in 1..n {
+            let c = self.op(fx, Op::CompositeExtract, st, &[p, i]);
+            acc = self.op(fx, Op::FAdd, st, &[acc, c]);
+        }
+        Ok(acc)
     }
 
     /// `extractBits` / `insertBits` with WGSL's clamping of offset and count.

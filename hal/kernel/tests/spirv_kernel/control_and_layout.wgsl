@@ -28,24 +28,24 @@ fn first_over(limit: u32) -> u32 {
 fn bump(p: ptr<function, Inner>) { (*p).c += 1u; }
 
 @compute @workgroup_size(16)
-fn control(@builtin(local_invocation_id) lid: vec3<u32>) {
-    let o = outer[lid.x];
+fn control(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let o = outer[lid.x + 100u];
     let b = o.inner.b + o.arr[lid.x % 2u].b + ORIGIN.b + state.b;
-    outer[lid.x].arr[1].b = b;
-    outer[0].inner = ORIGIN;
-    outer[1].d = o.d * 2.0lf;
+    outer[lid.x + 16u * wid.x].arr[1].b = b;
+    outer[lid.x + 16u * wid.x + 32u].inner = ORIGIN;
+    outer[lid.x + 16u * wid.x + 64u].d = o.d * 2.0lf;
     var local_outer = o;
     local_outer.arr[lid.y].b.y = 4.0;
-    outer[2] = local_outer;
+    outer[lid.x + 16u * wid.x + 200u] = local_outer;
     switch params.k {
         case -1: { atomicAdd(&counted.count, 1u); }
         case 0, 1: { atomicSub(&counted.total, 2); }
         default: { }
     }
     let n = first_over(TABLE[lid.x % 4u]);
-    counted.data[lid.x] = n + u32(classify(params.k)) + u32(params.items[lid.x % 2u].w) + u32(params.m[1].z);
+    counted.data[lid.x + 16u * wid.x + 256u] = n + u32(classify(params.k)) + u32(params.items[lid.x % 2u].w) + u32(params.m[1].z);
     if lid.x == 0u { done = true; var copy = shared_inner; bump(&copy); shared_inner = copy; }
     workgroupBarrier();
-    if done { counted.data[1] = shared_inner.c + TABLE[lid.y]; }
+    if done { counted.data[lid.x + 16u * wid.x + 512u] = shared_inner.c + TABLE[lid.y]; }
     state.c = 4u;
 }
