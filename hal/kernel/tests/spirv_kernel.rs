@@ -319,17 +319,20 @@ fn kernel_spirv_computes_what_opencl_c_computes() {
             let out = dir.join(format!("{stem}-{}", ep.symbol));
             std::fs::create_dir_all(&out).expect("out dir");
             let [wx, wy, wz] = ep.workgroup_size;
-            let output = Command::new(&harness)
-                .arg(&cl)
-                .arg(&bc)
-                .arg(&ep.symbol)
-                .arg(ep.buffers.to_string())
-                .arg(info.scalar_block_size().to_string())
-                .arg(u8::from(ep.buffer_lengths).to_string())
-                .args([wx, wy, wz].map(|w| w.to_string()))
-                .arg(&out)
-                .output()
-                .expect("run the harness");
+            let launch = |out: &Path| {
+                Command::new(&harness)
+                    .arg(&cl)
+                    .arg(&bc)
+                    .arg(&ep.symbol)
+                    .arg(ep.buffers.to_string())
+                    .arg(info.scalar_block_size().to_string())
+                    .arg(u8::from(ep.buffer_lengths).to_string())
+                    .args([wx, wy, wz].map(|w| w.to_string()))
+                    .arg(out)
+                    .output()
+                    .expect("run the harness")
+            };
+            let output = launch(&out);
             let stderr = String::from_utf8_lossy(&output.stderr);
             if stderr.contains("OpenCL C: clCreateKernel failed: OpenCL error -46") {
                 // The OpenCL C build has no kernel of that name: a kernel named after an
@@ -350,9 +353,22 @@ fn kernel_spirv_computes_what_opencl_c_computes() {
                 ));
                 continue;
             }
-            match compare_buffers(module.naga_module(), &out, ep.buffers) {
+            match compare_buffers(module.naga_module(), &out, &out, ep.buffers) {
                 Ok(()) => same += 1,
-                Err(e) => failures.push(format!("{name} `{}`: {e}", ep.name)),
+                Err(e) => {
+                    // A kernel whose result depends on the order of its invocations (atomic
+                    // counters handed out as indices) may differ from run to run: run it
+                    // again and compare the OpenCL C build with itself.
+                    let again = dir.join(format!("{stem}-{}-again", ep.symbol));
+                    std::fs::create_dir_all(&again).expect("out dir");
+                    let varies = launch(&again).status.success()
+                        && compare_buffers(module.naga_module(), &out, &again, ep.buffers).is_err();
+                    if varies {
+                        println!("not compared: {name} `{}`: its results vary from run to run", ep.name);
+                    } else {
+                        failures.push(format!("{name} `{}`: {e}", ep.name));
+                    }
+                }
             }
         }
     }
@@ -403,12 +419,15 @@ fn mark(
     }
 }
 
-/// Compares what the two builds left in each buffer, byte by byte where the buffer's type
-/// holds data (padding may differ), taking any two f32 NaNs as equal.
-fn compare_buffers(m: &xhal_kernel::naga::Module, dir: &Path, buffers: u32) -> Result<(), String> {
+/// Compares what the OpenCL C build left in each buffer (in `first`) with what the Kernel
+/// SPIR-V build left (in `second`; or, given a second run's directory, what the OpenCL C
+/// build left there), byte by byte where the buffer's type holds data (padding may differ),
+/// taking any two f32 NaNs as equal.
+fn compare_buffers(m: &xhal_kernel::naga::Module, first: &Path, second: &Path, buffers: u32) -> Result<(), String> {
+    let other = if first == second { 's' } else { 'c' };
     for b in 0..buffers {
-        let c = std::fs::read(dir.join(format!("c{b}.bin"))).map_err(|e| e.to_string())?;
-        let s = std::fs::read(dir.join(format!("s{b}.bin"))).map_err(|e| e.to_string())?;
+        let c = std::fs::read(first.join(format!("c{b}.bin"))).map_err(|e| e.to_string())?;
+        let s = std::fs::read(second.join(format!("{other}{b}.bin"))).map_err(|e| e.to_string())?;
         let var = m
             .global_variables
             .iter()

@@ -284,7 +284,7 @@ pub(super) fn write(module: &WgslModule, entry: Option<&str>) -> Res<SpirvKernel
             params.push(w.lengths_elem_ptr());
         }
         for arg in &f.arguments {
-            params.push(w.param_ty(arg.ty)?);
+            params.push(w.ty(arg.ty)?);
         }
         let ret = match &f.result {
             Some(r) => w.ty(r.ty)?,
@@ -544,10 +544,6 @@ impl<'a> Writer<'a> {
     fn lengths_elem_ptr(&mut self) -> u32 {
         let u64t = self.uint(8);
         self.ptr(Sc::Function, u64t)
-    }
-
-    fn param_ty(&mut self, t: Handle<Type>) -> Res<u32> {
-        self.ty(t)
     }
 
     /// Size in bytes of the SPIR-V type of `h` under the OpenCL rules (`vec3` takes 16).
@@ -1007,7 +1003,7 @@ impl<'a> Writer<'a> {
                         let pt = self.ptr(sc, elem);
                         let i64v = self.index64(fx, i, is);
                         let r = self.op(fx, Op::PtrAccessChain, pt, &[id, i64v]);
-                        Ok(self.place_of_inner(r, &result_pointee, fx, h))
+                        Ok(self.place_of_pointer(r, fx, h))
                     }
                     (Place::Ptr { id, .. }, TypeInner::Array { size, .. }) => {
                         let n = match size {
@@ -1041,7 +1037,7 @@ impl<'a> Writer<'a> {
                         let pt = self.ptr(sc, elem);
                         let k = self.const_u64(u64::from(index));
                         let r = self.op(fx, Op::PtrAccessChain, pt, &[id, k]);
-                        Ok(self.place_of_inner(r, &result_pointee, fx, h))
+                        Ok(self.place_of_pointer(r, fx, h))
                     }
                     Place::RtStruct { id, ty } => {
                         let member = self.structs[&ty].members[index as usize].clone();
@@ -1068,7 +1064,7 @@ impl<'a> Writer<'a> {
                             Ok(self.place_of_type(r, member.ty))
                         }
                     }
-                    Place::Ptr { id, tight } => match self.pointee(fx, base) {
+                    Place::Ptr { id, .. } => match self.pointee(fx, base) {
                         TypeInner::Struct { .. } => {
                             let t = self
                                 .pointee_handle(fx, base)
@@ -1094,7 +1090,6 @@ impl<'a> Writer<'a> {
                             })
                         }
                         _ => {
-                            let _ = tight;
                             let elem = self.inner_ty(&result_pointee)?;
                             let pt = self.ptr(sc, elem);
                             let k = self.const_u32(index);
@@ -1121,7 +1116,8 @@ impl<'a> Writer<'a> {
         }
     }
 
-    fn place_of_inner(&self, id: u32, _inner: &TypeInner, fx: &Fx, h: Handle<Expression>) -> Place {
+    /// The place pointer `id`, the value of pointer expression `h`, names.
+    fn place_of_pointer(&self, id: u32, fx: &Fx, h: Handle<Expression>) -> Place {
         match self.pointee_handle(fx, h) {
             Some(t) => self.place_of_type(id, t),
             None => Place::Ptr { id, tight: false },
@@ -1431,14 +1427,14 @@ impl<'a> Writer<'a> {
             }
             TypeInner::Matrix { columns: n, .. } => {
                 let c = self.clamp_index(fx, i, is, n as u32)?;
-                self.dynamic_extract(fx, h, base, b, c, t)
+                self.dynamic_extract(fx, base, b, c, t)
             }
             TypeInner::Array {
                 size: ArraySize::Constant(n),
                 ..
             } => {
                 let c = self.clamp_index(fx, i, is, n.get())?;
-                self.dynamic_extract(fx, h, base, b, c, t)
+                self.dynamic_extract(fx, base, b, c, t)
             }
             _ => Err(self.expr_err(fx, h, "this indexing")),
         }
@@ -1449,7 +1445,6 @@ impl<'a> Writer<'a> {
     fn dynamic_extract(
         &mut self,
         fx: &mut Fx,
-        _h: Handle<Expression>,
         base: Handle<Expression>,
         value: u32,
         index: u32,
@@ -2641,7 +2636,7 @@ impl<'a> Writer<'a> {
             fx.lengths = Some(id);
         }
         for arg in &f.arguments {
-            let pt = self.param_ty(arg.ty)?;
+            let pt = self.ty(arg.ty)?;
             let id = self.out.id();
             inst(&mut header, Op::FunctionParameter, &[pt, id]);
             fx.args.push(id);
@@ -2748,7 +2743,7 @@ impl<'a> Writer<'a> {
             params.push(pt);
             header_params.push((pt, id));
             byval.push(id);
-            lengths_param = Some((id, arr));
+            lengths_param = Some(id);
         }
         for id in byval {
             inst(
@@ -2784,10 +2779,10 @@ impl<'a> Writer<'a> {
             let inner = self.op(&mut fx, Op::InBoundsAccessChain, pt, &[id, zero]);
             fx.ctx.insert(g, inner);
         }
-        if let Some((id, arr)) = lengths_param {
+        if let Some(id) = lengths_param {
+            // `bytes[0]`: functions index the lengths from there.
             let u64t = self.uint(8);
             let pt = self.ptr(Sc::Function, u64t);
-            let _ = arr;
             let zero = self.const_u32(0);
             let first = self.op(&mut fx, Op::InBoundsAccessChain, pt, &[id, zero, zero]);
             fx.lengths = Some(first);
