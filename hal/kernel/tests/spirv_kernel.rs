@@ -289,9 +289,14 @@ fn kernel_spirv_computes_what_opencl_c_computes() {
     }
     let mut failures = Vec::new();
     let mut same = 0;
-    let mut all = kernels();
-    all.extend(mapping_kernels());
-    for (name, source) in all {
+    // Repository kernels get small integers (some index by their data); the mapping kernels,
+    // which index only by invocation id or clamp, get floats as well.
+    let mut all: Vec<(String, String, u8)> = kernels().into_iter().map(|(n, s)| (n, s, 0)).collect();
+    for (n, s) in mapping_kernels() {
+        all.push((n.clone(), s.clone(), 0));
+        all.push((format!("{n} (floats)"), s, 1));
+    }
+    for (name, source, pattern) in all {
         let module = parse_wgsl(&source).expect("parsed before");
         let (Ok(spirv), Ok(c)) = (
             module.to_spirv_kernel(None),
@@ -299,11 +304,14 @@ fn kernel_spirv_computes_what_opencl_c_computes() {
         ) else {
             continue;
         };
-        let stem = name.replace(['/', '#', '.'], "_");
+        let stem = name.replace(['/', '#', '.', ' ', '(', ')'], "_");
         let cl = dir.join(format!("{stem}.cl"));
         let spv = dir.join(format!("{stem}.spv"));
         let bc = dir.join(format!("{stem}.bc"));
-        std::fs::write(&cl, &c.text).expect("write");
+        // OpenCL C may contract `a * b + c` into one rounding (FP_CONTRACT is on by default
+        // there); SPIR-V from this writer asks for no contraction. WGSL allows either; off, so
+        // that the bits can be compared.
+        std::fs::write(&cl, format!("#pragma OPENCL FP_CONTRACT OFF\n{}", c.text)).expect("write");
         std::fs::write(&spv, spirv.to_bytes()).expect("write");
         if let Err(e) = run(Command::new(translator)
             .args(["-r", "--spirv-target-env=CL1.2"])
@@ -329,6 +337,7 @@ fn kernel_spirv_computes_what_opencl_c_computes() {
                     .arg(u8::from(ep.buffer_lengths).to_string())
                     .args([wx, wy, wz].map(|w| w.to_string()))
                     .arg(out)
+                    .arg(pattern.to_string())
                     .output()
                     .expect("run the harness")
             };

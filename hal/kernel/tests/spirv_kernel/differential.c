@@ -5,7 +5,11 @@
  * value (when there is one), then the byte lengths (when the kernel calls arrayLength).
  * Two workgroups run along x.
  *
- * usage: differential SOURCE.cl BITCODE.bc KERNEL BUFFERS SCALAR_BYTES LENGTHS WX WY WZ OUT
+ * PATTERN 0 fills every word with a small integer (1..64), so that data-dependent indices and
+ * loop counts stay small; PATTERN 1 with the bits of a float in [-125, 125], for kernels
+ * that index only by invocation id or clamp.
+ *
+ * usage: differential SOURCE.cl BITCODE.bc KERNEL BUFFERS SCALAR_BYTES LENGTHS WX WY WZ OUT PATTERN
  * exit status: 0 ran both, 2 could not (message on stderr). */
 #define CL_TARGET_OPENCL_VERSION 300
 #include <CL/cl.h>
@@ -39,12 +43,17 @@ static int fail(const char *what, cl_int err) {
     return 2;
 }
 
-/* Small integers in every word (as floats they are tiny), so that data-dependent indices
- * and loop counts stay small. */
+static int float_pattern = 0;
+
 static void pattern(unsigned char *bytes, size_t n, uint32_t seed) {
     for (size_t i = 0; i + 4 <= n; i += 4) {
         uint32_t v = (uint32_t)(i / 4) * 2654435761u + seed;
-        v = (v >> 26) + 1;
+        if (float_pattern) {
+            float f = (float)((int)((v >> 20) % 2001u) - 1000) / 8.0f;
+            memcpy(&v, &f, 4);
+        } else {
+            v = (v >> 26) + 1;
+        }
         memcpy(bytes + i, &v, 4);
     }
 }
@@ -96,10 +105,11 @@ static int run(cl_context ctx, cl_command_queue queue, cl_program program, const
 }
 
 int main(int argc, char **argv) {
-    if (argc != 11) {
-        fprintf(stderr, "usage: %s SOURCE.cl BITCODE.bc KERNEL BUFFERS SCALAR_BYTES LENGTHS WX WY WZ OUT\n", argv[0]);
+    if (argc != 12) {
+        fprintf(stderr, "usage: %s SOURCE.cl BITCODE.bc KERNEL BUFFERS SCALAR_BYTES LENGTHS WX WY WZ OUT PATTERN\n", argv[0]);
         return 2;
     }
+    float_pattern = atoi(argv[11]) == 1;
     const char *name = argv[3];
     int buffers = atoi(argv[4]);
     size_t scalar_bytes = (size_t)atol(argv[5]);
