@@ -34,7 +34,9 @@
 //!   amounts are masked to their low 5 (or 6) bits, float-to-integer conversions clamp into
 //!   the range of floats the integer holds and turn NaN into 0, `round` is `rint` (half to
 //!   even). Indices into fixed-size arrays, vectors and matrices are clamped into bounds;
-//!   indices into runtime-sized arrays are not checked.
+//!   indices into runtime-sized arrays are clamped to the element count of the bound view
+//!   (`i < n ? i : (n == 0 ? 0 : n - 1)`), as in the C dialects, so no kernel reaches outside
+//!   its views.
 //! - Atomics are relaxed (`MemorySemantics` 0), with `Device` scope in buffers and
 //!   `Workgroup` scope in workgroup memory. `workgroupBarrier` is `OpControlBarrier
 //!   Workgroup Workgroup SequentiallyConsistent|WorkgroupMemory`; `storageBarrier` uses
@@ -50,9 +52,14 @@
 //! kernel has none: a scalar is passed as itself; a struct, array or matrix as a
 //! `Function`-storage pointer decorated `FuncParamAttr ByVal`, as OpenCL compilers pass
 //! structs by value; a vector as a by-value array of its components (so it has WGSL's size,
-//! 12 bytes for a `vec3<f32>`). A kernel that calls `arrayLength` takes one more by-value
-//! parameter, `struct { u64 bytes[n]; }` with the byte length of each bound buffer view in
-//! binding order ([`CEntryPoint::buffer_lengths`]).
+//! 12 bytes for a `vec3<f32>`). A kernel that calls `arrayLength` or uses a buffer with a
+//! runtime-sized array takes one more by-value parameter, `struct { u64 bytes[n]; }` with the
+//! byte length of each bound buffer view in binding order ([`CEntryPoint::buffer_lengths`]).
+//! The kernel turns those into the element count of each runtime-sized array once, at its
+//! start, into a `Function` array that the functions it calls receive by pointer; `arrayLength`
+//! reads it, and so does every index into a runtime-sized array. Indexing a runtime-sized
+//! array through a pointer parameter (which names no binding) is refused, as in the C
+//! dialects.
 //!
 //! Workgroup variables are module-scope `Workgroup` variables, zeroed by the kernel at its
 //! start (arrays element by element across the workgroup's invocations, anything else by
@@ -87,7 +94,8 @@
 //! subgroup operations, derivatives, `discard`, 4×4 determinants and inverses, the packing
 //! built-ins, `modf`/`frexp`, `faceForward`/`refract`/`reflect`/`outerProduct`,
 //! `firstLeadingBit`/`firstTrailingBit`/`reverseBits`/`extractBits`/`insertBits` on 64-bit
-//! integers, and passing a pointer to a packed `vec3` member to a function. Each is a
+//! integers, indexing a runtime-sized array through a pointer parameter, and passing a pointer
+//! to a packed `vec3` member to a function. Each is a
 //! [`KernelErrorKind::Unsupported`](crate::KernelErrorKind) error naming the feature and
 //! "Kernel SPIR-V", pointing into the source where naga kept a span.
 
@@ -201,8 +209,14 @@ mod tests {
             .expect("local size");
         assert_eq!(mode.1[1..], [spirv::ExecutionMode::LocalSize as u32, 256, 1, 1]);
         let e = &k.entry_points[0];
-        assert_eq!((e.buffers, e.scalar_block, e.buffer_lengths), (2, true, false));
+        // saxpy indexes runtime-sized arrays, so it takes the byte lengths (to clamp them).
+        assert_eq!((e.buffers, e.scalar_block, e.buffer_lengths), (2, true, true));
         assert_eq!(k.to_bytes().len(), k.words.len() * 4);
+        // The counts come from the byte lengths once (a division), and each index into x or
+        // y is clamped by a select before the pointer arithmetic.
+        assert_eq!(count(&insts, Op::UDiv), 2, "one count per runtime-sized array");
+        assert!(count(&insts, Op::Select) >= 2 * 3);
+        assert!(has(&insts, Op::PtrAccessChain));
     }
 
     #[test]

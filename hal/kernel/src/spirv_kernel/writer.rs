@@ -61,10 +61,15 @@ enum Place {
     /// A pointer to the value's memory representation; `tight` when a vector is stored as an
     /// array of its components.
     Ptr { id: u32, tight: bool },
-    /// A pointer to the first element of a runtime-sized array.
-    Elems { id: u32 },
+    /// A pointer to the first element of a runtime-sized array, in the buffer of `binding`
+    /// (unknown behind a pointer parameter).
+    Elems { id: u32, binding: Option<u32> },
     /// A pointer to the start of a struct that ends in a runtime-sized array.
-    RtStruct { id: u32, ty: Handle<Type> },
+    RtStruct {
+        id: u32,
+        ty: Handle<Type>,
+        binding: Option<u32>,
+    },
 }
 
 struct FnRepr {
@@ -243,7 +248,10 @@ pub(super) fn write(module: &WgslModule, entry: Option<&str>) -> Res<SpirvKernel
     let mut uses_len: HashMap<Handle<Function>, bool> = HashMap::new();
     for &h in &reachable {
         let f = &m.functions[h];
-        let any = uses_length(f) || closure(m, &f.body).iter().any(|&c| uses_length(&m.functions[c]));
+        // The element counts serve `arrayLength` and the clamping of runtime-sized indices.
+        let any = uses_length(f)
+            || closure(m, &f.body).iter().any(|&c| uses_length(&m.functions[c]))
+            || w.touches_runtime_array(&w.info[h]);
         uses_len.insert(h, any);
     }
     for &h in &reachable {
@@ -541,9 +549,11 @@ impl<'a> Writer<'a> {
         }
     }
 
+    /// The type of the context parameter that points at the element counts of the
+    /// runtime-sized arrays, one `u32` per binding.
     fn lengths_elem_ptr(&mut self) -> u32 {
-        let u64t = self.uint(8);
-        self.ptr(Sc::Function, u64t)
+        let u32t = self.uint(4);
+        self.ptr(Sc::Function, u32t)
     }
 
     /// Size in bytes of the SPIR-V type of `h` under the OpenCL rules (`vec3` takes 16).
@@ -884,18 +894,45 @@ impl<'a> Writer<'a> {
         Ok(idx)
     }
 
-    /// An index widened to 64 bits for `OpPtrAccessChain` (SPIR-V reads indices as signed).
-    fn index64(&mut self, fx: &mut Fx, index: u32, s: Scalar) -> u32 {
-        if s.width == 8 {
-            return index;
-        }
-        let u64t = self.uint(8);
-        let op = if s.kind == ScalarKind::Sint {
-            Op::SConvert
-        } else {
-            Op::UConvert
+    /// An index into the runtime-sized array of buffer `binding`, clamped to the array's
+    /// element count (`i < n ? i : (n == 0 ? 0 : n - 1)`, as the C dialects do), so that no
+    /// kernel reaches outside its bound views.
+    fn clamp_runtime_index(
+        &mut self,
+        fx: &mut Fx,
+        h: Handle<Expression>,
+        index: u32,
+        index_scalar: Scalar,
+        binding: Option<u32>,
+    ) -> Res<u32> {
+        let (Some(binding), Some(counts)) = (binding, fx.lengths) else {
+            return Err(self.expr_err(fx, h, "indexing a runtime-sized array through a pointer parameter"));
         };
-        self.op(fx, op, u64t, &[index])
+        let u32t = self.uint(4);
+        let i = if index_scalar.width == 8 {
+            self.op(fx, Op::UConvert, u32t, &[index])
+        } else {
+            index
+        };
+        let n = self.element_count(fx, counts, binding);
+        let bool_t = self.bool_ty();
+        let zero = self.const_u32(0);
+        let one = self.const_u32(1);
+        let inside = self.op(fx, Op::ULessThan, bool_t, &[i, n]);
+        let empty = self.op(fx, Op::IEqual, bool_t, &[n, zero]);
+        let last = self.op(fx, Op::ISub, u32t, &[n, one]);
+        let fallback = self.op(fx, Op::Select, u32t, &[empty, zero, last]);
+        Ok(self.op(fx, Op::Select, u32t, &[inside, i, fallback]))
+    }
+
+    /// The element count of the runtime-sized array of buffer `binding`, from the counts the
+    /// kernel computed from its byte-lengths parameter.
+    fn element_count(&mut self, fx: &mut Fx, counts: u32, binding: u32) -> u32 {
+        let u32t = self.uint(4);
+        let pt = self.ptr(Sc::Function, u32t);
+        let k = self.const_u32(binding);
+        let p = self.op(fx, Op::InBoundsPtrAccessChain, pt, &[counts, k]);
+        self.op(fx, Op::Load, u32t, &[p])
     }
 
     // ----- expression types -----
@@ -974,7 +1011,8 @@ impl<'a> Writer<'a> {
                     }),
                     _ => {
                         let id = *fx.ctx.get(&g).ok_or_else(|| Self::internal("a global"))?;
-                        Ok(self.place_of_type(id, var.ty))
+                        let binding = var.binding.as_ref().map(|b| b.binding);
+                        Ok(self.place_of_type(id, var.ty, binding))
                     }
                 }
             }
@@ -985,7 +1023,7 @@ impl<'a> Writer<'a> {
             Expression::FunctionArgument(i) => {
                 let id = fx.args[i as usize];
                 match self.pointee_handle(fx, h) {
-                    Some(t) => Ok(self.place_of_type(id, t)),
+                    Some(t) => Ok(self.place_of_type(id, t, None)),
                     None => Ok(Place::Ptr { id, tight: false }),
                 }
             }
@@ -998,11 +1036,13 @@ impl<'a> Writer<'a> {
                 let sc = self.space_of(fx, h);
                 let result_pointee = self.pointee(fx, h);
                 match (p, self.pointee(fx, base)) {
-                    (Place::Elems { id }, _) => {
+                    (Place::Elems { id, binding }, _) => {
                         let elem = self.inner_ty(&result_pointee)?;
                         let pt = self.ptr(sc, elem);
-                        let i64v = self.index64(fx, i, is);
-                        let r = self.op(fx, Op::PtrAccessChain, pt, &[id, i64v]);
+                        let c = self.clamp_runtime_index(fx, h, i, is, binding)?;
+                        let u64t = self.uint(8);
+                        let c64 = self.op(fx, Op::UConvert, u64t, &[c]);
+                        let r = self.op(fx, Op::PtrAccessChain, pt, &[id, c64]);
                         Ok(self.place_of_pointer(r, fx, h))
                     }
                     (Place::Ptr { id, .. }, TypeInner::Array { size, .. }) => {
@@ -1032,14 +1072,17 @@ impl<'a> Writer<'a> {
                 let sc = self.space_of(fx, h);
                 let result_pointee = self.pointee(fx, h);
                 match p {
-                    Place::Elems { id } => {
+                    Place::Elems { id, binding } => {
                         let elem = self.inner_ty(&result_pointee)?;
                         let pt = self.ptr(sc, elem);
-                        let k = self.const_u64(u64::from(index));
-                        let r = self.op(fx, Op::PtrAccessChain, pt, &[id, k]);
+                        let k = self.const_u32(index);
+                        let c = self.clamp_runtime_index(fx, h, k, Scalar::U32, binding)?;
+                        let u64t = self.uint(8);
+                        let c64 = self.op(fx, Op::UConvert, u64t, &[c]);
+                        let r = self.op(fx, Op::PtrAccessChain, pt, &[id, c64]);
                         Ok(self.place_of_pointer(r, fx, h))
                     }
-                    Place::RtStruct { id, ty } => {
+                    Place::RtStruct { id, ty, binding } => {
                         let member = self.structs[&ty].members[index as usize].clone();
                         let u64t = self.uint(8);
                         let addr = self.op(fx, Op::ConvertPtrToU, u64t, &[id]);
@@ -1061,7 +1104,7 @@ impl<'a> Writer<'a> {
                         if member.tight {
                             Ok(Place::Ptr { id: r, tight: true })
                         } else {
-                            Ok(self.place_of_type(r, member.ty))
+                            Ok(self.place_of_type(r, member.ty, binding))
                         }
                     }
                     Place::Ptr { id, .. } => match self.pointee(fx, base) {
@@ -1103,14 +1146,14 @@ impl<'a> Writer<'a> {
         }
     }
 
-    fn place_of_type(&self, id: u32, t: Handle<Type>) -> Place {
+    fn place_of_type(&self, id: u32, t: Handle<Type>, binding: Option<u32>) -> Place {
         match &self.m.types[t].inner {
             TypeInner::Array {
                 size: ArraySize::Dynamic,
                 ..
-            } => Place::Elems { id },
+            } => Place::Elems { id, binding },
             TypeInner::Struct { .. } if self.structs.get(&t).is_some_and(|s| s.id.is_none()) => {
-                Place::RtStruct { id, ty: t }
+                Place::RtStruct { id, ty: t, binding }
             }
             _ => Place::Ptr { id, tight: false },
         }
@@ -1119,7 +1162,7 @@ impl<'a> Writer<'a> {
     /// The place pointer `id`, the value of pointer expression `h`, names.
     fn place_of_pointer(&self, id: u32, fx: &Fx, h: Handle<Expression>) -> Place {
         match self.pointee_handle(fx, h) {
-            Some(t) => self.place_of_type(id, t),
+            Some(t) => self.place_of_type(id, t, None),
             None => Place::Ptr { id, tight: false },
         }
     }
@@ -1234,7 +1277,7 @@ impl<'a> Writer<'a> {
             Expression::FunctionArgument(i) => {
                 if self.is_pointer(fx, h) {
                     return match self.place(fx, h)? {
-                        Place::Ptr { id, .. } | Place::Elems { id } | Place::RtStruct { id, .. } => Ok(id),
+                        Place::Ptr { id, .. } | Place::Elems { id, .. } | Place::RtStruct { id, .. } => Ok(id),
                     };
                 }
                 fx.args[i as usize]
@@ -1246,7 +1289,7 @@ impl<'a> Writer<'a> {
                 if self.is_pointer(fx, h) =>
             {
                 match self.place(fx, h)? {
-                    Place::Ptr { id, tight: false } | Place::Elems { id } => id,
+                    Place::Ptr { id, tight: false } | Place::Elems { id, .. } => id,
                     _ => return Err(self.expr_err(fx, h, "a pointer to a packed struct member")),
                 }
             }
@@ -2227,22 +2270,12 @@ impl<'a> Writer<'a> {
     }
 
     fn array_length(&mut self, fx: &mut Fx, h: Handle<Expression>, p: Handle<Expression>) -> Res<u32> {
-        let (g, header) = match fx.f.expressions[p] {
-            Expression::GlobalVariable(g) => (g, 0),
-            Expression::AccessIndex { base, index } => match fx.f.expressions[base] {
-                Expression::GlobalVariable(g) => {
-                    let header = match &self.m.types[self.m.global_variables[g].ty].inner {
-                        TypeInner::Struct { members, .. } => members[index as usize].offset,
-                        _ => 0,
-                    };
-                    (g, header)
-                }
+        let g = match fx.f.expressions[p] {
+            Expression::GlobalVariable(g) => g,
+            Expression::AccessIndex { base, .. } => match fx.f.expressions[base] {
+                Expression::GlobalVariable(g) => g,
                 _ => return Err(self.expr_err(fx, h, "arrayLength of this pointer")),
             },
-            _ => return Err(self.expr_err(fx, h, "arrayLength of this pointer")),
-        };
-        let stride = match self.pointee(fx, p) {
-            TypeInner::Array { stride, .. } => stride,
             _ => return Err(self.expr_err(fx, h, "arrayLength of this pointer")),
         };
         let binding = self.m.global_variables[g]
@@ -2250,24 +2283,41 @@ impl<'a> Writer<'a> {
             .as_ref()
             .map(|b| b.binding)
             .unwrap_or(0);
-        let lengths = fx.lengths.ok_or_else(|| Self::internal("no lengths"))?;
-        let u64t = self.uint(8);
-        let u32t = self.uint(4);
-        let pt = self.ptr(Sc::Function, u64t);
-        let k = self.const_u32(binding);
-        let lp = self.op(fx, Op::InBoundsPtrAccessChain, pt, &[lengths, k]);
-        let bytes = self.op(fx, Op::Load, u64t, &[lp]);
-        let hd = self.const_u64(u64::from(header));
-        let st = self.const_u64(u64::from(stride.max(1)));
-        let bool_t = self.bool_ty();
-        let short = self.op(fx, Op::ULessThan, bool_t, &[bytes, hd]);
-        let diff = self.op(fx, Op::ISub, u64t, &[bytes, hd]);
-        let n = self.op(fx, Op::UDiv, u64t, &[diff, st]);
-        let max = self.const_u64(u64::from(u32::MAX));
-        let sat = self.ext(fx, Cl::u_min, u64t, &[n, max]);
-        let r = self.op(fx, Op::UConvert, u32t, &[sat]);
-        let zero = self.const_u32(0);
-        Ok(self.op(fx, Op::Select, u32t, &[short, zero, r]))
+        let counts = fx.lengths.ok_or_else(|| Self::internal("no lengths"))?;
+        Ok(self.element_count(fx, counts, binding))
+    }
+
+    /// `(header, stride)` of a buffer type with a runtime-sized array: the array's offset and
+    /// its element stride.
+    fn runtime_array_of(&self, ty: Handle<Type>) -> Option<(u32, u32)> {
+        match &self.m.types[ty].inner {
+            TypeInner::Array {
+                size: ArraySize::Dynamic,
+                stride,
+                ..
+            } => Some((0, *stride)),
+            TypeInner::Struct { members, .. } => {
+                let last = members.last()?;
+                match &self.m.types[last.ty].inner {
+                    TypeInner::Array {
+                        size: ArraySize::Dynamic,
+                        stride,
+                        ..
+                    } => Some((last.offset, *stride)),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether a function (with its callees) uses a buffer that holds a runtime-sized array.
+    fn touches_runtime_array(&self, fi: &FunctionInfo) -> bool {
+        self.m.global_variables.iter().any(|(g, var)| {
+            !fi[g].is_empty()
+                && matches!(var.space, AddressSpace::Storage { .. })
+                && self.runtime_array_of(var.ty).is_some()
+        })
     }
 
     // ----- statements -----
@@ -2451,7 +2501,7 @@ impl<'a> Writer<'a> {
                 for &a in arguments {
                     if self.is_pointer(fx, a) {
                         match self.place(fx, a)? {
-                            Place::Ptr { id, tight: false } | Place::Elems { id } => args.push(id),
+                            Place::Ptr { id, tight: false } | Place::Elems { id, .. } => args.push(id),
                             _ => {
                                 return Err(self
                                     .unsupported_at("passing a pointer to a packed struct member to a function", span))
@@ -2677,10 +2727,13 @@ impl<'a> Writer<'a> {
             }
         }
         buffers.sort();
+        // As the OpenCL C dialect: the byte lengths come when the kernel calls `arrayLength`
+        // or uses a buffer with a runtime-sized array (whose indices are clamped).
         let uses_len = uses_length(&ep.function)
             || closure(m, &ep.function.body)
                 .iter()
-                .any(|&h| uses_length(&m.functions[h]));
+                .any(|&h| uses_length(&m.functions[h]))
+            || self.touches_runtime_array(fi);
         let barriers = crate::c::has_barrier(&ep.function.body)
             || closure(m, &ep.function.body)
                 .iter()
@@ -2780,11 +2833,37 @@ impl<'a> Writer<'a> {
             fx.ctx.insert(g, inner);
         }
         if let Some(id) = lengths_param {
-            // `bytes[0]`: functions index the lengths from there.
+            // The element count of each runtime-sized array, from its view's byte length:
+            // `(bytes - header) / stride`, 0 when the view is shorter than the header, at most
+            // u32::MAX. Functions index the counts from `counts[0]`.
             let u64t = self.uint(8);
-            let pt = self.ptr(Sc::Function, u64t);
+            let u32t = self.uint(4);
+            let bool_t = self.bool_ty();
+            let arr = self.array_ty(u32t, buffers.len().max(1) as u32);
+            let counts = self.var(&mut fx, arr);
+            let p64 = self.ptr(Sc::Function, u64t);
+            let p32 = self.ptr(Sc::Function, u32t);
             let zero = self.const_u32(0);
-            let first = self.op(&mut fx, Op::InBoundsAccessChain, pt, &[id, zero, zero]);
+            for (k, (_, g)) in buffers.iter().enumerate() {
+                let Some((header, stride)) = self.runtime_array_of(m.global_variables[*g].ty) else {
+                    continue;
+                };
+                let kk = self.const_u32(k as u32);
+                let lp = self.op(&mut fx, Op::InBoundsAccessChain, p64, &[id, zero, kk]);
+                let bytes = self.op(&mut fx, Op::Load, u64t, &[lp]);
+                let hd = self.const_u64(u64::from(header));
+                let st = self.const_u64(u64::from(stride.max(1)));
+                let short = self.op(&mut fx, Op::ULessThan, bool_t, &[bytes, hd]);
+                let diff = self.op(&mut fx, Op::ISub, u64t, &[bytes, hd]);
+                let n = self.op(&mut fx, Op::UDiv, u64t, &[diff, st]);
+                let max = self.const_u64(u64::from(u32::MAX));
+                let sat = self.ext(&mut fx, Cl::u_min, u64t, &[n, max]);
+                let n32 = self.op(&mut fx, Op::UConvert, u32t, &[sat]);
+                let count = self.op(&mut fx, Op::Select, u32t, &[short, zero, n32]);
+                let slot = self.op(&mut fx, Op::InBoundsAccessChain, p32, &[counts, kk]);
+                self.store(&mut fx, slot, count);
+            }
+            let first = self.op(&mut fx, Op::InBoundsAccessChain, p32, &[counts, zero]);
             fx.lengths = Some(first);
         }
         // Built-ins, as WGSL's `vec3<u32>`.

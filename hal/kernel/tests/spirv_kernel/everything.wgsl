@@ -37,8 +37,8 @@ fn all_of_it(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invoc
     ints[8u * slot + 0u] = a / b + a % b - (a << u32(b)) + (a >> 3u) + abs(a) + sign(a) + clamp(a, -4, 4) + min(a, b) * max(a, b);
     ints[8u * slot + 1u] = countOneBits(a) + countLeadingZeros(b) + countTrailingZeros(a) + firstLeadingBit(a) + firstTrailingBit(b) + reverseBits(a);
     ints[8u * slot + 2u] = extractBits(a, 3u, 5u) + insertBits(a, b, 4u, 8u);
-    var u = uints[gid.x + 4096u];
-    u = u / uints[4097] + u % uints[4098] + (u << u.wxyz) + extractBits(u, 2u, 7u) + insertBits(u, u.yzwx, 1u, 30u);
+    var u = uints[gid.x + 2048u];
+    u = u / uints[2049] + u % uints[2050] + (u << u.wxyz) + extractBits(u, 2u, 7u) + insertBits(u, u.yzwx, 1u, 30u);
     u = select(u, u.wzyx, u > vec4<u32>(5u)) + vec4<u32>(firstLeadingBit(u.x));
     uints[slot] = u + vec4<u32>(vec4<f32>(params.v.xyzx)) + vec4<u32>(vec4<bool>(true, false, u.x > 0u, any(u > vec4<u32>(0u))));
     let old = atomicAdd(&counter, 1u);
