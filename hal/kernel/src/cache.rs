@@ -9,8 +9,8 @@ use std::sync::{Arc, LazyLock};
 
 use parking_lot::Mutex;
 use xhal_abi::{
-    XHAL_KERNEL_FORMAT_CUDA_C, XHAL_KERNEL_FORMAT_HIP_C, XHAL_KERNEL_FORMAT_OPENCL_C, XHAL_KERNEL_FORMAT_SPIRV_SHADER,
-    XHAL_KERNEL_FORMAT_WGSL,
+    XHAL_KERNEL_FORMAT_CUDA_C, XHAL_KERNEL_FORMAT_HIP_C, XHAL_KERNEL_FORMAT_OPENCL_C, XHAL_KERNEL_FORMAT_SPIRV_KERNEL,
+    XHAL_KERNEL_FORMAT_SPIRV_SHADER, XHAL_KERNEL_FORMAT_WGSL,
 };
 
 use crate::c::Dialect;
@@ -20,7 +20,7 @@ use crate::wgsl::parse_wgsl;
 
 /// A format xhal-kernel can produce from WGSL.
 ///
-/// New targets (Kernel-flavoured SPIR-V) are added here, with their format in
+/// New targets are added here, with their format in
 /// [`Target::format`] and their tier in [`Target::is_source`]; the bundle's variant picking
 /// then offers them without further change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -37,6 +37,9 @@ pub enum Target {
     CudaC,
     /// HIP C for hiprtc (`XHAL_KERNEL_FORMAT_HIP_C`) with every compute entry point.
     HipC,
+    /// Kernel-flavoured SPIR-V for Level Zero and OpenCL (`XHAL_KERNEL_FORMAT_SPIRV_KERNEL`)
+    /// with every compute entry point, see [`crate::WgslModule::to_spirv_kernel`].
+    SpirvKernel,
 }
 
 impl Target {
@@ -47,6 +50,7 @@ impl Target {
         Target::OpenclC,
         Target::CudaC,
         Target::HipC,
+        Target::SpirvKernel,
     ];
 
     /// The `XHAL_KERNEL_FORMAT_*` code of what this target produces.
@@ -57,6 +61,7 @@ impl Target {
             Target::OpenclC => XHAL_KERNEL_FORMAT_OPENCL_C,
             Target::CudaC => XHAL_KERNEL_FORMAT_CUDA_C,
             Target::HipC => XHAL_KERNEL_FORMAT_HIP_C,
+            Target::SpirvKernel => XHAL_KERNEL_FORMAT_SPIRV_KERNEL,
         }
     }
 
@@ -69,7 +74,7 @@ impl Target {
     /// a binary or an IR the driver consumes directly).
     pub fn is_source(self) -> bool {
         match self {
-            Target::SpirvShader => false,
+            Target::SpirvShader | Target::SpirvKernel => false,
             Target::Wgsl | Target::OpenclC | Target::CudaC | Target::HipC => true,
         }
     }
@@ -83,6 +88,7 @@ impl Target {
             Target::OpenclC => "opencl-c/1.2/xhal-c-1",
             Target::CudaC => "cuda-c/nvrtc/xhal-c-1",
             Target::HipC => "hip-c/hiprtc/xhal-c-1",
+            Target::SpirvKernel => "spirv-kernel/1.0/physical64/xhal-1",
         }
     }
 
@@ -92,7 +98,7 @@ impl Target {
             Target::OpenclC => Some(Dialect::OpenclC),
             Target::CudaC => Some(Dialect::CudaC),
             Target::HipC => Some(Dialect::HipC),
-            Target::SpirvShader | Target::Wgsl => None,
+            Target::SpirvShader | Target::Wgsl | Target::SpirvKernel => None,
         }
     }
 }
@@ -221,6 +227,7 @@ pub fn translate(source: &str, target: Target) -> Result<Arc<Translation>, Kerne
     let bytes: Arc<[u8]> = match target {
         Target::SpirvShader => module.to_spirv()?.iter().flat_map(|w| w.to_le_bytes()).collect(),
         Target::Wgsl => Arc::from(module.to_wgsl()?.into_bytes()),
+        Target::SpirvKernel => Arc::from(module.to_spirv_kernel(None)?.to_bytes()),
         Target::OpenclC | Target::CudaC | Target::HipC => {
             let dialect = target.dialect().unwrap_or(Dialect::CudaC);
             Arc::from(module.to_c(dialect, None)?.text.into_bytes())

@@ -46,7 +46,8 @@
 //!
 //! [`WgslModule::to_spirv`] writes SPIR-V 1.3 for Vulkan (`var<immediate>` becomes a push
 //! constant block); [`WgslModule::to_wgsl`] writes normalised WGSL; [`WgslModule::to_c`]
-//! writes OpenCL C, CUDA C, HIP C or host C (module [`c`]). [`translate`] does either
+//! writes OpenCL C, CUDA C, HIP C or host C (module [`c`]); [`WgslModule::to_spirv_kernel`]
+//! writes Kernel-flavoured SPIR-V for Level Zero and OpenCL (module [`spirv_kernel`]). [`translate`] does either
 //! through a process-wide cache keyed by a stable hash of source and target ([`cache_key`]),
 //! so the same kernel is translated once per process; [`cache_stats`] shows the effect.
 //!
@@ -68,6 +69,7 @@ mod cache;
 mod error;
 mod limits;
 mod reflect;
+pub mod spirv_kernel;
 mod wgsl;
 
 pub use bundle::{format_name, is_source_format, ModuleBundle, Plan, ResolvedKernel, Variant};
@@ -77,6 +79,7 @@ pub use error::{KernelError, KernelErrorKind, SourceLocation};
 pub use reflect::{
     BufferAccess, BufferBindingInfo, BufferSize, ElementInfo, EntryPointInfo, ScalarBlockInfo, ScalarMemberInfo,
 };
+pub use spirv_kernel::SpirvKernel;
 pub use wgsl::{parse_wgsl, WgslModule, KERNEL_CAPABILITIES, SPIRV_VERSION};
 
 /// The naga this crate is built on, re-exported so callers of [`WgslModule::naga_module`]

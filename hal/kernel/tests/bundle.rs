@@ -113,6 +113,26 @@ fn wgsl_bundle_for_a_cuda_device_becomes_cuda_c() {
 }
 
 #[test]
+fn wgsl_bundle_for_an_opencl_device_that_takes_il_becomes_kernel_spirv() {
+    let bundle = ModuleBundle::from_wgsl(KERNEL);
+    // The OpenCL backend lists OpenCL C first, then SPIR-V where the device takes IL: the IR
+    // xhal produces comes before source.
+    assert_eq!(
+        plan(&bundle, &[XHAL_KERNEL_FORMAT_OPENCL_C, XHAL_KERNEL_FORMAT_SPIRV_KERNEL]),
+        Plan::Translate {
+            target: Target::SpirvKernel
+        }
+    );
+    // Without IL, OpenCL C.
+    assert_eq!(
+        plan(&bundle, &[XHAL_KERNEL_FORMAT_OPENCL_C]),
+        Plan::Translate {
+            target: Target::OpenclC
+        }
+    );
+}
+
+#[test]
 fn wgsl_bundle_for_a_binary_only_device_explains() {
     let error = ModuleBundle::from_wgsl(KERNEL).pick(&[CUBIN, PTX]).err();
     let text = error.map(|e| e.to_string()).unwrap_or_default();
@@ -152,6 +172,17 @@ fn resolve_translates_and_reflects() {
     assert_eq!(spirv.bytes[..4], 0x0723_0203u32.to_le_bytes());
     let reflection = spirv.reflection.unwrap_or_else(|| panic!("no reflection"));
     assert_eq!(reflection[0].name, "fill");
+
+    let kernel_spirv = bundle
+        .resolve(&[XHAL_KERNEL_FORMAT_SPIRV_KERNEL])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(kernel_spirv.format, XHAL_KERNEL_FORMAT_SPIRV_KERNEL);
+    assert!(kernel_spirv.translated);
+    assert_eq!(kernel_spirv.bytes[..4], 0x0723_0203u32.to_le_bytes());
+    assert_ne!(
+        kernel_spirv.bytes, spirv.bytes,
+        "Kernel SPIR-V is not the Vulkan flavour"
+    );
 
     let wgsl = bundle.resolve(&[WGSL]).unwrap_or_else(|e| panic!("{e}"));
     assert!(!wgsl.translated);

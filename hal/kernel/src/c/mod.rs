@@ -86,6 +86,7 @@ mod uniform;
 mod writer;
 
 pub use writer::c_symbol;
+pub(crate) use writer::{calls, has_barrier};
 
 use crate::error::KernelError;
 use crate::wgsl::WgslModule;

@@ -386,7 +386,7 @@ fn fn_reachable_from(m: &naga::Module, body: &Block, target: Handle<Function>) -
 }
 
 /// Whether `block` holds a control barrier (or `workgroupUniformLoad`, which has two).
-fn has_barrier(block: &Block) -> bool {
+pub(crate) fn has_barrier(block: &Block) -> bool {
     block.iter().any(|s| match s {
         Statement::ControlBarrier(_) | Statement::WorkGroupUniformLoad { .. } => true,
         Statement::Block(b) => has_barrier(b),
@@ -408,7 +408,7 @@ pub(super) fn has_continue(block: &Block) -> bool {
     })
 }
 
-fn calls(block: &Block, out: &mut BTreeSet<Handle<Function>>) {
+pub(crate) fn calls(block: &Block, out: &mut BTreeSet<Handle<Function>>) {
     for s in block.iter() {
         match s {
             Statement::Call { function, .. } => {
