@@ -183,9 +183,16 @@ impl ModuleBundle {
                 return Ok(Plan::Use(variant.clone()));
             }
         }
-        // 2. Binaries and IR produced from WGSL.
+        // 2. Binaries and IR produced from WGSL. A device that also takes OpenCL C gets that
+        // instead of Kernel SPIR-V: the OpenCL C translation is the one proven by execution
+        // (on PoCL, in CI); Kernel SPIR-V from WGSL is for devices that take nothing else
+        // (Level Zero).
+        let takes_opencl_c = accepted().any(|f| f == XHAL_KERNEL_FORMAT_OPENCL_C);
         if has_wgsl {
             for format in accepted() {
+                if format == XHAL_KERNEL_FORMAT_SPIRV_KERNEL && takes_opencl_c {
+                    continue;
+                }
                 if let Some(target) = Target::from_format(format).filter(|t| !t.is_source()) {
                     return Ok(Plan::Translate { target });
                 }

@@ -113,23 +113,34 @@ fn wgsl_bundle_for_a_cuda_device_becomes_cuda_c() {
 }
 
 #[test]
-fn wgsl_bundle_for_an_opencl_device_that_takes_il_becomes_kernel_spirv() {
+fn wgsl_bundle_becomes_opencl_c_on_opencl_and_kernel_spirv_where_nothing_else_is_taken() {
     let bundle = ModuleBundle::from_wgsl(KERNEL);
-    // The OpenCL backend lists OpenCL C first, then SPIR-V where the device takes IL: the IR
-    // xhal produces comes before source.
+    // An OpenCL device that also takes IL still gets OpenCL C from WGSL: that translation is
+    // the one proven by execution (on PoCL).
     assert_eq!(
         plan(&bundle, &[XHAL_KERNEL_FORMAT_OPENCL_C, XHAL_KERNEL_FORMAT_SPIRV_KERNEL]),
         Plan::Translate {
-            target: Target::SpirvKernel
+            target: Target::OpenclC
         }
     );
-    // Without IL, OpenCL C.
     assert_eq!(
         plan(&bundle, &[XHAL_KERNEL_FORMAT_OPENCL_C]),
         Plan::Translate {
             target: Target::OpenclC
         }
     );
+    // A device that takes only Kernel SPIR-V (Level Zero) gets it.
+    assert_eq!(
+        plan(&bundle, &[XHAL_KERNEL_FORMAT_SPIRV_KERNEL]),
+        Plan::Translate {
+            target: Target::SpirvKernel
+        }
+    );
+    let resolved = bundle
+        .resolve(&[XHAL_KERNEL_FORMAT_SPIRV_KERNEL])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(resolved.format, XHAL_KERNEL_FORMAT_SPIRV_KERNEL);
+    assert!(resolved.translated);
 }
 
 #[test]
