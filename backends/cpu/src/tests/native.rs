@@ -180,11 +180,21 @@ fn a_new_kernel_is_compiled_once_and_then_comes_from_the_cache() {
         println!("skipped: no C compiler (cc or $CC); the compiled mode cannot be tested here");
         return;
     }
-    // A source no other run has seen, so the first load must compile it.
-    let unique = std::time::SystemTime::now()
+    // A kernel no other run has seen (the salt is in the code, so it is in the emitted C and
+    // its cache key), so the first load must compile it.
+    let salt = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_nanos());
-    let source = format!("// {unique} {}\n{}", std::process::id(), super::wgsl::SAXPY);
+        .map_or(0, |elapsed| elapsed.subsec_nanos())
+        ^ std::process::id().rotate_left(16)
+        | 0x1000;
+    let source = format!(
+        "struct Params {{ a: f32, n: u32 }}\nvar<immediate> params: Params;\n\
+         @group(0) @binding(0) var<storage, read> x: array<f32>;\n\
+         @group(0) @binding(1) var<storage, read_write> y: array<f32>;\n\
+         @compute @workgroup_size(64)\nfn saxpy(@builtin(global_invocation_id) id: vec3<u32>) {{\n\
+         if id.x < params.n {{ y[id.x] = params.a * x[id.x] + y[id.x]; }}\n\
+         if params.n == {salt}u {{ y[0] = 0.0; }}\n}}\n"
+    );
     let mut scalars = f32s(&[2.0]);
     scalars.extend(words(&[4]));
     let before = crate::compile_stats();
@@ -254,4 +264,43 @@ fn shift(@builtin(global_invocation_id) id: vec3<u32>) {
             .unwrap()
     };
     assert_eq!(lenient(KernelMode::Compile), lenient(KernelMode::Interpret));
+}
+
+#[test]
+fn a_barrier_the_regions_cannot_split_runs_on_the_interpreter() {
+    // A barrier inside a called function, and one inside a switch: host C refuses both, so
+    // the compiled mode interprets these kernels, with the same results.
+    const HELPER: &str = r#"
+@group(0) @binding(0) var<storage, read_write> out: array<u32>;
+var<workgroup> cells: array<u32, 64>;
+fn exchange(lane: u32) -> u32 {
+    cells[lane] = lane * 3u;
+    workgroupBarrier();
+    return cells[63u - lane];
+}
+@compute @workgroup_size(64)
+fn helper(@builtin(local_invocation_index) lane: u32) {
+    out[lane] = exchange(lane);
+}
+"#;
+    const SWITCHED: &str = r#"
+struct Params { mode: u32 }
+var<immediate> params: Params;
+@group(0) @binding(0) var<storage, read_write> out: array<u32>;
+var<workgroup> cells: array<u32, 64>;
+@compute @workgroup_size(64)
+fn switched(@builtin(local_invocation_index) lane: u32) {
+    cells[lane] = lane + 1u;
+    switch params.mode {
+        case 1u: { workgroupBarrier(); out[lane] = cells[(lane + 1u) % 64u]; }
+        default: { workgroupBarrier(); out[lane] = cells[lane]; }
+    }
+}
+"#;
+    let out = agree(HELPER, "helper", [1, 1, 1], &[vec![0; 256]], &[]);
+    let expected: Vec<u32> = (0..64u32).map(|lane| (63 - lane) * 3).collect();
+    assert_eq!(out[0], words(&expected));
+    let out = agree(SWITCHED, "switched", [1, 1, 1], &[vec![0; 256]], &words(&[1]));
+    let expected: Vec<u32> = (0..64u32).map(|lane| (lane + 1) % 64 + 1).collect();
+    assert_eq!(out[0], words(&expected));
 }
