@@ -760,6 +760,71 @@ impl<'a> Writer<'a> {
         Ok(())
     }
 
+    /// Whether a value of type `ty` has bytes that are not its members' (struct gaps, array
+    /// strides wider than the element, a matrix's three-row columns), anywhere inside.
+    fn has_padding(&self, ty: Handle<Type>) -> bool {
+        match &self.m.types[ty].inner {
+            TypeInner::Struct { members, span } => {
+                let mut end = 0;
+                for member in members {
+                    if member.offset > end || self.has_padding(member.ty) {
+                        return true;
+                    }
+                    end = member.offset + self.c_size(member.ty);
+                }
+                *span > end
+            }
+            TypeInner::Array { base, stride, .. } => *stride > self.c_size(*base) || self.has_padding(*base),
+            TypeInner::Matrix { rows, .. } => *rows == VectorSize::Tri,
+            _ => false,
+        }
+    }
+
+    /// C statements that store `value` (of type `ty`, which has padding) into `place` member
+    /// by member, so that no padding byte of `place` is written.
+    fn padded_store(&self, place: &str, value: &str, ty: Handle<Type>, counter: &mut usize) -> Res<String> {
+        if !self.has_padding(ty) {
+            return Ok(format!("{place} = {value};"));
+        }
+        *counter += 1;
+        let tmp = format!("xh_v{counter}");
+        let t = self.type_name(ty)?;
+        let mut body = format!("{{ {t} {tmp} = {value};");
+        match &self.m.types[ty].inner {
+            TypeInner::Struct { members, .. } => {
+                for (k, member) in members.iter().enumerate() {
+                    let name = &self.members[&ty][k];
+                    let inner =
+                        self.padded_store(&format!("{place}.{name}"), &format!("{tmp}.{name}"), member.ty, counter)?;
+                    let _ = write!(body, " {inner}");
+                }
+            }
+            TypeInner::Array {
+                base,
+                size: ArraySize::Constant(n),
+                ..
+            } => {
+                let unwrap = self.arrays.get(&ty).map(|r| r.unwrap).unwrap_or("");
+                let k = format!("xh_k{counter}");
+                let inner = self.padded_store(
+                    &format!("{place}.a[{k}]{unwrap}"),
+                    &format!("{tmp}.a[{k}]{unwrap}"),
+                    *base,
+                    counter,
+                )?;
+                let _ = write!(body, " xh_u32 {k}; for ({k} = 0; {k} < {n}u; {k}++) {{ {inner} }}");
+            }
+            TypeInner::Matrix { columns, .. } => {
+                for c in 0..*columns as usize {
+                    let _ = write!(body, " {place}.c[{c}].v = {tmp}.c[{c}].v;");
+                }
+            }
+            _ => return Err(self.unsupported("storing this padded type")),
+        }
+        body.push_str(" }");
+        Ok(body)
+    }
+
     fn ty<'b>(&'b self, fx: &'b Fx, h: Handle<Expression>) -> &'b TypeInner {
         fx.fi[h].ty.inner_with(&self.m.types)
     }
@@ -2089,7 +2154,28 @@ impl<'a> Writer<'a> {
                         let _ = writeln!(out, "{pad}{call};");
                     }
                     _ => {
-                        let _ = writeln!(out, "{pad}{lv} = {v};");
+                        // A store to a buffer leaves the padding of the stored value's structs,
+                        // padded array elements and matrix columns alone, as WGSL says.
+                        let padded = match (self.ty(fx, *pointer), self.pointee_handle(fx, *pointer)) {
+                            (
+                                TypeInner::Pointer {
+                                    space: AddressSpace::Storage { .. },
+                                    ..
+                                },
+                                Some(ty),
+                            ) if self.has_padding(ty) => Some(ty),
+                            _ => None,
+                        };
+                        match padded {
+                            Some(ty) => {
+                                let mut counter = 0;
+                                let text = self.padded_store(&lv, &v, ty, &mut counter)?;
+                                let _ = writeln!(out, "{pad}{text}");
+                            }
+                            None => {
+                                let _ = writeln!(out, "{pad}{lv} = {v};");
+                            }
+                        }
                     }
                 }
             }
