@@ -8,7 +8,7 @@ use xhal_core::{
     Backend, BackendInfo, BufferHandle, DeviceHandle, DeviceInfo, EventHandle, KernelFormat, KernelHandle, LaunchArgs,
     ModuleHandle, Result, StreamHandle,
 };
-use xhal_cpu::CpuBackend;
+use xhal_cpu::{CpuBackend, KernelMode};
 
 /// What is wrong with the backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,7 +48,9 @@ impl BrokenBackend {
         Ok(BrokenBackend {
             name,
             fault,
-            inner: CpuBackend::from_env()?,
+            // The interpreter: the self-proofs need kernels slow enough that a fault in
+            // ordering or completion shows (compiled kernels finish before the first query).
+            inner: CpuBackend::from_env()?.with_kernel_mode(KernelMode::Interpret),
             buffer_sizes: Mutex::new(HashMap::new()),
             f64_modules: Mutex::new(HashSet::new()),
             f64_kernels: Mutex::new(HashSet::new()),
