@@ -872,19 +872,7 @@ impl<'a> Writer<'a> {
 
     /// The binding whose runtime-sized array `array` (a pointer expression) points to.
     fn runtime_array_binding(&self, fx: &Fx, array: Handle<Expression>) -> Option<u32> {
-        let g = match &fx.f.expressions[array] {
-            Expression::GlobalVariable(g) => *g,
-            Expression::AccessIndex { base, .. } => match &fx.f.expressions[*base] {
-                Expression::GlobalVariable(g) => *g,
-                _ => return None,
-            },
-            _ => return None,
-        };
-        let var = &self.m.global_variables[g];
-        match var.space {
-            AddressSpace::Storage { .. } => var.binding.as_ref().map(|b| b.binding),
-            _ => None,
-        }
+        self.runtime_array_binding_of(fx.f, array)
     }
 
     /// An index into a runtime-sized array, clamped to the array's length so that no kernel
