@@ -70,6 +70,7 @@ mod error;
 mod limits;
 mod reflect;
 pub mod spirv_kernel;
+mod types;
 mod wgsl;
 
 pub use bundle::{format_name, is_source_format, ModuleBundle, Plan, ResolvedKernel, Variant};

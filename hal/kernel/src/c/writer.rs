@@ -831,19 +831,7 @@ impl<'a> Writer<'a> {
 
     /// What a pointer expression points to.
     fn pointee(&self, fx: &Fx, h: Handle<Expression>) -> TypeInner {
-        match self.ty(fx, h) {
-            TypeInner::Pointer { base, .. } => self.m.types[*base].inner.clone(),
-            TypeInner::ValuePointer {
-                size: Some(size),
-                scalar,
-                ..
-            } => TypeInner::Vector {
-                size: *size,
-                scalar: *scalar,
-            },
-            TypeInner::ValuePointer { size: None, scalar, .. } => TypeInner::Scalar(*scalar),
-            other => other.clone(),
-        }
+        crate::types::pointee(&self.m.types, self.ty(fx, h))
     }
 
     fn pointee_handle(&self, fx: &Fx, h: Handle<Expression>) -> Option<Handle<Type>> {
