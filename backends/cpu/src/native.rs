@@ -7,8 +7,9 @@
 //! kernel the compiled path cannot take (a log line says why).
 //!
 //! Compiled objects live in `$XHAL_CACHE_DIR/cpu` (else `$XDG_CACHE_HOME/xhal/cpu`, else
-//! `~/.cache/xhal/cpu`), named by a hash of the C source, the compiler's `--version` output
-//! and the flags, so a new compiler or a new emitter never reuses a stale object. The
+//! `~/.cache/xhal/cpu`), named by a hash of the C source, the compiler's `--version` output,
+//! the flags and the processor they target (`-march=native`, where the compiler takes it),
+//! so a new compiler, a new emitter or another machine never reuses a stale object. The
 //! directory is created private to the user, since whatever is in it gets loaded.
 
 use std::collections::HashMap;
@@ -180,7 +181,8 @@ struct Toolchain {
     compiler: String,
     /// xhal's flags, then [`CFLAGS_VARIABLE`]'s.
     flags: Vec<String>,
-    /// The compiler's `--version` output: part of every cache key.
+    /// The compiler's `--version` output and the processor it targets: part of every cache
+    /// key.
     identity: String,
     cache_dir: PathBuf,
 }
@@ -225,6 +227,16 @@ fn find_toolchain() -> std::result::Result<Toolchain, String> {
         "cpu: compiled kernels enabled"
     );
     let mut flags: Vec<String> = FLAGS.iter().map(|flag| (*flag).to_owned()).collect();
+    let mut identity = identity;
+    match host_target(&compiler) {
+        Some(target) => {
+            flags.push(NATIVE_TARGET_FLAG.to_owned());
+            identity.push_str(&target);
+        }
+        None => {
+            tracing::debug!(compiler = %compiler, "cpu: the compiler takes no {NATIVE_TARGET_FLAG}; kernels are built for its default target")
+        }
+    }
     if let Ok(extra) = std::env::var(CFLAGS_VARIABLE) {
         flags.extend(extra.split_whitespace().map(str::to_owned));
     }
@@ -234,6 +246,44 @@ fn find_toolchain() -> std::result::Result<Toolchain, String> {
         identity,
         cache_dir,
     })
+}
+
+/// Kernels are built for this machine's processor (its vector width: AVX2, AVX-512), as an
+/// OpenCL driver for CPUs does; a flag of [`CFLAGS_VARIABLE`] such as `-march=x86-64`
+/// comes after it and wins.
+const NATIVE_TARGET_FLAG: &str = "-march=native";
+
+/// What [`NATIVE_TARGET_FLAG`] means to `compiler` on this machine (the processor and its
+/// features, as the compiler driver expands them), or `None` when the compiler refuses it.
+/// It goes into every cache key, so that a cache shared with another machine never hands
+/// over an object built for instructions this one lacks.
+fn host_target(compiler: &str) -> Option<String> {
+    let output = Command::new(compiler)
+        .env("PATH", search_path())
+        .args([
+            NATIVE_TARGET_FLAG,
+            "-###",
+            "-x",
+            "c",
+            "-c",
+            "/dev/null",
+            "-o",
+            "/dev/null",
+        ])
+        .output()
+        .ok()?;
+    if !output.status.success() {
+        return None;
+    }
+    // The driver prints the commands it would run; their paths (temporary files among them)
+    // change from run to run, the target options do not.
+    let listing = String::from_utf8_lossy(&output.stderr);
+    let target: Vec<&str> = listing
+        .split_whitespace()
+        .map(|word| word.trim_matches(|c| c == '"' || c == '\''))
+        .filter(|word| !word.contains('/') && !word.is_empty())
+        .collect();
+    Some(format!("\ntarget: {}", target.join(" ")))
 }
 
 /// `name` as a path: as given when it has a `/`, else the first executable file of that name

@@ -226,8 +226,8 @@ impl<'a> Launch<'a> {
         self
     }
 
-    /// Enough workgroups for `invocations` invocations along x, spilling into y once x holds
-    /// 65,535 workgroups. The kernel then finds its flat index as
+    /// Enough workgroups for `invocations` invocations along x, spilling into y once x would
+    /// hold more than 65,535 workgroups, with the rows as even as they can be. The kernel then finds its flat index as
     /// `id.x + id.y * num_workgroups.x * workgroup_size.x` and must skip indices past the end.
     /// Needs the kernel's workgroup size, so a module loaded from WGSL.
     pub fn workgroups_for_invocations(mut self, invocations: u64) -> Self {
@@ -240,8 +240,10 @@ impl<'a> Launch<'a> {
             return self;
         };
         let groups = invocations.div_ceil(u64::from(size_x.max(1))).max(1);
-        let x = groups.min(MAX_WORKGROUPS_PER_DIMENSION);
-        let y = groups.div_ceil(x);
+        // As few rows as fit, each as even as can be: 65,536 groups are 2 rows of 32,768,
+        // not a full row of 65,535 and a second of 65,535 that are nearly all idle.
+        let y = groups.div_ceil(MAX_WORKGROUPS_PER_DIMENSION);
+        let x = groups.div_ceil(y);
         if y > MAX_WORKGROUPS_PER_DIMENSION {
             self.fail(Error::invalid_argument(format!(
                 "kernel `{}`: {invocations} invocations need {groups} workgroups of {size_x}, more than a 65535 × 65535 grid",

@@ -144,6 +144,81 @@ fn compiled_barrier_regions_match_the_interpreter() {
     }
 }
 
+/// Loops without barriers in an entry point with barriers: those every invocation runs the
+/// same number of times (uniform `break` and `continue`, nested) run once for the workgroup
+/// around the invocations, the others inside each invocation. A 3-D workgroup, so that the
+/// invocations are looped over x, y and z.
+const UNIFORM_LOOPS: &str = r#"
+struct Params { n: u32, limit: u32 }
+var<immediate> params: Params;
+@group(0) @binding(0) var<storage, read_write> data: array<u32>;
+var<workgroup> tile: array<u32, 64>;
+
+@compute @workgroup_size(8, 4, 2)
+fn loops(
+    @builtin(local_invocation_id) local: vec3<u32>,
+    @builtin(local_invocation_index) lane: u32,
+    @builtin(workgroup_id) group: vec3<u32>,
+) {
+    let base = group.x * 64u;
+    tile[lane] = data[base + lane];
+    workgroupBarrier();
+    var sum = lane;
+    for (var i = 0u; i < 64u; i++) {
+        if i == params.limit {
+            break;
+        }
+        if i % 3u == 1u {
+            continue;
+        }
+        sum = sum * 31u + tile[(lane + i) % 64u];
+        var j = 0u;
+        loop {
+            if j >= local.x {
+                break;
+            }
+            sum += j * i;
+            j++;
+        }
+        for (var k = 0u; k < params.n; k++) {
+            sum ^= tile[(k * 7u + local.y) % 64u] << (k % 5u);
+        }
+    }
+    if local.y == 1u {
+        for (var k = 0u; k < params.n; k++) {
+            sum ^= k << (local.z + 1u);
+        }
+    }
+    for (var r = 0u; r < 8u; r++) {
+        if r > local.x {
+            break;
+        }
+        sum += r * tile[r];
+    }
+    workgroupBarrier();
+    tile[lane] = sum;
+    workgroupBarrier();
+    data[base + lane] = tile[63u - lane] + sum;
+}
+"#;
+
+#[test]
+fn compiled_uniform_loops_match_the_interpreter() {
+    if !compiler_present() {
+        println!("skipped: no C compiler (cc or $CC); the compiled mode cannot be tested here");
+        return;
+    }
+    let input: Vec<u32> = (0..192u32).map(|i| i.wrapping_mul(2_246_822_519) ^ 0x9e37).collect();
+    for (n, limit) in [(3u32, 64u32), (0, 5), (7, 0), (1, 40)] {
+        let out = agree(UNIFORM_LOOPS, "loops", [3, 1, 1], &[words(&input)], &words(&[n, limit]));
+        assert_ne!(
+            out[0],
+            words(&input),
+            "n={n} limit={limit}: the kernel wrote its results"
+        );
+    }
+}
+
 #[test]
 fn a_kernel_the_compiled_path_lacks_runs_on_the_interpreter() {
     // Host C has no f16: the compiled mode interprets this kernel (with a warning).

@@ -403,4 +403,60 @@ mod tests {
             .expect("emits");
         assert!(!host.entry_points[0].barriers);
     }
+
+    #[test]
+    fn indices_the_workgroup_size_bounds_are_not_clamped() {
+        let source = "var<workgroup> tile: array<u32, 64>;\n\
+                      @group(0) @binding(0) var<storage, read_write> d: array<u32>;\n\
+                      @compute @workgroup_size(8, 8)\n\
+                      fn f(@builtin(local_invocation_index) lane: u32, @builtin(local_invocation_id) id: vec3<u32>) {\n\
+                          tile[lane] = 1u;\n\
+                          tile[id.y * 8u + id.x] = 2u;\n\
+                          tile[(lane + 9u) % 64u] = 3u;\n\
+                          tile[lane + 1u] = 4u;\n\
+                          workgroupBarrier();\n\
+                          d[lane] = tile[lane];\n\
+                      }\n";
+        for dialect in [Dialect::HostC, Dialect::OpenclC, Dialect::CudaC] {
+            let text = emit(source, dialect);
+            // Only `lane + 1u` can reach past the end (in invocation 63).
+            let clamps = text.matches(if dialect == Dialect::HostC {
+                "xh_fx_index(&"
+            } else {
+                "xh_min_u32((xh_u32)("
+            });
+            assert_eq!(clamps.count(), 1, "{}: {text}", dialect.name());
+        }
+    }
+
+    #[test]
+    fn host_c_runs_a_uniform_loop_once_for_the_workgroup() {
+        let source = include_str!("../../../../examples/kernels/matmul.wgsl");
+        let host = emit(source, Dialect::HostC);
+        // The tile's dot product (`i`, the same in every invocation) is a loop at workgroup
+        // level around one over the invocations, x innermost, which the compiler vectorises.
+        assert!(host.contains("xh_u32 i_l4;"), "{host}");
+        assert!(
+            host.contains("XH_INVOCATIONS\n") && host.contains("for (lx = 0; lx < 16u; lx++) {"),
+            "{host}"
+        );
+        // A loop whose exit differs between invocations stays inside each invocation.
+        let source = "@group(0) @binding(0) var<storage, read_write> d: array<u32>;\n\
+                      var<workgroup> w: array<u32, 4>;\n\
+                      @compute @workgroup_size(4)\n\
+                      fn f(@builtin(local_invocation_index) lane: u32) {\n\
+                          var s = 0u;\n\
+                          for (var i = 0u; i < 8u; i++) { if i > lane { break; } s += i; }\n\
+                          w[lane] = s;\n\
+                          workgroupBarrier();\n\
+                          d[lane] = w[3u - lane];\n\
+                      }\n";
+        let host = emit(source, Dialect::HostC);
+        let frame = host
+            .lines()
+            .find(|line| line.starts_with("typedef struct xh_frame_f"))
+            .unwrap_or_default();
+        assert!(!frame.contains("i_l1"), "{host}");
+        assert!(host.contains("XH_UNUSED xh_u32 i_l1 = 0u;"), "{host}");
+    }
 }

@@ -8,6 +8,9 @@ use super::Dialect;
 /// Suffixes of the scalar types the prelude defines vectors for.
 const SCALARS: &[&str] = &["bool", "i32", "u32", "f32", "i64", "u64", "f64"];
 
+/// Host C's `XH_INVOCATIONS` marks a loop over the invocations of a workgroup: WGSL leaves
+/// invocations unordered between barriers, so the C compiler may run them as vector lanes
+/// without proving that they touch different memory.
 fn base_types(dialect: Dialect) -> &'static str {
     match dialect {
         Dialect::HostC => {
@@ -15,6 +18,9 @@ fn base_types(dialect: Dialect) -> &'static str {
              #define XH_FN static inline\n#define XH_UNUSED __attribute__((unused))\n\
              #define XH_STATIC_ASSERT(c, m) _Static_assert(c, m)\n\
              #define XH_GLOBAL\n#define XH_LOCAL\n\
+             #if defined(__clang__)\n#define XH_INVOCATIONS _Pragma(\"clang loop vectorize(assume_safety)\")\n\
+             #elif defined(__GNUC__)\n#define XH_INVOCATIONS _Pragma(\"GCC ivdep\")\n\
+             #else\n#define XH_INVOCATIONS\n#endif\n\
              typedef bool xh_bool;\ntypedef int32_t xh_i32;\ntypedef uint32_t xh_u32;\ntypedef float xh_f32;\n\
              typedef int64_t xh_i64;\ntypedef uint64_t xh_u64;\ntypedef double xh_f64;\n"
         }

@@ -114,6 +114,38 @@ fn root(f: &Function, mut pointer: Handle<Expression>) -> Option<Root> {
     }
 }
 
+/// Adds to `stored` the locals that statement `s` may change: stores into them, and
+/// pointers to them handed to a function or an atomic operation.
+pub(super) fn stored_locals(f: &Function, s: &Statement, stored: &mut HashSet<Handle<LocalVariable>>) {
+    let mut add = |pointer: Handle<Expression>| {
+        if let Some(Root::Local(l)) = root(f, pointer) {
+            stored.insert(l);
+        }
+    };
+    match s {
+        Statement::Store { pointer, .. } | Statement::Atomic { pointer, .. } => add(*pointer),
+        Statement::Call { arguments, .. } => arguments.iter().for_each(|&a| add(a)),
+        Statement::Block(b) => b.iter().for_each(|s| stored_locals(f, s, stored)),
+        Statement::If { accept, reject, .. } => {
+            accept
+                .iter()
+                .chain(reject.iter())
+                .for_each(|s| stored_locals(f, s, stored));
+        }
+        Statement::Switch { cases, .. } => {
+            for c in cases {
+                c.body.iter().for_each(|s| stored_locals(f, s, stored));
+            }
+        }
+        Statement::Loop { body, continuing, .. } => {
+            body.iter()
+                .chain(continuing.iter())
+                .for_each(|s| stored_locals(f, s, stored));
+        }
+        _ => {}
+    }
+}
+
 struct Walker<'a> {
     f: &'a Function,
     exprs: &'a HashSet<Handle<Expression>>,

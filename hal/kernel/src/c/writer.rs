@@ -48,7 +48,8 @@ struct Writer<'a> {
     /// Of those, the ones with a context per invocation (they use `var<private>`).
     wg_private_ctx: HashSet<usize>,
     /// Host C entry points with a second, unchecked body and the check that picks it.
-    fast_entries: HashSet<usize>,
+    /// Entry points with an unchecked body, and how many index bases its check works out.
+    fast_entries: HashMap<usize, usize>,
 }
 
 /// Per-function state.
@@ -65,6 +66,9 @@ struct Fx<'a> {
     /// Host C: the entry point's own indices into runtime-sized arrays are used as they are,
     /// because the caller checked that they stay in bounds (see `write_bounds_check`).
     unchecked: bool,
+    /// In such a body, each index into a runtime-sized array that is `base + c * li`: its
+    /// number in `xh_site` (the bases, worked out by the check) and `c`.
+    sites: HashMap<Handle<Expression>, (usize, i64)>,
 }
 
 /// The region outside every region: workgroup-level control flow.
@@ -80,6 +84,8 @@ const CONTROL: usize = usize::MAX;
 struct Wg {
     /// Invocations per workgroup.
     size: u32,
+    /// The workgroup's size in each dimension.
+    shape: [u32; 3],
     /// What is the same in every invocation: one frame slot, not one per invocation.
     uniform: std::rc::Rc<super::uniform::Uniform>,
     /// The region being written, or `CONTROL`.
@@ -163,7 +169,7 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
         functions: HashMap::new(),
         wg_entries: HashSet::new(),
         wg_private_ctx: HashSet::new(),
-        fast_entries: HashSet::new(),
+        fast_entries: HashMap::new(),
     };
     w.check_types()?;
     let selected: Vec<usize> = m
@@ -318,7 +324,7 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
         );
     }
     for &h in &reachable {
-        let text = w.write_function(&m.functions[h], &w.info[h], w.functions[&h].clone(), false, false)?;
+        let text = w.write_function(&m.functions[h], &w.info[h], w.functions[&h].clone(), false, None)?;
         out.push_str(&text);
     }
     let mut entry_points = Vec::new();
@@ -343,12 +349,13 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
             }
             w.write_workgroup_function(ep, fi, &inner)?
         } else {
-            let mut text = w.write_function(&ep.function, fi, inner.clone(), true, false)?;
+            let mut text = w.write_function(&ep.function, fi, inner.clone(), true, None)?;
             if d == Dialect::HostC {
-                if let Some(check) = w.write_bounds_check(i, &inner)? {
-                    text.push_str(&w.write_function(&ep.function, fi, format!("{inner}_fast"), true, true)?);
+                if let Some((check, sites)) = w.write_bounds_check(i, &inner)? {
+                    let fast = w.write_function(&ep.function, fi, format!("{inner}_fast"), true, Some(&sites))?;
+                    text.push_str(&fast);
                     text.push_str(&check);
-                    w.fast_entries.insert(i);
+                    w.fast_entries.insert(i, sites.len());
                 }
             }
             text
@@ -395,6 +402,60 @@ pub(crate) fn has_barrier(block: &Block) -> bool {
         Statement::Loop { body, continuing, .. } => has_barrier(body) || has_barrier(continuing),
         _ => false,
     })
+}
+
+/// Whether every invocation of a workgroup runs a loop (with no barrier in it) the same
+/// number of times: its exits (`break_if`, and `break` or `continue` of this loop) are under
+/// uniform conditions only, and nothing in it returns. Host C's workgroup mode then runs
+/// such a loop once for the workgroup, with its body looped over the invocations (a loop
+/// interchange): an inner loop such as a tile's dot product becomes a loop over
+/// invocations, which the C compiler vectorises.
+fn uniform_trip_count(
+    uniform: &super::uniform::Uniform,
+    body: &Block,
+    continuing: &Block,
+    break_if: Option<Handle<Expression>>,
+) -> bool {
+    /// `depth` counts the loops inside the one asked about; `switch` is whether `block` is
+    /// in a switch (whose `break` leaves the switch, not the loop) at that depth.
+    fn exits_uniformly(
+        uniform: &super::uniform::Uniform,
+        block: &Block,
+        depth: u32,
+        switch: bool,
+        uniform_control: bool,
+    ) -> bool {
+        block.iter().all(|s| match s {
+            Statement::Return { .. } | Statement::Kill => false,
+            Statement::Break => depth > 0 || switch || uniform_control,
+            // A `continue` in a switch cannot leave a region (see `wg_needs_control`).
+            Statement::Continue => depth > 0 || (!switch && uniform_control),
+            Statement::Block(b) => exits_uniformly(uniform, b, depth, switch, uniform_control),
+            Statement::If {
+                condition,
+                accept,
+                reject,
+            } => {
+                let control = uniform_control && uniform.exprs.contains(condition);
+                exits_uniformly(uniform, accept, depth, switch, control)
+                    && exits_uniformly(uniform, reject, depth, switch, control)
+            }
+            Statement::Switch { selector, cases } => {
+                let control = uniform_control && uniform.exprs.contains(selector);
+                cases
+                    .iter()
+                    .all(|c| exits_uniformly(uniform, &c.body, depth, true, control))
+            }
+            Statement::Loop { body, continuing, .. } => {
+                exits_uniformly(uniform, body, depth + 1, false, uniform_control)
+                    && exits_uniformly(uniform, continuing, depth + 1, false, uniform_control)
+            }
+            _ => true,
+        })
+    }
+    break_if.is_none_or(|b| uniform.exprs.contains(&b))
+        && exits_uniformly(uniform, body, 0, false, true)
+        && exits_uniformly(uniform, continuing, 0, false, true)
 }
 
 /// Whether `block` has a `continue` for a loop around it (not one inside it).
@@ -871,7 +932,15 @@ impl<'a> Writer<'a> {
             .runtime_array_binding(fx, array)
             .ok_or_else(|| self.expr_err(fx, h, "indexing a runtime-sized array through a pointer parameter"))?;
         Ok(match self.d {
-            Dialect::HostC if fx.unchecked => format!("(xh_u32)({i})"),
+            Dialect::HostC if fx.unchecked => match &fx.f.expressions[h] {
+                // Worked out in 64 bits from the workgroup's base, so that the C compiler
+                // sees an address that moves by a constant step with the invocation.
+                Expression::Access { index, .. } if fx.sites.contains_key(index) => {
+                    let (k, c) = fx.sites[index];
+                    format!("(xh_i64)xh_site[{k}] + (xh_i64)xh_li * {c}")
+                }
+                _ => format!("(xh_u32)({i})"),
+            },
             Dialect::HostC => format!(
                 "xh_rt_index(&{}, (xh_u32)({i}), ctx->n_[{binding}])",
                 Self::oob_flag(fx)
@@ -880,7 +949,12 @@ impl<'a> Writer<'a> {
         })
     }
 
-    fn clamp(&self, fx: &Fx, idx: &str, n: u32) -> String {
+    fn clamp(&self, fx: &Fx, idx: &str, n: u32, index: Handle<Expression>) -> String {
+        if self.static_max(fx.f, index, 0).is_some_and(|max| max < u64::from(n)) {
+            // In bounds in every invocation: a plain index, which the C compiler can
+            // vectorise (a clamped store cannot be, before AVX-512 scatters).
+            return format!("(xh_u32)({idx})");
+        }
         if self.d == Dialect::HostC {
             // Also recorded, so that a strict runner can fault as its interpreter would.
             return format!(
@@ -890,6 +964,68 @@ impl<'a> Writer<'a> {
             );
         }
         format!("xh_min_u32((xh_u32)({idx}), {}u)", n.saturating_sub(1))
+    }
+
+    /// The largest value integer expression `h` of `f` can take, when the workgroup's size
+    /// and constants bound it (`local_invocation_index`, `local_invocation_id`, and
+    /// non-negative arithmetic on them); at most `i32::MAX`, so it holds for `i32` too.
+    fn static_max(&self, f: &Function, h: Handle<Expression>, depth: u32) -> Option<u64> {
+        const LIMIT: u64 = i32::MAX as u64;
+        if depth > 32 {
+            return None;
+        }
+        let workgroup = || {
+            self.m
+                .entry_points
+                .iter()
+                .find(|ep| std::ptr::eq(&ep.function, f))
+                .map(|ep| ep.workgroup_size.map(|d| u64::from(d.max(1))))
+        };
+        let builtin = |e: Handle<Expression>| match f.expressions[e] {
+            Expression::FunctionArgument(k) => match f.arguments[k as usize].binding {
+                Some(naga::Binding::BuiltIn(b)) => Some(b),
+                _ => None,
+            },
+            _ => None,
+        };
+        let literal = |e: Handle<Expression>| match f.expressions[e] {
+            Expression::Literal(Literal::U32(v)) => Some(u64::from(v)),
+            Expression::Literal(Literal::I32(v)) => u64::try_from(v).ok(),
+            _ => None,
+        };
+        let max = |e| self.static_max(f, e, depth + 1);
+        let value = match &f.expressions[h] {
+            Expression::Literal(_) => literal(h)?,
+            Expression::FunctionArgument(_) => match builtin(h)? {
+                naga::BuiltIn::LocalInvocationIndex => workgroup()?.iter().product::<u64>() - 1,
+                _ => return None,
+            },
+            Expression::AccessIndex { base, index } => match builtin(*base)? {
+                naga::BuiltIn::LocalInvocationId => *workgroup()?.get(*index as usize)? - 1,
+                _ => return None,
+            },
+            Expression::As {
+                expr,
+                kind: ScalarKind::Uint | ScalarKind::Sint,
+                convert: None | Some(4),
+            } => max(*expr)?,
+            Expression::Binary { op, left, right } => match op {
+                Bin::Add => max(*left)? + max(*right)?,
+                Bin::Multiply => max(*left)?.checked_mul(max(*right)?)?,
+                Bin::Divide => max(*left)? / literal(*right).filter(|&k| k > 0)?,
+                // A negative `i32` dividend would give a negative remainder.
+                Bin::Modulo => max(*left)?.min(literal(*right).filter(|&k| k > 0)? - 1),
+                Bin::And => match (max(*left), max(*right)) {
+                    (Some(a), Some(b)) => a.min(b),
+                    (Some(a), None) | (None, Some(a)) => a,
+                    (None, None) => return None,
+                },
+                Bin::ShiftRight => max(*left)? >> literal(*right).filter(|&k| k < 32)?,
+                _ => return None,
+            },
+            _ => return None,
+        };
+        (value <= LIMIT).then_some(value)
     }
 
     /// A C lvalue for a pointer expression (runtime-sized arrays: something indexable).
@@ -938,10 +1074,12 @@ impl<'a> Writer<'a> {
                     } => {
                         let repr = self.pointee_handle(fx, *base).and_then(|t| self.array_of(t));
                         let unwrap = repr.map(|r| r.0.unwrap).unwrap_or("");
-                        format!("{b}.a[{}]{unwrap}", self.clamp(fx, &i, n.get()))
+                        format!("{b}.a[{}]{unwrap}", self.clamp(fx, &i, n.get(), *index))
                     }
-                    TypeInner::Vector { size, .. } => format!("(&{b}.x)[{}]", self.clamp(fx, &i, size as u32)),
-                    TypeInner::Matrix { columns, .. } => format!("{b}.c[{}].v", self.clamp(fx, &i, columns as u32)),
+                    TypeInner::Vector { size, .. } => format!("(&{b}.x)[{}]", self.clamp(fx, &i, size as u32, *index)),
+                    TypeInner::Matrix { columns, .. } => {
+                        format!("{b}.c[{}].v", self.clamp(fx, &i, columns as u32, *index))
+                    }
                     _ => return Err(self.expr_err(fx, h, "this indexing")),
                 }
             }
@@ -1077,7 +1215,7 @@ impl<'a> Writer<'a> {
                         format!("xh_get_{}({b}, (xh_u32)({i}))", self.inner_name(self.ty(fx, *base))?)
                     }
                     TypeInner::Matrix { columns, .. } => {
-                        format!("{}.c[{}].v", paren(&b), self.clamp(fx, &i, *columns as u32))
+                        format!("{}.c[{}].v", paren(&b), self.clamp(fx, &i, *columns as u32, *index))
                     }
                     TypeInner::Array {
                         size: ArraySize::Constant(n),
@@ -1087,7 +1225,7 @@ impl<'a> Writer<'a> {
                             TypeResolution::Handle(t) => self.arrays.get(t).map(|r| r.unwrap).unwrap_or(""),
                             _ => "",
                         };
-                        format!("{}.a[{}]{unwrap}", paren(&b), self.clamp(fx, &i, n.get()))
+                        format!("{}.a[{}]{unwrap}", paren(&b), self.clamp(fx, &i, n.get(), *index))
                     }
                     _ => return Err(self.expr_err(fx, h, "this indexing")),
                 }
@@ -1843,7 +1981,7 @@ impl<'a> Writer<'a> {
         fi: &FunctionInfo,
         name: String,
         entry: bool,
-        unchecked: bool,
+        sites: Option<&[IndexSite]>,
     ) -> Res<String> {
         let mut fx = Fx {
             f,
@@ -1854,7 +1992,13 @@ impl<'a> Writer<'a> {
             entry,
             indent: 1,
             wg: None,
-            unchecked,
+            unchecked: sites.is_some(),
+            sites: sites
+                .into_iter()
+                .flatten()
+                .enumerate()
+                .map(|(k, &(index, c))| (index, (k, c)))
+                .collect(),
         };
         let mut params = vec!["xh_ctx* ctx".to_owned()];
         for (i, arg) in f.arguments.iter().enumerate() {
@@ -1872,6 +2016,10 @@ impl<'a> Writer<'a> {
             };
             params.push(decl);
             fx.args.push(an);
+        }
+        if fx.unchecked {
+            params.push("const xh_u64* xh_site".to_owned());
+            params.push("xh_u32 xh_li".to_owned());
         }
         let ret = match &f.result {
             Some(r) => self.type_name(r.ty)?,
@@ -2476,11 +2624,21 @@ struct WgPass {
 
 /// What every region's loop body starts with: the context and built-ins of invocation `li`,
 /// and the locals used in that region only.
+/// An index into a runtime-sized array that is `base + c * li` in the invocation index
+/// `li`: the index expression and `c`.
+type IndexSite = (Handle<Expression>, i64);
+
+/// A local a region declares: the local, whether it has one slot for the workgroup, and the
+/// C declaration.
+type RegionLocal = (Handle<naga::LocalVariable>, bool, String);
+
 struct RegionPrologue {
     common: String,
-    locals: HashMap<usize, String>,
+    /// Each region's locals: the local, whether it is one slot for the workgroup (which a
+    /// region that does not store to it loads once, before its loop), and its declaration.
+    locals: HashMap<usize, Vec<RegionLocal>>,
     /// What each region's loop body ends with: privatised locals stored back.
-    writeback: HashMap<usize, String>,
+    writeback: HashMap<usize, Vec<(Handle<naga::LocalVariable>, String)>>,
 }
 
 /// What [`Writer::write_host_wrapper`] needs from the shared part of the wrapper.
@@ -2586,25 +2744,36 @@ impl Writer<'_> {
             for arg in &ep.function.arguments {
                 call_args.push(self.builtin_name(arg, name)?.to_owned());
             }
-            let run = |function: &str| {
-                let mut text = format!("    {{ xh_u32 li; for (li = 0; li < {total}u; li++) {{\n");
+            let run = |function: &str, fast: bool| {
+                let mut text = "    { XH_UNUSED xh_u32 li, lx, ly, lz;\n".to_owned();
+                text.push_str(&Self::invocation_loop(wg, "    "));
                 for line in w.private_init.lines() {
                     let _ = writeln!(text, "    {line}");
                 }
-                text.push_str(&self.builtins_of_li(wg, "        "));
-                let _ = writeln!(text, "        {function}({});\n    }} }}", call_args.join(", "));
+                text.push_str(&self.builtins_of_li(wg, "        ", true));
+                let fast_args = if fast { ", xh_site, li" } else { "" };
+                let _ = writeln!(
+                    text,
+                    "        {function}({}{fast_args});\n    }} }}",
+                    call_args.join(", ")
+                );
                 text
             };
-            if self.fast_entries.contains(&w.index) {
+            if let Some(&bases) = self.fast_entries.get(&w.index) {
                 // Every index into a runtime-sized array stays in bounds for this workgroup:
                 // the body without the checks runs (the C compiler can vectorise it).
-                let _ = writeln!(out, "    if ({}_inbounds(&c, wid, nwg)) {{", w.inner);
-                out.push_str(&run(&format!("{}_fast", w.inner)));
+                let _ = writeln!(
+                    out,
+                    "    xh_u64 xh_site[{}] = {{0}};\n    if ({}_inbounds(&c, wid, nwg, xh_site)) {{",
+                    bases.max(1),
+                    w.inner
+                );
+                out.push_str(&run(&format!("{}_fast", w.inner), true));
                 out.push_str("    } else {\n");
-                out.push_str(&run(w.inner));
+                out.push_str(&run(w.inner, false));
                 out.push_str("    }\n");
             } else {
-                out.push_str(&run(w.inner));
+                out.push_str(&run(w.inner, false));
             }
             out.push_str("    if (c.oob_) __atomic_store_n(group->out_of_bounds, 1u, __ATOMIC_RELAXED);\n}\n");
         }
@@ -2734,8 +2903,10 @@ impl Writer<'_> {
             entry: true,
             indent: 2,
             unchecked: false,
+            sites: HashMap::new(),
             wg: Some(Wg {
                 size,
+                shape: ep.workgroup_size,
                 uniform: std::rc::Rc::clone(uniform),
                 region: Cell::new(CONTROL),
                 next_region: 0,
@@ -2754,7 +2925,7 @@ impl Writer<'_> {
         };
         let ctx = if private_ctx { "&F->c[li]" } else { "proto" };
         let mut prologue = format!("            XH_UNUSED xh_ctx* ctx = {ctx};\n");
-        prologue.push_str(&self.builtins_of_li(ep.workgroup_size, "            "));
+        prologue.push_str(&self.builtins_of_li(ep.workgroup_size, "            ", true));
         for (i, arg) in f.arguments.iter().enumerate() {
             let an = format!("a_{}{i}", ident(arg.name.as_deref(), "arg"));
             let t = self.type_name(arg.ty)?;
@@ -2775,8 +2946,8 @@ impl Writer<'_> {
         // Every local is a C local of each region that uses it, where the C compiler can keep
         // it in a register; one that lives across regions is loaded from the frame at the
         // region's start and stored back at its end.
-        let mut region_locals: HashMap<usize, String> = HashMap::new();
-        let mut region_writeback: HashMap<usize, String> = HashMap::new();
+        let mut region_locals: HashMap<usize, Vec<RegionLocal>> = HashMap::new();
+        let mut region_writeback: HashMap<usize, Vec<(Handle<naga::LocalVariable>, String)>> = HashMap::new();
         for (h, local) in f.local_variables.iter() {
             let ln = format!("{}_l{}", ident(local.name.as_deref(), "local"), h.index());
             let t = self.type_name(local.ty)?;
@@ -2803,18 +2974,24 @@ impl Writer<'_> {
             for &region in decided.local_uses.get(&h).into_iter().flatten() {
                 let start = region_locals.entry(region).or_default();
                 if private {
-                    let _ = writeln!(start, "            XH_UNUSED {t} {ln} = {slot};");
-                    let _ = writeln!(
-                        region_writeback.entry(region).or_default(),
-                        "            {slot} = {ln};"
-                    );
+                    start.push((
+                        h,
+                        uniform.locals.contains(&h),
+                        format!("    XH_UNUSED {t} {ln} = {slot};"),
+                    ));
+                    region_writeback
+                        .entry(region)
+                        .or_default()
+                        .push((h, format!("    {slot} = {ln};")));
                 } else {
-                    let _ = writeln!(start, "            XH_UNUSED {t} {ln} = {value};");
+                    start.push((h, false, format!("    XH_UNUSED {t} {ln} = {value};")));
                 }
             }
             fx.locals.insert(h, ln);
         }
-        let mut body = format!("    xh_u32 li;\n    XH_UNUSED xh_u32 xh_live = {size}u;\n    (void)wid; (void)nwg;\n");
+        let mut body = format!(
+            "    xh_u32 li;\n    XH_UNUSED xh_u32 lx = 0u, ly = 0u, lz = 0u;\n    XH_UNUSED xh_u32 xh_live = {size}u;\n    (void)wid; (void)nwg;\n"
+        );
         if !init.is_empty() {
             let _ = write!(body, "    for (li = 0; li < {size}u; li++) {{\n{init}    }}\n");
         }
@@ -2841,12 +3018,26 @@ impl Writer<'_> {
 
     /// Whether statement `s` must run at workgroup level: it holds a barrier, or it leaves
     /// (`break`, `continue`) a loop that does (`in_wg_loop`).
-    fn wg_needs_control(&self, s: &Statement, span: naga::Span, in_wg_loop: bool) -> Res<bool> {
+    /// `uniform` is the entry point's uniformity while the control flow around `s` is
+    /// uniform, and `None` under a condition that is not.
+    fn wg_needs_control(
+        &self,
+        uniform: Option<&super::uniform::Uniform>,
+        s: &Statement,
+        span: naga::Span,
+        in_wg_loop: bool,
+    ) -> Res<bool> {
         Ok(match s {
             Statement::ControlBarrier(_) | Statement::WorkGroupUniformLoad { .. } => true,
-            Statement::Block(b) => self.wg_block_needs_control(b, in_wg_loop)?,
-            Statement::If { accept, reject, .. } => {
-                self.wg_block_needs_control(accept, in_wg_loop)? || self.wg_block_needs_control(reject, in_wg_loop)?
+            Statement::Block(b) => self.wg_block_needs_control(uniform, b, in_wg_loop)?,
+            Statement::If {
+                condition,
+                accept,
+                reject,
+            } => {
+                let inner = uniform.filter(|u| u.exprs.contains(condition));
+                self.wg_block_needs_control(inner, accept, in_wg_loop)?
+                    || self.wg_block_needs_control(inner, reject, in_wg_loop)?
             }
             Statement::Switch { cases, .. } => {
                 let escapes = cases
@@ -2857,15 +3048,28 @@ impl Writer<'_> {
                 }
                 false
             }
-            Statement::Loop { body, continuing, .. } => has_barrier(body) || has_barrier(continuing),
+            Statement::Loop {
+                body,
+                continuing,
+                break_if,
+            } => {
+                has_barrier(body)
+                    || has_barrier(continuing)
+                    || uniform.is_some_and(|u| uniform_trip_count(u, body, continuing, *break_if))
+            }
             Statement::Break | Statement::Continue => in_wg_loop,
             _ => false,
         })
     }
 
-    fn wg_block_needs_control(&self, block: &Block, in_wg_loop: bool) -> Res<bool> {
+    fn wg_block_needs_control(
+        &self,
+        uniform: Option<&super::uniform::Uniform>,
+        block: &Block,
+        in_wg_loop: bool,
+    ) -> Res<bool> {
         for (s, span) in block.span_iter() {
-            if self.wg_needs_control(s, *span, in_wg_loop)? {
+            if self.wg_needs_control(uniform, s, *span, in_wg_loop)? {
                 return Ok(true);
             }
         }
@@ -2883,12 +3087,14 @@ impl Writer<'_> {
     ) -> Res<()> {
         let mut pending: Vec<(&Statement, naga::Span)> = Vec::new();
         let body_end = std::ptr::eq(block, &fx.f.body) && matches!(block.last(), Some(Statement::Return { .. }));
+        // Control at workgroup level is uniform (WGSL requires it around a barrier).
+        let uniform = std::rc::Rc::clone(&fx.wg.as_ref().expect("workgroup mode").uniform);
         for (k, (s, span)) in block.span_iter().enumerate() {
             if body_end && k + 1 == block.len() {
                 // The function's closing `return`: every invocation ends here anyway.
                 break;
             }
-            if self.wg_needs_control(s, *span, in_wg_loop)? {
+            if self.wg_needs_control(Some(&uniform), s, *span, in_wg_loop)? {
                 self.wg_region(fx, &pending, out, prologue, false)?;
                 pending.clear();
                 self.wg_statement(fx, s, *span, out, in_wg_loop, prologue)?;
@@ -2913,7 +3119,7 @@ impl Writer<'_> {
         if statements.is_empty() {
             return Ok(());
         }
-        let (region, size, done_flags) = {
+        let (region, done_flags) = {
             let wg = fx.wg.as_mut().expect("workgroup mode");
             let region = wg.next_region;
             wg.next_region += 1;
@@ -2923,7 +3129,7 @@ impl Writer<'_> {
             if wg.loop_depth > 0 {
                 wg.loop_regions.insert(region);
             }
-            (region, wg.size, wg.done_flags)
+            (region, wg.done_flags)
         };
         let pad = Self::pad(fx);
         let saved = fx.indent;
@@ -2938,11 +3144,23 @@ impl Writer<'_> {
         wg.region.set(CONTROL);
         // A region that only computes uniform values runs once, as invocation 0.
         let once = !returns && statements.iter().all(|(s, _)| Self::uniform_only(fx, wg, s));
+        let mut stored = HashSet::new();
+        for (s, _) in statements {
+            super::uniform::stored_locals(fx.f, s, &mut stored);
+        }
+        let locals = prologue.locals.get(&region).map(Vec::as_slice).unwrap_or_default();
+        // A workgroup's value that the region only reads is loaded once for all invocations:
+        // reloaded in the loop, after stores the C compiler cannot tell apart from the frame,
+        // it would cost a load per invocation and keep the loop from vectorising.
+        let hoisted = |&(local, shared, _): &&RegionLocal| *shared && !once && !stored.contains(local);
         let _ = writeln!(out, "{pad}{{ xh_u32 xh_oob = 0u;");
+        for (_, _, line) in locals.iter().filter(hoisted) {
+            let _ = writeln!(out, "{pad}{line}");
+        }
         if once {
-            let _ = writeln!(out, "{pad}li = 0u; {{");
+            let _ = writeln!(out, "{pad}li = 0u; lx = 0u; ly = 0u; lz = 0u; {{");
         } else {
-            let _ = writeln!(out, "{pad}for (li = 0; li < {size}u; li++) {{");
+            out.push_str(&Self::invocation_loop(wg.shape, &pad));
         }
         if done_flags && !once {
             let _ = writeln!(out, "{pad}    if (F->done_[li]) continue;");
@@ -2950,18 +3168,20 @@ impl Writer<'_> {
         for line in prologue.common.lines() {
             let _ = writeln!(out, "{pad}{}", line.trim_start_matches("        "));
         }
-        if let Some(locals) = prologue.locals.get(&region) {
-            for line in locals.lines() {
-                let _ = writeln!(out, "{pad}{}", line.trim_start_matches("        "));
-            }
+        for local in locals.iter().filter(|local| !hoisted(local)) {
+            let _ = writeln!(out, "{pad}    {}", local.2);
         }
         out.push_str(&inner);
         if returns {
             let _ = writeln!(out, "{pad}    xh_r{region}_end: ;");
         }
         if let Some(lines) = prologue.writeback.get(&region) {
-            for line in lines.lines() {
-                let _ = writeln!(out, "{pad}{}", line.trim_start_matches("        "));
+            // Only what the region may have changed: a store of a value every invocation
+            // shares would keep the C compiler from vectorising the loop.
+            for (local, line) in lines {
+                if stored.contains(local) {
+                    let _ = writeln!(out, "{pad}{line}");
+                }
             }
         }
         let _ = writeln!(out, "{pad}}}");
@@ -3073,7 +3293,7 @@ impl Writer<'_> {
     /// says whether every such index of the workgroup is in bounds: since each index moves
     /// in one direction with `li`, the first and the last invocation bound it. `None` when an
     /// index is not of that form (the checked body then always runs).
-    fn write_bounds_check(&self, i: usize, inner: &str) -> Res<Option<String>> {
+    fn write_bounds_check(&self, i: usize, inner: &str) -> Res<Option<(String, Vec<IndexSite>)>> {
         let ep = &self.m.entry_points[i];
         let f = &ep.function;
         let fi = self.info.get_entry_point(i);
@@ -3107,7 +3327,7 @@ impl Writer<'_> {
             match self.affine(f, index, one_dimensional) {
                 // Far from wrapping around: the index is monotonic over the workgroup.
                 Some(c) if c.unsigned_abs().saturating_mul(u64::from(total)) < 1 << 30 => {
-                    sites.push((h, index, binding))
+                    sites.push((h, index, binding, c))
                 }
                 _ => return Ok(None),
             }
@@ -3130,16 +3350,25 @@ impl Writer<'_> {
             indent: 1,
             wg: None,
             unchecked: false,
+            sites: HashMap::new(),
         };
+        // The distinct index expressions, whose values in the first invocation the check
+        // leaves in `site` for the unchecked body.
+        let mut bases: Vec<IndexSite> = Vec::new();
+        for &(_, index, _, c) in &sites {
+            if !bases.iter().any(|&(known, _)| known == index) {
+                bases.push((index, c));
+            }
+        }
         let mut text = format!(
-            "static int {inner}_inbounds(xh_ctx* ctx, xh_u32x3 wid, xh_u32x3 nwg) {{\n    xh_u32 li;\n    (void)nwg;\n"
+            "static int {inner}_inbounds(xh_ctx* ctx, xh_u32x3 wid, xh_u32x3 nwg, xh_u64* site) {{\n    xh_u32 li;\n    (void)nwg;\n"
         );
         let _ = writeln!(
             text,
             "    for (li = 0; li < {total}u; li += {}u) {{",
             (total - 1).max(1)
         );
-        text.push_str(&self.builtins_of_li(wg, "        "));
+        text.push_str(&self.builtins_of_li(wg, "        ", false));
         for (k, arg) in f.arguments.iter().enumerate() {
             let _ = writeln!(
                 text,
@@ -3149,7 +3378,7 @@ impl Writer<'_> {
                 self.builtin_name(arg, &ep.name)?
             );
         }
-        for (_, index, binding) in &sites {
+        for (_, index, binding, _) in &sites {
             let value = self.expr(&fx, *index)?;
             // Arrays of more than 2^31 elements are left to the checks: the reasoning above
             // needs the indices far from wrapping around.
@@ -3158,8 +3387,13 @@ impl Writer<'_> {
                 "        if (ctx->n_[{binding}] > 0x80000000u || (xh_u32)({value}) >= ctx->n_[{binding}]) return 0;"
             );
         }
-        text.push_str("    }\n    return 1;\n}\n");
-        Ok(Some(text))
+        text.push_str("        if (li == 0u) {\n");
+        for (k, (index, _)) in bases.iter().enumerate() {
+            let value = self.expr(&fx, *index)?;
+            let _ = writeln!(text, "            site[{k}] = (xh_u32)({value});");
+        }
+        text.push_str("        }\n    }\n    return 1;\n}\n");
+        Ok(Some((text, bases)))
     }
 
     fn runtime_array_binding_of(&self, f: &Function, array: Handle<Expression>) -> Option<u32> {
@@ -3262,7 +3496,7 @@ impl Writer<'_> {
 
     /// Declarations of `lid`, `gid` and `lidx` for invocation `li` of a workgroup whose
     /// `wid` and `nwg` are in scope.
-    fn builtins_of_li(&self, wg: [u32; 3], pad: &str) -> String {
+    fn builtins_of_li(&self, wg: [u32; 3], pad: &str, nested: bool) -> String {
         let xy = wg[0].wrapping_mul(wg[1]);
         if wg[1] <= 1 && wg[2] <= 1 {
             return format!(
@@ -3272,14 +3506,42 @@ impl Writer<'_> {
                 x = wg[0].max(1)
             );
         }
+        let lid = if nested {
+            "lx, ly, lz".to_owned()
+        } else {
+            format!(
+                "li % {x}u, (li / {x}u) % {y}u, li / {xy}u",
+                x = wg[0].max(1),
+                y = wg[1].max(1),
+                xy = xy.max(1)
+            )
+        };
         format!(
-            "{pad}XH_UNUSED xh_u32x3 lid = xh_make_xh_u32x3(li % {x}u, (li / {x}u) % {y}u, li / {xy}u);\n\
+            "{pad}XH_UNUSED xh_u32x3 lid = xh_make_xh_u32x3({lid});\n\
              {pad}XH_UNUSED xh_u32x3 gid = xh_make_xh_u32x3(wid.x * {x}u + lid.x, wid.y * {y}u + lid.y, wid.z * {z}u + lid.z);\n\
              {pad}XH_UNUSED xh_u32 lidx = li;\n",
             x = wg[0].max(1),
             y = wg[1].max(1),
             z = wg[2],
-            xy = xy.max(1)
+        )
+    }
+
+    /// The head of a loop over every invocation of a workgroup (its body then closes it with
+    /// one `}`), which sets `li` and, for a workgroup of more than one dimension, `lx`, `ly`
+    /// and `lz` (declared by the caller). The innermost loop runs along x, so that an
+    /// access like `tile[ly * 16u + lx]` is contiguous, and it carries `XH_INVOCATIONS`: the
+    /// invocations between two barriers are unordered in WGSL, so the C compiler may
+    /// vectorise across them without proving them independent.
+    fn invocation_loop(wg: [u32; 3], pad: &str) -> String {
+        let (x, y, z) = (wg[0].max(1), wg[1].max(1), wg[2].max(1));
+        if y == 1 && z == 1 {
+            return format!("{pad}XH_INVOCATIONS\n{pad}for (li = 0; li < {x}u; li++) {{\n");
+        }
+        format!(
+            "{pad}for (lz = 0; lz < {z}u; lz++) for (ly = 0; ly < {y}u; ly++)\n\
+             {pad}XH_INVOCATIONS\n\
+             {pad}for (lx = 0; lx < {x}u; lx++) {{\n\
+             {pad}    li = (lz * {y}u + ly) * {x}u + lx;\n"
         )
     }
 
