@@ -530,6 +530,24 @@ mod tests {
     }
 
     #[test]
+    fn the_host_target_is_the_same_from_run_to_run_and_absent_without_a_compiler() {
+        // A program that refuses every option stands for a compiler without -march=native.
+        assert_eq!(host_target("false"), None);
+        assert_eq!(host_target("/nonexistent/cc"), None);
+        let Some(compiler) = resolve_program("cc") else {
+            println!("skipped: no cc on PATH; the host target cannot be read here");
+            return;
+        };
+        let compiler = compiler.to_string_lossy().into_owned();
+        let first = host_target(&compiler);
+        // Part of every cache key: the driver's temporary files must not leak into it.
+        assert_eq!(first, host_target(&compiler));
+        if let Some(target) = first {
+            assert!(!target.contains('/'), "{target}");
+        }
+    }
+
+    #[test]
     fn cache_keys_separate_their_parts() {
         assert_ne!(cache_key(&[b"ab", b"c"]), cache_key(&[b"a", b"bc"]));
         assert_eq!(cache_key(&[b"x"]).len(), 32);

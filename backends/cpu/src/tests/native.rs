@@ -219,6 +219,54 @@ fn compiled_uniform_loops_match_the_interpreter() {
     }
 }
 
+/// Regions that are only `if lane < n` stop at the first invocation the condition fails in;
+/// one whose earlier values a later region reads (`kept`) must visit every invocation.
+const PREFIXES: &str = r#"
+struct Params { n: u32 }
+var<immediate> params: Params;
+@group(0) @binding(0) var<storage, read_write> data: array<u32>;
+var<workgroup> w: array<u32, 64>;
+
+@compute @workgroup_size(64)
+fn prefixes(
+    @builtin(local_invocation_index) lane: u32,
+    @builtin(local_invocation_id) local: vec3<u32>,
+    @builtin(workgroup_id) group: vec3<u32>,
+) {
+    let base = group.x * 64u;
+    w[lane] = data[base + lane];
+    workgroupBarrier();
+    for (var s = 32u; s > 0u; s >>= 1u) {
+        if lane < s {
+            w[lane] += w[lane + s] * (s + 1u);
+        }
+        workgroupBarrier();
+    }
+    if params.n > local.x {
+        w[lane] = w[lane] * 3u + 1u;
+    }
+    workgroupBarrier();
+    let kept = data[base + lane] + lane;
+    if lane <= params.n {
+        w[lane] ^= kept;
+    }
+    workgroupBarrier();
+    data[base + lane] = w[lane] + kept;
+}
+"#;
+
+#[test]
+fn compiled_prefix_regions_match_the_interpreter() {
+    if !compiler_present() {
+        println!("skipped: no C compiler (cc or $CC); the compiled mode cannot be tested here");
+        return;
+    }
+    let input: Vec<u32> = (0..128u32).map(|i| i.wrapping_mul(0x2545_f491) ^ 0x1234).collect();
+    for n in [0u32, 10, 63, 100] {
+        agree(PREFIXES, "prefixes", [2, 1, 1], &[words(&input)], &words(&[n]));
+    }
+}
+
 #[test]
 fn a_kernel_the_compiled_path_lacks_runs_on_the_interpreter() {
     // Host C has no f16: the compiled mode interprets this kernel (with a warning).

@@ -394,6 +394,8 @@ mod tests {
         assert!(host.text.contains("for (li = 0; li < 256u; li++) {"), "{}", host.text);
         // `stride` is the same in every invocation: one slot, updated once per step.
         assert!(host.text.contains("xh_u32 stride_l1;"), "{}", host.text);
+        // Each step's `if lane < stride` region stops at the first inactive invocation.
+        assert!(host.text.contains("goto xh_r3_past;"), "{}", host.text);
         assert!(host.entry_points[0].barriers);
         assert_eq!(host.entry_points[0].workgroup_bytes, 1024);
         let saxpy = include_str!("../../../../examples/kernels/saxpy.wgsl");

@@ -3138,12 +3138,16 @@ impl Writer<'_> {
         for (s, span) in statements {
             self.statement(fx, s, *span, &mut inner)?;
         }
+        // Asked while the region is still the one being written, since naming the condition
+        // counts as a use of it there.
+        let prefix = self.prefix_guard(fx, statements)?;
         fx.indent = saved;
         let wg = fx.wg.as_ref().expect("workgroup mode");
         let returns = wg.region_returns.get();
         wg.region.set(CONTROL);
         // A region that only computes uniform values runs once, as invocation 0.
         let once = !returns && statements.iter().all(|(s, _)| Self::uniform_only(fx, wg, s));
+        let prefix = prefix.filter(|_| !once);
         let mut stored = HashSet::new();
         for (s, _) in statements {
             super::uniform::stored_locals(fx.f, s, &mut stored);
@@ -3184,12 +3188,68 @@ impl Writer<'_> {
                 }
             }
         }
+        if let Some(condition) = &prefix {
+            let _ = writeln!(out, "{pad}    if (!({condition})) goto xh_r{region}_past;");
+        }
         let _ = writeln!(out, "{pad}}}");
+        if prefix.is_some() {
+            let _ = writeln!(out, "{pad}xh_r{region}_past: ;");
+        }
         let _ = writeln!(out, "{pad}proto->oob_ |= xh_oob; }}");
         if returns && !tail {
             let _ = writeln!(out, "{pad}if (xh_live == 0u) return;");
         }
         Ok(())
+    }
+
+    /// For a region that is only `if lane < n { ... }` (after expressions no later region
+    /// reads), with `lane` the invocation index and `n` the same in every invocation, the
+    /// condition: it holds for a prefix of the invocations, so the loop can stop at the
+    /// first one it fails in. A tree reduction's steps then visit the `n` active
+    /// invocations instead of the whole workgroup.
+    fn prefix_guard(&self, fx: &Fx, statements: &[(&Statement, naga::Span)]) -> Res<Option<String>> {
+        let wg = fx.wg.as_ref().expect("workgroup mode");
+        let Some(((last, _), before)) = statements.split_last() else {
+            return Ok(None);
+        };
+        let Statement::If { condition, reject, .. } = last else {
+            return Ok(None);
+        };
+        let only_local_values = before.iter().all(|(s, _)| match s {
+            Statement::Emit(range) => range.clone().all(|h| !wg.private_exprs.contains(&h)),
+            _ => false,
+        });
+        if !reject.is_empty() || !only_local_values {
+            return Ok(None);
+        }
+        let one_dimensional = wg.shape[1] <= 1 && wg.shape[2] <= 1;
+        let rising = |h: Handle<Expression>| match &fx.f.expressions[h] {
+            Expression::FunctionArgument(k) => matches!(
+                fx.f.arguments[*k as usize].binding,
+                Some(naga::Binding::BuiltIn(naga::BuiltIn::LocalInvocationIndex))
+            ),
+            Expression::AccessIndex { base, index: 0 } if one_dimensional => match fx.f.expressions[*base] {
+                Expression::FunctionArgument(k) => matches!(
+                    fx.f.arguments[k as usize].binding,
+                    Some(naga::Binding::BuiltIn(naga::BuiltIn::LocalInvocationId))
+                ),
+                _ => false,
+            },
+            _ => false,
+        };
+        let shared = |h: &Handle<Expression>| wg.uniform.exprs.contains(h);
+        let prefix = match &fx.f.expressions[*condition] {
+            Expression::Binary { op, left, right } => match op {
+                Bin::Less | Bin::LessEqual => rising(*left) && shared(right),
+                Bin::Greater | Bin::GreaterEqual => rising(*right) && shared(left),
+                _ => false,
+            },
+            _ => false,
+        };
+        if !prefix {
+            return Ok(None);
+        }
+        self.expr(fx, *condition).map(Some)
     }
 
     /// Whether `s` only computes uniform values (expressions, and stores of them to uniform
