@@ -1,0 +1,699 @@
+//! Streams as immediate command lists, events as barriers that signal a Level Zero event.
+//!
+//! A stream is one immediate command list on a compute queue group, asynchronous, in order
+//! (`ZE_COMMAND_QUEUE_FLAG_IN_ORDER` where the driver's API is 1.7 or later; on older
+//! drivers a barrier goes between every two commands, since commands of a list may otherwise
+//! overlap). Every command is submitted as it is appended.
+//!
+//! Level Zero frees memory at once (`zeMemFree` does not wait for queued work), so the stream
+//! keeps what each command uses (buffers, staging memory, events it waits for) until it sees
+//! the command complete: at a synchronize, a query that finds the list idle, or a wait for an
+//! event recorded after it. Writes are copied into host staging memory when they are
+//! enqueued; reads land in host staging memory and are copied to their destination when
+//! their completion is seen. Errors come from the list's host synchronization and stick to
+//! the stream.
+
+use crate::ffi::{self, CommandListHandle, EventHandle, EventPoolHandle};
+use crate::gpu::{host_size, DeviceBuffer, Gpu, HostStaging};
+use parking_lot::Mutex;
+use std::any::Any;
+use std::collections::VecDeque;
+use std::sync::Arc;
+use xhal_core::{Error, ErrorKind, Result};
+
+/// A Level Zero event in a pool of its own, host-visible, with kernel timestamps when asked.
+pub(crate) struct ZeEvent {
+    gpu: Arc<Gpu>,
+    pool: EventPoolHandle,
+    pub(crate) event: EventHandle,
+}
+
+// Events are signalled by the device and read from any thread.
+// SAFETY: see above.
+unsafe impl Send for ZeEvent {}
+// SAFETY: see above.
+unsafe impl Sync for ZeEvent {}
+
+impl ZeEvent {
+    pub(crate) fn new(gpu: &Arc<Gpu>, timestamps: bool) -> Result<ZeEvent> {
+        let api = gpu.api();
+        let mut flags = ffi::ZE_EVENT_POOL_FLAG_HOST_VISIBLE;
+        if timestamps {
+            flags |= ffi::ZE_EVENT_POOL_FLAG_KERNEL_TIMESTAMP;
+        }
+        let desc = ffi::EventPoolDesc {
+            stype: ffi::ZE_STRUCTURE_TYPE_EVENT_POOL_DESC,
+            p_next: std::ptr::null(),
+            flags,
+            count: 1,
+        };
+        let mut device = gpu.adapter().device;
+        let mut pool = std::ptr::null_mut();
+        // SAFETY: a live context, one device of it, a filled descriptor.
+        let code = unsafe { (api.event_pool_create)(gpu.context, &desc, 1, &mut device, &mut pool) };
+        ffi::check(code, "zeEventPoolCreate", || format!("creating an event pool on {}", gpu.name()))?;
+        let desc = ffi::EventDesc {
+            stype: ffi::ZE_STRUCTURE_TYPE_EVENT_DESC,
+            p_next: std::ptr::null(),
+            index: 0,
+            signal: ffi::ZE_EVENT_SCOPE_FLAG_HOST,
+            wait: ffi::ZE_EVENT_SCOPE_FLAG_HOST,
+        };
+        let mut event = std::ptr::null_mut();
+        // SAFETY: index 0 of a pool of one.
+        let code = unsafe { (api.event_create)(pool, &desc, &mut event) };
+        if let Err(error) = ffi::check(code, "zeEventCreate", || format!("creating an event on {}", gpu.name())) {
+            // SAFETY: the pool holds no event.
+            unsafe { (api.event_pool_destroy)(pool) };
+            return Err(error);
+        }
+        let _ = ffi::ZE_EVENT_SCOPE_FLAG_DEVICE;
+        Ok(ZeEvent {
+            gpu: Arc::clone(gpu),
+            pool,
+            event,
+        })
+    }
+
+    /// Whether the event is signalled.
+    fn is_signalled(&self) -> Result<bool> {
+        // SAFETY: a live event.
+        let code = unsafe { (self.gpu.api().event_query_status)(self.event) };
+        match code {
+            ffi::ZE_RESULT_SUCCESS => Ok(true),
+            ffi::ZE_RESULT_NOT_READY => Ok(false),
+            code => Err(ffi::ze_error("zeEventQueryStatus", "asking whether an event is signalled", code)),
+        }
+    }
+
+    /// Blocks until the event is signalled.
+    fn wait(&self) -> Result<()> {
+        // SAFETY: a live event; UINT64_MAX waits without a timeout.
+        let code = unsafe { (self.gpu.api().event_host_synchronize)(self.event, u64::MAX) };
+        ffi::check(code, "zeEventHostSynchronize", || format!("waiting for an event on {}", self.gpu.name()))
+    }
+
+    /// The global end timestamp of the command that signalled the event, in ticks.
+    fn end_ticks(&self) -> Result<u64> {
+        let mut result = ffi::KernelTimestampResult::default();
+        // SAFETY: a signalled event of a timestamp pool; the result is plain data.
+        let code = unsafe { (self.gpu.api().event_query_kernel_timestamp)(self.event, &mut result) };
+        ffi::check(code, "zeEventQueryKernelTimestamp", || "reading an event's timestamp".to_string())?;
+        Ok(result.global.kernel_end)
+    }
+}
+
+impl Drop for ZeEvent {
+    fn drop(&mut self) {
+        // SAFETY: no queued command refers to the event any more (commands hold it).
+        unsafe {
+            (self.gpu.api().event_destroy)(self.event);
+            (self.gpu.api().event_pool_destroy)(self.pool);
+        }
+    }
+}
+
+/// What a command needs until it completes.
+pub(crate) type KeepAlive = Box<dyn Any + Send + Sync>;
+
+/// A read whose bytes are in staging memory until the read is seen complete.
+struct ReadBack {
+    staging: HostStaging,
+    destination: *mut u8,
+}
+
+// The destination is the caller's, valid until the read completes (the trait's contract).
+// SAFETY: see above.
+unsafe impl Send for ReadBack {}
+
+struct Pending {
+    number: u64,
+    _keep: Vec<KeepAlive>,
+    read_back: Option<ReadBack>,
+}
+
+pub(crate) struct StreamState {
+    pending: VecDeque<Pending>,
+    next_command: u64,
+    /// An error found while executing: returned by every later call.
+    sticky: Option<Error>,
+}
+
+impl StreamState {
+    /// Retires the commands numbered below `bound` (all with `None`): their reads are copied
+    /// out and what they used is released.
+    fn retire(&mut self, bound: Option<u64>) {
+        while let Some(front) = self.pending.front() {
+            if bound.is_some_and(|bound| front.number >= bound) {
+                break;
+            }
+            let Some(done) = self.pending.pop_front() else {
+                break;
+            };
+            if let Some(read) = done.read_back {
+                // SAFETY: the read completed, so the staging memory holds its bytes; the caller
+                // keeps the destination valid until then.
+                unsafe { std::ptr::copy_nonoverlapping(read.staging.pointer, read.destination, read.staging.size) };
+            }
+        }
+    }
+}
+
+/// An immediate command list.
+pub(crate) struct Stream {
+    pub(crate) gpu: Arc<Gpu>,
+    list: CommandListHandle,
+    /// Shared with the records of events on this stream.
+    state: Arc<Mutex<StreamState>>,
+}
+
+// The list is only appended to under the state's lock.
+// SAFETY: see above.
+unsafe impl Send for Stream {}
+// SAFETY: see above.
+unsafe impl Sync for Stream {}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        let _ = self.synchronize();
+        // SAFETY: the list is idle and nothing else destroys it.
+        unsafe { (self.gpu.api().command_list_destroy)(self.list) };
+    }
+}
+
+impl Stream {
+    pub(crate) fn new(gpu: &Arc<Gpu>) -> Result<Stream> {
+        let adapter = gpu.adapter();
+        let desc = ffi::CommandQueueDesc {
+            stype: ffi::ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC,
+            p_next: std::ptr::null(),
+            ordinal: adapter.compute_ordinal,
+            index: 0,
+            flags: if adapter.in_order_lists {
+                ffi::ZE_COMMAND_QUEUE_FLAG_IN_ORDER
+            } else {
+                0
+            },
+            mode: ffi::ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS,
+            priority: ffi::ZE_COMMAND_QUEUE_PRIORITY_NORMAL,
+        };
+        let mut list = std::ptr::null_mut();
+        // SAFETY: a live context and its device, a filled descriptor.
+        let code = unsafe { (gpu.api().command_list_create_immediate)(gpu.context, adapter.device, &desc, &mut list) };
+        ffi::check(code, "zeCommandListCreateImmediate", || {
+            format!("creating a stream on {}", gpu.name())
+        })?;
+        Ok(Stream {
+            gpu: Arc::clone(gpu),
+            list,
+            state: Arc::new(Mutex::new(StreamState {
+                pending: VecDeque::new(),
+                next_command: 0,
+                sticky: None,
+            })),
+        })
+    }
+
+    /// Appends one command through `call`, which receives the list and returns the name of
+    /// the Level Zero call and its result; `doing` names the command for errors. `keep` lives
+    /// until the command completes. Returns the command's number.
+    pub(crate) fn enqueue(
+        &self,
+        doing: impl FnOnce() -> String,
+        call: impl FnOnce(CommandListHandle) -> (&'static str, ffi::ZeResult),
+        keep: Vec<KeepAlive>,
+    ) -> Result<u64> {
+        let mut state = self.state.lock();
+        self.enqueue_locked(&mut state, doing, call, keep, None)
+    }
+
+    fn enqueue_locked(
+        &self,
+        state: &mut StreamState,
+        doing: impl FnOnce() -> String,
+        call: impl FnOnce(CommandListHandle) -> (&'static str, ffi::ZeResult),
+        keep: Vec<KeepAlive>,
+        read_back: Option<ReadBack>,
+    ) -> Result<u64> {
+        if let Some(error) = &state.sticky {
+            return Err(error.clone());
+        }
+        if !self.gpu.adapter().in_order_lists && state.next_command > 0 {
+            // SAFETY: a barrier with no events on a live list.
+            let code = unsafe {
+                (self.gpu.api().command_list_append_barrier)(self.list, std::ptr::null_mut(), 0, std::ptr::null_mut())
+            };
+            ffi::check(code, "zeCommandListAppendBarrier", || {
+                format!("ordering the commands of a stream on {}", self.gpu.name())
+            })?;
+        }
+        let (function, code) = call(self.list);
+        ffi::check(code, function, doing)?;
+        let number = state.next_command;
+        state.next_command += 1;
+        state.pending.push_back(Pending {
+            number,
+            _keep: keep,
+            read_back,
+        });
+        Ok(number)
+    }
+
+    /// Blocks until the list is idle (or `timeout` nanoseconds pass: `Ok(false)`).
+    fn wait_idle(&self, state: &mut StreamState, timeout: u64) -> Result<bool> {
+        let api = self.gpu.api();
+        let code = match api.command_list_host_synchronize {
+            // SAFETY: a live list, appended to only under the lock this caller holds.
+            Some(synchronize) => unsafe { synchronize(self.list, timeout) },
+            None => {
+                // No zeCommandListHostSynchronize: a barrier signals an event when everything
+                // before it has completed.
+                let marker = ZeEvent::new(&self.gpu, false)?;
+                // SAFETY: a barrier signalling a live event.
+                let code = unsafe {
+                    (api.command_list_append_barrier)(self.list, marker.event, 0, std::ptr::null_mut())
+                };
+                ffi::check(code, "zeCommandListAppendBarrier", || {
+                    format!("marking the end of a stream's work on {}", self.gpu.name())
+                })?;
+                // SAFETY: a live event.
+                let code = unsafe { (api.event_host_synchronize)(marker.event, timeout) };
+                if code == ffi::ZE_RESULT_NOT_READY {
+                    // Keep the event until the barrier signalling it completes.
+                    let number = state.next_command;
+                    state.next_command += 1;
+                    state.pending.push_back(Pending {
+                        number,
+                        _keep: vec![Box::new(marker)],
+                        read_back: None,
+                    });
+                }
+                code
+            }
+        };
+        match code {
+            ffi::ZE_RESULT_SUCCESS => {
+                state.retire(None);
+                Ok(true)
+            }
+            ffi::ZE_RESULT_NOT_READY => Ok(false),
+            code => {
+                let function = if api.command_list_host_synchronize.is_some() {
+                    "zeCommandListHostSynchronize"
+                } else {
+                    "zeEventHostSynchronize"
+                };
+                let error = ffi::ze_error(function, format!("waiting for a stream on {}", self.gpu.name()), code);
+                let error = Error::new(
+                    if error.kind() == ErrorKind::Internal {
+                        ErrorKind::KernelFault
+                    } else {
+                        error.kind()
+                    },
+                    error.message().to_string(),
+                );
+                Err(state.sticky.get_or_insert(error).clone())
+            }
+        }
+    }
+
+    /// Blocks until everything appended has completed.
+    pub(crate) fn synchronize(&self) -> Result<()> {
+        let mut state = self.state.lock();
+        if let Some(error) = &state.sticky {
+            return Err(error.clone());
+        }
+        if state.pending.is_empty() {
+            return Ok(());
+        }
+        self.wait_idle(&mut state, u64::MAX).map(drop)
+    }
+
+    /// True when everything appended has completed.
+    pub(crate) fn query(&self) -> Result<bool> {
+        let mut state = self.state.lock();
+        if let Some(error) = &state.sticky {
+            return Err(error.clone());
+        }
+        if state.pending.is_empty() {
+            return Ok(true);
+        }
+        self.wait_idle(&mut state, 0)
+    }
+
+    /// Records `event` as a barrier that signals a new Level Zero event when everything
+    /// appended so far has completed.
+    pub(crate) fn record_event(&self, event: &Event) -> Result<()> {
+        let marker = Arc::new(ZeEvent::new(&self.gpu, event.timing)?);
+        let held = Arc::clone(&marker);
+        let number = self.enqueue(
+            || format!("recording an event on {}", self.gpu.name()),
+            |list| {
+                // SAFETY: a barrier signalling a live event, which the command holds.
+                let code = unsafe {
+                    (self.gpu.api().command_list_append_barrier)(list, marker.event, 0, std::ptr::null_mut())
+                };
+                ("zeCommandListAppendBarrier", code)
+            },
+            vec![Box::new(held)],
+        )?;
+        *event.record.lock() = Some(Arc::new(Record {
+            marker,
+            number,
+            stream: Arc::clone(&self.state),
+        }));
+        Ok(())
+    }
+
+    /// Makes later commands wait for `event`'s most recent record.
+    pub(crate) fn wait_event(&self, event: &Event) -> Result<()> {
+        let Some(record) = event.record.lock().clone() else {
+            return Ok(());
+        };
+        let mut handle = record.marker.event;
+        self.enqueue(
+            || format!("waiting for an event on {}", self.gpu.name()),
+            |list| {
+                // SAFETY: a one-event list of a live event, which the command holds.
+                let code = unsafe { (self.gpu.api().command_list_append_wait_on_events)(list, 1, &mut handle) };
+                ("zeCommandListAppendWaitOnEvents", code)
+            },
+            vec![Box::new(Arc::clone(&record))],
+        )
+        .map(drop)
+    }
+}
+
+/// One record of an event: the Level Zero event the barrier signals, the barrier's number on
+/// its stream, and the stream's state, to retire what completed before it.
+pub(crate) struct Record {
+    marker: Arc<ZeEvent>,
+    number: u64,
+    stream: Arc<Mutex<StreamState>>,
+}
+
+impl Record {
+    /// Given that the marker is signalled: the commands before it are complete.
+    fn completed(&self) -> Result<()> {
+        let mut state = self.stream.lock();
+        state.retire(Some(self.number));
+        match &state.sticky {
+            Some(error) => Err(error.clone()),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A point on a stream: its most recent record.
+pub(crate) struct Event {
+    pub(crate) gpu: Arc<Gpu>,
+    timing: bool,
+    record: Mutex<Option<Arc<Record>>>,
+}
+
+impl Event {
+    pub(crate) fn new(gpu: &Arc<Gpu>, timing: bool) -> Event {
+        Event {
+            gpu: Arc::clone(gpu),
+            timing,
+            record: Mutex::new(None),
+        }
+    }
+
+    fn latest(&self) -> Option<Arc<Record>> {
+        self.record.lock().clone()
+    }
+
+    pub(crate) fn query(&self) -> Result<bool> {
+        let Some(record) = self.latest() else {
+            return Ok(true);
+        };
+        if !record.marker.is_signalled()? {
+            return Ok(false);
+        }
+        record.completed()?;
+        Ok(true)
+    }
+
+    pub(crate) fn synchronize(&self) -> Result<()> {
+        let Some(record) = self.latest() else {
+            return Ok(());
+        };
+        record.marker.wait()?;
+        record.completed()
+    }
+
+    fn timed_record(&self, role: &str, id: u64) -> Result<Arc<Record>> {
+        if !self.timing {
+            return Err(Error::invalid_argument(format!(
+                "{role} event {id:#x} was created without timing; create it with timing to measure elapsed time"
+            )));
+        }
+        let Some(record) = self.latest() else {
+            return Err(Error::invalid_argument(format!("{role} event {id:#x} was never recorded")));
+        };
+        if !record.marker.is_signalled()? {
+            return Err(Error::invalid_argument(format!(
+                "{role} event {id:#x}: event not yet complete"
+            )));
+        }
+        record.completed()?;
+        Ok(record)
+    }
+
+    /// Nanoseconds between the two barriers' ends, from their kernel timestamps and the
+    /// device's timer resolution.
+    pub(crate) fn elapsed_nanoseconds(start: &Event, start_id: u64, end: &Event, end_id: u64) -> Result<u64> {
+        let first = start.timed_record("start", start_id)?.marker.end_ticks()?;
+        let last = end.timed_record("end", end_id)?.marker.end_ticks()?;
+        let adapter = start.gpu.adapter();
+        Ok(elapsed_from_ticks(
+            first,
+            last,
+            adapter.kernel_timestamp_bits,
+            adapter.timer_resolution_ns,
+        ))
+    }
+}
+
+/// Nanoseconds from `first` to `last`, ticks of a counter `bits` wide (which may have wrapped
+/// once in between) of `resolution_ns` nanoseconds each.
+pub(crate) fn elapsed_from_ticks(first: u64, last: u64, bits: u32, resolution_ns: u64) -> u64 {
+    let mask = if bits == 0 || bits >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    };
+    let ticks = (last & mask).wrapping_sub(first & mask) & mask;
+    ticks.saturating_mul(resolution_ns)
+}
+
+/// Copies and fills. Ranges were checked against the buffers by the caller.
+impl Stream {
+    /// Copies `size` bytes from `source` into staging memory now, and appends the copy from
+    /// there to the buffer.
+    ///
+    /// # Safety
+    /// `source` must point to `size` readable bytes for the duration of the call.
+    pub(crate) unsafe fn write(
+        &self,
+        buffer: &Arc<DeviceBuffer>,
+        offset: u64,
+        source: *const u8,
+        size: u64,
+    ) -> Result<()> {
+        if size == 0 {
+            return Ok(());
+        }
+        let bytes = host_size(size, "write size")?;
+        let staging = HostStaging::new(&self.gpu, bytes)?;
+        // SAFETY: the caller vouches for `source`; the staging memory holds `bytes`.
+        unsafe { std::ptr::copy_nonoverlapping(source, staging.pointer, bytes) };
+        let destination = buffer.address(offset);
+        let from = staging.pointer;
+        self.enqueue(
+            || format!("writing {size} bytes at byte {offset} on {}", self.gpu.name()),
+            |list| {
+                // SAFETY: device memory and host staging memory of this context, in range.
+                let code = unsafe {
+                    (self.gpu.api().command_list_append_memory_copy)(
+                        list,
+                        destination,
+                        from.cast(),
+                        bytes,
+                        std::ptr::null_mut(),
+                        0,
+                        std::ptr::null_mut(),
+                    )
+                };
+                ("zeCommandListAppendMemoryCopy", code)
+            },
+            vec![Box::new(staging), Box::new(Arc::clone(buffer))],
+        )
+        .map(drop)
+    }
+
+    /// Appends a copy from the buffer into staging memory, copied to `destination` when the
+    /// read is seen complete.
+    ///
+    /// # Safety
+    /// `destination` must point to `size` writable bytes that stay valid, and untouched by
+    /// anyone else, until the read completes (a synchronize, or a wait for an event after it).
+    pub(crate) unsafe fn read(
+        &self,
+        buffer: &Arc<DeviceBuffer>,
+        offset: u64,
+        destination: *mut u8,
+        size: u64,
+    ) -> Result<()> {
+        if size == 0 {
+            return Ok(());
+        }
+        let bytes = host_size(size, "read size")?;
+        let staging = HostStaging::new(&self.gpu, bytes)?;
+        let source = buffer.address(offset);
+        let into = staging.pointer;
+        let mut state = self.state.lock();
+        self.enqueue_locked(
+            &mut state,
+            || format!("reading {size} bytes at byte {offset} on {}", self.gpu.name()),
+            |list| {
+                // SAFETY: device memory and host staging memory of this context, in range.
+                let code = unsafe {
+                    (self.gpu.api().command_list_append_memory_copy)(
+                        list,
+                        into.cast(),
+                        source,
+                        bytes,
+                        std::ptr::null_mut(),
+                        0,
+                        std::ptr::null_mut(),
+                    )
+                };
+                ("zeCommandListAppendMemoryCopy", code)
+            },
+            vec![Box::new(Arc::clone(buffer))],
+            Some(ReadBack { staging, destination }),
+        )
+        .map(drop)
+    }
+
+    /// Appends a device copy; overlapping ranges of one buffer go through a temporary buffer,
+    /// since Level Zero refuses them.
+    pub(crate) fn copy(
+        &self,
+        source: &Arc<DeviceBuffer>,
+        source_offset: u64,
+        destination: &Arc<DeviceBuffer>,
+        destination_offset: u64,
+        size: u64,
+    ) -> Result<()> {
+        if size == 0 {
+            return Ok(());
+        }
+        let overlapping = Arc::ptr_eq(source, destination)
+            && source_offset < destination_offset + size
+            && destination_offset < source_offset + size;
+        if overlapping && source_offset == destination_offset {
+            // A copy onto itself changes nothing; the list is in order, so nothing to append.
+            return Ok(());
+        }
+        if overlapping {
+            let temporary = Arc::new(DeviceBuffer::new(&self.gpu, size)?);
+            self.copy_raw(source, source_offset, &temporary, 0, size)?;
+            return self.copy_raw(&temporary, 0, destination, destination_offset, size);
+        }
+        self.copy_raw(source, source_offset, destination, destination_offset, size)
+    }
+
+    fn copy_raw(
+        &self,
+        source: &Arc<DeviceBuffer>,
+        source_offset: u64,
+        destination: &Arc<DeviceBuffer>,
+        destination_offset: u64,
+        size: u64,
+    ) -> Result<()> {
+        let bytes = host_size(size, "copy size")?;
+        let (from, to) = (source.address(source_offset), destination.address(destination_offset));
+        self.enqueue(
+            || {
+                format!(
+                    "copying {size} bytes from byte {source_offset} to byte {destination_offset} on {}",
+                    self.gpu.name()
+                )
+            },
+            |list| {
+                // SAFETY: device memory of this context, in range, not overlapping.
+                let code = unsafe {
+                    (self.gpu.api().command_list_append_memory_copy)(
+                        list,
+                        to,
+                        from.cast_const(),
+                        bytes,
+                        std::ptr::null_mut(),
+                        0,
+                        std::ptr::null_mut(),
+                    )
+                };
+                ("zeCommandListAppendMemoryCopy", code)
+            },
+            vec![Box::new(Arc::clone(source)), Box::new(Arc::clone(destination))],
+        )
+        .map(drop)
+    }
+
+    /// Appends a fill with a 1-, 2- or 4-byte pattern; `offset` and `size` are multiples of it.
+    pub(crate) fn fill(&self, buffer: &Arc<DeviceBuffer>, offset: u64, size: u64, pattern: &[u8]) -> Result<()> {
+        if size == 0 {
+            return Ok(());
+        }
+        let bytes = host_size(size, "fill size")?;
+        // The pattern lives in host memory the device reads until the fill completes.
+        let staging = HostStaging::new(&self.gpu, pattern.len())?;
+        // SAFETY: the staging memory holds the pattern's length.
+        unsafe { std::ptr::copy_nonoverlapping(pattern.as_ptr(), staging.pointer, pattern.len()) };
+        let (target, from, length) = (buffer.address(offset), staging.pointer, pattern.len());
+        self.enqueue(
+            || {
+                format!(
+                    "filling {size} bytes at byte {offset} with a {length}-byte pattern on {}",
+                    self.gpu.name()
+                )
+            },
+            |list| {
+                // SAFETY: device memory of this context, in range; the pattern stays alive.
+                let code = unsafe {
+                    (self.gpu.api().command_list_append_memory_fill)(
+                        list,
+                        target,
+                        from.cast_const().cast(),
+                        length,
+                        bytes,
+                        std::ptr::null_mut(),
+                        0,
+                        std::ptr::null_mut(),
+                    )
+                };
+                ("zeCommandListAppendMemoryFill", code)
+            },
+            vec![Box::new(staging), Box::new(Arc::clone(buffer))],
+        )
+        .map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn elapsed_time_follows_ticks_and_wraps() {
+        assert_eq!(elapsed_from_ticks(100, 250, 64, 2), 300);
+        // A 32-bit counter that wrapped between the two.
+        assert_eq!(elapsed_from_ticks(0xffff_fff0, 0x10, 32, 1), 0x20);
+        // Bits above the valid ones are ignored.
+        assert_eq!(elapsed_from_ticks(0xff00_0000_0000_0005, 0x0000_0000_0000_0009, 32, 10), 40);
+        assert_eq!(elapsed_from_ticks(5, 5, 0, 83), 0);
+    }
+}
