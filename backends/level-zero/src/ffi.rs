@@ -494,12 +494,22 @@ pub(crate) fn ze_error(call: &str, doing: impl std::fmt::Display, code: ZeResult
         0x7000_0002 | 0x7000_0003 => ErrorKind::OutOfMemory,
         0x7000_0001 | 0x7000_0006 | 0x7000_0007 => ErrorKind::DeviceLost,
         0x7800_0002 | 0x7800_0003 | 0x7800_0009 | 0x7800_000a | 0x7800_000d | 0x7800_000e => ErrorKind::Unsupported,
-        0x7000_0004 | 0x7000_0005 | 0x7800_0004 | 0x7800_0008 | 0x7800_000c | 0x7800_000f | 0x7800_0011
-        | 0x7800_0013..=0x7800_0017 | 0x7800_001a => ErrorKind::InvalidArgument,
+        0x7000_0004
+        | 0x7000_0005
+        | 0x7800_0004
+        | 0x7800_0008
+        | 0x7800_000c
+        | 0x7800_000f
+        | 0x7800_0011
+        | 0x7800_0013..=0x7800_0017
+        | 0x7800_001a => ErrorKind::InvalidArgument,
         0x7800_0001 => ErrorKind::DriverUnavailable,
         _ => ErrorKind::Internal,
     };
-    Error::new(kind, format!("{call} failed while {doing}: {} ({code:#x})", result_name(code)))
+    Error::new(
+        kind,
+        format!("{call} failed while {doing}: {} ({code:#x})", result_name(code)),
+    )
 }
 
 /// `Ok` for `ZE_RESULT_SUCCESS`, else [`ze_error`].
@@ -540,7 +550,10 @@ mod tests {
         assert_eq!(size_of::<DeviceMemoryProperties>(), 296);
         assert_eq!(offset_of!(DeviceModuleProperties, max_arguments_size), 36);
         assert_eq!(size_of::<DeviceModuleProperties>(), 64);
-        assert_eq!(offset_of!(CommandQueueGroupProperties, max_memory_fill_pattern_size), 24);
+        assert_eq!(
+            offset_of!(CommandQueueGroupProperties, max_memory_fill_pattern_size),
+            24
+        );
         assert_eq!(size_of::<CommandQueueGroupProperties>(), 40);
         assert_eq!(offset_of!(PciExtProperties, domain), 16);
         assert_eq!(offset_of!(PciExtProperties, max_bandwidth), 40);
@@ -571,7 +584,10 @@ mod tests {
             error.message(),
             "zeMemAllocDevice failed while allocating 16 bytes: ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY (0x70000003)"
         );
-        assert_eq!(ze_error("zeInit", "x", 0x7800_0001).kind(), ErrorKind::DriverUnavailable);
+        assert_eq!(
+            ze_error("zeInit", "x", 0x7800_0001).kind(),
+            ErrorKind::DriverUnavailable
+        );
         assert_eq!(ze_error("x", "y", 0x7000_0001).kind(), ErrorKind::DeviceLost);
         assert_eq!(ze_error("x", "y", 0x7000_0004).kind(), ErrorKind::InvalidArgument);
         assert_eq!(ze_error("x", "y", 0x7800_0003).kind(), ErrorKind::Unsupported);
@@ -585,7 +601,15 @@ mod tests {
     #[test]
     fn every_header_result_is_named() {
         for code in [
-            0u32, 1, 0x7000_0001, 0x7000_0007, 0x7001_0000, 0x7002_0001, 0x7800_0001, 0x7800_001b, 0x7fff_fffe,
+            0u32,
+            1,
+            0x7000_0001,
+            0x7000_0007,
+            0x7001_0000,
+            0x7002_0001,
+            0x7800_0001,
+            0x7800_001b,
+            0x7fff_fffe,
         ] {
             assert!(result_name(code).starts_with("ZE_RESULT_"), "{code:#x}");
         }

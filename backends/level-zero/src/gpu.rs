@@ -115,7 +115,9 @@ impl DeviceBuffer {
                 &mut pointer,
             )
         };
-        ffi::check(code, "zeMemAllocDevice", || format!("allocating {size} bytes on {}", adapter.info.name))?;
+        ffi::check(code, "zeMemAllocDevice", || {
+            format!("allocating {size} bytes on {}", adapter.info.name)
+        })?;
         if pointer.is_null() {
             return Err(Error::internal(format!(
                 "zeMemAllocDevice returned no memory for {size} bytes on {}",

@@ -181,13 +181,17 @@ fn describe(api: &Api, driver: DriverHandle, device: DeviceHandle) -> Result<Ada
     let mut memory_count = 0u32;
     // SAFETY: asks for the count only.
     let code = unsafe { (api.device_get_memory_properties)(device, &mut memory_count, std::ptr::null_mut()) };
-    ffi::check(code, "zeDeviceGetMemoryProperties", || format!("counting the memories of {name}"))?;
+    ffi::check(code, "zeDeviceGetMemoryProperties", || {
+        format!("counting the memories of {name}")
+    })?;
     let mut memories: Vec<ffi::DeviceMemoryProperties> =
         (0..memory_count).map(|_| ffi::DeviceMemoryProperties::new()).collect();
     if memory_count > 0 {
         // SAFETY: the vector holds `memory_count` structs with their stype set.
         let code = unsafe { (api.device_get_memory_properties)(device, &mut memory_count, memories.as_mut_ptr()) };
-        ffi::check(code, "zeDeviceGetMemoryProperties", || format!("describing the memories of {name}"))?;
+        ffi::check(code, "zeDeviceGetMemoryProperties", || {
+            format!("describing the memories of {name}")
+        })?;
         memories.truncate(memory_count as usize);
     }
     let total_memory: u64 = memories.iter().map(|memory| memory.total_size).sum();
@@ -197,7 +201,9 @@ fn describe(api: &Api, driver: DriverHandle, device: DeviceHandle) -> Result<Ada
     let mut api_version = 0u32;
     // SAFETY: a driver the loader listed.
     let code = unsafe { (api.driver_get_api_version)(driver, &mut api_version) };
-    ffi::check(code, "zeDriverGetApiVersion", || format!("asking the API version of {name}'s driver"))?;
+    ffi::check(code, "zeDriverGetApiVersion", || {
+        format!("asking the API version of {name}'s driver")
+    })?;
 
     let pci_bus_id = api.device_pci_get_properties_ext.and_then(|function| {
         let mut pci = ffi::PciExtProperties::new();
@@ -229,7 +235,10 @@ fn describe(api: &Api, driver: DriverHandle, device: DeviceHandle) -> Result<Ada
     }
     // No f16 and no 64-bit atomics even where the device has them: kernels arrive as the
     // Kernel SPIR-V that xhal-kernel writes from WGSL, which refuses both.
-    let _ = (ffi::ZE_DEVICE_MODULE_FLAG_FP16, ffi::ZE_DEVICE_MODULE_FLAG_INT64_ATOMICS);
+    let _ = (
+        ffi::ZE_DEVICE_MODULE_FLAG_FP16,
+        ffi::ZE_DEVICE_MODULE_FLAG_INT64_ATOMICS,
+    );
 
     // The argument space holds the pointers, the scalar block and the buffer lengths (an 8-byte
     // pointer and an 8-byte length per buffer): a quarter (at least 128 bytes, at most half)
@@ -251,11 +260,9 @@ fn describe(api: &Api, driver: DriverHandle, device: DeviceHandle) -> Result<Ada
         .min()
         .unwrap_or(1);
 
-    let max_allocation = properties.max_mem_alloc_size.min(if total_memory == 0 {
-        u64::MAX
-    } else {
-        total_memory
-    });
+    let max_allocation = properties
+        .max_mem_alloc_size
+        .min(if total_memory == 0 { u64::MAX } else { total_memory });
     let driver_version = format!("Level Zero API {}.{}", api_version >> 16, api_version & 0xffff);
     tracing::debug!(%name, %driver_version, "Level Zero device found");
     let info = DeviceInfo {

@@ -73,7 +73,11 @@ impl Module {
         let code = unsafe { (api.module_create)(gpu.context, gpu.adapter().device, &desc, &mut module, &mut log) };
         let log_text = build_log(api, log);
         if code != ffi::ZE_RESULT_SUCCESS {
-            let error = ffi::ze_error("zeModuleCreate", format!("building a SPIR-V module for {}", gpu.name()), code);
+            let error = ffi::ze_error(
+                "zeModuleCreate",
+                format!("building a SPIR-V module for {}", gpu.name()),
+                code,
+            );
             if !module.is_null() {
                 // SAFETY: a module the failed call still returned.
                 unsafe { (api.module_destroy)(module) };
@@ -131,7 +135,9 @@ impl Module {
         let api = self.gpu.api();
         for candidate in &candidates {
             let Ok(c_name) = CString::new(candidate.as_str()) else {
-                return Err(Error::invalid_argument(format!("kernel name {name:?} contains a NUL byte")));
+                return Err(Error::invalid_argument(format!(
+                    "kernel name {name:?} contains a NUL byte"
+                )));
             };
             let desc = ffi::KernelDesc {
                 stype: ffi::ZE_STRUCTURE_TYPE_KERNEL_DESC,
@@ -276,7 +282,10 @@ impl KernelObject {
         // SAFETY: a live kernel, not yet shared.
         let code = unsafe { (api.kernel_set_group_size)(kernel, size[0], size[1], size[2]) };
         ffi::check(code, "zeKernelSetGroupSize", || {
-            format!("setting the workgroup size of kernel `{name}` to {}x{}x{}", size[0], size[1], size[2])
+            format!(
+                "setting the workgroup size of kernel `{name}` to {}x{}x{}",
+                size[0], size[1], size[2]
+            )
         })?;
         self.workgroup_size = size;
         self.parameters = parameters;
@@ -284,7 +293,10 @@ impl KernelObject {
     }
 
     fn buffer_parameters(&self) -> usize {
-        self.parameters.iter().filter(|parameter| **parameter == Parameter::Buffer).count()
+        self.parameters
+            .iter()
+            .filter(|parameter| **parameter == Parameter::Buffer)
+            .count()
     }
 
     /// The scalar block's parameter, if the kernel has one.
@@ -451,7 +463,10 @@ pub(crate) fn lengths_block(sizes: impl Iterator<Item = u64>) -> Vec<u8> {
 /// Buffers first, then at most one value (the scalar block), then at most one buffer-lengths
 /// struct with one entry per buffer; nothing else.
 pub(crate) fn check_parameter_order(name: &str, parameters: &[Parameter]) -> Result<()> {
-    let buffers = parameters.iter().filter(|parameter| **parameter == Parameter::Buffer).count();
+    let buffers = parameters
+        .iter()
+        .filter(|parameter| **parameter == Parameter::Buffer)
+        .count();
     let mut stage = 0;
     for (index, parameter) in parameters.iter().enumerate() {
         let (this, what) = match parameter {

@@ -262,7 +262,11 @@ mod tests {
         assert_eq!(saxpy.parameters.len(), 4, "{:?}", saxpy.parameters);
         assert_eq!(saxpy.parameters[0], Parameter::Buffer);
         assert_eq!(saxpy.parameters[1], Parameter::Buffer);
-        assert!(matches!(saxpy.parameters[2], Parameter::Value(Some(_))), "{:?}", saxpy.parameters);
+        assert!(
+            matches!(saxpy.parameters[2], Parameter::Value(Some(_))),
+            "{:?}",
+            saxpy.parameters
+        );
         assert_eq!(saxpy.parameters[3], Parameter::Lengths(2));
     }
 
@@ -292,7 +296,10 @@ mod tests {
             fn scaled() { out[0] = scale; }
         "#;
         let entries = entry_points(&words(source, None)).expect("SPIR-V");
-        assert_eq!(entries[0].parameters, vec![Parameter::Buffer, Parameter::Value(Some(4))]);
+        assert_eq!(
+            entries[0].parameters,
+            vec![Parameter::Buffer, Parameter::Value(Some(4))]
+        );
     }
 
     #[test]

@@ -51,7 +51,9 @@ impl ZeEvent {
         let mut pool = std::ptr::null_mut();
         // SAFETY: a live context, one device of it, a filled descriptor.
         let code = unsafe { (api.event_pool_create)(gpu.context, &desc, 1, &mut device, &mut pool) };
-        ffi::check(code, "zeEventPoolCreate", || format!("creating an event pool on {}", gpu.name()))?;
+        ffi::check(code, "zeEventPoolCreate", || {
+            format!("creating an event pool on {}", gpu.name())
+        })?;
         let desc = ffi::EventDesc {
             stype: ffi::ZE_STRUCTURE_TYPE_EVENT_DESC,
             p_next: std::ptr::null(),
@@ -82,7 +84,11 @@ impl ZeEvent {
         match code {
             ffi::ZE_RESULT_SUCCESS => Ok(true),
             ffi::ZE_RESULT_NOT_READY => Ok(false),
-            code => Err(ffi::ze_error("zeEventQueryStatus", "asking whether an event is signalled", code)),
+            code => Err(ffi::ze_error(
+                "zeEventQueryStatus",
+                "asking whether an event is signalled",
+                code,
+            )),
         }
     }
 
@@ -90,7 +96,9 @@ impl ZeEvent {
     fn wait(&self) -> Result<()> {
         // SAFETY: a live event; UINT64_MAX waits without a timeout.
         let code = unsafe { (self.gpu.api().event_host_synchronize)(self.event, u64::MAX) };
-        ffi::check(code, "zeEventHostSynchronize", || format!("waiting for an event on {}", self.gpu.name()))
+        ffi::check(code, "zeEventHostSynchronize", || {
+            format!("waiting for an event on {}", self.gpu.name())
+        })
     }
 
     /// The global end timestamp of the command that signalled the event, in ticks.
@@ -98,7 +106,9 @@ impl ZeEvent {
         let mut result = ffi::KernelTimestampResult::default();
         // SAFETY: a signalled event of a timestamp pool; the result is plain data.
         let code = unsafe { (self.gpu.api().event_query_kernel_timestamp)(self.event, &mut result) };
-        ffi::check(code, "zeEventQueryKernelTimestamp", || "reading an event's timestamp".to_string())?;
+        ffi::check(code, "zeEventQueryKernelTimestamp", || {
+            "reading an event's timestamp".to_string()
+        })?;
         Ok(result.global.kernel_end)
     }
 }
@@ -270,9 +280,8 @@ impl Stream {
                 // before it has completed.
                 let marker = ZeEvent::new(&self.gpu, false)?;
                 // SAFETY: a barrier signalling a live event.
-                let code = unsafe {
-                    (api.command_list_append_barrier)(self.list, marker.event, 0, std::ptr::null_mut())
-                };
+                let code =
+                    unsafe { (api.command_list_append_barrier)(self.list, marker.event, 0, std::ptr::null_mut()) };
                 ffi::check(code, "zeCommandListAppendBarrier", || {
                     format!("marking the end of a stream's work on {}", self.gpu.name())
                 })?;
@@ -450,7 +459,9 @@ impl Event {
             )));
         }
         let Some(record) = self.latest() else {
-            return Err(Error::invalid_argument(format!("{role} event {id:#x} was never recorded")));
+            return Err(Error::invalid_argument(format!(
+                "{role} event {id:#x} was never recorded"
+            )));
         };
         if !record.marker.is_signalled()? {
             return Err(Error::invalid_argument(format!(
@@ -693,7 +704,10 @@ mod tests {
         // A 32-bit counter that wrapped between the two.
         assert_eq!(elapsed_from_ticks(0xffff_fff0, 0x10, 32, 1), 0x20);
         // Bits above the valid ones are ignored.
-        assert_eq!(elapsed_from_ticks(0xff00_0000_0000_0005, 0x0000_0000_0000_0009, 32, 10), 40);
+        assert_eq!(
+            elapsed_from_ticks(0xff00_0000_0000_0005, 0x0000_0000_0000_0009, 32, 10),
+            40
+        );
         assert_eq!(elapsed_from_ticks(5, 5, 0, 83), 0);
     }
 }
