@@ -54,26 +54,25 @@ pub(crate) const ZE_DEVICE_TYPE_MCA: u32 = 4;
 pub(crate) const ZE_DEVICE_TYPE_VPU: u32 = 5;
 pub(crate) const ZE_DEVICE_PROPERTY_FLAG_INTEGRATED: u32 = 1 << 0;
 
-pub(crate) const ZE_DEVICE_MODULE_FLAG_FP16: u32 = 1 << 0;
 pub(crate) const ZE_DEVICE_MODULE_FLAG_FP64: u32 = 1 << 1;
-pub(crate) const ZE_DEVICE_MODULE_FLAG_INT64_ATOMICS: u32 = 1 << 2;
 
 pub(crate) const ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COMPUTE: u32 = 1 << 0;
-/// `ZE_COMMAND_QUEUE_FLAG_IN_ORDER` (API 1.7; drivers before it ignore unknown flags and
-/// get barriers between commands instead, see `stream.rs`).
+/// `ZE_COMMAND_QUEUE_FLAG_IN_ORDER`, which Debian's 1.4 header does not have yet: set only
+/// for drivers of API 1.9 or later; older ones get barriers between commands instead (see
+/// `stream.rs`), since their validation refuses unknown flags.
 pub(crate) const ZE_COMMAND_QUEUE_FLAG_IN_ORDER: u32 = 1 << 1;
 pub(crate) const ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS: u32 = 2;
 pub(crate) const ZE_COMMAND_QUEUE_PRIORITY_NORMAL: u32 = 0;
 
 pub(crate) const ZE_EVENT_POOL_FLAG_HOST_VISIBLE: u32 = 1 << 0;
 pub(crate) const ZE_EVENT_POOL_FLAG_KERNEL_TIMESTAMP: u32 = 1 << 2;
-pub(crate) const ZE_EVENT_SCOPE_FLAG_DEVICE: u32 = 1 << 1;
 pub(crate) const ZE_EVENT_SCOPE_FLAG_HOST: u32 = 1 << 2;
 
 pub(crate) const ZE_MODULE_FORMAT_IL_SPIRV: u32 = 0;
 
-/// `ZE_MAKE_VERSION(1, 7)`: the first API version with in-order immediate command lists.
-pub(crate) const ZE_API_VERSION_1_7: u32 = (1 << 16) | 7;
+/// `ZE_MAKE_VERSION(1, 9)`: from here on, drivers are known to take in-order immediate
+/// command lists.
+pub(crate) const ZE_API_VERSION_1_9: u32 = (1 << 16) | 9;
 
 pub(crate) const ZE_MAX_DEVICE_NAME: usize = 256;
 pub(crate) const ZE_SUBGROUPSIZE_COUNT: usize = 8;

@@ -26,7 +26,7 @@ pub(crate) struct Adapter {
     pub(crate) info: DeviceInfo,
     /// The ordinal of a command queue group that computes.
     pub(crate) compute_ordinal: u32,
-    /// The driver's API version is 1.7 or later: immediate lists can be created in order.
+    /// The driver's API version is 1.9 or later: immediate lists are created in order.
     pub(crate) in_order_lists: bool,
     /// Nanoseconds per timestamp tick.
     pub(crate) timer_resolution_ns: u64,
@@ -233,12 +233,8 @@ fn describe(api: &Api, driver: DriverHandle, device: DeviceHandle) -> Result<Ada
     if module.flags & ffi::ZE_DEVICE_MODULE_FLAG_FP64 != 0 {
         features = features | Features::F64;
     }
-    // No f16 and no 64-bit atomics even where the device has them: kernels arrive as the
-    // Kernel SPIR-V that xhal-kernel writes from WGSL, which refuses both.
-    let _ = (
-        ffi::ZE_DEVICE_MODULE_FLAG_FP16,
-        ffi::ZE_DEVICE_MODULE_FLAG_INT64_ATOMICS,
-    );
+    // No f16 and no 64-bit atomics even where the module flags list them: kernels arrive as
+    // the Kernel SPIR-V that xhal-kernel writes from WGSL, which refuses both.
 
     // The argument space holds the pointers, the scalar block and the buffer lengths (an 8-byte
     // pointer and an 8-byte length per buffer): a quarter (at least 128 bytes, at most half)
@@ -293,7 +289,7 @@ fn describe(api: &Api, driver: DriverHandle, device: DeviceHandle) -> Result<Ada
         device,
         info,
         compute_ordinal,
-        in_order_lists: api_version >= ffi::ZE_API_VERSION_1_7,
+        in_order_lists: api_version >= ffi::ZE_API_VERSION_1_9,
         timer_resolution_ns: properties.timer_resolution.max(1),
         kernel_timestamp_bits: properties.kernel_timestamp_valid_bits,
         allocated: Arc::new(AtomicU64::new(0)),

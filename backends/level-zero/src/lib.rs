@@ -47,6 +47,9 @@ use xhal_core::{
 /// The backend's name.
 const NAME: &str = "level-zero";
 
+/// Names the loader library to open instead of the system's.
+const LOADER_VARIABLE: &str = "XHAL_LEVEL_ZERO_LOADER";
+
 xhal_core::register_static_backend!(NAME, create_static);
 xhal_core::export_plugin!(create_plugin);
 
@@ -118,10 +121,15 @@ impl LevelZeroBackend {
         }
     }
 
-    /// The system's Level Zero loader (`libze_loader.so.1`), which finds drivers through its
-    /// own configuration (`ZE_ENABLE_ALT_DRIVERS`, the installed `libze_intel_gpu.so.1`).
+    /// The library named by `XHAL_LEVEL_ZERO_LOADER` where that is set (a loader installed
+    /// elsewhere, or a library exporting the same API), else the system's Level Zero loader
+    /// (`libze_loader.so.1`), which finds drivers through its own configuration
+    /// (`ZE_ENABLE_ALT_DRIVERS`, the installed `libze_intel_gpu.so.1`).
     pub fn from_env() -> LevelZeroBackend {
-        LevelZeroBackend::with_source(LoaderSource::System)
+        match std::env::var_os(LOADER_VARIABLE) {
+            Some(path) if !path.is_empty() => LevelZeroBackend::with_library_path(path),
+            _ => LevelZeroBackend::with_source(LoaderSource::System),
+        }
     }
 
     /// The Level Zero loader (or a library exporting the same API) at `path`.

@@ -1,7 +1,7 @@
 //! Streams as immediate command lists, events as barriers that signal a Level Zero event.
 //!
 //! A stream is one immediate command list on a compute queue group, asynchronous, in order
-//! (`ZE_COMMAND_QUEUE_FLAG_IN_ORDER` where the driver's API is 1.7 or later; on older
+//! (`ZE_COMMAND_QUEUE_FLAG_IN_ORDER` where the driver's API is 1.9 or later; on older
 //! drivers a barrier goes between every two commands, since commands of a list may otherwise
 //! overlap). Every command is submitted as it is appended.
 //!
@@ -69,7 +69,6 @@ impl ZeEvent {
             unsafe { (api.event_pool_destroy)(pool) };
             return Err(error);
         }
-        let _ = ffi::ZE_EVENT_SCOPE_FLAG_DEVICE;
         Ok(ZeEvent {
             gpu: Arc::clone(gpu),
             pool,
@@ -478,25 +477,27 @@ impl Event {
         let first = start.timed_record("start", start_id)?.marker.end_ticks()?;
         let last = end.timed_record("end", end_id)?.marker.end_ticks()?;
         let adapter = start.gpu.adapter();
-        Ok(elapsed_from_ticks(
-            first,
-            last,
-            adapter.kernel_timestamp_bits,
-            adapter.timer_resolution_ns,
-        ))
+        elapsed_from_ticks(first, last, adapter.kernel_timestamp_bits, adapter.timer_resolution_ns).ok_or_else(|| {
+            Error::invalid_argument(format!(
+                "end event {end_id:#x} completed before start event {start_id:#x} (or the device's {}-bit timestamp \
+                 counter wrapped between them)",
+                adapter.kernel_timestamp_bits
+            ))
+        })
     }
 }
 
-/// Nanoseconds from `first` to `last`, ticks of a counter `bits` wide (which may have wrapped
-/// once in between) of `resolution_ns` nanoseconds each.
-pub(crate) fn elapsed_from_ticks(first: u64, last: u64, bits: u32, resolution_ns: u64) -> u64 {
+/// Nanoseconds from `first` to `last`, ticks of a counter of which `bits` are valid, of
+/// `resolution_ns` nanoseconds each; `None` where `last` comes before `first`. A counter that
+/// wrapped in between cannot be told from an end before the start, so it is refused too.
+pub(crate) fn elapsed_from_ticks(first: u64, last: u64, bits: u32, resolution_ns: u64) -> Option<u64> {
     let mask = if bits == 0 || bits >= 64 {
         u64::MAX
     } else {
         (1u64 << bits) - 1
     };
-    let ticks = (last & mask).wrapping_sub(first & mask) & mask;
-    ticks.saturating_mul(resolution_ns)
+    let ticks = (last & mask).checked_sub(first & mask)?;
+    Some(ticks.saturating_mul(resolution_ns))
 }
 
 /// Copies and fills. Ranges were checked against the buffers by the caller.
@@ -699,15 +700,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn elapsed_time_follows_ticks_and_wraps() {
-        assert_eq!(elapsed_from_ticks(100, 250, 64, 2), 300);
-        // A 32-bit counter that wrapped between the two.
-        assert_eq!(elapsed_from_ticks(0xffff_fff0, 0x10, 32, 1), 0x20);
+    fn elapsed_time_follows_ticks_and_refuses_an_end_before_the_start() {
+        assert_eq!(elapsed_from_ticks(100, 250, 64, 2), Some(300));
         // Bits above the valid ones are ignored.
-        assert_eq!(
-            elapsed_from_ticks(0xff00_0000_0000_0005, 0x0000_0000_0000_0009, 32, 10),
-            40
-        );
-        assert_eq!(elapsed_from_ticks(5, 5, 0, 83), 0);
+        assert_eq!(elapsed_from_ticks(0xff00_0000_0000_0005, 0x9, 32, 10), Some(40));
+        assert_eq!(elapsed_from_ticks(5, 5, 0, 83), Some(0));
+        // An end before the start, or a counter that wrapped, is refused.
+        assert_eq!(elapsed_from_ticks(250, 100, 64, 2), None);
+        assert_eq!(elapsed_from_ticks(0xffff_fff0, 0x10, 32, 1), None);
     }
 }

@@ -49,8 +49,8 @@ struct LastLaunch {
     groups: [u32; 3],
     group_size: [u32; 3],
     arg_count: u32,
-    arg_size: [u64; 16],
-    arg_value: [[u8; 256]; 16],
+    arg_size: [u64; 64],
+    arg_value: [[u8; 256]; 64],
 }
 
 fn last_launch(path: &PathBuf) -> Box<LastLaunch> {
@@ -219,6 +219,9 @@ fn events_order_streams_and_measure_time() {
     // start's barrier, an ordering barrier, the fill and another ordering barrier.
     let elapsed = backend.event_elapsed_time(start, end).unwrap();
     assert_eq!(elapsed, 4 * 7 * 2);
+    let error = backend.event_elapsed_time(end, start).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidArgument);
+    assert!(error.message().contains("completed before"), "{error}");
     let error = backend.event_elapsed_time(start, untimed).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::InvalidArgument);
     assert!(error.message().contains("without timing"), "{error}");
@@ -483,4 +486,18 @@ fn streams_synchronize_without_command_list_host_synchronize() {
     assert!(backend.stream_query(stream).unwrap());
     backend.stream_synchronize(stream).unwrap();
     assert_eq!(out, [3, 0, 3, 0, 3, 0, 3, 0]);
+}
+
+/// `XHAL_LEVEL_ZERO_LOADER` names the library `from_env` opens (no other test of this binary
+/// reads it, so setting it here races with nothing).
+#[test]
+fn the_loader_variable_chooses_the_library() {
+    let Some(path) = stub("variable", &["STUB_MODE_NO_DRIVER"]) else {
+        return;
+    };
+    std::env::set_var("XHAL_LEVEL_ZERO_LOADER", &path);
+    let error = LevelZeroBackend::from_env().device_count().unwrap_err();
+    std::env::remove_var("XHAL_LEVEL_ZERO_LOADER");
+    assert_eq!(error.kind(), ErrorKind::DriverUnavailable, "{error}");
+    assert!(error.message().contains(&path.display().to_string()), "{error}");
 }

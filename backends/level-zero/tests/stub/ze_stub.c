@@ -64,7 +64,7 @@ typedef struct { uint32_t x, y, z; } group_count_t;
 typedef struct { uint64_t globalStart, globalEnd, contextStart, contextEnd; } kernel_timestamp_t;
 
 /* What the last launch passed, for the tests. */
-#define MAX_ARGS 16
+#define MAX_ARGS 64
 #define MAX_ARG_BYTES 256
 typedef struct {
     uint32_t launches, groups[3], group_size[3], arg_count;
@@ -327,6 +327,7 @@ EXPORT ze_result_t zeModuleGetKernelNames(void *module, uint32_t *count, const c
 EXPORT ze_result_t zeKernelCreate(void *module, const kernel_desc_t *desc, void **kernel) {
     uint32_t parameters;
     if (!spirv_entry(module, desc->pKernelName, &parameters)) return INVALID_KERNEL_NAME;
+    if (parameters > MAX_ARGS) return UNKNOWN;
     stub_kernel_t *k = calloc(1, sizeof *k);
     k->module = module;
     strncpy(k->name, desc->pKernelName, sizeof k->name - 1);
