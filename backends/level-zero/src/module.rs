@@ -219,7 +219,7 @@ unsafe impl Sync for KernelObject {}
 
 impl Drop for KernelObject {
     fn drop(&mut self) {
-        // SAFETY: launches that used it were appended with their arguments captured.
+        // SAFETY: every launch of the kernel held it until the launch was seen complete.
         unsafe { (self.module.gpu.api().kernel_destroy)(*self.kernel.get_mut()) };
     }
 }
@@ -338,7 +338,7 @@ impl KernelObject {
 
     /// Sets the arguments and appends the launch to `stream`.
     pub(crate) fn launch(
-        &self,
+        self: &Arc<Self>,
         stream: &Stream,
         workgroups: [u32; 3],
         buffers: &[(Arc<DeviceBuffer>, BufferArg)],
@@ -417,10 +417,13 @@ impl KernelObject {
             z: workgroups[2],
         };
         let size = self.workgroup_size;
-        let keep: Vec<KeepAlive> = buffers
+        // Level Zero must not destroy a kernel (or its module) the device still references,
+        // so the launch holds the kernel, and through it the module, as well as its buffers.
+        let mut keep: Vec<KeepAlive> = buffers
             .iter()
             .map(|(buffer, _)| Box::new(Arc::clone(buffer)) as KeepAlive)
             .collect();
+        keep.push(Box::new(Arc::clone(self)));
         stream
             .enqueue(
                 || {

@@ -51,6 +51,8 @@ struct LastLaunch {
     arg_count: u32,
     arg_size: [u64; 64],
     arg_value: [[u8; 256]; 64],
+    kernels_alive: u32,
+    modules_alive: u32,
 }
 
 fn last_launch(path: &PathBuf) -> Box<LastLaunch> {
@@ -500,4 +502,61 @@ fn the_loader_variable_chooses_the_library() {
     std::env::remove_var("XHAL_LEVEL_ZERO_LOADER");
     assert_eq!(error.kind(), ErrorKind::DriverUnavailable, "{error}");
     assert!(error.message().contains(&path.display().to_string()), "{error}");
+}
+
+/// Level Zero must not destroy a kernel or module the device still references: a launch holds
+/// its kernel and module until it is seen complete.
+#[test]
+fn a_queued_launch_keeps_its_kernel_and_module() {
+    let Some(path) = stub("lifetimes", &[]) else { return };
+    let backend = LevelZeroBackend::with_library_path(&path);
+    let device = backend.device_open(0).unwrap();
+    let stream = backend.stream_create(device).unwrap();
+    let module = backend
+        .module_load(device, KernelFormat::SPIRV_KERNEL, &spirv(SAXPY))
+        .unwrap();
+    let kernel = backend.kernel_get(module, "saxpy").unwrap();
+    let (x, y) = (
+        backend.buffer_allocate(device, 64).unwrap(),
+        backend.buffer_allocate(device, 64).unwrap(),
+    );
+    let buffers = [
+        BufferArg {
+            buffer: x,
+            offset: 0,
+            size: 64,
+        },
+        BufferArg {
+            buffer: y,
+            offset: 0,
+            size: 64,
+        },
+    ];
+    let scalars = [0u8; 8];
+    backend
+        .stream_launch(
+            stream,
+            &LaunchArgs {
+                kernel,
+                workgroups: [1, 1, 1],
+                buffers: &buffers,
+                scalars: &scalars,
+            },
+        )
+        .unwrap();
+    backend.kernel_destroy(kernel);
+    backend.module_destroy(module);
+    let record = last_launch(&path);
+    assert_eq!(
+        (record.kernels_alive, record.modules_alive),
+        (1, 1),
+        "held by the queued launch"
+    );
+    backend.stream_synchronize(stream).unwrap();
+    let record = last_launch(&path);
+    assert_eq!(
+        (record.kernels_alive, record.modules_alive),
+        (0, 0),
+        "released once it completed"
+    );
 }

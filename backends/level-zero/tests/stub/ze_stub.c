@@ -70,6 +70,7 @@ typedef struct {
     uint32_t launches, groups[3], group_size[3], arg_count;
     uint64_t arg_size[MAX_ARGS];
     uint8_t arg_value[MAX_ARGS][MAX_ARG_BYTES];
+    uint32_t kernels_alive, modules_alive;
 } stub_launch_t;
 
 static stub_launch_t last_launch;
@@ -300,9 +301,15 @@ EXPORT ze_result_t zeModuleCreate(void *context, void *device, const module_desc
     m->code = malloc(desc->inputSize); m->size = desc->inputSize;
     memcpy(m->code, desc->pInputModule, desc->inputSize);
     *module = m;
+    last_launch.modules_alive++;
     return OK;
 }
-EXPORT ze_result_t zeModuleDestroy(void *module) { stub_module_t *m = module; free(m->code); free(m); return OK; }
+EXPORT ze_result_t zeModuleDestroy(void *module) {
+    stub_module_t *m = module;
+    free(m->code); free(m);
+    last_launch.modules_alive--;
+    return OK;
+}
 EXPORT ze_result_t zeModuleBuildLogGetString(void *log, size_t *size, char *text) {
     size_t length = strlen(log) + 1;
     if (text) memcpy(text, log, *size < length ? *size : length);
@@ -333,9 +340,10 @@ EXPORT ze_result_t zeKernelCreate(void *module, const kernel_desc_t *desc, void 
     strncpy(k->name, desc->pKernelName, sizeof k->name - 1);
     k->arg_count = parameters;
     *kernel = k;
+    last_launch.kernels_alive++;
     return OK;
 }
-EXPORT ze_result_t zeKernelDestroy(void *kernel) { free(kernel); return OK; }
+EXPORT ze_result_t zeKernelDestroy(void *kernel) { free(kernel); last_launch.kernels_alive--; return OK; }
 EXPORT ze_result_t zeKernelSetGroupSize(void *kernel, uint32_t x, uint32_t y, uint32_t z) {
     stub_kernel_t *k = kernel;
     k->group_size[0] = x; k->group_size[1] = y; k->group_size[2] = z;
