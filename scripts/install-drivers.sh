@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs the user-space drivers the GPU backends are tested on, when they are missing and
 # this runs as root with apt: Mesa lavapipe (Vulkan on the CPU) with the Khronos validation
-# layer, llvmpipe through EGL (GL), PoCL (OpenCL on the CPU) behind the ICD loader, and
-# spirv-tools (spirv-val checks the Kernel SPIR-V that xhal-kernel writes).
+# layer, llvmpipe through EGL (GL), PoCL (OpenCL on the CPU) behind the ICD loader,
+# spirv-tools (spirv-val checks the Kernel SPIR-V that xhal-kernel writes), and the Level Zero
+# loader libze1 (without a driver: the level-zero backend's tests check that it then reports
+# no device and says why).
 # Otherwise it says loudly which backends will find no device; their tests then skip with
 # that reason, unless XHAL_REQUIRE_BACKENDS names them.
 # Best effort, never failing: the Khronos SPIR-V/LLVM translator and the OpenCL headers, with
@@ -25,7 +27,7 @@ install_optional() {
   done
 }
 
-packages=(libvulkan1 mesa-vulkan-drivers vulkan-validationlayers libegl1 libegl-mesa0 libgl1-mesa-dri ocl-icd-libopencl1 pocl-opencl-icd spirv-tools)
+packages=(libvulkan1 mesa-vulkan-drivers vulkan-validationlayers libegl1 libegl-mesa0 libgl1-mesa-dri ocl-icd-libopencl1 pocl-opencl-icd spirv-tools libze1)
 missing=()
 for package in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then

@@ -168,18 +168,27 @@ impl Device {
     /// a native variant first, then a portable IR made from the WGSL, then source.
     pub fn load_bundle(&self, bundle: &ModuleBundle) -> Result<Module> {
         let accepted: Vec<u32> = self.shared.info.kernel_formats.iter().map(|format| format.0).collect();
-        let resolved = bundle
-            .resolve(&accepted)
-            .map_err(|error| Error::from(error).context(format!("loading a kernel for {}", self.label())))?;
-        let missing = Features(resolved.required_features & !self.shared.info.features.0);
-        if missing.0 != 0 {
-            return Err(Error::unsupported(format!(
+        let refuse_missing = |required: u64| {
+            let missing = Features(required & !self.shared.info.features.0);
+            if missing.0 == 0 {
+                return Ok(());
+            }
+            Err(Error::unsupported(format!(
                 "the kernel needs {} which device {} ({}) does not have",
                 missing.names().join(", "),
                 self.label(),
                 self.name()
-            )));
+            )))
+        };
+        // Before translating: a translator may refuse the very feature the device lacks
+        // (Kernel SPIR-V has no 64-bit atomics), and the error should name the feature.
+        if let Ok(Some(required)) = bundle.wgsl_required_features() {
+            refuse_missing(required)?;
         }
+        let resolved = bundle
+            .resolve(&accepted)
+            .map_err(|error| Error::from(error).context(format!("loading a kernel for {}", self.label())))?;
+        refuse_missing(resolved.required_features)?;
         tracing::debug!(
             device = %self.label(),
             format = %KernelFormat(resolved.format),

@@ -161,6 +161,16 @@ impl ModuleBundle {
         }))
     }
 
+    /// The `XHAL_FEATURE_*` bits the bundle's WGSL needs (reflected through the process-wide
+    /// cache), or `None` without a WGSL variant. A device can refuse a kernel for a feature
+    /// it lacks before translating it, which might fail for that very feature.
+    pub fn wgsl_required_features(&self) -> Result<Option<u64>, KernelError> {
+        match self.wgsl().transpose()? {
+            Some(source) => Ok(Some(reflect(source)?.required_features)),
+            None => Ok(None),
+        }
+    }
+
     /// Chooses what to give a device that accepts `accepted` (`XHAL_KERNEL_FORMAT_*` codes,
     /// most preferred first, as in `XhalDeviceInfo::kernel_formats`; zeros are unused slots
     /// and skipped).
