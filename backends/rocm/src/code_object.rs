@@ -128,7 +128,8 @@ fn bundle_entry<'a>(code: &'a [u8], arch: Option<&str>) -> Result<&'a [u8], Stri
     let mut at = BUNDLE_MAGIC.len() + 8;
     let mut candidates = Vec::new();
     for _ in 0..count.min(4096) {
-        let (Some(offset), Some(size), Some(id_length)) = (read_u64(code, at), read_u64(code, at + 8), read_u64(code, at + 16))
+        let (Some(offset), Some(size), Some(id_length)) =
+            (read_u64(code, at), read_u64(code, at + 8), read_u64(code, at + 16))
         else {
             return Err("the offload bundle's entry table is truncated".to_string());
         };
@@ -208,7 +209,9 @@ fn metadata_note(elf: &[u8]) -> Result<&[u8], String> {
             let name_start = at + 12;
             let payload_start = name_start + (name_size as usize).next_multiple_of(4);
             let payload_end = payload_start + payload_size as usize;
-            let name = notes.get(name_start..name_start + name_size as usize).unwrap_or_default();
+            let name = notes
+                .get(name_start..name_start + name_size as usize)
+                .unwrap_or_default();
             let name = name.strip_suffix(&[0]).unwrap_or(name);
             if kind == NT_AMDGPU_METADATA && name == b"AMDGPU" {
                 return notes
@@ -501,7 +504,11 @@ mod tests {
     fn bundles_are_opened_to_the_devices_target() {
         let first = code_object(&[kernel("for_gfx90a", &[], None)]);
         let second = code_object(&[kernel("for_gfx1100", &[], None)]);
-        let ids = ["host-x86_64-unknown-linux-gnu-", "hipv4-amdgcn-amd-amdhsa--gfx90a", "hipv4-amdgcn-amd-amdhsa--gfx1100"];
+        let ids = [
+            "host-x86_64-unknown-linux-gnu-",
+            "hipv4-amdgcn-amd-amdhsa--gfx90a",
+            "hipv4-amdgcn-amd-amdhsa--gfx1100",
+        ];
         let blobs: [&[u8]; 3] = [&[], &first, &second];
         let header = BUNDLE_MAGIC.len() + 8 + ids.iter().map(|id| 24 + id.len()).sum::<usize>();
         let mut bundle = BUNDLE_MAGIC.to_vec();
@@ -537,9 +544,11 @@ mod tests {
         }
         let _ = kernels(&corrupt, None);
         assert!(kernels(&elf_with_metadata(&[0xc1]), None).is_err());
-        assert!(kernels(&elf_with_metadata(&map(&[("amdhsa.version", integer(1))])), None)
-            .unwrap_err()
-            .contains("amdhsa.kernels"));
+        assert!(
+            kernels(&elf_with_metadata(&map(&[("amdhsa.version", integer(1))])), None)
+                .unwrap_err()
+                .contains("amdhsa.kernels")
+        );
     }
 
     #[test]

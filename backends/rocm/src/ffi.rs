@@ -232,9 +232,9 @@ impl Api {
             match open(name) {
                 Ok(library) => match Api::resolve(library, name) {
                     Ok(api) => return Ok(api),
-                    Err((symbol, error)) => {
-                        failures.push(format!("{name} has no {symbol} ({error}); it is not a HIP runtime xhal can use"))
-                    }
+                    Err((symbol, error)) => failures.push(format!(
+                        "{name} has no {symbol} ({error}); it is not a HIP runtime xhal can use"
+                    )),
                 },
                 Err(error) => failures.push(format!("{name}: {error}")),
             }
@@ -443,7 +443,10 @@ mod tests {
 
     #[test]
     fn a_missing_runtime_names_every_file_tried_and_what_to_install() {
-        let candidates = vec!["/nonexistent/libamdhip64.so".to_string(), "/nonexistent/libamdhip64.so.6".to_string()];
+        let candidates = vec![
+            "/nonexistent/libamdhip64.so".to_string(),
+            "/nonexistent/libamdhip64.so.6".to_string(),
+        ];
         let error = Api::load(&candidates).err().expect("nothing loads");
         assert_eq!(error.kind(), ErrorKind::DriverUnavailable);
         assert!(error.message().contains("/nonexistent/libamdhip64.so:"), "{error}");

@@ -40,8 +40,9 @@ impl Gpu {
         let ordinal = self.adapter().ordinal;
         // SAFETY: an ordinal below the runtime's device count.
         let code = unsafe { (self.api().set_device)(ordinal) };
-        self.api()
-            .check(code, "hipSetDevice", || format!("making {} (HIP device {ordinal}) current", self.name()))
+        self.api().check(code, "hipSetDevice", || {
+            format!("making {} (HIP device {ordinal}) current", self.name())
+        })
     }
 
     /// Free and total memory as the runtime sees them (other processes included).
@@ -50,8 +51,9 @@ impl Gpu {
         let (mut free, mut total) = (0usize, 0usize);
         // SAFETY: writes two size_t.
         let code = unsafe { (self.api().mem_get_info)(&mut free, &mut total) };
-        self.api()
-            .check(code, "hipMemGetInfo", || format!("reading the free memory of {}", self.name()))?;
+        self.api().check(code, "hipMemGetInfo", || {
+            format!("reading the free memory of {}", self.name())
+        })?;
         Ok((free as u64, total as u64))
     }
 }
@@ -85,8 +87,9 @@ impl DeviceBuffer {
         let mut pointer: DevicePointer = std::ptr::null_mut();
         // SAFETY: writes one device pointer.
         let code = unsafe { (gpu.api().malloc)(&mut pointer, bytes) };
-        gpu.api()
-            .check(code, "hipMalloc", || format!("allocating {size} bytes on {}", adapter.info.name))?;
+        gpu.api().check(code, "hipMalloc", || {
+            format!("allocating {size} bytes on {}", adapter.info.name)
+        })?;
         if pointer.is_null() {
             return Err(Error::internal(format!(
                 "allocating {size} bytes on {}: hipMalloc succeeded but returned no memory",

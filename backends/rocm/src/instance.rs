@@ -73,7 +73,11 @@ impl Instance {
         }
         if init != ffi::HIP_SUCCESS {
             let error = api.error(&format!("initialising the HIP runtime {library}"), "hipInit", init);
-            return Err(driver_unavailable(format!("{}; {}", error.message(), ffi::INSTALL_HINT)));
+            return Err(driver_unavailable(format!(
+                "{}; {}",
+                error.message(),
+                ffi::INSTALL_HINT
+            )));
         }
         let mut count: c_int = 0;
         // SAFETY: writes one int.
@@ -179,12 +183,16 @@ fn describe(api: &Api, ordinal: c_int, hiprtc: bool, runtime_version: &str, topo
     let mut name_bytes = [0 as c_char; 256];
     // SAFETY: the buffer holds `len` bytes; HIP NUL-terminates within them.
     let code = unsafe { (api.device_get_name)(name_bytes.as_mut_ptr(), name_bytes.len() as c_int, device) };
-    api.check(code, "hipDeviceGetName", || format!("reading the name of HIP device {ordinal}"))?;
+    api.check(code, "hipDeviceGetName", || {
+        format!("reading the name of HIP device {ordinal}")
+    })?;
     let name = c_text(&name_bytes);
     let mut total_memory: usize = 0;
     // SAFETY: writes one size_t.
     let code = unsafe { (api.device_total_mem)(&mut total_memory, device) };
-    api.check(code, "hipDeviceTotalMem", || format!("reading the memory size of {name}"))?;
+    api.check(code, "hipDeviceTotalMem", || {
+        format!("reading the memory size of {name}")
+    })?;
     let total_memory = total_memory as u64;
 
     let read = |attribute: i32, attribute_name: &str| attribute_value(api, ordinal, attribute, attribute_name);
@@ -384,7 +392,10 @@ mod tests {
         let root = std::env::temp_dir().join(format!("xhal-rocm-topology-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         for (node, properties) in [
-            ("0", "cpu_cores_count 16\ngfx_target_version 0\nlocation_id 0\ndomain 0\n"),
+            (
+                "0",
+                "cpu_cores_count 16\ngfx_target_version 0\nlocation_id 0\ndomain 0\n",
+            ),
             ("1", "gfx_target_version 90010\nlocation_id 768\ndomain 0\n"),
             ("2", "gfx_target_version 110000\nlocation_id 49920\ndomain 0\n"),
         ] {

@@ -220,7 +220,10 @@ impl Backend for RocmBackend {
             Some(gpu) => gpu.memory_info().map(|(free, _)| free).ok(),
             None => None,
         }
-        .unwrap_or_else(|| info.total_memory.saturating_sub(adapter.allocated.load(Ordering::Relaxed)));
+        .unwrap_or_else(|| {
+            info.total_memory
+                .saturating_sub(adapter.allocated.load(Ordering::Relaxed))
+        });
         Ok(info)
     }
 

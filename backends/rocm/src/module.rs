@@ -100,7 +100,10 @@ fn compile(gpu: &Gpu, instance: &Instance, text: &str) -> Result<Vec<u8>> {
         let error = rtc.error(
             &format!(
                 "compiling HIP C for {name} ({})",
-                arch.as_deref().map_or("for the current device's target".to_string(), |arch| format!("--offload-arch={arch}"))
+                arch.as_deref()
+                    .map_or("for the current device's target".to_string(), |arch| format!(
+                        "--offload-arch={arch}"
+                    ))
             ),
             "hiprtcCompileProgram",
             result,
@@ -203,7 +206,9 @@ impl Module {
         let mut found = None;
         for candidate in &candidates {
             let Ok(c_name) = CString::new(candidate.as_str()) else {
-                return Err(Error::invalid_argument(format!("kernel name {name:?} contains a NUL byte")));
+                return Err(Error::invalid_argument(format!(
+                    "kernel name {name:?} contains a NUL byte"
+                )));
             };
             self.gpu.bind()?;
             let mut function: HipFunction = std::ptr::null_mut();
@@ -315,15 +320,19 @@ impl Module {
                     })
                 })
                 .collect::<Result<Vec<_>>>()?,
-            (None, None) => {
-                return Err(Error::invalid_argument(format!(
-                    "kernel `{symbol}` is in the code object but not in its metadata, so its arguments cannot be checked"
-                )))
-            }
+            (None, None) => return Err(Error::invalid_argument(format!(
+                "kernel `{symbol}` is in the code object but not in its metadata, so its arguments cannot be checked"
+            ))),
         };
         check_parameter_order(symbol, &parameters)?;
-        let buffers = parameters.iter().filter(|parameter| parameter.kind == ParameterKind::Buffer).count();
-        if let Some(lengths) = parameters.iter().find(|parameter| parameter.kind == ParameterKind::Lengths) {
+        let buffers = parameters
+            .iter()
+            .filter(|parameter| parameter.kind == ParameterKind::Buffer)
+            .count();
+        if let Some(lengths) = parameters
+            .iter()
+            .find(|parameter| parameter.kind == ParameterKind::Lengths)
+        {
             check_lengths_size(symbol, lengths, buffers)?;
         }
         let workgroup_size = from_metadata
@@ -340,8 +349,13 @@ impl Module {
         let info = &self.gpu.adapter().info;
         let most = from_metadata
             .and_then(|metadata| metadata.max_flat_workgroup_size)
-            .map_or(info.max_workgroup_invocations, |flat| flat.min(info.max_workgroup_invocations));
-        let fits_axes = workgroup_size.iter().zip(info.max_workgroup_size).all(|(size, most)| *size <= most);
+            .map_or(info.max_workgroup_invocations, |flat| {
+                flat.min(info.max_workgroup_invocations)
+            });
+        let fits_axes = workgroup_size
+            .iter()
+            .zip(info.max_workgroup_size)
+            .all(|(size, most)| *size <= most);
         if invocations > u64::from(most) || !fits_axes {
             return Err(Error::unsupported(format!(
                 "kernel `{symbol}` asks for workgroups of {}x{}x{} ({invocations} invocations), but {} runs it with at \
@@ -405,7 +419,10 @@ impl KernelObject {
             .filter(|parameter| parameter.kind == ParameterKind::Buffer)
             .collect();
         if buffers != expected.len() {
-            let list: Vec<&str> = expected.iter().map(|parameter| parameter.description.as_str()).collect();
+            let list: Vec<&str> = expected
+                .iter()
+                .map(|parameter| parameter.description.as_str())
+                .collect();
             return Err(Error::invalid_argument(format!(
                 "kernel `{name}` takes {} buffer(s) ({}), but {buffers} were given",
                 expected.len(),
@@ -416,7 +433,10 @@ impl KernelObject {
                 }
             )));
         }
-        let scalar = self.parameters.iter().find(|parameter| parameter.kind == ParameterKind::Value);
+        let scalar = self
+            .parameters
+            .iter()
+            .find(|parameter| parameter.kind == ParameterKind::Value);
         match (scalar, scalars.len()) {
             (None, 0) => Ok(()),
             (None, given) => Err(Error::invalid_argument(format!(

@@ -95,7 +95,10 @@ pub(crate) fn kernels(source: &str) -> Vec<SourceKernel> {
             let Some(keyword) = attribute else {
                 break;
             };
-            let Some(group) = text[cursor + keyword.len()..].find('(').map(|at| cursor + keyword.len() + at) else {
+            let Some(group) = text[cursor + keyword.len()..]
+                .find('(')
+                .map(|at| cursor + keyword.len() + at)
+            else {
                 break;
             };
             match matching_parenthesis(&text, group) {
@@ -277,7 +280,12 @@ extern "C" __global__ void main_(XH_GLOBAL xh_u32* buffer0) {
         let kinds: Vec<ParameterKind> = saxpy.parameters.iter().map(|p| p.kind).collect();
         assert_eq!(
             kinds,
-            [ParameterKind::Buffer, ParameterKind::Buffer, ParameterKind::Value, ParameterKind::Lengths]
+            [
+                ParameterKind::Buffer,
+                ParameterKind::Buffer,
+                ParameterKind::Value,
+                ParameterKind::Lengths
+            ]
         );
         assert_eq!(saxpy.parameters[2].type_name, "xh_s2_Params");
         assert_eq!(kernels[1].name, "main_");

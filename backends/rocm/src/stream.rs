@@ -16,7 +16,10 @@ use xhal_core::{Error, ErrorKind, Result};
 /// Whether an error from HIP belongs to the work that executed (and so sticks to the stream)
 /// rather than to the call that reported it.
 fn is_execution_error(error: &Error) -> bool {
-    matches!(error.kind(), ErrorKind::KernelFault | ErrorKind::DeviceLost | ErrorKind::Timeout)
+    matches!(
+        error.kind(),
+        ErrorKind::KernelFault | ErrorKind::DeviceLost | ErrorKind::Timeout
+    )
 }
 
 pub(crate) struct StreamState {
@@ -76,8 +79,9 @@ impl Stream {
         let mut raw: HipStream = std::ptr::null_mut();
         // SAFETY: writes one stream handle.
         let code = unsafe { (gpu.api().stream_create_with_flags)(&mut raw, ffi::HIP_STREAM_NON_BLOCKING) };
-        gpu.api()
-            .check(code, "hipStreamCreateWithFlags", || format!("creating a stream on {}", gpu.name()))?;
+        gpu.api().check(code, "hipStreamCreateWithFlags", || {
+            format!("creating a stream on {}", gpu.name())
+        })?;
         Ok(Stream {
             gpu: Arc::clone(gpu),
             raw,
@@ -123,10 +127,9 @@ impl Stream {
         // Drain even with a sticky error known, so no command uses host memory after this returns.
         // SAFETY: the stream is live.
         let code = unsafe { (self.gpu.api().stream_synchronize)(self.raw) };
-        let result = self
-            .gpu
-            .api()
-            .check(code, "hipStreamSynchronize", || format!("waiting for a stream on {}", self.gpu.name()));
+        let result = self.gpu.api().check(code, "hipStreamSynchronize", || {
+            format!("waiting for a stream on {}", self.gpu.name())
+        });
         state.retained.clear();
         if let Some(error) = state.sticky_error() {
             return Err(error);
@@ -252,8 +255,9 @@ impl Event {
         let mut raw: HipEvent = std::ptr::null_mut();
         // SAFETY: writes one event handle.
         let code = unsafe { (gpu.api().event_create_with_flags)(&mut raw, flags) };
-        gpu.api()
-            .check(code, "hipEventCreateWithFlags", || format!("creating an event on {}", gpu.name()))?;
+        gpu.api().check(code, "hipEventCreateWithFlags", || {
+            format!("creating an event on {}", gpu.name())
+        })?;
         Ok(Event {
             gpu: Arc::clone(gpu),
             raw,
@@ -275,7 +279,11 @@ impl Event {
         match code {
             ffi::HIP_SUCCESS => record.earlier_failure().map(|()| Some(true)),
             ffi::HIP_ERROR_NOT_READY => Ok(Some(false)),
-            _ => Err(record.fail(self.gpu.api().error("asking whether an event completed", "hipEventQuery", code))),
+            _ => Err(record.fail(
+                self.gpu
+                    .api()
+                    .error("asking whether an event completed", "hipEventQuery", code),
+            )),
         }
     }
 
@@ -292,7 +300,11 @@ impl Event {
         // SAFETY: the event is live.
         let code = unsafe { (self.gpu.api().event_synchronize)(self.raw) };
         if code != ffi::HIP_SUCCESS {
-            return Err(record.fail(self.gpu.api().error("waiting for an event", "hipEventSynchronize", code)));
+            return Err(record.fail(
+                self.gpu
+                    .api()
+                    .error("waiting for an event", "hipEventSynchronize", code),
+            ));
         }
         record.earlier_failure()
     }
@@ -304,7 +316,9 @@ impl Event {
             )));
         }
         match self.poll()? {
-            None => Err(Error::invalid_argument(format!("{role} event {id:#x} was never recorded"))),
+            None => Err(Error::invalid_argument(format!(
+                "{role} event {id:#x} was never recorded"
+            ))),
             Some(false) => Err(Error::invalid_argument(format!(
                 "{role} event {id:#x}: event not yet complete"
             ))),
@@ -381,7 +395,9 @@ impl Stream {
             "hipMemcpyDtoHAsync",
             || format!("reading {size} bytes at byte {offset} on {}", self.gpu.name()),
             // SAFETY: asynchronous; the caller keeps `destination` valid until the read completes.
-            |stream| unsafe { (self.gpu.api().memcpy_dtoh_async)(destination.cast(), buffer.at(offset), bytes, stream) },
+            |stream| unsafe {
+                (self.gpu.api().memcpy_dtoh_async)(destination.cast(), buffer.at(offset), bytes, stream)
+            },
         )
         .map(drop)
     }
@@ -470,7 +486,12 @@ impl Stream {
                 (api.memset_d16_async)(target, u16::from_ne_bytes([first, second]), bytes / 2, stream)
             }),
             [first, second, third, fourth] => self.enqueue("hipMemsetD32Async", doing, |stream| unsafe {
-                (api.memset_d32_async)(target, i32::from_ne_bytes([first, second, third, fourth]), bytes / 4, stream)
+                (api.memset_d32_async)(
+                    target,
+                    i32::from_ne_bytes([first, second, third, fourth]),
+                    bytes / 4,
+                    stream,
+                )
             }),
             _ => Err(Error::invalid_argument(format!(
                 "a fill pattern has 1, 2 or 4 bytes, not {}",

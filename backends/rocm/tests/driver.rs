@@ -41,7 +41,9 @@ fn a_runtime_without_devices_is_driver_unavailable_with_the_reason() {
     assert_eq!(error.kind(), ErrorKind::DriverUnavailable, "{error}");
     assert!(error.message().contains("finds no AMD GPU"), "{error}");
     assert!(
-        error.message().contains("hipGetDeviceCount answers hipErrorNoDevice (100)"),
+        error
+            .message()
+            .contains("hipGetDeviceCount answers hipErrorNoDevice (100)"),
         "{error}"
     );
     assert!(error.message().contains("/dev/kfd"), "{error}");
@@ -59,7 +61,10 @@ fn hip_init_finding_no_device_is_driver_unavailable() {
     stub.set_init_result(101);
     let error = RocmBackend::with_library_path(&stub.path).device_count().unwrap_err();
     assert_eq!(error.kind(), ErrorKind::DriverUnavailable, "{error}");
-    assert!(error.message().contains("hipInit answers hipErrorInvalidDevice (101)"), "{error}");
+    assert!(
+        error.message().contains("hipInit answers hipErrorInvalidDevice (101)"),
+        "{error}"
+    );
 }
 
 #[test]
@@ -71,7 +76,10 @@ fn a_failing_hip_init_names_the_call_and_the_error() {
     stub.fail("hipInit", 2, 0);
     let error = RocmBackend::with_library_path(&stub.path).device_count().unwrap_err();
     assert_eq!(error.kind(), ErrorKind::DriverUnavailable, "{error}");
-    assert!(error.message().contains("hipInit failed: hipErrorOutOfMemory (2)"), "{error}");
+    assert!(
+        error.message().contains("hipInit failed: hipErrorOutOfMemory (2)"),
+        "{error}"
+    );
 }
 
 #[test]
@@ -84,10 +92,15 @@ fn a_device_that_cannot_be_described_is_skipped_with_the_reason() {
     let error = RocmBackend::with_library_path(&stub.path).device_count().unwrap_err();
     assert_eq!(error.kind(), ErrorKind::DriverUnavailable, "{error}");
     assert!(
-        error.message().contains("hipDeviceGetAttribute failed: hipErrorInvalidValue (1)"),
+        error
+            .message()
+            .contains("hipDeviceGetAttribute failed: hipErrorInvalidValue (1)"),
         "{error}"
     );
-    assert!(error.message().contains("hipDeviceAttributeMultiprocessorCount"), "{error}");
+    assert!(
+        error.message().contains("hipDeviceAttributeMultiprocessorCount"),
+        "{error}"
+    );
 }
 
 /// One device of the stub, opened.
@@ -108,7 +121,9 @@ fn vendor_errors_name_the_call_and_the_hip_error() {
     let error = backend.buffer_allocate(device, 4096).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::OutOfMemory, "{error}");
     assert!(
-        error.message().contains("hipMalloc failed: hipErrorOutOfMemory (2): out of memory"),
+        error
+            .message()
+            .contains("hipMalloc failed: hipErrorOutOfMemory (2): out of memory"),
         "{error}"
     );
     assert!(error.message().contains("allocating 4096 bytes"), "{error}");
@@ -116,11 +131,21 @@ fn vendor_errors_name_the_call_and_the_hip_error() {
     stub.fail("hipStreamCreateWithFlags", 1, 0);
     let error = backend.stream_create(device).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
-    assert!(error.message().contains("hipStreamCreateWithFlags failed: hipErrorInvalidValue (1)"), "{error}");
+    assert!(
+        error
+            .message()
+            .contains("hipStreamCreateWithFlags failed: hipErrorInvalidValue (1)"),
+        "{error}"
+    );
 
     stub.fail("hipSetDevice", 101, 0);
     let error = backend.event_create(device, false).unwrap_err();
-    assert!(error.message().contains("hipSetDevice failed: hipErrorInvalidDevice (101)"), "{error}");
+    assert!(
+        error
+            .message()
+            .contains("hipSetDevice failed: hipErrorInvalidDevice (101)"),
+        "{error}"
+    );
 }
 
 #[test]
@@ -146,8 +171,14 @@ fn the_stub_device_is_described_truthfully() {
     assert_eq!(info.max_workgroup_count, [i32::MAX as u32, 65536, 65536]);
     assert_eq!(info.max_workgroup_memory, 65536);
     assert_eq!(info.subgroup_size, 64);
-    assert!(info.driver_version.starts_with("HIP 6.2.41134"), "{}", info.driver_version);
-    assert!(info.features.contains(Features::ATOMICS_64 | Features::F64 | Features::TIMESTAMPS));
+    assert!(
+        info.driver_version.starts_with("HIP 6.2.41134"),
+        "{}",
+        info.driver_version
+    );
+    assert!(info
+        .features
+        .contains(Features::ATOMICS_64 | Features::F64 | Features::TIMESTAMPS));
     assert!(!info.features.contains(Features::F16));
     // The stub carries hiprtc, as ROCm's runtime did before 5.3.
     assert_eq!(info.kernel_formats, vec![KernelFormat::HIP_C, KernelFormat::HSACO]);
@@ -227,13 +258,19 @@ fn misuse_is_refused_with_what_was_expected() {
     assert!(error.message().contains("1, 2 or 4 bytes"), "{error}");
     let error = backend.stream_fill(stream, buffer, 2, 8, &[1, 2, 3, 4]).unwrap_err();
     assert!(error.message().contains("multiples"), "{error}");
-    let error = backend.module_load(device, KernelFormat::SPIRV_KERNEL, &[0; 16]).unwrap_err();
+    let error = backend
+        .module_load(device, KernelFormat::SPIRV_KERNEL, &[0; 16])
+        .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Unsupported, "{error}");
     assert!(error.message().contains("accepts: hip-c, hsaco"), "{error}");
-    let error = backend.module_load(device, KernelFormat::HSACO, b"not a code object").unwrap_err();
+    let error = backend
+        .module_load(device, KernelFormat::HSACO, b"not a code object")
+        .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
     assert!(error.message().contains("neither an ELF header"), "{error}");
-    let error = backend.module_load(device, KernelFormat::HIP_C, &[0xff, 0xfe]).unwrap_err();
+    let error = backend
+        .module_load(device, KernelFormat::HIP_C, &[0xff, 0xfe])
+        .unwrap_err();
     assert!(error.message().contains("UTF-8"), "{error}");
 }
 
@@ -269,7 +306,12 @@ fn events_order_streams_and_measure_time() {
     stub.fail("hipStreamWaitEvent", 400, 0);
     let error = backend.stream_wait_event(second, untimed).unwrap_err();
     // The stub's hipGetErrorName does not know 400; the backend's own table does.
-    assert!(error.message().contains("hipStreamWaitEvent failed: hipErrorInvalidHandle (400)"), "{error}");
+    assert!(
+        error
+            .message()
+            .contains("hipStreamWaitEvent failed: hipErrorInvalidHandle (400)"),
+        "{error}"
+    );
     assert_eq!(error.kind(), ErrorKind::InvalidHandle, "{error}");
 }
 
@@ -285,7 +327,12 @@ fn an_execution_error_sticks_to_the_stream() {
     stub.fail("hipStreamSynchronize", 700, 0);
     let error = backend.stream_synchronize(stream).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::KernelFault, "{error}");
-    assert!(error.message().contains("hipStreamSynchronize failed: hipErrorIllegalAddress (700)"), "{error}");
+    assert!(
+        error
+            .message()
+            .contains("hipStreamSynchronize failed: hipErrorIllegalAddress (700)"),
+        "{error}"
+    );
     stub.fail("", 0, 0);
     // Every later call on the stream returns it; another stream is unaffected.
     assert_eq!(backend.stream_synchronize(stream).unwrap_err(), error);
@@ -300,7 +347,12 @@ fn an_execution_error_sticks_to_the_stream() {
     stub.fail("hipEventSynchronize", 719, 0);
     let error = backend.event_synchronize(event).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::KernelFault, "{error}");
-    assert!(error.message().contains("hipEventSynchronize failed: hipErrorLaunchFailure (719)"), "{error}");
+    assert!(
+        error
+            .message()
+            .contains("hipEventSynchronize failed: hipErrorLaunchFailure (719)"),
+        "{error}"
+    );
     stub.fail("", 0, 0);
     assert_eq!(backend.stream_synchronize(late).unwrap_err(), error);
     // An event recorded after the failure was found cannot be recorded at all.
@@ -324,11 +376,19 @@ fn a_code_object_kernel_gets_its_arguments_by_the_argument_abi() {
     let code = code_object::with_kernels(&[
         code_object::kernel(
             "scale",
-            &[("global_buffer", 8, Some("data")), ("global_buffer", 8, None), ("by_value", 8, Some("params"))],
+            &[
+                ("global_buffer", 8, Some("data")),
+                ("global_buffer", 8, None),
+                ("by_value", 8, Some("params")),
+            ],
             Some([64, 2, 1]),
         ),
         code_object::kernel("sizeless", &[("global_buffer", 8, None)], None),
-        code_object::kernel("local", &[("dynamic_shared_pointer", 4, Some("scratch"))], Some([1, 1, 1])),
+        code_object::kernel(
+            "local",
+            &[("dynamic_shared_pointer", 4, Some("scratch"))],
+            Some([1, 1, 1]),
+        ),
     ]);
     stub.set_kernels("scale,sizeless,local");
     let module = backend.module_load(device, KernelFormat::HSACO, &code).unwrap();
@@ -350,8 +410,16 @@ fn a_code_object_kernel_gets_its_arguments_by_the_argument_abi() {
     backend.stream_synchronize(stream).unwrap();
     let scalars = [1u8, 2, 3, 4, 5, 6, 7, 8];
     let buffers = [
-        BufferArg { buffer: data, offset: 32, size: 64 },
-        BufferArg { buffer: out, offset: 0, size: 256 },
+        BufferArg {
+            buffer: data,
+            offset: 32,
+            size: 64,
+        },
+        BufferArg {
+            buffer: out,
+            offset: 0,
+            size: 256,
+        },
     ];
     let launch = |buffers: &[BufferArg], scalars: &[u8]| {
         backend.stream_launch(
@@ -375,7 +443,10 @@ fn a_code_object_kernel_gets_its_arguments_by_the_argument_abi() {
     let error = launch(&buffers[..1], &scalars).unwrap_err();
     assert!(error.message().contains("takes 2 buffer(s) (`data`"), "{error}");
     let error = launch(&buffers, &scalars[..4]).unwrap_err();
-    assert!(error.message().contains("of 8 bytes, but 4 bytes were given"), "{error}");
+    assert!(
+        error.message().contains("of 8 bytes, but 4 bytes were given"),
+        "{error}"
+    );
     let error = launch(&buffers, &[]).unwrap_err();
     assert!(error.message().contains("no scalars were given"), "{error}");
     let error = backend
@@ -395,7 +466,12 @@ fn a_code_object_kernel_gets_its_arguments_by_the_argument_abi() {
     stub.fail("hipModuleLaunchKernel", 701, 0);
     let error = launch(&buffers, &scalars).unwrap_err();
     assert!(error.message().contains("hipModuleLaunchKernel failed"), "{error}");
-    assert!(error.message().contains("launching kernel `scale` with 3x2x1 workgroups of 64x2x1"), "{error}");
+    assert!(
+        error
+            .message()
+            .contains("launching kernel `scale` with 3x2x1 workgroups of 64x2x1"),
+        "{error}"
+    );
 }
 
 const SAXPY_WGSL: &str = r#"
@@ -429,11 +505,18 @@ fn hip_c_from_wgsl_is_compiled_and_launched_with_the_buffer_lengths() {
     // block and the 16-byte lengths, as ROCm's compiler describes it (no argument names).
     stub.set_compiled_code(&code_object::with_kernels(&[code_object::kernel(
         "main_",
-        &[("global_buffer", 8, None), ("global_buffer", 8, None), ("by_value", 8, None), ("by_value", 16, None)],
+        &[
+            ("global_buffer", 8, None),
+            ("global_buffer", 8, None),
+            ("by_value", 8, None),
+            ("by_value", 16, None),
+        ],
         None,
     )]));
     stub.set_kernels("main_");
-    let module = backend.module_load(device, KernelFormat::HIP_C, saxpy_hip_c().as_bytes()).unwrap();
+    let module = backend
+        .module_load(device, KernelFormat::HIP_C, saxpy_hip_c().as_bytes())
+        .unwrap();
     // No driver topology names the stub's target, so hiprtc picks the current device's.
     assert_eq!(stub.compile_options(), "");
     let kernel = backend.kernel_get(module, "main").unwrap();
@@ -449,8 +532,16 @@ fn hip_c_from_wgsl_is_compiled_and_launched_with_the_buffer_lengths() {
                 kernel,
                 workgroups: [2, 1, 1],
                 buffers: &[
-                    BufferArg { buffer: x, offset: 0, size: 400 },
-                    BufferArg { buffer: y, offset: 16, size: 400 },
+                    BufferArg {
+                        buffer: x,
+                        offset: 0,
+                        size: 400,
+                    },
+                    BufferArg {
+                        buffer: y,
+                        offset: 16,
+                        size: 400,
+                    },
                 ],
                 scalars: &scalars,
             },
@@ -467,7 +558,11 @@ fn hip_c_from_wgsl_is_compiled_and_launched_with_the_buffer_lengths() {
             &LaunchArgs {
                 kernel,
                 workgroups: [2, 1, 1],
-                buffers: &[BufferArg { buffer: x, offset: 0, size: 400 }],
+                buffers: &[BufferArg {
+                    buffer: x,
+                    offset: 0,
+                    size: 400,
+                }],
                 scalars: &scalars,
             },
         )
@@ -482,11 +577,25 @@ fn a_hiprtc_failure_carries_the_compiler_log() {
     };
     stub.set_compile_failure("xhal_module.hip:3:1: error: unknown type name 'flaot'");
     let error = backend
-        .module_load(device, KernelFormat::HIP_C, b"extern \"C\" __global__ void k(flaot* x) {}")
+        .module_load(
+            device,
+            KernelFormat::HIP_C,
+            b"extern \"C\" __global__ void k(flaot* x) {}",
+        )
         .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
-    assert!(error.message().contains("hiprtcCompileProgram failed: HIPRTC_ERROR_COMPILATION (6)"), "{error}");
-    assert!(error.message().contains("hiprtc log:\nxhal_module.hip:3:1: error: unknown type name 'flaot'"), "{error}");
+    assert!(
+        error
+            .message()
+            .contains("hiprtcCompileProgram failed: HIPRTC_ERROR_COMPILATION (6)"),
+        "{error}"
+    );
+    assert!(
+        error
+            .message()
+            .contains("hiprtc log:\nxhal_module.hip:3:1: error: unknown type name 'flaot'"),
+        "{error}"
+    );
 }
 
 /// The HIP runtime itself, where one is installed (Debian's libamdhip64-5 is enough): on a
@@ -520,7 +629,9 @@ fn the_installed_hiprtc_compiles_hip_c_from_wgsl() {
     };
     stub.set_compiled_code(&code);
     stub.set_kernels("main_");
-    let module = backend.module_load(device, KernelFormat::HIP_C, saxpy_hip_c().as_bytes()).unwrap();
+    let module = backend
+        .module_load(device, KernelFormat::HIP_C, saxpy_hip_c().as_bytes())
+        .unwrap();
     let kernel = backend.kernel_get(module, "main").unwrap();
     let stream = backend.stream_create(device).unwrap();
     let x = backend.buffer_allocate(device, 64).unwrap();
@@ -531,43 +642,90 @@ fn the_installed_hiprtc_compiles_hip_c_from_wgsl() {
             &LaunchArgs {
                 kernel,
                 workgroups: [1, 1, 1],
-                buffers: &[BufferArg { buffer: x, offset: 0, size: 64 }, BufferArg { buffer: x, offset: 0, size: 64 }],
+                buffers: &[
+                    BufferArg {
+                        buffer: x,
+                        offset: 0,
+                        size: 64,
+                    },
+                    BufferArg {
+                        buffer: x,
+                        offset: 0,
+                        size: 64,
+                    },
+                ],
                 scalars: &[0; 12],
             },
         )
         .unwrap_err();
-    assert!(error.message().contains("of 8 bytes, but 12 bytes were given"), "{error}");
+    assert!(
+        error.message().contains("of 8 bytes, but 12 bytes were given"),
+        "{error}"
+    );
 }
 
 /// Compiles `source` for `arch` with the system's hiprtc, or `None` (after saying why).
 fn compile_with_installed_hiprtc(source: &str, arch: &str) -> Option<Vec<u8>> {
     use std::ffi::{c_char, c_int, c_void, CString};
     type Program = *mut c_void;
-    let library = ["libhiprtc.so", "libhiprtc.so.7", "libhiprtc.so.6", "libhiprtc.so.5", "libamdhip64.so.5"]
-        .iter()
-        // SAFETY: loading ROCm's hiprtc runs only its initialisers.
-        .find_map(|name| unsafe { libloading::Library::new(*name) }.ok());
+    let library = [
+        "libhiprtc.so",
+        "libhiprtc.so.7",
+        "libhiprtc.so.6",
+        "libhiprtc.so.5",
+        "libamdhip64.so.5",
+    ]
+    .iter()
+    // SAFETY: loading ROCm's hiprtc runs only its initialisers.
+    .find_map(|name| unsafe { libloading::Library::new(*name) }.ok());
     let Some(library) = library else {
         require_unless_absent("no hiprtc is installed");
-        eprintln!("SKIPPED: no hiprtc is installed here (Debian's libamdhip64-5 carries one), so this test checked nothing");
+        eprintln!(
+            "SKIPPED: no hiprtc is installed here (Debian's libamdhip64-5 carries one), so this test checked nothing"
+        );
         return None;
     };
     // SAFETY: the declarations follow hiprtc.h.
     unsafe {
         let create = library
-            .get::<unsafe extern "C" fn(*mut Program, *const c_char, *const c_char, c_int, *const *const c_char, *const *const c_char) -> c_int>(b"hiprtcCreateProgram")
+            .get::<unsafe extern "C" fn(
+                *mut Program,
+                *const c_char,
+                *const c_char,
+                c_int,
+                *const *const c_char,
+                *const *const c_char,
+            ) -> c_int>(b"hiprtcCreateProgram")
             .ok()?;
         let compile = library
             .get::<unsafe extern "C" fn(Program, c_int, *const *const c_char) -> c_int>(b"hiprtcCompileProgram")
             .ok()?;
-        let log_size = library.get::<unsafe extern "C" fn(Program, *mut usize) -> c_int>(b"hiprtcGetProgramLogSize").ok()?;
-        let log = library.get::<unsafe extern "C" fn(Program, *mut c_char) -> c_int>(b"hiprtcGetProgramLog").ok()?;
-        let code_size = library.get::<unsafe extern "C" fn(Program, *mut usize) -> c_int>(b"hiprtcGetCodeSize").ok()?;
-        let get_code = library.get::<unsafe extern "C" fn(Program, *mut c_char) -> c_int>(b"hiprtcGetCode").ok()?;
+        let log_size = library
+            .get::<unsafe extern "C" fn(Program, *mut usize) -> c_int>(b"hiprtcGetProgramLogSize")
+            .ok()?;
+        let log = library
+            .get::<unsafe extern "C" fn(Program, *mut c_char) -> c_int>(b"hiprtcGetProgramLog")
+            .ok()?;
+        let code_size = library
+            .get::<unsafe extern "C" fn(Program, *mut usize) -> c_int>(b"hiprtcGetCodeSize")
+            .ok()?;
+        let get_code = library
+            .get::<unsafe extern "C" fn(Program, *mut c_char) -> c_int>(b"hiprtcGetCode")
+            .ok()?;
         let source = CString::new(source).unwrap();
         let option = CString::new(format!("--offload-arch={arch}")).unwrap();
         let mut program: Program = std::ptr::null_mut();
-        assert_eq!(create(&mut program, source.as_ptr(), c"saxpy.hip".as_ptr(), 0, std::ptr::null(), std::ptr::null()), 0);
+        assert_eq!(
+            create(
+                &mut program,
+                source.as_ptr(),
+                c"saxpy.hip".as_ptr(),
+                0,
+                std::ptr::null(),
+                std::ptr::null()
+            ),
+            0
+        );
         let result = compile(program, 1, &option.as_ptr());
         let mut size = 0usize;
         log_size(program, &mut size);

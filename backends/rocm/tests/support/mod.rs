@@ -154,7 +154,10 @@ impl Stub {
     pub fn compile_options(&self) -> String {
         let get = self.function::<unsafe extern "C" fn() -> *const c_char>("stub_compile_options");
         // SAFETY: a NUL-terminated static buffer.
-        unsafe { std::ffi::CStr::from_ptr(get()) }.to_string_lossy().trim().to_string()
+        unsafe { std::ffi::CStr::from_ptr(get()) }
+            .to_string_lossy()
+            .trim()
+            .to_string()
     }
 
     pub fn allocated(&self) -> usize {
