@@ -173,10 +173,10 @@ impl Stream {
             // SAFETY: both handles are live and belong to one device.
             |stream| unsafe { (self.gpu.api().event_record)(event.raw, stream) },
         )?;
-        *event.record.lock() = Some(Record {
+        *event.record.lock() = Some(Arc::new(Record {
             number,
             stream: Arc::clone(&self.state),
-        });
+        }));
         Ok(())
     }
 
@@ -227,7 +227,8 @@ pub(crate) struct Event {
     pub(crate) gpu: Arc<Gpu>,
     raw: HipEvent,
     timing: bool,
-    record: Mutex<Option<Record>>,
+    /// The most recent record; waits work on a copy, so recording again never waits for them.
+    record: Mutex<Option<Arc<Record>>>,
 }
 
 // HIP events may be used from any thread.
@@ -269,8 +270,8 @@ impl Event {
     /// `Some(true)` once the record completed, `Some(false)` while pending, `None` when the
     /// event was never recorded.
     fn poll(&self) -> Result<Option<bool>> {
-        let record = self.record.lock();
-        let Some(record) = record.as_ref() else {
+        let record = self.record.lock().clone();
+        let Some(record) = record else {
             return Ok(None);
         };
         record.earlier_failure()?;
@@ -292,8 +293,8 @@ impl Event {
     }
 
     pub(crate) fn synchronize(&self) -> Result<()> {
-        let record = self.record.lock();
-        let Some(record) = record.as_ref() else {
+        let record = self.record.lock().clone();
+        let Some(record) = record else {
             return Ok(());
         };
         record.earlier_failure()?;

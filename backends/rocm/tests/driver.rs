@@ -738,3 +738,84 @@ fn compile_with_installed_hiprtc(source: &str, arch: &str) -> Option<Vec<u8>> {
         Some(code)
     }
 }
+
+/// Through xhal's own API, as an application uses it: WGSL is translated host-side to HIP C
+/// for the device (it lists `hip-c`), compiled, and launched by its WGSL name.
+#[test]
+fn the_runtime_translates_wgsl_to_hip_c_for_the_device() {
+    let Some(stub) = Stub::new() else {
+        return;
+    };
+    stub.set_devices(1);
+    stub.set_compiled_code(&code_object::with_kernels(&[code_object::kernel(
+        "main_",
+        &[("global_buffer", 8, None), ("global_buffer", 8, None), ("by_value", 8, None), ("by_value", 16, None)],
+        None,
+    )]));
+    stub.set_kernels("main_");
+    let backend: std::sync::Arc<dyn Backend> = std::sync::Arc::new(RocmBackend::with_library_path(&stub.path));
+    let device = xhal_core::Device::open(backend, "rocm", 0).unwrap();
+    let module = device.load_wgsl(SAXPY_WGSL).unwrap();
+    let kernel = module.kernel("main").unwrap();
+    let stream = device.create_stream().unwrap();
+    let x = device.alloc_from(&stream, &[1.0f32; 300]).unwrap();
+    let y = device.alloc_from(&stream, &[2.0f32; 300]).unwrap();
+    stub.set_parameter_sizes(&[8, 8, 8, 16]);
+    #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+    #[repr(C)]
+    struct Params {
+        a: f32,
+        n: u32,
+    }
+    stream
+        .launch(
+            &xhal_core::Launch::new(&kernel)
+                .workgroups_for_invocations(300)
+                .buffer(&x)
+                .buffer(&y)
+                .scalar(Params { a: 3.0, n: 300 }),
+        )
+        .unwrap();
+    stream.synchronize().unwrap();
+    assert_eq!(stub.launch_dims(), [3, 1, 1, 128, 1, 1]);
+    assert_eq!(stub.launch_parameter(2, 8)[..4], 3.0f32.to_ne_bytes());
+    let lengths = stub.launch_parameter(3, 16);
+    assert_eq!(lengths[..8], 1200u64.to_ne_bytes());
+    assert_eq!(stream.read_to_vec(&y).unwrap(), vec![2.0f32; 300]);
+}
+
+/// Where HIP's headers are installed (ROCm's, or Debian's libamdhip64-dev), every
+/// declaration the backend makes is compiled against them.
+#[test]
+fn the_declarations_match_the_installed_hip_headers() {
+    let roots: Vec<std::path::PathBuf> = std::env::var_os("ROCM_PATH")
+        .map(|root| std::path::PathBuf::from(root).join("include"))
+        .into_iter()
+        .chain(["/opt/rocm/include", "/usr/include"].map(std::path::PathBuf::from))
+        .collect();
+    let Some(include) = roots.iter().find(|root| root.join("hip/hip_runtime_api.h").exists()) else {
+        require_unless_absent("no HIP headers are installed");
+        eprintln!("SKIPPED: no HIP headers here (ROCm, or Debian's libamdhip64-dev), so this test checked nothing");
+        return;
+    };
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hip_declarations.c");
+    let compiler = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
+    let Ok(output) = std::process::Command::new(&compiler)
+        .args(["-std=gnu11", "-fsyntax-only", "-Werror=incompatible-pointer-types", "-Werror=discarded-qualifiers"])
+        .arg("-I")
+        .arg(include)
+        .arg(&source)
+        .output()
+    else {
+        require_unless_absent("no C compiler");
+        eprintln!("SKIPPED: no C compiler `{compiler}`, so this test checked nothing");
+        return;
+    };
+    assert!(
+        output.status.success(),
+        "{} does not match the headers in {}:\n{}",
+        source.display(),
+        include.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
