@@ -233,7 +233,13 @@ fn describe(api: &Api, ordinal: c_int, hiprtc: bool, runtime_version: &str, topo
         })
         .unwrap_or_else(|| derived_uuid(&[&name, pci_bus_id.as_deref().unwrap_or(""), &ordinal.to_string()]));
 
-    let arch = pci_bus_id.as_deref().and_then(|bus| arch_from_topology(topology, bus));
+    // ROCm's runtime takes the target from HSA_OVERRIDE_GFX_VERSION where it is set (as it
+    // often is for GPUs ROCm does not list), so hiprtc must compile for that one too.
+    let overridden = std::env::var("HSA_OVERRIDE_GFX_VERSION").ok();
+    let arch = overridden
+        .as_deref()
+        .and_then(gfx_name_from_override)
+        .or_else(|| pci_bus_id.as_deref().and_then(|bus| arch_from_topology(topology, bus)));
     let mut kernel_formats = Vec::new();
     if hiprtc {
         kernel_formats.push(KernelFormat::HIP_C);
@@ -333,6 +339,19 @@ pub(crate) fn gfx_name(version: u64) -> Option<String> {
     (major > 0 && minor < 16 && stepping < 16).then(|| format!("gfx{major}{minor:x}{stepping:x}"))
 }
 
+/// `HSA_OVERRIDE_GFX_VERSION` (`10.3.0`) as a target name (`gfx1030`).
+pub(crate) fn gfx_name_from_override(text: &str) -> Option<String> {
+    let parts: Vec<u64> = text
+        .trim()
+        .split('.')
+        .map(|part| part.parse().ok())
+        .collect::<Option<_>>()?;
+    match parts.as_slice() {
+        [major, minor, stepping] => gfx_name(major * 10_000 + minor * 100 + stepping),
+        _ => None,
+    }
+}
+
 /// `dddd:bb:dd.f` → (domain, bus << 8 | device << 3 | function), as the driver's topology
 /// writes `domain` and `location_id`.
 fn parse_pci_address(bus: &str) -> Option<(u64, u64)> {
@@ -378,6 +397,10 @@ mod tests {
         assert_eq!(gfx_name(100302).as_deref(), Some("gfx1032"));
         assert_eq!(gfx_name(90006).as_deref(), Some("gfx906"));
         assert_eq!(gfx_name(0), None);
+        assert_eq!(gfx_name_from_override("10.3.0").as_deref(), Some("gfx1030"));
+        assert_eq!(gfx_name_from_override("9.0.10").as_deref(), Some("gfx90a"));
+        assert_eq!(gfx_name_from_override("11.0"), None);
+        assert_eq!(gfx_name_from_override("x.y.z"), None);
     }
 
     #[test]

@@ -320,9 +320,11 @@ impl Module {
                     })
                 })
                 .collect::<Result<Vec<_>>>()?,
-            (None, None) => return Err(Error::invalid_argument(format!(
+            (None, None) => {
+                return Err(Error::invalid_argument(format!(
                 "kernel `{symbol}` is in the code object but not in its metadata, so its arguments cannot be checked"
-            ))),
+            )))
+            }
         };
         check_parameter_order(symbol, &parameters)?;
         let buffers = parameters

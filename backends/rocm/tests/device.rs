@@ -36,7 +36,11 @@ fn device_info_is_truthful() {
         assert_eq!(info.vendor, "AMD");
         assert!(info.total_memory > 0 && info.free_memory <= info.total_memory);
         assert!(info.max_workgroup_invocations >= 256);
-        assert!(info.subgroup_size == 32 || info.subgroup_size == 64, "{}", info.subgroup_size);
+        assert!(
+            info.subgroup_size == 32 || info.subgroup_size == 64,
+            "{}",
+            info.subgroup_size
+        );
         assert!(info.pci_bus_id.is_some());
         assert!(info.kernel_formats.contains(&KernelFormat::HSACO));
         assert!(info.features.contains(Features::TIMESTAMPS));
@@ -76,12 +80,6 @@ fn a_wgsl_kernel_runs_through_hiprtc() {
         eprintln!("SKIPPED: hiprtc is not installed, so WGSL cannot reach this device");
         return;
     }
-    #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-    #[repr(C)]
-    struct Params {
-        a: f32,
-        n: u32,
-    }
     let module = device.load_wgsl(SAXPY_WGSL).unwrap();
     let kernel = module.kernel("main").unwrap();
     let stream = device.create_stream().unwrap();
@@ -94,7 +92,8 @@ fn a_wgsl_kernel_runs_through_hiprtc() {
                 .workgroups_for_invocations(n as u64)
                 .buffer(&x)
                 .buffer(&y)
-                .scalar(Params { a: 3.0, n: n as u32 }),
+                .scalar(3.0f32)
+                .scalar(n as u32),
         )
         .unwrap();
     assert_eq!(stream.read_to_vec(&y).unwrap(), vec![5.0f32; n]);
@@ -106,7 +105,12 @@ fn a_kernel_without_a_workgroup_size_is_refused() {
         return;
     };
     let device = backend.device_open(0).unwrap();
-    if !backend.device_info(0).unwrap().kernel_formats.contains(&KernelFormat::HIP_C) {
+    if !backend
+        .device_info(0)
+        .unwrap()
+        .kernel_formats
+        .contains(&KernelFormat::HIP_C)
+    {
         eprintln!("SKIPPED: hiprtc is not installed");
         return;
     }

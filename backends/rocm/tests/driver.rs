@@ -749,7 +749,12 @@ fn the_runtime_translates_wgsl_to_hip_c_for_the_device() {
     stub.set_devices(1);
     stub.set_compiled_code(&code_object::with_kernels(&[code_object::kernel(
         "main_",
-        &[("global_buffer", 8, None), ("global_buffer", 8, None), ("by_value", 8, None), ("by_value", 16, None)],
+        &[
+            ("global_buffer", 8, None),
+            ("global_buffer", 8, None),
+            ("by_value", 8, None),
+            ("by_value", 16, None),
+        ],
         None,
     )]));
     stub.set_kernels("main_");
@@ -761,19 +766,14 @@ fn the_runtime_translates_wgsl_to_hip_c_for_the_device() {
     let x = device.alloc_from(&stream, &[1.0f32; 300]).unwrap();
     let y = device.alloc_from(&stream, &[2.0f32; 300]).unwrap();
     stub.set_parameter_sizes(&[8, 8, 8, 16]);
-    #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-    #[repr(C)]
-    struct Params {
-        a: f32,
-        n: u32,
-    }
     stream
         .launch(
             &xhal_core::Launch::new(&kernel)
                 .workgroups_for_invocations(300)
                 .buffer(&x)
                 .buffer(&y)
-                .scalar(Params { a: 3.0, n: 300 }),
+                .scalar(3.0f32)
+                .scalar(300u32),
         )
         .unwrap();
     stream.synchronize().unwrap();
@@ -801,7 +801,12 @@ fn the_declarations_match_the_installed_hip_headers() {
     let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hip_declarations.c");
     let compiler = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
     let Ok(output) = std::process::Command::new(&compiler)
-        .args(["-std=gnu11", "-fsyntax-only", "-Werror=incompatible-pointer-types", "-Werror=discarded-qualifiers"])
+        .args([
+            "-std=gnu11",
+            "-fsyntax-only",
+            "-Werror=incompatible-pointer-types",
+            "-Werror=discarded-qualifiers",
+        ])
         .arg("-I")
         .arg(include)
         .arg(&source)
@@ -818,4 +823,39 @@ fn the_declarations_match_the_installed_hip_headers() {
         include.display(),
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+/// Set in the child process of [`hiprtc_compiles_for_the_overridden_target`].
+const OVERRIDE_CHILD: &str = "XHAL_ROCM_TEST_OVERRIDE_CHILD";
+
+/// ROCm's runtime uses the target HSA_OVERRIDE_GFX_VERSION names; hiprtc is told to compile
+/// for it. Run in a child process, since the variable is the whole process's.
+#[test]
+fn hiprtc_compiles_for_the_overridden_target() {
+    if std::env::var_os(OVERRIDE_CHILD).is_some() {
+        return;
+    }
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "overridden_target_child", "--nocapture", "--test-threads=1"])
+        .env(OVERRIDE_CHILD, "1")
+        .env("HSA_OVERRIDE_GFX_VERSION", "10.3.0")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).into_owned() + &String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{text}");
+    assert!(text.contains("1 passed") && !text.contains("SKIPPED"), "{text}");
+}
+
+#[test]
+fn overridden_target_child() {
+    if std::env::var_os(OVERRIDE_CHILD).is_none() {
+        return;
+    }
+    let Some((stub, backend, device)) = stub_device() else {
+        return;
+    };
+    assert!(backend.device_info(0).unwrap().driver_version.ends_with(", gfx1030"));
+    stub.set_compiled_code(&code_object::with_kernels(&[]));
+    backend.module_load(device, KernelFormat::HIP_C, b"// nothing").unwrap();
+    assert_eq!(stub.compile_options(), "--offload-arch=gfx1030");
 }

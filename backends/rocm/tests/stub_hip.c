@@ -18,6 +18,7 @@
  *   stub_set_compiled_code(bytes, n)   what the fake hiprtc "compiles" every source to
  *   stub_set_compile_failure(log)      the fake hiprtc fails to compile, with this log
  */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
