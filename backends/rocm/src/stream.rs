@@ -23,11 +23,8 @@ fn is_execution_error(error: &Error) -> bool {
 }
 
 pub(crate) struct StreamState {
-    /// The number the next command gets.
-    next_command: u64,
-    /// An error found while executing, and the number of the next command when it was
-    /// found (every command before that one may have caused it).
-    sticky: Option<(Error, u64)>,
+    /// An error found while executing.
+    sticky: Option<Error>,
     /// Temporary allocations that queued commands use, freed once the stream is idle:
     /// freeing sooner would wait for the device (hipFree synchronises).
     retained: Vec<DeviceBuffer>,
@@ -35,12 +32,11 @@ pub(crate) struct StreamState {
 
 impl StreamState {
     fn stick(&mut self, error: Error) -> Error {
-        let next = self.next_command;
-        self.sticky.get_or_insert((error, next)).0.clone()
+        self.sticky.get_or_insert(error).clone()
     }
 
     fn sticky_error(&self) -> Option<Error> {
-        self.sticky.as_ref().map(|(error, _)| error.clone())
+        self.sticky.clone()
     }
 }
 
@@ -86,7 +82,6 @@ impl Stream {
             gpu: Arc::clone(gpu),
             raw,
             state: Arc::new(Mutex::new(StreamState {
-                next_command: 0,
                 sticky: None,
                 retained: Vec::new(),
             })),
@@ -94,13 +89,13 @@ impl Stream {
     }
 
     /// Enqueues one command through `call` (HIP function `function`), which receives the
-    /// stream; `doing` names the command for errors. Returns the command's number.
+    /// stream; `doing` names the command for errors.
     pub(crate) fn enqueue(
         &self,
         function: &str,
         doing: impl FnOnce() -> String,
         call: impl FnOnce(HipStream) -> ffi::HipError,
-    ) -> Result<u64> {
+    ) -> Result<()> {
         let mut state = self.state.lock();
         if let Some(error) = state.sticky_error() {
             return Err(error);
@@ -115,9 +110,7 @@ impl Stream {
                 error
             });
         }
-        let number = state.next_command;
-        state.next_command += 1;
-        Ok(number)
+        Ok(())
     }
 
     /// Blocks until everything enqueued has completed.
@@ -167,14 +160,13 @@ impl Stream {
 
     /// Records `event` after everything enqueued so far.
     pub(crate) fn record_event(&self, event: &Event) -> Result<()> {
-        let number = self.enqueue(
+        self.enqueue(
             "hipEventRecord",
             || format!("recording an event on {}", self.gpu.name()),
             // SAFETY: both handles are live and belong to one device.
             |stream| unsafe { (self.gpu.api().event_record)(event.raw, stream) },
         )?;
         *event.record.lock() = Some(Arc::new(Record {
-            number,
             stream: Arc::clone(&self.state),
         }));
         Ok(())
@@ -195,23 +187,13 @@ impl Stream {
     }
 }
 
-/// One record of an event: its number on its stream, and the stream's state, to learn
-/// whether a command before it failed.
+/// One record of an event: the state of the stream it was recorded on, which a failure the
+/// event's wait finds sticks to.
 struct Record {
-    number: u64,
     stream: Arc<Mutex<StreamState>>,
 }
 
 impl Record {
-    /// The stream's sticky error, where it was found before this record was made (so a
-    /// command before the record failed).
-    fn earlier_failure(&self) -> Result<()> {
-        match &self.stream.lock().sticky {
-            Some((error, found_before)) if *found_before <= self.number => Err(error.clone()),
-            _ => Ok(()),
-        }
-    }
-
     /// Makes an error HIP reported about the recorded work the stream's sticky error.
     fn fail(&self, error: Error) -> Error {
         if is_execution_error(&error) {
@@ -274,11 +256,10 @@ impl Event {
         let Some(record) = record else {
             return Ok(None);
         };
-        record.earlier_failure()?;
         // SAFETY: the event is live.
         let code = unsafe { (self.gpu.api().event_query)(self.raw) };
         match code {
-            ffi::HIP_SUCCESS => record.earlier_failure().map(|()| Some(true)),
+            ffi::HIP_SUCCESS => Ok(Some(true)),
             ffi::HIP_ERROR_NOT_READY => Ok(Some(false)),
             _ => Err(record.fail(
                 self.gpu
@@ -297,7 +278,6 @@ impl Event {
         let Some(record) = record else {
             return Ok(());
         };
-        record.earlier_failure()?;
         // SAFETY: the event is live.
         let code = unsafe { (self.gpu.api().event_synchronize)(self.raw) };
         if code != ffi::HIP_SUCCESS {
@@ -307,7 +287,7 @@ impl Event {
                     .error("waiting for an event", "hipEventSynchronize", code),
             ));
         }
-        record.earlier_failure()
+        Ok(())
     }
 
     fn check_timed(&self, role: &str, id: u64) -> Result<()> {
