@@ -517,36 +517,34 @@ impl KernelObject {
         }
         let size = self.workgroup_size;
         let api = self.module.gpu.api();
-        stream
-            .enqueue(
-                "hipModuleLaunchKernel",
-                || {
-                    format!(
-                        "launching kernel `{name}` with {}x{}x{} workgroups of {}x{}x{}",
-                        workgroups[0], workgroups[1], workgroups[2], size[0], size[1], size[2]
+        stream.enqueue(
+            "hipModuleLaunchKernel",
+            || {
+                format!(
+                    "launching kernel `{name}` with {}x{}x{} workgroups of {}x{}x{}",
+                    workgroups[0], workgroups[1], workgroups[2], size[0], size[1], size[2]
+                )
+            },
+            |raw_stream| {
+                // SAFETY: one pointer per parameter, each to a value of the parameter's
+                // size (checked above); HIP copies the values before returning.
+                unsafe {
+                    (api.module_launch_kernel)(
+                        self.function,
+                        workgroups[0],
+                        workgroups[1],
+                        workgroups[2],
+                        size[0],
+                        size[1],
+                        size[2],
+                        0,
+                        raw_stream,
+                        parameters.as_mut_ptr(),
+                        std::ptr::null_mut(),
                     )
-                },
-                |raw_stream| {
-                    // SAFETY: one pointer per parameter, each to a value of the parameter's
-                    // size (checked above); HIP copies the values before returning.
-                    unsafe {
-                        (api.module_launch_kernel)(
-                            self.function,
-                            workgroups[0],
-                            workgroups[1],
-                            workgroups[2],
-                            size[0],
-                            size[1],
-                            size[2],
-                            0,
-                            raw_stream,
-                            parameters.as_mut_ptr(),
-                            std::ptr::null_mut(),
-                        )
-                    }
-                },
-            )
-            .map(drop)
+                }
+            },
+        )
     }
 
     /// Whether the kernel declares the buffer-lengths parameter.

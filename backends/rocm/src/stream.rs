@@ -183,7 +183,6 @@ impl Stream {
             // SAFETY: both handles are live; flags must be 0.
             |stream| unsafe { (self.gpu.api().stream_wait_event)(stream, event.raw, 0) },
         )
-        .map(drop)
     }
 }
 
@@ -353,7 +352,6 @@ impl Stream {
                 (self.gpu.api().memcpy_htod_async)(buffer.at(offset), source.cast_mut().cast(), bytes, stream)
             },
         )
-        .map(drop)
     }
 
     /// Enqueues a read of `size` bytes into `destination`.
@@ -380,7 +378,6 @@ impl Stream {
                 (self.gpu.api().memcpy_dtoh_async)(destination.cast(), buffer.at(offset), bytes, stream)
             },
         )
-        .map(drop)
     }
 
     /// Enqueues a device copy. A HIP copy between overlapping ranges is undefined, so those
@@ -440,7 +437,6 @@ impl Stream {
                 )
             },
         )
-        .map(drop)
     }
 
     /// Enqueues a fill with a 1-, 2- or 4-byte pattern; `offset` and `size` are multiples of it.
@@ -479,6 +475,5 @@ impl Stream {
                 pattern.len()
             ))),
         }
-        .map(drop)
     }
 }
