@@ -859,3 +859,94 @@ fn overridden_target_child() {
     backend.module_load(device, KernelFormat::HIP_C, b"// nothing").unwrap();
     assert_eq!(stub.compile_options(), "--offload-arch=gfx1030");
 }
+
+#[test]
+fn launches_beyond_the_devices_limits_are_refused() {
+    let Some(stub) = Stub::new() else {
+        return;
+    };
+    stub.set_devices(2);
+    let backend = RocmBackend::with_library_path(&stub.path);
+    let device = backend.device_open(0).unwrap();
+    let other_device = backend.device_open(1).unwrap();
+    stub.set_kernels("wide,scale");
+    let code = code_object::with_kernels(&[
+        code_object::kernel("wide", &[], Some([2048, 1, 1])),
+        code_object::kernel("scale", &[("global_buffer", 8, None)], Some([64, 1, 1])),
+    ]);
+    let module = backend.module_load(device, KernelFormat::HSACO, &code).unwrap();
+    let error = backend.kernel_get(module, "wide").unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Unsupported, "{error}");
+    assert!(error.message().contains("2048x1x1 (2048 invocations)"), "{error}");
+    assert!(error.message().contains("at most 1024"), "{error}");
+
+    let kernel = backend.kernel_get(module, "scale").unwrap();
+    let stream = backend.stream_create(device).unwrap();
+    let buffer = backend.buffer_allocate(device, 64).unwrap();
+    let buffers = [BufferArg {
+        buffer,
+        offset: 0,
+        size: 64,
+    }];
+    let launch = |stream, workgroups| {
+        backend.stream_launch(
+            stream,
+            &LaunchArgs {
+                kernel,
+                workgroups,
+                buffers: &buffers,
+                scalars: &[],
+            },
+        )
+    };
+    let error = launch(stream, [1, 65537, 1]).unwrap_err();
+    assert!(error.message().contains("65537 workgroups in y"), "{error}");
+    assert!(error.message().contains("1 to 65536"), "{error}");
+    let elsewhere = backend.stream_create(other_device).unwrap();
+    let error = launch(elsewhere, [1, 1, 1]).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidHandle, "{error}");
+    assert!(error.message().contains("another rocm device"), "{error}");
+}
+
+/// Where neither the code object nor the source gives the scalar block's size, a block
+/// larger than any a device takes is refused rather than passed.
+#[test]
+fn a_scalar_block_of_unknown_size_is_bounded() {
+    let Some((stub, backend, device)) = stub_device() else {
+        return;
+    };
+    // The compiled code object describes no kernel, so only the source tells.
+    stub.set_compiled_code(&code_object::with_kernels(&[]));
+    stub.set_kernels("k");
+    let source = "extern \"C\" __global__ __attribute__((reqd_work_group_size(1, 1, 1))) void k(float* x, P p) {}";
+    let module = backend
+        .module_load(device, KernelFormat::HIP_C, source.as_bytes())
+        .unwrap();
+    let kernel = backend.kernel_get(module, "k").unwrap();
+    let stream = backend.stream_create(device).unwrap();
+    let buffer = backend.buffer_allocate(device, 64).unwrap();
+    let buffers = [BufferArg {
+        buffer,
+        offset: 0,
+        size: 64,
+    }];
+    let launch = |scalars: &[u8]| {
+        backend.stream_launch(
+            stream,
+            &LaunchArgs {
+                kernel,
+                workgroups: [1, 1, 1],
+                buffers: &buffers,
+                scalars,
+            },
+        )
+    };
+    let error = launch(&[0; 2000]).unwrap_err();
+    assert!(error.message().contains("larger than the 1024 bytes"), "{error}");
+    stub.set_parameter_sizes(&[8, 1024]);
+    launch(&[7; 12]).unwrap();
+    // The block travels zero-padded, so the kernel never reads past what was given.
+    let block = stub.launch_parameter(1, 1024);
+    assert_eq!(block[..12], [7; 12]);
+    assert!(block[12..].iter().all(|&byte| byte == 0));
+}
