@@ -5,9 +5,8 @@
 //! counts workgroups of a fixed size. The size comes from, in order:
 //! - `__attribute__((reqd_work_group_size(X, Y, Z)))` on the kernel (also found in the
 //!   compiled code object's metadata as `.reqd_workgroup_size`);
-//! - for HIP C that `xhal_kernel::c` wrote from WGSL, the global id it computes from the
-//!   entry point's `@workgroup_size`: `gid = xh_make_xh_u32x3(wid.x * Xu + lid.x, wid.y * Yu
-//!   + lid.y, wid.z * Zu + lid.z)`.
+//! - for HIP C that `xhal_kernel::c` wrote from WGSL, the `XH_WORKGROUP_SIZE(X, Y, Z)` marker
+//!   the emitter puts before each kernel (a macro that expands to nothing).
 
 /// How a parameter is passed, by the argument ABI.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,29 +83,24 @@ pub(crate) fn kernels(source: &str) -> Vec<SourceKernel> {
         if !prefix[line_start..].contains("extern \"C\"") {
             continue;
         }
-        // Attributes between `__global__` and the name have parentheses of their own.
+        // Attributes around the return type and the name (`__launch_bounds__(N)`,
+        // `__attribute__((...))`) have parentheses of their own: the parameter list is the
+        // first parenthesis that follows a plain name.
         let mut cursor = from;
-        loop {
-            let rest = text[cursor..].trim_start();
-            cursor = text.len() - rest.len();
-            let attribute = ["__attribute__", "__launch_bounds__"]
-                .into_iter()
-                .find(|keyword| rest.starts_with(keyword));
-            let Some(keyword) = attribute else {
-                break;
+        let open = loop {
+            let Some(open) = text[cursor..].find('(').map(|at| cursor + at) else {
+                break None;
             };
-            let Some(group) = text[cursor + keyword.len()..]
-                .find('(')
-                .map(|at| cursor + keyword.len() + at)
-            else {
-                break;
-            };
-            match matching_parenthesis(&text, group) {
-                Some(end) => cursor = end + 1,
-                None => break,
+            let word = text[cursor..open].split_whitespace().last().unwrap_or_default();
+            if !matches!(word, "__launch_bounds__" | "__attribute__") {
+                break Some(open);
             }
-        }
-        let Some(open) = text[cursor..].find('(').map(|at| cursor + at) else {
+            match matching_parenthesis(&text, open) {
+                Some(end) => cursor = end + 1,
+                None => break None,
+            }
+        };
+        let Some(open) = open else {
             break;
         };
         let head = &text[from..open];
@@ -117,10 +111,9 @@ pub(crate) fn kernels(source: &str) -> Vec<SourceKernel> {
             break;
         };
         let parameters = split_parameters(&text[open + 1..close]);
-        let body_end = text[close..].find("\n}").map_or(text.len(), |at| close + at);
         let workgroup_size = attribute_size(&text[line_start..open])
             .or_else(|| attribute_size(head))
-            .or_else(|| emitted_size(&text[close..body_end]));
+            .or_else(|| marked_size(&text[line_start..open]));
         found.push(SourceKernel {
             name,
             parameters,
@@ -204,8 +197,18 @@ fn classify(declaration: String) -> SourceParameter {
 
 /// `reqd_work_group_size(X, Y, Z)` in `text`.
 fn attribute_size(text: &str) -> Option<[u32; 3]> {
-    let at = text.find("reqd_work_group_size")?;
-    let rest = &text[at + "reqd_work_group_size".len()..];
+    sized_call(text, "reqd_work_group_size")
+}
+
+/// The `XH_WORKGROUP_SIZE(X, Y, Z)` marker the C emitter writes before each kernel.
+fn marked_size(text: &str) -> Option<[u32; 3]> {
+    sized_call(text, "XH_WORKGROUP_SIZE")
+}
+
+/// Three positive integers in parentheses after `keyword` in `text`.
+fn sized_call(text: &str, keyword: &str) -> Option<[u32; 3]> {
+    let at = text.find(keyword)?;
+    let rest = &text[at + keyword.len()..];
     let open = rest.find('(')?;
     let close = rest.find(')')?;
     let numbers: Vec<u32> = rest[open + 1..close]
@@ -213,20 +216,6 @@ fn attribute_size(text: &str) -> Option<[u32; 3]> {
         .map(|part| part.trim().trim_end_matches(['u', 'U']).parse().ok())
         .collect::<Option<_>>()?;
     <[u32; 3]>::try_from(numbers).ok().filter(|size| !size.contains(&0))
-}
-
-/// The workgroup size in the global-id line the C emitter writes into each kernel.
-fn emitted_size(body: &str) -> Option<[u32; 3]> {
-    let at = body.find("gid = xh_make_xh_u32x3(")?;
-    let line = body[at..].lines().next()?;
-    let mut size = [0u32; 3];
-    for (axis, slot) in ["x", "y", "z"].iter().zip(size.iter_mut()) {
-        let marker = format!("wid.{axis} * ");
-        let from = line.find(&marker)? + marker.len();
-        let digits: String = line[from..].chars().take_while(char::is_ascii_digit).collect();
-        *slot = digits.parse().ok()?;
-    }
-    (!size.contains(&0)).then_some(size)
 }
 
 /// `sizeof` facts the source states (`static_assert(sizeof(T) == N, ...)`, or the C
@@ -260,13 +249,11 @@ typedef struct xh_s2_Params { xh_f32 a_; xh_u32 n_; } xh_s2_Params;
 XH_STATIC_ASSERT(sizeof(xh_s2_Params) == 8, "WGSL layout");
 __device__ void helper(int x) {}
 typedef struct xh_lengths_saxpy { xh_u64 bytes[2]; } xh_lengths_saxpy;
-extern "C" __global__ void saxpy(XH_GLOBAL xh_f32* buffer0, XH_GLOBAL xh_f32* buffer1, xh_s2_Params scalars, xh_lengths_saxpy lengths) {
+XH_WORKGROUP_SIZE(16, 8, 1) extern "C" __global__ void __launch_bounds__(128) saxpy(XH_GLOBAL xh_f32* buffer0, XH_GLOBAL xh_f32* buffer1, xh_s2_Params scalars, xh_lengths_saxpy lengths) {
     xh_ctx c = {};
-    XH_UNUSED xh_u32x3 gid = xh_make_xh_u32x3(wid.x * 16u + lid.x, wid.y * 8u + lid.y, wid.z * 1u + lid.z);
     xh_ep_saxpy(&c, gid, nwg);
 }
-extern "C" __global__ void main_(XH_GLOBAL xh_u32* buffer0) {
-    XH_UNUSED xh_u32x3 gid = xh_make_xh_u32x3(wid.x * 64u + lid.x, wid.y * 1u + lid.y, wid.z * 1u + lid.z);
+XH_WORKGROUP_SIZE(64, 1, 1) extern "C" __global__ void __launch_bounds__(64) main_(XH_GLOBAL xh_u32* buffer0) {
 }
 "#;
 

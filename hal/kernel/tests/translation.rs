@@ -157,12 +157,12 @@ fn c_family_targets_write_every_entry_point_in_their_dialect() {
         (
             Target::CudaC,
             xhal_abi::XHAL_KERNEL_FORMAT_CUDA_C,
-            "extern \"C\" __global__ void scale(",
+            ") extern \"C\" __global__ void __launch_bounds__(64) scale(",
         ),
         (
             Target::HipC,
             xhal_abi::XHAL_KERNEL_FORMAT_HIP_C,
-            "extern \"C\" __global__ void scale(",
+            ") extern \"C\" __global__ void __launch_bounds__(64) scale(",
         ),
     ];
     for (target, format, needle) in expected {

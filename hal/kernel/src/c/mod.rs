@@ -329,7 +329,14 @@ mod tests {
             .expect("emits");
         assert_eq!(c.entry_points[0].name, "main");
         assert_eq!(c.entry_points[0].symbol, "main_");
-        assert!(c.text.contains("extern \"C\" __global__ void main_("));
+        // The workgroup size is stated for backends that read the source (`XH_WORKGROUP_SIZE`,
+        // empty once preprocessed) and for the compiler (`__launch_bounds__`).
+        assert!(
+            c.text
+                .contains("XH_WORKGROUP_SIZE(1, 1, 1) extern \"C\" __global__ void __launch_bounds__(1) main_("),
+            "{}",
+            c.text
+        );
         // OpenCL C built-in functions and vector types, `<math.h>` variants and the emitter's
         // prefixes get one too; other names stay as they are.
         for (name, symbol) in [

@@ -27,7 +27,7 @@ fn base_types(dialect: Dialect) -> &'static str {
         Dialect::CudaC | Dialect::HipC => {
             "#if defined(__CUDACC__) && !defined(__HIP__)\n#pragma nv_diag_suppress 177\n#endif\n\
              #define XH_FN static __device__ inline\n#define XH_UNUSED __attribute__((unused))\n\
-             #define XH_STATIC_ASSERT(c, m) static_assert(c, m)\n\
+             #define XH_STATIC_ASSERT(c, m) static_assert(c, m)\n#define XH_WORKGROUP_SIZE(x, y, z)\n\
              #define XH_GLOBAL\n#define XH_LOCAL\n\
              typedef bool xh_bool;\ntypedef int xh_i32;\ntypedef unsigned int xh_u32;\ntypedef float xh_f32;\n\
              typedef long long xh_i64;\ntypedef unsigned long long xh_u64;\ntypedef double xh_f64;\n"

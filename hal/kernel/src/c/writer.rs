@@ -2581,7 +2581,18 @@ impl<'a> Writer<'a> {
                 let _ = writeln!(out, "    xh_ctx c = {{0}};");
             }
             _ => {
-                let _ = writeln!(out, "extern \"C\" __global__ void {name}({}) {{", params.join(", "));
+                // CUDA and HIP kernels carry no workgroup size a runtime reports: the marker
+                // (empty once preprocessed) states it for a backend reading the source, and
+                // `__launch_bounds__` lets the compiler budget registers for it.
+                let _ = writeln!(
+                    out,
+                    "XH_WORKGROUP_SIZE({}, {}, {}) extern \"C\" __global__ void __launch_bounds__({}) {name}({}) {{",
+                    wg[0],
+                    wg[1],
+                    wg[2],
+                    wg[0].saturating_mul(wg[1]).saturating_mul(wg[2]),
+                    params.join(", ")
+                );
                 let _ = writeln!(out, "    xh_ctx c = {{}};");
             }
         }

@@ -3,6 +3,7 @@
 #pragma once
 #include <math.h>
 #define __global__
+#define __launch_bounds__(threads)
 #define __device__
 #define __shared__ static
 #define __forceinline__ inline
