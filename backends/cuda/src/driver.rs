@@ -33,27 +33,27 @@ pub(crate) fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
-/// Whether cudarc finds the CUDA driver library; asked once per process, since cudarc keeps
-/// the first library it opens for the life of the process.
+/// Whether cudarc finds the CUDA driver library. Once found it stays found (cudarc keeps the
+/// first library it opens for the life of the process); a miss is asked again next time, since
+/// a library opened since may now match a name cudarc tries.
 pub(crate) fn library_status() -> Result<()> {
-    static PRESENT: OnceLock<std::result::Result<(), String>> = OnceLock::new();
-    PRESENT
-        .get_or_init(|| {
-            // SAFETY: only tries to open the candidate libraries by name.
-            match catch_unwind(|| unsafe { sys::is_culib_present() }) {
-                Ok(true) => Ok(()),
-                Ok(false) => Err(format!(
-                    "the CUDA driver library ({DRIVER_LIBRARY}, or libcuda.so) was not found on the library path; \
-                     install the NVIDIA driver (Debian: nvidia-driver / libcuda1), or add its folder to LD_LIBRARY_PATH"
-                )),
-                Err(payload) => Err(format!(
-                    "looking for the CUDA driver library failed: {}",
-                    panic_text(&*payload)
-                )),
-            }
-        })
-        .clone()
-        .map_err(|message| Error::new(ErrorKind::DriverUnavailable, message))
+    static PRESENT: OnceLock<()> = OnceLock::new();
+    if PRESENT.get().is_some() {
+        return Ok(());
+    }
+    // SAFETY: only tries to open the candidate libraries by name.
+    let message = match catch_unwind(|| unsafe { sys::is_culib_present() }) {
+        Ok(true) => {
+            let _ = PRESENT.set(());
+            return Ok(());
+        }
+        Ok(false) => format!(
+            "the CUDA driver library ({DRIVER_LIBRARY}, or libcuda.so) was not found on the library path; \
+             install the NVIDIA driver (Debian: nvidia-driver / libcuda1), or add its folder to LD_LIBRARY_PATH"
+        ),
+        Err(payload) => format!("looking for the CUDA driver library failed: {}", panic_text(&*payload)),
+    };
+    Err(Error::new(ErrorKind::DriverUnavailable, message))
 }
 
 /// The error kind for a CUDA error code.

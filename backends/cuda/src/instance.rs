@@ -57,7 +57,13 @@ fn preload(path: &std::path::Path) -> Result<()> {
         .map(|symbol| *symbol as usize)
         .map_err(|error| driver_unavailable(format!("{} exports no cuInit: {error}", path.display())))?;
     std::mem::forget(library);
-    driver::library_status()?;
+    driver::library_status().map_err(|_| {
+        driver_unavailable(format!(
+            "{} was opened, but the CUDA bindings find the driver by name (libcuda.so, then versioned names down to \
+             libcuda.so.1) and none of those names is it: name the file libcuda.so.1, or build it with that soname",
+            path.display()
+        ))
+    })?;
     let found = std::panic::catch_unwind(|| {
         // SAFETY: the library is present (checked above); only an address is read.
         unsafe { sys::culib().get::<unsafe extern "C" fn(u32) -> CUresult>(b"cuInit") }
