@@ -11,7 +11,7 @@
 use crate::driver::{self, call, raw_call, sys, CUfunction, CUmodule, CUresult};
 use crate::gpu::{DeviceBuffer, Gpu};
 use crate::nvrtc;
-use crate::reflect::{reflect_ptx, reflect_source, Parameter, ParameterKind, SourceReflection};
+use crate::reflect::{builtin_size, reflect_ptx, reflect_source, Parameter, ParameterKind, SourceReflection};
 use crate::stream::Stream;
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
@@ -386,7 +386,8 @@ impl KernelObject {
                             .source
                             .as_ref()
                             .and_then(|source| source.struct_sizes.get(parameter.type_name.trim()).copied())
-                    });
+                    })
+                    .or_else(|| builtin_size(&parameter.type_name));
                 match size {
                     Some(size) if size != given => Err(Error::invalid_argument(format!(
                         "kernel `{name}` takes the scalar block {} of {size} bytes, but {given} bytes were given",

@@ -56,6 +56,19 @@ pub(crate) struct SourceReflection {
 
 const KERNEL_MARK: &str = "extern \"C\" __global__ void";
 
+/// The size of a plain CUDA C scalar type, for a native kernel's single-scalar block.
+pub(crate) fn builtin_size(type_name: &str) -> Option<usize> {
+    let name = type_name.trim().trim_start_matches("const ").trim();
+    Some(match name {
+        "char" | "signed char" | "unsigned char" | "bool" | "int8_t" | "uint8_t" => 1,
+        "short" | "unsigned short" | "int16_t" | "uint16_t" => 2,
+        "int" | "unsigned" | "unsigned int" | "float" | "int32_t" | "uint32_t" | "xh_i32" | "xh_u32" | "xh_f32" => 4,
+        "long long" | "unsigned long long" | "double" | "int64_t" | "uint64_t" | "size_t" | "xh_i64" | "xh_u64"
+        | "xh_f64" => 8,
+        _ => return None,
+    })
+}
+
 /// The index just past the parenthesis that closes the one at `open`.
 fn closing(text: &str, open: usize) -> Option<usize> {
     let mut depth = 0usize;
@@ -255,6 +268,8 @@ extern "C" __global__ void __launch_bounds__(64) native(float* out, unsigned n) 
         assert_eq!(native.workgroup_size, None);
         assert_eq!(native.parameters.len(), 2);
         assert_eq!(native.parameters[1].kind, ParameterKind::Value);
+        assert_eq!(builtin_size(&native.parameters[1].type_name), Some(4));
+        assert_eq!(builtin_size("xh_s2_Params"), None);
     }
 
     #[test]
