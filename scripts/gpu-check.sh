@@ -40,6 +40,19 @@ if command -v nvidia-smi >/dev/null 2>&1; then
 else
   echo "(nvidia-smi is not installed; the CUDA plugin will say what it finds)"
 fi
+# WGSL reaches CUDA as CUDA C compiled by NVRTC, which cudarc opens by name (libnvrtc.so,
+# libnvrtc.so.12, ...): when the loader cache has none, add the first folder that has one.
+if ! ldconfig -p 2>/dev/null | grep -q 'libnvrtc\.so'; then
+  for folder in /usr/local/cuda/lib64 /usr/local/cuda-*/lib64 /usr/local/cuda/targets/*/lib \
+    /usr/lib/x86_64-linux-gnu /opt/conda/lib \
+    "$(python3 -c 'import nvidia.cuda_nvrtc, os; print(os.path.join(nvidia.cuda_nvrtc.__path__[0], "lib"))' 2>/dev/null || true)"; do
+    if [ -n "$folder" ] && compgen -G "$folder/libnvrtc.so*" >/dev/null; then
+      export LD_LIBRARY_PATH="$folder${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+      echo "NVRTC: $folder"
+      break
+    fi
+  done
+fi
 
 step "build (cargo build --release --workspace, plugins, gpu_bench)"
 "$CARGO" build --release --workspace || fail "the release build failed"

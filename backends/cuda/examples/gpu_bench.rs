@@ -69,9 +69,7 @@ struct Row {
 }
 
 fn run() -> Result<(), Failure> {
-    let plugin = std::env::args()
-        .skip_while(|argument| argument != "--plugin")
-        .nth(1);
+    let plugin = std::env::args().skip_while(|argument| argument != "--plugin").nth(1);
     let builder = Runtime::builder().without_static_backends().without_plugin_search();
     let runtime = match &plugin {
         Some(path) => builder.plugin(path).build()?,
@@ -87,7 +85,12 @@ fn run() -> Result<(), Failure> {
         .open("cuda", 0)
         .map_err(|error| Failure::NoDevice(error.to_string()))?;
     let info = device.info().clone();
-    eprintln!("device: {} ({}), {}", info.name, info.uuid_string(), info.driver_version);
+    eprintln!(
+        "device: {} ({}), {}",
+        info.name,
+        info.uuid_string(),
+        info.driver_version
+    );
     let stream = device.create_stream()?;
     let mut rows = Vec::new();
 
@@ -98,7 +101,10 @@ fn run() -> Result<(), Failure> {
     // SAFETY: the driver is loaded (xhal opened device 0 through it); plain driver calls.
     unsafe {
         check("cuDeviceGet", sys::cuDeviceGet(&mut cu_device, 0))?;
-        check("cuDevicePrimaryCtxRetain", sys::cuDevicePrimaryCtxRetain(&mut context, cu_device))?;
+        check(
+            "cuDevicePrimaryCtxRetain",
+            sys::cuDevicePrimaryCtxRetain(&mut context, cu_device),
+        )?;
         check("cuCtxSetCurrent", sys::cuCtxSetCurrent(context))?;
         check("cuStreamCreate", sys::cuStreamCreate(&mut raw_stream, 1))?;
     }
@@ -126,7 +132,10 @@ fn run() -> Result<(), Failure> {
     // SAFETY: a NUL-terminated PTX text; one 256-byte allocation.
     unsafe {
         check("cuCtxSetCurrent", sys::cuCtxSetCurrent(context))?;
-        check("cuModuleLoadData", sys::cuModuleLoadData(&mut raw_module, ptx.as_ptr().cast()))?;
+        check(
+            "cuModuleLoadData",
+            sys::cuModuleLoadData(&mut raw_module, ptx.as_ptr().cast()),
+        )?;
         check(
             "cuModuleGetFunction",
             sys::cuModuleGetFunction(&mut function, raw_module, c"empty".as_ptr()),
@@ -180,9 +189,12 @@ fn run() -> Result<(), Failure> {
     stream.write(&buffer, 0, &host)?;
     stream.read(&buffer, 0, &mut back)?;
     if back != host {
-        return Err(Failure::Other("the host-device round trip changed the data".to_string()));
+        return Err(Failure::Other(
+            "the host-device round trip changed the data".to_string(),
+        ));
     }
-    let gib = |bytes: usize, repeats: u32, seconds: f64| bytes as f64 * f64::from(repeats) / seconds / (1u64 << 30) as f64;
+    let gib =
+        |bytes: usize, repeats: u32, seconds: f64| bytes as f64 * f64::from(repeats) / seconds / (1u64 << 30) as f64;
     let started = Instant::now();
     for _ in 0..TRANSFER_REPEATS {
         stream.write(&buffer, 0, &host)?;
@@ -207,13 +219,17 @@ fn run() -> Result<(), Failure> {
     let started = Instant::now();
     for _ in 0..TRANSFER_REPEATS {
         // SAFETY: pinned memory and a device allocation of TRANSFER_BYTES each.
-        check("cuMemcpyHtoD", unsafe { sys::cuMemcpyHtoD_v2(raw_large, pinned, TRANSFER_BYTES) })?;
+        check("cuMemcpyHtoD", unsafe {
+            sys::cuMemcpyHtoD_v2(raw_large, pinned, TRANSFER_BYTES)
+        })?;
     }
     let raw_h2d = gib(TRANSFER_BYTES, TRANSFER_REPEATS, started.elapsed().as_secs_f64());
     let started = Instant::now();
     for _ in 0..TRANSFER_REPEATS {
         // SAFETY: as above.
-        check("cuMemcpyDtoH", unsafe { sys::cuMemcpyDtoH_v2(pinned, raw_large, TRANSFER_BYTES) })?;
+        check("cuMemcpyDtoH", unsafe {
+            sys::cuMemcpyDtoH_v2(pinned, raw_large, TRANSFER_BYTES)
+        })?;
     }
     let raw_d2h = gib(TRANSFER_BYTES, TRANSFER_REPEATS, started.elapsed().as_secs_f64());
     rows.push(Row {
@@ -250,7 +266,10 @@ fn run() -> Result<(), Failure> {
         check("cuCtxSetCurrent", sys::cuCtxSetCurrent(context))?;
         check("cuMemAlloc", sys::cuMemAlloc_v2(&mut raw_source, COPY_BYTES))?;
         check("cuMemAlloc", sys::cuMemAlloc_v2(&mut raw_destination, COPY_BYTES))?;
-        check("cuMemcpyDtoD", sys::cuMemcpyDtoD_v2(raw_destination, raw_source, COPY_BYTES))?;
+        check(
+            "cuMemcpyDtoD",
+            sys::cuMemcpyDtoD_v2(raw_destination, raw_source, COPY_BYTES),
+        )?;
         check("cuCtxSynchronize", sys::cuCtxSynchronize())?;
     }
     let started = Instant::now();
@@ -285,7 +304,10 @@ fn run() -> Result<(), Failure> {
     }
 
     println!();
-    println!("CUDA backend against the raw driver API, {} ({})", info.name, info.driver_version);
+    println!(
+        "CUDA backend against the raw driver API, {} ({})",
+        info.name, info.driver_version
+    );
     println!();
     println!("| measure | unit | xhal | raw CUDA | xhal / raw |");
     println!("| --- | --- | ---: | ---: | ---: |");
@@ -298,7 +320,11 @@ fn run() -> Result<(), Failure> {
             row.xhal,
             row.raw,
             ratio,
-            if row.higher_is_better { " (higher is better)" } else { " (lower is better)" }
+            if row.higher_is_better {
+                " (higher is better)"
+            } else {
+                " (lower is better)"
+            }
         );
     }
     Ok(())

@@ -64,7 +64,9 @@ fn kind_of(code: CUresult) -> ErrorKind {
         E::CUDA_ERROR_NO_DEVICE | E::CUDA_ERROR_NOT_INITIALIZED | E::CUDA_ERROR_DEINITIALIZED => {
             ErrorKind::DriverUnavailable
         }
-        E::CUDA_ERROR_SYSTEM_DRIVER_MISMATCH | E::CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE => ErrorKind::DriverUnavailable,
+        E::CUDA_ERROR_SYSTEM_DRIVER_MISMATCH | E::CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE => {
+            ErrorKind::DriverUnavailable
+        }
         E::CUDA_ERROR_INVALID_VALUE => ErrorKind::InvalidArgument,
         E::CUDA_ERROR_INVALID_HANDLE | E::CUDA_ERROR_INVALID_CONTEXT => ErrorKind::InvalidHandle,
         E::CUDA_ERROR_NOT_FOUND => ErrorKind::NotFound,
@@ -148,7 +150,9 @@ mod tests {
 
     #[test]
     fn errors_name_the_call_and_the_cuda_error() {
-        let error = cuda_error("cuMemAlloc", CUresult::CUDA_ERROR_OUT_OF_MEMORY, || "64 bytes".to_string());
+        let error = cuda_error("cuMemAlloc", CUresult::CUDA_ERROR_OUT_OF_MEMORY, || {
+            "64 bytes".to_string()
+        });
         assert_eq!(error.kind(), ErrorKind::OutOfMemory);
         assert_eq!(
             error.message(),

@@ -166,7 +166,9 @@ impl PinnedBlock {
     fn release(self) {
         let pointer = self.pointer.cast::<c_void>();
         // SAFETY: memory from cuMemHostAlloc that no transfer uses any more.
-        if let Err(error) = call("cuMemFreeHost", driver::quiet, || unsafe { sys::cuMemFreeHost(pointer) }) {
+        if let Err(error) = call("cuMemFreeHost", driver::quiet, || unsafe {
+            sys::cuMemFreeHost(pointer)
+        }) {
             tracing::warn!(%error, "a pinned staging block was not freed");
         }
     }
@@ -204,7 +206,9 @@ impl DeviceBuffer {
                 })?;
                 // Other streams may use the memory at once: wait for the allocation here.
                 // SAFETY: the device's own stream.
-                let synchronized = call("cuStreamSynchronize", doing, || unsafe { sys::cuStreamSynchronize(stream) });
+                let synchronized = call("cuStreamSynchronize", doing, || unsafe {
+                    sys::cuStreamSynchronize(stream)
+                });
                 if let Err(error) = synchronized {
                     // SAFETY: returns the allocation made above.
                     unsafe { sys::cuMemFreeAsync(pointer, stream) };
@@ -214,7 +218,9 @@ impl DeviceBuffer {
             }
             None => {
                 // SAFETY: writes one device pointer.
-                call("cuMemAlloc_v2", doing, || unsafe { sys::cuMemAlloc_v2(&mut pointer, bytes) })?;
+                call("cuMemAlloc_v2", doing, || unsafe {
+                    sys::cuMemAlloc_v2(&mut pointer, bytes)
+                })?;
                 false
             }
         };

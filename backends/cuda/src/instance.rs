@@ -27,6 +27,8 @@ pub(crate) struct Adapter {
     pub(crate) compute_capability: u32,
     /// `CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED`: buffers come from the stream-ordered pool.
     pub(crate) memory_pools: bool,
+    /// `cuDriverGetVersion`: `12040` for CUDA 12.4.
+    pub(crate) driver_version: i32,
     /// Bytes this backend holds on the device, for the free-memory figure.
     pub(crate) allocated: Arc<AtomicU64>,
 }
@@ -277,7 +279,9 @@ fn describe(ordinal: c_int, driver_version: c_int, nvrtc: Option<(i32, i32)>) ->
         driver_version: format!(
             "{}, {}, compute capability {major}.{minor} (sm_{compute_capability}), {multiprocessors} SMs",
             version_text(driver_version),
-            nvrtc.map_or("no NVRTC".to_string(), |(major, minor)| format!("NVRTC {major}.{minor}"))
+            nvrtc.map_or("no NVRTC".to_string(), |(major, minor)| format!(
+                "NVRTC {major}.{minor}"
+            ))
         ),
         total_memory,
         free_memory: total_memory,
@@ -300,6 +304,7 @@ fn describe(ordinal: c_int, driver_version: c_int, nvrtc: Option<(i32, i32)>) ->
         info,
         compute_capability,
         memory_pools,
+        driver_version,
         allocated: Arc::new(AtomicU64::new(0)),
     })
 }

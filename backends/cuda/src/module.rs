@@ -57,8 +57,8 @@ impl Module {
         let mut ptx_entries = Vec::new();
         let mut ptx_sizes = HashMap::new();
         let image: Vec<u8> = if format == KernelFormat::CUDA_C {
-            let text = std::str::from_utf8(code)
-                .map_err(|_| Error::invalid_argument("CUDA C source is not valid UTF-8"))?;
+            let text =
+                std::str::from_utf8(code).map_err(|_| Error::invalid_argument("CUDA C source is not valid UTF-8"))?;
             source = Some(reflect_source(text));
             nvrtc::compile(text, adapter.compute_capability, gpu.name())?.image
         } else if format == KernelFormat::PTX {
@@ -129,7 +129,11 @@ impl Module {
         })? {
             CUresult::CUDA_SUCCESS => {}
             CUresult::CUDA_ERROR_NOT_FOUND => return Ok(None),
-            code => return Err(driver::cuda_error("cuModuleGetGlobal_v2", code, || format!("{global:?}"))),
+            code => {
+                return Err(driver::cuda_error("cuModuleGetGlobal_v2", code, || {
+                    format!("{global:?}")
+                }))
+            }
         }
         if bytes != 12 {
             return Err(Error::invalid_argument(format!(
@@ -138,9 +142,11 @@ impl Module {
         }
         let mut size = [0u32; 3];
         // SAFETY: 12 bytes from a device global of 12 bytes into a 12-byte array.
-        call("cuMemcpyDtoH_v2", || format!("reading `{symbol}__workgroup_size`"), || unsafe {
-            sys::cuMemcpyDtoH_v2(size.as_mut_ptr().cast::<c_void>(), address, 12)
-        })?;
+        call(
+            "cuMemcpyDtoH_v2",
+            || format!("reading `{symbol}__workgroup_size`"),
+            || unsafe { sys::cuMemcpyDtoH_v2(size.as_mut_ptr().cast::<c_void>(), address, 12) },
+        )?;
         Ok(Some(size))
     }
 
@@ -155,7 +161,9 @@ impl Module {
         let mut found = None;
         for candidate in &candidates {
             let Ok(c_name) = CString::new(candidate.as_str()) else {
-                return Err(Error::invalid_argument(format!("kernel name {name:?} contains a NUL byte")));
+                return Err(Error::invalid_argument(format!(
+                    "kernel name {name:?} contains a NUL byte"
+                )));
             };
             let mut function: CUfunction = std::ptr::null_mut();
             let raw = self.raw;
@@ -209,7 +217,12 @@ impl Module {
                 })?,
             },
         };
-        let parameter_sizes = parameter_sizes(function);
+        // `cuFuncGetParamInfo` came with CUDA 12.4 drivers; older ones do not export it.
+        let parameter_sizes = if self.gpu.adapter().driver_version >= 12040 {
+            parameter_sizes(function)
+        } else {
+            None
+        };
         let object = KernelObject {
             module: Arc::clone(self),
             function,
@@ -294,13 +307,17 @@ impl KernelObject {
         let mut most: i32 = 0;
         let function = self.function;
         // SAFETY: writes one int for a live function.
-        call("cuFuncGetAttribute", || format!("reading the largest block of kernel `{name}`"), || unsafe {
-            sys::cuFuncGetAttribute(
-                &mut most,
-                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
-                function,
-            )
-        })?;
+        call(
+            "cuFuncGetAttribute",
+            || format!("reading the largest block of kernel `{name}`"),
+            || unsafe {
+                sys::cuFuncGetAttribute(
+                    &mut most,
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+                    function,
+                )
+            },
+        )?;
         if invocations > u64::try_from(most).unwrap_or(0) {
             return Err(Error::unsupported(format!(
                 "kernel `{name}` asks for workgroups of {}x{}x{} ({invocations} invocations), but {} runs it with at most \
@@ -364,8 +381,12 @@ impl KernelObject {
                 }
             )));
         }
-        let lengths = parameters.iter().any(|parameter| parameter.kind == ParameterKind::Lengths);
-        let scalar = parameters.iter().position(|parameter| parameter.kind == ParameterKind::Value);
+        let lengths = parameters
+            .iter()
+            .any(|parameter| parameter.kind == ParameterKind::Lengths);
+        let scalar = parameters
+            .iter()
+            .position(|parameter| parameter.kind == ParameterKind::Value);
         match (scalar, scalars.len()) {
             (None, 0) => Ok((None, lengths)),
             (None, given) => Err(Error::invalid_argument(format!(

@@ -91,9 +91,11 @@ pub(crate) fn compile(source: &str, compute_capability: u32, device_name: &str) 
              (Debian: libnvrtc12) or load ptx or cubin"
         )));
     }
-    let text = CString::new(source)
-        .map_err(|_| Error::invalid_argument("CUDA C source contains a NUL byte"))?;
-    catch_unwind(AssertUnwindSafe(|| compile_checked(&text, compute_capability, device_name))).unwrap_or_else(|payload| {
+    let text = CString::new(source).map_err(|_| Error::invalid_argument("CUDA C source contains a NUL byte"))?;
+    catch_unwind(AssertUnwindSafe(|| {
+        compile_checked(&text, compute_capability, device_name)
+    }))
+    .unwrap_or_else(|payload| {
         Err(Error::new(
             ErrorKind::DriverUnavailable,
             format!("NVRTC could not be called: {}", panic_text(&*payload)),
@@ -141,7 +143,11 @@ fn compile_checked(text: &CString, compute_capability: u32, device_name: &str) -
     }
     let mut size = 0usize;
     // SAFETY: writes one size.
-    check("nvrtcGetCUBINSize", unsafe { sys::nvrtcGetCUBINSize(program.0, &mut size) }, &doing)?;
+    check(
+        "nvrtcGetCUBINSize",
+        unsafe { sys::nvrtcGetCUBINSize(program.0, &mut size) },
+        &doing,
+    )?;
     let mut image = vec![0u8; size];
     // SAFETY: the buffer holds `size` bytes, as asked.
     check(

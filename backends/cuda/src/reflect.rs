@@ -94,7 +94,10 @@ fn parameter(text: &str) -> Option<Parameter> {
     if name.is_empty() || type_name.is_empty() {
         return None;
     }
-    let bare = type_name.trim_start_matches("const ").trim_start_matches("struct ").trim();
+    let bare = type_name
+        .trim_start_matches("const ")
+        .trim_start_matches("struct ")
+        .trim();
     let kind = if type_name.contains('*') {
         ParameterKind::Buffer
     } else if bare.starts_with("xh_lengths_") {
@@ -210,7 +213,13 @@ pub(crate) fn reflect_ptx(ptx: &str) -> (Vec<String>, HashMap<String, [u32; 3]>)
         if let Some(at) = directives.find(".reqntid") {
             let values: Vec<u32> = directives[at + ".reqntid".len()..]
                 .split(|c: char| c == ',' || c.is_whitespace())
-                .map_while(|word| if word.is_empty() { Some(None) } else { word.parse().ok().map(Some) })
+                .map_while(|word| {
+                    if word.is_empty() {
+                        Some(None)
+                    } else {
+                        word.parse().ok().map(Some)
+                    }
+                })
                 .flatten()
                 .take(3)
                 .collect();

@@ -48,7 +48,10 @@ impl StreamState {
 
     /// Keeps `error` as the sticky error when it is a fault of executing work.
     fn note(&mut self, error: Error) -> Error {
-        if matches!(error.kind(), ErrorKind::KernelFault | ErrorKind::DeviceLost | ErrorKind::Timeout) {
+        if matches!(
+            error.kind(),
+            ErrorKind::KernelFault | ErrorKind::DeviceLost | ErrorKind::Timeout
+        ) {
             return self.sticky.get_or_insert(error).clone();
         }
         error
@@ -73,15 +76,21 @@ impl Drop for Stream {
         let _ = self.gpu.bind();
         let raw = self.raw;
         // SAFETY: the stream is live; nothing else destroys it.
-        let _ = call("cuStreamSynchronize", driver::quiet, || unsafe { sys::cuStreamSynchronize(raw) });
+        let _ = call("cuStreamSynchronize", driver::quiet, || unsafe {
+            sys::cuStreamSynchronize(raw)
+        });
         let mut state = self.state.lock();
         self.release_all(&mut state);
         for event in state.spare_events.drain(..) {
             // SAFETY: an internal event no work uses any more.
-            let _ = call("cuEventDestroy_v2", driver::quiet, || unsafe { sys::cuEventDestroy_v2(event) });
+            let _ = call("cuEventDestroy_v2", driver::quiet, || unsafe {
+                sys::cuEventDestroy_v2(event)
+            });
         }
         // SAFETY: as above.
-        let _ = call("cuStreamDestroy_v2", driver::quiet, || unsafe { sys::cuStreamDestroy_v2(raw) });
+        let _ = call("cuStreamDestroy_v2", driver::quiet, || unsafe {
+            sys::cuStreamDestroy_v2(raw)
+        });
     }
 }
 
@@ -169,7 +178,9 @@ impl Stream {
         };
         let raw = self.raw;
         // SAFETY: an internal event and this stream, in the current context.
-        match call("cuEventRecord", driver::quiet, || unsafe { sys::cuEventRecord(event, raw) }) {
+        match call("cuEventRecord", driver::quiet, || unsafe {
+            sys::cuEventRecord(event, raw)
+        }) {
             Ok(()) => {
                 state.retained.push_back((event, item));
                 Ok(())
@@ -186,7 +197,9 @@ impl Stream {
     fn finish_with(&self, state: &mut StreamState, item: Retained) {
         let raw = self.raw;
         // SAFETY: this stream.
-        let _ = call("cuStreamSynchronize", driver::quiet, || unsafe { sys::cuStreamSynchronize(raw) });
+        let _ = call("cuStreamSynchronize", driver::quiet, || unsafe {
+            sys::cuStreamSynchronize(raw)
+        });
         self.release(item);
         let _ = state;
     }
@@ -418,7 +431,11 @@ impl Stream {
             let mut state = self.state.lock();
             return self.retain(&mut state, Retained::Buffer(temporary));
         }
-        self.copy_raw(source.address(source_offset), destination.address(destination_offset), size)
+        self.copy_raw(
+            source.address(source_offset),
+            destination.address(destination_offset),
+            size,
+        )
     }
 
     fn copy_raw(&self, from: sys::CUdeviceptr, to: sys::CUdeviceptr, size: u64) -> Result<()> {
@@ -494,7 +511,9 @@ impl Drop for Event {
         let _ = self.gpu.bind();
         let raw = self.raw;
         // SAFETY: the event is live; the driver frees it once the work recording it completed.
-        let _ = call("cuEventDestroy_v2", driver::quiet, || unsafe { sys::cuEventDestroy_v2(raw) });
+        let _ = call("cuEventDestroy_v2", driver::quiet, || unsafe {
+            sys::cuEventDestroy_v2(raw)
+        });
     }
 }
 
@@ -555,7 +574,9 @@ impl Event {
         self.gpu.bind()?;
         let raw = self.raw;
         // SAFETY: a live event.
-        let waited = call("cuEventSynchronize", driver::quiet, || unsafe { sys::cuEventSynchronize(raw) });
+        let waited = call("cuEventSynchronize", driver::quiet, || unsafe {
+            sys::cuEventSynchronize(raw)
+        });
         waited.map_err(|error| self.failed(error))?;
         self.recording_stream_error()
     }
@@ -567,10 +588,14 @@ impl Event {
             )));
         }
         if self.recorded.lock().is_none() {
-            return Err(Error::invalid_argument(format!("{role} event {id:#x} was never recorded")));
+            return Err(Error::invalid_argument(format!(
+                "{role} event {id:#x} was never recorded"
+            )));
         }
         if !self.query()? {
-            return Err(Error::invalid_argument(format!("{role} event {id:#x}: event not yet complete")));
+            return Err(Error::invalid_argument(format!(
+                "{role} event {id:#x}: event not yet complete"
+            )));
         }
         Ok(())
     }

@@ -67,7 +67,11 @@ fn device_info_is_truthful() {
         assert_eq!(info.subgroup_size, 32);
         assert!(info.pci_bus_id.is_some());
         assert!(info.uuid != [0; 16]);
-        assert!(info.driver_version.contains("compute capability"), "{}", info.driver_version);
+        assert!(
+            info.driver_version.contains("compute capability"),
+            "{}",
+            info.driver_version
+        );
         assert!(info.kernel_formats.contains(&KernelFormat::PTX));
         assert!(info.kernel_formats.contains(&KernelFormat::CUBIN));
         assert!(info.features.contains(Features::ATOMICS_64 | Features::TIMESTAMPS));
@@ -162,7 +166,9 @@ fn native_cuda_c_declares_its_workgroup_size() {
     };
     let device = runtime.open("cuda", 0).unwrap();
     let stream = device.create_stream().unwrap();
-    let module = device.load_module(KernelFormat::CUDA_C, NATIVE_CUDA_C.as_bytes()).unwrap();
+    let module = device
+        .load_module(KernelFormat::CUDA_C, NATIVE_CUDA_C.as_bytes())
+        .unwrap();
     let scale = module.kernel("scale").unwrap();
     let data = device.alloc_from(&stream, &[2.0f32; 16 * 4]).unwrap();
     stream
@@ -185,7 +191,10 @@ fn a_compile_error_carries_the_nvrtc_log() {
     };
     let device = runtime.open("cuda", 0).unwrap();
     let error = device
-        .load_module(KernelFormat::CUDA_C, b"extern \"C\" __global__ void broken() { undeclared = 1; }")
+        .load_module(
+            KernelFormat::CUDA_C,
+            b"extern \"C\" __global__ void broken() { undeclared = 1; }",
+        )
         .unwrap_err();
     assert!(error.message().contains("nvrtcCompileProgram failed"), "{error}");
     assert!(error.message().contains("undeclared"), "{error}");

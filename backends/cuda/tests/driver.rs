@@ -49,7 +49,10 @@ fn this_machine_has_devices_or_a_reason() {
         Ok(count) => assert!(count >= 1),
         Err(error) => {
             assert_eq!(error.kind(), ErrorKind::DriverUnavailable, "{error}");
-            assert!(error.message().contains("libcuda") || error.message().contains("CUDA"), "{error}");
+            assert!(
+                error.message().contains("libcuda") || error.message().contains("CUDA"),
+                "{error}"
+            );
             require_unless_absent(&error.to_string());
             eprintln!("no CUDA device here, as expected without a driver: {error}");
         }
@@ -84,7 +87,9 @@ fn stub(variant: &'static str) -> Option<PathBuf> {
                 String::from_utf8_lossy(&output.stderr)
             ),
             Err(error) => {
-                eprintln!("SKIPPED: the stub driver cannot be built because there is no C compiler ({compiler}: {error})");
+                eprintln!(
+                    "SKIPPED: the stub driver cannot be built because there is no C compiler ({compiler}: {error})"
+                );
                 return None;
             }
         }
@@ -198,20 +203,28 @@ fn stub_child() {
         "init_fails" => {
             let error = backend.device_count().unwrap_err();
             assert_eq!(error.kind(), ErrorKind::DriverUnavailable, "{error}");
-            assert!(error.message().contains("cuInit failed: CUDA_ERROR_UNKNOWN (999)"), "{error}");
+            assert!(
+                error.message().contains("cuInit failed: CUDA_ERROR_UNKNOWN (999)"),
+                "{error}"
+            );
         }
         "count_fails" => {
             let error = backend.device_count().unwrap_err();
             assert_eq!(error.kind(), ErrorKind::DriverUnavailable, "{error}");
             assert!(
-                error.message().contains("cuDeviceGetCount failed: CUDA_ERROR_NOT_INITIALIZED (3)"),
+                error
+                    .message()
+                    .contains("cuDeviceGetCount failed: CUDA_ERROR_NOT_INITIALIZED (3)"),
                 "{error}"
             );
         }
         "missing_symbol" => {
             let error = backend.device_count().unwrap_err();
             assert_eq!(error.kind(), ErrorKind::DriverUnavailable, "{error}");
-            assert!(error.message().contains("cuDeviceGetUuid_v2 could not be called"), "{error}");
+            assert!(
+                error.message().contains("cuDeviceGetUuid_v2 could not be called"),
+                "{error}"
+            );
             assert!(error.message().contains("Missing symbol"), "{error}");
         }
         "device" => device_scenario(&backend),
@@ -222,7 +235,13 @@ fn stub_child() {
     println!("{PASSED}");
 }
 
-fn write(backend: &CudaBackend, stream: xhal_core::StreamHandle, buffer: xhal_core::BufferHandle, offset: u64, data: &[u8]) {
+fn write(
+    backend: &CudaBackend,
+    stream: xhal_core::StreamHandle,
+    buffer: xhal_core::BufferHandle,
+    offset: u64,
+    data: &[u8],
+) {
     // SAFETY: `data` outlives the write: the stream is synchronized before returning.
     unsafe { backend.stream_write(stream, buffer, offset, data.as_ptr(), data.len() as u64) }.unwrap();
     backend.stream_synchronize(stream).unwrap();
@@ -374,11 +393,15 @@ fn device_scenario(backend: &CudaBackend) {
     assert!(error.message().contains("MAX_GRID_DIM_Y"), "{error}");
 
     // Misuse of module formats.
-    let error = backend.module_load(device, KernelFormat::CUBIN, b"not a cubin").unwrap_err();
+    let error = backend
+        .module_load(device, KernelFormat::CUBIN, b"not a cubin")
+        .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
     let error = backend.module_load(device, KernelFormat::PTX, b"garbage").unwrap_err();
     assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
-    let error = backend.module_load(device, KernelFormat::SPIRV_KERNEL, &[0; 20]).unwrap_err();
+    let error = backend
+        .module_load(device, KernelFormat::SPIRV_KERNEL, &[0; 20])
+        .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Unsupported, "{error}");
     assert!(error.message().contains("ptx"), "{error}");
     if !info.kernel_formats.contains(&KernelFormat::CUDA_C) {
@@ -407,20 +430,33 @@ fn vendor_errors_scenario(backend: &CudaBackend) {
     let error = backend.buffer_allocate(device, 64).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::OutOfMemory, "{error}");
     assert!(
-        error.message().starts_with("cuMemAlloc_v2 failed: CUDA_ERROR_OUT_OF_MEMORY (2)"),
+        error
+            .message()
+            .starts_with("cuMemAlloc_v2 failed: CUDA_ERROR_OUT_OF_MEMORY (2)"),
         "{error}"
     );
-    let error = backend.module_load(device, KernelFormat::PTX, PTX.as_bytes()).unwrap_err();
+    let error = backend
+        .module_load(device, KernelFormat::PTX, PTX.as_bytes())
+        .unwrap_err();
     assert!(
-        error.message().starts_with("cuModuleLoadData failed: CUDA_ERROR_INVALID_PTX (218)"),
+        error
+            .message()
+            .starts_with("cuModuleLoadData failed: CUDA_ERROR_INVALID_PTX (218)"),
         "{error}"
     );
     assert_eq!(error.kind(), ErrorKind::Unsupported, "{error}");
     let error = backend.event_create(device, true).unwrap_err();
-    assert!(error.message().starts_with("cuEventCreate failed: CUDA_ERROR_UNKNOWN (999)"), "{error}");
+    assert!(
+        error
+            .message()
+            .starts_with("cuEventCreate failed: CUDA_ERROR_UNKNOWN (999)"),
+        "{error}"
+    );
     let error = backend.stream_create(device).unwrap_err();
     assert!(
-        error.message().starts_with("cuStreamCreate failed: CUDA_ERROR_INVALID_CONTEXT (201)"),
+        error
+            .message()
+            .starts_with("cuStreamCreate failed: CUDA_ERROR_INVALID_CONTEXT (201)"),
         "{error}"
     );
     backend.device_close(device);
@@ -436,7 +472,9 @@ fn sticky_scenario(backend: &CudaBackend) {
     let error = backend.stream_synchronize(stream).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::KernelFault, "{error}");
     assert!(
-        error.message().starts_with("cuStreamSynchronize failed: CUDA_ERROR_ILLEGAL_ADDRESS (700)"),
+        error
+            .message()
+            .starts_with("cuStreamSynchronize failed: CUDA_ERROR_ILLEGAL_ADDRESS (700)"),
         "{error}"
     );
     // Every later call on the stream returns the same error.
