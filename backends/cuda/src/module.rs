@@ -45,6 +45,48 @@ impl Drop for Module {
     }
 }
 
+/// Bytes of the JIT's error log kept when loading fails.
+const JIT_LOG_BYTES: usize = 16 << 10;
+
+/// `cuModuleLoadDataEx` with the JIT's error log, which a failure carries.
+fn load_image(gpu: &Gpu, format: KernelFormat, image: &[u8]) -> Result<CUmodule> {
+    let mut raw: CUmodule = std::ptr::null_mut();
+    let mut log = vec![0u8; JIT_LOG_BYTES];
+    let mut options = [
+        sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
+        sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+    ];
+    // The size travels in the pointer-sized slot itself, as the driver API defines it.
+    let mut values = [log.as_mut_ptr().cast::<c_void>(), JIT_LOG_BYTES as *mut c_void];
+    // SAFETY: a NUL-terminated PTX text or a whole cubin, which the driver copies; two options
+    // whose values are a log buffer and its size.
+    let code = raw_call("cuModuleLoadDataEx", || unsafe {
+        sys::cuModuleLoadDataEx(
+            &mut raw,
+            image.as_ptr().cast(),
+            options.len() as u32,
+            options.as_mut_ptr(),
+            values.as_mut_ptr(),
+        )
+    })?;
+    if code == CUresult::CUDA_SUCCESS {
+        return Ok(raw);
+    }
+    let error = driver::cuda_error("cuModuleLoadDataEx", code, || {
+        format!("loading a {format} module on {}", gpu.name())
+    });
+    let text: Vec<u8> = log.iter().take_while(|&&byte| byte != 0).copied().collect();
+    let text = String::from_utf8_lossy(&text);
+    Err(if text.trim().is_empty() {
+        error
+    } else {
+        Error::new(
+            error.kind(),
+            format!("{}; JIT log:\n{}", error.message(), text.trim_end()),
+        )
+    })
+}
+
 /// An ELF file (a cubin) or a fat binary.
 fn is_cubin(code: &[u8]) -> bool {
     code.starts_with(b"\x7fELF") || code.starts_with(&0xBA55_ED50u32.to_le_bytes())
@@ -91,13 +133,7 @@ impl Module {
             )));
         };
         gpu.bind()?;
-        let mut raw: CUmodule = std::ptr::null_mut();
-        // SAFETY: a NUL-terminated PTX text or a whole cubin; the driver copies it.
-        call(
-            "cuModuleLoadData",
-            || format!("loading a {format} module on {}", gpu.name()),
-            || unsafe { sys::cuModuleLoadData(&mut raw, image.as_ptr().cast()) },
-        )?;
+        let raw = load_image(gpu, format, &image)?;
         Ok(Module {
             gpu: Arc::clone(gpu),
             raw,

@@ -169,7 +169,7 @@ fn vendor_errors_become_xhal_errors() {
             ("STUB_DEVICES", "1"),
             (
                 "STUB_FAIL",
-                "cuMemAlloc_v2:2,cuModuleLoadData:218,cuEventCreate:999,cuStreamCreate:201",
+                "cuMemAlloc_v2:2,cuModuleLoadDataEx:218,cuEventCreate:999,cuStreamCreate:201",
             ),
         ],
     );
@@ -441,7 +441,11 @@ fn vendor_errors_scenario(backend: &CudaBackend) {
     assert!(
         error
             .message()
-            .starts_with("cuModuleLoadData failed: CUDA_ERROR_INVALID_PTX (218)"),
+            .starts_with("cuModuleLoadDataEx failed: CUDA_ERROR_INVALID_PTX (218)"),
+        "{error}"
+    );
+    assert!(
+        error.message().contains("JIT log:\nptxas fatal: stub JIT log"),
         "{error}"
     );
     assert_eq!(error.kind(), ErrorKind::Unsupported, "{error}");

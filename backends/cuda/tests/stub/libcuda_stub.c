@@ -251,6 +251,16 @@ CUresult cuModuleLoadData(CUmodule *module, const void *image) {
     *module = loaded;
     return CUDA_SUCCESS;
 }
+CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned count, int *options, void **values) {
+    CUresult code = fail("cuModuleLoadDataEx");
+    if (code != CUDA_SUCCESS) {
+        for (unsigned i = 0; i < count; i++) {
+            if (options[i] == 5) strcpy((char *)values[i], "ptxas fatal: stub JIT log");
+        }
+        return code;
+    }
+    return cuModuleLoadData(module, image);
+}
 CUresult cuModuleUnload(CUmodule module) {
     free(((StubModule *)module)->text);
     free(module);
