@@ -372,6 +372,15 @@ impl Backend for CudaBackend {
                     "buffer argument {index} is a view of 0 bytes; a kernel cannot bind no memory"
                 )));
             }
+            let alignment = u64::from(stream.gpu.adapter().info.buffer_offset_alignment);
+            if !argument.offset.is_multiple_of(alignment) {
+                return Err(Error::invalid_argument(format!(
+                    "buffer argument {index} starts at byte {}, which is not a multiple of {alignment}, the buffer \
+                     offset alignment of {}: a kernel reads the view's types at their alignment from its start",
+                    argument.offset,
+                    stream.gpu.name()
+                )));
+            }
             buffers.push((buffer, *argument));
         }
         kernel.launch(&stream, launch.workgroups, &buffers, launch.scalars)

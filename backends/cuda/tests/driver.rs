@@ -391,6 +391,22 @@ fn device_scenario(backend: &CudaBackend) {
         )
         .unwrap_err();
     assert!(error.message().contains("MAX_GRID_DIM_Y"), "{error}");
+    let misaligned = [BufferArg {
+        buffer: target,
+        offset: 8,
+        size: 512,
+    }];
+    let error = backend
+        .stream_launch(
+            stream,
+            &LaunchArgs {
+                buffers: &misaligned,
+                ..launch
+            },
+        )
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
+    assert!(error.message().contains("alignment"), "{error}");
 
     // Misuse of module formats.
     let error = backend
