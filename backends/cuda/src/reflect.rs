@@ -65,8 +65,23 @@ pub(crate) fn builtin_size(type_name: &str) -> Option<usize> {
         "int" | "unsigned" | "unsigned int" | "float" | "int32_t" | "uint32_t" | "xh_i32" | "xh_u32" | "xh_f32" => 4,
         "long long" | "unsigned long long" | "double" | "int64_t" | "uint64_t" | "size_t" | "xh_i64" | "xh_u64"
         | "xh_f64" => 8,
-        _ => return None,
+        _ => return emitted_vector_size(name),
     })
+}
+
+/// The size of the C emitter's vector structs (`xh_f32x4` is four `xh_f32`, unpadded).
+fn emitted_vector_size(name: &str) -> Option<usize> {
+    let (element, lanes) = name.strip_prefix("xh_")?.split_once('x')?;
+    let element = match element {
+        "bool" => 1,
+        "i32" | "u32" | "f32" => 4,
+        "i64" | "u64" | "f64" => 8,
+        _ => return None,
+    };
+    match lanes {
+        "2" | "3" | "4" => Some(element * lanes.parse::<usize>().ok()?),
+        _ => None,
+    }
 }
 
 /// The index just past the parenthesis that closes the one at `open`.
@@ -279,6 +294,89 @@ extern "C" __global__ void __launch_bounds__(64) native(float* out, unsigned n) 
         assert_eq!(native.parameters[1].kind, ParameterKind::Value);
         assert_eq!(builtin_size(&native.parameters[1].type_name), Some(4));
         assert_eq!(builtin_size("xh_s2_Params"), None);
+        assert_eq!(builtin_size("xh_u32x4"), Some(16));
+        assert_eq!(builtin_size("xh_f32x3"), Some(12));
+        assert_eq!(builtin_size("xh_f32m4x4"), None);
+    }
+
+    /// Every WGSL kernel of the repository (the examples, and the conformance catalogue's raw
+    /// strings that hold a compute entry point).
+    fn repository_kernels() -> Vec<(String, String)> {
+        let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut kernels = Vec::new();
+        for folder in ["examples/kernels", "conformance/src/catalogue"] {
+            let mut files: Vec<_> = std::fs::read_dir(repo.join(folder))
+                .unwrap()
+                .map(|entry| entry.unwrap().path())
+                .collect();
+            files.sort();
+            for path in files {
+                let text = std::fs::read_to_string(&path).unwrap();
+                let name = path.display().to_string();
+                if path.extension().is_some_and(|extension| extension == "wgsl") {
+                    kernels.push((name, text));
+                    continue;
+                }
+                let mut rest = text.as_str();
+                while let Some(start) = rest.find("r#\"") {
+                    let after = &rest[start + 3..];
+                    let Some(end) = after.find("\"#") else { break };
+                    if after[..end].contains("@compute") {
+                        kernels.push((name.clone(), after[..end].to_string()));
+                    }
+                    rest = &after[end + 2..];
+                }
+            }
+        }
+        kernels
+    }
+
+    /// What this module reads from the CUDA C the emitter writes agrees with what the emitter
+    /// says it wrote, for every kernel of the repository.
+    #[test]
+    fn emitted_cuda_c_reads_as_the_emitter_describes_it() {
+        let mut checked = 0;
+        for (name, wgsl) in repository_kernels() {
+            let Ok(module) = xhal_kernel::parse_wgsl(&wgsl) else {
+                continue;
+            };
+            let Ok(source) = module.to_c(xhal_kernel::Dialect::CudaC, None) else {
+                continue;
+            };
+            let reflection = reflect_source(&source.text);
+            for entry in &source.entry_points {
+                let kernel = reflection
+                    .kernels
+                    .get(&entry.symbol)
+                    .unwrap_or_else(|| panic!("{name}: kernel `{}` not found", entry.symbol));
+                assert_eq!(
+                    kernel.workgroup_size,
+                    Some(entry.workgroup_size),
+                    "{name}: {}",
+                    entry.symbol
+                );
+                let count = |kind| kernel.parameters.iter().filter(|p| p.kind == kind).count();
+                assert_eq!(
+                    count(ParameterKind::Buffer),
+                    entry.buffers as usize,
+                    "{name}: {}",
+                    entry.symbol
+                );
+                assert_eq!(count(ParameterKind::Value), usize::from(entry.scalar_block), "{name}");
+                assert_eq!(
+                    count(ParameterKind::Lengths),
+                    usize::from(entry.buffer_lengths),
+                    "{name}"
+                );
+                if let Some(block) = kernel.parameters.iter().find(|p| p.kind == ParameterKind::Value) {
+                    let sized = reflection.struct_sizes.contains_key(block.type_name.trim())
+                        || builtin_size(&block.type_name).is_some();
+                    assert!(sized, "{name}: scalar block type `{}` has no size", block.type_name);
+                }
+                checked += 1;
+            }
+        }
+        assert!(checked >= 50, "only {checked} entry points checked");
     }
 
     #[test]
