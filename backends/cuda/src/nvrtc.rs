@@ -157,3 +157,44 @@ fn compile_checked(text: &CString, compute_capability: u32, device_name: &str) -
     )?;
     Ok(Compiled { image })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// NVRTC needs no GPU: where it is found, the CUDA C of every repository kernel compiles
+    /// for sm_90, and a broken source fails with NVRTC's log.
+    #[test]
+    fn every_repository_kernel_compiles_where_nvrtc_is_found() {
+        let Some((major, minor)) = version() else {
+            let required = std::env::var("XHAL_REQUIRE_BACKENDS").unwrap_or_default();
+            assert!(
+                !required.split(',').any(|name| name.trim() == "cuda"),
+                "XHAL_REQUIRE_BACKENDS names cuda, but NVRTC was not found"
+            );
+            eprintln!("SKIPPED: NVRTC (libnvrtc.so.12 or libnvrtc.so) was not found, so no CUDA C was compiled");
+            return;
+        };
+        eprintln!("NVRTC {major}.{minor}");
+        let mut compiled = 0;
+        for (name, wgsl) in crate::reflect::tests::repository_kernels() {
+            let Ok(module) = xhal_kernel::parse_wgsl(&wgsl) else {
+                continue;
+            };
+            let Ok(source) = module.to_c(xhal_kernel::Dialect::CudaC, None) else {
+                continue;
+            };
+            match compile(&source.text, 90, "sm_90") {
+                Ok(output) => assert!(output.image.starts_with(b"\x7fELF"), "{name}: not a cubin"),
+                Err(error) => panic!("{name}: {error}\n{}", source.text),
+            }
+            compiled += 1;
+        }
+        assert!(compiled >= 50, "only {compiled} modules compiled");
+        let error = compile("extern \"C\" __global__ void broken() { undeclared = 1; }", 90, "sm_90")
+            .err()
+            .expect("a broken source compiles");
+        assert!(error.message().contains("nvrtcCompileProgram failed"), "{error}");
+        assert!(error.message().contains("undeclared"), "{error}");
+    }
+}

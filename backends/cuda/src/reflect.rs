@@ -250,7 +250,7 @@ pub(crate) fn reflect_ptx(ptx: &str) -> (Vec<String>, HashMap<String, [u32; 3]>)
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     const EMITTED: &str = r#"
@@ -301,7 +301,7 @@ extern "C" __global__ void __launch_bounds__(64) native(float* out, unsigned n) 
 
     /// Every WGSL kernel of the repository (the examples, and the conformance catalogue's raw
     /// strings that hold a compute entry point).
-    fn repository_kernels() -> Vec<(String, String)> {
+    pub(crate) fn repository_kernels() -> Vec<(String, String)> {
         let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
         let mut kernels = Vec::new();
         for folder in ["examples/kernels", "conformance/src/catalogue"] {

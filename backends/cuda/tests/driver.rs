@@ -9,8 +9,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
-use xhal_core::{Backend, BufferArg, ErrorKind, KernelFormat, LaunchArgs};
+use std::sync::{Arc, OnceLock};
+use xhal_core::{Backend, BufferArg, ErrorKind, KernelFormat, Launch, LaunchArgs, Runtime};
 use xhal_cuda::CudaBackend;
 
 const SCENARIO_VARIABLE: &str = "XHAL_CUDA_STUB_SCENARIO";
@@ -175,6 +175,21 @@ fn vendor_errors_become_xhal_errors() {
     );
 }
 
+/// WGSL through the runtime: CUDA C from the emitter, compiled by NVRTC (where the machine has
+/// it), launched with the scalar block and the buffer lengths the backend fills.
+#[test]
+fn wgsl_kernels_launch_with_their_scalars_and_lengths() {
+    if let Some(text) = run_child(
+        "wgsl_launch",
+        "",
+        &[("STUB_DEVICES", "1"), ("STUB_PARAM_SIZES", "8,8,8,16")],
+    ) {
+        if text.contains("SKIPPED") {
+            require_unless_absent("NVRTC was not found");
+        }
+    }
+}
+
 #[test]
 fn execution_errors_stick_to_the_stream() {
     run_child(
@@ -230,6 +245,7 @@ fn stub_child() {
         "device" => device_scenario(&backend),
         "vendor_errors" => vendor_errors_scenario(&backend),
         "sticky" => sticky_scenario(&backend),
+        "wgsl_launch" => wgsl_launch_scenario(backend),
         other => panic!("unknown scenario {other}"),
     }
     println!("{PASSED}");
@@ -510,4 +526,66 @@ fn sticky_scenario(backend: &CudaBackend) {
     backend.stream_destroy(stream);
     backend.buffer_free(buffer);
     backend.device_close(device);
+}
+
+const SAXPY_WGSL: &str = r#"
+struct Params { a: f32, n: u32 }
+var<immediate> params: Params;
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    if (id.x < params.n) { y[id.x] = params.a * x[id.x] + y[id.x]; }
+}
+"#;
+
+fn wgsl_launch_scenario(backend: CudaBackend) {
+    let info = backend.device_info(0).unwrap();
+    if !info.kernel_formats.contains(&KernelFormat::CUDA_C) {
+        eprintln!("SKIPPED: NVRTC was not found, so no CUDA C reaches the stub device");
+        return;
+    }
+    let runtime = Runtime::builder()
+        .without_static_backends()
+        .without_plugin_search()
+        .backend(Arc::new(backend))
+        .build()
+        .unwrap();
+    let device = runtime.open("cuda", 0).unwrap();
+    let stream = device.create_stream().unwrap();
+    let module = device.load_wgsl(SAXPY_WGSL).unwrap();
+    let kernel = module.kernel("main").unwrap();
+    let x = device.alloc_from(&stream, &[0.0f32; 64]).unwrap();
+    let y = device.alloc_from(&stream, &[0.0f32; 64]).unwrap();
+    stream
+        .launch(
+            &Launch::new(&kernel)
+                .workgroups(5, 1, 1)
+                .buffer_range(&x, 4..64)
+                .buffer_range(&y, 8..20)
+                .scalar(2.5f32)
+                .scalar(300u32),
+        )
+        .unwrap();
+    // What the stub saw, written at the first view's start: the shape, then each parameter.
+    let seen: Vec<u8> = stream.read_to_vec(&x).unwrap()[4..]
+        .iter()
+        .flat_map(|value| value.to_ne_bytes())
+        .collect();
+    let word = |at: usize| u32::from_ne_bytes(seen[at..at + 4].try_into().unwrap());
+    let long = |at: usize| u64::from_ne_bytes(seen[at..at + 8].try_into().unwrap());
+    assert_eq!([word(0), word(4), word(8)], [5, 1, 1], "grid");
+    assert_eq!(
+        [word(12), word(16), word(20)],
+        [64, 1, 1],
+        "block from the emitted workgroup size"
+    );
+    // The two pointers are the views' addresses: the stub wrote through the first one, at
+    // the view's start (element 4 of x), which is where this was read from.
+    assert_ne!(long(24), 0);
+    assert_ne!(long(32), 0);
+    assert_eq!(f32::from_bits(word(40)), 2.5, "scalar a");
+    assert_eq!(word(44), 300, "scalar n");
+    assert_eq!([long(48), long(56)], [60 * 4, 12 * 4], "the views' byte lengths");
 }

@@ -10,7 +10,7 @@
  * "Device" memory is host memory and every stream runs its work at once, in order, so
  * copies, fills and host functions really happen. cuLaunchKernel writes what it was given
  * into the first buffer parameter: grid x, y, z, block x, y, z (uint32 each), then the
- * first 32 bytes that the second parameter pointer points to. */
+ * bytes of the parameters (see STUB_PARAM_SIZES below). A cubin module has every name. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +61,13 @@ static int devices(void) {
 static int context_token;
 
 CUresult cuInit(unsigned flags) { CUE("cuInit"); return flags == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
+/* NVRTC opens libcuda.so.1 itself and asks for the driver's private export tables; the stub
+ * has none, and says so. */
+CUresult cuGetExportTable(const void **table, const void *id) {
+    (void)id;
+    *table = NULL;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
 CUresult cuDriverGetVersion(int *version) { CUE("cuDriverGetVersion"); *version = 12080; return CUDA_SUCCESS; }
 CUresult cuDeviceGetCount(int *count) { CUE("cuDeviceGetCount"); *count = devices(); return CUDA_SUCCESS; }
 CUresult cuDeviceGet(CUdevice *device, int ordinal) {
@@ -241,13 +248,15 @@ CUresult cuEventElapsedTime(float *milliseconds, CUevent start, CUevent end) {
 }
 
 /* Modules: the image is kept; every name the text contains is a function. */
-typedef struct { char *text; } StubModule;
+typedef struct { char *text; int any_name; } StubModule;
 typedef struct { char name[128]; } StubFunction;
 
 CUresult cuModuleLoadData(CUmodule *module, const void *image) {
     CUE("cuModuleLoadData");
     StubModule *loaded = malloc(sizeof(StubModule));
     loaded->text = strdup((const char *)image);
+    /* A cubin (from NVRTC) is not read: every name is a function of it. */
+    loaded->any_name = memcmp(image, "\x7f" "ELF", 4) == 0;
     *module = loaded;
     return CUDA_SUCCESS;
 }
@@ -270,7 +279,7 @@ CUresult cuModuleGetFunction(CUfunction *function, CUmodule module, const char *
     CUE("cuModuleGetFunction");
     char entry[160];
     snprintf(entry, sizeof entry, ".entry %s(", name);
-    if (!strstr(((StubModule *)module)->text, entry)) return CUDA_ERROR_NOT_FOUND;
+    if (!((StubModule *)module)->any_name && !strstr(((StubModule *)module)->text, entry)) return CUDA_ERROR_NOT_FOUND;
     StubFunction *found = calloc(1, sizeof(StubFunction));
     strncpy(found->name, name, sizeof found->name - 1);
     *function = found;
@@ -300,6 +309,20 @@ CUresult cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy, unsigned 
     uint32_t *out = (uint32_t *)(uintptr_t)(*(CUdeviceptr *)parameters[0]);
     uint32_t shape[6] = {gx, gy, gz, bx, by, bz};
     memcpy(out, shape, sizeof shape);
-    memcpy(out + 6, parameters[1], 32);
+    /* STUB_PARAM_SIZES=8,8,8,16: the bytes of each parameter follow the shape, in order;
+       without it, the first 32 bytes the second parameter points to. */
+    const char *sizes = getenv("STUB_PARAM_SIZES");
+    if (!sizes) {
+        memcpy(out + 6, parameters[1], 32);
+        return CUDA_SUCCESS;
+    }
+    unsigned char *cursor = (unsigned char *)(out + 6);
+    for (int i = 0; sizes && *sizes; i++) {
+        size_t size = (size_t)strtoul(sizes, NULL, 10);
+        memcpy(cursor, parameters[i], size);
+        cursor += size;
+        sizes = strchr(sizes, ',');
+        if (sizes) sizes++;
+    }
     return CUDA_SUCCESS;
 }
