@@ -87,8 +87,9 @@ pub(crate) struct Compiled {
 pub(crate) fn compile(source: &str, compute_capability: u32, device_name: &str) -> Result<Compiled> {
     if version().is_none() {
         return Err(Error::unsupported(format!(
-            "NVRTC (libnvrtc.so) was not found, so {device_name} takes no cuda-c; install the CUDA runtime compiler \
-             (Debian: libnvrtc12) or load ptx or cubin"
+            "NVRTC (libnvrtc.so.12 or libnvrtc.so) was not found, so {device_name} takes no cuda-c; install the CUDA \
+             runtime compiler (the CUDA toolkit, Debian's libnvrtc12, or pip's nvidia-cuda-nvrtc-cu12) and put its \
+             folder on LD_LIBRARY_PATH, or load ptx or cubin"
         )));
     }
     let text = CString::new(source).map_err(|_| Error::invalid_argument("CUDA C source contains a NUL byte"))?;
