@@ -1,0 +1,261 @@
+//! An opened device (its primary context), device buffers and pinned staging memory.
+
+use crate::driver::{self, call, sys, CUcontext, CUdeviceptr, CUstream};
+use crate::instance::{Adapter, Instance};
+use parking_lot::Mutex;
+use std::ffi::c_void;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use xhal_core::{Error, Result};
+
+/// Bytes of one pinned staging block: transfers are split into blocks of this size, so the
+/// host copy of one block overlaps the DMA of the one before.
+pub(crate) const STAGING_BLOCK: usize = 4 << 20;
+/// Free staging blocks kept for reuse per device; more are returned to the driver.
+const STAGING_KEPT: usize = 64;
+
+/// An opened device: its primary context, retained for as long as this lives.
+pub(crate) struct Gpu {
+    pub(crate) instance: Arc<Instance>,
+    index: usize,
+    pub(crate) context: CUcontext,
+    /// Where pool allocations and frees are ordered, where the device has memory pools.
+    allocation_stream: Option<CUstream>,
+    staging: Mutex<Vec<PinnedBlock>>,
+}
+
+// The primary context and the allocation stream may be used from any thread (each call makes
+// the context current on the calling thread first); the staging pool is behind a lock.
+// SAFETY: see above.
+unsafe impl Send for Gpu {}
+// SAFETY: see above.
+unsafe impl Sync for Gpu {}
+
+impl Gpu {
+    /// Retains the primary context of adapter `index`.
+    pub(crate) fn open(instance: Arc<Instance>, index: usize) -> Result<Gpu> {
+        let adapter = &instance.adapters[index];
+        let name = adapter.info.name.clone();
+        let mut context: CUcontext = std::ptr::null_mut();
+        // SAFETY: writes one context for a device the driver listed.
+        call(
+            "cuDevicePrimaryCtxRetain",
+            || format!("opening {name}"),
+            || unsafe { sys::cuDevicePrimaryCtxRetain(&mut context, adapter.device) },
+        )?;
+        let mut gpu = Gpu {
+            instance: Arc::clone(&instance),
+            index,
+            context,
+            allocation_stream: None,
+            staging: Mutex::new(Vec::new()),
+        };
+        if adapter.memory_pools {
+            gpu.bind()?;
+            let mut stream: CUstream = std::ptr::null_mut();
+            // SAFETY: writes one stream in the current (primary) context.
+            call(
+                "cuStreamCreate",
+                || format!("creating the allocation stream on {name}"),
+                || unsafe { sys::cuStreamCreate(&mut stream, driver::STREAM_NON_BLOCKING) },
+            )?;
+            gpu.allocation_stream = Some(stream);
+        }
+        Ok(gpu)
+    }
+
+    pub(crate) fn adapter(&self) -> &Adapter {
+        &self.instance.adapters[self.index]
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.adapter().info.name
+    }
+
+    /// Makes the device's primary context current on the calling thread: every driver call
+    /// about the device's objects needs it.
+    pub(crate) fn bind(&self) -> Result<()> {
+        let context = self.context;
+        // SAFETY: a context retained by this device.
+        call(
+            "cuCtxSetCurrent",
+            || format!("making the context of {} current", self.name()),
+            || unsafe { sys::cuCtxSetCurrent(context) },
+        )
+    }
+
+    /// Free device memory, where the context answers.
+    pub(crate) fn free_memory(&self) -> Option<u64> {
+        self.bind().ok()?;
+        let (mut free, mut total) = (0usize, 0usize);
+        // SAFETY: writes two sizes for the current context.
+        call("cuMemGetInfo_v2", driver::quiet, || unsafe {
+            sys::cuMemGetInfo_v2(&mut free, &mut total)
+        })
+        .ok()?;
+        Some(free as u64)
+    }
+
+    /// A pinned block of at least `size` bytes, from the pool where one is free.
+    pub(crate) fn staging_block(&self, size: usize) -> Result<PinnedBlock> {
+        {
+            let mut free = self.staging.lock();
+            if let Some(position) = free.iter().position(|block| block.size >= size) {
+                return Ok(free.swap_remove(position));
+            }
+        }
+        self.bind()?;
+        let size = size.max(STAGING_BLOCK);
+        let mut pointer: *mut c_void = std::ptr::null_mut();
+        // SAFETY: writes one host pointer to `size` pinned bytes.
+        call(
+            "cuMemHostAlloc",
+            || format!("pinning {size} staging bytes for {}", self.name()),
+            || unsafe { sys::cuMemHostAlloc(&mut pointer, size, driver::HOST_ALLOC_PORTABLE) },
+        )?;
+        Ok(PinnedBlock {
+            pointer: pointer.cast(),
+            size,
+        })
+    }
+
+    /// Returns a staging block whose transfers have completed.
+    pub(crate) fn recycle_staging(&self, block: PinnedBlock) {
+        let mut free = self.staging.lock();
+        if free.len() < STAGING_KEPT && block.size == STAGING_BLOCK {
+            free.push(block);
+        } else {
+            drop(free);
+            block.release();
+        }
+    }
+}
+
+impl Drop for Gpu {
+    fn drop(&mut self) {
+        let _ = self.bind();
+        for block in self.staging.get_mut().drain(..) {
+            block.release();
+        }
+        if let Some(stream) = self.allocation_stream {
+            // SAFETY: the stream is this device's; every buffer holding the device is gone.
+            let _ = call("cuStreamDestroy_v2", driver::quiet, || unsafe {
+                sys::cuStreamSynchronize(stream);
+                sys::cuStreamDestroy_v2(stream)
+            });
+        }
+        let device = self.adapter().device;
+        // SAFETY: releases the one retain this device made.
+        let _ = call("cuDevicePrimaryCtxRelease_v2", driver::quiet, || unsafe {
+            sys::cuDevicePrimaryCtxRelease_v2(device)
+        });
+    }
+}
+
+/// Pinned host memory from `cuMemHostAlloc`, freed with `release`.
+pub(crate) struct PinnedBlock {
+    pub(crate) pointer: *mut u8,
+    pub(crate) size: usize,
+}
+
+// Pinned memory is plain host memory; whoever holds the block owns it.
+// SAFETY: see above.
+unsafe impl Send for PinnedBlock {}
+
+impl PinnedBlock {
+    fn release(self) {
+        let pointer = self.pointer.cast::<c_void>();
+        // SAFETY: memory from cuMemHostAlloc that no transfer uses any more.
+        if let Err(error) = call("cuMemFreeHost", driver::quiet, || unsafe {
+            sys::cuMemFreeHost(pointer)
+        }) {
+            tracing::warn!(%error, "a pinned staging block was not freed");
+        }
+    }
+}
+
+/// A device allocation.
+pub(crate) struct DeviceBuffer {
+    pub(crate) gpu: Arc<Gpu>,
+    pub(crate) pointer: CUdeviceptr,
+    pub(crate) size: u64,
+    /// From the stream-ordered pool (freed with `cuMemFreeAsync`).
+    pooled: bool,
+}
+
+impl DeviceBuffer {
+    /// `size` bytes: from the device's stream-ordered pool where it has one, else `cuMemAlloc`.
+    pub(crate) fn new(gpu: &Arc<Gpu>, size: u64) -> Result<DeviceBuffer> {
+        let adapter = gpu.adapter();
+        let bytes = usize::try_from(size)
+            .map_err(|_| Error::out_of_memory(format!("{size} bytes do not fit in this host's address space")))?;
+        if size > adapter.info.max_allocation_size {
+            return Err(Error::out_of_memory(format!(
+                "{size} bytes requested on {}, which has {} bytes of memory",
+                adapter.info.name, adapter.info.total_memory
+            )));
+        }
+        gpu.bind()?;
+        let mut pointer: CUdeviceptr = 0;
+        let doing = || format!("allocating {size} bytes on {}", gpu.name());
+        let pooled = match gpu.allocation_stream {
+            Some(stream) => {
+                // SAFETY: writes one device pointer; ordered on the allocation stream.
+                call("cuMemAllocAsync", doing, || unsafe {
+                    sys::cuMemAllocAsync(&mut pointer, bytes, stream)
+                })?;
+                // Other streams may use the memory at once: wait for the allocation here.
+                // SAFETY: the device's own stream.
+                let synchronized = call("cuStreamSynchronize", doing, || unsafe {
+                    sys::cuStreamSynchronize(stream)
+                });
+                if let Err(error) = synchronized {
+                    // SAFETY: returns the allocation made above.
+                    unsafe { sys::cuMemFreeAsync(pointer, stream) };
+                    return Err(error);
+                }
+                true
+            }
+            None => {
+                // SAFETY: writes one device pointer.
+                call("cuMemAlloc_v2", doing, || unsafe {
+                    sys::cuMemAlloc_v2(&mut pointer, bytes)
+                })?;
+                false
+            }
+        };
+        adapter.allocated.fetch_add(size, Ordering::Relaxed);
+        Ok(DeviceBuffer {
+            gpu: Arc::clone(gpu),
+            pointer,
+            size,
+            pooled,
+        })
+    }
+
+    /// The device address of byte `offset`.
+    pub(crate) fn address(&self, offset: u64) -> CUdeviceptr {
+        self.pointer + offset
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        self.gpu.adapter().allocated.fetch_sub(self.size, Ordering::Relaxed);
+        if self.gpu.bind().is_err() {
+            return;
+        }
+        let pointer = self.pointer;
+        let freed = match (self.pooled, self.gpu.allocation_stream) {
+            // SAFETY: pool memory no queued work uses (the Backend contract), freed once.
+            (true, Some(stream)) => call("cuMemFreeAsync", driver::quiet, || unsafe {
+                sys::cuMemFreeAsync(pointer, stream)
+            }),
+            // SAFETY: as above, from cuMemAlloc.
+            _ => call("cuMemFree_v2", driver::quiet, || unsafe { sys::cuMemFree_v2(pointer) }),
+        };
+        if let Err(error) = freed {
+            tracing::warn!(%error, "a CUDA buffer was not freed");
+        }
+    }
+}

@@ -1,0 +1,452 @@
+//! xhal's CUDA backend: the CUDA driver API and NVRTC through cudarc, loaded at run time.
+//!
+//! Nothing from CUDA is needed to build. When the backend is first asked for its devices it
+//! checks that cudarc finds the driver library (`libcuda.so`, down to `libcuda.so.1`) before
+//! any cudarc call, and guards every call against cudarc's panics (a missing library or entry
+//! point): a machine without the driver, or with no device, gets a `DriverUnavailable` error
+//! with the reason, and every CUDA error code becomes an xhal error naming the call and the
+//! CUDA error (`cuMemAlloc_v2 failed: CUDA_ERROR_OUT_OF_MEMORY (2) (...)`).
+//!
+//! Every CUDA device of compute capability 5.0 or later is an xhal device, opened through its
+//! primary context, which is made current on the calling thread for every call. Buffers come
+//! from the stream-ordered memory pool (`cuMemAllocAsync`) where the device supports it, else
+//! from `cuMemAlloc`; host transfers go through pinned staging blocks, so they never block.
+//! Streams are non-blocking CUDA streams; events are CUDA events, timed with
+//! `cuEventElapsedTime` when created with timing.
+//!
+//! Kernels arrive as `ptx`, `cubin`, or `cuda-c` source compiled by NVRTC for the device's
+//! architecture (offered only where NVRTC is found). They follow the xhal argument ABI:
+//! buffer argument `i` is pointer parameter `i` (the view's device address), then the scalar
+//! block as one by-value parameter when the kernel has scalars, then, for kernels emitted from
+//! WGSL that declare it, the buffer-lengths parameter the backend fills. Entry points are
+//! looked up by `xhal_kernel::c::c_symbol(name)`, then by `name`; the workgroup size comes from
+//! the module (see `reflect`).
+#![deny(missing_docs)]
+
+mod driver;
+mod gpu;
+mod instance;
+mod module;
+mod nvrtc;
+mod reflect;
+mod stream;
+
+use gpu::{DeviceBuffer, Gpu};
+use instance::{Instance, LibrarySource};
+use module::{KernelObject, Module};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock, Weak};
+use stream::{Event, Stream};
+use xhal_core::handles::{HandleTable, ObjectKind};
+use xhal_core::{
+    Backend, BackendInfo, BufferHandle, DeviceHandle, DeviceInfo, Error, EventHandle, KernelFormat, KernelHandle,
+    LaunchArgs, ModuleHandle, Result, StreamHandle,
+};
+
+/// The backend's name.
+const NAME: &str = "cuda";
+
+xhal_core::register_static_backend!(NAME, create_static);
+xhal_core::export_plugin!(create_plugin);
+
+fn create_static() -> Result<Arc<dyn Backend>> {
+    Ok(Arc::new(CudaBackend::from_env()))
+}
+
+/// The plugin's constructor (see `export_plugin!`).
+fn create_plugin() -> Result<CudaBackend> {
+    init_plugin_logging();
+    Ok(CudaBackend::from_env())
+}
+
+/// Sends this library's logs to stderr, filtered by `XHAL_LOG` (warnings by default).
+///
+/// Loaded as a plugin, the library has its own copy of `tracing`, which does not see the
+/// host's subscriber. Linked into a program that already has a subscriber, this does nothing.
+fn init_plugin_logging() {
+    use tracing_subscriber::filter::{EnvFilter, LevelFilter};
+    let directives = std::env::var("XHAL_LOG").unwrap_or_default();
+    let filter = EnvFilter::builder()
+        .with_default_directive(LevelFilter::WARN.into())
+        .parse_lossy(if directives.trim().is_empty() {
+            "warn"
+        } else {
+            directives.as_str()
+        });
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
+}
+
+/// The CUDA backend. See the crate documentation.
+pub struct CudaBackend {
+    source: LibrarySource,
+    /// Made on first use, so constructing the backend never touches the driver.
+    instance: OnceLock<Result<Arc<Instance>>>,
+    opened: Mutex<HashMap<u32, Weak<Gpu>>>,
+    devices: HandleTable<Arc<Gpu>>,
+    buffers: HandleTable<DeviceBuffer>,
+    streams: HandleTable<Stream>,
+    events: HandleTable<Event>,
+    modules: HandleTable<Arc<Module>>,
+    kernels: HandleTable<KernelObject>,
+}
+
+impl std::fmt::Debug for CudaBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaBackend")
+            .field("source", &self.source)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CudaBackend {
+    fn with_source(source: LibrarySource) -> CudaBackend {
+        CudaBackend {
+            source,
+            instance: OnceLock::new(),
+            opened: Mutex::new(HashMap::new()),
+            devices: HandleTable::new(NAME, ObjectKind::Device),
+            buffers: HandleTable::new(NAME, ObjectKind::Buffer),
+            streams: HandleTable::new(NAME, ObjectKind::Stream),
+            events: HandleTable::new(NAME, ObjectKind::Event),
+            modules: HandleTable::new(NAME, ObjectKind::Module),
+            kernels: HandleTable::new(NAME, ObjectKind::Kernel),
+        }
+    }
+
+    /// The CUDA driver library the system's loader finds by name (`libcuda.so`, then the
+    /// versioned names down to `libcuda.so.1`, on the library path).
+    pub fn from_env() -> CudaBackend {
+        CudaBackend::with_source(LibrarySource::System)
+    }
+
+    /// The CUDA driver library (or a library exporting its API) at `path`. cudarc opens the
+    /// driver by name, once per process: the library is opened first so that the search
+    /// finds it by its soname, and the backend refuses to start when the search lands on
+    /// another one.
+    pub fn with_library_path(path: impl Into<std::path::PathBuf>) -> CudaBackend {
+        CudaBackend::with_source(LibrarySource::Path(path.into()))
+    }
+
+    fn instance(&self) -> Result<&Arc<Instance>> {
+        self.instance
+            .get_or_init(|| Instance::create(&self.source).map(Arc::new))
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    fn adapter_index(&self, index: u32) -> Result<(&Arc<Instance>, usize)> {
+        let instance = self.instance()?;
+        let count = instance.adapters.len();
+        if index as usize >= count {
+            return Err(Error::not_found(format!(
+                "cuda device {index} does not exist; this backend has {count} device(s)"
+            )));
+        }
+        Ok((instance, index as usize))
+    }
+
+    fn device(&self, device: DeviceHandle) -> Result<Arc<Gpu>> {
+        Ok(Arc::clone(&*self.devices.get(device.0)?))
+    }
+
+    fn stream_and_buffer(
+        &self,
+        stream: StreamHandle,
+        buffer: BufferHandle,
+    ) -> Result<(Arc<Stream>, Arc<DeviceBuffer>)> {
+        let stream = self.streams.get(stream.0)?;
+        let buffer = self.buffer_on(&stream.gpu, buffer)?;
+        Ok((stream, buffer))
+    }
+
+    fn buffer_on(&self, gpu: &Arc<Gpu>, buffer: BufferHandle) -> Result<Arc<DeviceBuffer>> {
+        let object = self.buffers.get(buffer.0)?;
+        if !Arc::ptr_eq(&object.gpu, gpu) {
+            return Err(Error::invalid_handle(format!(
+                "buffer {:#x} belongs to another cuda device than the stream",
+                buffer.0
+            )));
+        }
+        Ok(object)
+    }
+
+    fn event_on(&self, gpu: &Arc<Gpu>, event: EventHandle) -> Result<Arc<Event>> {
+        let object = self.events.get(event.0)?;
+        if !Arc::ptr_eq(&object.gpu, gpu) {
+            return Err(Error::invalid_handle(format!(
+                "event {:#x} belongs to another cuda device than the stream",
+                event.0
+            )));
+        }
+        Ok(object)
+    }
+}
+
+fn check_range(what: &str, buffer: &DeviceBuffer, offset: u64, size: u64) -> Result<()> {
+    xhal_core::error::check_range(what, offset, size, buffer.size)
+}
+
+impl Drop for CudaBackend {
+    fn drop(&mut self) {
+        for stream in self.streams.drain() {
+            let _ = stream.synchronize();
+        }
+    }
+}
+
+impl Backend for CudaBackend {
+    fn info(&self) -> BackendInfo {
+        BackendInfo {
+            name: NAME.to_string(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            abi_version: (xhal_core::abi::XHAL_ABI_MAJOR, xhal_core::abi::XHAL_ABI_MINOR),
+        }
+    }
+
+    fn device_count(&self) -> Result<u32> {
+        Ok(self.instance()?.adapters.len() as u32)
+    }
+
+    fn device_info(&self, index: u32) -> Result<DeviceInfo> {
+        let (instance, position) = self.adapter_index(index)?;
+        let adapter = &instance.adapters[position];
+        let mut info = adapter.info.clone();
+        let opened = self.opened.lock().get(&index).and_then(Weak::upgrade);
+        info.free_memory = opened.and_then(|gpu| gpu.free_memory()).unwrap_or_else(|| {
+            info.total_memory
+                .saturating_sub(adapter.allocated.load(Ordering::Relaxed))
+        });
+        Ok(info)
+    }
+
+    fn device_open(&self, index: u32) -> Result<DeviceHandle> {
+        let (instance, adapter_index) = self.adapter_index(index)?;
+        let mut opened = self.opened.lock();
+        let gpu = match opened.get(&index).and_then(Weak::upgrade) {
+            Some(gpu) => gpu,
+            None => {
+                let gpu = Arc::new(Gpu::open(Arc::clone(instance), adapter_index)?);
+                opened.insert(index, Arc::downgrade(&gpu));
+                gpu
+            }
+        };
+        Ok(DeviceHandle(self.devices.insert_with(|_| Ok(gpu))?))
+    }
+
+    fn device_close(&self, device: DeviceHandle) {
+        let _ = self.devices.remove(device.0);
+    }
+
+    fn buffer_allocate(&self, device: DeviceHandle, size: u64) -> Result<BufferHandle> {
+        let gpu = self.device(device)?;
+        if size == 0 {
+            return Err(Error::invalid_argument("a buffer of 0 bytes holds nothing"));
+        }
+        let buffer = DeviceBuffer::new(&gpu, size)?;
+        Ok(BufferHandle(self.buffers.insert_with(|_| Ok(buffer))?))
+    }
+
+    fn buffer_free(&self, buffer: BufferHandle) {
+        let _ = self.buffers.remove(buffer.0);
+    }
+
+    fn stream_create(&self, device: DeviceHandle) -> Result<StreamHandle> {
+        let gpu = self.device(device)?;
+        let stream = Stream::new(&gpu)?;
+        Ok(StreamHandle(self.streams.insert_with(|_| Ok(stream))?))
+    }
+
+    fn stream_destroy(&self, stream: StreamHandle) {
+        if let Ok(stream) = self.streams.remove(stream.0) {
+            if let Err(error) = stream.synchronize() {
+                tracing::warn!(%error, "a destroyed stream's work failed");
+            }
+        }
+    }
+
+    unsafe fn stream_write(
+        &self,
+        stream: StreamHandle,
+        buffer: BufferHandle,
+        offset: u64,
+        source: *const u8,
+        size: u64,
+    ) -> Result<()> {
+        let (stream, buffer) = self.stream_and_buffer(stream, buffer)?;
+        check_range("write", &buffer, offset, size)?;
+        if source.is_null() && size > 0 {
+            return Err(Error::invalid_argument(format!(
+                "write of {size} bytes from a null host pointer"
+            )));
+        }
+        // SAFETY: the caller accepted `stream_write`'s contract; the range was checked.
+        unsafe { stream.write(&buffer, offset, source, size) }
+    }
+
+    unsafe fn stream_read(
+        &self,
+        stream: StreamHandle,
+        buffer: BufferHandle,
+        offset: u64,
+        destination: *mut u8,
+        size: u64,
+    ) -> Result<()> {
+        let (stream, buffer) = self.stream_and_buffer(stream, buffer)?;
+        check_range("read", &buffer, offset, size)?;
+        if destination.is_null() && size > 0 {
+            return Err(Error::invalid_argument(format!(
+                "read of {size} bytes into a null host pointer"
+            )));
+        }
+        // SAFETY: the caller accepted `stream_read`'s contract; the range was checked.
+        unsafe { stream.read(&buffer, offset, destination, size) }
+    }
+
+    fn stream_copy(
+        &self,
+        stream: StreamHandle,
+        source: BufferHandle,
+        source_offset: u64,
+        destination: BufferHandle,
+        destination_offset: u64,
+        size: u64,
+    ) -> Result<()> {
+        let (stream, source) = self.stream_and_buffer(stream, source)?;
+        let destination = self.buffer_on(&stream.gpu, destination)?;
+        check_range("copy source", &source, source_offset, size)?;
+        check_range("copy destination", &destination, destination_offset, size)?;
+        stream.copy(&source, source_offset, &destination, destination_offset, size)
+    }
+
+    fn stream_fill(
+        &self,
+        stream: StreamHandle,
+        buffer: BufferHandle,
+        offset: u64,
+        size: u64,
+        pattern: &[u8],
+    ) -> Result<()> {
+        let (stream, buffer) = self.stream_and_buffer(stream, buffer)?;
+        if !matches!(pattern.len(), 1 | 2 | 4) {
+            return Err(Error::invalid_argument(format!(
+                "a fill pattern has 1, 2 or 4 bytes, not {}",
+                pattern.len()
+            )));
+        }
+        let length = pattern.len() as u64;
+        if !offset.is_multiple_of(length) || !size.is_multiple_of(length) {
+            return Err(Error::invalid_argument(format!(
+                "fill: offset {offset} and size {size} must be multiples of the {length}-byte pattern"
+            )));
+        }
+        check_range("fill", &buffer, offset, size)?;
+        stream.fill(&buffer, offset, size, pattern)
+    }
+
+    fn stream_launch(&self, stream: StreamHandle, launch: &LaunchArgs<'_>) -> Result<()> {
+        let stream = self.streams.get(stream.0)?;
+        let kernel = self.kernels.get(launch.kernel.0)?;
+        if !Arc::ptr_eq(kernel.gpu(), &stream.gpu) {
+            return Err(Error::invalid_handle(format!(
+                "kernel {:#x} was loaded on another cuda device than the stream",
+                launch.kernel.0
+            )));
+        }
+        let mut buffers = Vec::with_capacity(launch.buffers.len());
+        for (index, argument) in launch.buffers.iter().enumerate() {
+            let buffer = self.buffer_on(&stream.gpu, argument.buffer)?;
+            check_range(
+                &format!("buffer argument {index}"),
+                &buffer,
+                argument.offset,
+                argument.size,
+            )?;
+            if argument.size == 0 {
+                return Err(Error::invalid_argument(format!(
+                    "buffer argument {index} is a view of 0 bytes; a kernel cannot bind no memory"
+                )));
+            }
+            let alignment = u64::from(stream.gpu.adapter().info.buffer_offset_alignment);
+            if !argument.offset.is_multiple_of(alignment) {
+                return Err(Error::invalid_argument(format!(
+                    "buffer argument {index} starts at byte {}, which is not a multiple of {alignment}, the buffer \
+                     offset alignment of {}: a kernel reads the view's types at their alignment from its start",
+                    argument.offset,
+                    stream.gpu.name()
+                )));
+            }
+            buffers.push((buffer, *argument));
+        }
+        kernel.launch(&stream, launch.workgroups, &buffers, launch.scalars)
+    }
+
+    fn stream_record_event(&self, stream: StreamHandle, event: EventHandle) -> Result<()> {
+        let stream = self.streams.get(stream.0)?;
+        let event = self.event_on(&stream.gpu, event)?;
+        stream.record_event(&event)
+    }
+
+    fn stream_wait_event(&self, stream: StreamHandle, event: EventHandle) -> Result<()> {
+        let stream = self.streams.get(stream.0)?;
+        let event = self.event_on(&stream.gpu, event)?;
+        stream.wait_event(&event)
+    }
+
+    fn stream_synchronize(&self, stream: StreamHandle) -> Result<()> {
+        self.streams.get(stream.0)?.synchronize()
+    }
+
+    fn stream_query(&self, stream: StreamHandle) -> Result<bool> {
+        self.streams.get(stream.0)?.query()
+    }
+
+    fn event_create(&self, device: DeviceHandle, timing: bool) -> Result<EventHandle> {
+        let gpu = self.device(device)?;
+        let event = Event::new(&gpu, timing)?;
+        Ok(EventHandle(self.events.insert_with(|_| Ok(event))?))
+    }
+
+    fn event_destroy(&self, event: EventHandle) {
+        let _ = self.events.remove(event.0);
+    }
+
+    fn event_query(&self, event: EventHandle) -> Result<bool> {
+        self.events.get(event.0)?.query()
+    }
+
+    fn event_synchronize(&self, event: EventHandle) -> Result<()> {
+        self.events.get(event.0)?.synchronize()
+    }
+
+    fn event_elapsed_time(&self, start: EventHandle, end: EventHandle) -> Result<u64> {
+        let first = self.events.get(start.0)?;
+        let last = self.events.get(end.0)?;
+        Event::elapsed_nanoseconds(&first, start.0, &last, end.0)
+    }
+
+    fn module_load(&self, device: DeviceHandle, format: KernelFormat, code: &[u8]) -> Result<ModuleHandle> {
+        let gpu = self.device(device)?;
+        let module = Arc::new(Module::load(&gpu, format, code)?);
+        Ok(ModuleHandle(self.modules.insert_with(|_| Ok(module))?))
+    }
+
+    fn module_destroy(&self, module: ModuleHandle) {
+        let _ = self.modules.remove(module.0);
+    }
+
+    fn kernel_get(&self, module: ModuleHandle, name: &str) -> Result<KernelHandle> {
+        let module = self.modules.get(module.0)?;
+        let kernel = module.kernel(name)?;
+        Ok(KernelHandle(self.kernels.insert_with(|_| Ok(kernel))?))
+    }
+
+    fn kernel_destroy(&self, kernel: KernelHandle) {
+        let _ = self.kernels.remove(kernel.0);
+    }
+}

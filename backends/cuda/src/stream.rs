@@ -1,0 +1,622 @@
+//! Streams as non-blocking CUDA streams, events as CUDA events.
+//!
+//! Host transfers go through pinned staging blocks, so they never block the caller on the
+//! device: a write copies each block's bytes into pinned memory and enqueues its DMA; a read
+//! enqueues each block's DMA and then a host function (`cuLaunchHostFunc`) that copies the
+//! block out to the caller's memory when the stream reaches it. Staging blocks, and the
+//! temporary buffer of an overlapping copy, are kept with an event recorded after the work
+//! that uses them, and reused once that event completed.
+//!
+//! A fault found while executing (an illegal address, a failed launch) corrupts a CUDA
+//! context, so the driver returns it from every later call; the stream keeps it as its sticky
+//! error and returns it from every later call itself, before touching the driver.
+
+use crate::driver::{self, call, raw_call, sys, CUevent, CUresult, CUstream};
+use crate::gpu::{DeviceBuffer, Gpu, PinnedBlock, STAGING_BLOCK};
+use parking_lot::Mutex;
+use std::collections::VecDeque;
+use std::ffi::c_void;
+use std::sync::Arc;
+use xhal_core::{Error, ErrorKind, Result};
+
+/// What a stream keeps until the work using it completed.
+enum Retained {
+    Staging(PinnedBlock),
+    Buffer(DeviceBuffer),
+}
+
+pub(crate) struct StreamState {
+    /// Events recorded after work that uses what they hold, oldest first.
+    retained: VecDeque<(CUevent, Retained)>,
+    /// Completed internal events, for reuse.
+    spare_events: Vec<CUevent>,
+    /// A fault found while executing: returned by every later call.
+    sticky: Option<Error>,
+}
+
+// The raw events are driver handles usable from any thread.
+// SAFETY: see above.
+unsafe impl Send for StreamState {}
+
+impl StreamState {
+    fn usable(&self) -> Result<()> {
+        match &self.sticky {
+            Some(error) => Err(error.clone()),
+            None => Ok(()),
+        }
+    }
+
+    /// Keeps `error` as the sticky error when it is a fault of executing work.
+    fn note(&mut self, error: Error) -> Error {
+        if matches!(
+            error.kind(),
+            ErrorKind::KernelFault | ErrorKind::DeviceLost | ErrorKind::Timeout
+        ) {
+            return self.sticky.get_or_insert(error).clone();
+        }
+        error
+    }
+}
+
+/// A CUDA stream of one device.
+pub(crate) struct Stream {
+    pub(crate) gpu: Arc<Gpu>,
+    pub(crate) raw: CUstream,
+    state: Arc<Mutex<StreamState>>,
+}
+
+// A CUDA stream may be used from any thread; the state is behind a lock.
+// SAFETY: see above.
+unsafe impl Send for Stream {}
+// SAFETY: see above.
+unsafe impl Sync for Stream {}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        let _ = self.gpu.bind();
+        let raw = self.raw;
+        // SAFETY: the stream is live; nothing else destroys it.
+        let _ = call("cuStreamSynchronize", driver::quiet, || unsafe {
+            sys::cuStreamSynchronize(raw)
+        });
+        let mut state = self.state.lock();
+        self.release_all(&mut state);
+        for event in state.spare_events.drain(..) {
+            // SAFETY: an internal event no work uses any more.
+            let _ = call("cuEventDestroy_v2", driver::quiet, || unsafe {
+                sys::cuEventDestroy_v2(event)
+            });
+        }
+        // SAFETY: as above.
+        let _ = call("cuStreamDestroy_v2", driver::quiet, || unsafe {
+            sys::cuStreamDestroy_v2(raw)
+        });
+    }
+}
+
+/// The host half of a read: copies a staging block out when the stream reaches it.
+struct HostCopy {
+    from: *const u8,
+    to: *mut u8,
+    size: usize,
+}
+
+unsafe extern "C" fn copy_out(user_data: *mut c_void) {
+    // SAFETY: `user_data` is the `Box<HostCopy>` leaked when the function was enqueued; the
+    // driver calls this once. The staging block is kept until an event after this completes,
+    // and the destination is valid until the read completes (the caller's contract).
+    let copy = unsafe { Box::from_raw(user_data.cast::<HostCopy>()) };
+    // SAFETY: see above; the two ranges are distinct allocations.
+    unsafe { std::ptr::copy_nonoverlapping(copy.from, copy.to, copy.size) };
+}
+
+impl Stream {
+    /// A non-blocking stream on the device.
+    pub(crate) fn new(gpu: &Arc<Gpu>) -> Result<Stream> {
+        gpu.bind()?;
+        let mut raw: CUstream = std::ptr::null_mut();
+        // SAFETY: writes one stream in the current context.
+        call(
+            "cuStreamCreate",
+            || format!("creating a stream on {}", gpu.name()),
+            || unsafe { sys::cuStreamCreate(&mut raw, driver::STREAM_NON_BLOCKING) },
+        )?;
+        Ok(Stream {
+            gpu: Arc::clone(gpu),
+            raw,
+            state: Arc::new(Mutex::new(StreamState {
+                retained: VecDeque::new(),
+                spare_events: Vec::new(),
+                sticky: None,
+            })),
+        })
+    }
+
+    /// Enqueues one command through `body` under the stream's lock, after the sticky check,
+    /// with the context current. `function` names the driver call for errors.
+    pub(crate) fn enqueue(
+        &self,
+        function: &str,
+        doing: impl FnOnce() -> String,
+        body: impl FnOnce(CUstream) -> CUresult,
+    ) -> Result<()> {
+        let mut state = self.state.lock();
+        self.enqueue_locked(&mut state, function, doing, body)
+    }
+
+    fn enqueue_locked(
+        &self,
+        state: &mut StreamState,
+        function: &str,
+        doing: impl FnOnce() -> String,
+        body: impl FnOnce(CUstream) -> CUresult,
+    ) -> Result<()> {
+        state.usable()?;
+        self.gpu.bind()?;
+        let raw = self.raw;
+        call(function, doing, || body(raw)).map_err(|error| state.note(error))
+    }
+
+    /// Keeps `item` until the work enqueued so far completed.
+    fn retain(&self, state: &mut StreamState, item: Retained) -> Result<()> {
+        self.reclaim(state);
+        let event = match state.spare_events.pop() {
+            Some(event) => event,
+            None => {
+                let mut event: CUevent = std::ptr::null_mut();
+                // SAFETY: writes one event in the current context.
+                let created = call("cuEventCreate", driver::quiet, || unsafe {
+                    sys::cuEventCreate(&mut event, driver::EVENT_DISABLE_TIMING)
+                });
+                if let Err(error) = created {
+                    // Without an event to know when the work is done, wait for it.
+                    self.finish_with(state, item);
+                    return Err(state.note(error));
+                }
+                event
+            }
+        };
+        let raw = self.raw;
+        // SAFETY: an internal event and this stream, in the current context.
+        match call("cuEventRecord", driver::quiet, || unsafe {
+            sys::cuEventRecord(event, raw)
+        }) {
+            Ok(()) => {
+                state.retained.push_back((event, item));
+                Ok(())
+            }
+            Err(error) => {
+                state.spare_events.push(event);
+                self.finish_with(state, item);
+                Err(state.note(error))
+            }
+        }
+    }
+
+    /// Waits for the stream, then lets `item` go.
+    fn finish_with(&self, state: &mut StreamState, item: Retained) {
+        let raw = self.raw;
+        // SAFETY: this stream.
+        let _ = call("cuStreamSynchronize", driver::quiet, || unsafe {
+            sys::cuStreamSynchronize(raw)
+        });
+        self.release(item);
+        let _ = state;
+    }
+
+    fn release(&self, item: Retained) {
+        match item {
+            Retained::Staging(block) => self.gpu.recycle_staging(block),
+            Retained::Buffer(buffer) => drop(buffer),
+        }
+    }
+
+    /// Lets go of what completed work held, oldest first.
+    fn reclaim(&self, state: &mut StreamState) {
+        while let Some((event, _)) = state.retained.front() {
+            let event = *event;
+            // SAFETY: an internal event, recorded on this stream.
+            match raw_call("cuEventQuery", || unsafe { sys::cuEventQuery(event) }) {
+                Ok(CUresult::CUDA_SUCCESS) => {
+                    if let Some((event, item)) = state.retained.pop_front() {
+                        state.spare_events.push(event);
+                        self.release(item);
+                    }
+                }
+                Ok(CUresult::CUDA_ERROR_NOT_READY) => break,
+                Ok(code) => {
+                    let error = driver::cuda_error("cuEventQuery", code, || "a transfer failed".to_string());
+                    state.note(error);
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+    }
+
+    /// After the stream drained (or failed for good): everything held can go.
+    fn release_all(&self, state: &mut StreamState) {
+        while let Some((event, item)) = state.retained.pop_front() {
+            state.spare_events.push(event);
+            self.release(item);
+        }
+    }
+
+    /// Blocks until everything enqueued completed.
+    pub(crate) fn synchronize(&self) -> Result<()> {
+        let mut state = self.state.lock();
+        if state.sticky.is_none() {
+            self.gpu.bind()?;
+        }
+        let raw = self.raw;
+        // Drain even with a sticky error known, so no transfer uses host memory after this.
+        // SAFETY: this stream.
+        let result = call(
+            "cuStreamSynchronize",
+            || format!("waiting for a stream on {}", self.gpu.name()),
+            || unsafe { sys::cuStreamSynchronize(raw) },
+        );
+        self.release_all(&mut state);
+        state.usable()?;
+        result.map_err(|error| state.note(error))
+    }
+
+    /// True when everything enqueued completed.
+    pub(crate) fn query(&self) -> Result<bool> {
+        let mut state = self.state.lock();
+        state.usable()?;
+        self.gpu.bind()?;
+        let raw = self.raw;
+        // SAFETY: this stream.
+        match raw_call("cuStreamQuery", || unsafe { sys::cuStreamQuery(raw) })? {
+            CUresult::CUDA_SUCCESS => {
+                self.release_all(&mut state);
+                Ok(true)
+            }
+            CUresult::CUDA_ERROR_NOT_READY => {
+                self.reclaim(&mut state);
+                state.usable().map(|()| false)
+            }
+            code => Err(state.note(driver::cuda_error("cuStreamQuery", code, || {
+                format!("asking a stream on {}", self.gpu.name())
+            }))),
+        }
+    }
+
+    /// Records `event` after everything enqueued so far.
+    pub(crate) fn record_event(&self, event: &Event) -> Result<()> {
+        let raw_event = event.raw;
+        self.enqueue(
+            "cuEventRecord",
+            || format!("recording an event on {}", self.gpu.name()),
+            // SAFETY: an event of this stream's device.
+            |stream| unsafe { sys::cuEventRecord(raw_event, stream) },
+        )?;
+        *event.recorded.lock() = Some(Arc::clone(&self.state));
+        Ok(())
+    }
+
+    /// Makes later work wait for `event`'s most recent record.
+    pub(crate) fn wait_event(&self, event: &Event) -> Result<()> {
+        if event.recorded.lock().is_none() {
+            return self.state.lock().usable();
+        }
+        let raw_event = event.raw;
+        self.enqueue(
+            "cuStreamWaitEvent",
+            || format!("waiting for an event on {}", self.gpu.name()),
+            // SAFETY: an event of this stream's device; flags must be 0.
+            |stream| unsafe { sys::cuStreamWaitEvent(stream, raw_event, 0) },
+        )
+    }
+}
+
+/// Copies and fills. Ranges were checked against the buffers by the caller.
+impl Stream {
+    /// Enqueues a write of `size` bytes from `source`, through pinned staging blocks.
+    ///
+    /// # Safety
+    /// `source` must point to `size` readable bytes (it is copied before this returns).
+    pub(crate) unsafe fn write(&self, buffer: &DeviceBuffer, offset: u64, source: *const u8, size: u64) -> Result<()> {
+        let mut state = self.state.lock();
+        state.usable()?;
+        let total = host_size(size)?;
+        let mut done = 0usize;
+        while done < total {
+            let length = (total - done).min(STAGING_BLOCK);
+            let block = self.gpu.staging_block(length)?;
+            // SAFETY: `length` bytes of the caller's source (its contract) into a block at
+            // least that large.
+            unsafe { std::ptr::copy_nonoverlapping(source.add(done), block.pointer, length) };
+            let destination = buffer.address(offset + done as u64);
+            let from = block.pointer.cast::<c_void>().cast_const();
+            let enqueued = self.enqueue_locked(
+                &mut state,
+                "cuMemcpyHtoDAsync_v2",
+                || format!("writing {size} bytes at byte {offset} on {}", self.gpu.name()),
+                // SAFETY: pinned memory kept until the copy completes; the range is in the buffer.
+                |stream| unsafe { sys::cuMemcpyHtoDAsync_v2(destination, from, length, stream) },
+            );
+            if let Err(error) = enqueued {
+                self.gpu.recycle_staging(block);
+                return Err(error);
+            }
+            self.retain(&mut state, Retained::Staging(block))?;
+            done += length;
+        }
+        Ok(())
+    }
+
+    /// Enqueues a read of `size` bytes into `destination`, through pinned staging blocks.
+    ///
+    /// # Safety
+    /// `destination` must point to `size` writable bytes that stay valid, and untouched by
+    /// anyone else, until the read completes.
+    pub(crate) unsafe fn read(
+        &self,
+        buffer: &DeviceBuffer,
+        offset: u64,
+        destination: *mut u8,
+        size: u64,
+    ) -> Result<()> {
+        let mut state = self.state.lock();
+        state.usable()?;
+        let total = host_size(size)?;
+        let mut done = 0usize;
+        while done < total {
+            let length = (total - done).min(STAGING_BLOCK);
+            let block = self.gpu.staging_block(length)?;
+            let source = buffer.address(offset + done as u64);
+            let into = block.pointer.cast::<c_void>();
+            let doing = || format!("reading {size} bytes at byte {offset} on {}", self.gpu.name());
+            let enqueued = self.enqueue_locked(
+                &mut state,
+                "cuMemcpyDtoHAsync_v2",
+                doing,
+                // SAFETY: pinned memory kept until the copy completes; the range is in the buffer.
+                |stream| unsafe { sys::cuMemcpyDtoHAsync_v2(into, source, length, stream) },
+            );
+            if let Err(error) = enqueued {
+                self.gpu.recycle_staging(block);
+                return Err(error);
+            }
+            let copy = Box::into_raw(Box::new(HostCopy {
+                from: block.pointer,
+                // SAFETY: within the caller's `size` bytes.
+                to: unsafe { destination.add(done) },
+                size: length,
+            }));
+            let launched = self.enqueue_locked(
+                &mut state,
+                "cuLaunchHostFunc",
+                doing,
+                // SAFETY: `copy_out` takes ownership of `copy` when the driver runs it.
+                |stream| unsafe { sys::cuLaunchHostFunc(stream, Some(copy_out), copy.cast()) },
+            );
+            if let Err(error) = launched {
+                // SAFETY: the driver did not take the function, so the box is still ours.
+                drop(unsafe { Box::from_raw(copy) });
+                self.finish_with(&mut state, Retained::Staging(block));
+                return Err(error);
+            }
+            self.retain(&mut state, Retained::Staging(block))?;
+            done += length;
+        }
+        Ok(())
+    }
+
+    /// Enqueues a device copy; overlapping ranges of one buffer go through a temporary buffer,
+    /// since CUDA's copies do not allow overlap.
+    pub(crate) fn copy(
+        &self,
+        source: &DeviceBuffer,
+        source_offset: u64,
+        destination: &DeviceBuffer,
+        destination_offset: u64,
+        size: u64,
+    ) -> Result<()> {
+        if size == 0 {
+            return self.state.lock().usable();
+        }
+        let overlapping = source.pointer == destination.pointer
+            && source_offset < destination_offset + size
+            && destination_offset < source_offset + size;
+        if overlapping && source_offset == destination_offset {
+            return self.state.lock().usable();
+        }
+        if overlapping {
+            let temporary = DeviceBuffer::new(&self.gpu, size)?;
+            self.copy_raw(source.address(source_offset), temporary.address(0), size)?;
+            self.copy_raw(temporary.address(0), destination.address(destination_offset), size)?;
+            let mut state = self.state.lock();
+            return self.retain(&mut state, Retained::Buffer(temporary));
+        }
+        self.copy_raw(
+            source.address(source_offset),
+            destination.address(destination_offset),
+            size,
+        )
+    }
+
+    fn copy_raw(&self, from: sys::CUdeviceptr, to: sys::CUdeviceptr, size: u64) -> Result<()> {
+        let bytes = host_size(size)?;
+        self.enqueue(
+            "cuMemcpyDtoDAsync_v2",
+            || format!("copying {size} bytes on {}", self.gpu.name()),
+            // SAFETY: both ranges lie in live buffers (checked by the caller).
+            |stream| unsafe { sys::cuMemcpyDtoDAsync_v2(to, from, bytes, stream) },
+        )
+    }
+
+    /// Enqueues a fill with a 1-, 2- or 4-byte pattern; `offset` and `size` are multiples of it.
+    pub(crate) fn fill(&self, buffer: &DeviceBuffer, offset: u64, size: u64, pattern: &[u8]) -> Result<()> {
+        if size == 0 {
+            return self.state.lock().usable();
+        }
+        let address = buffer.address(offset);
+        let count = host_size(size / pattern.len() as u64)?;
+        let doing = || {
+            format!(
+                "filling {size} bytes at byte {offset} with a {}-byte pattern on {}",
+                pattern.len(),
+                self.gpu.name()
+            )
+        };
+        match *pattern {
+            // SAFETY (all three): the range lies in the buffer, aligned to the pattern (the
+            // buffer's base is aligned to 256 bytes and the offset is a multiple of the pattern).
+            [byte] => self.enqueue("cuMemsetD8Async", doing, |stream| unsafe {
+                sys::cuMemsetD8Async(address, byte, count, stream)
+            }),
+            [a, b] => {
+                let value = u16::from_ne_bytes([a, b]);
+                self.enqueue("cuMemsetD16Async", doing, |stream| unsafe {
+                    sys::cuMemsetD16Async(address, value, count, stream)
+                })
+            }
+            [a, b, c, d] => {
+                let value = u32::from_ne_bytes([a, b, c, d]);
+                self.enqueue("cuMemsetD32Async", doing, |stream| unsafe {
+                    sys::cuMemsetD32Async(address, value, count, stream)
+                })
+            }
+            _ => Err(Error::invalid_argument(format!(
+                "a fill pattern has 1, 2 or 4 bytes, not {}",
+                pattern.len()
+            ))),
+        }
+    }
+}
+
+fn host_size(value: u64) -> Result<usize> {
+    usize::try_from(value).map_err(|_| Error::out_of_bounds(format!("{value} bytes do not fit in a size_t")))
+}
+
+/// A CUDA event; `recorded` is the state of the stream it was last recorded on.
+pub(crate) struct Event {
+    pub(crate) gpu: Arc<Gpu>,
+    raw: CUevent,
+    timing: bool,
+    recorded: Mutex<Option<Arc<Mutex<StreamState>>>>,
+}
+
+// CUDA events may be used from any thread.
+// SAFETY: see above.
+unsafe impl Send for Event {}
+// SAFETY: see above.
+unsafe impl Sync for Event {}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        let _ = self.gpu.bind();
+        let raw = self.raw;
+        // SAFETY: the event is live; the driver frees it once the work recording it completed.
+        let _ = call("cuEventDestroy_v2", driver::quiet, || unsafe {
+            sys::cuEventDestroy_v2(raw)
+        });
+    }
+}
+
+impl Event {
+    /// An event, with timing when `timing` is set.
+    pub(crate) fn new(gpu: &Arc<Gpu>, timing: bool) -> Result<Event> {
+        gpu.bind()?;
+        let mut raw: CUevent = std::ptr::null_mut();
+        let flags = if timing { 0 } else { driver::EVENT_DISABLE_TIMING };
+        // SAFETY: writes one event in the current context.
+        call(
+            "cuEventCreate",
+            || format!("creating an event on {}", gpu.name()),
+            || unsafe { sys::cuEventCreate(&mut raw, flags) },
+        )?;
+        Ok(Event {
+            gpu: Arc::clone(gpu),
+            raw,
+            timing,
+            recorded: Mutex::new(None),
+        })
+    }
+
+    /// Turns an execution error into the recording stream's sticky error.
+    fn failed(&self, error: Error) -> Error {
+        match self.recorded.lock().as_ref() {
+            Some(stream) => stream.lock().note(error),
+            None => error,
+        }
+    }
+
+    fn recording_stream_error(&self) -> Result<()> {
+        match self.recorded.lock().as_ref() {
+            Some(stream) => stream.lock().usable(),
+            None => Ok(()),
+        }
+    }
+
+    pub(crate) fn query(&self) -> Result<bool> {
+        if self.recorded.lock().is_none() {
+            return Ok(true);
+        }
+        self.recording_stream_error()?;
+        self.gpu.bind()?;
+        let raw = self.raw;
+        // SAFETY: a live event.
+        match raw_call("cuEventQuery", || unsafe { sys::cuEventQuery(raw) })? {
+            CUresult::CUDA_SUCCESS => Ok(true),
+            CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            code => Err(self.failed(driver::cuda_error("cuEventQuery", code, driver::quiet))),
+        }
+    }
+
+    pub(crate) fn synchronize(&self) -> Result<()> {
+        if self.recorded.lock().is_none() {
+            return Ok(());
+        }
+        self.gpu.bind()?;
+        let raw = self.raw;
+        // SAFETY: a live event.
+        let waited = call("cuEventSynchronize", driver::quiet, || unsafe {
+            sys::cuEventSynchronize(raw)
+        });
+        waited.map_err(|error| self.failed(error))?;
+        self.recording_stream_error()
+    }
+
+    fn check_timed(&self, role: &str, id: u64) -> Result<()> {
+        if !self.timing {
+            return Err(Error::invalid_argument(format!(
+                "{role} event {id:#x} was created without timing; create it with timing to measure elapsed time"
+            )));
+        }
+        if self.recorded.lock().is_none() {
+            return Err(Error::invalid_argument(format!(
+                "{role} event {id:#x} was never recorded"
+            )));
+        }
+        if !self.query()? {
+            return Err(Error::invalid_argument(format!(
+                "{role} event {id:#x}: event not yet complete"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Nanoseconds from `start` to `end` (`cuEventElapsedTime`, about half a microsecond of
+    /// resolution).
+    pub(crate) fn elapsed_nanoseconds(start: &Event, start_id: u64, end: &Event, end_id: u64) -> Result<u64> {
+        start.check_timed("start", start_id)?;
+        end.check_timed("end", end_id)?;
+        start.gpu.bind()?;
+        let mut milliseconds = 0f32;
+        let (first, last) = (start.raw, end.raw);
+        // SAFETY: two completed timing events of one device.
+        call("cuEventElapsedTime", driver::quiet, || unsafe {
+            sys::cuEventElapsedTime(&mut milliseconds, first, last)
+        })?;
+        if milliseconds < 0.0 {
+            return Err(Error::invalid_argument(format!(
+                "end event {end_id:#x} completed before start event {start_id:#x}"
+            )));
+        }
+        Ok((f64::from(milliseconds) * 1e6).round() as u64)
+    }
+}

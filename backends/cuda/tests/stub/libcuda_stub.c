@@ -1,0 +1,328 @@
+/* A stand-in for the CUDA driver library (libcuda.so.1), built by the tests with
+ * `cc -shared -fPIC -Wl,-soname,libcuda.so.1`, so the backend's paths can run on a machine
+ * without an NVIDIA GPU.
+ *
+ * - STUB_DEVICES=N (default 0): how many devices cuDeviceGetCount reports.
+ * - STUB_POOLS=1: the devices report memory pools (CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED).
+ * - STUB_FAIL=name:code[,name:code...]: entry point `name` returns `code` (a CUresult).
+ * - Built with -DSTUB_WITHOUT_UUID: cuDeviceGetUuid_v2 is not exported.
+ *
+ * "Device" memory is host memory and every stream runs its work at once, in order, so
+ * copies, fills and host functions really happen. cuLaunchKernel writes what it was given
+ * into the first buffer parameter: grid x, y, z, block x, y, z (uint32 each), then the
+ * bytes of the parameters (see STUB_PARAM_SIZES below). A cubin module has every name. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef void *CUcontext;
+typedef void *CUstream;
+typedef void *CUevent;
+typedef void *CUmodule;
+typedef void *CUfunction;
+typedef void *CUmemoryPool;
+typedef void (*CUhostFn)(void *);
+
+enum {
+    CUDA_SUCCESS = 0,
+    CUDA_ERROR_INVALID_VALUE = 1,
+    CUDA_ERROR_NOT_FOUND = 500,
+    CUDA_ERROR_NOT_SUPPORTED = 801,
+};
+
+static CUresult fail(const char *name) {
+    const char *cue = getenv("STUB_FAIL");
+    size_t length = strlen(name);
+    while (cue && *cue) {
+        if (strncmp(cue, name, length) == 0 && cue[length] == ':') {
+            return (CUresult)atoi(cue + length + 1);
+        }
+        cue = strchr(cue, ',');
+        if (cue) cue++;
+    }
+    return CUDA_SUCCESS;
+}
+
+#define CUE(name)                                  \
+    do {                                           \
+        CUresult stub_code = fail(name);           \
+        if (stub_code != CUDA_SUCCESS) return stub_code; \
+    } while (0)
+
+static int devices(void) {
+    const char *count = getenv("STUB_DEVICES");
+    return count ? atoi(count) : 0;
+}
+
+static int context_token;
+
+CUresult cuInit(unsigned flags) { CUE("cuInit"); return flags == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
+/* NVRTC opens libcuda.so.1 itself and asks for the driver's private export tables; the stub
+ * has none, and says so. */
+CUresult cuGetExportTable(const void **table, const void *id) {
+    (void)id;
+    *table = NULL;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+CUresult cuDriverGetVersion(int *version) { CUE("cuDriverGetVersion"); *version = 12080; return CUDA_SUCCESS; }
+CUresult cuDeviceGetCount(int *count) { CUE("cuDeviceGetCount"); *count = devices(); return CUDA_SUCCESS; }
+CUresult cuDeviceGet(CUdevice *device, int ordinal) {
+    CUE("cuDeviceGet");
+    if (ordinal < 0 || ordinal >= devices()) return CUDA_ERROR_INVALID_VALUE;
+    *device = ordinal;
+    return CUDA_SUCCESS;
+}
+CUresult cuDeviceGetName(char *name, int length, CUdevice device) {
+    CUE("cuDeviceGetName");
+    (void)device;
+    strncpy(name, "xhal stub GPU", (size_t)length);
+    return CUDA_SUCCESS;
+}
+#ifndef STUB_WITHOUT_UUID
+CUresult cuDeviceGetUuid_v2(unsigned char *uuid, CUdevice device) {
+    CUE("cuDeviceGetUuid_v2");
+    for (int i = 0; i < 16; i++) uuid[i] = (unsigned char)(0xa0 + i + device);
+    return CUDA_SUCCESS;
+}
+#endif
+CUresult cuDeviceGetPCIBusId(char *bus, int length, CUdevice device) {
+    CUE("cuDeviceGetPCIBusId");
+    (void)device;
+    strncpy(bus, "0000:3B:00.0", (size_t)length);
+    return CUDA_SUCCESS;
+}
+CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice device) {
+    CUE("cuDeviceTotalMem_v2");
+    (void)device;
+    *bytes = (size_t)1 << 30;
+    return CUDA_SUCCESS;
+}
+CUresult cuDeviceGetAttribute(int *value, int attribute, CUdevice device) {
+    CUE("cuDeviceGetAttribute");
+    (void)device;
+    switch (attribute) {
+    case 1: *value = 1024; break;             /* max threads per block */
+    case 2: case 3: *value = 1024; break;     /* block x, y */
+    case 4: *value = 64; break;               /* block z */
+    case 5: *value = 2147483647; break;       /* grid x */
+    case 6: case 7: *value = 65535; break;    /* grid y, z */
+    case 8: *value = 49152; break;            /* shared memory per block */
+    case 10: *value = 32; break;              /* warp */
+    case 16: *value = 132; break;             /* SMs */
+    case 18: *value = 0; break;               /* integrated */
+    case 75: *value = 9; break;               /* compute capability */
+    case 76: *value = 0; break;
+    case 115: *value = getenv("STUB_POOLS") ? atoi(getenv("STUB_POOLS")) : 0; break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext *context, CUdevice device) {
+    CUE("cuDevicePrimaryCtxRetain");
+    (void)device;
+    *context = &context_token;
+    return CUDA_SUCCESS;
+}
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice device) { (void)device; return CUDA_SUCCESS; }
+CUresult cuCtxSetCurrent(CUcontext context) { CUE("cuCtxSetCurrent"); return context == &context_token ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
+CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total) {
+    CUE("cuMemGetInfo_v2");
+    *free_bytes = (size_t)1 << 29;
+    *total = (size_t)1 << 30;
+    return CUDA_SUCCESS;
+}
+
+/* Memory. */
+CUresult cuMemAlloc_v2(CUdeviceptr *pointer, size_t size) {
+    CUE("cuMemAlloc_v2");
+    void *memory = aligned_alloc(256, (size + 255) / 256 * 256);
+    if (!memory) return 2;
+    *pointer = (CUdeviceptr)(uintptr_t)memory;
+    return CUDA_SUCCESS;
+}
+CUresult cuMemFree_v2(CUdeviceptr pointer) { CUE("cuMemFree_v2"); free((void *)(uintptr_t)pointer); return CUDA_SUCCESS; }
+CUresult cuMemAllocAsync(CUdeviceptr *pointer, size_t size, CUstream stream) {
+    CUE("cuMemAllocAsync");
+    (void)stream;
+    return cuMemAlloc_v2(pointer, size);
+}
+CUresult cuMemFreeAsync(CUdeviceptr pointer, CUstream stream) { (void)stream; return cuMemFree_v2(pointer); }
+CUresult cuMemHostAlloc(void **pointer, size_t size, unsigned flags) {
+    CUE("cuMemHostAlloc");
+    (void)flags;
+    *pointer = malloc(size);
+    return *pointer ? CUDA_SUCCESS : 2;
+}
+CUresult cuMemFreeHost(void *pointer) { free(pointer); return CUDA_SUCCESS; }
+
+/* Streams run their work at once. */
+CUresult cuStreamCreate(CUstream *stream, unsigned flags) {
+    CUE("cuStreamCreate");
+    (void)flags;
+    *stream = malloc(16);
+    return CUDA_SUCCESS;
+}
+CUresult cuStreamDestroy_v2(CUstream stream) { free(stream); return CUDA_SUCCESS; }
+CUresult cuStreamSynchronize(CUstream stream) { (void)stream; CUE("cuStreamSynchronize"); return CUDA_SUCCESS; }
+CUresult cuStreamQuery(CUstream stream) { (void)stream; CUE("cuStreamQuery"); return CUDA_SUCCESS; }
+CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned flags) {
+    (void)stream; (void)event;
+    CUE("cuStreamWaitEvent");
+    return flags == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr to, const void *from, size_t size, CUstream stream) {
+    (void)stream;
+    CUE("cuMemcpyHtoDAsync_v2");
+    memcpy((void *)(uintptr_t)to, from, size);
+    return CUDA_SUCCESS;
+}
+CUresult cuMemcpyDtoHAsync_v2(void *to, CUdeviceptr from, size_t size, CUstream stream) {
+    (void)stream;
+    CUE("cuMemcpyDtoHAsync_v2");
+    memcpy(to, (const void *)(uintptr_t)from, size);
+    return CUDA_SUCCESS;
+}
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr to, CUdeviceptr from, size_t size, CUstream stream) {
+    (void)stream;
+    CUE("cuMemcpyDtoDAsync_v2");
+    memcpy((void *)(uintptr_t)to, (const void *)(uintptr_t)from, size);
+    return CUDA_SUCCESS;
+}
+CUresult cuMemcpyDtoH_v2(void *to, CUdeviceptr from, size_t size) {
+    CUE("cuMemcpyDtoH_v2");
+    memcpy(to, (const void *)(uintptr_t)from, size);
+    return CUDA_SUCCESS;
+}
+CUresult cuMemsetD8Async(CUdeviceptr to, unsigned char value, size_t count, CUstream stream) {
+    (void)stream;
+    CUE("cuMemsetD8Async");
+    memset((void *)(uintptr_t)to, value, count);
+    return CUDA_SUCCESS;
+}
+CUresult cuMemsetD16Async(CUdeviceptr to, unsigned short value, size_t count, CUstream stream) {
+    (void)stream;
+    CUE("cuMemsetD16Async");
+    for (size_t i = 0; i < count; i++) ((unsigned short *)(uintptr_t)to)[i] = value;
+    return CUDA_SUCCESS;
+}
+CUresult cuMemsetD32Async(CUdeviceptr to, unsigned value, size_t count, CUstream stream) {
+    (void)stream;
+    CUE("cuMemsetD32Async");
+    for (size_t i = 0; i < count; i++) ((unsigned *)(uintptr_t)to)[i] = value;
+    return CUDA_SUCCESS;
+}
+CUresult cuLaunchHostFunc(CUstream stream, CUhostFn function, void *data) {
+    (void)stream;
+    CUE("cuLaunchHostFunc");
+    function(data);
+    return CUDA_SUCCESS;
+}
+
+/* Events: a recorded flag. */
+CUresult cuEventCreate(CUevent *event, unsigned flags) {
+    CUE("cuEventCreate");
+    unsigned *state = calloc(2, sizeof(unsigned));
+    state[0] = flags;
+    *event = state;
+    return CUDA_SUCCESS;
+}
+CUresult cuEventDestroy_v2(CUevent event) { free(event); return CUDA_SUCCESS; }
+CUresult cuEventRecord(CUevent event, CUstream stream) {
+    (void)stream;
+    CUE("cuEventRecord");
+    ((unsigned *)event)[1] += 1;
+    return CUDA_SUCCESS;
+}
+CUresult cuEventQuery(CUevent event) { (void)event; CUE("cuEventQuery"); return CUDA_SUCCESS; }
+CUresult cuEventSynchronize(CUevent event) { (void)event; CUE("cuEventSynchronize"); return CUDA_SUCCESS; }
+CUresult cuEventElapsedTime(float *milliseconds, CUevent start, CUevent end) {
+    CUE("cuEventElapsedTime");
+    if ((((unsigned *)start)[0] | ((unsigned *)end)[0]) & 2) return 400; /* CUDA_ERROR_INVALID_HANDLE */
+    *milliseconds = 0.25f;
+    return CUDA_SUCCESS;
+}
+
+/* Modules: the image is kept; every name the text contains is a function. */
+typedef struct { char *text; int any_name; } StubModule;
+typedef struct { char name[128]; } StubFunction;
+
+CUresult cuModuleLoadData(CUmodule *module, const void *image) {
+    CUE("cuModuleLoadData");
+    StubModule *loaded = malloc(sizeof(StubModule));
+    loaded->text = strdup((const char *)image);
+    /* A cubin (from NVRTC) is not read: every name is a function of it. */
+    loaded->any_name = memcmp(image, "\x7f" "ELF", 4) == 0;
+    *module = loaded;
+    return CUDA_SUCCESS;
+}
+CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned count, int *options, void **values) {
+    CUresult code = fail("cuModuleLoadDataEx");
+    if (code != CUDA_SUCCESS) {
+        for (unsigned i = 0; i < count; i++) {
+            if (options[i] == 5) strcpy((char *)values[i], "ptxas fatal: stub JIT log");
+        }
+        return code;
+    }
+    return cuModuleLoadData(module, image);
+}
+CUresult cuModuleUnload(CUmodule module) {
+    free(((StubModule *)module)->text);
+    free(module);
+    return CUDA_SUCCESS;
+}
+CUresult cuModuleGetFunction(CUfunction *function, CUmodule module, const char *name) {
+    CUE("cuModuleGetFunction");
+    char entry[160];
+    snprintf(entry, sizeof entry, ".entry %s(", name);
+    if (!((StubModule *)module)->any_name && !strstr(((StubModule *)module)->text, entry)) return CUDA_ERROR_NOT_FOUND;
+    StubFunction *found = calloc(1, sizeof(StubFunction));
+    strncpy(found->name, name, sizeof found->name - 1);
+    *function = found;
+    return CUDA_SUCCESS;
+}
+CUresult cuModuleGetGlobal_v2(CUdeviceptr *pointer, size_t *bytes, CUmodule module, const char *name) {
+    (void)pointer; (void)bytes; (void)module; (void)name;
+    CUE("cuModuleGetGlobal_v2");
+    return CUDA_ERROR_NOT_FOUND;
+}
+CUresult cuFuncGetAttribute(int *value, int attribute, CUfunction function) {
+    (void)function;
+    CUE("cuFuncGetAttribute");
+    if (attribute != 0) return CUDA_ERROR_INVALID_VALUE;
+    *value = 1024;
+    return CUDA_SUCCESS;
+}
+CUresult cuFuncGetParamInfo(CUfunction function, size_t index, size_t *offset, size_t *size) {
+    (void)function; (void)index; (void)offset; (void)size;
+    CUE("cuFuncGetParamInfo");
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+CUresult cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                        unsigned bz, unsigned shared, CUstream stream, void **parameters, void **extra) {
+    (void)function; (void)shared; (void)stream; (void)extra;
+    CUE("cuLaunchKernel");
+    uint32_t *out = (uint32_t *)(uintptr_t)(*(CUdeviceptr *)parameters[0]);
+    uint32_t shape[6] = {gx, gy, gz, bx, by, bz};
+    memcpy(out, shape, sizeof shape);
+    /* STUB_PARAM_SIZES=8,8,8,16: the bytes of each parameter follow the shape, in order;
+       without it, the first 32 bytes the second parameter points to. */
+    const char *sizes = getenv("STUB_PARAM_SIZES");
+    if (!sizes) {
+        memcpy(out + 6, parameters[1], 32);
+        return CUDA_SUCCESS;
+    }
+    unsigned char *cursor = (unsigned char *)(out + 6);
+    for (int i = 0; sizes && *sizes; i++) {
+        size_t size = (size_t)strtoul(sizes, NULL, 10);
+        memcpy(cursor, parameters[i], size);
+        cursor += size;
+        sizes = strchr(sizes, ',');
+        if (sizes) sizes++;
+    }
+    return CUDA_SUCCESS;
+}
