@@ -1,13 +1,14 @@
 # The entry points a person types. `make demo` and `make test` do all the set-up they need.
 CARGO ?= cargo
 # Backends built as plugins into target/plugins. The plugin zoo (broken test plugins) stays out.
-PLUGINS := cpu vulkan wgpu opencl level-zero
+PLUGINS := cpu vulkan wgpu opencl level-zero cuda rocm
 PLUGIN_DIR := target/plugins
 
 # Backends certified by `make cts`, each from its plugin file in target/plugins.
-# The cpu plugin is certified twice: interpreted, and compiled to C. level-zero has no driver
-# here, so it is skipped loudly (CI does not require it).
-CTS_BACKENDS := cpu-interpret cpu-compile vulkan wgpu opencl level-zero
+# The cpu plugin is certified twice: interpreted, and compiled to C. level-zero, cuda and rocm
+# find no device here, so they are skipped loudly (CI does not require them); on a machine
+# with the hardware they are certified like the rest (scripts/gpu-check.sh does it for cuda).
+CTS_BACKENDS := cpu-interpret cpu-compile vulkan wgpu opencl level-zero cuda rocm
 
 .PHONY: all build plugins drivers demo test cts fmt-check clippy header bench bench-overhead bench-backends bench-kernels doc clean
 

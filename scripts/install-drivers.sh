@@ -8,10 +8,13 @@
 # Otherwise it says loudly which backends will find no device; their tests then skip with
 # that reason, unless XHAL_REQUIRE_BACKENDS names them.
 # Best effort, never failing: the Khronos SPIR-V/LLVM translator and the OpenCL headers, with
-# which the Kernel SPIR-V test also runs every kernel on PoCL (it skips that part without).
+# which the Kernel SPIR-V test also runs every kernel on PoCL (it skips that part without), and
+# Debian's HIP runtime and headers, with which the rocm backend's tests also check its
+# declarations against the headers, compile with the real hiprtc, and see the real runtime
+# report no GPU.
 set -uo pipefail
 
-optional=(llvm-spirv-15 opencl-c-headers)
+optional=(llvm-spirv-15 opencl-c-headers libamdhip64-dev)
 optional_missing=()
 for package in "${optional[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then

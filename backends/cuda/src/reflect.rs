@@ -3,9 +3,8 @@
 //!
 //! A CUDA kernel does not carry its block shape, and xhal launches count workgroups of a
 //! fixed size, so the size comes from the module:
-//! - CUDA C written by `xhal_kernel::c` computes its global ids as
-//!   `wid.x * Xu + lid.x, wid.y * Yu + lid.y, wid.z * Zu + lid.z` in each kernel's wrapper,
-//!   which gives the size;
+//! - CUDA C written by `xhal_kernel::c` states it before each kernel as
+//!   `XH_WORKGROUP_SIZE(X, Y, Z)` (a macro that expands to nothing);
 //! - any module (CUDA C, PTX or cubin) may define a device global
 //!   `unsigned int NAME__workgroup_size[3]` (the name host C uses for the same thing), read
 //!   when the kernel is looked up;
@@ -127,22 +126,16 @@ fn parameter(text: &str) -> Option<Parameter> {
     })
 }
 
-/// The number before `u` after `marker` in `text`.
-fn number_after(text: &str, marker: &str) -> Option<u32> {
-    let start = text.find(marker)? + marker.len();
-    let digits: String = text[start..].chars().take_while(char::is_ascii_digit).collect();
-    digits.parse().ok()
-}
-
-/// The workgroup size the C emitter's wrapper body encodes in its global-id line.
-fn emitted_workgroup_size(body: &str) -> Option<[u32; 3]> {
-    let line = &body[body.find("gid = xh_make_xh_u32x3(")?..];
-    let line = &line[..line.find(';')?];
-    Some([
-        number_after(line, "wid.x * ")?,
-        number_after(line, "wid.y * ")?,
-        number_after(line, "wid.z * ")?,
-    ])
+/// The `XH_WORKGROUP_SIZE(X, Y, Z)` marker in `text` (the line before a kernel's name).
+fn marked_workgroup_size(text: &str) -> Option<[u32; 3]> {
+    const MARKER: &str = "XH_WORKGROUP_SIZE(";
+    let start = text.find(MARKER)? + MARKER.len();
+    let end = start + text[start..].find(')')?;
+    let numbers: Vec<u32> = text[start..end]
+        .split(',')
+        .map(|part| part.trim().parse().ok())
+        .collect::<Option<_>>()?;
+    <[u32; 3]>::try_from(numbers).ok().filter(|size| !size.contains(&0))
 }
 
 /// Reads the kernels and struct sizes of CUDA C `source`.
@@ -150,6 +143,8 @@ pub(crate) fn reflect_source(source: &str) -> SourceReflection {
     let mut reflection = SourceReflection::default();
     let mut rest = 0;
     while let Some(found) = source[rest..].find(KERNEL_MARK) {
+        let line_start = source[..rest + found].rfind('\n').map_or(0, |at| at + 1);
+        let workgroup_size = marked_workgroup_size(&source[line_start..rest + found]);
         let mut at = rest + found + KERNEL_MARK.len();
         rest = at;
         let mut head = source[at..].trim_start();
@@ -181,8 +176,6 @@ pub(crate) fn reflect_source(source: &str) -> SourceReflection {
                 None => continue,
             }
         };
-        let body_end = source[close..].find("\n}").map_or(source.len(), |end| close + end);
-        let workgroup_size = emitted_workgroup_size(&source[close..body_end]);
         rest = close;
         if !name.is_empty() {
             reflection.kernels.insert(
@@ -257,13 +250,11 @@ pub(crate) mod tests {
 typedef struct xh_s2_Params { xh_f32 a_; xh_u32 n_; } xh_s2_Params;
 XH_STATIC_ASSERT(sizeof(xh_s2_Params) == 8, "WGSL layout");
 typedef struct xh_lengths_saxpy { xh_u64 bytes[2]; } xh_lengths_saxpy;
-extern "C" __global__ void saxpy(XH_GLOBAL xh_f32* buffer0, XH_GLOBAL xh_f32* buffer1, xh_s2_Params scalars, xh_lengths_saxpy lengths) {
+XH_WORKGROUP_SIZE(256, 1, 1) extern "C" __global__ void __launch_bounds__(256) saxpy(XH_GLOBAL xh_f32* buffer0, XH_GLOBAL xh_f32* buffer1, xh_s2_Params scalars, xh_lengths_saxpy lengths) {
     xh_ctx c = {};
-    XH_UNUSED xh_u32x3 gid = xh_make_xh_u32x3(wid.x * 256u + lid.x, wid.y * 1u + lid.y, wid.z * 1u + lid.z);
     xh_ep_saxpy(&c, gid, nwg);
 }
-extern "C" __global__ void main_(XH_GLOBAL xh_u32* buffer0) {
-    XH_UNUSED xh_u32x3 gid = xh_make_xh_u32x3(wid.x * 8u + lid.x, wid.y * 4u + lid.y, wid.z * 2u + lid.z);
+XH_WORKGROUP_SIZE(8, 4, 2) extern "C" __global__ void __launch_bounds__(64) main_(XH_GLOBAL xh_u32* buffer0) {
 }
 extern "C" __global__ void __launch_bounds__(64) native(float* out, unsigned n) {
     out[threadIdx.x] = n;
