@@ -9,7 +9,7 @@
 //! child process (this test binary, run again for that one test) and reads the child's end.
 //!
 //! The plugins are compiled here with `$CC` (or `cc`); without a C compiler each test prints
-//! `SKIPPED: ...` and passes without running.
+//! `SKIPPED: ...` on stderr and passes without running.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -52,7 +52,7 @@ fn target_dir() -> PathBuf {
 fn build_variant(variant: &str) -> Option<PathBuf> {
     let compiler = c_compiler();
     if Command::new(&compiler).arg("--version").output().is_err() {
-        println!("SKIPPED: the ABI evolution plugin ({variant}) is not built because no C compiler `{compiler}` was found (set CC)");
+        eprintln!("SKIPPED: the ABI evolution plugin ({variant}) is not built because no C compiler `{compiler}` was found (set CC)");
         return None;
     }
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -62,7 +62,17 @@ fn build_variant(variant: &str) -> Option<PathBuf> {
     std::fs::create_dir_all(&dir).expect("create the plugin build folder");
     let library = dir.join(format!("libxhal_{PLUGIN_NAME}.so"));
     let output = Command::new(&compiler)
-        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O1", "-fPIC", "-shared", "-pthread"])
+        .args([
+            "-std=c11",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-pedantic",
+            "-O1",
+            "-fPIC",
+            "-shared",
+            "-pthread",
+        ])
         .arg(format!("-DZOO_VARIANT_{variant}"))
         .arg("-I")
         .arg(&include)
@@ -112,7 +122,9 @@ fn in_child_process(test_name: &str, variant: &str, body: fn(&Path)) {
         (None, None) => Some("the child process ended without a status".to_owned()),
     };
     if let Some(cause) = cause {
-        panic!("{test_name} on plugin variant {variant}: {cause}\n--- child stdout\n{stdout}\n--- child stderr\n{stderr}");
+        panic!(
+            "{test_name} on plugin variant {variant}: {cause}\n--- child stdout\n{stdout}\n--- child stderr\n{stderr}"
+        );
     }
     assert!(
         stdout.contains("test result: ok. 1 passed"),
@@ -182,7 +194,9 @@ fn exercise_every_path(device: &Device) {
     end.elapsed_since(&start).expect("elapsed time between the events");
     assert_eq!(stream.read_to_vec(&copy).expect("read"), [11, 12, 13, 14]);
 
-    let report = module.kernel("report_launch_struct_size").expect("kernel report_launch_struct_size");
+    let report = module
+        .kernel("report_launch_struct_size")
+        .expect("kernel report_launch_struct_size");
     let seen = device.alloc::<u64>(1).expect("buffer");
     stream.launch(&Launch::new(&report).buffer(&seen)).expect("launch");
     assert_eq!(
@@ -191,7 +205,9 @@ fn exercise_every_path(device: &Device) {
         "the host passes the XhalLaunchInfo struct_size of the ABI it speaks"
     );
 
-    let missing = module.kernel("no_such_kernel").expect_err("an unknown kernel name is an error");
+    let missing = module
+        .kernel("no_such_kernel")
+        .expect_err("an unknown kernel name is an error");
     assert_eq!(missing.kind(), ErrorKind::NotFound, "{missing}");
     assert!(missing.message().contains("no such kernel"), "{missing}");
     stream.synchronize().expect("synchronize");

@@ -626,3 +626,27 @@ fn non_null<T>(entry: &str, pointer: *mut T) -> Result<u64> {
         Ok(handle(pointer))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_table_smaller_than_the_header_is_refused_without_reading_its_version() {
+        let table = XhalPluginApi {
+            struct_size: 8,
+            abi_major: XHAL_ABI_MAJOR + 1,
+            ..XhalPluginApi::without_entries(XhalStr::EMPTY, XhalStr::EMPTY)
+        };
+        // SAFETY: a live table; the host must read no more of it than its struct_size says.
+        let error = unsafe { AbiBackend::new(&table) }.expect_err("an 8-byte table is refused");
+        assert_eq!(error.kind(), ErrorKind::PluginLoad);
+        assert!(
+            error
+                .message()
+                .contains("struct_size is 8 bytes, too small to hold even the header (struct_size, abi_major, abi_minor: 16 bytes)"),
+            "{error}"
+        );
+        assert!(!error.message().contains("implements ABI"), "{error}");
+    }
+}
