@@ -77,8 +77,12 @@ fn a_query_returning_null_is_an_error() {
 fn an_abi_major_mismatch_is_an_error() {
     let error = load_error(&zoo("abi_major"));
     assert_eq!(error.kind(), ErrorKind::PluginLoad);
-    assert!(error.message().contains("implements ABI 2.0"), "{error}");
-    assert!(error.message().contains("major versions must match"), "{error}");
+    assert!(
+        error
+            .message()
+            .contains("plugin implements ABI 2.0, this host speaks 1.0: major versions must match"),
+        "the refusal names the plugin's version and the host's: {error}"
+    );
 }
 
 #[test]

@@ -29,12 +29,54 @@ impl std::fmt::Debug for AbiBackend {
     }
 }
 
-/// Names each v1.0 entry together with whether it is present, so a missing one can be named.
-macro_rules! entries_present {
+/// Every v1.0 entry of `$api`: its name, its offset in the table, and whether it is present,
+/// so that a missing entry, or one beyond a plugin's `struct_size`, can be named.
+macro_rules! v1_0_entries {
+    ($api:expr) => {
+        v1_0_entries!(
+            $api,
+            error_free,
+            device_count,
+            device_get_info,
+            device_open,
+            device_close,
+            buffer_allocate,
+            buffer_free,
+            stream_create,
+            stream_destroy,
+            stream_write,
+            stream_read,
+            stream_copy,
+            stream_fill,
+            stream_launch,
+            stream_record_event,
+            stream_wait_event,
+            stream_synchronize,
+            stream_query,
+            event_create,
+            event_destroy,
+            event_query,
+            event_synchronize,
+            event_elapsed_time,
+            module_load,
+            module_destroy,
+            kernel_get,
+            kernel_destroy,
+        )
+    };
     ($api:expr, $($entry:ident),* $(,)?) => {
-        [$((stringify!($entry), $api.$entry.is_some())),*]
+        [$((
+            stringify!($entry),
+            std::mem::offset_of!(XhalPluginApi, $entry),
+            $api.$entry.is_some(),
+        )),*]
     };
 }
+
+/// The part of the table that every ABI version, of every major, begins with: `struct_size`,
+/// `abi_major`, `abi_minor`. The host reads it before anything else, so that a plugin of
+/// another major is refused by its version, whatever the rest of its table looks like.
+const TABLE_HEADER_SIZE: usize = std::mem::offset_of!(XhalPluginApi, plugin_name);
 
 /// Fetches an entry that [`AbiBackend::new`] already proved present.
 macro_rules! entry {
@@ -77,13 +119,30 @@ impl AbiBackend {
                 format!("xhal_plugin_query returned null: the plugin declined host ABI {XHAL_ABI_MAJOR}.{XHAL_ABI_MINOR} or failed to start"),
             ));
         }
-        // SAFETY: non-null; struct_size is the first field of every version of the table.
-        let plugin_size = unsafe { (*table).struct_size };
-        if plugin_size < XHAL_PLUGIN_API_V1_0_SIZE {
+        // SAFETY: non-null; struct_size is the first field of every version of the table, of
+        // every major.
+        let plugin_size = unsafe { std::ptr::addr_of!((*table).struct_size).read() };
+        if plugin_size < TABLE_HEADER_SIZE {
             return Err(Error::new(
                 ErrorKind::PluginLoad,
                 format!(
-                    "plugin table struct_size is {plugin_size} bytes; ABI {XHAL_ABI_MAJOR}.0 needs at least {XHAL_PLUGIN_API_V1_0_SIZE}"
+                    "plugin table struct_size is {plugin_size} bytes, too small to hold even the header \
+                     (struct_size, abi_major, abi_minor: {TABLE_HEADER_SIZE} bytes) that every ABI version begins with"
+                ),
+            ));
+        }
+        // SAFETY: the header lies within the plugin's struct_size (checked just above).
+        let (plugin_major, plugin_minor) = unsafe {
+            (
+                std::ptr::addr_of!((*table).abi_major).read(),
+                std::ptr::addr_of!((*table).abi_minor).read(),
+            )
+        };
+        if plugin_major != XHAL_ABI_MAJOR {
+            return Err(Error::new(
+                ErrorKind::PluginLoad,
+                format!(
+                    "plugin implements ABI {plugin_major}.{plugin_minor}, this host speaks {XHAL_ABI_MAJOR}.{XHAL_ABI_MINOR}: major versions must match"
                 ),
             ));
         }
@@ -91,54 +150,32 @@ impl AbiBackend {
         // host's struct, and entries this host knows but an older minor plugin lacks stay null.
         let mut api = XhalPluginApi::without_entries(XhalStr::EMPTY, XhalStr::EMPTY);
         let known = plugin_size.min(std::mem::size_of::<XhalPluginApi>());
+        if plugin_size < XHAL_PLUGIN_API_V1_0_SIZE {
+            let beyond: Vec<&str> = v1_0_entries!(api)
+                .iter()
+                .filter(|(_, offset, _)| offset + std::mem::size_of::<usize>() > plugin_size)
+                .map(|(name, _, _)| *name)
+                .collect();
+            return Err(Error::new(
+                ErrorKind::PluginLoad,
+                format!(
+                    "plugin table struct_size is {plugin_size} bytes (ABI {plugin_major}.{plugin_minor}); \
+                     ABI {XHAL_ABI_MAJOR}.0 needs at least {XHAL_PLUGIN_API_V1_0_SIZE}, and these required entries \
+                     lie beyond the plugin's struct_size: {}",
+                    beyond.join(", ")
+                ),
+            ));
+        }
         // SAFETY: the plugin promised `plugin_size` readable bytes at `table`, and `known`
         // bytes fit in `api`.
         unsafe {
             std::ptr::copy_nonoverlapping(table.cast::<u8>(), (&mut api as *mut XhalPluginApi).cast::<u8>(), known)
         };
-        if api.abi_major != XHAL_ABI_MAJOR {
-            return Err(Error::new(
-                ErrorKind::PluginLoad,
-                format!(
-                    "plugin implements ABI {}.{}, this host speaks {XHAL_ABI_MAJOR}.{XHAL_ABI_MINOR}: major versions must match",
-                    api.abi_major, api.abi_minor
-                ),
-            ));
-        }
-        let missing: Vec<&str> = entries_present!(
-            api,
-            error_free,
-            device_count,
-            device_get_info,
-            device_open,
-            device_close,
-            buffer_allocate,
-            buffer_free,
-            stream_create,
-            stream_destroy,
-            stream_write,
-            stream_read,
-            stream_copy,
-            stream_fill,
-            stream_launch,
-            stream_record_event,
-            stream_wait_event,
-            stream_synchronize,
-            stream_query,
-            event_create,
-            event_destroy,
-            event_query,
-            event_synchronize,
-            event_elapsed_time,
-            module_load,
-            module_destroy,
-            kernel_get,
-            kernel_destroy,
-        )
-        .iter()
-        .filter(|(_, present)| !present)
-        .map(|(name, _)| *name)
-        .collect();
+        let missing: Vec<&str> = v1_0_entries!(api)
+            .iter()
+            .filter(|(_, _, present)| !present)
+            .map(|(name, _, _)| *name)
+            .collect();
         if !missing.is_empty() {
             return Err(Error::new(
                 ErrorKind::PluginLoad,
@@ -587,5 +624,29 @@ fn non_null<T>(entry: &str, pointer: *mut T) -> Result<u64> {
         )))
     } else {
         Ok(handle(pointer))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_table_smaller_than_the_header_is_refused_without_reading_its_version() {
+        let table = XhalPluginApi {
+            struct_size: 8,
+            abi_major: XHAL_ABI_MAJOR + 1,
+            ..XhalPluginApi::without_entries(XhalStr::EMPTY, XhalStr::EMPTY)
+        };
+        // SAFETY: a live table; the host must read no more of it than its struct_size says.
+        let error = unsafe { AbiBackend::new(&table) }.expect_err("an 8-byte table is refused");
+        assert_eq!(error.kind(), ErrorKind::PluginLoad);
+        assert!(
+            error
+                .message()
+                .contains("struct_size is 8 bytes, too small to hold even the header (struct_size, abi_major, abi_minor: 16 bytes)"),
+            "{error}"
+        );
+        assert!(!error.message().contains("implements ABI"), "{error}");
     }
 }

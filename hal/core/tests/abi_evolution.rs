@@ -1,0 +1,334 @@
+//! ABI evolution: how this host treats plugins of other minor and major versions, proven
+//! against plugins whose tables are laid out byte by byte in C
+//! (`tests/abi_evolution/evolution_plugin.c`, one variant per build).
+//!
+//! "The host never reads or calls beyond the plugin's `struct_size`" is checked in the two
+//! ways a violation shows: entries beyond `struct_size` are traps that end the process with
+//! status 86, and tables placed so that `struct_size` ends where an unreadable page begins
+//! end the process with SIGSEGV on any read past it. Each test therefore runs its body in a
+//! child process (this test binary, run again for that one test) and reads the child's end.
+//!
+//! The plugins are compiled here with `$CC` (or `cc`); without a C compiler each test prints
+//! `SKIPPED: ...` on stderr and passes without running.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use xhal_core::abi::{
+    XHAL_ABI_MAJOR, XHAL_ABI_MINOR, XHAL_DEVICE_INFO_V1_0_SIZE, XHAL_KERNEL_FORMAT_VENDOR_BASE,
+    XHAL_LAUNCH_INFO_V1_0_SIZE, XHAL_PLUGIN_API_V1_0_SIZE,
+};
+use xhal_core::plugin::load_plugin;
+use xhal_core::{Backend, Device, ErrorKind, KernelFormat, Launch, Runtime};
+
+/// Set in the child process: the plugin library its test body loads.
+const PLUGIN_UNDER_TEST: &str = "XHAL_ABI_EVOLUTION_PLUGIN";
+
+/// The exit status of a trap entry in the C plugin.
+const TRAP_EXIT_STATUS: i32 = 86;
+
+/// The C plugin's own kernel format.
+const ZOO_KERNEL_FORMAT: KernelFormat = KernelFormat(XHAL_KERNEL_FORMAT_VENDOR_BASE + 0xE70);
+
+const PLUGIN_NAME: &str = "zoo_evolution";
+
+/// Size of a table that ends just before `kernel_get`: the v1.0 table less its last two entries.
+const TRUNCATED_TABLE_SIZE: usize = XHAL_PLUGIN_API_V1_0_SIZE - 2 * std::mem::size_of::<usize>();
+
+fn c_compiler() -> String {
+    std::env::var("CC").unwrap_or_else(|_| "cc".to_owned())
+}
+
+/// `target/<profile>`, from this test binary's path (`target/<profile>/deps/...`).
+fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    exe.parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .expect("test binary lives in target/<profile>/deps")
+}
+
+/// Compiles variant `variant` of the C plugin, or says why it cannot and returns `None`.
+fn build_variant(variant: &str) -> Option<PathBuf> {
+    let compiler = c_compiler();
+    if Command::new(&compiler).arg("--version").output().is_err() {
+        eprintln!("SKIPPED: the ABI evolution plugin ({variant}) is not built because no C compiler `{compiler}` was found (set CC)");
+        return None;
+    }
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let source = manifest.join("tests/abi_evolution/evolution_plugin.c");
+    let include = manifest.join("../../include");
+    let dir = target_dir().join("abi-evolution").join(variant.to_lowercase());
+    std::fs::create_dir_all(&dir).expect("create the plugin build folder");
+    let library = dir.join(format!("libxhal_{PLUGIN_NAME}.so"));
+    let output = Command::new(&compiler)
+        .args([
+            "-std=c11",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-pedantic",
+            "-O1",
+            "-fPIC",
+            "-shared",
+            "-pthread",
+        ])
+        .arg(format!("-DZOO_VARIANT_{variant}"))
+        .arg("-I")
+        .arg(&include)
+        .arg("-o")
+        .arg(&library)
+        .arg(&source)
+        .output()
+        .expect("run the C compiler");
+    assert!(
+        output.status.success(),
+        "{compiler} failed to build variant {variant} of {}:\n{}",
+        source.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Some(library)
+}
+
+/// Runs `body` on the plugin built as `variant`, in a child process. `test_name` must be the
+/// name of the calling test: the child runs exactly that test, which then finds the plugin in
+/// its environment and runs `body` itself.
+fn in_child_process(test_name: &str, variant: &str, body: fn(&Path)) {
+    if let Some(library) = std::env::var_os(PLUGIN_UNDER_TEST) {
+        body(Path::new(&library));
+        return;
+    }
+    let Some(library) = build_variant(variant) else {
+        return;
+    };
+    let output = Command::new(std::env::current_exe().expect("test binary path"))
+        .args([test_name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(PLUGIN_UNDER_TEST, &library)
+        .output()
+        .expect("run the test binary again as a child process");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let cause = match (output.status.code(), signal_of(&output.status)) {
+        (Some(0), _) => None,
+        (Some(TRAP_EXIT_STATUS), _) => Some(
+            "the host called an entry that lies beyond the plugin's struct_size (a trap entry ended the process)"
+                .to_owned(),
+        ),
+        (_, Some(11)) => Some(
+            "the host read beyond the plugin's struct_size (SIGSEGV on the unreadable page after the table)".to_owned(),
+        ),
+        (_, Some(signal)) => Some(format!("the child process was killed by signal {signal}")),
+        (Some(code), _) => Some(format!("the child process exited with status {code}")),
+        (None, None) => Some("the child process ended without a status".to_owned()),
+    };
+    if let Some(cause) = cause {
+        panic!(
+            "{test_name} on plugin variant {variant}: {cause}\n--- child stdout\n{stdout}\n--- child stderr\n{stderr}"
+        );
+    }
+    assert!(
+        stdout.contains("test result: ok. 1 passed"),
+        "the child process did not run exactly the test {test_name}:\n{stdout}"
+    );
+}
+
+#[cfg(unix)]
+fn signal_of(status: &std::process::ExitStatus) -> Option<i32> {
+    std::os::unix::process::ExitStatusExt::signal(status)
+}
+
+#[cfg(not(unix))]
+fn signal_of(_status: &std::process::ExitStatus) -> Option<i32> {
+    None
+}
+
+fn runtime_with(library: &Path) -> Runtime {
+    Runtime::builder()
+        .without_plugin_search()
+        .without_static_backends()
+        .plugin(library)
+        .device_selector(None)
+        .build()
+        .expect("a runtime holding the evolution plugin")
+}
+
+fn refusal(library: &Path) -> xhal_core::Error {
+    match load_plugin(library) {
+        Ok(plugin) => {
+            // A host that ignored struct_size got this far: drive the entries a truncated
+            // table lacks, so that their traps end the process and the parent names the fault.
+            exercise_kernel_entries(plugin.backend);
+            panic!("{} loaded, expected a refusal", library.display())
+        }
+        Err(error) => error,
+    }
+}
+
+fn exercise_kernel_entries(backend: Arc<xhal_core::plugin::AbiBackend>) {
+    let backend: Arc<dyn Backend> = backend;
+    let device = Device::open(backend, PLUGIN_NAME, 0).expect("device 0");
+    let module = device.load_module(ZOO_KERNEL_FORMAT, b"").expect("module");
+    drop(module.kernel("add_scalar"));
+}
+
+/// Writes, fills, copies, launches both kernels, times two events and reads an error back:
+/// every host path a plugin's table serves.
+fn exercise_every_path(device: &Device) {
+    let stream = device.create_stream().expect("stream");
+    let numbers = device.alloc_from(&stream, &[1u32, 2, 3, 4]).expect("buffer from data");
+    let copy = device.alloc::<u32>(4).expect("buffer");
+    stream.fill(&copy, 0, 4, 7u32).expect("fill");
+    assert_eq!(stream.read_to_vec(&copy).expect("read"), [7, 7, 7, 7]);
+    stream.copy_buffer(&numbers, &copy).expect("copy");
+
+    let module = device.load_module(ZOO_KERNEL_FORMAT, b"zoo kernels").expect("module");
+    let add = module.kernel("add_scalar").expect("kernel add_scalar");
+    let start = device.create_event().expect("timing event");
+    let end = device.create_event().expect("timing event");
+    stream.record(&start).expect("record start");
+    stream
+        .launch(&Launch::new(&add).buffer(&copy).scalar(10u32).workgroups(1, 1, 1))
+        .expect("launch add_scalar");
+    stream.record(&end).expect("record end");
+    stream.synchronize().expect("synchronize");
+    end.elapsed_since(&start).expect("elapsed time between the events");
+    assert_eq!(stream.read_to_vec(&copy).expect("read"), [11, 12, 13, 14]);
+
+    let report = module
+        .kernel("report_launch_struct_size")
+        .expect("kernel report_launch_struct_size");
+    let seen = device.alloc::<u64>(1).expect("buffer");
+    stream.launch(&Launch::new(&report).buffer(&seen)).expect("launch");
+    assert_eq!(
+        stream.read_to_vec(&seen).expect("read"),
+        [XHAL_LAUNCH_INFO_V1_0_SIZE as u64],
+        "the host passes the XhalLaunchInfo struct_size of the ABI it speaks"
+    );
+
+    let missing = module
+        .kernel("no_such_kernel")
+        .expect_err("an unknown kernel name is an error");
+    assert_eq!(missing.kind(), ErrorKind::NotFound, "{missing}");
+    assert!(missing.message().contains("no such kernel"), "{missing}");
+    stream.synchronize().expect("synchronize");
+}
+
+fn check_device_info(device: &Device) {
+    let info = device.info();
+    assert_eq!(info.name, "zoo evolution device");
+    assert_eq!(info.vendor, "xhal plugin zoo");
+    assert_eq!(info.kernel_formats, [ZOO_KERNEL_FORMAT]);
+    assert_eq!(info.total_memory, 64 << 20);
+    assert_eq!(
+        info.driver_version,
+        format!("host ABI {XHAL_ABI_MAJOR}.{XHAL_ABI_MINOR}, device-info struct_size {XHAL_DEVICE_INFO_V1_0_SIZE}"),
+        "the plugin reports what the host passed to xhal_plugin_query and device_get_info"
+    );
+}
+
+/// A plugin of the next minor: its table is longer than this host's and ends in entries this
+/// host does not know (traps if called), its errors are a larger `XhalError`, and it knows a
+/// device-info field the host's struct lacks (written only when the host's `struct_size`
+/// has room for it, which the host's does not).
+#[test]
+fn a_newer_minor_plugin_with_a_longer_table_loads_and_works() {
+    in_child_process(
+        "a_newer_minor_plugin_with_a_longer_table_loads_and_works",
+        "NEWER_MINOR",
+        |library| {
+            let runtime = runtime_with(library);
+            let entry = runtime.backend(PLUGIN_NAME).expect("the plugin is a backend");
+            assert_eq!(entry.backend().info().abi_version, (XHAL_ABI_MAJOR, XHAL_ABI_MINOR + 1));
+            let device = runtime.open(PLUGIN_NAME, 0).expect("device 0");
+            check_device_info(&device);
+            exercise_every_path(&device);
+        },
+    );
+}
+
+/// A table of exactly the v1.0 size, ending where an unreadable page begins. Against a host
+/// at 1.0 this is the host's own size; against every later 1.x host it is an older minor,
+/// and the unreadable page proves the host reads none of the entries it lacks.
+#[test]
+fn a_v1_0_table_loads_and_works_and_nothing_beyond_its_struct_size_is_read() {
+    in_child_process(
+        "a_v1_0_table_loads_and_works_and_nothing_beyond_its_struct_size_is_read",
+        "V1_0_TABLE_AT_PAGE_END",
+        |library| {
+            let runtime = runtime_with(library);
+            let entry = runtime.backend(PLUGIN_NAME).expect("the plugin is a backend");
+            assert_eq!(entry.backend().info().abi_version, (XHAL_ABI_MAJOR, 0));
+            let device = runtime.open(PLUGIN_NAME, 0).expect("device 0");
+            check_device_info(&device);
+            exercise_every_path(&device);
+        },
+    );
+}
+
+fn check_truncated_refusal(error: &xhal_core::Error) {
+    assert_eq!(error.kind(), ErrorKind::PluginLoad, "{error}");
+    let message = error.message();
+    assert!(
+        message.contains(&format!("struct_size is {TRUNCATED_TABLE_SIZE} bytes")),
+        "{error}"
+    );
+    assert!(
+        message.ends_with("lie beyond the plugin's struct_size: kernel_get, kernel_destroy"),
+        "the refusal names exactly the entries beyond struct_size: {error}"
+    );
+}
+
+/// The v1.0 table less its last two entries, whose slots in memory hold traps. v1.0 is the
+/// oldest ABI, so such a table is refused, naming the entries beyond its `struct_size`; a
+/// host that read those slots would find them filled, and calling them ends the process.
+#[test]
+fn a_table_truncated_before_kernel_get_is_refused_naming_the_entries_beyond_it() {
+    in_child_process(
+        "a_table_truncated_before_kernel_get_is_refused_naming_the_entries_beyond_it",
+        "TRUNCATED_TRAPPED",
+        |library| check_truncated_refusal(&refusal(library)),
+    );
+}
+
+/// The same truncated table, ending where an unreadable page begins: the refusal is made
+/// without reading a byte past `struct_size`.
+#[test]
+fn a_table_truncated_before_kernel_get_is_refused_without_reading_beyond_it() {
+    in_child_process(
+        "a_table_truncated_before_kernel_get_is_refused_without_reading_beyond_it",
+        "TRUNCATED_AT_PAGE_END",
+        |library| check_truncated_refusal(&refusal(library)),
+    );
+}
+
+fn check_major_refusal(error: &xhal_core::Error, plugin_version: &str) {
+    assert_eq!(error.kind(), ErrorKind::PluginLoad, "{error}");
+    assert!(
+        error.message().contains(&format!(
+            "plugin implements ABI {plugin_version}, this host speaks {XHAL_ABI_MAJOR}.{XHAL_ABI_MINOR}: major versions must match"
+        )),
+        "{error}"
+    );
+}
+
+/// A plugin of the next major whose table is only the header that every version begins with
+/// (`struct_size`, `abi_major`, `abi_minor`), before an unreadable page: the host refuses it
+/// by its version, naming both, having read nothing else.
+#[test]
+fn a_newer_major_plugin_is_refused_by_its_header_naming_both_versions() {
+    in_child_process(
+        "a_newer_major_plugin_is_refused_by_its_header_naming_both_versions",
+        "MAJOR_ABOVE",
+        |library| check_major_refusal(&refusal(library), &format!("{}.3", XHAL_ABI_MAJOR + 1)),
+    );
+}
+
+/// A plugin of the previous major with a complete, working table is refused all the same.
+#[test]
+fn an_older_major_plugin_is_refused_naming_both_versions() {
+    in_child_process(
+        "an_older_major_plugin_is_refused_naming_both_versions",
+        "MAJOR_BELOW",
+        |library| check_major_refusal(&refusal(library), &format!("{}.9", XHAL_ABI_MAJOR - 1)),
+    );
+}

@@ -1,0 +1,599 @@
+/*
+ * A plugin in C whose table layout is set byte by byte, for the ABI evolution tests
+ * (hal/core/tests/abi_evolution.rs). One source, one variant per build, chosen with
+ * -DZOO_VARIANT_<NAME>:
+ *
+ *   NEWER_MINOR            reports the host's minor + 1; its table is longer than the host's
+ *                          and its extra trailing entries are traps; its errors carry a
+ *                          larger XhalError; it knows a device-info field the host does not.
+ *   V1_0_TABLE_AT_PAGE_END reports minor 0 with a table of exactly the v1.0 size, placed so
+ *                          that it ends where an unreadable page begins.
+ *   TRUNCATED_TRAPPED      struct_size ends before `kernel_get`; the two last v1.0 slots,
+ *                          beyond struct_size, hold traps.
+ *   TRUNCATED_AT_PAGE_END  the same struct_size, ending where an unreadable page begins.
+ *   MAJOR_ABOVE            reports the host's major + 1 (minor 3) with only the header
+ *                          (struct_size, abi_major, abi_minor) before an unreadable page.
+ *   MAJOR_BELOW            reports the host's major - 1 (minor 9) with a full working table.
+ *
+ * A trap writes "xhal zoo trap: ..." to stderr and ends the process with status 86; a read
+ * of an unreadable page ends it with SIGSEGV. The tests run each load in a child process and
+ * read either as a failure of the host.
+ *
+ * The device behind the table is small but real: host memory, streams that complete each
+ * operation before returning, timing events, and kernels of a vendor format that name one
+ * of the C functions below.
+ */
+#define _DEFAULT_SOURCE
+#include "xhal.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The vendor kernel format of this plugin: any code, kernels named by `kernel_get`. */
+#define ZOO_KERNEL_FORMAT (XHAL_KERNEL_FORMAT_VENDOR_BASE + 0xE70)
+
+#define TRAP_EXIT_STATUS 86
+
+/* Each variant uses some of the traps and helpers below. */
+#define ZOO_SOME_VARIANTS __attribute__((unused))
+
+/* ---- traps ------------------------------------------------------------------------------ */
+
+static void trap(const char *what) {
+    fprintf(stderr, "xhal zoo trap: %s\n", what);
+    fflush(stderr);
+    _exit(TRAP_EXIT_STATUS);
+}
+
+ZOO_SOME_VARIANTS static XhalStatus trap_kernel_get(struct XhalModule *module, struct XhalStr name, struct XhalKernel **kernel,
+                                  XhalErrorOut error) {
+    (void)module, (void)name, (void)kernel, (void)error;
+    trap("kernel_get, which lies beyond the table's struct_size, was called");
+    return XHAL_STATUS_INTERNAL;
+}
+
+ZOO_SOME_VARIANTS static void trap_kernel_destroy(struct XhalKernel *kernel) {
+    (void)kernel;
+    trap("kernel_destroy, which lies beyond the table's struct_size, was called");
+}
+
+ZOO_SOME_VARIANTS static void trap_future_entry_0(void) { trap("future entry 0 (unknown to the host) was called"); }
+ZOO_SOME_VARIANTS static void trap_future_entry_1(void) { trap("future entry 1 (unknown to the host) was called"); }
+ZOO_SOME_VARIANTS static void trap_future_entry_2(void) { trap("future entry 2 (unknown to the host) was called"); }
+
+/* ---- errors ----------------------------------------------------------------------------- */
+
+/* An error as a newer minor might define it: the v1.0 fields, then one the host does not know. */
+typedef struct ZooError {
+    XhalError base;
+    uint32_t future_detail;
+    char text[200];
+} ZooError;
+
+#if defined(ZOO_VARIANT_NEWER_MINOR)
+#define ZOO_ERROR_STRUCT_SIZE (offsetof(ZooError, future_detail) + sizeof(uint32_t))
+#else
+#define ZOO_ERROR_STRUCT_SIZE XHAL_ERROR_V1_0_SIZE
+#endif
+
+static XhalStatus fail(XhalErrorOut error, XhalStatus code, const char *message) {
+    if (error == NULL) {
+        return code;
+    }
+    ZooError *made = calloc(1, sizeof(ZooError));
+    if (made == NULL) {
+        *error = NULL;
+        return code;
+    }
+    snprintf(made->text, sizeof made->text, "%s", message);
+    made->base.struct_size = ZOO_ERROR_STRUCT_SIZE;
+    made->base.code = code;
+    made->base.message.ptr = (const uint8_t *)made->text;
+    made->base.message.len = strlen(made->text);
+    made->future_detail = 0xE70;
+    *error = &made->base;
+    return code;
+}
+
+static void zoo_error_free(XhalError *error) { free(error); }
+
+/* ---- the device ------------------------------------------------------------------------- */
+
+struct XhalDevice {
+    int unused;
+};
+struct XhalBuffer {
+    uint64_t size;
+    uint8_t *bytes;
+};
+struct XhalStream {
+    int unused;
+};
+struct XhalEvent {
+    uint32_t flags;
+    int recorded;
+    uint64_t nanoseconds;
+};
+struct XhalModule {
+    int unused;
+};
+
+typedef void (*ZooKernelFn)(const XhalLaunchInfo *launch);
+struct XhalKernel {
+    ZooKernelFn run;
+};
+
+static const char DEVICE_NAME[] = "zoo evolution device";
+static const char DEVICE_VENDOR[] = "xhal plugin zoo";
+#define DEVICE_MEMORY (64u << 20)
+
+/* Reported back in driver_version, so a test can see what the host passed. */
+static uint32_t host_abi_major_seen;
+static uint32_t host_abi_minor_seen;
+static char driver_version[128];
+
+static XhalStatus zoo_device_count(uint32_t *count, XhalErrorOut error) {
+    if (count == NULL) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "device_count: count is null");
+    }
+    *count = 1;
+    return XHAL_STATUS_OK;
+}
+
+#if defined(ZOO_VARIANT_NEWER_MINOR)
+/* A device-info field this plugin's (future) minor would append after kernel_formats. */
+#define FUTURE_CLOCK_FIELD_OFFSET XHAL_DEVICE_INFO_V1_0_SIZE
+#define FUTURE_DEVICE_INFO_SIZE (FUTURE_CLOCK_FIELD_OFFSET + sizeof(uint32_t))
+#endif
+
+static XhalStatus zoo_device_get_info(uint32_t index, XhalDeviceInfo *info, XhalErrorOut error) {
+    if (info == NULL) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "device_get_info: info is null");
+    }
+    if (index != 0) {
+        return fail(error, XHAL_STATUS_NOT_FOUND, "device_get_info: only device 0 exists");
+    }
+    if (info->struct_size < XHAL_DEVICE_INFO_V1_0_SIZE) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "device_get_info: struct_size below the v1.0 size");
+    }
+    size_t host_info_size = info->struct_size;
+    snprintf(driver_version, sizeof driver_version, "host ABI %u.%u, device-info struct_size %zu",
+             (unsigned)host_abi_major_seen, (unsigned)host_abi_minor_seen, host_info_size);
+    info->name.ptr = (const uint8_t *)DEVICE_NAME;
+    info->name.len = sizeof DEVICE_NAME - 1;
+    info->vendor.ptr = (const uint8_t *)DEVICE_VENDOR;
+    info->vendor.len = sizeof DEVICE_VENDOR - 1;
+    info->vendor_id = 0;
+    info->device_id = 0;
+    info->device_type = XHAL_DEVICE_TYPE_OTHER;
+    for (int i = 0; i < 16; i++) {
+        info->uuid[i] = (uint8_t)(0xE0 + i);
+    }
+    info->pci_bus_id.ptr = NULL;
+    info->pci_bus_id.len = 0;
+    info->driver_version.ptr = (const uint8_t *)driver_version;
+    info->driver_version.len = strlen(driver_version);
+    info->total_memory = DEVICE_MEMORY;
+    info->free_memory = DEVICE_MEMORY;
+    info->max_allocation_size = DEVICE_MEMORY;
+    for (int i = 0; i < 3; i++) {
+        info->max_workgroup_size[i] = 1;
+        info->max_workgroup_count[i] = 65535;
+    }
+    info->max_workgroup_invocations = 1;
+    info->max_workgroup_memory = 0;
+    info->subgroup_size = 1;
+    info->max_buffer_arguments = 8;
+    info->max_scalar_block_size = 256;
+    info->buffer_offset_alignment = 4;
+    info->features = XHAL_FEATURE_TIMESTAMPS;
+    info->kernel_format_count = 1;
+    info->kernel_formats[0] = ZOO_KERNEL_FORMAT;
+#if defined(ZOO_VARIANT_NEWER_MINOR)
+    /* The field this plugin knows and the host may not: written only where the host's
+     * struct_size says the host's struct has it. */
+    if (host_info_size >= FUTURE_DEVICE_INFO_SIZE) {
+        uint32_t clock_mhz = 1000;
+        memcpy((uint8_t *)info + FUTURE_CLOCK_FIELD_OFFSET, &clock_mhz, sizeof clock_mhz);
+    }
+#endif
+    return XHAL_STATUS_OK;
+}
+
+static XhalStatus zoo_device_open(uint32_t index, struct XhalDevice **device, XhalErrorOut error) {
+    if (device == NULL) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "device_open: device is null");
+    }
+    if (index != 0) {
+        return fail(error, XHAL_STATUS_NOT_FOUND, "device_open: only device 0 exists");
+    }
+    *device = calloc(1, sizeof(struct XhalDevice));
+    return *device ? XHAL_STATUS_OK : fail(error, XHAL_STATUS_OUT_OF_MEMORY, "device_open: out of host memory");
+}
+
+static void zoo_device_close(struct XhalDevice *device) { free(device); }
+
+static XhalStatus zoo_buffer_allocate(struct XhalDevice *device, uint64_t size, struct XhalBuffer **buffer,
+                                      XhalErrorOut error) {
+    if (device == NULL || buffer == NULL) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "buffer_allocate: null device or out pointer");
+    }
+    if (size == 0 || size > DEVICE_MEMORY) {
+        return fail(error, XHAL_STATUS_OUT_OF_MEMORY, "buffer_allocate: size is 0 or above the device memory");
+    }
+    struct XhalBuffer *made = calloc(1, sizeof(struct XhalBuffer));
+    uint8_t *bytes = calloc(1, (size_t)size);
+    if (made == NULL || bytes == NULL) {
+        free(made);
+        free(bytes);
+        return fail(error, XHAL_STATUS_OUT_OF_MEMORY, "buffer_allocate: out of host memory");
+    }
+    made->size = size;
+    made->bytes = bytes;
+    *buffer = made;
+    return XHAL_STATUS_OK;
+}
+
+static void zoo_buffer_free(struct XhalBuffer *buffer) {
+    if (buffer != NULL) {
+        free(buffer->bytes);
+        free(buffer);
+    }
+}
+
+static XhalStatus zoo_stream_create(struct XhalDevice *device, struct XhalStream **stream, XhalErrorOut error) {
+    if (device == NULL || stream == NULL) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "stream_create: null device or out pointer");
+    }
+    *stream = calloc(1, sizeof(struct XhalStream));
+    return *stream ? XHAL_STATUS_OK : fail(error, XHAL_STATUS_OUT_OF_MEMORY, "stream_create: out of host memory");
+}
+
+static void zoo_stream_destroy(struct XhalStream *stream) { free(stream); }
+
+static int out_of_range(const struct XhalBuffer *buffer, uint64_t offset, uint64_t size) {
+    return offset > buffer->size || size > buffer->size - offset;
+}
+
+static XhalStatus zoo_stream_write(struct XhalStream *stream, struct XhalBuffer *buffer, uint64_t offset,
+                                   const uint8_t *source, uint64_t size, XhalErrorOut error) {
+    if (stream == NULL || buffer == NULL || (source == NULL && size > 0)) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "stream_write: null stream, buffer or source");
+    }
+    if (out_of_range(buffer, offset, size)) {
+        return fail(error, XHAL_STATUS_OUT_OF_BOUNDS, "stream_write: range outside the buffer");
+    }
+    if (size > 0) {
+        memcpy(buffer->bytes + offset, source, (size_t)size);
+    }
+    return XHAL_STATUS_OK;
+}
+
+static XhalStatus zoo_stream_read(struct XhalStream *stream, struct XhalBuffer *buffer, uint64_t offset,
+                                  uint8_t *destination, uint64_t size, XhalErrorOut error) {
+    if (stream == NULL || buffer == NULL || (destination == NULL && size > 0)) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "stream_read: null stream, buffer or destination");
+    }
+    if (out_of_range(buffer, offset, size)) {
+        return fail(error, XHAL_STATUS_OUT_OF_BOUNDS, "stream_read: range outside the buffer");
+    }
+    if (size > 0) {
+        memcpy(destination, buffer->bytes + offset, (size_t)size);
+    }
+    return XHAL_STATUS_OK;
+}
+
+static XhalStatus zoo_stream_copy(struct XhalStream *stream, struct XhalBuffer *source, uint64_t source_offset,
+                                  struct XhalBuffer *destination, uint64_t destination_offset, uint64_t size,
+                                  XhalErrorOut error) {
+    if (stream == NULL || source == NULL || destination == NULL) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "stream_copy: null stream or buffer");
+    }
+    if (out_of_range(source, source_offset, size) || out_of_range(destination, destination_offset, size)) {
+        return fail(error, XHAL_STATUS_OUT_OF_BOUNDS, "stream_copy: range outside a buffer");
+    }
+    if (size > 0) {
+        memmove(destination->bytes + destination_offset, source->bytes + source_offset, (size_t)size);
+    }
+    return XHAL_STATUS_OK;
+}
+
+static XhalStatus zoo_stream_fill(struct XhalStream *stream, struct XhalBuffer *buffer, uint64_t offset,
+                                  uint64_t size, const uint8_t *pattern, size_t pattern_size, XhalErrorOut error) {
+    if (stream == NULL || buffer == NULL || pattern == NULL) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "stream_fill: null stream, buffer or pattern");
+    }
+    if (pattern_size != 1 && pattern_size != 2 && pattern_size != 4) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "stream_fill: the pattern is not 1, 2 or 4 bytes");
+    }
+    if (offset % pattern_size != 0 || size % pattern_size != 0) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "stream_fill: offset or size not a multiple of the pattern");
+    }
+    if (out_of_range(buffer, offset, size)) {
+        return fail(error, XHAL_STATUS_OUT_OF_BOUNDS, "stream_fill: range outside the buffer");
+    }
+    for (uint64_t at = 0; at < size; at += pattern_size) {
+        memcpy(buffer->bytes + offset + at, pattern, pattern_size);
+    }
+    return XHAL_STATUS_OK;
+}
+
+static XhalStatus zoo_stream_launch(struct XhalStream *stream, const XhalLaunchInfo *launch, XhalErrorOut error) {
+    if (stream == NULL || launch == NULL) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "stream_launch: null stream or launch");
+    }
+    if (launch->struct_size < XHAL_LAUNCH_INFO_V1_0_SIZE) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "stream_launch: struct_size below the v1.0 size");
+    }
+    if (launch->kernel == NULL || launch->kernel->run == NULL) {
+        return fail(error, XHAL_STATUS_INVALID_HANDLE, "stream_launch: null kernel");
+    }
+    for (uint32_t i = 0; i < launch->buffer_count; i++) {
+        const XhalBufferArg *arg = &launch->buffers[i];
+        if (arg->buffer == NULL || out_of_range(arg->buffer, arg->offset, arg->size)) {
+            return fail(error, XHAL_STATUS_OUT_OF_BOUNDS, "stream_launch: a buffer argument reaches outside its buffer");
+        }
+    }
+    launch->kernel->run(launch);
+    return XHAL_STATUS_OK;
+}
+
+static uint64_t now_nanoseconds(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+
+static XhalStatus zoo_stream_record_event(struct XhalStream *stream, struct XhalEvent *event, XhalErrorOut error) {
+    if (stream == NULL || event == NULL) {
+        return fail(error, XHAL_STATUS_INVALID_HANDLE, "stream_record_event: null stream or event");
+    }
+    event->recorded = 1;
+    event->nanoseconds = now_nanoseconds();
+    return XHAL_STATUS_OK;
+}
+
+static XhalStatus zoo_stream_wait_event(struct XhalStream *stream, struct XhalEvent *event, XhalErrorOut error) {
+    if (stream == NULL || event == NULL) {
+        return fail(error, XHAL_STATUS_INVALID_HANDLE, "stream_wait_event: null stream or event");
+    }
+    return XHAL_STATUS_OK;
+}
+
+static XhalStatus zoo_stream_synchronize(struct XhalStream *stream, XhalErrorOut error) {
+    return stream ? XHAL_STATUS_OK : fail(error, XHAL_STATUS_INVALID_HANDLE, "stream_synchronize: null stream");
+}
+
+static XhalStatus zoo_stream_query(struct XhalStream *stream, XhalErrorOut error) {
+    return stream ? XHAL_STATUS_OK : fail(error, XHAL_STATUS_INVALID_HANDLE, "stream_query: null stream");
+}
+
+static XhalStatus zoo_event_create(struct XhalDevice *device, uint32_t flags, struct XhalEvent **event,
+                                   XhalErrorOut error) {
+    if (device == NULL || event == NULL) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "event_create: null device or out pointer");
+    }
+    if ((flags & ~(uint32_t)XHAL_EVENT_FLAG_TIMING) != 0) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "event_create: unknown flags");
+    }
+    struct XhalEvent *made = calloc(1, sizeof(struct XhalEvent));
+    if (made == NULL) {
+        return fail(error, XHAL_STATUS_OUT_OF_MEMORY, "event_create: out of host memory");
+    }
+    made->flags = flags;
+    *event = made;
+    return XHAL_STATUS_OK;
+}
+
+static void zoo_event_destroy(struct XhalEvent *event) { free(event); }
+
+static XhalStatus zoo_event_query(struct XhalEvent *event, XhalErrorOut error) {
+    return event ? XHAL_STATUS_OK : fail(error, XHAL_STATUS_INVALID_HANDLE, "event_query: null event");
+}
+
+static XhalStatus zoo_event_synchronize(struct XhalEvent *event, XhalErrorOut error) {
+    return event ? XHAL_STATUS_OK : fail(error, XHAL_STATUS_INVALID_HANDLE, "event_synchronize: null event");
+}
+
+static XhalStatus zoo_event_elapsed_time(struct XhalEvent *start, struct XhalEvent *end, uint64_t *nanoseconds,
+                                         XhalErrorOut error) {
+    if (start == NULL || end == NULL || nanoseconds == NULL) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "event_elapsed_time: null event or out pointer");
+    }
+    if (!(start->flags & XHAL_EVENT_FLAG_TIMING) || !(end->flags & XHAL_EVENT_FLAG_TIMING)) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "event_elapsed_time: an event was created without timing");
+    }
+    if (!start->recorded || !end->recorded) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "event_elapsed_time: an event was never recorded");
+    }
+    *nanoseconds = end->nanoseconds >= start->nanoseconds ? end->nanoseconds - start->nanoseconds : 0;
+    return XHAL_STATUS_OK;
+}
+
+static XhalStatus zoo_module_load(struct XhalDevice *device, uint32_t format, const uint8_t *code, size_t size,
+                                  struct XhalModule **module, XhalErrorOut error) {
+    (void)code, (void)size;
+    if (device == NULL || module == NULL) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "module_load: null device or out pointer");
+    }
+    if (format != ZOO_KERNEL_FORMAT) {
+        return fail(error, XHAL_STATUS_UNSUPPORTED, "module_load: only the zoo's own kernel format is accepted");
+    }
+    *module = calloc(1, sizeof(struct XhalModule));
+    return *module ? XHAL_STATUS_OK : fail(error, XHAL_STATUS_OUT_OF_MEMORY, "module_load: out of host memory");
+}
+
+static void zoo_module_destroy(struct XhalModule *module) { free(module); }
+
+/* Adds the u32 scalar to every u32 of buffer argument 0. */
+static void kernel_add_scalar(const XhalLaunchInfo *launch) {
+    if (launch->buffer_count < 1 || launch->scalar_size < sizeof(uint32_t)) {
+        return;
+    }
+    uint32_t addend;
+    memcpy(&addend, launch->scalars, sizeof addend);
+    const XhalBufferArg *arg = &launch->buffers[0];
+    uint8_t *bytes = arg->buffer->bytes + arg->offset;
+    for (uint64_t at = 0; at + sizeof(uint32_t) <= arg->size; at += sizeof(uint32_t)) {
+        uint32_t value;
+        memcpy(&value, bytes + at, sizeof value);
+        value += addend;
+        memcpy(bytes + at, &value, sizeof value);
+    }
+}
+
+/* Writes the struct_size of the XhalLaunchInfo the host passed into buffer argument 0. */
+static void kernel_report_launch_struct_size(const XhalLaunchInfo *launch) {
+    if (launch->buffer_count < 1 || launch->buffers[0].size < sizeof(uint64_t)) {
+        return;
+    }
+    uint64_t size = launch->struct_size;
+    memcpy(launch->buffers[0].buffer->bytes + launch->buffers[0].offset, &size, sizeof size);
+}
+
+static int name_is(struct XhalStr name, const char *expected) {
+    size_t length = strlen(expected);
+    return name.len == length && (length == 0 || memcmp(name.ptr, expected, length) == 0);
+}
+
+static XhalStatus zoo_kernel_get(struct XhalModule *module, struct XhalStr name, struct XhalKernel **kernel,
+                                 XhalErrorOut error) {
+    if (module == NULL || kernel == NULL) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "kernel_get: null module or out pointer");
+    }
+    ZooKernelFn run = NULL;
+    if (name_is(name, "add_scalar")) {
+        run = kernel_add_scalar;
+    } else if (name_is(name, "report_launch_struct_size")) {
+        run = kernel_report_launch_struct_size;
+    } else {
+        return fail(error, XHAL_STATUS_NOT_FOUND,
+                    "kernel_get: no such kernel; the zoo has add_scalar and report_launch_struct_size");
+    }
+    struct XhalKernel *made = calloc(1, sizeof(struct XhalKernel));
+    if (made == NULL) {
+        return fail(error, XHAL_STATUS_OUT_OF_MEMORY, "kernel_get: out of host memory");
+    }
+    made->run = run;
+    *kernel = made;
+    return XHAL_STATUS_OK;
+}
+
+static void zoo_kernel_destroy(struct XhalKernel *kernel) { free(kernel); }
+
+/* ---- the table -------------------------------------------------------------------------- */
+
+/* A table as a later minor would lay it out: this header's table, then entries it lacks. */
+typedef struct FutureTable {
+    XhalPluginApi known;
+    void (*future_entries[3])(void);
+} FutureTable;
+
+static const char PLUGIN_NAME[] = "zoo_evolution";
+static const char PLUGIN_VERSION[] = "1.0.0";
+
+static FutureTable table;
+static const XhalPluginApi *published;
+static pthread_once_t build_once = PTHREAD_ONCE_INIT;
+
+static void fill_v1_0_entries(XhalPluginApi *api) {
+    api->plugin_name.ptr = (const uint8_t *)PLUGIN_NAME;
+    api->plugin_name.len = sizeof PLUGIN_NAME - 1;
+    api->plugin_version.ptr = (const uint8_t *)PLUGIN_VERSION;
+    api->plugin_version.len = sizeof PLUGIN_VERSION - 1;
+    api->error_free = zoo_error_free;
+    api->device_count = zoo_device_count;
+    api->device_get_info = zoo_device_get_info;
+    api->device_open = zoo_device_open;
+    api->device_close = zoo_device_close;
+    api->buffer_allocate = zoo_buffer_allocate;
+    api->buffer_free = zoo_buffer_free;
+    api->stream_create = zoo_stream_create;
+    api->stream_destroy = zoo_stream_destroy;
+    api->stream_write = zoo_stream_write;
+    api->stream_read = zoo_stream_read;
+    api->stream_copy = zoo_stream_copy;
+    api->stream_fill = zoo_stream_fill;
+    api->stream_launch = zoo_stream_launch;
+    api->stream_record_event = zoo_stream_record_event;
+    api->stream_wait_event = zoo_stream_wait_event;
+    api->stream_synchronize = zoo_stream_synchronize;
+    api->stream_query = zoo_stream_query;
+    api->event_create = zoo_event_create;
+    api->event_destroy = zoo_event_destroy;
+    api->event_query = zoo_event_query;
+    api->event_synchronize = zoo_event_synchronize;
+    api->event_elapsed_time = zoo_event_elapsed_time;
+    api->module_load = zoo_module_load;
+    api->module_destroy = zoo_module_destroy;
+    api->kernel_get = zoo_kernel_get;
+    api->kernel_destroy = zoo_kernel_destroy;
+}
+
+/* Copies the first `size` bytes of `source` so that they end exactly where a page that can be
+ * neither read nor written begins: any read past `size` ends the process with SIGSEGV. */
+ZOO_SOME_VARIANTS static const XhalPluginApi *place_before_unreadable_page(const void *source, size_t size) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t span = (size + page - 1) / page * page;
+    uint8_t *region = mmap(NULL, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (region == MAP_FAILED) {
+        return NULL;
+    }
+    if (mprotect(region + span, page, PROT_NONE) != 0) {
+        return NULL;
+    }
+    uint8_t *start = region + span - size;
+    memcpy(start, source, size);
+    return (const XhalPluginApi *)start;
+}
+
+static void build_table(void) {
+    XhalPluginApi *api = &table.known;
+    fill_v1_0_entries(api);
+    api->abi_major = XHAL_ABI_MAJOR;
+    api->abi_minor = XHAL_ABI_MINOR;
+    api->struct_size = XHAL_PLUGIN_API_V1_0_SIZE;
+    published = api;
+#if defined(ZOO_VARIANT_NEWER_MINOR)
+    api->abi_minor = XHAL_ABI_MINOR + 1;
+    table.future_entries[0] = trap_future_entry_0;
+    table.future_entries[1] = trap_future_entry_1;
+    table.future_entries[2] = trap_future_entry_2;
+    api->struct_size = sizeof(FutureTable);
+#elif defined(ZOO_VARIANT_V1_0_TABLE_AT_PAGE_END)
+    api->abi_minor = 0;
+    published = place_before_unreadable_page(api, XHAL_PLUGIN_API_V1_0_SIZE);
+#elif defined(ZOO_VARIANT_TRUNCATED_TRAPPED)
+    api->abi_minor = 0;
+    api->struct_size = offsetof(XhalPluginApi, kernel_get);
+    api->kernel_get = trap_kernel_get;
+    api->kernel_destroy = trap_kernel_destroy;
+#elif defined(ZOO_VARIANT_TRUNCATED_AT_PAGE_END)
+    api->abi_minor = 0;
+    api->struct_size = offsetof(XhalPluginApi, kernel_get);
+    published = place_before_unreadable_page(api, offsetof(XhalPluginApi, kernel_get));
+#elif defined(ZOO_VARIANT_MAJOR_ABOVE)
+    api->abi_major = XHAL_ABI_MAJOR + 1;
+    api->abi_minor = 3;
+    api->struct_size = offsetof(XhalPluginApi, plugin_name);
+    published = place_before_unreadable_page(api, offsetof(XhalPluginApi, plugin_name));
+#elif defined(ZOO_VARIANT_MAJOR_BELOW)
+    api->abi_major = XHAL_ABI_MAJOR - 1;
+    api->abi_minor = 9;
+#else
+#error "define one ZOO_VARIANT_*"
+#endif
+}
+
+const XhalPluginApi *xhal_plugin_query(uint32_t host_abi_major, uint32_t host_abi_minor) {
+    /* Every variant answers whatever the host's major: the host's own check is under test. */
+    host_abi_major_seen = host_abi_major;
+    host_abi_minor_seen = host_abi_minor;
+    pthread_once(&build_once, build_table);
+    return published;
+}
