@@ -8,7 +8,8 @@ PLUGIN_DIR := target/plugins
 # The cpu plugin is certified twice: interpreted, and compiled to C. level-zero, cuda and rocm
 # find no device here, so they are skipped loudly (CI does not require them); on a machine
 # with the hardware they are certified like the rest (scripts/gpu-check.sh does it for cuda).
-CTS_BACKENDS := cpu-interpret cpu-compile vulkan wgpu opencl level-zero cuda rocm
+# c-plugin is the plugin written in C, built by `make c-plugin`.
+CTS_BACKENDS := cpu-interpret cpu-compile vulkan wgpu opencl level-zero cuda rocm c-plugin
 
 .PHONY: all build plugins drivers demo test cts fmt-check clippy header bench bench-overhead bench-backends bench-kernels doc clean
 
@@ -58,7 +59,7 @@ test: drivers fmt-check clippy
 # Certifies every backend plugin with xhal-cts; reports in target/cts/<backend>/. Fails on
 # any failure, crash or timeout; a backend without a driver is skipped loudly unless
 # XHAL_REQUIRE_BACKENDS names it (see scripts/cts.sh).
-cts: drivers build
+cts: drivers build c-plugin
 	scripts/cts.sh $(CTS_BACKENDS)
 
 # Regenerates include/xhal.h after a change to hal/abi.
@@ -94,3 +95,6 @@ doc:
 
 clean:
 	$(CARGO) clean
+
+# The plugin written in C (examples/c-plugin): `make c-plugin`, `c-plugin-check`, `c-plugin-asan`.
+include examples/c-plugin/c-plugin.mk
