@@ -17,11 +17,19 @@ pub fn wgsl_unreachable(info: &DeviceInfo) -> Option<String> {
         return None;
     }
     let names: Vec<String> = formats.iter().map(|format| format.name()).collect();
+    let made: Vec<String> = xhal::kernel::Target::ALL
+        .iter()
+        .map(|target| xhal::KernelFormat(target.format()).name())
+        .collect();
     Some(format!(
-        "the device takes only {} kernels, and the host makes none of those from WGSL (it makes wgsl, \
-         spirv-shader, spirv-kernel, opencl-c, cuda-c and hip-c); this test runs WGSL kernels, so the \
-         device's own kernel format is not tested here",
-        if names.is_empty() { "no".to_string() } else { names.join(", ") }
+        "the device takes only {} kernels, and the host makes none of those from WGSL (it makes {}); \
+         this test runs WGSL kernels, so the device's own kernel format is not tested here",
+        if names.is_empty() {
+            "no".to_string()
+        } else {
+            names.join(", ")
+        },
+        made.join(", ")
     ))
 }
 

@@ -1,32 +1,45 @@
 # The C plugin (examples/c-plugin), included by the top-level Makefile. It needs only a C11
 # compiler and include/xhal.h: no cargo, no Rust.
 #
-#   make c-plugin        target/plugins/libxhal_c-plugin.so (certified by `make cts`)
+#   make c-plugin        target/c-plugin/libxhal_c-plugin.so
 #   make c-plugin-check  that plugin through check_c_plugin (its kernels, streams, events, misuse)
+#   make c-plugin-cts    xhal-cts on it; reports in target/cts/c-plugin (part of `make cts`)
 #   make c-plugin-asan   both built with AddressSanitizer and UBSan: check_c_plugin with leak
 #                        detection, then xhal-cts on the sanitized plugin
+#
+# The plugin stays out of target/plugins on purpose: its device is a CPU that takes no WGSL,
+# and in that folder it would be discovered before libxhal_cpu.so and chosen by default by the
+# demos and by anything else searching target/plugins. Put target/c-plugin on XHAL_PLUGIN_PATH
+# to use it.
 CC ?= cc
 C_PLUGIN_SOURCE := examples/c-plugin/c_plugin.c
 C_PLUGIN_CHECK_SOURCE := examples/c-plugin/check_c_plugin.c
 C_PLUGIN_CFLAGS := -std=c11 -pedantic -Wall -Wextra -Werror -I include
 C_PLUGIN_SHARED := -fPIC -shared -fvisibility=hidden
 C_PLUGIN_SANITIZE := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g -O1
+C_PLUGIN_DIR := target/c-plugin
 C_PLUGIN_ASAN_DIR := target/c-plugin-asan
 
-.PHONY: c-plugin c-plugin-check c-plugin-asan
+.PHONY: c-plugin c-plugin-check c-plugin-cts c-plugin-asan
 
-c-plugin: $(PLUGIN_DIR)/libxhal_c-plugin.so
+c-plugin: $(C_PLUGIN_DIR)/libxhal_c-plugin.so
 
-$(PLUGIN_DIR)/libxhal_c-plugin.so: $(C_PLUGIN_SOURCE) include/xhal.h
+$(C_PLUGIN_DIR)/libxhal_c-plugin.so: $(C_PLUGIN_SOURCE) include/xhal.h
 	@mkdir -p $(dir $@)
 	$(CC) $(C_PLUGIN_CFLAGS) -O2 $(C_PLUGIN_SHARED) -o $@ $(C_PLUGIN_SOURCE) -lpthread
 
-target/c-plugin/check_c_plugin: $(C_PLUGIN_CHECK_SOURCE) include/xhal.h
+$(C_PLUGIN_DIR)/check_c_plugin: $(C_PLUGIN_CHECK_SOURCE) include/xhal.h
 	@mkdir -p $(dir $@)
 	$(CC) $(C_PLUGIN_CFLAGS) -O2 -o $@ $(C_PLUGIN_CHECK_SOURCE) -ldl
 
-c-plugin-check: $(PLUGIN_DIR)/libxhal_c-plugin.so target/c-plugin/check_c_plugin
-	target/c-plugin/check_c_plugin $(PLUGIN_DIR)/libxhal_c-plugin.so
+c-plugin-check: $(C_PLUGIN_DIR)/libxhal_c-plugin.so $(C_PLUGIN_DIR)/check_c_plugin
+	$(C_PLUGIN_DIR)/check_c_plugin $(C_PLUGIN_DIR)/libxhal_c-plugin.so
+
+# xhal-cts comes from the workspace build (the same command as `make build`, so that cargo
+# resolves the same features and finds it built).
+c-plugin-cts: $(C_PLUGIN_DIR)/libxhal_c-plugin.so
+	$(CARGO) build --release --workspace
+	target/release/xhal-cts run --plugin $(C_PLUGIN_DIR)/libxhal_c-plugin.so --report target/cts/c-plugin
 
 # The sanitized plugin keeps the file name the loader requires, in a folder of its own.
 $(C_PLUGIN_ASAN_DIR)/libxhal_c-plugin.so: $(C_PLUGIN_SOURCE) include/xhal.h
@@ -49,7 +62,7 @@ C_PLUGIN_ASAN_OPTIONS := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:log_path=$
 	LSAN_OPTIONS=suppressions=$(CURDIR)/examples/c-plugin/lsan.supp:print_suppressions=0
 
 c-plugin-asan: $(C_PLUGIN_ASAN_DIR)/libxhal_c-plugin.so $(C_PLUGIN_ASAN_DIR)/check_c_plugin
-	$(CARGO) build --release -p xhal-conformance --bin xhal-cts
+	$(CARGO) build --release --workspace
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		$(C_PLUGIN_ASAN_DIR)/check_c_plugin $(C_PLUGIN_ASAN_DIR)/libxhal_c-plugin.so
 	@rm -rf $(C_PLUGIN_ASAN_REPORTS) && mkdir -p $(C_PLUGIN_ASAN_REPORTS)
