@@ -1242,7 +1242,8 @@ static void store_f32(uint8_t *bytes, float value) { memcpy(bytes, &value, sizeo
 
 static uint8_t *view_bytes(const BufferView *view) { return view->buffer->bytes + view->offset; }
 
-/* Invocations a launch runs: the kernels are one-dimensional, so y and z repeat nothing. */
+/* Invocations a launch runs. The kernels are one-dimensional: launches whose y or z count is
+ * not 1 are refused at enqueue time. */
 static uint64_t invocations(const KernelArguments *arguments) {
     return (uint64_t)arguments->workgroups[0] * WORKGROUP_SIZE;
 }
@@ -1522,6 +1523,9 @@ static XhalStatus plugin_kernel_get(struct XhalModule *module, XhalStr name, str
     }
     if (name.ptr == NULL && name.len > 0) {
         return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "kernel_get: name.ptr is null with length %zu", name.len);
+    }
+    if (name.len == 0) {
+        return fail(error, XHAL_STATUS_NOT_FOUND, "kernel_get: the name is empty; no kernel has an empty name");
     }
     for (size_t index = 0; index < module->entry_count; index++) {
         const KernelDefinition *definition = module->entries[index];

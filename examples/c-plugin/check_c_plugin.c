@@ -262,6 +262,12 @@ static XhalModule *check_modules(XhalDevice *device) {
     XhalStr missing = {(const uint8_t *)"saxpy", 5};
     REFUSED(api->kernel_get(module, missing, &kernel, &error_), XHAL_STATUS_NOT_FOUND, "no kernel named `saxpy`",
             "kernel_get of a name the module lacks");
+    XhalStr empty_name = {NULL, 0};
+    REFUSED(api->kernel_get(module, empty_name, &kernel, &error_), XHAL_STATUS_NOT_FOUND, "the name is empty",
+            "kernel_get of an empty name");
+    XhalStr null_name = {NULL, 3};
+    REFUSED(api->kernel_get(module, null_name, &kernel, &error_), XHAL_STATUS_INVALID_ARGUMENT,
+            "name.ptr is null with length 3", "kernel_get of a null name with a length");
     XhalModule *only_fill = NULL;
     const char *fill_only = "fill_u32\n";
     OK(api->module_load(device, C_PLUGIN_KERNEL_FORMAT, (const uint8_t *)fill_only, strlen(fill_only), &only_fill,
