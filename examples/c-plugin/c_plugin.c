@@ -8,8 +8,9 @@
  * plugin's kernel format (C_PLUGIN_KERNEL_FORMAT) is UTF-8 text naming one of those functions
  * per line; see README.md.
  *
- * Build: cc -std=c11 -Wall -Wextra -Werror -fPIC -shared -fvisibility=hidden -I include \
- *           -o target/plugins/libxhal_c-plugin.so examples/c-plugin/c_plugin.c -lpthread
+ * Build (what `make c-plugin` runs):
+ *   cc -std=c11 -pedantic -Wall -Wextra -Werror -O2 -fPIC -shared -fvisibility=hidden -I include \
+ *      -o target/c-plugin/libxhal_c-plugin.so examples/c-plugin/c_plugin.c -lpthread
  */
 #define _POSIX_C_SOURCE 200809L
 
