@@ -57,9 +57,11 @@ test: drivers fmt-check clippy
 
 # Certifies every backend plugin with xhal-cts; reports in target/cts/<backend>/. Fails on
 # any failure, crash or timeout; a backend without a driver is skipped loudly unless
-# XHAL_REQUIRE_BACKENDS names it (see scripts/cts.sh).
+# XHAL_REQUIRE_BACKENDS names it (see scripts/cts.sh). Then the plugin written in C
+# (examples/c-plugin), which lives outside target/plugins.
 cts: drivers build
 	scripts/cts.sh $(CTS_BACKENDS)
+	@$(MAKE) --no-print-directory c-plugin-cts
 
 # Regenerates include/xhal.h after a change to hal/abi.
 header:
@@ -94,3 +96,7 @@ doc:
 
 clean:
 	$(CARGO) clean
+
+# The plugin written in C (examples/c-plugin): `make c-plugin`, `c-plugin-check`, `c-plugin-cts`,
+# `c-plugin-asan`.
+include examples/c-plugin/c-plugin.mk

@@ -4,6 +4,35 @@ use crate::test_case::{TestResult, Verdict};
 use std::path::{Path, PathBuf};
 use xhal::{BackendSource, Device, DeviceInfo, Module, Runtime, Stream};
 
+/// Why the suite's WGSL kernels cannot reach a device, or `None` when they can: the device
+/// lists no kernel format that the host makes from WGSL. Tests that run kernels are then
+/// skipped with this reason, so the device's certificate covers its memory, streams and
+/// events, and says in every skipped test that its kernels were not tested.
+pub fn wgsl_unreachable(info: &DeviceInfo) -> Option<String> {
+    let formats = &info.kernel_formats;
+    if formats
+        .iter()
+        .any(|format| xhal::kernel::Target::from_format(format.0).is_some())
+    {
+        return None;
+    }
+    let names: Vec<String> = formats.iter().map(|format| format.name()).collect();
+    let made: Vec<String> = xhal::kernel::Target::ALL
+        .iter()
+        .map(|target| xhal::KernelFormat(target.format()).name())
+        .collect();
+    Some(format!(
+        "the device takes only {} kernels, and the host makes none of those from WGSL (it makes {}); \
+         this test runs WGSL kernels, so the device's own kernel format is not tested here",
+        if names.is_empty() {
+            "no".to_string()
+        } else {
+            names.join(", ")
+        },
+        made.join(", ")
+    ))
+}
+
 /// Where the backend under test comes from.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind", content = "value")]
@@ -196,11 +225,24 @@ impl TestContext<'_> {
         self.target.runtime.open(&self.target.backend_name, self.index)
     }
 
-    /// Loads a WGSL module; a refusal fails the test, naming the module.
+    /// Loads a WGSL module; a refusal fails the test, naming the module. On a device that
+    /// takes no format the host makes from WGSL the test is skipped instead (see
+    /// [`wgsl_unreachable`]).
     pub fn load_wgsl(&self, what: &str, source: &str) -> std::result::Result<Module, Verdict> {
+        self.require_wgsl_kernels()?;
         self.device
             .load_wgsl(source)
             .map_err(|error| Verdict::fail(format!("the {what} kernel does not load: {error}")))
+    }
+
+    /// Skips when the device takes no kernel format the host makes from WGSL: every kernel of
+    /// the suite is WGSL, so such a device (one that takes only a vendor format of its own,
+    /// say) cannot run them.
+    pub fn require_wgsl_kernels(&self) -> TestResult {
+        match wgsl_unreachable(self.info()) {
+            Some(reason) => Err(Verdict::skip(reason)),
+            None => Ok(()),
+        }
     }
 
     /// Skips unless the device can launch `invocations` per workgroup.

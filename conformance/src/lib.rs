@@ -27,7 +27,7 @@ mod runner;
 mod test_case;
 
 pub use catalogue::catalogue;
-pub use context::{SetupError, Target, TargetSpec, TestContext};
+pub use context::{wgsl_unreachable, SetupError, Target, TargetSpec, TestContext};
 pub use known_failures::{KnownFailure, KnownFailures, RunIdentity};
 pub use outcome::{Outcome, TestRecord};
 pub use runner::{missing_requirement, run_declared, run_in_process, run_test, KnownFailurePolicy};

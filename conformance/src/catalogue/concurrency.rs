@@ -228,6 +228,7 @@ fn shared_module(context: &TestContext) -> TestResult {
 
 fn load_in_threads(context: &TestContext) -> TestResult {
     const THREADS: u32 = 4;
+    context.require_wgsl_kernels()?;
     let device = context.device();
     std::thread::scope(|scope| {
         let handles = (0..THREADS)

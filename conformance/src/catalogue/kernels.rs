@@ -346,6 +346,7 @@ fn names_line(message: &str, line: u32, what: &str) -> TestResult {
 }
 
 fn load_syntax_error(context: &TestContext) -> TestResult {
+    context.require_wgsl_kernels()?;
     let message = expect_error(
         context.device().load_wgsl(SYNTAX_ERROR),
         &[ErrorKind::InvalidArgument],
@@ -356,6 +357,7 @@ fn load_syntax_error(context: &TestContext) -> TestResult {
 }
 
 fn load_type_error(context: &TestContext) -> TestResult {
+    context.require_wgsl_kernels()?;
     let message = expect_error(
         context.device().load_wgsl(TYPE_ERROR),
         &[ErrorKind::InvalidArgument],
@@ -365,6 +367,7 @@ fn load_type_error(context: &TestContext) -> TestResult {
 }
 
 fn load_validation_error(context: &TestContext) -> TestResult {
+    context.require_wgsl_kernels()?;
     let message = expect_error(
         context.device().load_wgsl(VALIDATION_ERROR),
         &[ErrorKind::InvalidArgument],
@@ -374,6 +377,7 @@ fn load_validation_error(context: &TestContext) -> TestResult {
 }
 
 fn load_interface_error(context: &TestContext) -> TestResult {
+    context.require_wgsl_kernels()?;
     let message = expect_error(
         context.device().load_wgsl(INTERFACE_ERROR),
         &[ErrorKind::InvalidArgument],
