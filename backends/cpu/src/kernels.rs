@@ -258,7 +258,7 @@ impl PreparedLaunch {
     }
 }
 
-fn check_workgroups(name: &str, workgroups: [u32; 3]) -> Result<()> {
+pub(crate) fn check_workgroups(name: &str, workgroups: [u32; 3]) -> Result<()> {
     if workgroups.contains(&0) {
         return Err(Error::invalid_argument(format!(
             "kernel {name}: workgroup count {workgroups:?} has a zero dimension; each must be at least 1"

@@ -22,6 +22,9 @@
 //! and time limit. [`MODE_VARIABLE`] (`XHAL_CPU_MODE=interpret|compile|auto`, default
 //! `auto`) chooses; see [`KernelMode`].
 //!
+//! [`executor`] exposes the WGSL executor on its own, so that a backend whose memory is host
+//! memory can run kernels over its own byte slices.
+//!
 //! This crate is a library that exports no plugin symbol: `xhal` links it as the built-in
 //! `cpu` backend, `backends/cpu-plugin` exports it as `libxhal_cpu.so`, and another plugin
 //! may wrap or reuse it and export a table of its own.
@@ -30,6 +33,7 @@
 mod config;
 mod device;
 mod event;
+pub mod executor;
 mod kernels;
 mod memory;
 mod native;

@@ -62,6 +62,12 @@ pub enum KernelMode {
 }
 
 impl KernelMode {
+    /// The mode [`MODE_VARIABLE`] names in the environment; unset means [`KernelMode::Auto`],
+    /// an unknown value is `InvalidArgument` naming the variable.
+    pub fn from_env() -> Result<KernelMode> {
+        KernelMode::from_lookup(|name| std::env::var_os(name))
+    }
+
     /// The mode [`MODE_VARIABLE`] names; unset means [`KernelMode::Auto`].
     pub(crate) fn from_lookup(lookup: impl Fn(&str) -> Option<std::ffi::OsString>) -> Result<KernelMode> {
         let Some(value) = lookup(MODE_VARIABLE) else {

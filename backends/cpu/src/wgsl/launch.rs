@@ -54,6 +54,56 @@ impl std::fmt::Debug for WgslLaunch {
     }
 }
 
+/// Checks a launch's arguments against the kernel's interface: one view per binding, each at
+/// least the binding's minimum size, and exactly the `var<immediate>` block's bytes.
+pub(crate) fn check_arguments(
+    program: &Program,
+    view_sizes: impl ExactSizeIterator<Item = usize>,
+    scalars: &[u8],
+) -> Result<()> {
+    let name = &program.name;
+    let bindings = &program.bindings;
+    if view_sizes.len() != bindings.len() {
+        let names: Vec<String> = bindings.iter().map(|b| format!("`{}`", b.name)).collect();
+        let expected = match bindings.len() {
+            0 => "no buffer arguments".to_string(),
+            1 => format!("1 buffer argument (@binding(0): {})", names.join(", ")),
+            n => format!(
+                "{n} buffer arguments (@binding(0) to @binding({}): {})",
+                n - 1,
+                names.join(", ")
+            ),
+        };
+        return Err(Error::invalid_argument(format!(
+            "kernel `{name}` expects {expected}, got {}",
+            view_sizes.len()
+        )));
+    }
+    if scalars.len() != program.immediate_size {
+        let expected = match &program.immediate_name {
+            Some(block) => format!(
+                "{} scalar bytes (the size of its var<immediate> `{block}`)",
+                program.immediate_size
+            ),
+            None => "no scalar bytes (it declares no var<immediate>)".to_string(),
+        };
+        return Err(Error::invalid_argument(format!(
+            "kernel `{name}` expects {expected}, got {}",
+            scalars.len()
+        )));
+    }
+    for (index, (size, binding)) in view_sizes.zip(bindings).enumerate() {
+        if (size as u64) < binding.min_size {
+            return Err(Error::invalid_argument(format!(
+                "kernel `{name}`: buffer argument {index} (`{}`: {}) is a {size}-byte view; the binding needs at \
+                 least {} bytes",
+                binding.name, binding.type_name, binding.min_size
+            )));
+        }
+    }
+    Ok(())
+}
+
 impl WgslLaunch {
     /// Checks the arguments against the kernel's interface: one view per binding, each at
     /// least the binding's minimum size, and exactly the `var<immediate>` block's bytes.
@@ -66,49 +116,9 @@ impl WgslLaunch {
         scalars: &[u8],
         limits: KernelLimits,
     ) -> Result<WgslLaunch> {
-        let name = &program.name;
-        let bindings = &program.bindings;
-        if buffers.len() != bindings.len() {
-            let names: Vec<String> = bindings.iter().map(|b| format!("`{}`", b.name)).collect();
-            let expected = match bindings.len() {
-                0 => "no buffer arguments".to_string(),
-                1 => format!("1 buffer argument (@binding(0): {})", names.join(", ")),
-                n => format!(
-                    "{n} buffer arguments (@binding(0) to @binding({}): {})",
-                    n - 1,
-                    names.join(", ")
-                ),
-            };
-            return Err(Error::invalid_argument(format!(
-                "kernel `{name}` expects {expected}, got {}",
-                buffers.len()
-            )));
-        }
-        if scalars.len() != program.immediate_size {
-            let expected = match &program.immediate_name {
-                Some(block) => format!(
-                    "{} scalar bytes (the size of its var<immediate> `{block}`)",
-                    program.immediate_size
-                ),
-                None => "no scalar bytes (it declares no var<immediate>)".to_string(),
-            };
-            return Err(Error::invalid_argument(format!(
-                "kernel `{name}` expects {expected}, got {}",
-                scalars.len()
-            )));
-        }
+        check_arguments(&program, buffers.iter().map(|(_, range)| range.len()), scalars)?;
         let mut bound = Vec::with_capacity(buffers.len());
-        for (index, ((buffer, range), binding)) in buffers.into_iter().zip(bindings).enumerate() {
-            if (range.len() as u64) < binding.min_size {
-                return Err(Error::invalid_argument(format!(
-                    "kernel `{name}`: buffer argument {index} (`{}`: {}) is a {}-byte view; the binding needs at \
-                     least {} bytes",
-                    binding.name,
-                    binding.type_name,
-                    range.len(),
-                    binding.min_size
-                )));
-            }
+        for (buffer, range) in buffers {
             bound.push(BoundView { buffer, range });
         }
         Ok(WgslLaunch {
@@ -172,7 +182,34 @@ impl WgslLaunch {
                 size: view.range.len(),
             });
         }
-        if let Some(native) = &self.native {
+        let parts = LaunchParts {
+            program: &self.program,
+            workgroups: self.workgroups,
+            scalars: &self.scalars,
+            limits: self.limits,
+        };
+        parts.run(self.native.as_deref(), views, cancelled)
+    }
+}
+
+/// What running a launch needs besides its buffer views, borrowed from whoever owns it (a
+/// queued [`WgslLaunch`], or a caller of the public executor).
+pub(crate) struct LaunchParts<'a> {
+    pub(crate) program: &'a Program,
+    pub(crate) workgroups: [u32; 3],
+    pub(crate) scalars: &'a [u8],
+    pub(crate) limits: KernelLimits,
+}
+
+impl LaunchParts<'_> {
+    /// Runs the compiled kernel when there is one, the interpreter otherwise.
+    pub(crate) fn run(
+        &self,
+        native: Option<&NativeKernel>,
+        views: Vec<HostView<'_>>,
+        cancelled: &(dyn Fn() -> bool + Sync),
+    ) -> Result<()> {
+        if let Some(native) = native {
             match self.run_native(native, &views, cancelled)? {
                 NativeOutcome::Done => return Ok(()),
                 // Strict mode and an index out of bounds: the interpreter runs the launch
@@ -200,17 +237,17 @@ impl WgslLaunch {
             strict: self.limits.strict,
             views,
             immediate: HostView {
-                bytes: HostBytes::Shared(&self.scalars),
+                bytes: HostBytes::Shared(self.scalars),
                 size: self.scalars.len(),
             },
             workgroups: self.workgroups,
             control: &control,
         };
-        run_workgroups(&self.program, &launch)
+        run_workgroups(self.program, &launch)
     }
 }
 
-impl WgslLaunch {
+impl LaunchParts<'_> {
     /// Runs the compiled kernel over every workgroup, on up to `available_parallelism`
     /// threads, while this thread keeps the time limit: past it (or when the backend shuts
     /// down) the kernel is told to stop, and its loops end at their next iteration.
@@ -239,7 +276,7 @@ impl WgslLaunch {
         let out_of_bounds = AtomicU32::new(0);
         let finished = (Mutex::new(0u64), Condvar::new());
         let deadline = Instant::now().checked_add(self.limits.timeout);
-        let scalars = &self.scalars;
+        let scalars = self.scalars;
         let work = || {
             let result = (|| -> Result<()> {
                 let scratch = Scratch::new(native.scratch_bytes)?;

@@ -26,7 +26,8 @@ mod program;
 mod types;
 mod wide;
 
-pub(crate) use launch::{KernelLimits, WgslLaunch};
+pub(crate) use host::{HostBytes, HostView};
+pub(crate) use launch::{check_arguments, KernelLimits, LaunchParts, WgslLaunch};
 
 /// Exact `f16` conversions, for tests that compute expected values.
 #[cfg(test)]
