@@ -8,7 +8,9 @@ PLUGIN_DIR := target/plugins
 # The cpu plugin is certified twice: interpreted, and compiled to C. level-zero, cuda and rocm
 # find no device here, so they are skipped loudly (CI does not require them); on a machine
 # with the hardware they are certified like the rest (scripts/gpu-check.sh does it for cuda).
-CTS_BACKENDS := cpu-interpret cpu-compile vulkan wgpu opencl level-zero cuda rocm
+# hostmem is plugin-template/, certified from cargo's output so that it never lands in
+# target/plugins beside the real backends.
+CTS_BACKENDS := cpu-interpret cpu-compile vulkan wgpu opencl level-zero cuda rocm hostmem
 
 .PHONY: all build plugins drivers demo test cts fmt-check clippy header bench bench-overhead bench-backends bench-kernels doc clean
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Certifies backend plugins with xhal-cts: `scripts/cts.sh BACKEND...` (what `make cts` runs).
 #
-# Each backend's plugin is target/plugins/libxhal_<backend>.so; its reports go to
+# Each backend's plugin is target/plugins/libxhal_<backend>.so (hostmem, the plugin template:
+# target/release/libxhal_hostmem.so); its reports go to
 # target/cts/<backend>/, and conformance/known-failures/<backend>.toml is passed when present.
 # A backend whose driver is missing (xhal-cts exits 3: no device, or the plugin cannot start)
 # is skipped loudly, unless XHAL_REQUIRE_BACKENDS (comma-separated, as CI sets it) names it:
@@ -28,6 +29,10 @@ for backend in "$@"; do
       ;;
   esac
   plugin="target/plugins/libxhal_${name}.so"
+  # The plugin template (plugin-template/) is not installed in target/plugins.
+  if [ "$backend" = hostmem ]; then
+    plugin="target/release/libxhal_hostmem.so"
+  fi
   arguments=(run --plugin "$plugin" --report "target/cts/${backend}")
   known="conformance/known-failures/${name}.toml"
   if [ -f "$known" ]; then

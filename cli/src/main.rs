@@ -1,9 +1,10 @@
 //! `xhal`: see which backends and devices this machine has, what a selector picks and why,
 //! what went wrong when a plugin does not show up, what a kernel does (`xhal run`), and how
-//! fast the same kernels run on each device (`xhal bench`).
+//! fast the same kernels run on each device (`xhal bench`), and start a plugin of your own
+//! (`xhal new-plugin`).
 //!
-//! Exit codes: 0 success, 1 runtime error, 2 usage error, 3 `xhal doctor` found problems or
-//! `xhal bench` found no device to measure.
+//! Exit codes: 0 success, 1 runtime error, 2 usage error (for `new-plugin`, a NAME or folder it
+//! refuses), 3 `xhal doctor` found problems or `xhal bench` found no device to measure.
 //! Full reference: `docs/cli.md`.
 
 mod commands;
@@ -13,8 +14,8 @@ mod table;
 
 use clap::{Parser, Subcommand};
 use commands::{
-    bench::BenchArgs, devices::DevicesArgs, doctor::DoctorArgs, info::InfoArgs, run::RunArgs, ExitError, Output,
-    EXIT_RUNTIME_ERROR,
+    bench::BenchArgs, devices::DevicesArgs, doctor::DoctorArgs, info::InfoArgs, new_plugin::NewPluginArgs,
+    run::RunArgs, ExitError, Output, EXIT_RUNTIME_ERROR,
 };
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -29,10 +30,11 @@ Environment:
   XHAL_CPU_DEVICES        number of CPU reference devices (default 1)
   XHAL_CPU_MEMORY         bytes of memory per CPU reference device (default: half the host's)
 
-Exit codes: 0 success, 1 runtime error, 2 usage error, 3 doctor found problems or bench
-found no device to measure.";
+Exit codes: 0 success, 1 runtime error, 2 usage error (also a NAME or --dir new-plugin
+refuses), 3 doctor found problems or bench found no device to measure.";
 
-/// xhal: list accelerators, explain device selection, diagnose plugins, try and time kernels.
+/// xhal: list accelerators, explain device selection, diagnose plugins, try and time kernels,
+/// start a plugin.
 #[derive(Debug, Parser)]
 #[command(name = "xhal", version, after_help = ENVIRONMENT_HELP)]
 struct Cli {
@@ -73,6 +75,13 @@ enum Command {
     /// loop (bigger is faster). A device or kernel that fails is reported in its row.
     #[command(after_help = commands::bench::AFTER_HELP)]
     Bench(BenchArgs),
+    /// Write a new plugin crate, a copy of xhal's plugin template with the names filled in,
+    /// that builds and passes xhal-cts as it is.
+    ///
+    /// The crate is `xhal-NAME` with library `xhal_NAME` and backend `NAME`; it depends on
+    /// xhal-core and xhal-cpu by path (an xhal checkout) or by version. Refuses an invalid
+    /// NAME, a reserved one, and a --dir that exists and is not empty (exit 2).
+    NewPlugin(NewPluginArgs),
 }
 
 fn main() -> ExitCode {
@@ -94,6 +103,7 @@ fn main() -> ExitCode {
         Command::Doctor(args) => commands::doctor::run(args),
         Command::Run(args) => commands::run::run(args),
         Command::Bench(args) => commands::bench::run(args),
+        Command::NewPlugin(args) => commands::new_plugin::run(args),
     };
     match result {
         Ok(output) => finish(output),

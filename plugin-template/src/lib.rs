@@ -397,7 +397,7 @@ impl Backend for HostmemBackend {
             )));
         }
         let width = pattern.len() as u64;
-        if offset % width != 0 || size % width != 0 {
+        if !offset.is_multiple_of(width) || !size.is_multiple_of(width) {
             return Err(Error::invalid_argument(format!(
                 "fill of buffer {:#x}: offset {offset} and size {size} must be multiples of the {width}-byte pattern",
                 buffer.id

@@ -304,7 +304,7 @@ impl<'a> Base<'a> {
                 let bytes: &'a mut [u8] = bytes;
                 if !writes {
                     Base::Shared(bytes)
-                } else if bytes.as_ptr().align_offset(4) == 0 && bytes.len() % 4 == 0 {
+                } else if bytes.as_ptr().align_offset(4) == 0 && bytes.len().is_multiple_of(4) {
                     let pointer = bytes.as_mut_ptr().cast::<AtomicU32>();
                     // SAFETY: the slice is 4-aligned and a whole number of words; `AtomicU32` has
                     // the size, alignment and bit validity of `u32`. The slice is borrowed
@@ -428,7 +428,7 @@ mod tests {
             .unwrap();
         // One memory holds both the input (first 32 bytes) and the output (next 32), and the
         // slice starts one byte into its allocation, so it is copied in and out.
-        let mut storage = vec![0u8; 65];
+        let mut storage = [0u8; 65];
         storage[1..33].copy_from_slice(&words(&[1, 2, 3, 4, 5, 6, 7, 8]));
         let arguments = [
             HostArgument {

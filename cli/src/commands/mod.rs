@@ -5,6 +5,7 @@ pub mod bench;
 pub mod devices;
 pub mod doctor;
 pub mod info;
+pub mod new_plugin;
 pub mod run;
 
 /// Exit status of success.
@@ -12,7 +13,8 @@ pub const EXIT_SUCCESS: u8 = 0;
 /// Exit status of a runtime error: discovery failed, a selector is malformed or matches nothing,
 /// `xhal run` failed, or a `xhal bench` measurement failed.
 pub const EXIT_RUNTIME_ERROR: u8 = 1;
-/// Exit status of a usage error: clap's, and a malformed `xhal bench --device` selector.
+/// Exit status of a usage error: clap's, a malformed `xhal bench --device` selector, and a
+/// `xhal new-plugin` NAME, --dir or --xhal-source it refuses.
 pub const EXIT_USAGE_ERROR: u8 = 2;
 /// Exit status when `xhal doctor` found problems, or `xhal bench` found no device to measure.
 pub const EXIT_PROBLEMS_FOUND: u8 = 3;
