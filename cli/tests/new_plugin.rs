@@ -103,6 +103,12 @@ fn a_non_empty_folder_and_a_folder_that_is_no_checkout_are_refused() {
         stdout(&output)
     );
     assert!(sandbox.root().join("xhal-zeta_2/Cargo.toml").is_file());
+    // A `-` in NAME: cargo's file is copied to the name the loader wants before certifying.
+    let output = sandbox.run(&["new-plugin", "my-npu"], &[]);
+    assert_exit(&output, 0);
+    let text = stdout(&output);
+    assert!(text.contains("cp target/release/libxhal_my_npu.so libxhal_my-npu.so"), "{text}");
+    assert!(text.contains("xhal-cts run --plugin libxhal_my-npu.so"), "{text}");
 }
 
 /// The check: scaffold `acme`, build it with cargo (offline, reusing this build's

@@ -56,10 +56,12 @@ xhal_core::export_plugin!(create);
 
 /// The `hostmem` backend.
 pub struct HostmemBackend {
-    /// How WGSL kernels run (`XHAL_CPU_MODE`: interpreted, or compiled to C).
-    kernel_mode: KernelMode,
-    /// Time limit and bounds checking for kernels (`XHAL_KERNEL_TIMEOUT`).
-    limits: RunLimits,
+    /// How WGSL kernels run (`XHAL_CPU_MODE`: interpreted, or compiled to C), or why the
+    /// variable could not be read: then every module load fails with that error.
+    kernel_mode: Result<KernelMode>,
+    /// Time limit and bounds checking for kernels (`XHAL_KERNEL_TIMEOUT`), or why the variable
+    /// could not be read: then every launch fails with that error.
+    limits: Result<RunLimits>,
     /// Bytes of [`DEVICE_MEMORY`] in use, shared with every buffer so that the last owner of a
     /// buffer (a handle or queued work) gives its bytes back.
     used: Arc<AtomicU64>,
@@ -72,12 +74,20 @@ pub struct HostmemBackend {
 }
 
 impl HostmemBackend {
-    /// A backend configured from the environment; a malformed `XHAL_CPU_MODE` or
-    /// `XHAL_KERNEL_TIMEOUT` is an `InvalidArgument` error naming the variable.
+    /// A backend configured from the environment. A malformed `XHAL_CPU_MODE` or
+    /// `XHAL_KERNEL_TIMEOUT` does not stop it from starting (memory and streams do not need
+    /// them): the module loads or launches that need the value fail, naming the variable.
     pub fn new() -> Result<HostmemBackend> {
-        Ok(HostmemBackend {
-            kernel_mode: KernelMode::from_env()?,
-            limits: RunLimits::from_env()?,
+        Ok(HostmemBackend::with_kernel_settings(
+            KernelMode::from_env(),
+            RunLimits::from_env(),
+        ))
+    }
+
+    fn with_kernel_settings(kernel_mode: Result<KernelMode>, limits: Result<RunLimits>) -> HostmemBackend {
+        HostmemBackend {
+            kernel_mode,
+            limits,
             used: Arc::new(AtomicU64::new(0)),
             devices: HandleTable::new(BACKEND_NAME, ObjectKind::Device),
             buffers: HandleTable::new(BACKEND_NAME, ObjectKind::Buffer),
@@ -85,7 +95,7 @@ impl HostmemBackend {
             events: HandleTable::new(BACKEND_NAME, ObjectKind::Event),
             modules: HandleTable::new(BACKEND_NAME, ObjectKind::Module),
             kernels: HandleTable::new(BACKEND_NAME, ObjectKind::Kernel),
-        })
+        }
     }
 
     fn check_device_index(index: u32) -> Result<()> {
@@ -442,17 +452,17 @@ impl Backend for HostmemBackend {
                 size: usize::try_from(argument.size).map_err(|_| too_large())?,
             });
         }
+        let limits = self.limits.clone()?;
         let scalars = launch.scalars.to_vec();
         let run = HostLaunch {
             workgroups: launch.workgroups,
             arguments: &arguments,
             scalars: &scalars,
-            limits: self.limits,
+            limits,
         };
         // Everything that can be refused is refused now, by the call that made the mistake.
         let sizes: Vec<usize> = memories.iter().map(|buffer| buffer.size).collect();
         kernel.code.check(&run, &sizes)?;
-        let limits = self.limits;
         let workgroups = launch.workgroups;
         // VENDOR: the driver's kernel launch: bind buffer i to parameter i and pass the scalar
         // block by value (docs/abi.md, "Argument ABI"). A fault the device reports while
@@ -563,7 +573,7 @@ impl Backend for HostmemBackend {
         }
         // VENDOR: build the module with the driver's compiler. A build error is
         // `InvalidArgument` carrying the compiler's log; `code` is only borrowed for this call.
-        let module = HostModule::load(code, self.kernel_mode)?;
+        let module = HostModule::load(code, self.kernel_mode.clone()?)?;
         self.modules.insert_with(|_| Ok(module)).map(ModuleHandle)
     }
 
@@ -634,6 +644,47 @@ mod tests {
         let expected: Vec<u8> = (0u32..100).flat_map(|value| (value * 2).to_le_bytes()).collect();
         assert_eq!(output, expected);
         backend.stream_destroy(stream);
+    }
+
+    #[test]
+    fn a_malformed_kernel_setting_fails_the_calls_that_need_it_naming_it() {
+        let malformed = |variable: &str| Error::invalid_argument(format!("{variable} is malformed"));
+        let backend = HostmemBackend::with_kernel_settings(
+            Err(malformed("XHAL_CPU_MODE")),
+            Err(malformed("XHAL_KERNEL_TIMEOUT")),
+        );
+        let device = backend.device_open(0).unwrap();
+        let stream = backend.stream_create(device).unwrap();
+        let buffer = backend.buffer_allocate(device, 16).unwrap();
+        backend.stream_fill(stream, buffer, 0, 16, &[1]).unwrap();
+        backend.stream_synchronize(stream).unwrap();
+        let load = backend
+            .module_load(device, KernelFormat::WGSL, DOUBLE.as_bytes())
+            .unwrap_err();
+        assert!(load.message().contains("XHAL_CPU_MODE"), "{load}");
+
+        let backend =
+            HostmemBackend::with_kernel_settings(Ok(KernelMode::Interpret), Err(malformed("XHAL_KERNEL_TIMEOUT")));
+        let device = backend.device_open(0).unwrap();
+        let stream = backend.stream_create(device).unwrap();
+        let buffer = backend.buffer_allocate(device, 16).unwrap();
+        let module = backend
+            .module_load(device, KernelFormat::WGSL, DOUBLE.as_bytes())
+            .unwrap();
+        let kernel = backend.kernel_get(module, "double").unwrap();
+        let views = [BufferArg {
+            buffer,
+            offset: 0,
+            size: 16,
+        }];
+        let launch = LaunchArgs {
+            kernel,
+            workgroups: [1, 1, 1],
+            buffers: &views,
+            scalars: &[],
+        };
+        let error = backend.stream_launch(stream, &launch).unwrap_err();
+        assert!(error.message().contains("XHAL_KERNEL_TIMEOUT"), "{error}");
     }
 
     #[test]

@@ -63,8 +63,7 @@ impl HostModule {
     /// The compute entry point called `name`; `NotFound` listing the module's entry points
     /// otherwise. In compiled mode the C compiler runs here, on first use of each name.
     pub fn kernel(&self, name: &str) -> Result<HostKernel> {
-        // The executor has no module handles; 0 stands for "this module" in messages.
-        let (program, native) = self.module.kernel(0, name)?;
+        let (program, native) = self.module.kernel("the WGSL module", name)?;
         Ok(HostKernel { program, native })
     }
 }
@@ -529,7 +528,12 @@ mod tests {
         let module = HostModule::load(ADD, KernelMode::Interpret).unwrap();
         let missing = module.kernel("nope").unwrap_err();
         assert_eq!(missing.kind(), ErrorKind::NotFound);
-        assert!(missing.message().contains("`add_bias`"), "{missing}");
+        assert!(
+            missing
+                .message()
+                .starts_with("the WGSL module has no entry point `nope`; its entry points: `add_bias`"),
+            "{missing}"
+        );
         let kernel = module.kernel("add_bias").unwrap();
         let input = vec![0u8; 16];
         let mut output = vec![0u8; 64];

@@ -173,7 +173,7 @@ impl Module {
         let kernels = match &self.code {
             ModuleCode::Wgsl(module) => {
                 return module
-                    .kernel(module_id, name)
+                    .kernel(&format!("module {module_id:#x}"), name)
                     .map(|(program, native)| KernelCode::Wgsl(program, native))
             }
             ModuleCode::Builtin(kernels) => kernels,

@@ -128,7 +128,17 @@ pub fn render(names: &PluginNames, dependency: &XhalDependency) -> Vec<(&'static
             if *path == "Cargo.toml" {
                 text = rewrite_manifest(&text, dependency);
             }
+            // Cargo's output keeps cargo's spelling; every other `libxhal_hostmem` is the file
+            // the loader wants, named after the backend.
             let text = text
+                .replace(
+                    &format!("target/release/libxhal_{TEMPLATE_NAME}"),
+                    &format!("target/release/lib{}", names.library),
+                )
+                .replace(
+                    &format!("libxhal_{TEMPLATE_NAME}"),
+                    &format!("libxhal_{}", names.backend),
+                )
                 .replace(&format!("xhal_{TEMPLATE_NAME}"), &names.library)
                 .replace(template_type_prefix, &names.type_prefix)
                 .replace(TEMPLATE_NAME, &names.backend);
@@ -266,22 +276,26 @@ pub fn run(args: &NewPluginArgs) -> anyhow::Result<Output> {
         }
     };
     let dir = directory.display();
-    let install = if names.built_file == names.plugin_file {
-        String::new()
+    // The loader, and so xhal-cts, reads the backend's name from the file name, which cargo
+    // spells with `_` for `-`.
+    let (copy, certified) = if names.built_file == names.plugin_file {
+        (String::new(), format!("target/release/{}", names.built_file))
     } else {
-        format!(
-            "  # the loader wants {}: rename the file when installing it\n",
-            names.plugin_file
+        (
+            format!(
+                "  cp target/release/{} {}  # the loader reads the backend's name from the file name\n",
+                names.built_file, names.plugin_file
+            ),
+            names.plugin_file.clone(),
         )
     };
     Ok(Output::success(format!(
         "created plugin `{backend}` in {dir}: crate {krate}, library {library}\n\
          depends on {depends}\n\
-         next:\n  cd {dir}\n  cargo build --release\n{install}  xhal-cts run --plugin target/release/{built} --report cts-report\n",
+         next:\n  cd {dir}\n  cargo build --release\n{copy}  xhal-cts run --plugin {certified} --report cts-report\n",
         backend = names.backend,
         krate = names.crate_name,
         library = names.library,
-        built = names.built_file,
     )))
 }
 
@@ -372,6 +386,18 @@ mod tests {
         );
         assert!(manifest.contains(r#"xhal-cpu = { path = "/opt/xhal \"src\"/backends/cpu" }"#));
         assert!(manifest.trim_end().ends_with("[workspace]"), "{manifest}");
+        let hyphenated = render(
+            &PluginNames::new("my-npu").unwrap(),
+            &XhalDependency::Version {
+                version: "0.1.0".into(),
+            },
+        );
+        let readme = &hyphenated.iter().find(|(path, _)| *path == "README.md").unwrap().1;
+        assert!(
+            readme.contains("cp target/release/libxhal_my_npu.so libxhal_my-npu.so"),
+            "{readme}"
+        );
+        assert!(readme.contains("xhal-cts run --plugin libxhal_my-npu.so"), "{readme}");
         let lib = &files.iter().find(|(path, _)| *path == "src/lib.rs").unwrap().1;
         assert!(lib.contains("pub const BACKEND_NAME: &str = \"acme\";"));
         assert!(lib.contains("pub struct AcmeBackend"));

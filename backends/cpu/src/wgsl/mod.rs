@@ -132,10 +132,11 @@ impl WgslModule {
         })
     }
 
-    /// The compute entry point called `name`; `module_id` is only for the error message.
+    /// The compute entry point called `name`; `module` names the module in the error message
+    /// (`module 0x2a`).
     /// With it comes the compiled-mode kernel, unless the mode or the kernel keeps it on the
     /// interpreter.
-    pub(crate) fn kernel(&self, module_id: u64, name: &str) -> Result<(Arc<Program>, Option<Arc<NativeKernel>>)> {
+    pub(crate) fn kernel(&self, module: &str, name: &str) -> Result<(Arc<Program>, Option<Arc<NativeKernel>>)> {
         match self.entry_points.iter().find(|entry| entry.name == name) {
             Some(entry) => {
                 let program = entry.program.clone()?;
@@ -197,7 +198,7 @@ impl WgslModule {
                     format!("its entry points: {}", names.join(", "))
                 };
                 Err(Error::not_found(format!(
-                    "module {module_id:#x} has no entry point `{name}`; {listed}"
+                    "{module} has no entry point `{name}`; {listed}"
                 )))
             }
         }
