@@ -107,7 +107,10 @@ fn a_non_empty_folder_and_a_folder_that_is_no_checkout_are_refused() {
     let output = sandbox.run(&["new-plugin", "my-npu"], &[]);
     assert_exit(&output, 0);
     let text = stdout(&output);
-    assert!(text.contains("cp target/release/libxhal_my_npu.so libxhal_my-npu.so"), "{text}");
+    assert!(
+        text.contains("cp target/release/libxhal_my_npu.so libxhal_my-npu.so"),
+        "{text}"
+    );
     assert!(text.contains("xhal-cts run --plugin libxhal_my-npu.so"), "{text}");
 }
 
