@@ -33,8 +33,15 @@ use xhal_cpu::executor::{HostArgument, HostKernel, HostLaunch, HostMemory, HostM
 use xhal_cpu::KernelMode;
 
 /// The backend's name: selectors say `hostmem:0`, and the plugin file must be
-/// `libxhal_hostmem.so` or the loader refuses it.
-pub const BACKEND_NAME: &str = "hostmem";
+/// `libxhal_hostmem.so` or the loader refuses it. It is the package's name without `xhal-`,
+/// so that renaming the package (as `cargo generate` does) renames the backend.
+pub const BACKEND_NAME: &str = match env!("CARGO_PKG_NAME").as_bytes() {
+    [b'x', b'h', b'a', b'l', b'-', name @ ..] if !name.is_empty() => match std::str::from_utf8(name) {
+        Ok(name) => name,
+        Err(_) => panic!("the package name is not UTF-8"),
+    },
+    _ => panic!("the package must be named xhal-BACKEND, so that its library is libxhal_BACKEND"),
+};
 
 /// Bytes of memory the device offers. A budget, not a reservation: memory is taken from the
 /// host as buffers are allocated.

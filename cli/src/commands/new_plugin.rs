@@ -22,6 +22,11 @@ pub const TEMPLATE_FILES: &[(&str, &str)] = &[
     ("src/event.rs", include_str!("../../../plugin-template/src/event.rs")),
 ];
 
+/// The template's files for `cargo generate`, which `xhal new-plugin` does not copy: it fills
+/// in the names itself. A test checks that Cargo.toml.liquid renders to Cargo.toml.
+#[cfg(test)]
+const CARGO_GENERATE_FILES: &[&str] = &["cargo-generate.toml", "Cargo.toml.liquid"];
+
 /// The template's backend name, replaced by NAME everywhere.
 const TEMPLATE_NAME: &str = "hostmem";
 
@@ -309,7 +314,8 @@ mod tests {
             for entry in std::fs::read_dir(folder).expect("read plugin-template") {
                 let path = entry.expect("a folder entry").path();
                 let relative = path.strip_prefix(root).expect("inside the root");
-                if relative.starts_with("target") {
+                if relative.starts_with("target") || CARGO_GENERATE_FILES.iter().any(|file| relative == Path::new(file))
+                {
                     continue;
                 }
                 if path.is_dir() {
@@ -343,6 +349,37 @@ mod tests {
                 "the embedded {path} differs from plugin-template/{path}"
             );
         }
+    }
+
+    /// `cargo generate` renders Cargo.toml.liquid over Cargo.toml: for the template's own
+    /// names it must give the same manifest, made its own workspace as `xhal new-plugin`
+    /// makes it.
+    #[test]
+    fn the_cargo_generate_manifest_is_the_template_manifest() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugin-template");
+        let liquid = std::fs::read_to_string(root.join("Cargo.toml.liquid")).expect("read Cargo.toml.liquid");
+        let rendered = liquid
+            .replace("{{project-name}}", TEMPLATE_NAME)
+            .replace("{{xhal_path}}", "..");
+        assert!(
+            !rendered.contains("{{"),
+            "a placeholder cargo-generate does not know: {rendered}"
+        );
+        let manifest = TEMPLATE_FILES
+            .iter()
+            .find(|(path, _)| *path == "Cargo.toml")
+            .map(|(_, text)| *text)
+            .expect("the template has a Cargo.toml");
+        let standalone = format!("{manifest}\n# Its own workspace: it builds wherever it is put.\n[workspace]\n");
+        assert_eq!(
+            rendered, standalone,
+            "plugin-template/Cargo.toml.liquid and Cargo.toml differ"
+        );
+        let config = std::fs::read_to_string(root.join("cargo-generate.toml")).expect("read cargo-generate.toml");
+        assert!(
+            config.contains("include = [\"Cargo.toml.liquid\"]"),
+            "only the manifest may be rendered by Liquid (Rust format strings use braces): {config}"
+        );
     }
 
     #[test]
@@ -379,7 +416,9 @@ mod tests {
         }
         let manifest = &files.iter().find(|(path, _)| *path == "Cargo.toml").unwrap().1;
         assert!(manifest.contains("name = \"xhal-acme\""), "{manifest}");
-        assert!(manifest.contains("name = \"xhal_acme\""), "{manifest}");
+        // The library takes the package's name (cargo writes `xhal_acme`), as cargo-generate's
+        // copies do.
+        assert_eq!(manifest.matches("name = ").count(), 1, "{manifest}");
         assert!(
             manifest.contains(r#"xhal-core = { path = "/opt/xhal \"src\"/hal/core" }"#),
             "{manifest}"
@@ -399,7 +438,8 @@ mod tests {
         );
         assert!(readme.contains("xhal-cts run --plugin libxhal_my-npu.so"), "{readme}");
         let lib = &files.iter().find(|(path, _)| *path == "src/lib.rs").unwrap().1;
-        assert!(lib.contains("pub const BACKEND_NAME: &str = \"acme\";"));
+        // The backend's name comes from the package's, `xhal-acme`.
+        assert!(lib.contains("match env!(\"CARGO_PKG_NAME\")"), "{lib}");
         assert!(lib.contains("pub struct AcmeBackend"));
         let versioned = render(
             &names,
