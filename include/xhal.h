@@ -15,7 +15,7 @@
 #define XHAL_ABI_MAJOR 1
 
 // Minor version of the ABI this crate describes. Minors only append fields and entries.
-#define XHAL_ABI_MINOR 0
+#define XHAL_ABI_MINOR 1
 
 // The device is a CPU.
 #define XHAL_DEVICE_TYPE_CPU 1
@@ -342,6 +342,14 @@ typedef struct XhalPluginApi {
                            XhalErrorOut error);
   // Releases a kernel. Accepts null.
   void (*kernel_destroy)(struct XhalKernel *kernel);
+  // Added in 1.1, optional. The device's free and total memory in bytes as the driver
+  // reports them now (`cuMemGetInfo`), written to `free` and `total`. A plugin that cannot
+  // tell returns `XHAL_STATUS_UNSUPPORTED`, or leaves the entry null; the host reports
+  // `UNSUPPORTED` itself for a null entry or one beyond the plugin's `struct_size`.
+  XhalStatus (*device_memory_usage)(struct XhalDevice *device,
+                                    uint64_t *free,
+                                    uint64_t *total,
+                                    XhalErrorOut error);
 } XhalPluginApi;
 
 // The one function a plugin exports, as `xhal_plugin_query`. It returns the plugin's static
@@ -401,6 +409,8 @@ typedef const struct XhalPluginApi *(*XhalPluginQueryFn)(uint32_t host_abi_major
 #define XHAL_DEVICE_INFO_V1_0_SIZE (offsetof(XhalDeviceInfo, kernel_formats) + 4 * XHAL_MAX_KERNEL_FORMATS)
 #define XHAL_LAUNCH_INFO_V1_0_SIZE (offsetof(XhalLaunchInfo, scalar_size) + sizeof(size_t))
 #define XHAL_ERROR_V1_0_SIZE (offsetof(XhalError, message) + sizeof(XhalStr))
+/* Where the v1.1 part of the table ends (1.1 appended device_memory_usage). */
+#define XHAL_PLUGIN_API_V1_1_SIZE (offsetof(XhalPluginApi, device_memory_usage) + sizeof(void *))
 
 /* The name of the one symbol a plugin exports. */
 #define XHAL_PLUGIN_QUERY_SYMBOL "xhal_plugin_query"

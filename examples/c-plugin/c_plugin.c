@@ -370,6 +370,19 @@ static XhalStatus plugin_device_get_info(uint32_t index, XhalDeviceInfo *info, X
     return XHAL_STATUS_OK;
 }
 
+/* ABI 1.1: the device's memory now. The budget is shared by every device of the plugin. */
+static XhalStatus plugin_device_memory_usage(struct XhalDevice *device, uint64_t *free_bytes, uint64_t *total_bytes,
+                                             XhalError **error) {
+    if (device == NULL || free_bytes == NULL || total_bytes == NULL) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT,
+                    "device_memory_usage: device, free and total must not be null");
+    }
+    uint64_t in_use = atomic_load(&allocated_bytes);
+    *free_bytes = in_use < DEVICE_MEMORY ? DEVICE_MEMORY - in_use : 0;
+    *total_bytes = DEVICE_MEMORY;
+    return XHAL_STATUS_OK;
+}
+
 static XhalStatus plugin_device_open(uint32_t index, struct XhalDevice **device, XhalError **error) {
     if (device == NULL) {
         return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "device_open: device must not be null");
@@ -1568,7 +1581,7 @@ static void plugin_kernel_destroy(struct XhalKernel *kernel) {
 /* ------------------------------------------------------------------------------------------ */
 
 static const XhalPluginApi PLUGIN_TABLE = {
-    .struct_size = XHAL_PLUGIN_API_V1_0_SIZE,
+    .struct_size = XHAL_PLUGIN_API_V1_1_SIZE,
     .abi_major = XHAL_ABI_MAJOR,
     .abi_minor = XHAL_ABI_MINOR,
     .plugin_name = {(const uint8_t *)PLUGIN_NAME, sizeof PLUGIN_NAME - 1},
@@ -1600,10 +1613,11 @@ static const XhalPluginApi PLUGIN_TABLE = {
     .module_destroy = plugin_module_destroy,
     .kernel_get = plugin_kernel_get,
     .kernel_destroy = plugin_kernel_destroy,
+    .device_memory_usage = plugin_device_memory_usage,
 };
 
 XHAL_PLUGIN_EXPORT const XhalPluginApi *xhal_plugin_query(uint32_t host_abi_major, uint32_t host_abi_minor) {
-    /* Any 1.x host can use a 1.0 table: it never calls past struct_size. */
+    /* Any 1.x host can use this table: an older host never calls past its own entries. */
     (void)host_abi_minor;
     return host_abi_major == XHAL_ABI_MAJOR ? &PLUGIN_TABLE : NULL;
 }

@@ -259,6 +259,14 @@ impl Backend for CpuBackend {
         CpuBackend::release(&self.opened_devices, device.0);
     }
 
+    fn device_memory_usage(&self, device: DeviceHandle) -> Result<xhal_core::MemoryUsage> {
+        let memory = self.opened_device(device)?;
+        Ok(xhal_core::MemoryUsage {
+            free: memory.free(),
+            total: self.config.memory_per_device,
+        })
+    }
+
     fn buffer_allocate(&self, device: DeviceHandle, size: u64) -> Result<BufferHandle> {
         let memory = self.opened_device(device)?;
         self.buffers

@@ -86,14 +86,23 @@ impl Gpu {
 
     /// Free device memory, where the context answers.
     pub(crate) fn free_memory(&self) -> Option<u64> {
-        self.bind().ok()?;
+        self.memory_usage().ok().map(|usage| usage.free)
+    }
+
+    /// Free and total device memory, as `cuMemGetInfo` reports them now.
+    pub(crate) fn memory_usage(&self) -> Result<xhal_core::MemoryUsage> {
+        self.bind()?;
         let (mut free, mut total) = (0usize, 0usize);
         // SAFETY: writes two sizes for the current context.
-        call("cuMemGetInfo_v2", driver::quiet, || unsafe {
-            sys::cuMemGetInfo_v2(&mut free, &mut total)
+        call(
+            "cuMemGetInfo_v2",
+            || format!("reading the memory usage of {}", self.name()),
+            || unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) },
+        )?;
+        Ok(xhal_core::MemoryUsage {
+            free: free as u64,
+            total: total as u64,
         })
-        .ok()?;
-        Some(free as u64)
     }
 
     /// A pinned block of at least `size` bytes, from the pool where one is free.

@@ -243,6 +243,10 @@ impl Backend for CudaBackend {
         let _ = self.devices.remove(device.0);
     }
 
+    fn device_memory_usage(&self, device: DeviceHandle) -> Result<xhal_core::MemoryUsage> {
+        self.device(device)?.memory_usage()
+    }
+
     fn buffer_allocate(&self, device: DeviceHandle, size: u64) -> Result<BufferHandle> {
         let gpu = self.device(device)?;
         if size == 0 {

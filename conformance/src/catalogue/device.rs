@@ -125,6 +125,11 @@ pub(super) fn tests() -> Vec<TestCase> {
             features_unclaimed_kernels_refused
         ),
         test_case!(
+            "device.memory_usage.consistent",
+            "the device's memory usage (ABI 1.1) is unsupported, or a total equal to the reported memory and a free amount that an allocation lowers",
+            memory_usage_consistent
+        ),
+        test_case!(
             "device.open.close_and_reopen",
             "the device can be opened, used and closed twice in a row, each time working",
             open_close_and_reopen
@@ -697,6 +702,50 @@ fn features_claimed_kernels_run(context: &TestContext) -> TestResult {
             "the device claims none of f16, f64, i64, atomics32, atomics64",
         ));
     }
+    Ok(())
+}
+
+fn memory_usage_consistent(context: &TestContext) -> TestResult {
+    let device = context.device();
+    // Freed blocks the caching allocator keeps would serve the allocation below without the
+    // backend: give them back first.
+    device.empty_cache();
+    let before = match device.memory_usage() {
+        Ok(usage) => usage,
+        Err(error) if error.kind() == ErrorKind::Unsupported => {
+            return Err(Verdict::skip(format!(
+                "the backend does not report memory usage: {}",
+                error.message()
+            )))
+        }
+        Err(error) => return Err(error.into()),
+    };
+    check(before.total == device.info().total_memory, || {
+        format!(
+            "memory usage says {} bytes in total, device info says {}",
+            before.total,
+            device.info().total_memory
+        )
+    })?;
+    check(before.free <= before.total, || {
+        format!("{} bytes free of {} in total", before.free, before.total)
+    })?;
+    let size: usize = (3 << 20) + 4096;
+    if before.free < 2 * size as u64 {
+        return Err(Verdict::skip(format!(
+            "only {} bytes free, too few to see an allocation",
+            before.free
+        )));
+    }
+    let buffer = device.alloc::<u8>(size)?;
+    let during = device.memory_usage()?;
+    check(during.free + size as u64 <= before.free, || {
+        format!(
+            "{} bytes were free before a {size}-byte allocation and {} after it",
+            before.free, during.free
+        )
+    })?;
+    drop(buffer);
     Ok(())
 }
 

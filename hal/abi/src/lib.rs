@@ -20,7 +20,7 @@
 /// Major version of the ABI this crate describes. A host loads a plugin only when the majors match.
 pub const XHAL_ABI_MAJOR: u32 = 1;
 /// Minor version of the ABI this crate describes. Minors only append fields and entries.
-pub const XHAL_ABI_MINOR: u32 = 0;
+pub const XHAL_ABI_MINOR: u32 = 1;
 
 /// Name of the one symbol a plugin exports.
 pub const XHAL_PLUGIN_QUERY_SYMBOL: &str = "xhal_plugin_query";
@@ -418,12 +418,28 @@ pub struct XhalPluginApi {
     >,
     /// Releases a kernel. Accepts null.
     pub kernel_destroy: Option<unsafe extern "C" fn(kernel: *mut XhalKernel)>,
+
+    /// Added in 1.1, optional. The device's free and total memory in bytes as the driver
+    /// reports them now (`cuMemGetInfo`), written to `free` and `total`. A plugin that cannot
+    /// tell returns `XHAL_STATUS_UNSUPPORTED`, or leaves the entry null; the host reports
+    /// `UNSUPPORTED` itself for a null entry or one beyond the plugin's `struct_size`.
+    pub device_memory_usage: Option<
+        unsafe extern "C" fn(
+            device: *mut XhalDevice,
+            free: *mut u64,
+            total: *mut u64,
+            error: XhalErrorOut,
+        ) -> XhalStatus,
+    >,
 }
 
 /// `struct_size` of an `XhalPluginApi` with every v1.0 entry: where the v1.0 part ends. A host
 /// rejects smaller tables. This stays fixed when later minors append entries.
 pub const XHAL_PLUGIN_API_V1_0_SIZE: usize =
     core::mem::offset_of!(XhalPluginApi, kernel_destroy) + core::mem::size_of::<usize>();
+/// `struct_size` of an `XhalPluginApi` with every v1.1 entry.
+pub const XHAL_PLUGIN_API_V1_1_SIZE: usize =
+    core::mem::offset_of!(XhalPluginApi, device_memory_usage) + core::mem::size_of::<usize>();
 /// `struct_size` of an `XhalDeviceInfo` with every v1.0 field: where the v1.0 part ends (the
 /// struct's trailing padding is not part of it).
 pub const XHAL_DEVICE_INFO_V1_0_SIZE: usize =
@@ -545,6 +561,7 @@ impl XhalPluginApi {
             module_destroy: None,
             kernel_get: None,
             kernel_destroy: None,
+            device_memory_usage: None,
         }
     }
 }

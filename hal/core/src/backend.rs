@@ -367,6 +367,15 @@ pub struct LaunchArgs<'a> {
     pub scalars: &'a [u8],
 }
 
+/// A device's memory as its driver reports it at one moment (`cuMemGetInfo`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryUsage {
+    /// Bytes the device could still allocate.
+    pub free: u64,
+    /// Bytes of memory the device has.
+    pub total: u64,
+}
+
 /// Name and version of a backend, and the ABI it speaks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BackendInfo {
@@ -399,6 +408,15 @@ pub trait Backend: Send + Sync + 'static {
     fn device_open(&self, index: u32) -> Result<DeviceHandle>;
     /// Closes a device.
     fn device_close(&self, device: DeviceHandle);
+    /// The device's free and total memory now (ABI 1.1). The default says the backend cannot
+    /// tell.
+    fn device_memory_usage(&self, device: DeviceHandle) -> Result<MemoryUsage> {
+        let _ = device;
+        Err(crate::Error::unsupported(format!(
+            "backend `{}` does not report its devices' memory usage",
+            self.info().name
+        )))
+    }
 
     /// Allocates `size` (> 0) bytes.
     fn buffer_allocate(&self, device: DeviceHandle, size: u64) -> Result<BufferHandle>;

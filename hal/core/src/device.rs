@@ -203,6 +203,16 @@ impl Device {
         )
     }
 
+    /// The device's free and total memory as its driver reports them now
+    /// (`torch.cuda.mem_get_info`). `Unsupported` from a backend that cannot tell, such as a
+    /// plugin built for ABI 1.0. Memory the caching allocator holds for reuse counts as used.
+    pub fn memory_usage(&self) -> Result<crate::MemoryUsage> {
+        self.shared
+            .backend
+            .device_memory_usage(self.shared.handle)
+            .map_err(|error| error.context(format!("memory usage of {}", self.label())))
+    }
+
     /// Allocator statistics, as PyTorch names them.
     pub fn memory_stats(&self) -> MemoryStats {
         self.shared.allocator.stats()

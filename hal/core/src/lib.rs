@@ -31,7 +31,7 @@ mod stream;
 pub use allocator::MemoryStats;
 pub use backend::{
     Backend, BackendInfo, BufferArg, BufferHandle, DeviceHandle, DeviceInfo, DeviceType, EventHandle, Features,
-    KernelFormat, KernelHandle, LaunchArgs, ModuleHandle, StreamHandle,
+    KernelFormat, KernelHandle, LaunchArgs, MemoryUsage, ModuleHandle, StreamHandle,
 };
 pub use buffer::Buffer;
 pub use device::Device;

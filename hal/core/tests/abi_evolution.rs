@@ -242,13 +242,17 @@ fn a_newer_minor_plugin_with_a_longer_table_loads_and_works() {
             let device = runtime.open(PLUGIN_NAME, 0).expect("device 0");
             check_device_info(&device);
             exercise_every_path(&device);
+            // The 1.1 entry, which this plugin has: called.
+            let usage = device.memory_usage().expect("device_memory_usage");
+            assert_eq!((usage.free, usage.total), (16 << 20, 64 << 20));
         },
     );
 }
 
-/// A table of exactly the v1.0 size, ending where an unreadable page begins. Against a host
-/// at 1.0 this is the host's own size; against every later 1.x host it is an older minor,
-/// and the unreadable page proves the host reads none of the entries it lacks.
+/// A table of exactly the v1.0 size, ending where an unreadable page begins: an older minor
+/// than this 1.1 host. It loads and works, the host answers for the 1.1 entry it lacks
+/// (`device_memory_usage`: unsupported), and the unreadable page proves the host reads none
+/// of the entries beyond its `struct_size`.
 #[test]
 fn a_v1_0_table_loads_and_works_and_nothing_beyond_its_struct_size_is_read() {
     in_child_process(
@@ -261,6 +265,16 @@ fn a_v1_0_table_loads_and_works_and_nothing_beyond_its_struct_size_is_read() {
             let device = runtime.open(PLUGIN_NAME, 0).expect("device 0");
             check_device_info(&device);
             exercise_every_path(&device);
+            // The host is 1.1; device_memory_usage lies beyond this table, in the unreadable
+            // page: the host answers for the plugin instead of reading it.
+            let error = device
+                .memory_usage()
+                .expect_err("a 1.0 plugin has no device_memory_usage");
+            assert_eq!(error.kind(), ErrorKind::Unsupported, "{error}");
+            assert!(
+                error.message().contains("device_memory_usage is an ABI 1.1 entry"),
+                "{error}"
+            );
         },
     );
 }

@@ -70,7 +70,7 @@ fn a_query_returning_null_is_an_error() {
     let error = load_error(&zoo("null_query"));
     assert_eq!(error.kind(), ErrorKind::PluginLoad);
     assert!(error.message().contains("returned null"), "{error}");
-    assert!(error.message().contains("declined host ABI 1.0"), "{error}");
+    assert!(error.message().contains("declined host ABI 1.1"), "{error}");
 }
 
 #[test]
@@ -80,7 +80,7 @@ fn an_abi_major_mismatch_is_an_error() {
     assert!(
         error
             .message()
-            .contains("plugin implements ABI 2.0, this host speaks 1.0: major versions must match"),
+            .contains("plugin implements ABI 2.1, this host speaks 1.1: major versions must match"),
         "the refusal names the plugin's version and the host's: {error}"
     );
 }
@@ -129,6 +129,27 @@ fn loading_the_same_file_twice_gives_the_same_plugin() {
     let first = load_plugin(&path).expect("cpu plugin loads");
     let second = load_plugin(&path).expect("cpu plugin loads again");
     assert!(std::sync::Arc::ptr_eq(&first.backend, &second.backend));
+}
+
+/// The ABI 1.1 entry through the boundary: a Rust plugin reports its device's memory, and
+/// memory taken by a buffer shows as used.
+#[test]
+fn memory_usage_crosses_the_plugin_boundary() {
+    let path = support::built_library("libxhal_cpu.so");
+    let loaded = load_plugin(&path).expect("cpu plugin loads");
+    let runtime = Runtime::builder()
+        .without_static_backends()
+        .without_plugin_search()
+        .backend(loaded.backend.clone())
+        .build()
+        .expect("a runtime with the plugin");
+    let device = runtime.open("cpu", 0).expect("cpu device");
+    let before = device.memory_usage().expect("memory usage");
+    assert_eq!(before.total, device.info().total_memory);
+    let buffer = device.alloc::<u8>(1 << 20).expect("1 MiB");
+    let during = device.memory_usage().expect("memory usage");
+    assert!(during.free <= before.free - (1 << 20), "{before:?} then {during:?}");
+    drop(buffer);
 }
 
 #[test]

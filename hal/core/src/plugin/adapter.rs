@@ -7,7 +7,7 @@
 
 use crate::backend::{
     Backend, BackendInfo, BufferHandle, DeviceHandle, DeviceInfo, DeviceType, EventHandle, Features, KernelFormat,
-    KernelHandle, LaunchArgs, ModuleHandle, StreamHandle,
+    KernelHandle, LaunchArgs, MemoryUsage, ModuleHandle, StreamHandle,
 };
 use crate::error::{Error, ErrorKind, Result};
 use xhal_abi::*;
@@ -357,6 +357,24 @@ impl Backend for AbiBackend {
             // SAFETY: a handle this plugin gave out, closed once.
             unsafe { function(ptr(device.0)) };
         }
+    }
+
+    fn device_memory_usage(&self, device: DeviceHandle) -> Result<MemoryUsage> {
+        // Added in 1.1: null in a 1.0 table (the host copied only the plugin's struct_size
+        // bytes of it), or left null by a plugin that cannot tell.
+        let Some(function) = self.api.device_memory_usage else {
+            return Err(Error::unsupported(format!(
+                "plugin `{}` (ABI {}.{}) does not report memory usage: device_memory_usage is an ABI 1.1 entry \
+                 it does not provide",
+                self.name, self.api.abi_major, self.api.abi_minor
+            )));
+        };
+        let (mut free, mut total) = (0u64, 0u64);
+        // SAFETY: valid out pointers; device came from this plugin.
+        self.call("device_memory_usage", |error| unsafe {
+            function(ptr(device.0), &mut free, &mut total, error)
+        })?;
+        Ok(MemoryUsage { free, total })
     }
 
     fn buffer_allocate(&self, device: DeviceHandle, size: u64) -> Result<BufferHandle> {

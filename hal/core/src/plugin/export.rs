@@ -67,7 +67,7 @@ pub fn query(
 fn build_api(backend: &dyn Backend) -> XhalPluginApi {
     let info = backend.info();
     XhalPluginApi {
-        struct_size: XHAL_PLUGIN_API_V1_0_SIZE,
+        struct_size: XHAL_PLUGIN_API_V1_1_SIZE,
         abi_major: XHAL_ABI_MAJOR,
         abi_minor: XHAL_ABI_MINOR,
         plugin_name: XhalStr::from_str(intern(&info.name)),
@@ -99,6 +99,7 @@ fn build_api(backend: &dyn Backend) -> XhalPluginApi {
         module_destroy: Some(module_destroy),
         kernel_get: Some(kernel_get),
         kernel_destroy: Some(kernel_destroy),
+        device_memory_usage: Some(device_memory_usage),
     }
 }
 
@@ -314,6 +315,24 @@ unsafe extern "C" fn device_close(device: *mut XhalDevice) {
     guarded_destroy("device_close", handle(device), |backend| {
         backend.device_close(DeviceHandle(handle(device)))
     });
+}
+
+unsafe extern "C" fn device_memory_usage(
+    device: *mut XhalDevice,
+    free: *mut u64,
+    total: *mut u64,
+    error: XhalErrorOut,
+) -> XhalStatus {
+    guarded("device_memory_usage", error, |backend| {
+        required(free, "free")?;
+        required(total, "total")?;
+        let usage = backend.device_memory_usage(DeviceHandle(handle(device)))?;
+        // SAFETY: both checked non-null above.
+        unsafe {
+            write_out(free, usage.free, "free")?;
+            write_out(total, usage.total, "total")
+        }
+    })
 }
 
 unsafe extern "C" fn buffer_allocate(

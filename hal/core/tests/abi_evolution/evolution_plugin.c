@@ -218,6 +218,17 @@ static XhalStatus zoo_device_open(uint32_t index, struct XhalDevice **device, Xh
 
 static void zoo_device_close(struct XhalDevice *device) { free(device); }
 
+/* The 1.1 entry, filled in by the newer-minor variant only. */
+ZOO_SOME_VARIANTS static XhalStatus zoo_device_memory_usage(struct XhalDevice *device, uint64_t *free_bytes,
+                                                            uint64_t *total_bytes, XhalErrorOut error) {
+    if (device == NULL || free_bytes == NULL || total_bytes == NULL) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "device_memory_usage: null device or out pointer");
+    }
+    *free_bytes = DEVICE_MEMORY / 4;
+    *total_bytes = DEVICE_MEMORY;
+    return XHAL_STATUS_OK;
+}
+
 static XhalStatus zoo_buffer_allocate(struct XhalDevice *device, uint64_t size, struct XhalBuffer **buffer,
                                       XhalErrorOut error) {
     if (device == NULL || buffer == NULL) {
@@ -561,6 +572,7 @@ static void build_table(void) {
     published = api;
 #if defined(ZOO_VARIANT_NEWER_MINOR)
     api->abi_minor = XHAL_ABI_MINOR + 1;
+    api->device_memory_usage = zoo_device_memory_usage;
     table.future_entries[0] = trap_future_entry_0;
     table.future_entries[1] = trap_future_entry_1;
     table.future_entries[2] = trap_future_entry_2;
