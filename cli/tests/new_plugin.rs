@@ -196,3 +196,50 @@ fn a_scaffolded_plugin_builds_and_is_certified_core() {
         (started.elapsed() - built).as_secs_f64()
     );
 }
+
+/// The template as a `cargo generate` template: the manifest is rendered with the name,
+/// every other file is copied as it is, and the copy builds into a plugin whose backend is
+/// that name. Needs cargo-generate, which CI does not install: skipped there, saying so.
+#[test]
+fn the_template_works_with_cargo_generate() {
+    let probe = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .args(["generate", "--version"])
+        .output();
+    if !probe.is_ok_and(|output| output.status.success()) {
+        println!("SKIPPED: cargo-generate is not installed (cargo install cargo-generate), so `cargo generate` was not tried");
+        return;
+    }
+    let sandbox = Sandbox::new("cargo-generate");
+    run_checked(
+        Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+            .args(["generate", "--silent", "--name", "acmegen", "--path"])
+            .arg(workspace_root().join("plugin-template"))
+            .arg("--define")
+            .arg(format!("xhal_path={}", workspace_root().display()))
+            .current_dir(sandbox.root()),
+        "cargo generate",
+    );
+    let crate_dir = sandbox.root().join("acmegen");
+    let manifest = std::fs::read_to_string(crate_dir.join("Cargo.toml")).expect("read the generated Cargo.toml");
+    assert!(manifest.contains("name = \"xhal-acmegen\""), "{manifest}");
+    assert!(!manifest.contains("{{"), "{manifest}");
+    for file in ["src/lib.rs", "src/stream.rs", "src/event.rs"] {
+        let template = std::fs::read_to_string(workspace_root().join("plugin-template").join(file)).expect("read");
+        let generated = std::fs::read_to_string(crate_dir.join(file)).expect("read");
+        assert!(template == generated, "cargo generate changed {file}");
+    }
+    std::fs::copy(workspace_root().join("Cargo.lock"), crate_dir.join("Cargo.lock")).expect("copy Cargo.lock");
+    run_checked(
+        cargo().args(["build", "--offline", "--quiet"]).current_dir(&crate_dir),
+        "cargo build of the generated plugin",
+    );
+    let plugin = target_dir()
+        .join("debug")
+        .join(format!("libxhal_acmegen{}", std::env::consts::DLL_SUFFIX));
+    let folder = sandbox.root().join("plugins");
+    std::fs::create_dir_all(&folder).expect("create plugins/");
+    std::fs::copy(&plugin, folder.join(plugin.file_name().expect("a file name"))).expect("copy the plugin");
+    let output = sandbox.run(&["devices"], &[("XHAL_PLUGIN_PATH", &folder.to_string_lossy())]);
+    assert_exit(&output, 0);
+    assert!(stdout(&output).contains("acmegen:0"), "{}", stdout(&output));
+}

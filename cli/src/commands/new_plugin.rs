@@ -377,7 +377,7 @@ mod tests {
         );
         let config = std::fs::read_to_string(root.join("cargo-generate.toml")).expect("read cargo-generate.toml");
         assert!(
-            config.contains("include = [\"Cargo.toml.liquid\"]"),
+            config.contains("include = [\"Cargo.toml\"]"),
             "only the manifest may be rendered by Liquid (Rust format strings use braces): {config}"
         );
     }
