@@ -1,8 +1,10 @@
 //! `libxhal_cpu.so`: the CPU reference backend exported through the C ABI.
 
 /// A backend configured from the environment (`XHAL_CPU_DEVICES`, `XHAL_CPU_MEMORY`,
-/// `XHAL_KERNEL_TIMEOUT`).
+/// `XHAL_KERNEL_TIMEOUT`). Its logs go to stderr under `XHAL_LOG`, such as the warning that a
+/// kernel runs on the interpreter because the compiled path cannot take it.
 fn create() -> xhal_core::Result<cpu::CpuBackend> {
+    xhal_core::plugin::init_logging();
     cpu::CpuBackend::from_env()
 }
 

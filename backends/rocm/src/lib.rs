@@ -58,29 +58,8 @@ fn create_static() -> Result<Arc<dyn Backend>> {
 
 /// The plugin's constructor (see `export_plugin!`).
 fn create_plugin() -> Result<RocmBackend> {
-    init_plugin_logging();
+    xhal_core::plugin::init_logging();
     Ok(RocmBackend::from_env())
-}
-
-/// Sends this library's logs to stderr, filtered by `XHAL_LOG` (warnings by default).
-///
-/// Loaded as a plugin, the library has its own copy of `tracing`, which does not see the
-/// host's subscriber. Linked into a program that already has a subscriber, this does nothing.
-fn init_plugin_logging() {
-    use tracing_subscriber::filter::{EnvFilter, LevelFilter};
-    let directives = std::env::var("XHAL_LOG").unwrap_or_default();
-    let filter = EnvFilter::builder()
-        .with_default_directive(LevelFilter::WARN.into())
-        .parse_lossy(if directives.trim().is_empty() {
-            "warn"
-        } else {
-            directives.as_str()
-        });
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .try_init();
 }
 
 /// The ROCm (HIP) backend. See the crate documentation.

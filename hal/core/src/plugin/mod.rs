@@ -3,6 +3,8 @@
 pub mod adapter;
 pub mod export;
 pub mod loader;
+mod logging;
 
 pub use adapter::AbiBackend;
 pub use loader::{load_plugin, LoadedPlugin, PluginFile, SearchFolder, SearchOrigin};
+pub use logging::init_logging;
