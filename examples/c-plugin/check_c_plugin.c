@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "xhal.h"
 
@@ -416,7 +417,15 @@ static void check_events(XhalDevice *device, XhalModule *module) {
     }
     check(ordered, "the consumer's read ran after the producer's fill it waited for");
     check(api->event_query(ready, NULL) == XHAL_STATUS_OK, "the record completed");
-    check(api->stream_query(producer, NULL) == XHAL_STATUS_OK, "the producer is idle");
+    /* The worker publishes the record before it marks itself idle: the stream reports idle
+     * right after, without being synchronized. */
+    XhalStatus producer_state = api->stream_query(producer, NULL);
+    for (int tries = 0; producer_state == XHAL_STATUS_NOT_READY && tries < 1000; tries++) {
+        struct timespec pause = {0, 1000000};
+        nanosleep(&pause, NULL);
+        producer_state = api->stream_query(producer, NULL);
+    }
+    check(producer_state == XHAL_STATUS_OK, "the producer becomes idle once its last record completed");
     OK(api->event_synchronize(ready, &error_), "event_synchronize on a completed record");
 
     /* Timing: two records around a 20 ms sleep are 20 ms or more apart. */
