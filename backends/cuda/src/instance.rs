@@ -129,6 +129,13 @@ impl Instance {
             )));
         }
         let nvrtc = nvrtc::version();
+        match (nvrtc::library_path(), nvrtc::unavailable_reason()) {
+            (Some(path), _) => tracing::debug!(path, "NVRTC opened"),
+            (None, Some(reason)) => {
+                tracing::warn!(reason, "CUDA devices take no cuda-c, so WGSL kernels cannot reach them")
+            }
+            (None, None) => {}
+        }
         let mut adapters = Vec::new();
         let mut refused = Vec::new();
         for ordinal in 0..count {

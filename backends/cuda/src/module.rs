@@ -102,7 +102,9 @@ impl Module {
             let text =
                 std::str::from_utf8(code).map_err(|_| Error::invalid_argument("CUDA C source is not valid UTF-8"))?;
             source = Some(reflect_source(text));
-            nvrtc::compile(text, adapter.compute_capability, gpu.name())?.image
+            let compiled = nvrtc::compile(text, adapter.compute_capability, gpu.name())?;
+            tracing::debug!(architecture = %compiled.architecture, bytes = compiled.image.len(), "NVRTC compiled a module");
+            compiled.image
         } else if format == KernelFormat::PTX {
             let text = std::str::from_utf8(code.strip_suffix(&[0]).unwrap_or(code))
                 .map_err(|_| Error::invalid_argument("PTX is text, but this module is not valid UTF-8"))?;

@@ -41,7 +41,7 @@ fn runtime_with_nvrtc() -> Option<Runtime> {
     let runtime = runtime()?;
     let device = runtime.open("cuda", 0).unwrap();
     if !device.info().kernel_formats.contains(&KernelFormat::CUDA_C) {
-        let reason = "NVRTC (libnvrtc.so.12 or libnvrtc.so) was not found, so no cuda-c";
+        let reason = "NVRTC (libnvrtc.so.13, .so.12, .so.11.2 or libnvrtc.so, or XHAL_NVRTC_LIBRARY) was not found, so no cuda-c";
         require_unless_absent(reason);
         eprintln!("SKIPPED: {reason}");
         return None;

@@ -191,6 +191,26 @@ fn wgsl_kernels_launch_with_their_scalars_and_lengths() {
     }
 }
 
+/// `XHAL_NVRTC_LIBRARY` naming a file that is not NVRTC: the device is still listed, without
+/// cuda-c, and compiling CUDA C says which variable named what.
+#[test]
+fn an_unusable_nvrtc_named_by_the_environment_is_explained() {
+    run_child(
+        "nvrtc_unusable",
+        "",
+        &[
+            ("STUB_DEVICES", "1"),
+            ("XHAL_NVRTC_LIBRARY", "/nonexistent/libnvrtc.so.13"),
+        ],
+    );
+    let stub = stub("").expect("the stub was built above");
+    run_child(
+        "nvrtc_unusable",
+        "",
+        &[("STUB_DEVICES", "1"), ("XHAL_NVRTC_LIBRARY", stub.to_str().unwrap())],
+    );
+}
+
 #[test]
 fn execution_errors_stick_to_the_stream() {
     run_child(
@@ -247,6 +267,7 @@ fn stub_child() {
         "vendor_errors" => vendor_errors_scenario(&backend),
         "sticky" => sticky_scenario(&backend),
         "wgsl_launch" => wgsl_launch_scenario(backend),
+        "nvrtc_unusable" => nvrtc_unusable_scenario(&backend),
         other => panic!("unknown scenario {other}"),
     }
     println!("{PASSED}");
@@ -589,4 +610,26 @@ fn wgsl_launch_scenario(backend: CudaBackend) {
     assert_eq!(f32::from_bits(word(40)), 2.5, "scalar a");
     assert_eq!(word(44), 300, "scalar n");
     assert_eq!([long(48), long(56)], [60 * 4, 12 * 4], "the views' byte lengths");
+}
+
+fn nvrtc_unusable_scenario(backend: &CudaBackend) {
+    let named = std::env::var("XHAL_NVRTC_LIBRARY").unwrap();
+    let info = backend.device_info(0).unwrap();
+    assert!(
+        !info.kernel_formats.contains(&KernelFormat::CUDA_C),
+        "{:?}",
+        info.kernel_formats
+    );
+    assert!(info.kernel_formats.contains(&KernelFormat::PTX));
+    let device = backend.device_open(0).unwrap();
+    let error = backend
+        .module_load(device, KernelFormat::CUDA_C, b"extern \"C\" __global__ void k() {}")
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Unsupported, "{error}");
+    assert!(
+        error.message().contains("XHAL_NVRTC_LIBRARY names an unusable NVRTC"),
+        "{error}"
+    );
+    assert!(error.message().contains(&named), "{error}");
+    backend.device_close(device);
 }
