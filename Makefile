@@ -10,9 +10,13 @@ PLUGIN_DIR := target/plugins
 # with the hardware they are certified like the rest (scripts/gpu-check.sh does it for cuda).
 # hostmem is plugin-template/, certified from cargo's output so that it never lands in
 # target/plugins beside the real backends.
-CTS_BACKENDS := cpu-interpret cpu-compile vulkan wgpu opencl level-zero cuda rocm hostmem
+# cuda-emulated is the cuda plugin on the emulated CUDA device (backends/cuda/tests/emulator):
+# the stub driver and an NVRTC that builds CUDA C for this processor, so the plugin and the
+# CUDA C of every conformance kernel run here, though not on NVIDIA hardware.
+CTS_BACKENDS := cpu-interpret cpu-compile vulkan wgpu opencl level-zero cuda cuda-emulated rocm hostmem
+CUDA_EMULATOR := target/cuda-emulator
 
-.PHONY: all build plugins drivers demo test cts fmt-check clippy header bench bench-overhead bench-backends bench-kernels doc clean
+.PHONY: all build plugins drivers demo test cts cuda-emulator fmt-check clippy header bench bench-overhead bench-backends bench-kernels doc clean
 
 all: build
 
@@ -61,9 +65,20 @@ test: drivers fmt-check clippy
 # any failure, crash or timeout; a backend without a driver is skipped loudly unless
 # XHAL_REQUIRE_BACKENDS names it (see scripts/cts.sh). Then the plugin written in C
 # (examples/c-plugin), which lives outside target/plugins.
-cts: drivers build
+cts: drivers build cuda-emulator
 	scripts/cts.sh $(CTS_BACKENDS)
 	@$(MAKE) --no-print-directory c-plugin-cts
+
+# The emulated CUDA device: the stub driver (libcuda.so.1) and the emulator's NVRTC
+# (libnvrtc.so.12), which scripts/cts.sh puts first on the library path for cuda-emulated.
+cuda-emulator:
+	@mkdir -p $(CUDA_EMULATOR)
+	cc -shared -fPIC -O1 -Wall -Werror -Wl,-soname,libcuda.so.1 -o $(CUDA_EMULATOR)/libcuda.so.1 \
+		backends/cuda/tests/stub/libcuda_stub.c -ldl
+	cc -shared -fPIC -O1 -Wall -Werror -Wl,-soname,libnvrtc.so.12 \
+		-DXHEMU_DEFAULT_HEADER='"$(CURDIR)/backends/cuda/tests/emulator/cuda_emulator.h"' \
+		-o $(CUDA_EMULATOR)/libnvrtc.so.12 backends/cuda/tests/emulator/libnvrtc_emulator.c
+	@ln -sf libcuda.so.1 $(CUDA_EMULATOR)/libcuda.so
 
 # Regenerates include/xhal.h after a change to hal/abi.
 header:
@@ -102,3 +117,10 @@ clean:
 # The plugin written in C (examples/c-plugin): `make c-plugin`, `c-plugin-check`, `c-plugin-cts`,
 # `c-plugin-asan`.
 include examples/c-plugin/c-plugin.mk
+
+# What scripts/gpu-check.sh runs, built here in release and copied into target/gpu-bundle/, so
+# that an NVIDIA machine without Rust or network can certify and benchmark the CUDA plugin:
+# copy the folder there and run its scripts/gpu-check.sh.
+.PHONY: gpu-bundle
+gpu-bundle:
+	CARGO="$(CARGO)" scripts/gpu-bundle.sh

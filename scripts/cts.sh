@@ -10,6 +10,9 @@
 #
 # `cpu-interpret` and `cpu-compile` certify the cpu plugin with XHAL_CPU_MODE set to that
 # mode (its interpreter, and its compiled kernels built from a fresh kernel cache).
+# `cuda-emulated` certifies the cuda plugin on the emulated CUDA device that
+# `make cuda-emulator` builds (backends/cuda/tests/emulator/README.md), with
+# conformance/known-failures/cuda-emulated.toml where present.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,6 +30,23 @@ for backend in "$@"; do
       rm -rf "$cache"
       mode_variables=("XHAL_CPU_MODE=${backend#cpu-}" "XHAL_CACHE_DIR=${cache}")
       ;;
+    cuda-emulated)
+      # The cuda plugin on the emulated CUDA device (`make cuda-emulator`): the stub driver
+      # and the emulator's NVRTC come first on the library path, and nothing else is opened.
+      name=cuda
+      emulator="$PWD/target/cuda-emulator"
+      if [ ! -f "$emulator/libcuda.so.1" ] || [ ! -f "$emulator/libnvrtc.so.12" ]; then
+        echo "FAILED: the CUDA emulator is not built; run make cuda-emulator" >&2
+        failed+=("$backend")
+        continue
+      fi
+      mode_variables=(
+        "LD_LIBRARY_PATH=${emulator}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+        "XHAL_NVRTC_LIBRARY=${emulator}/libnvrtc.so.12"
+        "XHEMU_CACHE_DIR=$PWD/target/cts/${backend}/module-cache"
+        STUB_DEVICES=1 STUB_POOLS=1 STUB_CLOCK=real
+      )
+      ;;
   esac
   plugin="target/plugins/libxhal_${name}.so"
   # The plugin template (plugin-template/) is not installed in target/plugins.
@@ -35,6 +55,9 @@ for backend in "$@"; do
   fi
   arguments=(run --plugin "$plugin" --report "target/cts/${backend}")
   known="conformance/known-failures/${name}.toml"
+  if [ -f "conformance/known-failures/${backend}.toml" ]; then
+    known="conformance/known-failures/${backend}.toml"
+  fi
   if [ -f "$known" ]; then
     arguments+=(--known-failures "$known")
   fi

@@ -10,7 +10,16 @@
  * "Device" memory is host memory and every stream runs its work at once, in order, so
  * copies, fills and host functions really happen. cuLaunchKernel writes what it was given
  * into the first buffer parameter: grid x, y, z, block x, y, z (uint32 each), then the
- * bytes of the parameters (see STUB_PARAM_SIZES below). A cubin module has every name. */
+ * bytes of the parameters (see STUB_PARAM_SIZES below). A cubin module has every name.
+ *
+ * The emulated device (tests/emulator/README.md): a module whose image is a shared object for
+ * this machine, as the emulator's NVRTC makes from CUDA C, is opened with dlopen, and its
+ * kernels really run: cuLaunchKernel calls its `xhemu_launch_<name>`, cuFuncGetParamInfo its
+ * `xhemu_parameter_<name>`. STUB_CLOCK=real: events hold the time they were recorded at. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <time.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,10 +104,11 @@ CUresult cuDeviceGetPCIBusId(char *bus, int length, CUdevice device) {
     strncpy(bus, "0000:3B:00.0", (size_t)length);
     return CUDA_SUCCESS;
 }
+static size_t total_memory(void);
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice device) {
     CUE("cuDeviceTotalMem_v2");
     (void)device;
-    *bytes = (size_t)1 << 30;
+    *bytes = total_memory();
     return CUDA_SUCCESS;
 }
 CUresult cuDeviceGetAttribute(int *value, int attribute, CUdevice device) {
@@ -130,22 +140,57 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *context, CUdevice device) {
 }
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice device) { (void)device; return CUDA_SUCCESS; }
 CUresult cuCtxSetCurrent(CUcontext context) { CUE("cuCtxSetCurrent"); return context == &context_token ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
+/* Device memory: 1 GiB (STUB_MEMORY_MIB=N: N MiB), of which the driver keeps 512 MiB for
+   itself, so free memory starts below the total; allocations beyond what is free fail with
+   CUDA_ERROR_OUT_OF_MEMORY. */
+#define STUB_DRIVER_MEMORY ((size_t)1 << 29)
+static size_t total_memory(void) {
+    const char *mebibytes = getenv("STUB_MEMORY_MIB");
+    size_t total = mebibytes ? (size_t)strtoull(mebibytes, NULL, 10) << 20 : (size_t)1 << 30;
+    return total > STUB_DRIVER_MEMORY ? total : STUB_DRIVER_MEMORY * 2;
+}
+#define STUB_TOTAL_MEMORY total_memory()
+/* Each allocation is preceded by 256 bytes that hold its size, keeping the 256-byte alignment
+   cuMemAlloc promises. */
+#define STUB_ALLOCATION_HEADER 256
+static size_t allocated_memory;
+
 CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total) {
     CUE("cuMemGetInfo_v2");
-    *free_bytes = (size_t)1 << 29;
-    *total = (size_t)1 << 30;
+    *free_bytes = STUB_TOTAL_MEMORY - STUB_DRIVER_MEMORY - __atomic_load_n(&allocated_memory, __ATOMIC_RELAXED);
+    *total = STUB_TOTAL_MEMORY;
     return CUDA_SUCCESS;
 }
 
 /* Memory. */
 CUresult cuMemAlloc_v2(CUdeviceptr *pointer, size_t size) {
     CUE("cuMemAlloc_v2");
-    void *memory = aligned_alloc(256, (size + 255) / 256 * 256);
-    if (!memory) return 2;
-    *pointer = (CUdeviceptr)(uintptr_t)memory;
+    if (size == 0) return CUDA_ERROR_INVALID_VALUE;
+    size_t rounded = (size + 255) / 256 * 256;
+    size_t before = __atomic_fetch_add(&allocated_memory, rounded, __ATOMIC_RELAXED);
+    if (rounded > STUB_TOTAL_MEMORY || before + rounded > STUB_TOTAL_MEMORY - STUB_DRIVER_MEMORY) {
+        __atomic_fetch_sub(&allocated_memory, rounded, __ATOMIC_RELAXED);
+        return 2; /* CUDA_ERROR_OUT_OF_MEMORY */
+    }
+    unsigned char *memory = aligned_alloc(256, STUB_ALLOCATION_HEADER + rounded);
+    if (!memory) {
+        __atomic_fetch_sub(&allocated_memory, rounded, __ATOMIC_RELAXED);
+        return 2;
+    }
+    memcpy(memory, &rounded, sizeof rounded);
+    *pointer = (CUdeviceptr)(uintptr_t)(memory + STUB_ALLOCATION_HEADER);
     return CUDA_SUCCESS;
 }
-CUresult cuMemFree_v2(CUdeviceptr pointer) { CUE("cuMemFree_v2"); free((void *)(uintptr_t)pointer); return CUDA_SUCCESS; }
+CUresult cuMemFree_v2(CUdeviceptr pointer) {
+    CUE("cuMemFree_v2");
+    if (!pointer) return CUDA_SUCCESS;
+    unsigned char *memory = (unsigned char *)(uintptr_t)pointer - STUB_ALLOCATION_HEADER;
+    size_t rounded;
+    memcpy(&rounded, memory, sizeof rounded);
+    __atomic_fetch_sub(&allocated_memory, rounded, __ATOMIC_RELAXED);
+    free(memory);
+    return CUDA_SUCCESS;
+}
 CUresult cuMemAllocAsync(CUdeviceptr *pointer, size_t size, CUstream stream) {
     CUE("cuMemAllocAsync");
     (void)stream;
@@ -158,7 +203,18 @@ CUresult cuMemHostAlloc(void **pointer, size_t size, unsigned flags) {
     *pointer = malloc(size);
     return *pointer ? CUDA_SUCCESS : 2;
 }
+CUresult cuMemAllocHost_v2(void **pointer, size_t size) { return cuMemHostAlloc(pointer, size, 0); }
 CUresult cuMemFreeHost(void *pointer) { free(pointer); return CUDA_SUCCESS; }
+CUresult cuMemcpyHtoD_v2(CUdeviceptr to, const void *from, size_t size) {
+    CUE("cuMemcpyHtoD_v2");
+    memcpy((void *)(uintptr_t)to, from, size);
+    return CUDA_SUCCESS;
+}
+CUresult cuMemcpyDtoD_v2(CUdeviceptr to, CUdeviceptr from, size_t size) {
+    CUE("cuMemcpyDtoD_v2");
+    memcpy((void *)(uintptr_t)to, (const void *)(uintptr_t)from, size);
+    return CUDA_SUCCESS;
+}
 
 /* Streams run their work at once. */
 CUresult cuStreamCreate(CUstream *stream, unsigned flags) {
@@ -168,6 +224,7 @@ CUresult cuStreamCreate(CUstream *stream, unsigned flags) {
     return CUDA_SUCCESS;
 }
 CUresult cuStreamDestroy_v2(CUstream stream) { free(stream); return CUDA_SUCCESS; }
+CUresult cuCtxSynchronize(void) { CUE("cuCtxSynchronize"); return CUDA_SUCCESS; }
 CUresult cuStreamSynchronize(CUstream stream) { (void)stream; CUE("cuStreamSynchronize"); return CUDA_SUCCESS; }
 CUresult cuStreamQuery(CUstream stream) { (void)stream; CUE("cuStreamQuery"); return CUDA_SUCCESS; }
 CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned flags) {
@@ -223,11 +280,12 @@ CUresult cuLaunchHostFunc(CUstream stream, CUhostFn function, void *data) {
     return CUDA_SUCCESS;
 }
 
-/* Events: a recorded flag. */
+/* Events: the flags, how often recorded, and when (STUB_CLOCK=real). */
+typedef struct { unsigned flags; unsigned records; double milliseconds; } StubEvent;
 CUresult cuEventCreate(CUevent *event, unsigned flags) {
     CUE("cuEventCreate");
-    unsigned *state = calloc(2, sizeof(unsigned));
-    state[0] = flags;
+    StubEvent *state = calloc(1, sizeof(StubEvent));
+    state->flags = flags;
     *event = state;
     return CUDA_SUCCESS;
 }
@@ -235,25 +293,73 @@ CUresult cuEventDestroy_v2(CUevent event) { free(event); return CUDA_SUCCESS; }
 CUresult cuEventRecord(CUevent event, CUstream stream) {
     (void)stream;
     CUE("cuEventRecord");
-    ((unsigned *)event)[1] += 1;
+    StubEvent *state = event;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    state->records += 1;
+    state->milliseconds = (double)now.tv_sec * 1e3 + (double)now.tv_nsec / 1e6;
     return CUDA_SUCCESS;
 }
 CUresult cuEventQuery(CUevent event) { (void)event; CUE("cuEventQuery"); return CUDA_SUCCESS; }
 CUresult cuEventSynchronize(CUevent event) { (void)event; CUE("cuEventSynchronize"); return CUDA_SUCCESS; }
 CUresult cuEventElapsedTime(float *milliseconds, CUevent start, CUevent end) {
     CUE("cuEventElapsedTime");
-    if ((((unsigned *)start)[0] | ((unsigned *)end)[0]) & 2) return 400; /* CUDA_ERROR_INVALID_HANDLE */
-    *milliseconds = 0.25f;
+    const StubEvent *first = start, *last = end;
+    if ((first->flags | last->flags) & 2) return 400; /* CUDA_ERROR_INVALID_HANDLE */
+    const char *clock = getenv("STUB_CLOCK");
+    *milliseconds = clock && strcmp(clock, "real") == 0 ? (float)(last->milliseconds - first->milliseconds) : 0.25f;
     return CUDA_SUCCESS;
 }
 
-/* Modules: the image is kept; every name the text contains is a function. */
-typedef struct { char *text; int any_name; } StubModule;
-typedef struct { char name[128]; } StubFunction;
+/* Modules: the image is kept; every name the text contains is a function. An executable
+   module (a shared object from the emulator's NVRTC) is opened instead. */
+typedef struct { char *text; int any_name; void *executable; } StubModule;
+typedef int (*StubLaunch)(const unsigned *grid, const unsigned *block, void **parameters);
+typedef int (*StubParameter)(size_t index, size_t *offset, size_t *size);
+typedef struct { char name[128]; StubLaunch launch; StubParameter parameter; int parameters; } StubFunction;
+
+/* The size of an x86-64 shared object (ELF64, ET_DYN), where `image` is one: its section
+   header table ends the file. */
+static size_t shared_object_size(const unsigned char *image) {
+    uint16_t type, machine, entry_size, entries;
+    uint64_t table;
+    if (memcmp(image, "\x7f" "ELF", 4) != 0 || image[4] != 2) return 0;
+    memcpy(&type, image + 16, 2);
+    memcpy(&machine, image + 18, 2);
+    if (type != 3 || machine != 62) return 0;
+    memcpy(&table, image + 0x28, 8);
+    memcpy(&entry_size, image + 0x3A, 2);
+    memcpy(&entries, image + 0x3C, 2);
+    return (size_t)(table + (uint64_t)entry_size * entries);
+}
+
+/* Opens the shared object `image` through a file of its own, removed once open. */
+static void *open_executable(const unsigned char *image, size_t size) {
+    char path[] = "/tmp/xhal-cuda-emulator-module-XXXXXX";
+    int file = mkstemp(path);
+    if (file < 0) return NULL;
+    int written = write(file, image, size) == (ssize_t)size;
+    close(file);
+    void *handle = written ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+    if (!handle) fprintf(stderr, "cuda emulator: cannot open a module: %s\n", dlerror());
+    unlink(path);
+    return handle;
+}
 
 CUresult cuModuleLoadData(CUmodule *module, const void *image) {
     CUE("cuModuleLoadData");
-    StubModule *loaded = malloc(sizeof(StubModule));
+    StubModule *loaded = calloc(1, sizeof(StubModule));
+    size_t executable = shared_object_size(image);
+    if (executable) {
+        loaded->executable = open_executable(image, executable);
+        if (!loaded->executable) {
+            free(loaded);
+            return 200; /* CUDA_ERROR_INVALID_IMAGE */
+        }
+        loaded->text = strdup("");
+        *module = loaded;
+        return CUDA_SUCCESS;
+    }
     loaded->text = strdup((const char *)image);
     /* A cubin (from NVRTC) is not read: every name is a function of it. */
     loaded->any_name = memcmp(image, "\x7f" "ELF", 4) == 0;
@@ -271,6 +377,7 @@ CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned count,
     return cuModuleLoadData(module, image);
 }
 CUresult cuModuleUnload(CUmodule module) {
+    if (((StubModule *)module)->executable) dlclose(((StubModule *)module)->executable);
     free(((StubModule *)module)->text);
     free(module);
     return CUDA_SUCCESS;
@@ -278,10 +385,33 @@ CUresult cuModuleUnload(CUmodule module) {
 CUresult cuModuleGetFunction(CUfunction *function, CUmodule module, const char *name) {
     CUE("cuModuleGetFunction");
     char entry[160];
-    snprintf(entry, sizeof entry, ".entry %s(", name);
-    if (!((StubModule *)module)->any_name && !strstr(((StubModule *)module)->text, entry)) return CUDA_ERROR_NOT_FOUND;
+    StubModule *loaded = module;
+    StubLaunch launch = NULL;
+    StubParameter parameter = NULL;
+    if (loaded->executable) {
+        snprintf(entry, sizeof entry, "xhemu_launch_%s", name);
+        launch = (StubLaunch)dlsym(loaded->executable, entry);
+        snprintf(entry, sizeof entry, "xhemu_parameter_%s", name);
+        parameter = (StubParameter)dlsym(loaded->executable, entry);
+        if (!launch || !parameter) return CUDA_ERROR_NOT_FOUND;
+    } else {
+        snprintf(entry, sizeof entry, ".entry %s(", name);
+        if (!loaded->any_name && !strstr(loaded->text, entry)) return CUDA_ERROR_NOT_FOUND;
+    }
+    /* The parameters a PTX entry declares; a cubin's are not read, so it is taken to have the
+       two a recording launch reads without STUB_PARAM_SIZES. */
+    int declared = 2;
+    const char *text = strstr(loaded->text, entry);
+    if (!loaded->executable && text) {
+        const char *end = strchr(text, ')');
+        declared = 0;
+        for (const char *at = strstr(text, ".param"); at && (!end || at < end); at = strstr(at + 1, ".param")) declared++;
+    }
     StubFunction *found = calloc(1, sizeof(StubFunction));
+    found->parameters = declared;
     strncpy(found->name, name, sizeof found->name - 1);
+    found->launch = launch;
+    found->parameter = parameter;
     *function = found;
     return CUDA_SUCCESS;
 }
@@ -298,14 +428,23 @@ CUresult cuFuncGetAttribute(int *value, int attribute, CUfunction function) {
     return CUDA_SUCCESS;
 }
 CUresult cuFuncGetParamInfo(CUfunction function, size_t index, size_t *offset, size_t *size) {
-    (void)function; (void)index; (void)offset; (void)size;
     CUE("cuFuncGetParamInfo");
+    StubFunction *found = function;
+    if (found->parameter) return found->parameter(index, offset, size);
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 CUresult cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                         unsigned bz, unsigned shared, CUstream stream, void **parameters, void **extra) {
-    (void)function; (void)shared; (void)stream; (void)extra;
+    (void)shared; (void)stream; (void)extra;
     CUE("cuLaunchKernel");
+    StubFunction *found = function;
+    if (found->launch) {
+        if (!gx || !gy || !gz || !bx || !by || !bz || bx > 1024 || by > 1024 || bz > 64 ||
+            (unsigned long long)bx * by * bz > 1024 || gy > 65535 || gz > 65535)
+            return CUDA_ERROR_INVALID_VALUE;
+        const unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
+        return found->launch(grid, block, parameters);
+    }
     uint32_t *out = (uint32_t *)(uintptr_t)(*(CUdeviceptr *)parameters[0]);
     uint32_t shape[6] = {gx, gy, gz, bx, by, bz};
     memcpy(out, shape, sizeof shape);
@@ -313,7 +452,7 @@ CUresult cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy, unsigned 
        without it, the first 32 bytes the second parameter points to. */
     const char *sizes = getenv("STUB_PARAM_SIZES");
     if (!sizes) {
-        memcpy(out + 6, parameters[1], 32);
+        if (found->parameters >= 2) memcpy(out + 6, parameters[1], 32);
         return CUDA_SUCCESS;
     }
     unsigned char *cursor = (unsigned char *)(out + 6);
