@@ -16,7 +16,7 @@ PLUGIN_DIR := target/plugins
 CTS_BACKENDS := cpu-interpret cpu-compile vulkan wgpu opencl level-zero cuda cuda-emulated rocm hostmem
 CUDA_EMULATOR := target/cuda-emulator
 
-.PHONY: all build plugins drivers demo test cts cuda-emulator fmt-check clippy header bench bench-overhead bench-backends bench-kernels doc clean
+.PHONY: all build plugins drivers demo test cts cuda-emulator gpu-check-emulated fmt-check clippy header bench bench-overhead bench-backends bench-kernels doc clean
 
 all: build
 
@@ -79,6 +79,17 @@ cuda-emulator:
 		-DXHEMU_DEFAULT_HEADER='"$(CURDIR)/backends/cuda/tests/emulator/cuda_emulator.h"' \
 		-o $(CUDA_EMULATOR)/libnvrtc.so.12 backends/cuda/tests/emulator/libnvrtc_emulator.c
 	@ln -sf libcuda.so.1 $(CUDA_EMULATOR)/libcuda.so
+
+# scripts/gpu-check.sh from start to end on the emulated CUDA device, so the script itself is
+# run on every change; its conformance result is the emulator's, and its timings measure host
+# memory copies, not a GPU. Output in target/gpu-check-emulated/.
+gpu-check-emulated: cuda-emulator
+	@echo "=== scripts/gpu-check.sh on the EMULATED CUDA device (not a GPU: timings are meaningless) ==="
+	env LD_LIBRARY_PATH="$(CURDIR)/$(CUDA_EMULATOR)$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH}" \
+		XHAL_NVRTC_LIBRARY="$(CURDIR)/$(CUDA_EMULATOR)/libnvrtc.so.12" \
+		XHEMU_CACHE_DIR="$(CURDIR)/target/gpu-check-emulated/module-cache" \
+		STUB_DEVICES=1 STUB_POOLS=1 STUB_CLOCK=real STUB_MEMORY_MIB=8192 \
+		GPU_CHECK_OUT=target/gpu-check-emulated scripts/gpu-check.sh
 
 # Regenerates include/xhal.h after a change to hal/abi.
 header:
