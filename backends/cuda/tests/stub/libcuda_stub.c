@@ -56,10 +56,24 @@ static CUresult fail(const char *name) {
     return CUDA_SUCCESS;
 }
 
+/* Set while a host function (cuLaunchHostFunc) runs: CUDA forbids driver calls from it, and
+   the stub refuses them with CUDA_ERROR_NOT_PERMITTED. */
+static _Thread_local int in_host_function;
+/* The context current on this thread (cuCtxSetCurrent); calls that act on "the current
+   context" fail with CUDA_ERROR_INVALID_CONTEXT without one, as the driver's do. */
+static _Thread_local void *current_context;
+
 #define CUE(name)                                  \
     do {                                           \
+        if (in_host_function) return 800;          \
         CUresult stub_code = fail(name);           \
         if (stub_code != CUDA_SUCCESS) return stub_code; \
+    } while (0)
+/* CUE, for an entry point that needs a current context. */
+#define CUE_CONTEXT(name)                          \
+    do {                                           \
+        CUE(name);                                 \
+        if (!current_context) return 201;          \
     } while (0)
 
 static int devices(void) {
@@ -139,7 +153,12 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *context, CUdevice device) {
     return CUDA_SUCCESS;
 }
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice device) { (void)device; return CUDA_SUCCESS; }
-CUresult cuCtxSetCurrent(CUcontext context) { CUE("cuCtxSetCurrent"); return context == &context_token ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
+CUresult cuCtxSetCurrent(CUcontext context) {
+    CUE("cuCtxSetCurrent");
+    if (context != NULL && context != &context_token) return CUDA_ERROR_INVALID_VALUE;
+    current_context = context;
+    return CUDA_SUCCESS;
+}
 /* Device memory: 1 GiB (STUB_MEMORY_MIB=N: N MiB), of which the driver keeps 512 MiB for
    itself, so free memory starts below the total; allocations beyond what is free fail with
    CUDA_ERROR_OUT_OF_MEMORY. */
@@ -156,7 +175,7 @@ static size_t total_memory(void) {
 static size_t allocated_memory;
 
 CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total) {
-    CUE("cuMemGetInfo_v2");
+    CUE_CONTEXT("cuMemGetInfo_v2");
     *free_bytes = STUB_TOTAL_MEMORY - STUB_DRIVER_MEMORY - __atomic_load_n(&allocated_memory, __ATOMIC_RELAXED);
     *total = STUB_TOTAL_MEMORY;
     return CUDA_SUCCESS;
@@ -164,7 +183,7 @@ CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total) {
 
 /* Memory. */
 CUresult cuMemAlloc_v2(CUdeviceptr *pointer, size_t size) {
-    CUE("cuMemAlloc_v2");
+    CUE_CONTEXT("cuMemAlloc_v2");
     if (size == 0) return CUDA_ERROR_INVALID_VALUE;
     size_t rounded = (size + 255) / 256 * 256;
     size_t before = __atomic_fetch_add(&allocated_memory, rounded, __ATOMIC_RELAXED);
@@ -182,7 +201,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr *pointer, size_t size) {
     return CUDA_SUCCESS;
 }
 CUresult cuMemFree_v2(CUdeviceptr pointer) {
-    CUE("cuMemFree_v2");
+    CUE_CONTEXT("cuMemFree_v2");
     if (!pointer) return CUDA_SUCCESS;
     unsigned char *memory = (unsigned char *)(uintptr_t)pointer - STUB_ALLOCATION_HEADER;
     size_t rounded;
@@ -198,7 +217,7 @@ CUresult cuMemAllocAsync(CUdeviceptr *pointer, size_t size, CUstream stream) {
 }
 CUresult cuMemFreeAsync(CUdeviceptr pointer, CUstream stream) { (void)stream; return cuMemFree_v2(pointer); }
 CUresult cuMemHostAlloc(void **pointer, size_t size, unsigned flags) {
-    CUE("cuMemHostAlloc");
+    CUE_CONTEXT("cuMemHostAlloc");
     (void)flags;
     *pointer = malloc(size);
     return *pointer ? CUDA_SUCCESS : 2;
@@ -206,25 +225,25 @@ CUresult cuMemHostAlloc(void **pointer, size_t size, unsigned flags) {
 CUresult cuMemAllocHost_v2(void **pointer, size_t size) { return cuMemHostAlloc(pointer, size, 0); }
 CUresult cuMemFreeHost(void *pointer) { free(pointer); return CUDA_SUCCESS; }
 CUresult cuMemcpyHtoD_v2(CUdeviceptr to, const void *from, size_t size) {
-    CUE("cuMemcpyHtoD_v2");
+    CUE_CONTEXT("cuMemcpyHtoD_v2");
     memcpy((void *)(uintptr_t)to, from, size);
     return CUDA_SUCCESS;
 }
 CUresult cuMemcpyDtoD_v2(CUdeviceptr to, CUdeviceptr from, size_t size) {
-    CUE("cuMemcpyDtoD_v2");
+    CUE_CONTEXT("cuMemcpyDtoD_v2");
     memcpy((void *)(uintptr_t)to, (const void *)(uintptr_t)from, size);
     return CUDA_SUCCESS;
 }
 
 /* Streams run their work at once. */
 CUresult cuStreamCreate(CUstream *stream, unsigned flags) {
-    CUE("cuStreamCreate");
+    CUE_CONTEXT("cuStreamCreate");
     (void)flags;
     *stream = malloc(16);
     return CUDA_SUCCESS;
 }
 CUresult cuStreamDestroy_v2(CUstream stream) { free(stream); return CUDA_SUCCESS; }
-CUresult cuCtxSynchronize(void) { CUE("cuCtxSynchronize"); return CUDA_SUCCESS; }
+CUresult cuCtxSynchronize(void) { CUE_CONTEXT("cuCtxSynchronize"); return CUDA_SUCCESS; }
 CUresult cuStreamSynchronize(CUstream stream) { (void)stream; CUE("cuStreamSynchronize"); return CUDA_SUCCESS; }
 CUresult cuStreamQuery(CUstream stream) { (void)stream; CUE("cuStreamQuery"); return CUDA_SUCCESS; }
 CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned flags) {
@@ -251,7 +270,7 @@ CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr to, CUdeviceptr from, size_t size, CUs
     return CUDA_SUCCESS;
 }
 CUresult cuMemcpyDtoH_v2(void *to, CUdeviceptr from, size_t size) {
-    CUE("cuMemcpyDtoH_v2");
+    CUE_CONTEXT("cuMemcpyDtoH_v2");
     memcpy(to, (const void *)(uintptr_t)from, size);
     return CUDA_SUCCESS;
 }
@@ -276,14 +295,16 @@ CUresult cuMemsetD32Async(CUdeviceptr to, unsigned value, size_t count, CUstream
 CUresult cuLaunchHostFunc(CUstream stream, CUhostFn function, void *data) {
     (void)stream;
     CUE("cuLaunchHostFunc");
+    in_host_function = 1;
     function(data);
+    in_host_function = 0;
     return CUDA_SUCCESS;
 }
 
 /* Events: the flags, how often recorded, and when (STUB_CLOCK=real). */
 typedef struct { unsigned flags; unsigned records; double milliseconds; } StubEvent;
 CUresult cuEventCreate(CUevent *event, unsigned flags) {
-    CUE("cuEventCreate");
+    CUE_CONTEXT("cuEventCreate");
     StubEvent *state = calloc(1, sizeof(StubEvent));
     state->flags = flags;
     *event = state;
@@ -347,7 +368,7 @@ static void *open_executable(const unsigned char *image, size_t size) {
 }
 
 CUresult cuModuleLoadData(CUmodule *module, const void *image) {
-    CUE("cuModuleLoadData");
+    CUE_CONTEXT("cuModuleLoadData");
     StubModule *loaded = calloc(1, sizeof(StubModule));
     size_t executable = shared_object_size(image);
     if (executable) {
@@ -436,7 +457,7 @@ CUresult cuFuncGetParamInfo(CUfunction function, size_t index, size_t *offset, s
 CUresult cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                         unsigned bz, unsigned shared, CUstream stream, void **parameters, void **extra) {
     (void)shared; (void)stream; (void)extra;
-    CUE("cuLaunchKernel");
+    CUE_CONTEXT("cuLaunchKernel");
     StubFunction *found = function;
     if (found->launch) {
         if (!gx || !gy || !gz || !bx || !by || !bz || bx > 1024 || by > 1024 || bz > 64 ||
