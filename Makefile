@@ -15,6 +15,9 @@ PLUGIN_DIR := target/plugins
 # CUDA C of every conformance kernel run here, though not on NVIDIA hardware.
 CTS_BACKENDS := cpu-interpret cpu-compile vulkan wgpu opencl level-zero cuda cuda-emulated rocm hostmem
 CUDA_EMULATOR := target/cuda-emulator
+# The real NVRTC that `make drivers` fetches (scripts/install-drivers.sh), where it did: the
+# cuda backend's tests compile every repository kernel with it.
+export XHAL_NVRTC_LIBRARY ?= $(wildcard $(CURDIR)/target/nvrtc/libnvrtc.so.13)
 
 .PHONY: all build plugins drivers demo test cts cuda-emulator gpu-check-emulated fmt-check clippy header bench bench-overhead bench-backends bench-kernels doc clean
 

@@ -13,6 +13,36 @@
 # declarations against the headers, compile with the real hiprtc, and see the real runtime
 # report no GPU.
 set -uo pipefail
+cd "$(dirname "$0")/.."
+
+# NVRTC (CUDA's runtime compiler) runs without a GPU: with it, the cuda backend's tests
+# compile the CUDA C of every repository kernel with the real compiler. It comes as a Python
+# wheel; only its libraries are kept, in target/nvrtc/ (the Makefile points
+# XHAL_NVRTC_LIBRARY at it). Best effort: without pip or network the test skips, saying so,
+# unless XHAL_REQUIRE_NVRTC is set.
+nvrtc_version=13.0.88
+nvrtc_folder=target/nvrtc
+if [ ! -f "$nvrtc_folder/libnvrtc.so.13" ] && command -v python3 >/dev/null 2>&1; then
+  wheels=$(mktemp -d)
+  if python3 -m pip download -q --no-deps --only-binary=:all: --platform manylinux_2_12_x86_64 \
+    --python-version 3.11 -d "$wheels" "nvidia-cuda-nvrtc==$nvrtc_version" >/dev/null 2>&1; then
+    mkdir -p "$nvrtc_folder"
+    python3 - "$wheels" "$nvrtc_folder" <<'PYTHON'
+import pathlib, sys, zipfile
+wheels, folder = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+for wheel in wheels.glob("*.whl"):
+    with zipfile.ZipFile(wheel) as archive:
+        for member in archive.namelist():
+            name = pathlib.PurePosixPath(member).name
+            if "/lib/" in member and name.startswith("libnvrtc") and ".alt." not in name:
+                (folder / name).write_bytes(archive.read(member))
+PYTHON
+    echo "NVRTC $nvrtc_version: $nvrtc_folder/libnvrtc.so.13"
+  else
+    echo "note: NVRTC $nvrtc_version could not be downloaded; the cuda backend's NVRTC test will skip" >&2
+  fi
+  rm -rf "$wheels"
+fi
 
 optional=(llvm-spirv-15 opencl-c-headers libamdhip64-dev)
 optional_missing=()

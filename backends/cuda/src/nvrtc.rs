@@ -26,6 +26,7 @@ const ERROR_OUT_OF_MEMORY: Status = 1;
 const ERROR_INVALID_INPUT: Status = 3;
 const ERROR_INVALID_OPTION: Status = 5;
 const ERROR_COMPILATION: Status = 6;
+const ERROR_BUILTIN_OPERATION_FAILURE: Status = 7;
 
 /// NVRTC's entry points, resolved when the library is opened; the library stays open for the
 /// life of the process, so the pointers stay valid.
@@ -52,6 +53,9 @@ struct Api {
     get_ptx_size: unsafe extern "C" fn(Program, *mut usize) -> Status,
     get_ptx: unsafe extern "C" fn(Program, *mut c_char) -> Status,
     _library: libloading::Library,
+    /// NVRTC's built-in headers, from the folder of a library opened by path: NVRTC opens
+    /// them by name, which the loader finds only where that folder is on its search path.
+    _builtins: Option<libloading::Library>,
 }
 
 /// Resolves `name` in `library`, as a value of the function pointer type `F`.
@@ -94,6 +98,16 @@ impl Api {
                 .filter_map(|value| u32::try_from(value).ok())
                 .collect();
             architectures.sort_unstable();
+            let builtins = std::path::Path::new(file)
+                .parent()
+                .filter(|folder| !folder.as_os_str().is_empty())
+                .map(|folder| folder.join(format!("libnvrtc-builtins.so.{major}.{minor}")))
+                .filter(|builtins| builtins.is_file())
+                .and_then(|builtins| {
+                    libloading::Library::new(&builtins)
+                        .inspect_err(|error| tracing::warn!(path = %builtins.display(), %error, "NVRTC's builtins could not be opened"))
+                        .ok()
+                });
             Ok(Api {
                 path: file.to_string(),
                 version: (major, minor),
@@ -109,6 +123,7 @@ impl Api {
                 get_ptx_size: symbol(&library, file, "nvrtcGetPTXSize")?,
                 get_ptx: symbol(&library, file, "nvrtcGetPTX")?,
                 _library: library,
+                _builtins: builtins,
             })
         }
     }
@@ -177,9 +192,18 @@ fn nvrtc_error(api: &Api, function: &str, code: Status, doing: &str) -> Error {
         ERROR_INVALID_OPTION => ErrorKind::Unsupported,
         _ => ErrorKind::Internal,
     };
+    let hint = if code == ERROR_BUILTIN_OPERATION_FAILURE {
+        format!(
+            "; NVRTC could not open its built-in headers (libnvrtc-builtins.so.{}.{}): put them beside {} or \
+             their folder on LD_LIBRARY_PATH",
+            api.version.0, api.version.1, api.path
+        )
+    } else {
+        String::new()
+    };
     Error::new(
         kind,
-        format!("{function} failed: {} ({code}) ({doing})", api.error_name(code)),
+        format!("{function} failed: {} ({code}) ({doing}){hint}", api.error_name(code)),
     )
 }
 
@@ -357,6 +381,11 @@ mod tests {
             assert!(
                 !required.split(',').any(|name| name.trim() == "cuda"),
                 "XHAL_REQUIRE_BACKENDS names cuda, but NVRTC was not found"
+            );
+            assert!(
+                std::env::var_os("XHAL_REQUIRE_NVRTC").is_none(),
+                "XHAL_REQUIRE_NVRTC is set, but NVRTC is unusable: {}",
+                unavailable_reason().unwrap_or("?")
             );
             eprintln!(
                 "SKIPPED: {}, so no CUDA C was compiled",
