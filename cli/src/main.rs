@@ -29,6 +29,10 @@ Environment:
   XHAL_CACHING_ALLOCATOR  `0` turns the caching allocator off
   XHAL_CPU_DEVICES        number of CPU reference devices (default 1)
   XHAL_CPU_MEMORY         bytes of memory per CPU reference device (default: half the host's)
+  XHAL_CPU_MODE           how the CPU backend runs WGSL: interpret, compile or auto (default)
+  XHAL_CACHE_DIR          where compiled kernels are cached (default ~/.cache/xhal)
+  XHAL_NVRTC_LIBRARY      the NVRTC the cuda backend opens (default: libnvrtc.so.13, .so.12, ...)
+  XHAL_LEVEL_ZERO_LOADER  the loader the level-zero backend opens (default libze_loader.so.1)
 
 Exit codes: 0 success, 1 runtime error, 2 usage error (also a NAME or --dir new-plugin
 refuses), 3 doctor found problems or bench found no device to measure.";

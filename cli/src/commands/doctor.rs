@@ -13,13 +13,17 @@ use xhal::select::DeviceSelector;
 use xhal::{BackendSource, PluginAttempt, PluginOutcome, Runtime, Selector};
 
 /// The variables that change what xhal finds or how it behaves, shown by doctor.
-const ENVIRONMENT: [&str; 6] = [
+const ENVIRONMENT: [&str; 10] = [
     "XHAL_DEVICE",
     "XHAL_PLUGIN_PATH",
     "XHAL_LOG",
     "XHAL_CACHING_ALLOCATOR",
     "XHAL_CPU_DEVICES",
     "XHAL_CPU_MEMORY",
+    "XHAL_CPU_MODE",
+    "XHAL_CACHE_DIR",
+    "XHAL_NVRTC_LIBRARY",
+    "XHAL_LEVEL_ZERO_LOADER",
 ];
 
 #[derive(Debug, clap::Args)]
