@@ -483,6 +483,18 @@ impl KernelObject {
                     info.name
                 )));
             }
+            // HIP counts a launch in invocations along each axis, which must fit in 32 bits,
+            // whatever the grid limit says; refused here rather than by the enqueue.
+            let invocations = u64::from(count) * u64::from(self.workgroup_size[axis]);
+            if invocations > u64::from(u32::MAX) {
+                return Err(Error::invalid_argument(format!(
+                    "kernel `{name}`: {count} workgroups of {} invocations in {} make {invocations} invocations; HIP \
+                     launches at most {} along each axis",
+                    self.workgroup_size[axis],
+                    ["x", "y", "z"][axis],
+                    u32::MAX
+                )));
+            }
         }
         // kernelParams holds one pointer per parameter, to the parameter's value.
         let mut addresses: Vec<*mut c_void> = buffers

@@ -461,6 +461,24 @@ fn a_code_object_kernel_gets_its_arguments_by_the_argument_abi() {
         )
         .unwrap_err();
     assert!(error.message().contains("0 workgroups in y"), "{error}");
+    // 67108864 workgroups of 64 invocations are 2^32 invocations along x: within the grid
+    // limit, but beyond what HIP launches.
+    let error = backend
+        .stream_launch(
+            stream,
+            &LaunchArgs {
+                kernel,
+                workgroups: [67_108_864, 1, 1],
+                buffers: &buffers,
+                scalars: &scalars,
+            },
+        )
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
+    assert!(
+        error.message().contains("make 4294967296 invocations; HIP launches at most 4294967295"),
+        "{error}"
+    );
     assert_eq!(stub.launches(), 1);
 
     stub.fail("hipModuleLaunchKernel", 701, 0);

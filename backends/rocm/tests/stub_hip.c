@@ -4,9 +4,10 @@
  * signatures of AMD's hip_runtime_api.h and hiprtc.h.
  *
  * It pretends: "device memory" is host memory from malloc, and every copy, fill, record and
- * launch happens at once on the calling thread. Nothing here runs GPU code: a launch records
- * its arguments for the test to read back. Each test loads its own copy of the file, so each
- * copy's settings (below) are its own.
+ * launch happens at once on the calling thread. Nothing here runs GPU code: a launch of a
+ * kernel from any other image than the emulator's (below) records its arguments for the test
+ * to read back. Each test loads its own copy of the file, so each copy's settings (below) are
+ * its own.
  *
  * Settings, through the exported stub_* functions:
  *   stub_set_devices(n)                devices reported (0: hipGetDeviceCount answers
@@ -17,12 +18,24 @@
  *   stub_set_parameter_sizes(n, sizes) sizes of the parameters a launch reads
  *   stub_set_compiled_code(bytes, n)   what the fake hiprtc "compiles" every source to
  *   stub_set_compile_failure(log)      the fake hiprtc fails to compile, with this log
+ *
+ * The emulated HIP device (backends/cuda/tests/emulator/README.md): a module whose image is a
+ * shared object for this machine, as the emulator's hiprtc makes from HIP C, is opened with
+ * dlopen, and its kernels really run: hipModuleLaunchKernel calls its `xhemu_launch_<name>`.
+ * Where no test set it, the device count comes from the environment:
+ *   STUB_DEVICES=N                     devices reported (0 by default)
  */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, mkstemp */
+#include <dlfcn.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+
+#define XHEMU_DEVICE "rocm"
+#include "../../cuda/tests/emulator/executable_module.h"
 
 typedef int hipError_t;
 typedef int hipDevice_t;
@@ -35,7 +48,8 @@ typedef struct { char bytes[16]; } hipUUID;
 typedef int hiprtcResult;
 typedef void* hiprtcProgram;
 
-static int device_count = 0;
+/* What stub_set_devices set; until a test sets it (-1), STUB_DEVICES decides. */
+static int device_count = -1;
 static int init_result = 0;
 static char failing_call[128];
 static int failing_code = 0;
@@ -43,6 +57,7 @@ static int failing_after = 0;
 static char kernel_names[1024];
 static size_t parameter_sizes[64];
 static int parameter_count = 0;
+/* Bytes allocated, changed by any thread that allocates or frees. */
 static size_t allocated = 0;
 static const size_t total_memory = (size_t)1 << 30;
 
@@ -85,7 +100,7 @@ void stub_launch_parameter(int index, unsigned char* out, size_t size) {
     memcpy(out, launch_parameters[index], size < 1024 ? size : 1024);
 }
 const char* stub_compile_options(void) { return compile_options; }
-size_t stub_allocated(void) { return allocated; }
+size_t stub_allocated(void) { return __atomic_load_n(&allocated, __ATOMIC_RELAXED); }
 
 /* Whether call `name` fails now (counting its calls). */
 static int fails(const char* name) {
@@ -99,7 +114,12 @@ static int fails(const char* name) {
 #define FAIL_ON_CUE(name) \
     if (fails(name)) return failing_code
 
-static int valid_device(int ordinal) { return ordinal >= 0 && ordinal < device_count; }
+static int devices(void) {
+    if (device_count >= 0) return device_count;
+    const char* count = getenv("STUB_DEVICES");
+    return count ? atoi(count) : 0;
+}
+static int valid_device(int ordinal) { return ordinal >= 0 && ordinal < devices(); }
 
 hipError_t hipInit(unsigned int flags) {
     FAIL_ON_CUE("hipInit");
@@ -107,8 +127,8 @@ hipError_t hipInit(unsigned int flags) {
 }
 hipError_t hipGetDeviceCount(int* count) {
     FAIL_ON_CUE("hipGetDeviceCount");
-    *count = device_count;
-    return device_count == 0 ? 100 : 0;
+    *count = devices();
+    return *count == 0 ? 100 : 0;
 }
 static int current_device = 0;
 hipError_t hipSetDevice(int ordinal) {
@@ -195,27 +215,35 @@ const char* hipGetErrorString(hipError_t code) {
 
 hipError_t hipMemGetInfo(size_t* free_bytes, size_t* total) {
     FAIL_ON_CUE("hipMemGetInfo");
-    *free_bytes = total_memory - allocated;
+    *free_bytes = total_memory - __atomic_load_n(&allocated, __ATOMIC_RELAXED);
     *total = total_memory;
     return 0;
 }
 
-/* Each allocation carries its size in front, for the allocated-bytes count. */
+/* Each allocation carries its size in the 256 bytes in front of it, for the allocated-bytes
+   count, and keeps the 256-byte alignment hipMalloc promises. */
+#define ALLOCATION_HEADER 256
 hipError_t hipMalloc(void** pointer, size_t size) {
     FAIL_ON_CUE("hipMalloc");
-    if (size > total_memory - allocated) return 2;
-    size_t* block = malloc(size + 16);
-    if (!block) return 2;
+    size_t before = __atomic_fetch_add(&allocated, size, __ATOMIC_RELAXED);
+    if (size > total_memory || before + size > total_memory) {
+        __atomic_fetch_sub(&allocated, size, __ATOMIC_RELAXED);
+        return 2;
+    }
+    size_t* block = aligned_alloc(ALLOCATION_HEADER, ALLOCATION_HEADER + (size + 255) / 256 * 256);
+    if (!block) {
+        __atomic_fetch_sub(&allocated, size, __ATOMIC_RELAXED);
+        return 2;
+    }
     block[0] = size;
-    allocated += size;
-    *pointer = (char*)block + 16;
+    *pointer = (char*)block + ALLOCATION_HEADER;
     return 0;
 }
 hipError_t hipFree(void* pointer) {
     FAIL_ON_CUE("hipFree");
     if (!pointer) return 0;
-    size_t* block = (size_t*)((char*)pointer - 16);
-    allocated -= block[0];
+    size_t* block = (size_t*)((char*)pointer - ALLOCATION_HEADER);
+    __atomic_fetch_sub(&allocated, block[0], __ATOMIC_RELAXED);
     free(block);
     return 0;
 }
@@ -320,40 +348,100 @@ hipError_t hipEventElapsedTime(float* milliseconds, hipEvent_t start, hipEvent_t
     return 0;
 }
 
+/* A module: an executable one (from the emulator's hiprtc) is opened; any other image's
+   kernels are the names stub_set_kernels lists. Its functions are freed with it. */
+typedef int (*StubLaunch)(const unsigned* grid, const unsigned* block, void** parameters);
+typedef struct StubFunction {
+    StubLaunch launch;
+    struct StubFunction* next;
+} StubFunction;
+typedef struct {
+    void* executable;
+    StubFunction* functions;
+} StubModule;
+
 hipError_t hipModuleLoadData(hipModule_t* module, const void* image) {
     FAIL_ON_CUE("hipModuleLoadData");
     if (!image) return 1;
-    *module = malloc(1);
+    StubModule* loaded = calloc(1, sizeof(StubModule));
+    if (!loaded) return 2;
+    size_t executable = shared_object_size(image);
+    if (executable && !(loaded->executable = open_executable(image, executable))) {
+        free(loaded);
+        return 200; /* hipErrorInvalidImage */
+    }
+    *module = loaded;
     return 0;
 }
-hipError_t hipModuleUnload(hipModule_t module) { free(module); return 0; }
+hipError_t hipModuleUnload(hipModule_t module) {
+    StubModule* loaded = module;
+    if (!loaded) return 400;
+    for (StubFunction* function = loaded->functions; function;) {
+        StubFunction* next = function->next;
+        free(function);
+        function = next;
+    }
+    if (loaded->executable) dlclose(loaded->executable);
+    free(loaded);
+    return 0;
+}
 
-/* A function handle is the kernel's position in the list, plus one. */
-hipError_t hipModuleGetFunction(hipFunction_t* function, hipModule_t module, const char* name) {
-    FAIL_ON_CUE("hipModuleGetFunction");
-    (void)module;
+static int listed_kernel(const char* name) {
     size_t length = strlen(name);
     const char* at = kernel_names;
-    for (intptr_t position = 1; *at; position++) {
+    while (*at) {
         const char* end = strchr(at, ',');
         size_t item = end ? (size_t)(end - at) : strlen(at);
-        if (item == length && strncmp(at, name, length) == 0) {
-            *function = (void*)position;
-            return 0;
-        }
+        if (item == length && strncmp(at, name, length) == 0) return 1;
         if (!end) break;
         at = end + 1;
     }
-    return 500;
+    return 0;
+}
+
+hipError_t hipModuleGetFunction(hipFunction_t* function, hipModule_t module, const char* name) {
+    FAIL_ON_CUE("hipModuleGetFunction");
+    StubModule* loaded = module;
+    StubLaunch launch = NULL;
+    if (loaded->executable) {
+        char entry[160];
+        snprintf(entry, sizeof entry, "xhemu_launch_%s", name);
+        launch = (StubLaunch)(uintptr_t)dlsym(loaded->executable, entry);
+        if (!launch) return 500;
+    } else if (!listed_kernel(name)) {
+        return 500;
+    }
+    StubFunction* found = calloc(1, sizeof(StubFunction));
+    if (!found) return 2;
+    found->launch = launch;
+    /* Functions may be looked up from several threads at once. */
+    found->next = __atomic_load_n(&loaded->functions, __ATOMIC_RELAXED);
+    while (!__atomic_compare_exchange_n(&loaded->functions, &found->next, found, 0, __ATOMIC_RELEASE,
+                                        __ATOMIC_RELAXED)) {
+    }
+    *function = found;
+    return 0;
 }
 hipError_t hipModuleLaunchKernel(hipFunction_t function, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                                  unsigned by, unsigned bz, unsigned shared, hipStream_t stream, void** parameters,
                                  void** extra) {
     FAIL_ON_CUE("hipModuleLaunchKernel");
-    (void)function;
     (void)shared;
     (void)stream;
     if (extra) return 1;
+    StubFunction* found = function;
+    if (found->launch) {
+        /* The device's limits (hipDeviceGetAttribute above). */
+        if (!gx || !gy || !gz || !bx || !by || !bz || bx > 1024 || by > 1024 || bz > 1024 ||
+            (unsigned long long)bx * by * bz > 1024 || gx > 2147483647u || gy > 65536 || gz > 65536)
+            return 1;
+        /* AMD's runtime also refuses more than 2^32 - 1 threads along an axis. */
+        if ((unsigned long long)gx * bx > 0xffffffffull || (unsigned long long)gy * by > 0xffffffffull ||
+            (unsigned long long)gz * bz > 0xffffffffull)
+            return 9; /* hipErrorInvalidConfiguration */
+        const unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
+        return found->launch(grid, block, parameters);
+    }
     unsigned dims[6] = {gx, gy, gz, bx, by, bz};
     memcpy(launch_dims, dims, sizeof dims);
     for (int i = 0; i < parameter_count; i++) memcpy(launch_parameters[i], parameters[i], parameter_sizes[i]);

@@ -3,6 +3,10 @@
  * cuda_emulator.h. The emulator's driver (libcuda_stub.c) loads that shared object as the
  * "cubin". See README.md beside this file.
  *
+ * Built with -DXHEMU_HIPRTC, it is the emulated HIP device's hiprtc (libhiprtc.so) instead:
+ * the same compiler behind hiprtc's names, for HIP C (the same text as the CUDA C xhal-kernel
+ * writes), whose output backends/rocm/tests/stub_hip.c loads as the code object.
+ *
  * - XHEMU_CXX: the compiler (default `c++`).
  * - XHEMU_HEADER: cuda_emulator.h (default: the path compiled in as XHEMU_DEFAULT_HEADER).
  * - XHEMU_CACHE_DIR: where built modules are kept, by a hash of the header, the source and the
@@ -20,6 +24,28 @@
 
 #ifndef XHEMU_DEFAULT_HEADER
 #define XHEMU_DEFAULT_HEADER "cuda_emulator.h"
+#endif
+
+/* NVRTC's and hiprtc's entry points differ in their prefix and in the name of the compiled
+   code; their results have the same numbers. */
+#ifdef XHEMU_HIPRTC
+#define RTC(name) hiprtc##name
+#define RTC_PREFIX "HIPRTC_"
+#define RTC_LIBRARY "hiprtc"
+#define RTC_TARGET_OPTION "--offload-arch=gfx"
+#define RTC_VERSION_MAJOR 6
+#define RTC_VERSION_MINOR 2
+#define RTC_CODE_SIZE hiprtcGetCodeSize
+#define RTC_CODE hiprtcGetCode
+#else
+#define RTC(name) nvrtc##name
+#define RTC_PREFIX "NVRTC_"
+#define RTC_LIBRARY "NVRTC"
+#define RTC_TARGET_OPTION "--gpu-architecture=sm_"
+#define RTC_VERSION_MAJOR 12
+#define RTC_VERSION_MINOR 8
+#define RTC_CODE_SIZE nvrtcGetCUBINSize
+#define RTC_CODE nvrtcGetCUBIN
 #endif
 
 typedef int nvrtcResult;
@@ -42,27 +68,28 @@ typedef struct {
 } Program;
 typedef Program *nvrtcProgram;
 
-static const int architectures[] = {75, 80, 86, 89, 90};
-
-const char *nvrtcGetErrorString(nvrtcResult result) {
+const char *RTC(GetErrorString)(nvrtcResult result) {
     switch (result) {
-    case NVRTC_SUCCESS: return "NVRTC_SUCCESS";
-    case NVRTC_ERROR_OUT_OF_MEMORY: return "NVRTC_ERROR_OUT_OF_MEMORY";
-    case NVRTC_ERROR_PROGRAM_CREATION_FAILURE: return "NVRTC_ERROR_PROGRAM_CREATION_FAILURE";
-    case NVRTC_ERROR_INVALID_INPUT: return "NVRTC_ERROR_INVALID_INPUT";
-    case NVRTC_ERROR_INVALID_PROGRAM: return "NVRTC_ERROR_INVALID_PROGRAM";
-    case NVRTC_ERROR_INVALID_OPTION: return "NVRTC_ERROR_INVALID_OPTION";
-    case NVRTC_ERROR_COMPILATION: return "NVRTC_ERROR_COMPILATION";
-    default: return "NVRTC_ERROR_INTERNAL_ERROR";
+    case NVRTC_SUCCESS: return RTC_PREFIX "SUCCESS";
+    case NVRTC_ERROR_OUT_OF_MEMORY: return RTC_PREFIX "ERROR_OUT_OF_MEMORY";
+    case NVRTC_ERROR_PROGRAM_CREATION_FAILURE: return RTC_PREFIX "ERROR_PROGRAM_CREATION_FAILURE";
+    case NVRTC_ERROR_INVALID_INPUT: return RTC_PREFIX "ERROR_INVALID_INPUT";
+    case NVRTC_ERROR_INVALID_PROGRAM: return RTC_PREFIX "ERROR_INVALID_PROGRAM";
+    case NVRTC_ERROR_INVALID_OPTION: return RTC_PREFIX "ERROR_INVALID_OPTION";
+    case NVRTC_ERROR_COMPILATION: return RTC_PREFIX "ERROR_COMPILATION";
+    default: return RTC_PREFIX "ERROR_INTERNAL_ERROR";
     }
 }
 
-nvrtcResult nvrtcVersion(int *major, int *minor) {
+nvrtcResult RTC(Version)(int *major, int *minor) {
     if (!major || !minor) return NVRTC_ERROR_INVALID_INPUT;
-    *major = 12;
-    *minor = 8;
+    *major = RTC_VERSION_MAJOR;
+    *minor = RTC_VERSION_MINOR;
     return NVRTC_SUCCESS;
 }
+
+#ifndef XHEMU_HIPRTC
+static const int architectures[] = {75, 80, 86, 89, 90};
 
 nvrtcResult nvrtcGetNumSupportedArchs(int *count) {
     if (!count) return NVRTC_ERROR_INVALID_INPUT;
@@ -75,8 +102,9 @@ nvrtcResult nvrtcGetSupportedArchs(int *list) {
     memcpy(list, architectures, sizeof architectures);
     return NVRTC_SUCCESS;
 }
+#endif
 
-nvrtcResult nvrtcCreateProgram(nvrtcProgram *program, const char *source, const char *name, int headers,
+nvrtcResult RTC(CreateProgram)(nvrtcProgram *program, const char *source, const char *name, int headers,
                                const char *const *header_sources, const char *const *header_names) {
     (void)name; (void)header_sources; (void)header_names;
     if (!program || !source || headers < 0) return NVRTC_ERROR_INVALID_INPUT;
@@ -90,7 +118,7 @@ nvrtcResult nvrtcCreateProgram(nvrtcProgram *program, const char *source, const 
     return NVRTC_SUCCESS;
 }
 
-nvrtcResult nvrtcDestroyProgram(nvrtcProgram *program) {
+nvrtcResult RTC(DestroyProgram)(nvrtcProgram *program) {
     if (!program || !*program) return NVRTC_ERROR_INVALID_PROGRAM;
     free((*program)->source);
     free((*program)->log);
@@ -117,6 +145,20 @@ static char *read_file(const char *path, size_t *size) {
         if (size) *size = (size_t)length;
     }
     return bytes;
+}
+
+/* Makes `path` and the folders above it that are missing, like `mkdir -p`. */
+static void make_folders(const char *path) {
+    char partial[4096];
+    snprintf(partial, sizeof partial, "%s", path);
+    for (char *at = partial + 1; *at; at++) {
+        if (*at == '/') {
+            *at = 0;
+            mkdir(partial, 0700);
+            *at = '/';
+        }
+    }
+    mkdir(partial, 0700);
 }
 
 static uint64_t fnv1a(uint64_t hash, const char *bytes, size_t length) {
@@ -165,13 +207,13 @@ static void set_log(Program *program, const char *text) {
     program->log = strdup(text);
 }
 
-nvrtcResult nvrtcCompileProgram(nvrtcProgram program, int count, const char *const *options) {
+nvrtcResult RTC(CompileProgram)(nvrtcProgram program, int count, const char *const *options) {
     if (!program) return NVRTC_ERROR_INVALID_PROGRAM;
     for (int i = 0; i < count; i++) {
-        if (strncmp(options[i], "--gpu-architecture=sm_", 22) != 0 && strcmp(options[i], "--std=c++17") != 0 &&
-            strcmp(options[i], "-std=c++17") != 0) {
+        if (strncmp(options[i], RTC_TARGET_OPTION, strlen(RTC_TARGET_OPTION)) != 0 &&
+            strcmp(options[i], "--std=c++17") != 0 && strcmp(options[i], "-std=c++17") != 0) {
             char message[512];
-            snprintf(message, sizeof message, "emulator NVRTC: unsupported option %s", options[i]);
+            snprintf(message, sizeof message, "emulator " RTC_LIBRARY ": unsupported option %s", options[i]);
             set_log(program, message);
             return NVRTC_ERROR_INVALID_OPTION;
         }
@@ -182,7 +224,8 @@ nvrtcResult nvrtcCompileProgram(nvrtcProgram program, int count, const char *con
     char *header_text = read_file(header, &header_size);
     if (!header_text) {
         char message[4200];
-        snprintf(message, sizeof message, "emulator NVRTC: cannot read the emulator header %s (set XHEMU_HEADER)", header);
+        snprintf(message, sizeof message,
+                 "emulator " RTC_LIBRARY ": cannot read the emulator header %s (set XHEMU_HEADER)", header);
         set_log(program, message);
         return NVRTC_ERROR_INTERNAL_ERROR;
     }
@@ -203,7 +246,7 @@ nvrtcResult nvrtcCompileProgram(nvrtcProgram program, int count, const char *con
     } else {
         snprintf(cache, sizeof cache, "%s/xhal-cuda-emulator-cache", tmp);
     }
-    mkdir(cache, 0700);
+    make_folders(cache);
     char cached[4200];
     snprintf(cached, sizeof cached, "%s/%016llx.so", cache, (unsigned long long)key);
     free(program->image);
@@ -218,7 +261,7 @@ nvrtcResult nvrtcCompileProgram(nvrtcProgram program, int count, const char *con
     snprintf(folder, sizeof folder, "%s/xhal-cuda-emulator-XXXXXX", tmp);
     if (!mkdtemp(folder)) {
         free(source);
-        set_log(program, "emulator NVRTC: cannot make a build folder");
+        set_log(program, "emulator " RTC_LIBRARY ": cannot make a build folder");
         return NVRTC_ERROR_INTERNAL_ERROR;
     }
     char source_path[4200], object_path[4200], log_path[4200];
@@ -229,7 +272,7 @@ nvrtcResult nvrtcCompileProgram(nvrtcProgram program, int count, const char *con
     if (!file || fputs(source, file) < 0) {
         if (file) fclose(file);
         free(source);
-        set_log(program, "emulator NVRTC: cannot write the source");
+        set_log(program, "emulator " RTC_LIBRARY ": cannot write the source");
         return NVRTC_ERROR_INTERNAL_ERROR;
     }
     fclose(file);
@@ -242,7 +285,7 @@ nvrtcResult nvrtcCompileProgram(nvrtcProgram program, int count, const char *con
         dup2(2, 1);
         execlp(compiler, compiler, "-std=c++17", "-O1", "-fPIC", "-shared", "-w", "-include", header, "-x", "c++",
                source_path, "-o", object_path, (char *)NULL);
-        fprintf(stderr, "emulator NVRTC: cannot run %s: %s\n", compiler, strerror(errno));
+        fprintf(stderr, "emulator " RTC_LIBRARY ": cannot run %s: %s\n", compiler, strerror(errno));
         _exit(127);
     }
     int status = 0;
@@ -278,32 +321,33 @@ nvrtcResult nvrtcCompileProgram(nvrtcProgram program, int count, const char *con
     return result;
 }
 
-nvrtcResult nvrtcGetProgramLogSize(nvrtcProgram program, size_t *size) {
+nvrtcResult RTC(GetProgramLogSize)(nvrtcProgram program, size_t *size) {
     if (!program || !size) return NVRTC_ERROR_INVALID_INPUT;
     *size = (program->log ? strlen(program->log) : 0) + 1;
     return NVRTC_SUCCESS;
 }
 
-nvrtcResult nvrtcGetProgramLog(nvrtcProgram program, char *log) {
+nvrtcResult RTC(GetProgramLog)(nvrtcProgram program, char *log) {
     if (!program || !log) return NVRTC_ERROR_INVALID_INPUT;
     strcpy(log, program->log ? program->log : "");
     return NVRTC_SUCCESS;
 }
 
-nvrtcResult nvrtcGetCUBINSize(nvrtcProgram program, size_t *size) {
+nvrtcResult RTC_CODE_SIZE(nvrtcProgram program, size_t *size) {
     if (!program || !size) return NVRTC_ERROR_INVALID_INPUT;
     if (!program->image) return NVRTC_ERROR_INVALID_PROGRAM;
     *size = program->image_size;
     return NVRTC_SUCCESS;
 }
 
-nvrtcResult nvrtcGetCUBIN(nvrtcProgram program, char *image) {
+nvrtcResult RTC_CODE(nvrtcProgram program, char *image) {
     if (!program || !image) return NVRTC_ERROR_INVALID_INPUT;
     if (!program->image) return NVRTC_ERROR_INVALID_PROGRAM;
     memcpy(image, program->image, program->image_size);
     return NVRTC_SUCCESS;
 }
 
+#ifndef XHEMU_HIPRTC
 /* The emulator makes machine code for the host only; it has no PTX. */
 nvrtcResult nvrtcGetPTXSize(nvrtcProgram program, size_t *size) {
     (void)program; (void)size;
@@ -314,3 +358,4 @@ nvrtcResult nvrtcGetPTX(nvrtcProgram program, char *ptx) {
     (void)program; (void)ptx;
     return NVRTC_ERROR_INVALID_PROGRAM;
 }
+#endif

@@ -339,33 +339,7 @@ typedef int (*StubLaunch)(const unsigned *grid, const unsigned *block, void **pa
 typedef int (*StubParameter)(size_t index, size_t *offset, size_t *size);
 typedef struct { char name[128]; StubLaunch launch; StubParameter parameter; int parameters; } StubFunction;
 
-/* The size of an x86-64 shared object (ELF64, ET_DYN), where `image` is one: its section
-   header table ends the file. */
-static size_t shared_object_size(const unsigned char *image) {
-    uint16_t type, machine, entry_size, entries;
-    uint64_t table;
-    if (memcmp(image, "\x7f" "ELF", 4) != 0 || image[4] != 2) return 0;
-    memcpy(&type, image + 16, 2);
-    memcpy(&machine, image + 18, 2);
-    if (type != 3 || machine != 62) return 0;
-    memcpy(&table, image + 0x28, 8);
-    memcpy(&entry_size, image + 0x3A, 2);
-    memcpy(&entries, image + 0x3C, 2);
-    return (size_t)(table + (uint64_t)entry_size * entries);
-}
-
-/* Opens the shared object `image` through a file of its own, removed once open. */
-static void *open_executable(const unsigned char *image, size_t size) {
-    char path[] = "/tmp/xhal-cuda-emulator-module-XXXXXX";
-    int file = mkstemp(path);
-    if (file < 0) return NULL;
-    int written = write(file, image, size) == (ssize_t)size;
-    close(file);
-    void *handle = written ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
-    if (!handle) fprintf(stderr, "cuda emulator: cannot open a module: %s\n", dlerror());
-    unlink(path);
-    return handle;
-}
+#include "../emulator/executable_module.h"
 
 CUresult cuModuleLoadData(CUmodule *module, const void *image) {
     CUE_CONTEXT("cuModuleLoadData");
