@@ -13,13 +13,19 @@ PLUGIN_DIR := target/plugins
 # cuda-emulated is the cuda plugin on the emulated CUDA device (backends/cuda/tests/emulator):
 # the stub driver and an NVRTC that builds CUDA C for this processor, so the plugin and the
 # CUDA C of every conformance kernel run here, though not on NVIDIA hardware.
-CTS_BACKENDS := cpu-interpret cpu-compile vulkan wgpu opencl level-zero cuda cuda-emulated rocm hostmem
+# rocm-emulated is the rocm plugin on the emulated HIP device, the same way: the stub HIP
+# runtime and a hiprtc that builds HIP C for this processor; not an AMD GPU either.
+# level-zero-emulated is the level-zero plugin on the emulated Level Zero device
+# (backends/level-zero/tests/emulator.md): the stub loader, whose kernels run on PoCL from the
+# SPIR bitcode llvm-spirv makes of their SPIR-V; not an Intel GPU either.
+CTS_BACKENDS := cpu-interpret cpu-compile vulkan wgpu opencl level-zero level-zero-emulated cuda cuda-emulated rocm rocm-emulated hostmem
 CUDA_EMULATOR := target/cuda-emulator
+ROCM_EMULATOR := target/rocm-emulator
 # The real NVRTC that `make drivers` fetches (scripts/install-drivers.sh), where it did: the
 # cuda backend's tests compile every repository kernel with it.
 export XHAL_NVRTC_LIBRARY ?= $(wildcard $(CURDIR)/target/nvrtc/libnvrtc.so.13)
 
-.PHONY: all build plugins drivers demo test cts cuda-emulator gpu-check-emulated fmt-check clippy header bench bench-overhead bench-backends bench-kernels doc clean
+.PHONY: all build plugins drivers demo test cts cuda-emulator level-zero-emulator rocm-emulator gpu-check-emulated fmt-check clippy header bench bench-overhead bench-backends bench-kernels doc clean
 
 all: build
 
@@ -30,8 +36,11 @@ build:
 plugins:
 	@mkdir -p $(PLUGIN_DIR)
 	@# A plugin file is named after its backend (`libxhal_level-zero.so`); cargo writes `_`.
+	@# Copied beside, then renamed over the old file: a process that has the old one loaded
+	@# keeps it, where copying over it in place would crash that process.
 	@for plugin in $(PLUGINS); do \
-		cp target/release/libxhal_$$(echo $$plugin | tr - _).so $(PLUGIN_DIR)/libxhal_$$plugin.so && \
+		cp target/release/libxhal_$$(echo $$plugin | tr - _).so $(PLUGIN_DIR)/.libxhal_$$plugin.so.new && \
+			mv -f $(PLUGIN_DIR)/.libxhal_$$plugin.so.new $(PLUGIN_DIR)/libxhal_$$plugin.so && \
 			echo "plugin: $(PLUGIN_DIR)/libxhal_$$plugin.so"; \
 	done
 
@@ -68,7 +77,7 @@ test: drivers fmt-check clippy
 # any failure, crash or timeout; a backend without a driver is skipped loudly unless
 # XHAL_REQUIRE_BACKENDS names it (see scripts/cts.sh). Then the plugin written in C
 # (examples/c-plugin), which lives outside target/plugins.
-cts: drivers build cuda-emulator
+cts: drivers build cuda-emulator rocm-emulator level-zero-emulator
 	scripts/cts.sh $(CTS_BACKENDS)
 	@$(MAKE) --no-print-directory c-plugin-cts
 
@@ -82,6 +91,26 @@ cuda-emulator:
 		-DXHEMU_DEFAULT_HEADER='"$(CURDIR)/backends/cuda/tests/emulator/cuda_emulator.h"' \
 		-o $(CUDA_EMULATOR)/libnvrtc.so.12 backends/cuda/tests/emulator/libnvrtc_emulator.c
 	@ln -sf libcuda.so.1 $(CUDA_EMULATOR)/libcuda.so
+
+# The emulated HIP device: the stub HIP runtime (libamdhip64.so) and the emulator's NVRTC
+# built as hiprtc (libhiprtc.so), the first names the rocm plugin opens, which
+# scripts/cts.sh puts first on the library path for rocm-emulated.
+rocm-emulator:
+	@mkdir -p $(ROCM_EMULATOR)
+	cc -shared -fPIC -O1 -std=c11 -Wall -Werror -Wl,-soname,libamdhip64.so -o $(ROCM_EMULATOR)/libamdhip64.so \
+		backends/rocm/tests/stub_hip.c -ldl
+	cc -shared -fPIC -O1 -Wall -Werror -Wl,-soname,libhiprtc.so -DXHEMU_HIPRTC \
+		-DXHEMU_DEFAULT_HEADER='"$(CURDIR)/backends/cuda/tests/emulator/cuda_emulator.h"' \
+		-o $(ROCM_EMULATOR)/libhiprtc.so backends/cuda/tests/emulator/libnvrtc_emulator.c
+
+# The emulated Level Zero device: the stub loader (backends/level-zero/tests/stub/ze_stub.c)
+# built with STUB_EXECUTE, whose kernels run on PoCL; scripts/cts.sh names it in
+# XHAL_LEVEL_ZERO_LOADER for level-zero-emulated. Building it needs no OpenCL: the library
+# opens libOpenCL.so.1 and finds llvm-spirv when the plugin starts it.
+level-zero-emulator:
+	@mkdir -p target/level-zero-emulator
+	cc -shared -fPIC -O1 -std=c11 -Wall -Werror -Wl,-soname,libze_loader.so.1 -DSTUB_EXECUTE \
+		-o target/level-zero-emulator/libze_loader.so.1 backends/level-zero/tests/stub/ze_stub.c -ldl -lpthread
 
 # scripts/gpu-check.sh from start to end on the emulated CUDA device, so the script itself is
 # run on every change; its conformance result is the emulator's, and its timings measure host

@@ -12,7 +12,11 @@
 # mode (its interpreter, and its compiled kernels built from a fresh kernel cache).
 # `cuda-emulated` certifies the cuda plugin on the emulated CUDA device that
 # `make cuda-emulator` builds (backends/cuda/tests/emulator/README.md), with
-# conformance/known-failures/cuda-emulated.toml where present.
+# conformance/known-failures/cuda-emulated.toml where present. `rocm-emulated` certifies the
+# rocm plugin on the emulated HIP device that `make rocm-emulator` builds, the same way.
+# `level-zero-emulated` certifies the level-zero plugin on the emulated Level Zero device that
+# `make level-zero-emulator` builds (backends/level-zero/tests/emulator.md); without PoCL or
+# llvm-spirv that device cannot start (exit 3).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -45,6 +49,39 @@ for backend in "$@"; do
         "XHAL_NVRTC_LIBRARY=${emulator}/libnvrtc.so.12"
         "XHEMU_CACHE_DIR=$PWD/target/cts/${backend}/module-cache"
         STUB_DEVICES=1 STUB_POOLS=1 STUB_CLOCK=real
+      )
+      ;;
+    level-zero-emulated)
+      # The level-zero plugin on the emulated Level Zero device (`make level-zero-emulator`):
+      # the stub loader, opened by path, whose kernels run on PoCL. PoCL keeps the kernels it
+      # compiles here rather than in the user's cache.
+      name=level-zero
+      emulator="$PWD/target/level-zero-emulator/libze_loader.so.1"
+      if [ ! -f "$emulator" ]; then
+        echo "FAILED: the Level Zero emulator is not built; run make level-zero-emulator" >&2
+        failed+=("$backend")
+        continue
+      fi
+      mode_variables=(
+        "XHAL_LEVEL_ZERO_LOADER=${emulator}"
+        "POCL_CACHE_DIR=$PWD/target/cts/${backend}/pocl-cache"
+      )
+      ;;
+    rocm-emulated)
+      # The rocm plugin on the emulated HIP device (`make rocm-emulator`): it opens the HIP
+      # runtime and hiprtc by name, so the stub runtime and the emulator's hiprtc come first
+      # on the library path, before any ROCm installed here.
+      name=rocm
+      emulator="$PWD/target/rocm-emulator"
+      if [ ! -f "$emulator/libamdhip64.so" ] || [ ! -f "$emulator/libhiprtc.so" ]; then
+        echo "FAILED: the HIP emulator is not built; run make rocm-emulator" >&2
+        failed+=("$backend")
+        continue
+      fi
+      mode_variables=(
+        "LD_LIBRARY_PATH=${emulator}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+        "XHEMU_CACHE_DIR=$PWD/target/cts/${backend}/module-cache"
+        STUB_DEVICES=1
       )
       ;;
   esac

@@ -4,11 +4,12 @@
 # layer, llvmpipe through EGL (GL), PoCL (OpenCL on the CPU) behind the ICD loader,
 # spirv-tools (spirv-val checks the Kernel SPIR-V that xhal-kernel writes), and the Level Zero
 # loader libze1 (without a driver: the level-zero backend's tests check that it then reports
-# no device and says why).
+# no device and says why), and the Khronos SPIR-V/LLVM translator llvm-spirv-15 (the emulated
+# Level Zero device runs Kernel SPIR-V on PoCL through it).
 # Otherwise it says loudly which backends will find no device; their tests then skip with
 # that reason, unless XHAL_REQUIRE_BACKENDS names them.
-# Best effort, never failing: the Khronos SPIR-V/LLVM translator and the OpenCL headers, with
-# which the Kernel SPIR-V test also runs every kernel on PoCL (it skips that part without), and
+# Best effort, never failing: the OpenCL headers, with which the Kernel SPIR-V test also runs
+# every kernel on PoCL (it skips that part without), and
 # Debian's HIP runtime and headers, with which the rocm backend's tests also check its
 # declarations against the headers, compile with the real hiprtc, and see the real runtime
 # report no GPU.
@@ -44,7 +45,7 @@ PYTHON
   rm -rf "$wheels"
 fi
 
-optional=(llvm-spirv-15 opencl-c-headers libamdhip64-dev)
+optional=(opencl-c-headers libamdhip64-dev)
 optional_missing=()
 for package in "${optional[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
@@ -60,7 +61,7 @@ install_optional() {
   done
 }
 
-packages=(libvulkan1 mesa-vulkan-drivers vulkan-validationlayers libegl1 libegl-mesa0 libgl1-mesa-dri ocl-icd-libopencl1 pocl-opencl-icd spirv-tools libze1)
+packages=(libvulkan1 mesa-vulkan-drivers vulkan-validationlayers libegl1 libegl-mesa0 libgl1-mesa-dri ocl-icd-libopencl1 pocl-opencl-icd spirv-tools libze1 llvm-spirv-15)
 missing=()
 for package in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then

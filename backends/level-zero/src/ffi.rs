@@ -3,9 +3,10 @@
 //! and resolved from the loader `libze_loader.so.1` at run time, so that nothing Level Zero
 //! is needed to build the crate.
 //!
-//! Two entry points are optional: `zeCommandListHostSynchronize` (API 1.6; without it a
-//! stream synchronizes through a barrier that signals an event) and
-//! `zeDevicePciGetPropertiesExt` (the PCI extension; without it a device has no PCI bus id).
+//! Three entry points are optional: `zeCommandListHostSynchronize` (API 1.6; without it a
+//! stream synchronizes through a barrier that signals an event), `zeDevicePciGetPropertiesExt`
+//! (the PCI extension; without it a device has no PCI bus id) and
+//! `zeDriverGetLastErrorDescription` (API 1.6; without it an error is its result code alone).
 
 use std::ffi::{c_char, c_void};
 use std::mem::ManuallyDrop;
@@ -317,6 +318,7 @@ pub(crate) const LOADER_LIBRARY: &str = "libze_loader.so.1";
 
 pub(crate) type CommandListHostSynchronize = unsafe extern "C" fn(CommandListHandle, u64) -> ZeResult;
 pub(crate) type DevicePciGetPropertiesExt = unsafe extern "C" fn(DeviceHandle, *mut PciExtProperties) -> ZeResult;
+pub(crate) type DriverGetLastErrorDescription = unsafe extern "C" fn(DriverHandle, *mut *const c_char) -> ZeResult;
 
 macro_rules! function_table {
     ($($field:ident = $symbol:literal : fn($($argument:ty),* $(,)?);)*) => {
@@ -327,6 +329,8 @@ macro_rules! function_table {
             pub(crate) command_list_host_synchronize: Option<CommandListHostSynchronize>,
             /// `zeDevicePciGetPropertiesExt`, where the loader exports it.
             pub(crate) device_pci_get_properties_ext: Option<DevicePciGetPropertiesExt>,
+            /// `zeDriverGetLastErrorDescription`, where the loader exports it (API 1.6).
+            pub(crate) driver_get_last_error_description: Option<DriverGetLastErrorDescription>,
             /// Kept loaded for the life of the process: the loader unloads its drivers when it
             /// goes, which is not safe while anything still runs.
             _library: ManuallyDrop<libloading::Library>,
@@ -365,6 +369,10 @@ macro_rules! function_table {
                             .map(|symbol| *symbol),
                         device_pci_get_properties_ext: loaded
                             .get::<DevicePciGetPropertiesExt>(b"zeDevicePciGetPropertiesExt\0")
+                            .ok()
+                            .map(|symbol| *symbol),
+                        driver_get_last_error_description: loaded
+                            .get::<DriverGetLastErrorDescription>(b"zeDriverGetLastErrorDescription\0")
                             .ok()
                             .map(|symbol| *symbol),
                         _library: ManuallyDrop::new(loaded),

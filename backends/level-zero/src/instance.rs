@@ -92,13 +92,14 @@ impl Instance {
                         match describe(&api, driver, device) {
                             Ok(adapter) => adapters.push(adapter),
                             Err(error) => {
-                                tracing::warn!(%error, "Level Zero device skipped");
-                                refused.push(error.message().to_string());
+                                let why = with_driver_description(&api, driver, &error);
+                                tracing::warn!(error = %why, "Level Zero device skipped");
+                                refused.push(why);
                             }
                         }
                     }
                 }
-                Err(error) => refused.push(error.message().to_string()),
+                Err(error) => refused.push(with_driver_description(&api, driver, &error)),
             }
         }
         if adapters.is_empty() {
@@ -112,6 +113,33 @@ impl Instance {
             )));
         }
         Ok(Instance { api, adapters })
+    }
+}
+
+/// `error`'s message followed by the driver's own description of the failure, where the
+/// loader has `zeDriverGetLastErrorDescription` and the driver gives one: a result code alone
+/// seldom says what is missing (a driver without the library it needs, say).
+fn with_driver_description(api: &Api, driver: DriverHandle, error: &Error) -> String {
+    let message = error.message().to_string();
+    let Some(last_error) = api.driver_get_last_error_description else {
+        return message;
+    };
+    let mut text: *const std::ffi::c_char = std::ptr::null();
+    // SAFETY: a driver the loader listed, asked on the thread whose call just failed; the
+    // string is the driver's, valid until its next call on this thread, and copied at once.
+    let code = unsafe { last_error(driver, &mut text) };
+    if code != ffi::ZE_RESULT_SUCCESS || text.is_null() {
+        return message;
+    }
+    // SAFETY: a NUL-terminated string (see above).
+    let description = unsafe { std::ffi::CStr::from_ptr(text) }
+        .to_string_lossy()
+        .trim()
+        .to_string();
+    if description.is_empty() {
+        message
+    } else {
+        format!("{message}; the driver says: {description}")
     }
 }
 

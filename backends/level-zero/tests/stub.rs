@@ -101,6 +101,22 @@ fn no_device_is_zero_devices_and_a_reason() {
 }
 
 #[test]
+fn a_device_the_driver_cannot_list_carries_the_drivers_description() {
+    let Some(path) = stub("device-unavailable", &["STUB_FAIL=\"zeDeviceGet\""]) else {
+        return;
+    };
+    let error = LevelZeroBackend::with_library_path(&path).device_count().unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::DriverUnavailable, "{error}");
+    assert!(
+        error.message().contains("ZE_RESULT_ERROR_DEPENDENCY_UNAVAILABLE")
+            && error
+                .message()
+                .contains("the driver says: the stub's device needs what is not here"),
+        "{error}"
+    );
+}
+
+#[test]
 fn a_failing_init_names_the_result() {
     let Some(path) = stub("init-fails", &["STUB_MODE_INIT_FAILS"]) else {
         return;

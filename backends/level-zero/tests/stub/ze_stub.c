@@ -11,12 +11,35 @@
  *   STUB_MODE_INIT_FAILS  zeInit answers ZE_RESULT_ERROR_DEVICE_LOST
  *   STUB_FAIL="zeXxx"     that entry point fails (with the error a driver would give it)
  *   STUB_NO_HOST_SYNC     zeCommandListHostSynchronize is not exported (an API 1.5 loader)
+ *   STUB_EXECUTE          the emulated device: kernels really run (below)
  *
- * Structures are declared here from ze_api.h (1.x), so building needs no Level Zero headers.
+ * STUB_EXECUTE makes this the emulated Level Zero device that `make level-zero-emulator`
+ * builds (../emulator.md). Kernels run on an OpenCL device that takes SPIR 1.2 bitcode (PoCL):
+ * a module's SPIR-V becomes bitcode through `llvm-spirv -r`, since such a device reads no
+ * SPIR-V IL. Device memory is that device's fine-grained buffer SVM, so the host reaches it
+ * as it is and copies and fills stay memcpy. A launch waits for its kernel, so every command
+ * still completes as it is appended. Without the OpenCL device or llvm-spirv the driver lists
+ * no device, and zeDriverGetLastErrorDescription says why.
+ *
+ * Structures are declared here from ze_api.h (1.x), and OpenCL's from cl.h, so building needs
+ * neither's headers.
  */
+#define _GNU_SOURCE
+#include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef STUB_EXECUTE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#endif
 
 typedef uint32_t ze_result_t;
 #define OK 0u
@@ -27,6 +50,13 @@ typedef uint32_t ze_result_t;
 #define INVALID_ARGUMENT 0x78000004u
 #define INVALID_KERNEL_NAME 0x78000011u
 #define UNKNOWN 0x7ffffffeu
+#define OUT_OF_HOST_MEMORY 0x70000002u
+#define DEPENDENCY_UNAVAILABLE 0x70020000u
+#define INVALID_SIZE 0x78000008u
+#define UNSUPPORTED_SIZE 0x78000009u
+#define INVALID_GROUP_SIZE_DIMENSION 0x78000013u
+#define INVALID_KERNEL_ARGUMENT_INDEX 0x78000015u
+#define INVALID_KERNEL_ARGUMENT_SIZE 0x78000016u
 
 #ifndef STUB_FAIL
 #define STUB_FAIL ""
@@ -60,6 +90,7 @@ typedef struct {
     requiredSubgroupSize, maxSubgroupSize, maxNumSubgroups, localMemSize, privateMemSize, spillMemSize;
     uint8_t uuid[32];
 } kernel_properties_t;
+typedef struct { uint32_t stype; const void *pNext; uint32_t ordinal, index, flags, mode, priority; } queue_desc_t;
 typedef struct { uint32_t x, y, z; } group_count_t;
 typedef struct { uint64_t globalStart, globalEnd, contextStart, contextEnd; } kernel_timestamp_t;
 
@@ -78,18 +109,494 @@ static uint64_t clock_ticks = 1000;
 static int driver_object, device_object, context_object;
 
 typedef struct { int signalled; uint64_t end; } stub_event_t;
-typedef struct { uint8_t *code; size_t size; } stub_module_t;
+typedef struct { uint8_t *code; size_t size; void *program; } stub_module_t;
 typedef struct {
     stub_module_t *module; char name[128]; uint32_t group_size[3]; uint32_t arg_count;
     uint64_t arg_size[MAX_ARGS]; uint8_t arg_value[MAX_ARGS][MAX_ARG_BYTES];
+    /* Which parameters are CrossWorkgroup pointers, and which arguments were set. */
+    uint8_t pointer[MAX_ARGS], set[MAX_ARGS];
+    void *cl_kernel;
 } stub_kernel_t;
+typedef struct { void *queue; } stub_list_t;
 
 EXPORT void xhal_ze_stub_last_launch(stub_launch_t *out) { *out = last_launch; }
+
+/* What zeDriverGetLastErrorDescription answers: per thread, as Level Zero specifies. */
+static __thread char last_error[2048];
+
+static ze_result_t failure(ze_result_t code, const char *format, ...) __attribute__((format(printf, 2, 3)));
+static ze_result_t failure(ze_result_t code, const char *format, ...) {
+    va_list arguments;
+    va_start(arguments, format);
+    vsnprintf(last_error, sizeof last_error, format, arguments);
+    va_end(arguments);
+    return code;
+}
+
+EXPORT ze_result_t zeDriverGetLastErrorDescription(void *driver, const char **text) {
+    (void)driver;
+    *text = last_error;
+    return OK;
+}
+
+/* SPIR-V: the function id of OpEntryPoint `name`, the parameter count of that function and,
+ * in `pointer`, which parameters are pointers to CrossWorkgroup memory (storage class 5):
+ * the buffers, which OpenCL takes as SVM pointers, unlike the by-value parameters. */
+static int spirv_entry(const stub_module_t *m, const char *name, uint32_t *parameters, uint8_t pointer[MAX_ARGS]) {
+    const uint32_t *w = (const uint32_t *)m->code;
+    size_t n = m->size / 4, at = 5;
+    uint32_t function = 0, bound = n > 3 ? w[3] : 0;
+    int found = 0, counting = 0;
+    uint8_t *global_pointer = calloc(bound + 1, 1);
+    *parameters = 0;
+    memset(pointer, 0, MAX_ARGS);
+    while (global_pointer && at < n) {
+        uint32_t count = w[at] >> 16, op = w[at] & 0xffff;
+        if (count == 0 || at + count > n) break;
+        if (op == 15 && count > 3 && strcmp((const char *)&w[at + 3], name) == 0) { function = w[at + 2]; found = 1; }
+        if (op == 32 && count > 3 && w[at + 1] <= bound) global_pointer[w[at + 1]] = w[at + 2] == 5;
+        if (op == 54) counting = found && w[at + 2] == function;
+        else if (op == 55) {
+            if (counting) {
+                if (*parameters < MAX_ARGS && w[at + 1] <= bound) pointer[*parameters] = global_pointer[w[at + 1]];
+                (*parameters)++;
+            }
+        }
+        else counting = 0;
+        at += count;
+    }
+    free(global_pointer);
+    return found;
+}
+
+#ifdef STUB_EXECUTE
+/* The emulated device. OpenCL is opened with dlopen; its handles are opaque pointers. */
+typedef int32_t cl_int;
+typedef void *cl_handle;
+#define CL_DEVICE_TYPE_ALL 0xffffffffull
+#define CL_PLATFORM_VERSION 0x0901
+#define CL_DEVICE_MAX_WORK_GROUP_SIZE 0x1004
+#define CL_DEVICE_MAX_WORK_ITEM_SIZES 0x1005
+#define CL_DEVICE_MAX_MEM_ALLOC_SIZE 0x1010
+#define CL_DEVICE_MAX_PARAMETER_SIZE 0x1017
+#define CL_DEVICE_GLOBAL_MEM_SIZE 0x101f
+#define CL_DEVICE_LOCAL_MEM_SIZE 0x1023
+#define CL_DEVICE_NAME 0x102b
+#define CL_DEVICE_EXTENSIONS 0x1030
+#define CL_DEVICE_SVM_CAPABILITIES 0x1053
+#define CL_DEVICE_SVM_FINE_GRAIN_BUFFER (1ull << 1)
+#define CL_MEM_READ_WRITE (1ull << 0)
+#define CL_MEM_SVM_FINE_GRAIN_BUFFER (1ull << 10)
+#define CL_PROGRAM_BUILD_LOG 0x1183
+#define CL_OUT_OF_RESOURCES (-5)
+#define CL_OUT_OF_HOST_MEMORY (-6)
+#define CL_INVALID_ARG_SIZE (-51)
+
+#define CL_FUNCTIONS(X)                                                                                              \
+    X(GetPlatformIDs, cl_int, uint32_t, cl_handle *, uint32_t *)                                                     \
+    X(GetPlatformInfo, cl_int, cl_handle, uint32_t, size_t, void *, size_t *)                                        \
+    X(GetDeviceIDs, cl_int, cl_handle, uint64_t, uint32_t, cl_handle *, uint32_t *)                                  \
+    X(GetDeviceInfo, cl_int, cl_handle, uint32_t, size_t, void *, size_t *)                                          \
+    X(CreateContext, cl_handle, const intptr_t *, uint32_t, const cl_handle *, void *, void *, cl_int *)             \
+    X(CreateCommandQueueWithProperties, cl_handle, cl_handle, cl_handle, const uint64_t *, cl_int *)                 \
+    X(ReleaseCommandQueue, cl_int, cl_handle)                                                                        \
+    X(SVMAlloc, void *, cl_handle, uint64_t, size_t, uint32_t)                                                       \
+    X(SVMFree, void, cl_handle, void *)                                                                              \
+    X(CreateProgramWithBinary, cl_handle, cl_handle, uint32_t, const cl_handle *, const size_t *,                    \
+      const unsigned char **, cl_int *, cl_int *)                                                                    \
+    X(BuildProgram, cl_int, cl_handle, uint32_t, const cl_handle *, const char *, void *, void *)                    \
+    X(GetProgramBuildInfo, cl_int, cl_handle, cl_handle, uint32_t, size_t, void *, size_t *)                         \
+    X(ReleaseProgram, cl_int, cl_handle)                                                                             \
+    X(CreateKernel, cl_handle, cl_handle, const char *, cl_int *)                                                    \
+    X(ReleaseKernel, cl_int, cl_handle)                                                                              \
+    X(SetKernelArg, cl_int, cl_handle, uint32_t, size_t, const void *)                                               \
+    X(SetKernelArgSVMPointer, cl_int, cl_handle, uint32_t, const void *)                                             \
+    X(EnqueueNDRangeKernel, cl_int, cl_handle, cl_handle, uint32_t, const size_t *, const size_t *, const size_t *,  \
+      uint32_t, const cl_handle *, cl_handle *)                                                                      \
+    X(Finish, cl_int, cl_handle)
+#define CL_FIELD(name, result, ...) result (*name)(__VA_ARGS__);
+static struct { CL_FUNCTIONS(CL_FIELD) } cl;
+
+static struct {
+    int running;
+    /* Why the device does not run, when it does not. */
+    char refusal[1536];
+    cl_handle device, context;
+    char llvm_spirv[4096], device_name[200];
+    uint64_t total, max_allocation, local_memory, parameter_bytes;
+    size_t group_invocations, group_size[3];
+    int fp64;
+    uint64_t allocated;
+} emulator;
+static pthread_once_t emulator_once = PTHREAD_ONCE_INIT;
+
+static void refuse(const char *format, ...) __attribute__((format(printf, 1, 2)));
+static void refuse(const char *format, ...) {
+    int used = snprintf(emulator.refusal, sizeof emulator.refusal, "the xhal Level Zero emulator cannot run: ");
+    va_list arguments;
+    va_start(arguments, format);
+    vsnprintf(emulator.refusal + used, sizeof emulator.refusal - (size_t)used, format, arguments);
+    va_end(arguments);
+}
+
+/* Whether the space-separated `list` holds `word`. */
+static int has_word(const char *list, const char *word) {
+    size_t length = strlen(word);
+    for (const char *at = strstr(list, word); at; at = strstr(at + 1, word))
+        if ((at == list || at[-1] == ' ') && (at[length] == ' ' || at[length] == 0)) return 1;
+    return 0;
+}
+
+/* `name` as an executable path: itself when it holds a slash, else the first on PATH. */
+static int find_program(const char *name, char *path, size_t size) {
+    if (strchr(name, '/')) {
+        snprintf(path, size, "%s", name);
+        return access(path, X_OK) == 0;
+    }
+    const char *folders = getenv("PATH");
+    if (!folders || !*folders) folders = "/usr/local/bin:/usr/bin:/bin";
+    for (const char *at = folders; *at;) {
+        size_t length = strcspn(at, ":");
+        snprintf(path, size, "%.*s/%s", (int)length, length ? at : ".", name);
+        if (access(path, X_OK) == 0) return 1;
+        at += length;
+        if (*at == ':') at++;
+    }
+    return 0;
+}
+
+static uint64_t device_u64(uint32_t what) {
+    uint64_t value = 0;
+    cl.GetDeviceInfo(emulator.device, what, sizeof value, &value, NULL);
+    return value;
+}
+
+static void emulator_start(void) {
+    const char *library_name = getenv("STUB_OPENCL_LIBRARY");
+    if (!library_name || !*library_name) library_name = "libOpenCL.so.1";
+    void *library = dlopen(library_name, RTLD_NOW | RTLD_LOCAL);
+    if (!library) {
+        refuse("the OpenCL library %s does not load (%s); install an OpenCL loader and PoCL "
+               "(apt install ocl-icd-libopencl1 pocl-opencl-icd)", library_name, dlerror());
+        return;
+    }
+#define CL_RESOLVE(name, ...)                                                                                \
+    if (!(*(void **)&cl.name = dlsym(library, "cl" #name))) {                                                \
+        refuse("the OpenCL library %s has no cl" #name "; the emulator needs OpenCL 2.0 or later", library_name); \
+        return;                                                                                              \
+    }
+    CL_FUNCTIONS(CL_RESOLVE)
+    cl_handle platforms[16], devices[16];
+    uint32_t platform_count = 0, seen = 0;
+    char platform_version[256] = "";
+    if (cl.GetPlatformIDs(16, platforms, &platform_count) != 0) platform_count = 0;
+    for (uint32_t p = 0; p < platform_count && p < 16 && !emulator.device; p++) {
+        uint32_t device_count = 0;
+        if (cl.GetDeviceIDs(platforms[p], CL_DEVICE_TYPE_ALL, 16, devices, &device_count) != 0) continue;
+        for (uint32_t d = 0; d < device_count && d < 16; d++) {
+            static char extensions[1 << 16];
+            uint64_t svm = 0;
+            seen++;
+            if (cl.GetDeviceInfo(devices[d], CL_DEVICE_EXTENSIONS, sizeof extensions, extensions, NULL) != 0) continue;
+            if (cl.GetDeviceInfo(devices[d], CL_DEVICE_SVM_CAPABILITIES, sizeof svm, &svm, NULL) != 0) svm = 0;
+            if (has_word(extensions, "cl_khr_spir") && (svm & CL_DEVICE_SVM_FINE_GRAIN_BUFFER)) {
+                emulator.device = devices[d];
+                emulator.fp64 = has_word(extensions, "cl_khr_fp64");
+                cl.GetPlatformInfo(platforms[p], CL_PLATFORM_VERSION, sizeof platform_version, platform_version, NULL);
+                break;
+            }
+        }
+    }
+    if (!emulator.device) {
+        if (seen == 0)
+            refuse("the OpenCL library %s lists no device; kernels run on PoCL (apt install pocl-opencl-icd)",
+                   library_name);
+        else
+            refuse("none of the %u OpenCL device(s) here takes SPIR 1.2 bitcode (cl_khr_spir) with fine-grained "
+                   "buffer SVM, which kernels run on; PoCL does (apt install pocl-opencl-icd)", seen);
+        return;
+    }
+    /* Bitcode is read by the device's own LLVM, which reads no newer LLVM's: the translator of
+     * the same LLVM version comes first. */
+    const char *chosen = getenv("STUB_LLVM_SPIRV");
+    const char *llvm = strstr(platform_version, "LLVM ");
+    int major = llvm ? atoi(llvm + 5) : 0;
+    char versioned[32];
+    snprintf(versioned, sizeof versioned, "llvm-spirv-%d", major);
+    int found = chosen && *chosen ? find_program(chosen, emulator.llvm_spirv, sizeof emulator.llvm_spirv)
+                                  : (major > 0 && find_program(versioned, emulator.llvm_spirv, sizeof emulator.llvm_spirv)) ||
+                                        find_program("llvm-spirv", emulator.llvm_spirv, sizeof emulator.llvm_spirv);
+    if (!found) {
+        if (chosen && *chosen)
+            refuse("STUB_LLVM_SPIRV names %s, which is not an executable program", chosen);
+        else if (major > 0)
+            refuse("neither %s nor llvm-spirv is on PATH; the emulator translates each module's SPIR-V to SPIR "
+                   "bitcode with it (apt install llvm-spirv-%d, the LLVM of the OpenCL device)", versioned, major);
+        else
+            refuse("llvm-spirv is not on PATH; the emulator translates each module's SPIR-V to SPIR bitcode with "
+                   "it (apt install llvm-spirv-15, or the version of the OpenCL device's LLVM)");
+        return;
+    }
+    cl_int error = 0;
+    emulator.context = cl.CreateContext(NULL, 1, &emulator.device, NULL, NULL, &error);
+    if (error || !emulator.context) {
+        refuse("clCreateContext failed on the OpenCL device: OpenCL error %d", error);
+        return;
+    }
+    char name[160] = "";
+    cl.GetDeviceInfo(emulator.device, CL_DEVICE_NAME, sizeof name, name, NULL);
+    snprintf(emulator.device_name, sizeof emulator.device_name, "xhal Level Zero emulator on OpenCL %s", name);
+    const char *mib = getenv("STUB_MEMORY_MIB");
+    uint64_t budget = (mib && *mib ? strtoull(mib, NULL, 10) : 1024) << 20;
+    uint64_t global = device_u64(CL_DEVICE_GLOBAL_MEM_SIZE);
+    emulator.total = global && global < budget ? global : budget;
+    emulator.max_allocation = device_u64(CL_DEVICE_MAX_MEM_ALLOC_SIZE);
+    if (!emulator.max_allocation || emulator.max_allocation > emulator.total / 2) emulator.max_allocation = emulator.total / 2;
+    emulator.local_memory = device_u64(CL_DEVICE_LOCAL_MEM_SIZE);
+    emulator.parameter_bytes = device_u64(CL_DEVICE_MAX_PARAMETER_SIZE);
+    cl.GetDeviceInfo(emulator.device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof emulator.group_invocations,
+                     &emulator.group_invocations, NULL);
+    cl.GetDeviceInfo(emulator.device, CL_DEVICE_MAX_WORK_ITEM_SIZES, sizeof emulator.group_size, emulator.group_size, NULL);
+    emulator.running = 1;
+}
+
+static int emulator_running(void) {
+    pthread_once(&emulator_once, emulator_start);
+    return emulator.running;
+}
+
+/* Device and host memory alike are fine-grained SVM, which the host reads and writes as it is.
+ * Every live allocation is listed, so that each address the plugin hands to a command can be
+ * checked to lie in memory it still holds, as Level Zero's validation layer checks. */
+typedef struct allocation { uint8_t *start; size_t size; int device_memory; struct allocation *next; } allocation_t;
+static allocation_t *allocations;
+static pthread_mutex_t allocations_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static ze_result_t emulator_allocate(size_t size, size_t alignment, int device_memory, void **out) {
+    *out = NULL;
+    if (alignment < 64) alignment = 64;
+    if (alignment & (alignment - 1)) return failure(0x7800000au, "alignment %zu is not a power of two", alignment);
+    if (device_memory && size > emulator.max_allocation)
+        return failure(UNSUPPORTED_SIZE, "%zu bytes is more than the largest allocation, %llu bytes", size,
+                       (unsigned long long)emulator.max_allocation);
+    allocation_t *record = malloc(sizeof *record);
+    if (!record) return failure(OUT_OF_HOST_MEMORY, "no host memory for the allocation's record");
+    pthread_mutex_lock(&allocations_lock);
+    ze_result_t result = OK;
+    if (device_memory && emulator.allocated + size > emulator.total)
+        result = failure(OUT_OF_DEVICE_MEMORY, "%zu more bytes do not fit in the device's %llu bytes", size,
+                         (unsigned long long)emulator.total);
+    else if (!(record->start = cl.SVMAlloc(emulator.context, CL_MEM_READ_WRITE | CL_MEM_SVM_FINE_GRAIN_BUFFER,
+                                           size ? size : 1, (uint32_t)alignment)))
+        result = failure(device_memory ? OUT_OF_DEVICE_MEMORY : OUT_OF_HOST_MEMORY, "clSVMAlloc gave no %zu bytes", size);
+    if (result == OK) {
+        record->size = size;
+        record->device_memory = device_memory;
+        record->next = allocations;
+        allocations = record;
+        if (device_memory) emulator.allocated += size;
+        *out = record->start;
+    } else {
+        free(record);
+    }
+    pthread_mutex_unlock(&allocations_lock);
+    return result;
+}
+
+static ze_result_t emulator_free(void *pointer) {
+    pthread_mutex_lock(&allocations_lock);
+    allocation_t **link = &allocations;
+    while (*link && (*link)->start != pointer) link = &(*link)->next;
+    allocation_t *record = *link;
+    if (record) {
+        *link = record->next;
+        if (record->device_memory) emulator.allocated -= record->size;
+    }
+    pthread_mutex_unlock(&allocations_lock);
+    if (!record) return failure(INVALID_ARGUMENT, "zeMemFree of %p, which is no live allocation", pointer);
+    cl.SVMFree(emulator.context, record->start);
+    free(record);
+    return OK;
+}
+
+/* Whether the `size` bytes at `pointer` lie in one live allocation (of device memory, when
+ * `device_only`); says which command did not, and why, when they do not. */
+static int emulator_owns(const void *pointer, size_t size, int device_only, const char *what) {
+    const uint8_t *at = pointer;
+    int owned = 0, found = 0;
+    pthread_mutex_lock(&allocations_lock);
+    for (allocation_t *record = allocations; record && !found; record = record->next) {
+        if (at >= record->start && at < record->start + (record->size ? record->size : 1)) {
+            found = 1;
+            owned = size <= record->size - (size_t)(at - record->start) && (record->device_memory || !device_only);
+        }
+    }
+    pthread_mutex_unlock(&allocations_lock);
+    if (!found) failure(INVALID_ARGUMENT, "%s: %p is in no live allocation", what, pointer);
+    else if (!owned) failure(INVALID_ARGUMENT, "%s: the %zu bytes at %p are not all in one live %s allocation", what,
+                             size, pointer, device_only ? "device" : "");
+    return owned;
+}
+
+static uint64_t now_nanoseconds(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+
+static char *read_file(const char *path, size_t *size) {
+    FILE *file = fopen(path, "rb");
+    if (!file) return NULL;
+    char *bytes = NULL;
+    size_t used = 0, room = 0, got;
+    do {
+        if (used + 4096 + 1 > room) {
+            room = (used + 4096 + 1) * 2;
+            char *larger = realloc(bytes, room);
+            if (!larger) { free(bytes); fclose(file); return NULL; }
+            bytes = larger;
+        }
+        got = fread(bytes + used, 1, room - used - 1, file);
+        used += got;
+    } while (got > 0);
+    fclose(file);
+    bytes[used] = 0;
+    if (size) *size = used;
+    return bytes;
+}
+
+/* Runs the translator on `input`, its output and messages going to files; its exit status,
+ * 256 plus the signal that killed it, or -1 where it could not be started. */
+static int translate(const char *input, const char *output, const char *messages) {
+    posix_spawn_file_actions_t files;
+    posix_spawn_file_actions_init(&files);
+    /* The process's own standard streams may be a protocol (xhal-cts workers talk on stdout). */
+    posix_spawn_file_actions_addopen(&files, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&files, 1, messages, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_adddup2(&files, 1, 2);
+    char *arguments[] = {emulator.llvm_spirv, "-r", "--spirv-target-env=CL1.2", (char *)input, "-o", (char *)output, NULL};
+    extern char **environ;
+    pid_t child;
+    int started = posix_spawn(&child, emulator.llvm_spirv, &files, NULL, arguments, environ);
+    posix_spawn_file_actions_destroy(&files);
+    if (started != 0) return -1;
+    int status;
+    while (waitpid(child, &status, 0) < 0)
+        if (errno != EINTR) return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 256 + WTERMSIG(status);
+}
+
+/* The module's SPIR-V through llvm-spirv -r to SPIR 1.2 bitcode, built for the OpenCL device
+ * as hal/kernel/tests/spirv_kernel/differential.c builds it. */
+static ze_result_t emulator_build(stub_module_t *m, char **log) {
+    const char *temporary = getenv("TMPDIR");
+    char folder[4096], spirv[4200], bitcode[4200], messages[4200];
+    snprintf(folder, sizeof folder, "%s/xhal-ze-emulator-XXXXXX", temporary && *temporary ? temporary : "/tmp");
+    if (!mkdtemp(folder)) {
+        *log = strdup("the emulator could not make a temporary folder for llvm-spirv");
+        return failure(OUT_OF_HOST_MEMORY, "mkdtemp failed: %s", strerror(errno));
+    }
+    snprintf(spirv, sizeof spirv, "%s/module.spv", folder);
+    snprintf(bitcode, sizeof bitcode, "%s/module.bc", folder);
+    snprintf(messages, sizeof messages, "%s/llvm-spirv.log", folder);
+    FILE *file = fopen(spirv, "wb");
+    int written = file && fwrite(m->code, 1, m->size, file) == m->size;
+    if (file) written = fclose(file) == 0 && written;
+    int status = written ? translate(spirv, bitcode, messages) : -1;
+    size_t bitcode_size = 0;
+    char *said = read_file(messages, NULL);
+    unsigned char *bits = status == 0 ? (unsigned char *)read_file(bitcode, &bitcode_size) : NULL;
+    unlink(spirv); unlink(bitcode); unlink(messages); rmdir(folder);
+    if (!bits) {
+        const char *how = status < 0 ? "it could not be run" : status >= 256 ? "killed by signal" : "exit status";
+        if (asprintf(log, "%s -r could not translate the module's SPIR-V to SPIR 1.2 bitcode (%s %d):\n%s",
+                     emulator.llvm_spirv, how, status >= 256 ? status - 256 : status, said ? said : "") < 0)
+            *log = NULL;
+        free(said);
+        return failure(MODULE_BUILD_FAILURE, "llvm-spirv -r failed on the module");
+    }
+    free(said);
+    cl_int error = 0, binary_error = 0;
+    const unsigned char *binaries[1] = {bits};
+    m->program = cl.CreateProgramWithBinary(emulator.context, 1, &emulator.device, &bitcode_size, binaries,
+                                            &binary_error, &error);
+    free(bits);
+    if (!error && !binary_error) error = cl.BuildProgram(m->program, 1, &emulator.device, "-x spir -spir-std=1.2", NULL, NULL);
+    if (error || binary_error) {
+        static __thread char build_log[1 << 16];
+        build_log[0] = 0;
+        if (m->program) {
+            cl.GetProgramBuildInfo(m->program, emulator.device, CL_PROGRAM_BUILD_LOG, sizeof build_log, build_log, NULL);
+            cl.ReleaseProgram(m->program);
+            m->program = NULL;
+        }
+        if (asprintf(log, "the OpenCL device did not build the SPIR 1.2 bitcode llvm-spirv made of the module (OpenCL "
+                          "error %d):\n%s", error ? error : binary_error, build_log) < 0)
+            *log = NULL;
+        return failure(MODULE_BUILD_FAILURE, "the OpenCL device did not build the module");
+    }
+    return OK;
+}
+
+static ze_result_t emulator_set_argument(stub_kernel_t *k, uint32_t index, size_t size, const void *value) {
+    cl_int error;
+    if (k->pointer[index]) {
+        if (size != sizeof(void *))
+            return failure(INVALID_KERNEL_ARGUMENT_SIZE, "argument %u of kernel %s is a pointer, not %zu bytes", index,
+                           k->name, size);
+        error = cl.SetKernelArgSVMPointer(k->cl_kernel, index, value ? *(void *const *)value : NULL);
+    } else {
+        error = cl.SetKernelArg(k->cl_kernel, index, size, value);
+    }
+    if (error == CL_INVALID_ARG_SIZE)
+        return failure(INVALID_KERNEL_ARGUMENT_SIZE, "argument %u of kernel %s does not take %zu bytes", index, k->name, size);
+    if (error) return failure(INVALID_ARGUMENT, "setting argument %u of kernel %s: OpenCL error %d", index, k->name, error);
+    k->set[index] = 1;
+    return OK;
+}
+
+/* Runs the kernel with the arguments set so far, and waits for it. */
+static ze_result_t emulator_launch(stub_list_t *list, stub_kernel_t *k, const group_count_t *groups) {
+    char what[200];
+    for (uint32_t i = 0; i < k->arg_count; i++) {
+        if (!k->set[i]) return failure(INVALID_ARGUMENT, "argument %u of kernel %s was never set", i, k->name);
+        /* Level Zero would take host memory too, but xhal's buffers are device allocations:
+         * host memory here is staging memory taken for a buffer. */
+        snprintf(what, sizeof what, "pointer argument %u of kernel %s", i, k->name);
+        if (k->pointer[i] && !emulator_owns(*(void *const *)k->arg_value[i], 1, 1, what)) return INVALID_ARGUMENT;
+    }
+    size_t local[3], global[3];
+    uint32_t count[3] = {groups->x, groups->y, groups->z};
+    for (int axis = 0; axis < 3; axis++) {
+        if (k->group_size[axis] == 0) return failure(INVALID_GROUP_SIZE_DIMENSION, "kernel %s has no group size", k->name);
+        local[axis] = k->group_size[axis];
+        global[axis] = (size_t)count[axis] * local[axis];
+    }
+    cl_int error = cl.EnqueueNDRangeKernel(list->queue, k->cl_kernel, 3, NULL, global, local, 0, NULL, NULL);
+    if (error)
+        return failure(error == CL_OUT_OF_RESOURCES || error == CL_OUT_OF_HOST_MEMORY ? OUT_OF_HOST_MEMORY : INVALID_ARGUMENT,
+                       "clEnqueueNDRangeKernel failed for kernel %s: OpenCL error %d", k->name, error);
+    error = cl.Finish(list->queue);
+    if (error) return failure(DEVICE_LOST, "kernel %s failed on the OpenCL device: OpenCL error %d", k->name, error);
+    return OK;
+}
+#endif
+
+static uint64_t device_memory_bytes(void) {
+#ifdef STUB_EXECUTE
+    return emulator.total;
+#else
+    return 1ull << 31;
+#endif
+}
 
 EXPORT ze_result_t zeInit(uint32_t flags) {
     (void)flags;
 #ifdef STUB_MODE_INIT_FAILS
     return DEVICE_LOST;
+#endif
+#ifdef STUB_EXECUTE
+    emulator_running();
 #endif
     return OK;
 }
@@ -107,6 +614,15 @@ EXPORT ze_result_t zeDriverGet(uint32_t *count, void **drivers) {
 EXPORT ze_result_t zeDriverGetApiVersion(void *driver, uint32_t *version) {
     (void)driver;
     *version = (1u << 16) | 3; /* 1.3: no in-order flag, so the backend orders with barriers */
+#ifdef STUB_EXECUTE
+    /* 1.9, the first with in-order lists, as the drivers of today have: the path the backend
+     * takes on hardware. STUB_API_VERSION=1.3 takes the older one. */
+    const char *asked = getenv("STUB_API_VERSION");
+    unsigned major = 1, minor = 9;
+    if (asked && *asked && sscanf(asked, "%u.%u", &major, &minor) != 2)
+        return failure(UNKNOWN, "STUB_API_VERSION=%s is not MAJOR.MINOR", asked);
+    *version = (major << 16) | (minor & 0xffff);
+#endif
     return OK;
 }
 
@@ -115,6 +631,10 @@ EXPORT ze_result_t zeDeviceGet(void *driver, uint32_t *count, void **devices) {
 #ifdef STUB_MODE_NO_DEVICE
     *count = 0;
     return OK;
+#endif
+    if (FAILS("zeDeviceGet")) return failure(DEPENDENCY_UNAVAILABLE, "the stub's device needs what is not here");
+#ifdef STUB_EXECUTE
+    if (!emulator_running()) return failure(DEPENDENCY_UNAVAILABLE, "%s", emulator.refusal);
 #endif
     if (devices && *count >= 1) devices[0] = &device_object;
     *count = 1;
@@ -129,6 +649,11 @@ EXPORT ze_result_t zeDeviceGetProperties(void *device, device_properties_t *p) {
     p->kernelTimestampValidBits = 32;
     for (int i = 0; i < 16; i++) p->uuid[i] = (uint8_t)(0xa0 + i);
     strcpy(p->name, "xhal Level Zero stub (host memory)");
+#ifdef STUB_EXECUTE
+    /* Events hold CLOCK_MONOTONIC nanoseconds, which do not wrap. */
+    p->maxMemAllocSize = emulator.max_allocation; p->timerResolution = 1; p->kernelTimestampValidBits = 64;
+    snprintf(p->name, sizeof p->name, "%s", emulator.device_name);
+#endif
     return OK;
 }
 
@@ -138,18 +663,28 @@ EXPORT ze_result_t zeDeviceGetComputeProperties(void *device, compute_properties
     p->maxGroupCount[0] = p->maxGroupCount[1] = p->maxGroupCount[2] = 65535;
     p->maxSharedLocalMemory = 65536; p->numSubGroupSizes = 3;
     p->subGroupSizes[0] = 8; p->subGroupSizes[1] = 16; p->subGroupSizes[2] = 32;
+#ifdef STUB_EXECUTE
+    /* The OpenCL device's limits; it has no subgroups, so a subgroup is one invocation. */
+    p->maxTotalGroupSize = (uint32_t)emulator.group_invocations;
+    for (int axis = 0; axis < 3; axis++) p->maxGroupSize[axis] = (uint32_t)emulator.group_size[axis];
+    p->maxSharedLocalMemory = (uint32_t)emulator.local_memory;
+    p->numSubGroupSizes = 1; p->subGroupSizes[0] = 1;
+#endif
     return OK;
 }
 
 EXPORT ze_result_t zeDeviceGetModuleProperties(void *device, module_properties_t *p) {
     (void)device;
     p->spirvVersionSupported = 0x10400; p->flags = 2; /* FP64 */ p->maxArgumentsSize = 2048;
+#ifdef STUB_EXECUTE
+    p->flags = emulator.fp64 ? 2 : 0; p->maxArgumentsSize = (uint32_t)emulator.parameter_bytes;
+#endif
     return OK;
 }
 
 EXPORT ze_result_t zeDeviceGetMemoryProperties(void *device, uint32_t *count, memory_properties_t *p) {
     (void)device;
-    if (p && *count >= 1) { p[0].totalSize = 1ull << 31; strcpy(p[0].name, "host"); }
+    if (p && *count >= 1) { p[0].totalSize = device_memory_bytes(); strcpy(p[0].name, "host"); }
     *count = 1;
     return OK;
 }
@@ -182,24 +717,72 @@ static void *allocate(size_t size, size_t alignment) {
 EXPORT ze_result_t zeMemAllocDevice(void *context, const void *desc, size_t size, size_t alignment, void *device, void **out) {
     (void)context; (void)desc; (void)device;
     if (FAILS("zeMemAllocDevice")) return OUT_OF_DEVICE_MEMORY;
+#ifdef STUB_EXECUTE
+    return emulator_allocate(size, alignment, 1, out);
+#endif
     *out = allocate(size, alignment);
     return *out ? OK : OUT_OF_DEVICE_MEMORY;
 }
 EXPORT ze_result_t zeMemAllocHost(void *context, const void *desc, size_t size, size_t alignment, void **out) {
     (void)context; (void)desc;
+#ifdef STUB_EXECUTE
+    return emulator_allocate(size, alignment, 0, out);
+#endif
     *out = allocate(size, alignment);
     return *out ? OK : 0x70000002u;
 }
-EXPORT ze_result_t zeMemFree(void *context, void *pointer) { (void)context; free(pointer); return OK; }
-
-EXPORT ze_result_t zeCommandListCreateImmediate(void *context, void *device, const void *desc, void **list) {
-    (void)context; (void)device; (void)desc;
-    *list = malloc(1);
+EXPORT ze_result_t zeMemFree(void *context, void *pointer) {
+    (void)context;
+#ifdef STUB_EXECUTE
+    return emulator_free(pointer);
+#endif
+    free(pointer);
     return OK;
 }
-EXPORT ze_result_t zeCommandListDestroy(void *list) { free(list); return OK; }
+
+EXPORT ze_result_t zeCommandListCreateImmediate(void *context, void *device, const queue_desc_t *desc, void **list) {
+    (void)context; (void)device; (void)desc;
+#ifdef STUB_EXECUTE
+    /* What a driver's validation refuses: a queue group it does not have, and flags newer than
+     * its API (ZE_COMMAND_QUEUE_FLAG_IN_ORDER came with 1.9). */
+    uint32_t version;
+    ze_result_t asked = zeDriverGetApiVersion(&driver_object, &version);
+    if (asked != OK) return asked;
+    if (desc->ordinal != 0 || desc->index != 0)
+        return failure(INVALID_ARGUMENT, "queue group %u, queue %u: the device has one group of one queue", desc->ordinal,
+                       desc->index);
+    uint32_t known = version >= ((1u << 16) | 9) ? 3u : 1u;
+    if (desc->flags & ~known)
+        return failure(0x7800000cu, "queue flags %#x are not all flags of API %u.%u", desc->flags, version >> 16,
+                       version & 0xffff);
+#endif
+    stub_list_t *l = calloc(1, sizeof *l);
+    if (!l) return OUT_OF_HOST_MEMORY;
+#ifdef STUB_EXECUTE
+    /* A queue of the list's own: a launch waits for its own kernel, not for other lists'. */
+    cl_int error = 0;
+    l->queue = cl.CreateCommandQueueWithProperties(emulator.context, emulator.device, NULL, &error);
+    if (error || !l->queue) {
+        free(l);
+        return failure(OUT_OF_HOST_MEMORY, "clCreateCommandQueueWithProperties failed: OpenCL error %d", error);
+    }
+#endif
+    *list = l;
+    return OK;
+}
+EXPORT ze_result_t zeCommandListDestroy(void *list) {
+#ifdef STUB_EXECUTE
+    cl.ReleaseCommandQueue(((stub_list_t *)list)->queue);
+#endif
+    free(list);
+    return OK;
+}
 
 static void signal_event(void *event) {
+#ifdef STUB_EXECUTE
+    if (event) { ((stub_event_t *)event)->signalled = 1; ((stub_event_t *)event)->end = now_nanoseconds(); }
+    return;
+#endif
     if (event) { ((stub_event_t *)event)->signalled = 1; ((stub_event_t *)event)->end = clock_ticks; }
     clock_ticks += 7;
 }
@@ -207,12 +790,21 @@ static void signal_event(void *event) {
 EXPORT ze_result_t zeCommandListAppendMemoryCopy(void *list, void *to, const void *from, size_t size, void *signal, uint32_t n, void **wait) {
     (void)list; (void)n; (void)wait;
     if (FAILS("zeCommandListAppendMemoryCopy")) return INVALID_ARGUMENT;
+#ifdef STUB_EXECUTE
+    if (!emulator_owns(to, size, 0, "a copy's destination") || !emulator_owns(from, size, 0, "a copy's source"))
+        return INVALID_ARGUMENT;
+#endif
     memcpy(to, from, size);
     signal_event(signal);
     return OK;
 }
 EXPORT ze_result_t zeCommandListAppendMemoryFill(void *list, void *to, const void *pattern, size_t pattern_size, size_t size, void *signal, uint32_t n, void **wait) {
     (void)list; (void)n; (void)wait;
+#ifdef STUB_EXECUTE
+    if (!emulator_owns(to, size, 0, "a fill")) return INVALID_ARGUMENT;
+    if (pattern_size == 0 || size % pattern_size)
+        return failure(INVALID_SIZE, "a fill of %zu bytes with a %zu-byte pattern", size, pattern_size);
+#endif
     for (size_t at = 0; at < size; at += pattern_size) memcpy((uint8_t *)to + at, pattern, pattern_size);
     signal_event(signal);
     return OK;
@@ -230,6 +822,12 @@ EXPORT ze_result_t zeCommandListAppendWaitOnEvents(void *list, uint32_t n, void 
 EXPORT ze_result_t zeCommandListAppendLaunchKernel(void *list, void *kernel_handle, const group_count_t *groups, void *signal, uint32_t n, void **wait) {
     (void)list; (void)n; (void)wait;
     stub_kernel_t *kernel = kernel_handle;
+#ifdef STUB_EXECUTE
+    ze_result_t result = emulator_launch(list, kernel, groups);
+    if (result != OK) return result;
+    signal_event(signal);
+    return OK;
+#endif
     last_launch.launches++;
     last_launch.groups[0] = groups->x; last_launch.groups[1] = groups->y; last_launch.groups[2] = groups->z;
     memcpy(last_launch.group_size, kernel->group_size, sizeof kernel->group_size);
@@ -271,43 +869,37 @@ EXPORT ze_result_t zeEventQueryKernelTimestamp(void *event, kernel_timestamp_t *
     return OK;
 }
 
-/* SPIR-V: the function id of OpEntryPoint `name`, and the parameter count of that function. */
-static int spirv_entry(const stub_module_t *m, const char *name, uint32_t *parameters) {
-    const uint32_t *w = (const uint32_t *)m->code;
-    size_t n = m->size / 4, at = 5;
-    uint32_t function = 0;
-    int found = 0, counting = 0;
-    *parameters = 0;
-    while (at < n) {
-        uint32_t count = w[at] >> 16, op = w[at] & 0xffff;
-        if (count == 0 || at + count > n) break;
-        if (op == 15 && count > 3 && strcmp((const char *)&w[at + 3], name) == 0) { function = w[at + 2]; found = 1; }
-        if (op == 54) counting = found && w[at + 2] == function;
-        else if (op == 55) { if (counting) (*parameters)++; }
-        else counting = 0;
-        at += count;
-    }
-    return found;
-}
-
 EXPORT ze_result_t zeModuleCreate(void *context, void *device, const module_desc_t *desc, void **module, void **log) {
     (void)context; (void)device;
     if (FAILS("zeModuleCreate")) {
         if (log) *log = strdup("stub compiler: error: the stub cannot build this module");
         return MODULE_BUILD_FAILURE;
     }
-    if (log) *log = strdup("");
-    stub_module_t *m = malloc(sizeof *m);
+    stub_module_t *m = calloc(1, sizeof *m);
     m->code = malloc(desc->inputSize); m->size = desc->inputSize;
     memcpy(m->code, desc->pInputModule, desc->inputSize);
+#ifdef STUB_EXECUTE
+    char *build_log = NULL;
+    ze_result_t built = emulator_build(m, &build_log);
+    if (built != OK) {
+        if (log) *log = build_log ? build_log : strdup("");
+        else free(build_log);
+        free(m->code); free(m);
+        return built;
+    }
+#endif
+    if (log) *log = strdup("");
     *module = m;
-    last_launch.modules_alive++;
+    __atomic_add_fetch(&last_launch.modules_alive, 1, __ATOMIC_RELAXED);
     return OK;
 }
 EXPORT ze_result_t zeModuleDestroy(void *module) {
     stub_module_t *m = module;
+#ifdef STUB_EXECUTE
+    cl.ReleaseProgram(m->program);
+#endif
     free(m->code); free(m);
-    last_launch.modules_alive--;
+    __atomic_sub_fetch(&last_launch.modules_alive, 1, __ATOMIC_RELAXED);
     return OK;
 }
 EXPORT ze_result_t zeModuleBuildLogGetString(void *log, size_t *size, char *text) {
@@ -333,17 +925,34 @@ EXPORT ze_result_t zeModuleGetKernelNames(void *module, uint32_t *count, const c
 }
 EXPORT ze_result_t zeKernelCreate(void *module, const kernel_desc_t *desc, void **kernel) {
     uint32_t parameters;
-    if (!spirv_entry(module, desc->pKernelName, &parameters)) return INVALID_KERNEL_NAME;
+    uint8_t pointer[MAX_ARGS];
+    if (!spirv_entry(module, desc->pKernelName, &parameters, pointer)) return INVALID_KERNEL_NAME;
     if (parameters > MAX_ARGS) return UNKNOWN;
     stub_kernel_t *k = calloc(1, sizeof *k);
     k->module = module;
     strncpy(k->name, desc->pKernelName, sizeof k->name - 1);
     k->arg_count = parameters;
+    memcpy(k->pointer, pointer, sizeof pointer);
+#ifdef STUB_EXECUTE
+    cl_int error = 0;
+    k->cl_kernel = cl.CreateKernel(((stub_module_t *)module)->program, desc->pKernelName, &error);
+    if (error || !k->cl_kernel) {
+        free(k);
+        return failure(INVALID_KERNEL_NAME, "clCreateKernel found no kernel %s: OpenCL error %d", desc->pKernelName, error);
+    }
+#endif
     *kernel = k;
-    last_launch.kernels_alive++;
+    __atomic_add_fetch(&last_launch.kernels_alive, 1, __ATOMIC_RELAXED);
     return OK;
 }
-EXPORT ze_result_t zeKernelDestroy(void *kernel) { free(kernel); last_launch.kernels_alive--; return OK; }
+EXPORT ze_result_t zeKernelDestroy(void *kernel) {
+#ifdef STUB_EXECUTE
+    cl.ReleaseKernel(((stub_kernel_t *)kernel)->cl_kernel);
+#endif
+    free(kernel);
+    __atomic_sub_fetch(&last_launch.kernels_alive, 1, __ATOMIC_RELAXED);
+    return OK;
+}
 EXPORT ze_result_t zeKernelSetGroupSize(void *kernel, uint32_t x, uint32_t y, uint32_t z) {
     stub_kernel_t *k = kernel;
     k->group_size[0] = x; k->group_size[1] = y; k->group_size[2] = z;
@@ -351,8 +960,12 @@ EXPORT ze_result_t zeKernelSetGroupSize(void *kernel, uint32_t x, uint32_t y, ui
 }
 EXPORT ze_result_t zeKernelSetArgumentValue(void *kernel, uint32_t index, size_t size, const void *value) {
     stub_kernel_t *k = kernel;
-    if (index >= k->arg_count) return 0x78000015u;
-    if (size > MAX_ARG_BYTES) return 0x78000016u;
+    if (index >= k->arg_count) return INVALID_KERNEL_ARGUMENT_INDEX;
+#ifdef STUB_EXECUTE
+    ze_result_t result = emulator_set_argument(k, index, size, value);
+    if (result != OK || size > MAX_ARG_BYTES) return result;
+#endif
+    if (size > MAX_ARG_BYTES) return INVALID_KERNEL_ARGUMENT_SIZE;
     k->arg_size[index] = size;
     memcpy(k->arg_value[index], value, size);
     return OK;
