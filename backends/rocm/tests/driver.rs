@@ -476,7 +476,9 @@ fn a_code_object_kernel_gets_its_arguments_by_the_argument_abi() {
         .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
     assert!(
-        error.message().contains("make 4294967296 invocations; HIP launches at most 4294967295"),
+        error
+            .message()
+            .contains("make 4294967296 invocations; HIP launches at most 4294967295"),
         "{error}"
     );
     assert_eq!(stub.launches(), 1);
