@@ -224,6 +224,11 @@ impl Backend for RocmBackend {
         let _ = self.devices.remove(device.0);
     }
 
+    fn device_memory_usage(&self, device: DeviceHandle) -> Result<xhal_core::MemoryUsage> {
+        let (free, total) = self.device(device)?.memory_info()?;
+        Ok(xhal_core::MemoryUsage { free, total })
+    }
+
     fn buffer_allocate(&self, device: DeviceHandle, size: u64) -> Result<BufferHandle> {
         let gpu = self.device(device)?;
         if size == 0 {

@@ -197,6 +197,12 @@ fn buffers_round_trip_through_the_stub_device() {
     let other = backend.buffer_allocate(device, 64).unwrap();
     assert_eq!(stub.allocated(), 128);
     assert_eq!(backend.device_info(0).unwrap().free_memory, (1 << 30) - 128);
+    let usage = backend.device_memory_usage(device).unwrap();
+    assert_eq!(
+        (usage.free, usage.total),
+        ((1 << 30) - 128, 1 << 30),
+        "hipMemGetInfo, now"
+    );
     let data: Vec<u8> = (0..64).collect();
     let mut out = vec![0u8; 64];
     // SAFETY: `data` and `out` outlive the synchronize below.
