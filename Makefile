@@ -120,7 +120,7 @@ gpu-check-emulated: cuda-emulator
 	env LD_LIBRARY_PATH="$(CURDIR)/$(CUDA_EMULATOR)$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH}" \
 		XHAL_NVRTC_LIBRARY="$(CURDIR)/$(CUDA_EMULATOR)/libnvrtc.so.12" \
 		XHEMU_CACHE_DIR="$(CURDIR)/target/gpu-check-emulated/module-cache" \
-		STUB_DEVICES=1 STUB_POOLS=1 STUB_CLOCK=real STUB_MEMORY_MIB=8192 \
+		STUB_DEVICES=1 STUB_POOLS=1 STUB_CLOCK=real STUB_ASYNC=1 STUB_MEMORY_MIB=8192 \
 		GPU_CHECK_OUT=target/gpu-check-emulated scripts/gpu-check.sh
 
 # Regenerates include/xhal.h after a change to hal/abi.

@@ -36,7 +36,8 @@ for backend in "$@"; do
       ;;
     cuda-emulated)
       # The cuda plugin on the emulated CUDA device (`make cuda-emulator`): the stub driver
-      # and the emulator's NVRTC come first on the library path, and nothing else is opened.
+      # and the emulator's NVRTC come first on the library path, and nothing else is opened;
+      # streams run asynchronously, each on a thread of its own, as on a GPU.
       name=cuda
       emulator="$PWD/target/cuda-emulator"
       if [ ! -f "$emulator/libcuda.so.1" ] || [ ! -f "$emulator/libnvrtc.so.12" ]; then
@@ -48,7 +49,7 @@ for backend in "$@"; do
         "LD_LIBRARY_PATH=${emulator}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
         "XHAL_NVRTC_LIBRARY=${emulator}/libnvrtc.so.12"
         "XHEMU_CACHE_DIR=$PWD/target/cts/${backend}/module-cache"
-        STUB_DEVICES=1 STUB_POOLS=1 STUB_CLOCK=real
+        STUB_DEVICES=1 STUB_POOLS=1 STUB_CLOCK=real STUB_ASYNC=1
       )
       ;;
     level-zero-emulated)

@@ -200,109 +200,443 @@ CUresult cuMemAlloc_v2(CUdeviceptr *pointer, size_t size) {
     *pointer = (CUdeviceptr)(uintptr_t)(memory + STUB_ALLOCATION_HEADER);
     return CUDA_SUCCESS;
 }
-CUresult cuMemFree_v2(CUdeviceptr pointer) {
-    CUE_CONTEXT("cuMemFree_v2");
-    if (!pointer) return CUDA_SUCCESS;
+static void free_device_memory(CUdeviceptr pointer) {
+    if (!pointer) return;
     unsigned char *memory = (unsigned char *)(uintptr_t)pointer - STUB_ALLOCATION_HEADER;
     size_t rounded;
     memcpy(&rounded, memory, sizeof rounded);
     __atomic_fetch_sub(&allocated_memory, rounded, __ATOMIC_RELAXED);
     free(memory);
-    return CUDA_SUCCESS;
 }
+static void synchronize_all(void);
 CUresult cuMemAllocAsync(CUdeviceptr *pointer, size_t size, CUstream stream) {
     CUE("cuMemAllocAsync");
     (void)stream;
-    return cuMemAlloc_v2(pointer, size);
+    CUresult code = cuMemAlloc_v2(pointer, size);
+    if (code == 2) {
+        /* A pool reuses memory whose stream-ordered frees are still queued, by making the
+           allocation wait for them (CUDA's default reuse policy allows it): so does the stub. */
+        synchronize_all();
+        code = cuMemAlloc_v2(pointer, size);
+    }
+    return code;
 }
-CUresult cuMemFreeAsync(CUdeviceptr pointer, CUstream stream) { (void)stream; return cuMemFree_v2(pointer); }
-CUresult cuMemHostAlloc(void **pointer, size_t size, unsigned flags) {
-    CUE_CONTEXT("cuMemHostAlloc");
-    (void)flags;
-    *pointer = malloc(size);
-    return *pointer ? CUDA_SUCCESS : 2;
-}
-CUresult cuMemAllocHost_v2(void **pointer, size_t size) { return cuMemHostAlloc(pointer, size, 0); }
-CUresult cuMemFreeHost(void *pointer) { free(pointer); return CUDA_SUCCESS; }
+
 CUresult cuMemcpyHtoD_v2(CUdeviceptr to, const void *from, size_t size) {
     CUE_CONTEXT("cuMemcpyHtoD_v2");
+    synchronize_all();
     memcpy((void *)(uintptr_t)to, from, size);
     return CUDA_SUCCESS;
 }
 CUresult cuMemcpyDtoD_v2(CUdeviceptr to, CUdeviceptr from, size_t size) {
     CUE_CONTEXT("cuMemcpyDtoD_v2");
+    synchronize_all();
     memcpy((void *)(uintptr_t)to, (const void *)(uintptr_t)from, size);
     return CUDA_SUCCESS;
 }
 
-/* Streams run their work at once. */
-CUresult cuStreamCreate(CUstream *stream, unsigned flags) {
+/* Streams. By default a stream runs its work at once, in order, on the calling thread. With
+   STUB_ASYNC=1 (set when the stream is created) each stream is a worker thread with a queue,
+   as on a GPU: a call enqueues and returns, and the work runs later. Then the emulator sees
+   what a synchronous stub cannot: a host buffer changed or freed before the copy that reads it
+   ran, a wait on an event that was not recorded yet, a read of a result before it was made.
+   Copies follow CUDA's rules for host memory: pinned memory (cuMemHostAlloc) is read or
+   written when the copy runs; pageable memory is read at the call (host to device) or written
+   before the call returns (device to host). */
+#include <pthread.h>
+
+/* The launch of an executable kernel, defined with the modules below. */
+typedef struct StubFunction StubFunction;
+static int run_launch(StubFunction *function, const unsigned *grid, const unsigned *block, void **parameters);
+
+/* Events: the flags, the count of records asked for and done, and when the last one was done
+   (STUB_CLOCK=real). */
+typedef struct {
+    unsigned flags;
+    unsigned long long recorded, completed;
+    double milliseconds;
+} StubEvent;
+
+enum { WORK_COPY, WORK_FILL, WORK_HOST, WORK_LAUNCH, WORK_RECORD, WORK_WAIT, WORK_FREE };
+typedef struct Work {
+    struct Work *next;
+    int kind;
+    void *to;
+    const void *from;
+    size_t size;
+    void *owned; /* freed once the work ran: a copy of pageable memory, or launch parameters */
+    unsigned width, value;
+    CUhostFn function;
+    void *data;
+    StubFunction *kernel;
+    unsigned grid[3], block[3];
+    void **parameters;
+    StubEvent *event;
+    unsigned long long target;
+    CUdeviceptr pointer;
+} Work;
+
+typedef struct StubStream {
+    int asynchronous;
+    Work *head, *tail;
+    int busy, stop;
+    CUresult error; /* a launch that failed while running; returned by the next sync or query */
+    pthread_t worker;
+} StubStream;
+
+/* One lock and one condition for every stream and event: the stub wants simple, not fast. */
+static pthread_mutex_t stub_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t stub_changed = PTHREAD_COND_INITIALIZER;
+static StubStream **streams;
+static size_t stream_count, stream_capacity;
+
+/* Pinned host memory, for the copy rules above. */
+typedef struct { const unsigned char *start; size_t size; } PinnedRange;
+static PinnedRange *pinned;
+static size_t pinned_count, pinned_capacity;
+
+static int is_pinned(const void *pointer, size_t size) {
+    const unsigned char *at = pointer;
+    int found = 0;
+    pthread_mutex_lock(&stub_lock);
+    for (size_t i = 0; i < pinned_count && !found; i++)
+        found = at >= pinned[i].start && at + size <= pinned[i].start + pinned[i].size;
+    pthread_mutex_unlock(&stub_lock);
+    return found;
+}
+
+static void free_device_memory(CUdeviceptr pointer);
+static double now_milliseconds(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)now.tv_sec * 1e3 + (double)now.tv_nsec / 1e6;
+}
+
+/* Runs `work`, on whichever thread runs the stream; the lock is not held. */
+static CUresult run_work(Work *work) {
+    switch (work->kind) {
+    case WORK_COPY: memcpy(work->to, work->from, work->size); break;
+    case WORK_FILL:
+        for (size_t i = 0; i < work->size; i++) {
+            if (work->width == 1) ((unsigned char *)work->to)[i] = (unsigned char)work->value;
+            else if (work->width == 2) ((unsigned short *)work->to)[i] = (unsigned short)work->value;
+            else ((unsigned *)work->to)[i] = work->value;
+        }
+        break;
+    case WORK_HOST:
+        in_host_function = 1;
+        work->function(work->data);
+        in_host_function = 0;
+        break;
+    case WORK_LAUNCH: return (CUresult)run_launch(work->kernel, work->grid, work->block, work->parameters);
+    case WORK_RECORD:
+        pthread_mutex_lock(&stub_lock);
+        work->event->completed = work->target;
+        work->event->milliseconds = now_milliseconds();
+        pthread_cond_broadcast(&stub_changed);
+        pthread_mutex_unlock(&stub_lock);
+        break;
+    case WORK_WAIT: break; /* the worker does not start it before the event is done */
+    case WORK_FREE: free_device_memory(work->pointer); break;
+    }
+    return CUDA_SUCCESS;
+}
+
+static void *stream_worker(void *argument) {
+    StubStream *stream = argument;
+    pthread_mutex_lock(&stub_lock);
+    for (;;) {
+        Work *work = stream->head;
+        if (!work) {
+            if (stream->stop) break;
+            pthread_cond_wait(&stub_changed, &stub_lock);
+            continue;
+        }
+        if (work->kind == WORK_WAIT && work->event->completed < work->target) {
+            pthread_cond_wait(&stub_changed, &stub_lock);
+            continue;
+        }
+        stream->head = work->next;
+        if (!stream->head) stream->tail = NULL;
+        stream->busy = 1;
+        pthread_mutex_unlock(&stub_lock);
+        CUresult code = run_work(work);
+        pthread_mutex_lock(&stub_lock);
+        if (code != CUDA_SUCCESS && stream->error == CUDA_SUCCESS) stream->error = code;
+        stream->busy = 0;
+        free(work->owned);
+        free(work);
+        pthread_cond_broadcast(&stub_changed);
+    }
+    pthread_mutex_unlock(&stub_lock);
+    return NULL;
+}
+
+static void synchronize_stream(StubStream *stream) {
+    pthread_mutex_lock(&stub_lock);
+    while (stream->head || stream->busy) pthread_cond_wait(&stub_changed, &stub_lock);
+    pthread_mutex_unlock(&stub_lock);
+}
+
+static void synchronize_all(void) {
+    pthread_mutex_lock(&stub_lock);
+    for (;;) {
+        int pending = 0;
+        for (size_t i = 0; i < stream_count; i++) pending |= streams[i]->head != NULL || streams[i]->busy;
+        if (!pending) break;
+        pthread_cond_wait(&stub_changed, &stub_lock);
+    }
+    pthread_mutex_unlock(&stub_lock);
+}
+
+/* Queues `work` on an asynchronous stream; runs it at once on a synchronous one, or on the
+   legacy default stream (NULL), which waits for every other stream first. */
+static CUresult submit(CUstream handle, Work *work) {
+    StubStream *stream = handle;
+    if (!stream || !stream->asynchronous) {
+        if (!stream) synchronize_all();
+        if (work->kind == WORK_RECORD) {
+            pthread_mutex_lock(&stub_lock);
+            work->event->completed = work->target;
+            work->event->milliseconds = now_milliseconds();
+            pthread_cond_broadcast(&stub_changed);
+            pthread_mutex_unlock(&stub_lock);
+        }
+        CUresult code = work->kind == WORK_RECORD || work->kind == WORK_WAIT ? CUDA_SUCCESS : run_work(work);
+        free(work->owned);
+        free(work);
+        return code;
+    }
+    pthread_mutex_lock(&stub_lock);
+    if (stream->tail) stream->tail->next = work;
+    else stream->head = work;
+    stream->tail = work;
+    pthread_cond_broadcast(&stub_changed);
+    pthread_mutex_unlock(&stub_lock);
+    return CUDA_SUCCESS;
+}
+
+static Work *new_work(int kind) {
+    Work *work = calloc(1, sizeof(Work));
+    if (work) work->kind = kind;
+    return work;
+}
+
+CUresult cuStreamCreate(CUstream *handle, unsigned flags) {
     CUE_CONTEXT("cuStreamCreate");
     (void)flags;
-    *stream = malloc(16);
+    StubStream *stream = calloc(1, sizeof(StubStream));
+    if (!stream) return 2;
+    const char *asynchronous = getenv("STUB_ASYNC");
+    stream->asynchronous = asynchronous && strcmp(asynchronous, "1") == 0;
+    if (stream->asynchronous) {
+        pthread_mutex_lock(&stub_lock);
+        if (stream_count == stream_capacity) {
+            size_t capacity = stream_capacity ? stream_capacity * 2 : 16;
+            StubStream **grown = realloc(streams, capacity * sizeof *grown);
+            if (!grown) {
+                pthread_mutex_unlock(&stub_lock);
+                free(stream);
+                return 2;
+            }
+            streams = grown;
+            stream_capacity = capacity;
+        }
+        streams[stream_count++] = stream;
+        pthread_mutex_unlock(&stub_lock);
+        if (pthread_create(&stream->worker, NULL, stream_worker, stream) != 0) return 2;
+    }
+    *handle = stream;
     return CUDA_SUCCESS;
 }
-CUresult cuStreamDestroy_v2(CUstream stream) { free(stream); return CUDA_SUCCESS; }
-CUresult cuCtxSynchronize(void) { CUE_CONTEXT("cuCtxSynchronize"); return CUDA_SUCCESS; }
-CUresult cuStreamSynchronize(CUstream stream) { (void)stream; CUE("cuStreamSynchronize"); return CUDA_SUCCESS; }
-CUresult cuStreamQuery(CUstream stream) { (void)stream; CUE("cuStreamQuery"); return CUDA_SUCCESS; }
-CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned flags) {
-    (void)stream; (void)event;
+CUresult cuStreamDestroy_v2(CUstream handle) {
+    StubStream *stream = handle;
+    if (!stream) return CUDA_ERROR_INVALID_VALUE;
+    if (stream->asynchronous) {
+        /* CUDA lets queued work finish after the destroy returns; the stub waits for it here. */
+        synchronize_stream(stream);
+        pthread_mutex_lock(&stub_lock);
+        stream->stop = 1;
+        for (size_t i = 0; i < stream_count; i++) {
+            if (streams[i] == stream) {
+                streams[i] = streams[--stream_count];
+                break;
+            }
+        }
+        pthread_cond_broadcast(&stub_changed);
+        pthread_mutex_unlock(&stub_lock);
+        pthread_join(stream->worker, NULL);
+    }
+    free(stream);
+    return CUDA_SUCCESS;
+}
+CUresult cuCtxSynchronize(void) {
+    CUE_CONTEXT("cuCtxSynchronize");
+    synchronize_all();
+    return CUDA_SUCCESS;
+}
+/* The error a running launch left on `stream`, once. */
+static CUresult take_error(StubStream *stream) {
+    pthread_mutex_lock(&stub_lock);
+    CUresult code = stream ? stream->error : CUDA_SUCCESS;
+    if (stream) stream->error = CUDA_SUCCESS;
+    pthread_mutex_unlock(&stub_lock);
+    return code;
+}
+CUresult cuStreamSynchronize(CUstream stream) {
+    CUE("cuStreamSynchronize");
+    if (stream) synchronize_stream(stream);
+    else synchronize_all();
+    return take_error(stream);
+}
+CUresult cuStreamQuery(CUstream handle) {
+    CUE("cuStreamQuery");
+    StubStream *stream = handle;
+    if (!stream) return CUDA_SUCCESS;
+    pthread_mutex_lock(&stub_lock);
+    int pending = stream->head != NULL || stream->busy;
+    pthread_mutex_unlock(&stub_lock);
+    return pending ? 600 /* CUDA_ERROR_NOT_READY */ : take_error(stream);
+}
+CUresult cuStreamWaitEvent(CUstream stream, CUevent handle, unsigned flags) {
     CUE("cuStreamWaitEvent");
-    return flags == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    StubEvent *event = handle;
+    /* The wait is for the record made last before this call; none yet is nothing to wait for. */
+    pthread_mutex_lock(&stub_lock);
+    unsigned long long target = event->recorded;
+    pthread_mutex_unlock(&stub_lock);
+    if (target == 0) return CUDA_SUCCESS;
+    Work *work = new_work(WORK_WAIT);
+    if (!work) return 2;
+    work->event = event;
+    work->target = target;
+    return submit(stream, work);
+}
+static CUresult submit_copy(CUstream stream, void *to, const void *from, size_t size, void *owned) {
+    Work *work = new_work(WORK_COPY);
+    if (!work) {
+        free(owned);
+        return 2;
+    }
+    work->to = to;
+    work->from = from;
+    work->size = size;
+    work->owned = owned;
+    return submit(stream, work);
 }
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr to, const void *from, size_t size, CUstream stream) {
-    (void)stream;
     CUE("cuMemcpyHtoDAsync_v2");
-    memcpy((void *)(uintptr_t)to, from, size);
-    return CUDA_SUCCESS;
+    StubStream *queue = stream;
+    if (queue && queue->asynchronous && !is_pinned(from, size)) {
+        void *staged = malloc(size ? size : 1);
+        if (!staged) return 2;
+        memcpy(staged, from, size);
+        return submit_copy(stream, (void *)(uintptr_t)to, staged, size, staged);
+    }
+    return submit_copy(stream, (void *)(uintptr_t)to, from, size, NULL);
 }
 CUresult cuMemcpyDtoHAsync_v2(void *to, CUdeviceptr from, size_t size, CUstream stream) {
-    (void)stream;
     CUE("cuMemcpyDtoHAsync_v2");
-    memcpy(to, (const void *)(uintptr_t)from, size);
-    return CUDA_SUCCESS;
+    StubStream *queue = stream;
+    if (queue && queue->asynchronous && !is_pinned(to, size)) {
+        synchronize_stream(queue);
+        memcpy(to, (const void *)(uintptr_t)from, size);
+        return CUDA_SUCCESS;
+    }
+    return submit_copy(stream, to, (const void *)(uintptr_t)from, size, NULL);
 }
 CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr to, CUdeviceptr from, size_t size, CUstream stream) {
-    (void)stream;
     CUE("cuMemcpyDtoDAsync_v2");
-    memcpy((void *)(uintptr_t)to, (const void *)(uintptr_t)from, size);
-    return CUDA_SUCCESS;
+    return submit_copy(stream, (void *)(uintptr_t)to, (const void *)(uintptr_t)from, size, NULL);
 }
 CUresult cuMemcpyDtoH_v2(void *to, CUdeviceptr from, size_t size) {
     CUE_CONTEXT("cuMemcpyDtoH_v2");
+    synchronize_all();
     memcpy(to, (const void *)(uintptr_t)from, size);
     return CUDA_SUCCESS;
 }
-CUresult cuMemsetD8Async(CUdeviceptr to, unsigned char value, size_t count, CUstream stream) {
-    (void)stream;
-    CUE("cuMemsetD8Async");
-    memset((void *)(uintptr_t)to, value, count);
+/* cuMemFree waits for the device, as CUDA's does; cuMemFreeAsync frees in stream order. */
+CUresult cuMemFree_v2(CUdeviceptr pointer) {
+    CUE_CONTEXT("cuMemFree_v2");
+    synchronize_all();
+    free_device_memory(pointer);
     return CUDA_SUCCESS;
 }
-CUresult cuMemsetD16Async(CUdeviceptr to, unsigned short value, size_t count, CUstream stream) {
-    (void)stream;
-    CUE("cuMemsetD16Async");
-    for (size_t i = 0; i < count; i++) ((unsigned short *)(uintptr_t)to)[i] = value;
+CUresult cuMemFreeAsync(CUdeviceptr pointer, CUstream stream) {
+    CUE("cuMemFreeAsync");
+    Work *work = new_work(WORK_FREE);
+    if (!work) return 2;
+    work->pointer = pointer;
+    return submit(stream, work);
+}
+CUresult cuMemHostAlloc(void **pointer, size_t size, unsigned flags) {
+    CUE_CONTEXT("cuMemHostAlloc");
+    (void)flags;
+    *pointer = malloc(size ? size : 1);
+    if (!*pointer) return 2;
+    pthread_mutex_lock(&stub_lock);
+    if (pinned_count == pinned_capacity) {
+        size_t capacity = pinned_capacity ? pinned_capacity * 2 : 16;
+        PinnedRange *grown = realloc(pinned, capacity * sizeof *grown);
+        if (!grown) {
+            pthread_mutex_unlock(&stub_lock);
+            free(*pointer);
+            return 2;
+        }
+        pinned = grown;
+        pinned_capacity = capacity;
+    }
+    pinned[pinned_count++] = (PinnedRange){*pointer, size};
+    pthread_mutex_unlock(&stub_lock);
     return CUDA_SUCCESS;
 }
-CUresult cuMemsetD32Async(CUdeviceptr to, unsigned value, size_t count, CUstream stream) {
-    (void)stream;
-    CUE("cuMemsetD32Async");
-    for (size_t i = 0; i < count; i++) ((unsigned *)(uintptr_t)to)[i] = value;
-    return CUDA_SUCCESS;
-}
-CUresult cuLaunchHostFunc(CUstream stream, CUhostFn function, void *data) {
-    (void)stream;
-    CUE("cuLaunchHostFunc");
-    in_host_function = 1;
-    function(data);
-    in_host_function = 0;
+CUresult cuMemAllocHost_v2(void **pointer, size_t size) { return cuMemHostAlloc(pointer, size, 0); }
+/* Waits for the device first, as CUDA's does: queued copies may still read the memory. */
+CUresult cuMemFreeHost(void *pointer) {
+    synchronize_all();
+    pthread_mutex_lock(&stub_lock);
+    for (size_t i = 0; i < pinned_count; i++) {
+        if (pinned[i].start == pointer) {
+            pinned[i] = pinned[--pinned_count];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&stub_lock);
+    free(pointer);
     return CUDA_SUCCESS;
 }
 
-/* Events: the flags, how often recorded, and when (STUB_CLOCK=real). */
-typedef struct { unsigned flags; unsigned records; double milliseconds; } StubEvent;
+static CUresult submit_fill(CUstream stream, CUdeviceptr to, unsigned width, unsigned value, size_t count) {
+    Work *work = new_work(WORK_FILL);
+    if (!work) return 2;
+    work->to = (void *)(uintptr_t)to;
+    work->width = width;
+    work->value = value;
+    work->size = count;
+    return submit(stream, work);
+}
+CUresult cuMemsetD8Async(CUdeviceptr to, unsigned char value, size_t count, CUstream stream) {
+    CUE("cuMemsetD8Async");
+    return submit_fill(stream, to, 1, value, count);
+}
+CUresult cuMemsetD16Async(CUdeviceptr to, unsigned short value, size_t count, CUstream stream) {
+    CUE("cuMemsetD16Async");
+    return submit_fill(stream, to, 2, value, count);
+}
+CUresult cuMemsetD32Async(CUdeviceptr to, unsigned value, size_t count, CUstream stream) {
+    CUE("cuMemsetD32Async");
+    return submit_fill(stream, to, 4, value, count);
+}
+CUresult cuLaunchHostFunc(CUstream stream, CUhostFn function, void *data) {
+    CUE("cuLaunchHostFunc");
+    Work *work = new_work(WORK_HOST);
+    if (!work) return 2;
+    work->function = function;
+    work->data = data;
+    return submit(stream, work);
+}
+
 CUresult cuEventCreate(CUevent *event, unsigned flags) {
     CUE_CONTEXT("cuEventCreate");
     StubEvent *state = calloc(1, sizeof(StubEvent));
@@ -310,23 +644,47 @@ CUresult cuEventCreate(CUevent *event, unsigned flags) {
     *event = state;
     return CUDA_SUCCESS;
 }
-CUresult cuEventDestroy_v2(CUevent event) { free(event); return CUDA_SUCCESS; }
-CUresult cuEventRecord(CUevent event, CUstream stream) {
-    (void)stream;
-    CUE("cuEventRecord");
-    StubEvent *state = event;
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    state->records += 1;
-    state->milliseconds = (double)now.tv_sec * 1e3 + (double)now.tv_nsec / 1e6;
+CUresult cuEventDestroy_v2(CUevent event) {
+    /* A record still queued refers to the event: CUDA lets it finish, so the stub does too. */
+    synchronize_all();
+    free(event);
     return CUDA_SUCCESS;
 }
-CUresult cuEventQuery(CUevent event) { (void)event; CUE("cuEventQuery"); return CUDA_SUCCESS; }
-CUresult cuEventSynchronize(CUevent event) { (void)event; CUE("cuEventSynchronize"); return CUDA_SUCCESS; }
+CUresult cuEventRecord(CUevent handle, CUstream stream) {
+    CUE("cuEventRecord");
+    StubEvent *event = handle;
+    Work *work = new_work(WORK_RECORD);
+    if (!work) return 2;
+    pthread_mutex_lock(&stub_lock);
+    work->target = ++event->recorded;
+    pthread_mutex_unlock(&stub_lock);
+    work->event = event;
+    return submit(stream, work);
+}
+CUresult cuEventQuery(CUevent handle) {
+    CUE("cuEventQuery");
+    StubEvent *event = handle;
+    pthread_mutex_lock(&stub_lock);
+    int done = event->completed >= event->recorded;
+    pthread_mutex_unlock(&stub_lock);
+    return done ? CUDA_SUCCESS : 600; /* CUDA_ERROR_NOT_READY */
+}
+CUresult cuEventSynchronize(CUevent handle) {
+    CUE("cuEventSynchronize");
+    StubEvent *event = handle;
+    pthread_mutex_lock(&stub_lock);
+    while (event->completed < event->recorded) pthread_cond_wait(&stub_changed, &stub_lock);
+    pthread_mutex_unlock(&stub_lock);
+    return CUDA_SUCCESS;
+}
 CUresult cuEventElapsedTime(float *milliseconds, CUevent start, CUevent end) {
     CUE("cuEventElapsedTime");
     const StubEvent *first = start, *last = end;
     if ((first->flags | last->flags) & 2) return 400; /* CUDA_ERROR_INVALID_HANDLE */
+    pthread_mutex_lock(&stub_lock);
+    int done = first->completed >= first->recorded && last->completed >= last->recorded;
+    pthread_mutex_unlock(&stub_lock);
+    if (!done) return 600; /* CUDA_ERROR_NOT_READY */
     const char *clock = getenv("STUB_CLOCK");
     *milliseconds = clock && strcmp(clock, "real") == 0 ? (float)(last->milliseconds - first->milliseconds) : 0.25f;
     return CUDA_SUCCESS;
@@ -337,7 +695,11 @@ CUresult cuEventElapsedTime(float *milliseconds, CUevent start, CUevent end) {
 typedef struct { char *text; int any_name; void *executable; } StubModule;
 typedef int (*StubLaunch)(const unsigned *grid, const unsigned *block, void **parameters);
 typedef int (*StubParameter)(size_t index, size_t *offset, size_t *size);
-typedef struct { char name[128]; StubLaunch launch; StubParameter parameter; int parameters; } StubFunction;
+struct StubFunction { char name[128]; StubLaunch launch; StubParameter parameter; int parameters; };
+
+static int run_launch(StubFunction *function, const unsigned *grid, const unsigned *block, void **parameters) {
+    return function->launch(grid, block, parameters);
+}
 
 #include "../emulator/executable_module.h"
 
@@ -430,15 +792,42 @@ CUresult cuFuncGetParamInfo(CUfunction function, size_t index, size_t *offset, s
 }
 CUresult cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                         unsigned bz, unsigned shared, CUstream stream, void **parameters, void **extra) {
-    (void)shared; (void)stream; (void)extra;
+    (void)shared; (void)extra;
     CUE_CONTEXT("cuLaunchKernel");
     StubFunction *found = function;
     if (found->launch) {
         if (!gx || !gy || !gz || !bx || !by || !bz || bx > 1024 || by > 1024 || bz > 64 ||
             (unsigned long long)bx * by * bz > 1024 || gy > 65535 || gz > 65535)
             return CUDA_ERROR_INVALID_VALUE;
-        const unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
-        return found->launch(grid, block, parameters);
+        /* CUDA reads the parameters' values at the call: they are copied, with the pointer
+           array, into one block that lives until the launch ran. */
+        size_t count = 0, bytes = 0, offset, size;
+        while (found->parameter(count, &offset, &size) == CUDA_SUCCESS) {
+            bytes += (size + 15) / 16 * 16;
+            count++;
+        }
+        Work *work = new_work(WORK_LAUNCH);
+        size_t pointers = (count * sizeof(void *) + 15) / 16 * 16;
+        unsigned char *block = aligned_alloc(16, (pointers + bytes + 16) / 16 * 16);
+        if (!work || !block) {
+            free(work);
+            free(block);
+            return 2;
+        }
+        void **copied = (void **)block;
+        unsigned char *values = block + pointers;
+        for (size_t i = 0; i < count; i++) {
+            found->parameter(i, &offset, &size);
+            memcpy(values, parameters[i], size);
+            copied[i] = values;
+            values += (size + 15) / 16 * 16;
+        }
+        work->kernel = found;
+        work->parameters = copied;
+        work->owned = block;
+        work->grid[0] = gx, work->grid[1] = gy, work->grid[2] = gz;
+        work->block[0] = bx, work->block[1] = by, work->block[2] = bz;
+        return submit(stream, work);
     }
     uint32_t *out = (uint32_t *)(uintptr_t)(*(CUdeviceptr *)parameters[0]);
     uint32_t shape[6] = {gx, gy, gz, bx, by, bz};
