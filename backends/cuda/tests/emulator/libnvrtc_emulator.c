@@ -14,6 +14,8 @@
  * - XHEMU_KEEP=1: the build folder of each compilation is kept, for reading the C++ it built. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -278,18 +280,27 @@ nvrtcResult RTC(CompileProgram)(nvrtcProgram program, int count, const char *con
     fclose(file);
     free(source);
 
-    pid_t child = fork();
-    if (child == 0) {
-        FILE *log = freopen(log_path, "wb", stderr);
-        (void)log;
-        dup2(2, 1);
-        execlp(compiler, compiler, "-std=c++17", "-O1", "-fPIC", "-shared", "-w", "-include", header, "-x", "c++",
-               source_path, "-o", object_path, (char *)NULL);
-        fprintf(stderr, "emulator " RTC_LIBRARY ": cannot run %s: %s\n", compiler, strerror(errno));
-        _exit(127);
+    /* posix_spawn rather than fork: the calling process has other threads (the streams'),
+       and a forked child may not allocate before exec. */
+    char *const arguments[] = {(char *)compiler, "-std=c++17", "-O1", "-fPIC", "-shared", "-w", "-include",
+                               (char *)header, "-x", "c++", source_path, "-o", object_path, NULL};
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 2, log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_adddup2(&actions, 2, 1);
+    pid_t child;
+    int status = -1;
+    int spawned = posix_spawnp(&child, compiler, &actions, NULL, arguments, environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (spawned != 0) {
+        FILE *log = fopen(log_path, "wb");
+        if (log) {
+            fprintf(log, "emulator " RTC_LIBRARY ": cannot run %s: %s\n", compiler, strerror(spawned));
+            fclose(log);
+        }
+    } else if (waitpid(child, &status, 0) < 0) {
+        status = -1;
     }
-    int status = 0;
-    if (child < 0 || waitpid(child, &status, 0) < 0) status = -1;
     char *log = read_file(log_path, NULL);
     set_log(program, log ? log : "");
     free(log);
