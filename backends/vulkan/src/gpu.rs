@@ -262,6 +262,18 @@ impl Gpu {
         })
     }
 
+    /// Waits until the queue has finished with everything submitted to it, before objects a
+    /// submission named (a stream's command pool, a timeline semaphore) are destroyed. The
+    /// timeline value a submission signals is not enough: Mesa's queue (lavapipe's included)
+    /// still reads a submission's wait semaphores after signalling, and destroying one then
+    /// crashed the queue's thread.
+    pub(crate) fn wait_for_queue_idle(&self) {
+        // SAFETY: the queue is used under its lock.
+        if let Err(result) = self.with_queue(|queue| unsafe { self.device.queue_wait_idle(queue) }) {
+            tracing::warn!(%result, "waiting for the queue to go idle failed");
+        }
+    }
+
     /// Runs `submit` with the queue, which Vulkan requires to be used by one thread at a time.
     pub(crate) fn with_queue<T>(&self, submit: impl FnOnce(vk::Queue) -> T) -> T {
         let queue = self.queue.lock();

@@ -39,7 +39,9 @@ pub(crate) struct Timeline {
 
 impl Drop for Timeline {
     fn drop(&mut self) {
-        // SAFETY: whoever could still wait on the semaphore holds this `Arc`.
+        self.gpu.wait_for_queue_idle();
+        // SAFETY: whoever could still wait on the semaphore holds this `Arc`, and the queue is
+        // done with every submission that named it.
         unsafe { self.gpu.device.destroy_semaphore(self.semaphore, None) };
     }
 }
@@ -153,6 +155,7 @@ impl Drop for Stream {
         if self.timeline.wait(submitted).is_err() {
             tracing::warn!("a stream was destroyed while its work could not be waited for");
         }
+        self.gpu.wait_for_queue_idle();
         // SAFETY: the stream's work completed (or the device is lost), so no pool is in use.
         unsafe {
             let device = &self.gpu.device;
