@@ -193,6 +193,26 @@ pub(super) fn tests() -> Vec<TestCase> {
             functions_calls
         ),
         test_case!(
+            "compute.carried.pointer_across_barriers",
+            "a read position advanced by every invocation before a barrier, in a loop, indexes the next pass's loads",
+            carried_pointer_across_barriers
+        ),
+        test_case!(
+            "compute.carried.while_tree_reduction",
+            "a tree reduction written as a while loop, halving its offset between the barriers, sums each workgroup",
+            carried_while_tree_reduction
+        ),
+        test_case!(
+            "compute.carried.stride_and_counter",
+            "a stride doubled between two barriers, and a counter stepped through a pointer in an inner loop, reach every invocation alike",
+            carried_stride_and_counter
+        ),
+        test_case!(
+            "compute.storage.struct_of_one_runtime_array",
+            "storage buffers declared as structs whose only member is a runtime-sized array are read, written and measured",
+            storage_struct_of_one_runtime_array
+        ),
+        test_case!(
             "compute.workgroup_memory.zero_initialised",
             "every workgroup starts with its workgroup memory zeroed, though earlier workgroups wrote to theirs",
             workgroup_memory_zero_initialised
@@ -2162,6 +2182,166 @@ fn control_flow_switch(context: &TestContext) -> TestResult {
         })
         .collect();
     check_slice_eq(&out, &expected, "switch results")
+}
+
+const CARRIED: &str = r#"
+@group(0) @binding(0) var<storage, read> input: array<u32>;
+@group(0) @binding(1) var<storage, read_write> out: array<u32>;
+var<workgroup> tile: array<u32, 64>;
+
+fn advance(counter: ptr<function, u32>, by: u32) {
+    *counter = *counter + by;
+}
+
+@compute @workgroup_size(64)
+fn walk(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) group: vec3<u32>) {
+    var position = group.x * 256u;
+    var acc = 0u;
+    for (var pass_ = 0u; pass_ < 4u; pass_++) {
+        tile[lane] = input[position + lane];
+        position += 64u;
+        workgroupBarrier();
+        acc += tile[63u - lane] * (pass_ + 1u);
+        workgroupBarrier();
+    }
+    out[group.x * 64u + lane] = acc + position;
+}
+
+@compute @workgroup_size(64)
+fn tree(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) group: vec3<u32>) {
+    tile[lane] = input[group.x * 64u + lane];
+    workgroupBarrier();
+    var offset = 32u;
+    while (offset > 0u) {
+        if (lane < offset) {
+            tile[lane] += tile[lane + offset];
+        }
+        offset = offset / 2u;
+        workgroupBarrier();
+    }
+    out[group.x * 64u + lane] = tile[0] + offset;
+}
+
+@compute @workgroup_size(8, 8)
+fn strides(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) group: vec3<u32>) {
+    tile[lane] = input[group.x * 64u + lane];
+    workgroupBarrier();
+    var stride = 1u;
+    var steps = 0u;
+    loop {
+        if (stride >= 64u) {
+            break;
+        }
+        let mine = tile[lane];
+        stride *= 2u;
+        let other = tile[(lane + stride / 2u) % 64u];
+        for (var j = 0u; j < 3u; j++) {
+            advance(&steps, j);
+        }
+        workgroupBarrier();
+        if (lane % stride == 0u) {
+            tile[lane] = mine + other;
+        }
+        workgroupBarrier();
+    }
+    out[group.x * 64u + lane] = tile[lane] * 1000u + stride * 100u + steps;
+}
+"#;
+
+/// Workgroups of 64 in the `CARRIED` kernels: enough for several, few enough to stay quick.
+const CARRIED_GROUPS: usize = 5;
+
+fn carried_pointer_across_barriers(context: &TestContext) -> TestResult {
+    let kernel = kernel_of(context, "pointer walk", CARRIED, "walk")?;
+    let input: Vec<u32> = context
+        .random_u32(61, CARRIED_GROUPS * 256)
+        .iter()
+        .map(|v| v % 100_000)
+        .collect();
+    let out: Vec<u32> = run_elementwise(context, &kernel, &[&input], CARRIED_GROUPS * 64, CARRIED_GROUPS * 64)?;
+    let expected: Vec<u32> = (0..CARRIED_GROUPS)
+        .flat_map(|group| {
+            let input = &input;
+            (0..64).map(move |lane| {
+                let sum = (0..4).fold(0u32, |acc, pass| {
+                    acc.wrapping_add(input[group * 256 + pass * 64 + 63 - lane].wrapping_mul(pass as u32 + 1))
+                });
+                sum.wrapping_add((group * 256 + 256) as u32)
+            })
+        })
+        .collect();
+    check_slice_eq(
+        &out,
+        &expected,
+        "sums over four passes of a position advanced before each barrier",
+    )
+}
+
+fn carried_while_tree_reduction(context: &TestContext) -> TestResult {
+    let kernel = kernel_of(context, "while-loop reduction", CARRIED, "tree")?;
+    let input = context.random_u32(62, CARRIED_GROUPS * 64);
+    let out: Vec<u32> = run_elementwise(context, &kernel, &[&input], input.len(), input.len())?;
+    let expected: Vec<u32> = input
+        .chunks_exact(64)
+        .flat_map(|group| [group.iter().fold(0u32, |acc, v| acc.wrapping_add(*v)); 64])
+        .collect();
+    check_slice_eq(&out, &expected, "each workgroup's sum, seen by all of its invocations")
+}
+
+fn carried_stride_and_counter(context: &TestContext) -> TestResult {
+    require_workgroup_shape(context, [8, 8, 1])?;
+    let kernel = kernel_of(context, "doubling strides", CARRIED, "strides")?;
+    let input: Vec<u32> = context
+        .random_u32(63, CARRIED_GROUPS * 64)
+        .iter()
+        .map(|v| v % 1000)
+        .collect();
+    let out: Vec<u32> = run_elementwise(context, &kernel, &[&input], input.len(), input.len())?;
+    let mut expected = Vec::with_capacity(input.len());
+    for group in input.chunks_exact(64) {
+        let mut tile = group.to_vec();
+        let mut stride = 1;
+        while stride < 64 {
+            stride *= 2;
+            let before = tile.clone();
+            for lane in (0..64).step_by(stride) {
+                tile[lane] = before[lane].wrapping_add(before[(lane + stride / 2) % 64]);
+            }
+        }
+        // Six rounds, each stepping the counter by 0 + 1 + 2.
+        expected.extend(tile.iter().map(|v| v.wrapping_mul(1000).wrapping_add(64 * 100 + 18)));
+    }
+    check_slice_eq(
+        &out,
+        &expected,
+        "pairwise sums at doubling strides, with the stride and the counter",
+    )
+}
+
+const STRUCT_OF_ONE_RUNTIME_ARRAY: &str = r#"
+struct Words { values: array<u32> }
+@group(0) @binding(0) var<storage, read> input: Words;
+@group(0) @binding(1) var<storage, read_write> out: Words;
+
+@compute @workgroup_size(64)
+fn scaled(@builtin(global_invocation_id) id: vec3<u32>) {
+    if id.x < arrayLength(&out.values) {
+        out.values[id.x] = input.values[id.x] * 3u + arrayLength(&input.values);
+    }
+}
+"#;
+
+fn storage_struct_of_one_runtime_array(context: &TestContext) -> TestResult {
+    let kernel = kernel_of(
+        context,
+        "struct of one runtime array",
+        STRUCT_OF_ONE_RUNTIME_ARRAY,
+        "scaled",
+    )?;
+    let input = context.random_u32(64, 1000);
+    let out: Vec<u32> = run_elementwise(context, &kernel, &[&input], 1000, 1000)?;
+    let expected: Vec<u32> = input.iter().map(|v| v.wrapping_mul(3).wrapping_add(1000)).collect();
+    check_slice_eq(&out, &expected, "values read and written through one-member structs")
 }
 
 const RECONVERGE: &str = r#"

@@ -427,3 +427,132 @@ fn switched(@builtin(local_invocation_index) lane: u32) {
     let expected: Vec<u32> = (0..64u32).map(|lane| (lane + 1) % 64 + 1).collect();
     assert_eq!(out[0], words(&expected));
 }
+
+/// State carried across barriers in loops, the way real kernels carry it: a pointer advanced
+/// by the same amount in every invocation, before a barrier, and used as an index; the
+/// usual tree reduction written as a `while` loop; a stride doubled between two barriers and
+/// used in the same region; a uniform value stepped inside a loop with a uniform trip count
+/// and through a pointer parameter. Each such value has one slot for the workgroup, and each
+/// invocation must start from the value the region started with.
+const CARRIED_ACROSS_BARRIERS: &str = r#"
+@group(0) @binding(0) var<storage, read> input: array<u32>;
+@group(0) @binding(1) var<storage, read_write> out: array<u32>;
+var<workgroup> tile: array<u32, 64>;
+
+fn advance(p: ptr<function, u32>, by: u32) {
+    *p = *p + by;
+}
+
+@compute @workgroup_size(64)
+fn walk(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) group: vec3<u32>) {
+    var ptr = group.x * 256u;
+    var acc = 0u;
+    for (var k = 0; k < 4; k++) {
+        tile[lane] = input[ptr + lane];
+        ptr += 64u;
+        workgroupBarrier();
+        acc += tile[63u - lane] * u32(k + 1);
+        workgroupBarrier();
+    }
+    out[group.x * 64u + lane] = acc + ptr;
+}
+
+@compute @workgroup_size(64)
+fn tree(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) group: vec3<u32>) {
+    tile[lane] = input[group.x * 64u + lane];
+    workgroupBarrier();
+    var offset = 32u;
+    while (offset > 0u) {
+        if (lane < offset) { tile[lane] += tile[lane + offset]; }
+        offset = offset / 2u;
+        workgroupBarrier();
+    }
+    out[group.x * 64u + lane] = tile[0] + offset;
+}
+
+@compute @workgroup_size(8, 8)
+fn strides(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) group: vec3<u32>) {
+    tile[lane] = input[group.x * 64u + lane];
+    workgroupBarrier();
+    var stride = 1u;
+    var step = 0u;
+    loop {
+        if (stride >= 64u) { break; }
+        let mine = tile[lane];
+        stride *= 2u;
+        let other = tile[(lane + stride / 2u) % 64u];
+        workgroupBarrier();
+        if (lane % stride == 0u) { tile[lane] = mine + other; }
+        for (var j = 0u; j < 3u; j++) {
+            advance(&step, j + 1u);
+            out[(group.x * 64u + lane + step) % arrayLength(&out)] ^= mine;
+        }
+        workgroupBarrier();
+    }
+    out[group.x * 64u + lane] += tile[0] * 1000u + stride + step;
+}
+"#;
+
+#[test]
+fn compiled_state_carried_across_barriers_in_loops_matches_the_interpreter() {
+    if !compiler_present() {
+        println!("skipped: no C compiler (cc or $CC); the compiled mode cannot be tested here");
+        return;
+    }
+    let input: Vec<u32> = (0..768u32).map(|i| i % 256).collect();
+    let walked = agree(
+        CARRIED_ACROSS_BARRIERS,
+        "walk",
+        [3, 1, 1],
+        &[words(&input), vec![0; 192 * 4]],
+        &[],
+    );
+    // Invocation `lane` of group `g` adds tile[63 - lane] of each pass k, times k + 1.
+    let expected: Vec<u32> = (0..3u32)
+        .flat_map(|g| {
+            let input = &input;
+            (0..64u32).map(move |lane| {
+                let sum: u32 = (0..4u32)
+                    .map(|k| input[(g * 256 + k * 64 + 63 - lane) as usize] * (k + 1))
+                    .sum();
+                sum + g * 256 + 256
+            })
+        })
+        .collect();
+    assert_eq!(walked[1], words(&expected), "the pointer walk");
+
+    let trees = agree(
+        CARRIED_ACROSS_BARRIERS,
+        "tree",
+        [3, 1, 1],
+        &[words(&input), vec![0; 192 * 4]],
+        &[],
+    );
+    let sums: Vec<u32> = (0..3)
+        .flat_map(|g| [input[g * 64..g * 64 + 64].iter().sum::<u32>(); 64])
+        .collect();
+    assert_eq!(trees[1], words(&sums), "the while-loop tree reduction");
+
+    agree(
+        CARRIED_ACROSS_BARRIERS,
+        "strides",
+        [3, 1, 1],
+        &[words(&input), vec![0; 192 * 4]],
+        &[],
+    );
+}
+
+#[test]
+fn a_storage_struct_holding_only_a_runtime_array_compiles() {
+    if !compiler_present() {
+        println!("skipped: no C compiler (cc or $CC); the compiled mode cannot be tested here");
+        return;
+    }
+    const ONLY_AN_ARRAY: &str = "struct Data { values: array<u32> }\n\
+        @group(0) @binding(0) var<storage, read_write> d: Data;\n\
+        @compute @workgroup_size(64)\nfn main(@builtin(global_invocation_id) id: vec3<u32>) {\n\
+        if (id.x < arrayLength(&d.values)) { d.values[id.x] = d.values[id.x] * 2u + 1u; }\n}\n";
+    let values: Vec<u32> = (0..100).collect();
+    let out = agree(ONLY_AN_ARRAY, "main", [2, 1, 1], &[words(&values)], &[]);
+    assert_eq!(out[0], words(&values.iter().map(|v| v * 2 + 1).collect::<Vec<_>>()));
+}

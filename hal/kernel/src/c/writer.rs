@@ -775,8 +775,13 @@ impl<'a> Writer<'a> {
                                 // refuses one: a one-element trailing array stands in for it
                                 // there. Nothing takes the struct's size; `arrayLength` uses
                                 // the member's offset.
+                                // C has one, but not as a struct's only member: a GNU
+                                // zero-length array (which cc and OpenCL's clang take)
+                                // stands in for it there.
                                 let bound = if matches!(self.d, Dialect::CudaC | Dialect::HipC) {
                                     "1"
+                                } else if names.is_empty() {
+                                    "0"
                                 } else {
                                     ""
                                 };
@@ -2639,9 +2644,18 @@ struct WgPass {
 /// `li`: the index expression and `c`.
 type IndexSite = (Handle<Expression>, i64);
 
-/// A local a region declares: the local, whether it has one slot for the workgroup, and the
-/// C declaration.
-type RegionLocal = (Handle<naga::LocalVariable>, bool, String);
+/// A local a region declares.
+struct RegionLocal {
+    local: Handle<naga::LocalVariable>,
+    /// Whether it has one frame slot for the whole workgroup (a uniform local that lives
+    /// across regions).
+    shared: bool,
+    /// Its C type and name.
+    ty: String,
+    name: String,
+    /// What it starts as in each invocation: its frame slot, or its initial value.
+    start: String,
+}
 
 struct RegionPrologue {
     common: String,
@@ -2984,18 +2998,18 @@ impl Writer<'_> {
             }
             for &region in decided.local_uses.get(&h).into_iter().flatten() {
                 let start = region_locals.entry(region).or_default();
+                start.push(RegionLocal {
+                    local: h,
+                    shared: private && uniform.locals.contains(&h),
+                    ty: t.clone(),
+                    name: ln.clone(),
+                    start: if private { slot.clone() } else { value.clone() },
+                });
                 if private {
-                    start.push((
-                        h,
-                        uniform.locals.contains(&h),
-                        format!("    XH_UNUSED {t} {ln} = {slot};"),
-                    ));
                     region_writeback
                         .entry(region)
                         .or_default()
                         .push((h, format!("    {slot} = {ln};")));
-                } else {
-                    start.push((h, false, format!("    XH_UNUSED {t} {ln} = {value};")));
                 }
             }
             fx.locals.insert(h, ln);
@@ -3164,13 +3178,21 @@ impl Writer<'_> {
             super::uniform::stored_locals(fx.f, s, &mut stored);
         }
         let locals = prologue.locals.get(&region).map(Vec::as_slice).unwrap_or_default();
-        // A workgroup's value that the region only reads is loaded once for all invocations:
-        // reloaded in the loop, after stores the C compiler cannot tell apart from the frame,
-        // it would cost a load per invocation and keep the loop from vectorising.
-        let hoisted = |&(local, shared, _): &&RegionLocal| *shared && !once && !stored.contains(local);
+        // A workgroup's value that the region runs per invocation is read once, before the
+        // loop: reloaded in the loop, after stores the C compiler cannot tell apart from the
+        // frame, it would cost a load per invocation and keep the loop from vectorising. And
+        // when the region also stores it, every invocation must start from the value the
+        // region started with, not from the previous invocation's result (a `ptr += 64u` or
+        // `offset /= 2u` before a barrier would otherwise run once per invocation).
+        let per_invocation = |local: &RegionLocal| !local.shared || once;
         let _ = writeln!(out, "{pad}{{ xh_u32 xh_oob = 0u;");
-        for (_, _, line) in locals.iter().filter(hoisted) {
-            let _ = writeln!(out, "{pad}{line}");
+        for local in locals.iter().filter(|local| !per_invocation(local)) {
+            let (ty, name, start) = (&local.ty, &local.name, &local.start);
+            if stored.contains(&local.local) {
+                let _ = writeln!(out, "{pad}    XH_UNUSED const {ty} {name}_start = {start};");
+            } else {
+                let _ = writeln!(out, "{pad}    XH_UNUSED {ty} {name} = {start};");
+            }
         }
         if once {
             let _ = writeln!(out, "{pad}li = 0u; lx = 0u; ly = 0u; lz = 0u; {{");
@@ -3183,8 +3205,13 @@ impl Writer<'_> {
         for line in prologue.common.lines() {
             let _ = writeln!(out, "{pad}{}", line.trim_start_matches("        "));
         }
-        for local in locals.iter().filter(|local| !hoisted(local)) {
-            let _ = writeln!(out, "{pad}    {}", local.2);
+        for local in locals {
+            let (ty, name, start) = (&local.ty, &local.name, &local.start);
+            if per_invocation(local) {
+                let _ = writeln!(out, "{pad}        XH_UNUSED {ty} {name} = {start};");
+            } else if stored.contains(&local.local) {
+                let _ = writeln!(out, "{pad}        XH_UNUSED {ty} {name} = {name}_start;");
+            }
         }
         out.push_str(&inner);
         if returns {
