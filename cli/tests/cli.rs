@@ -429,3 +429,50 @@ fn doctor_explains_a_vulkan_plugin_that_finds_no_driver() {
         stdout(&output)
     );
 }
+
+/// A command that succeeds prints nothing on stderr, with the real GPU plugins loaded on a
+/// machine without a desktop session (no `XDG_RUNTIME_DIR`, as the sandbox runs): Mesa's
+/// Vulkan device-selection layer, which wgpu's instance wakes, asks libwayland for a
+/// compositor, and libwayland's complaint must stay out of the user's terminal.
+#[test]
+fn successful_commands_print_nothing_on_stderr_without_a_desktop_session() {
+    let sandbox = Sandbox::new("quiet-without-xdg-runtime-dir");
+    for backend in ["wgpu", "vulkan", "opencl"] {
+        std::fs::copy(
+            built_plugin(backend),
+            sandbox.plugins().join(format!("libxhal_{backend}.so")),
+        )
+        .expect("copy the plugin");
+    }
+    let output = sandbox.run(&["devices", "--json"], &[]);
+    assert_exit(&output, 0);
+    assert_eq!(stderr(&output), "", "`xhal devices` wrote to stderr");
+    let document = json(&output);
+    let wgpu_devices = backends_named(&document, "wgpu")
+        .first()
+        .and_then(|backend| backend["devices"].as_array().map(Vec::len))
+        .unwrap_or(0);
+    if wgpu_devices == 0 {
+        let required = std::env::var("XHAL_REQUIRE_BACKENDS").unwrap_or_default();
+        assert!(
+            !required.split(',').any(|name| name.trim() == "wgpu"),
+            "XHAL_REQUIRE_BACKENDS names wgpu, but it has no device here: {document:#}"
+        );
+        println!("skipped in part: wgpu has no device here (no Mesa drivers), so its probe was not exercised");
+    }
+    let kernel = sandbox.write(
+        "double.wgsl",
+        "@group(0) @binding(0) var<storage, read_write> d: array<u32>;\n\
+         @compute @workgroup_size(4)\nfn main(@builtin(global_invocation_id) id: vec3<u32>) { d[id.x] *= 2u; }\n",
+    );
+    let kernel = kernel.to_string_lossy();
+    for device in ["cpu", "wgpu", "vulkan"] {
+        if device != "cpu" && wgpu_devices == 0 {
+            continue;
+        }
+        let output = sandbox.run(&["run", &kernel, "-w", "1", "-b", "1,2,3,4", "--device", device], &[]);
+        assert_exit(&output, 0);
+        assert_eq!(stderr(&output), "", "`xhal run --device {device}` wrote to stderr");
+        assert!(stdout(&output).contains("[2, 4, 6, 8]"), "{}", stdout(&output));
+    }
+}

@@ -24,6 +24,8 @@ mod memory;
 mod staging;
 mod stream;
 mod validation;
+#[cfg(all(unix, not(target_vendor = "apple"), not(target_os = "android")))]
+mod wayland_log;
 
 use parking_lot::Mutex;
 use std::sync::{Arc, Weak};
@@ -48,6 +50,7 @@ fn create_static() -> Result<Arc<dyn Backend>> {
 }
 
 fn create_plugin() -> Result<WgpuBackend> {
+    xhal_core::plugin::init_logging();
     Ok(WgpuBackend::new())
 }
 
@@ -108,6 +111,8 @@ impl WgpuBackend {
             flags,
             ..wgpu::InstanceDescriptor::new_without_display_handle()
         };
+        #[cfg(all(unix, not(target_vendor = "apple"), not(target_os = "android")))]
+        wayland_log::quiet_when_unreachable();
         let instance = wgpu::Instance::new(descriptor);
         let (adapters, skipped) = adapter::enumerate(&instance);
         let open = Mutex::new(adapters.iter().map(|_| Weak::new()).collect());
