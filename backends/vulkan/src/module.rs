@@ -336,6 +336,7 @@ mod op {
     pub(super) const FUNCTION: u32 = 54;
     pub(super) const FUNCTION_END: u32 = 56;
     pub(super) const VARIABLE: u32 = 59;
+    pub(super) const LOAD: u32 = 61;
     pub(super) const STORE: u32 = 62;
     pub(super) const IEQUAL: u32 = 170;
     pub(super) const CONTROL_BARRIER: u32 = 224;
@@ -347,14 +348,26 @@ mod op {
     pub(super) const WORKGROUP: u32 = 4;
 }
 
-/// naga's SPIR-V zeroes workgroup memory with a polyfill at the top of each entry point:
-/// `if local_invocation_index == 0 { var = null; ... }` then a barrier. llvmpipe turns the
-/// store of a large null array into one store per element and takes minutes to compile a
-/// kernel using 32 KiB that way. Where the device zero-initialises workgroup memory itself
+/// Instruction indices of one entry point's workgroup zeroing polyfill.
+struct Polyfill {
+    stores: Vec<usize>,
+    barrier: usize,
+}
+
+/// naga's SPIR-V zeroes workgroup memory with a polyfill at the top of each entry point that
+/// uses some: `if local_invocation_index == 0 { var = null; ... }` then a barrier. llvmpipe
+/// turns the store of a large null array into one store per element, unrolled, and LLVM then
+/// takes seconds to minutes on it (a 16 KiB tile: 80 s, where the same kernel without the
+/// polyfill builds in 0.1 s). Where the device zero-initialises workgroup memory itself
 /// (Vulkan 1.3's `shaderZeroInitializeWorkgroupMemory`), the same meaning is had by giving
-/// each such variable a null initializer and dropping the polyfill's stores (the empty `if`
-/// and the barrier stay). Returns `None`, leaving the module as it is, unless every compute
-/// entry point starts with exactly that pattern.
+/// each such variable a null initializer and dropping the polyfill's stores and its barrier,
+/// which then orders nothing (the empty `if` stays).
+///
+/// naga reads `local_invocation_index` in the function's first block when the entry point
+/// takes it as an argument, and otherwise declares a built-in of its own and loads it just
+/// before the comparison; both shapes are recognised. Entry points without the polyfill (those
+/// that use no workgroup memory) are left as they are. Returns `None`, leaving the module
+/// unchanged, when no entry point starts with the polyfill.
 fn zero_workgroup_memory_natively(words: &[u32]) -> Option<Vec<u32>> {
     let mut instructions = Vec::new();
     let mut at = 5;
@@ -367,7 +380,7 @@ fn zero_workgroup_memory_natively(words: &[u32]) -> Option<Vec<u32>> {
         at += count;
     }
     let operand = |index: usize, k: usize| -> Option<u32> {
-        let (start, count, _) = instructions[index];
+        let &(start, count, _) = instructions.get(index)?;
         (k + 1 < count).then(|| words[start + 1 + k])
     };
     let opcode = |index: usize| instructions.get(index).map(|&(_, _, opcode)| opcode);
@@ -388,47 +401,45 @@ fn zero_workgroup_memory_natively(words: &[u32]) -> Option<Vec<u32>> {
             _ => {}
         }
     }
-    let mut dropped_stores = std::collections::HashSet::new();
-    let mut initializers = std::collections::HashMap::new();
-    let mut matched = 0;
-    for index in 0..instructions.len() {
-        if opcode(index)? != op::FUNCTION || !entry_points.contains(&operand(index, 1)?) {
-            continue;
-        }
-        let mut at = index + 1;
-        while opcode(at)? != op::BRANCH {
-            if matches!(opcode(at)?, op::FUNCTION_END | op::SELECTION_MERGE | op::STORE) {
-                return None;
-            }
-            at += 1;
-        }
-        let first_block = operand(at, 0)?;
-        if opcode(at + 1)? != op::LABEL || operand(at + 1, 0)? != first_block || opcode(at + 2)? != op::IEQUAL {
+    // The polyfill's stores and barrier when the instructions from `branch` (the `OpBranch`
+    // that ends the entry point's first block) on are exactly the polyfill, else `None`.
+    let polyfill_at = |branch: usize| -> Option<Polyfill> {
+        let block = operand(branch, 0)?;
+        if opcode(branch + 1)? != op::LABEL || operand(branch + 1, 0)? != block {
             return None;
         }
-        let condition = operand(at + 2, 1)?;
-        let merge = operand(at + 3, 0)?;
-        if opcode(at + 3)? != op::SELECTION_MERGE
-            || opcode(at + 4)? != op::BRANCH_CONDITIONAL
-            || operand(at + 4, 0)? != condition
-            || operand(at + 4, 2)? != merge
-            || opcode(at + 5)? != op::LABEL
-            || operand(at + 5, 0)? != operand(at + 4, 1)?
+        let mut at = branch + 2;
+        // The load of naga's own `local_invocation_index` built-in, when the entry point does
+        // not take it as an argument; the comparison must then read it.
+        let loaded = (opcode(at)? == op::LOAD).then(|| operand(at, 1)).flatten();
+        if loaded.is_some() {
+            at += 1;
+        }
+        if opcode(at)? != op::IEQUAL || loaded.is_some_and(|loaded| operand(at, 2) != Some(loaded)) {
+            return None;
+        }
+        let condition = operand(at, 1)?;
+        let merge = operand(at + 1, 0)?;
+        if opcode(at + 1)? != op::SELECTION_MERGE
+            || opcode(at + 2)? != op::BRANCH_CONDITIONAL
+            || operand(at + 2, 0)? != condition
+            || operand(at + 2, 2)? != merge
+            || opcode(at + 3)? != op::LABEL
+            || operand(at + 3, 0)? != operand(at + 2, 1)?
         {
             return None;
         }
-        let mut store = at + 6;
+        let first_store = at + 4;
+        let mut store = first_store;
         while opcode(store)? == op::STORE {
             let (variable, value) = (operand(store, 0)?, operand(store, 1)?);
             if instructions[store].1 != 3 || !workgroup_variables.contains_key(&variable) || !nulls.contains_key(&value)
             {
                 return None;
             }
-            dropped_stores.insert(store);
-            initializers.insert(workgroup_variables[&variable], value);
             store += 1;
         }
-        if store == at + 6
+        if store == first_store
             || opcode(store)? != op::BRANCH
             || operand(store, 0)? != merge
             || opcode(store + 1)? != op::LABEL
@@ -437,15 +448,46 @@ fn zero_workgroup_memory_natively(words: &[u32]) -> Option<Vec<u32>> {
         {
             return None;
         }
-        matched += 1;
+        Some(Polyfill {
+            stores: (first_store..store).collect(),
+            barrier: store + 2,
+        })
+    };
+    let mut dropped = std::collections::HashSet::new();
+    let mut initializers = std::collections::HashMap::new();
+    let mut matched = 0;
+    for index in 0..instructions.len() {
+        if opcode(index)? != op::FUNCTION || !entry_points.contains(&operand(index, 1)?) {
+            continue;
+        }
+        // naga's first block only declares variables and loads inputs; anything else there
+        // means the entry point does not start with the polyfill.
+        let first_block_end = (index + 1..instructions.len()).find(|&at| {
+            matches!(
+                opcode(at),
+                Some(op::BRANCH | op::FUNCTION_END | op::SELECTION_MERGE | op::STORE)
+            )
+        });
+        let Some(branch) = first_block_end.filter(|&at| opcode(at) == Some(op::BRANCH)) else {
+            continue;
+        };
+        if let Some(polyfill) = polyfill_at(branch) {
+            for &store in &polyfill.stores {
+                let (variable, value) = (operand(store, 0)?, operand(store, 1)?);
+                initializers.insert(*workgroup_variables.get(&variable)?, value);
+            }
+            dropped.extend(polyfill.stores);
+            dropped.insert(polyfill.barrier);
+            matched += 1;
+        }
     }
-    if matched == 0 || matched != entry_points.len() {
+    if matched == 0 {
         return None;
     }
     let mut out = Vec::with_capacity(words.len() + 4 * initializers.len());
     out.extend_from_slice(&words[..5]);
     for (index, &(start, count, _)) in instructions.iter().enumerate() {
-        if dropped_stores.contains(&index) {
+        if dropped.contains(&index) {
             continue;
         }
         match initializers.get(&index) {
@@ -810,8 +852,9 @@ fn helper(i: u32) { b[i] = a[i] * scale + big[i % 512u]; }
     fn workgroup_zeroing_becomes_initializers() {
         let words = spirv_words(&saxpy_spirv()).unwrap();
         let native = zero_workgroup_memory_natively(&words).expect("naga's polyfill is recognised");
-        // One store dropped (3 words), one null constant (3 words) and initializer (1 word) added.
-        assert_eq!(native.len(), words.len() - 3 + 3 + 1);
+        // One store (3 words) and the barrier (4) dropped, one null constant (3 words) and
+        // initializer (1 word) added.
+        assert_eq!(native.len(), words.len() - 3 - 4 + 3 + 1);
         let bytes: Vec<u8> = native.iter().flat_map(|word| word.to_le_bytes()).collect();
         let entries = reflect_spirv(&bytes).unwrap();
         assert_eq!(entries[0].workgroup_memory, 256);
@@ -822,6 +865,125 @@ fn helper(i: u32) { b[i] = a[i] * scale + big[i % 512u]; }
         .to_spirv()
         .unwrap();
         assert!(zero_workgroup_memory_natively(&without_workgroup_memory).is_none());
+    }
+
+    /// Every instruction's opcode and operands, in order.
+    fn instructions(words: &[u32]) -> Vec<(u32, Vec<u32>)> {
+        let mut at = 5;
+        let mut out = Vec::new();
+        while at < words.len() {
+            let count = (words[at] >> 16) as usize;
+            out.push((words[at] & 0xffff, words[at + 1..at + count].to_vec()));
+            at += count;
+        }
+        out
+    }
+
+    /// Checks that `native` is `words` zeroing workgroup memory through initializers: no store
+    /// of a null constant and no barrier before the kernel's own code, every workgroup variable
+    /// initialized, and the same reflection.
+    fn assert_zeroed_natively(words: &[u32], native: &[u32], barriers_in_kernels: usize) {
+        let native_instructions = instructions(native);
+        let nulls: std::collections::HashSet<u32> = native_instructions
+            .iter()
+            .filter(|(opcode, _)| *opcode == op::CONSTANT_NULL)
+            .map(|(_, operands)| operands[1])
+            .collect();
+        for (opcode, operands) in &native_instructions {
+            if *opcode == op::VARIABLE && operands[2] == op::WORKGROUP {
+                assert!(
+                    operands.len() == 4 && nulls.contains(&operands[3]),
+                    "a workgroup variable without a null initializer: {operands:?}"
+                );
+            }
+            if *opcode == op::STORE {
+                assert!(!nulls.contains(&operands[1]), "a polyfill store is left: {operands:?}");
+            }
+        }
+        let barriers = native_instructions
+            .iter()
+            .filter(|(opcode, _)| *opcode == op::CONTROL_BARRIER)
+            .count();
+        assert_eq!(
+            barriers, barriers_in_kernels,
+            "only the polyfill's barriers are dropped"
+        );
+        let bytes = |words: &[u32]| words.iter().flat_map(|word| word.to_le_bytes()).collect::<Vec<u8>>();
+        let before = reflect_spirv(&bytes(words)).unwrap();
+        let after = reflect_spirv(&bytes(native)).unwrap();
+        assert_eq!(format!("{before:?}"), format!("{after:?}"));
+    }
+
+    #[test]
+    fn workgroup_zeroing_is_recognised_without_a_local_invocation_index_argument() {
+        // No `local_invocation_index` argument: naga's polyfill declares and loads the
+        // built-in itself. This shape (a 64x64 transpose through a 16 KiB tile) was missed, and
+        // llvmpipe took 70-80 s to build the per-element zeroing of the tile.
+        let source = r#"
+@group(0) @binding(0) var<storage, read> input: array<f32>;
+@group(0) @binding(1) var<storage, read_write> output: array<f32>;
+var<workgroup> tile: array<f32, 4096>;
+@compute @workgroup_size(16, 16)
+fn transpose(@builtin(local_invocation_id) local: vec3<u32>, @builtin(workgroup_id) group: vec3<u32>) {
+    let base = group.x * 4096u;
+    for (var i = 0u; i < 4u; i++) { for (var j = 0u; j < 4u; j++) {
+        let r = local.y * 4u + i; let c = local.x * 4u + j;
+        tile[r * 64u + c] = input[base + r * 64u + c];
+    } }
+    workgroupBarrier();
+    for (var i = 0u; i < 4u; i++) { for (var j = 0u; j < 4u; j++) {
+        let r = local.y * 4u + i; let c = local.x * 4u + j;
+        output[base + r * 64u + c] = tile[c * 64u + r];
+    } }
+}
+"#;
+        let words = xhal_kernel::parse_wgsl(source).unwrap().to_spirv().unwrap();
+        let native = zero_workgroup_memory_natively(&words).expect("naga's polyfill is recognised");
+        assert_zeroed_natively(&words, &native, 1);
+    }
+
+    #[test]
+    fn workgroup_zeroing_is_rewritten_beside_entry_points_without_workgroup_memory() {
+        // `clear` uses no workgroup memory, so naga writes no polyfill in it; that must not
+        // keep the polyfill of `sum`, nor may `clear` change.
+        let source = r#"
+@group(0) @binding(0) var<storage, read_write> data: array<f32>;
+var<workgroup> scratch: array<f32, 256>;
+var<workgroup> total: f32;
+@compute @workgroup_size(256)
+fn sum(@builtin(local_invocation_index) lane: u32) {
+    scratch[lane] = data[lane];
+    workgroupBarrier();
+    if lane == 0u { total = scratch[255]; }
+    workgroupBarrier();
+    data[lane] = total;
+}
+@compute @workgroup_size(64)
+fn clear(@builtin(global_invocation_id) id: vec3<u32>) { data[id.x] = 0.0; }
+"#;
+        let words = xhal_kernel::parse_wgsl(source).unwrap().to_spirv().unwrap();
+        let native = zero_workgroup_memory_natively(&words).expect("naga's polyfill is recognised");
+        assert_zeroed_natively(&words, &native, 2);
+    }
+
+    #[test]
+    fn kernels_without_the_polyfill_are_left_alone() {
+        // Workgroup memory zeroed by the kernel itself, as hand-written SPIR-V might: not
+        // naga's shape, so nothing changes.
+        let mut words = xhal_kernel::parse_wgsl(SAXPY).unwrap().to_spirv().unwrap();
+        let polyfill_store = instructions(&words)
+            .iter()
+            .scan(5usize, |at, (opcode, operands)| {
+                let start = *at;
+                *at += operands.len() + 1;
+                Some((start, *opcode))
+            })
+            .find(|&(_, opcode)| opcode == op::STORE)
+            .map(|(start, _)| start)
+            .unwrap();
+        // OpNop in place of the store keeps the module valid but breaks the pattern.
+        words.splice(polyfill_store..polyfill_store + 3, [(1 << 16), (1 << 16), (1 << 16)]);
+        assert!(zero_workgroup_memory_natively(&words).is_none());
     }
 
     #[test]
