@@ -9,8 +9,8 @@
 //! - every float stored in a variable is clamped to [-2^20, 2^20], so no sum ever reaches
 //!   infinity and no NaN can appear;
 //! - float-to-integer conversions clamp into range, integer-to-float ones take 12 bits;
-//! - floats become bits as `bitcast<u32>(x + 0.0)`, which turns `-0.0` into `+0.0`: the one
-//!   place where WGSL lets a correct device pick either sign (`min(-0.0, 0.0)`).
+//! - floats become bits with both zeros as `+0.0`'s: WGSL lets a device ignore the sign of
+//!   zero (and `min(-0.0, 0.0)` may give either), so it is not compared.
 
 use crate::ast::*;
 use std::collections::{HashMap, HashSet};
@@ -97,6 +97,43 @@ fn scan_block(block: &[Stmt], uses: &mut Uses, arrays: &mut HashMap<VarId, u32>)
     }
 }
 
+/// Helpers called from the entry point, directly or through other helpers.
+pub fn reachable_functions(program: &Program) -> HashSet<usize> {
+    fn calls(block: &[Stmt], found: &mut Vec<usize>) {
+        for stmt in block {
+            if let Stmt::CallStmt { func, .. } = stmt {
+                found.push(*func);
+            }
+            for expr in stmt.exprs() {
+                expr.walk(&mut |e| {
+                    if let ExprKind::CallFn(f, _) = e.kind {
+                        found.push(f);
+                    }
+                });
+            }
+            for inner in stmt.blocks() {
+                calls(inner, found);
+            }
+        }
+    }
+    let mut pending = Vec::new();
+    calls(&program.body, &mut pending);
+    let mut reached = HashSet::new();
+    while let Some(index) = pending.pop() {
+        if index >= program.functions.len() || !reached.insert(index) {
+            continue;
+        }
+        let function = &program.functions[index];
+        calls(&function.body, &mut pending);
+        function.result.walk(&mut |e| {
+            if let ExprKind::CallFn(f, _) = e.kind {
+                pending.push(f);
+            }
+        });
+    }
+    reached
+}
+
 struct Printer<'p> {
     program: &'p Program,
     arrays: HashMap<VarId, u32>,
@@ -109,11 +146,18 @@ struct Printer<'p> {
 
 /// Prints `program` as WGSL.
 pub fn emit(program: &Program) -> Emitted {
+    // Only helpers the entry point reaches are printed: an unreached one could use a global
+    // the entry point does not, which would then be undeclared (or, declared, leave a gap in
+    // the entry point's bindings).
+    let reachable = reachable_functions(program);
     let mut uses = Uses::default();
     let mut arrays = HashMap::new();
     scan_block(&program.body, &mut uses, &mut arrays);
     let mut ptr_params = HashSet::new();
-    for function in &program.functions {
+    for (index, function) in program.functions.iter().enumerate() {
+        if !reachable.contains(&index) {
+            continue;
+        }
         scan_block(&function.body, &mut uses, &mut arrays);
         scan_expr(&function.result, &mut uses);
         if let Some(p) = function.ptr_param {
@@ -132,6 +176,9 @@ pub fn emit(program: &Program) -> Emitted {
     };
     let mut functions = String::new();
     for (index, function) in program.functions.iter().enumerate() {
+        if !reachable.contains(&index) {
+            continue;
+        }
         printer.out.clear();
         printer.current_function = Some(index);
         printer.function(index, function);
@@ -249,6 +296,26 @@ fn splat_const(ty: &Ty, value: &str) -> String {
     match ty {
         Ty::Vec(..) => format!("{}({value})", ty_name(ty)),
         _ => value.to_owned(),
+    }
+}
+
+/// The bits of float `text` (of type `from`) as integers of type `to`, with both zeros the
+/// same bits. WGSL lets a device ignore the sign of zero, and Vulkan drivers do (they fold
+/// `x + 0.0` to `x`), so `-0.0` is compared as `+0.0`; the comparison `x == 0.0` holds for
+/// both and cannot be folded away.
+fn float_bits(to: &Ty, from: &Ty, text: &str) -> String {
+    format!(
+        "select(bitcast<{}>({text}), {}, {text} == {})",
+        ty_name(to),
+        splat_const(to, &zero_of(to)),
+        splat_const(from, "0.0f")
+    )
+}
+
+fn zero_of(ty: &Ty) -> String {
+    match ty.scalar() {
+        Some(Scalar::I32) => "0i".to_owned(),
+        _ => "0u".to_owned(),
     }
 }
 
@@ -421,7 +488,7 @@ impl Printer<'_> {
             ExprKind::Bitcast(value) => {
                 let text = self.expr(value);
                 if value.ty.is_float() {
-                    format!("bitcast<{}>({text} + 0.0f)", ty_name(&expr.ty))
+                    float_bits(&expr.ty, &value.ty, &text)
                 } else {
                     format!("bitcast<{}>({text})", ty_name(&expr.ty))
                 }
@@ -460,7 +527,7 @@ impl Printer<'_> {
         match scalar {
             Scalar::U32 => text.to_owned(),
             Scalar::I32 => format!("bitcast<u32>({text})"),
-            Scalar::F32 => format!("bitcast<u32>({text} + 0.0f)"),
+            Scalar::F32 => float_bits(&Ty::U32, &Ty::F32, text),
             Scalar::Bool => format!("select(0u, 1u, {text})"),
         }
     }

@@ -88,6 +88,8 @@ struct Ctx {
     uniform_exits: bool,
     /// Directly inside a switch case (so `break` would leave the switch, not the loop).
     in_switch: bool,
+    /// Barriers may be placed here (uniform control flow, and not in most switches).
+    barriers: bool,
     block_depth: u32,
     trip_product: u32,
     /// The helper being generated, and whether it has a pointer parameter.
@@ -167,6 +169,7 @@ impl Generator {
             exits: false,
             uniform_exits: false,
             in_switch: false,
+            barriers: true,
             block_depth: 0,
             trip_product: 1,
             function: None,
@@ -286,6 +289,7 @@ impl Generator {
             exits: false,
             uniform_exits: false,
             in_switch: false,
+            barriers: false,
             block_depth: 1,
             trip_product: 1,
             function: Some(index),
@@ -331,7 +335,7 @@ impl Generator {
         }
         self.statements += 1;
         let nest = ctx.block_depth < self.config.max_block_depth;
-        let barriers = ctx.in_main && ctx.uniform;
+        let barriers = ctx.in_main && ctx.uniform && ctx.barriers;
         let weights = [
             20,                                         // 0 decl
             3,                                          // 1 array decl
@@ -413,6 +417,9 @@ impl Generator {
                 let selector = self.non_const(selector, uniform);
                 let mut inner = self.enter(ctx, uniform);
                 inner.in_switch = true;
+                // The compiled CPU path refuses barriers in a switch (it then interprets the
+                // kernel, which tests nothing), so most switches have none.
+                inner.barriers &= self.rng.chance(15);
                 let mut values: Vec<i64> = if ty == Ty::I32 {
                     (-(modulus as i64) + 1..modulus as i64).collect()
                 } else {

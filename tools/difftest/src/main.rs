@@ -109,6 +109,7 @@ fn main() -> ExitCode {
             Err(error) => {
                 // The parent reads this line as the reason the worker did not start.
                 println!("{}", serde_json::json!({ "error": error.to_string() }));
+                let _ = writeln!(std::io::stderr(), "error: {error}");
                 ExitCode::from(EXIT_CANNOT_RUN)
             }
         };

@@ -23,6 +23,10 @@ use xhal::{Device, ErrorKind, Launch, Runtime};
 pub const ORACLE: &str = "cpu-interpret:0";
 /// The label of the CPU backend compiling kernels to C, in a worker.
 pub const CPU_COMPILE: &str = "cpu-compile:0";
+/// Starts every line of the worker protocol. Drivers print to stdout too (PoCL prints its
+/// barrier passes' block names while compiling some kernels), so answers are found by this
+/// marker and anything else on stdout is kept as noise for reports.
+const MARKER: &str = "\u{1e}xhal-difftest:";
 /// How long the CPU backend lets one kernel run.
 const CPU_KERNEL_TIMEOUT: Duration = Duration::from_secs(60);
 /// Memory for each in-process CPU device: the kernels are small.
@@ -327,7 +331,7 @@ pub fn worker_main(label: &str) -> Result<(), RunError> {
     let compiled_cpu = target.cpu_mode() == Some(KernelMode::Compile);
     let stdin = std::io::stdin();
     let mut stdout = std::io::stdout().lock();
-    writeln!(stdout, "{}", serde_json::json!({ "ready": device.name() }))?;
+    writeln!(stdout, "\n{MARKER}{}", serde_json::json!({ "ready": device.name() }))?;
     stdout.flush()?;
     for line in stdin.lock().lines() {
         let line = line?;
@@ -344,6 +348,8 @@ pub fn worker_main(label: &str) -> Result<(), RunError> {
             Some(message) => Outcome::Refused { message },
             None => execute(&device, &job),
         };
+        // A newline first: a driver's output may have left the line unfinished.
+        write!(stdout, "\n{MARKER}")?;
         serde_json::to_writer(&mut stdout, &outcome)?;
         writeln!(stdout)?;
         stdout.flush()?;
@@ -423,10 +429,24 @@ impl Worker {
                 });
             }
             let (sender, lines) = mpsc::channel();
+            let noise = Arc::clone(&stderr_lines);
             std::thread::spawn(move || {
                 for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                    if sender.send(line).is_err() {
-                        break;
+                    match line.find(MARKER) {
+                        Some(at) => {
+                            if sender.send(line[at + MARKER.len()..].to_owned()).is_err() {
+                                break;
+                            }
+                        }
+                        None if line.is_empty() => {}
+                        None => {
+                            if let Ok(mut lines) = noise.lock() {
+                                if lines.len() == STDERR_LINES {
+                                    lines.pop_front();
+                                }
+                                lines.push_back(format!("(stdout) {line}"));
+                            }
+                        }
                     }
                 }
             });
