@@ -176,6 +176,18 @@ impl Generator {
             has_ptr: false,
         };
         let mut body = Vec::new();
+        // Per-invocation state from the start: what exchanges and loops carry across barriers.
+        for _ in 0..2 {
+            let var = self.fresh();
+            let init = self.expr(&Ty::U32, 2, false);
+            self.declare(var, Ty::U32, VarKind::Local, false);
+            body.push(Stmt::Decl {
+                var,
+                ty: Ty::U32,
+                init,
+                mutable: true,
+            });
+        }
         for _ in 0..self.config.main_statements {
             if let Some(stmt) = self.stmt(ctx) {
                 body.push(stmt);
@@ -337,21 +349,27 @@ impl Generator {
         let nest = ctx.block_depth < self.config.max_block_depth;
         let barriers = ctx.in_main && ctx.uniform && ctx.barriers;
         let weights = [
-            20,                                         // 0 decl
-            3,                                          // 1 array decl
-            26,                                         // 2 assign
-            if nest { 9 } else { 0 },                   // 3 if
-            if nest { 9 } else { 0 },                   // 4 loop
-            if ctx.exits { 5 } else { 0 },              // 5 exit
-            if nest { 3 } else { 0 },                   // 6 switch
-            if barriers { 6 } else { 0 },               // 7 exchange
-            if ctx.in_main { 4 } else { 0 },            // 8 wg store
-            4,                                          // 9 atomic
-            if barriers { 2 } else { 0 },               // 10 wg atomic read
-            if barriers { 1 } else { 0 },               // 11 barrier
-            if ctx.in_main { 6 } else { 0 },            // 12 output
-            if self.callable > 0 { 5 } else { 0 },      // 13 call
-            if ctx.has_ptr { 5 } else { 0 },            // 14 ptr store
+            20,                       // 0 decl
+            3,                        // 1 array decl
+            26,                       // 2 assign
+            if nest { 9 } else { 0 }, // 3 if
+            if !nest {
+                0
+            } else if barriers {
+                12
+            } else {
+                9
+            }, // 4 loop
+            if ctx.exits { 5 } else { 0 }, // 5 exit
+            if nest { 3 } else { 0 }, // 6 switch
+            if barriers { 6 } else { 0 }, // 7 exchange
+            if ctx.in_main { 4 } else { 0 }, // 8 wg store
+            4,                        // 9 atomic
+            if barriers { 2 } else { 0 }, // 10 wg atomic read
+            if barriers { 1 } else { 0 }, // 11 barrier
+            if ctx.in_main { 6 } else { 0 }, // 12 output
+            if self.callable > 0 { 5 } else { 0 }, // 13 call
+            if ctx.has_ptr { 5 } else { 0 }, // 14 ptr store
             if ctx.function.is_some() { 3 } else { 0 }, // 15 return if
         ];
         let depth = self.config.max_expr_depth;
@@ -634,7 +652,18 @@ impl Generator {
         self.scopes.push(Vec::new());
         self.declare(counter, Ty::U32, VarKind::Counter, uniform);
         let count = self.rng.range(2, 5);
-        let body = self.block(inner, count);
+        let mut body = self.block(inner, count);
+        // Barriers inside loops, with state carried across them, are what compilers get
+        // wrong most; most uniform loops get one.
+        if uniform && ctx.in_main && ctx.barriers && self.rng.chance(60) {
+            self.scopes.push(Vec::new());
+            if let Some(var) = self.target_var(&Ty::U32, inner, false) {
+                let index = self.expr(&Ty::U32, 2, false);
+                let at = self.rng.below(body.len() as u32 + 1) as usize;
+                body.insert(at, Stmt::Exchange { var, index });
+            }
+            self.scopes.pop();
+        }
         self.scopes.pop();
         Some(Stmt::Loop {
             kind,

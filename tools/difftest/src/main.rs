@@ -64,7 +64,8 @@ struct Cli {
     /// Seconds a device may take for one program before it counts as hung.
     #[arg(long, value_name = "S", default_value_t = 120)]
     timeout: u64,
-    /// Shrink at most this many findings (the rest are written unshrunk).
+    /// Shrink at most this many findings per device (the rest are written unshrunk), so that
+    /// one device's many findings cannot take all the time.
     #[arg(long, value_name = "N", default_value_t = 20)]
     max_shrinks: usize,
     /// Print the WGSL of one seed and exit.
@@ -306,7 +307,7 @@ fn campaign(cli: &Cli) -> anyhow::Result<Summary> {
     let mut findings: Vec<FindingSummary> = Vec::new();
     let mut programs = 0usize;
     let mut refusals = 0usize;
-    let mut shrinks = 0usize;
+    let mut shrinks = vec![0usize; workers.len()];
     let mut stopped_early = false;
     let total = seeds.end - seeds.start;
 
@@ -413,9 +414,9 @@ fn campaign(cli: &Cli) -> anyhow::Result<Summary> {
                     if show_progress {
                         eprint!("\r\x1b[K[seed {seed}] {label}: {}; shrinking...", verdict.name());
                     }
-                    let may_shrink = shrinks < cli.max_shrinks && !matches!(verdict, Verdict::Hung { .. });
+                    let may_shrink = shrinks[index] < cli.max_shrinks && !matches!(verdict, Verdict::Hung { .. });
                     let (minimal, stats, minimal_verdict) = if may_shrink {
-                        shrinks += 1;
+                        shrinks[index] += 1;
                         let shrink_deadline = Instant::now() + Duration::from_secs(cli.shrink_seconds);
                         let (minimal, stats, minimal_verdict) =
                             shrink_finding(&program, &data, &verdict, &oracle, &mut workers[index], shrink_deadline);
