@@ -15,7 +15,7 @@
 #define XHAL_ABI_MAJOR 1
 
 // Minor version of the ABI this crate describes. Minors only append fields and entries.
-#define XHAL_ABI_MINOR 1
+#define XHAL_ABI_MINOR 2
 
 // The device is a CPU.
 #define XHAL_DEVICE_TYPE_CPU 1
@@ -52,6 +52,12 @@
 
 // Device memory can be mapped into the host address space.
 #define XHAL_FEATURE_HOST_MAPPABLE (1 << 6)
+
+// Added in 1.2. The device's kernels take uniform buffers natively: a WGSL module it is given
+// may declare `var<uniform>` bindings, and the device binds those buffer arguments as
+// uniform (constant) buffers. Without it the host lowers every `var<uniform>` to
+// `var<storage, read>` (the same bytes) before the device sees the module.
+#define XHAL_FEATURE_UNIFORM_BUFFERS (1 << 7)
 
 // WGSL source text (UTF-8).
 #define XHAL_KERNEL_FORMAT_WGSL 1

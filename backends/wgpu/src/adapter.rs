@@ -120,7 +120,10 @@ fn describe(
             .max_storage_buffers_per_shader_stage
             .min(limits.max_bindings_per_bind_group),
         max_scalar_block_size: limits.max_immediate_size,
-        buffer_offset_alignment: limits.min_storage_buffer_offset_alignment,
+        // A view may be bound as storage or as a uniform, so it meets both alignments.
+        buffer_offset_alignment: limits
+            .min_storage_buffer_offset_alignment
+            .max(limits.min_uniform_buffer_offset_alignment),
         features: xhal_features(features),
         kernel_formats: vec![KernelFormat::WGSL],
     }
@@ -128,7 +131,8 @@ fn describe(
 
 /// WGSL always has 32-bit atomics; the rest only where wgpu can really enable them.
 pub(crate) fn xhal_features(features: wgpu::Features) -> Features {
-    let mut out = Features::ATOMICS_32;
+    // `var<uniform>` bindings are bound as wgpu uniform buffers (see the kernel module).
+    let mut out = Features::ATOMICS_32 | Features::UNIFORM_BUFFERS;
     if features.contains(wgpu::Features::SHADER_F16) {
         out = out | Features::F16;
     }
@@ -298,7 +302,10 @@ mod tests {
 
     #[test]
     fn features_follow_wgpu() {
-        assert_eq!(xhal_features(wgpu::Features::empty()), Features::ATOMICS_32);
+        assert_eq!(
+            xhal_features(wgpu::Features::empty()),
+            Features::ATOMICS_32 | Features::UNIFORM_BUFFERS
+        );
         let all = xhal_features(WANTED_FEATURES);
         for feature in [
             Features::F16,

@@ -4,7 +4,7 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
 use xhal_core::{Error, Features, Result};
-use xhal_kernel::{BufferAccess, EntryPointInfo};
+use xhal_kernel::{BufferAccess, BufferSpace, EntryPointInfo};
 
 use crate::device::DeviceShared;
 
@@ -127,8 +127,11 @@ impl Module {
                         binding: buffer.binding,
                         visibility: wgpu::ShaderStages::COMPUTE,
                         ty: wgpu::BindingType::Buffer {
-                            ty: wgpu::BufferBindingType::Storage {
-                                read_only: buffer.access == BufferAccess::Read,
+                            ty: match buffer.space {
+                                BufferSpace::Uniform => wgpu::BufferBindingType::Uniform,
+                                BufferSpace::Storage => wgpu::BufferBindingType::Storage {
+                                    read_only: buffer.access == BufferAccess::Read,
+                                },
                             },
                             has_dynamic_offset: false,
                             min_binding_size: None,

@@ -34,7 +34,11 @@ impl Buffer {
             device.device.create_buffer(&wgpu::BufferDescriptor {
                 label: None,
                 size: reserved,
-                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+                // Any buffer may be bound as a kernel's uniform as well as its storage.
+                usage: wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::UNIFORM
+                    | wgpu::BufferUsages::COPY_SRC
+                    | wgpu::BufferUsages::COPY_DST,
                 mapped_at_creation: false,
             })
         });

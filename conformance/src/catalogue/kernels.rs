@@ -26,13 +26,34 @@ pub(super) fn tests() -> Vec<TestCase> {
         ),
         test_case!(
             "kernels.load.interface_error",
-            "a kernel taking a uniform buffer, outside the argument ABI, is refused as an invalid argument",
+            "a kernel taking a texture, outside the argument ABI, is refused as an invalid argument naming it",
             load_interface_error
         ),
         test_case!(
             "kernels.load.override_defaults",
             "override constants, in the workgroup size and in code, take their default values",
             load_override_defaults
+        ),
+        // Uniforms and binding numbers.
+        test_case!(
+            "kernels.bindings.gaps_and_groups",
+            "buffers at bindings with gaps and in several groups are the launch's arguments in (group, binding) order",
+            bindings_gaps_and_groups
+        ),
+        test_case!(
+            "kernels.uniform.struct_in_a_buffer",
+            "a var<uniform> parameter struct, bound as a buffer the application wrote, is read with the uniform layout",
+            uniform_struct_in_a_buffer
+        ),
+        test_case!(
+            "kernels.uniform.staged_values",
+            "values passed with Launch::uniform, 700 launches in a row, each reach their own launch and no other",
+            uniform_staged_values
+        ),
+        test_case!(
+            "kernels.uniform.refused_misuse",
+            "a uniform view smaller than its struct, a staged value of the wrong size, or one for a read_write buffer is refused, naming the binding",
+            uniform_refused_misuse
         ),
         // Entry points.
         test_case!(
@@ -328,12 +349,12 @@ fn broken(@builtin(global_invocation_id) id: vec3<u32>) {
 }
 ";
 
-const INTERFACE_ERROR: &str = "@group(0) @binding(0) var<uniform> scale: vec4<u32>;
+const INTERFACE_ERROR: &str = "@group(0) @binding(0) var image: texture_2d<u32>;
 @group(0) @binding(1) var<storage, read_write> out: array<u32>;
 
 @compute @workgroup_size(64)
 fn broken(@builtin(global_invocation_id) id: vec3<u32>) {
-    out[id.x] = scale.x;
+    out[id.x] = textureLoad(image, vec2<i32>(0, 0), 0).x;
 }
 ";
 
@@ -381,9 +402,9 @@ fn load_interface_error(context: &TestContext) -> TestResult {
     let message = expect_error(
         context.device().load_wgsl(INTERFACE_ERROR),
         &[ErrorKind::InvalidArgument],
-        "a kernel taking a uniform buffer",
+        "a kernel taking a texture",
     )?;
-    mentions(&message, &["uniform", "broken"], "a kernel taking a uniform buffer")
+    mentions(&message, &["texture", "broken", "image"], "a kernel taking a texture")
 }
 
 const OVERRIDES: &str = r#"
@@ -411,6 +432,221 @@ fn load_override_defaults(context: &TestContext) -> TestResult {
         &context.stream().read_to_vec(&out)?,
         &expected,
         "output of a kernel using overrides",
+    )
+}
+
+// ---- uniforms and binding numbers ----------------------------------------------------------
+
+const GAPS_AND_GROUPS: &str = r#"
+@group(2) @binding(0) var<storage, read_write> out: array<u32>;
+@group(0) @binding(7) var<storage, read> second: array<u32>;
+@group(0) @binding(1) var<storage, read> first: array<u32>;
+@group(1) @binding(3) var<storage, read> third: array<u32>;
+
+@compute @workgroup_size(64)
+fn combine(@builtin(global_invocation_id) id: vec3<u32>) {
+    if id.x < arrayLength(&out) {
+        out[id.x] = first[id.x] * 1000000u + second[id.x] * 1000u + third[id.x];
+    }
+}
+"#;
+
+fn bindings_gaps_and_groups(context: &TestContext) -> TestResult {
+    let kernel = kernel_of(context, "gaps and groups", GAPS_AND_GROUPS, "combine")?;
+    let order: Vec<(u32, u32, u32)> = kernel
+        .info()
+        .map(|info| info.buffers.iter().map(|b| (b.argument, b.group, b.binding)).collect())
+        .unwrap_or_default();
+    check_eq(
+        order,
+        vec![(0, 0, 1), (1, 0, 7), (2, 1, 3), (3, 2, 0)],
+        "arguments as reflected",
+    )?;
+    let n = 300usize;
+    let [first, second, third]: [Vec<u32>; 3] =
+        [1, 2, 3].map(|seed| context.random_u32(70 + seed, n).iter().map(|v| v % 1000).collect());
+    let device = context.device();
+    let stream = context.stream();
+    let buffers = [&first, &second, &third].map(|data| device.alloc_from(stream, data));
+    let [first_buffer, second_buffer, third_buffer] = buffers;
+    let out = device.alloc_from(stream, &vec![UNWRITTEN; n])?;
+    stream.launch(
+        &Launch::new(&kernel)
+            .workgroups(groups_for(n, 64), 1, 1)
+            .buffer(&first_buffer?)
+            .buffer(&second_buffer?)
+            .buffer(&third_buffer?)
+            .buffer(&out),
+    )?;
+    let expected: Vec<u32> = (0..n)
+        .map(|i| first[i] * 1_000_000 + second[i] * 1000 + third[i])
+        .collect();
+    check_slice_eq(
+        &stream.read_to_vec(&out)?,
+        &expected,
+        "values from the three inputs, each in its place",
+    )
+}
+
+/// Members that the uniform layout places with gaps: a vec3 then a scalar in its last lane,
+/// an array of vec4 (stride 16), a vec2 after it, and a nested struct, which the uniform
+/// address space requires at a multiple of 16 (so `@align(16)`: bytes 56..64 are padding).
+const UNIFORM_STRUCT: &str = r#"
+struct Pair { low: u32, high: u32 }
+struct Params {
+    direction: vec3<f32>,
+    count: u32,
+    weights: array<vec4<f32>, 2>,
+    offset: vec2<f32>,
+    @align(16) pair: Pair,
+}
+@group(0) @binding(0) var<storage, read> input: array<f32>;
+@group(0) @binding(2) var<uniform> params: Params;
+@group(1) @binding(0) var<storage, read_write> out: array<f32>;
+
+@compute @workgroup_size(64)
+fn apply(@builtin(global_invocation_id) id: vec3<u32>) {
+    if id.x >= params.count {
+        return;
+    }
+    let w = params.weights[id.x % 2u];
+    let x = input[id.x];
+    out[id.x] = x * params.direction.y + w.z + params.offset.x - f32(params.pair.high - params.pair.low);
+}
+"#;
+
+/// `Params` of `UNIFORM_STRUCT` as bytes, by the uniform address space's layout.
+fn uniform_params(
+    direction: [f32; 3],
+    count: u32,
+    weights: [[f32; 4]; 2],
+    offset: [f32; 2],
+    pair: [u32; 2],
+) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(64);
+    for value in direction {
+        bytes.extend(value.to_le_bytes());
+    }
+    bytes.extend(count.to_le_bytes());
+    for value in weights.iter().flatten() {
+        bytes.extend(value.to_le_bytes());
+    }
+    for value in offset {
+        bytes.extend(value.to_le_bytes());
+    }
+    bytes.extend([0xee; 8]);
+    for value in pair {
+        bytes.extend(value.to_le_bytes());
+    }
+    // The struct's size rounds up to its alignment, 16.
+    bytes.extend([0xee; 8]);
+    bytes
+}
+
+fn uniform_struct_in_a_buffer(context: &TestContext) -> TestResult {
+    let kernel = kernel_of(context, "uniform parameters", UNIFORM_STRUCT, "apply")?;
+    let params = kernel.info().and_then(|info| info.buffers.get(1));
+    check_eq(
+        params.map(|b| (b.name.as_str(), b.space, b.size)),
+        Some((
+            "params",
+            xhal::kernel::BufferSpace::Uniform,
+            xhal::kernel::BufferSize::Fixed(80),
+        )),
+        "the uniform argument as reflected",
+    )?;
+    let n = 200usize;
+    let input: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
+    let bytes = uniform_params(
+        [9.0, 2.0, 7.0],
+        150,
+        [[0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 3.0, 0.0]],
+        [0.25, 8.0],
+        [5, 9],
+    );
+    let device = context.device();
+    let stream = context.stream();
+    let input_buffer = device.alloc_from(stream, &input)?;
+    let params_buffer = device.alloc_from(stream, &bytes)?;
+    let out = device.alloc_from(stream, &vec![-1.0f32; n])?;
+    stream.launch(
+        &Launch::new(&kernel)
+            .workgroups(groups_for(n, 64), 1, 1)
+            .buffer(&input_buffer)
+            .buffer(&params_buffer)
+            .buffer(&out),
+    )?;
+    let expected: Vec<f32> = (0..n)
+        .map(|i| {
+            if i < 150 {
+                input[i] * 2.0 + [1.0, 3.0][i % 2] + 0.25 - 4.0
+            } else {
+                -1.0
+            }
+        })
+        .collect();
+    check_slice_eq(
+        &stream.read_to_vec(&out)?,
+        &expected,
+        "values computed from the uniform's members",
+    )
+}
+
+const UNIFORM_STAGED: &str = r#"
+struct Step { index: u32, value: u32 }
+@group(0) @binding(0) var<uniform> step: Step;
+@group(0) @binding(1) var<storage, read_write> out: array<u32>;
+
+@compute @workgroup_size(1)
+fn record() {
+    out[step.index] = step.value * 3u + 1u;
+}
+"#;
+
+fn uniform_staged_values(context: &TestContext) -> TestResult {
+    let kernel = kernel_of(context, "staged uniform", UNIFORM_STAGED, "record")?;
+    // More launches than the stream's 64 KiB ring has 256-byte slots, so it wraps around.
+    let launches = 700u32;
+    let stream = context.stream();
+    let out = context
+        .device()
+        .alloc_from(stream, &vec![UNWRITTEN; launches as usize])?;
+    for index in 0..launches {
+        let step = [index, index.wrapping_mul(2_654_435_761)];
+        stream.launch(&Launch::new(&kernel).uniform(&step).buffer(&out))?;
+    }
+    let expected: Vec<u32> = (0..launches)
+        .map(|index| index.wrapping_mul(2_654_435_761).wrapping_mul(3).wrapping_add(1))
+        .collect();
+    check_slice_eq(&stream.read_to_vec(&out)?, &expected, "one value per launch")
+}
+
+fn uniform_refused_misuse(context: &TestContext) -> TestResult {
+    let kernel = kernel_of(context, "uniform parameters", UNIFORM_STRUCT, "apply")?;
+    let device = context.device();
+    let stream = context.stream();
+    let input = device.alloc_from(stream, &[0.0f32; 64])?;
+    let out = device.alloc_from(stream, &[0.0f32; 64])?;
+    let short = device.alloc_from(stream, &[0u8; 72])?;
+    refused(
+        stream.launch(&Launch::new(&kernel).buffer(&input).buffer(&short).buffer(&out)),
+        "a 72-byte view for an 80-byte uniform",
+        &["params", "72", "80"],
+    )?;
+    refused(
+        stream.launch(&Launch::new(&kernel).buffer(&input).uniform(&[0u32; 18]).buffer(&out)),
+        "a 72-byte staged value for an 80-byte uniform",
+        &["params", "72", "80"],
+    )?;
+    refused(
+        stream.launch(
+            &Launch::new(&kernel)
+                .buffer(&input)
+                .uniform(&[0u32; 20])
+                .uniform(&[0f32; 64]),
+        ),
+        "a staged value for a read_write buffer",
+        &["out", "read_write"],
     )
 }
 

@@ -20,7 +20,7 @@
 /// Major version of the ABI this crate describes. A host loads a plugin only when the majors match.
 pub const XHAL_ABI_MAJOR: u32 = 1;
 /// Minor version of the ABI this crate describes. Minors only append fields and entries.
-pub const XHAL_ABI_MINOR: u32 = 1;
+pub const XHAL_ABI_MINOR: u32 = 2;
 
 /// Name of the one symbol a plugin exports.
 pub const XHAL_PLUGIN_QUERY_SYMBOL: &str = "xhal_plugin_query";
@@ -81,6 +81,11 @@ pub const XHAL_FEATURE_ATOMICS_64: u64 = 1 << 4;
 pub const XHAL_FEATURE_TIMESTAMPS: u64 = 1 << 5;
 /// Device memory can be mapped into the host address space.
 pub const XHAL_FEATURE_HOST_MAPPABLE: u64 = 1 << 6;
+/// Added in 1.2. The device's kernels take uniform buffers natively: a WGSL module it is given
+/// may declare `var<uniform>` bindings, and the device binds those buffer arguments as
+/// uniform (constant) buffers. Without it the host lowers every `var<uniform>` to
+/// `var<storage, read>` (the same bytes) before the device sees the module.
+pub const XHAL_FEATURE_UNIFORM_BUFFERS: u64 = 1 << 7;
 
 /// WGSL source text (UTF-8).
 pub const XHAL_KERNEL_FORMAT_WGSL: u32 = 1;

@@ -128,9 +128,12 @@ impl Features {
     pub const TIMESTAMPS: Features = Features(abi::XHAL_FEATURE_TIMESTAMPS);
     /// Host-mappable memory.
     pub const HOST_MAPPABLE: Features = Features(abi::XHAL_FEATURE_HOST_MAPPABLE);
+    /// Kernels take `var<uniform>` bindings natively (ABI 1.2); core lowers them to read-only
+    /// storage for a device without it.
+    pub const UNIFORM_BUFFERS: Features = Features(abi::XHAL_FEATURE_UNIFORM_BUFFERS);
 
     /// Every feature this host knows, with its name.
-    pub const ALL: [(Features, &'static str); 7] = [
+    pub const ALL: [(Features, &'static str); 8] = [
         (Features::F16, "f16"),
         (Features::F64, "f64"),
         (Features::I64, "i64"),
@@ -138,6 +141,7 @@ impl Features {
         (Features::ATOMICS_64, "atomics64"),
         (Features::TIMESTAMPS, "timestamps"),
         (Features::HOST_MAPPABLE, "host_mappable"),
+        (Features::UNIFORM_BUFFERS, "uniform_buffers"),
     ];
 
     /// True when every bit of `other` is set here.

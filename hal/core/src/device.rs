@@ -185,8 +185,11 @@ impl Device {
         if let Ok(Some(required)) = bundle.wgsl_required_features() {
             refuse_missing(required)?;
         }
+        let options = xhal_kernel::TranslateOptions {
+            native_uniforms: self.has_features(Features::UNIFORM_BUFFERS),
+        };
         let resolved = bundle
-            .resolve(&accepted)
+            .resolve_with(&accepted, options)
             .map_err(|error| Error::from(error).context(format!("loading a kernel for {}", self.label())))?;
         refuse_missing(resolved.required_features)?;
         tracing::debug!(

@@ -13,7 +13,7 @@ use crate::device::DeviceShared;
 use crate::error::{Error, Result};
 use std::ops::Range;
 use std::sync::Arc;
-use xhal_kernel::{EntryPointInfo, ScalarBlockInfo};
+use xhal_kernel::{BufferAccess, BufferSize, EntryPointInfo, ScalarBlockInfo};
 
 /// Most workgroups a launch may have in one dimension on every backend.
 const MAX_WORKGROUPS_PER_DIMENSION: u64 = 65_535;
@@ -169,10 +169,16 @@ impl Kernel {
 }
 
 /// One buffer argument of a launch.
-pub(crate) struct BufferBinding {
-    pub(crate) memory: Arc<BufferMemory>,
-    pub(crate) offset: u64,
-    pub(crate) size: u64,
+pub(crate) enum BufferBinding {
+    /// A view of a buffer the application owns.
+    View {
+        memory: Arc<BufferMemory>,
+        offset: u64,
+        size: u64,
+    },
+    /// Bytes that core copies into the stream's uniform arena when the launch is queued (see
+    /// [`Launch::uniform`]).
+    Staged(Arc<[u8]>),
 }
 
 /// One scalar given to a launch: its bytes, its WGSL-style alignment, and its Rust type's
@@ -268,13 +274,39 @@ impl<'a> Launch<'a> {
         let what = format!("buffer argument {position} of kernel `{}`", self.kernel.name());
         self.order.push(ArgumentKind::Buffer);
         match buffer.byte_range(range, &what) {
-            Ok((offset, size)) => self.buffers.push(BufferBinding {
+            Ok((offset, size)) => self.buffers.push(BufferBinding::View {
                 memory: buffer.memory.clone(),
                 offset,
                 size,
             }),
             Err(error) => self.fail(error),
         }
+        self
+    }
+
+    /// Passes `value` as the next buffer argument, for a `var<uniform>` (or a
+    /// `var<storage, read>`) binding, without a buffer of the application's: core copies the
+    /// bytes into a ring of device memory that the stream reuses, in stream order, when the
+    /// launch is queued, so a launch allocates no device memory. `value` must have the
+    /// binding's WGSL layout and, for a fixed-size type, exactly its size (a WGSL struct's
+    /// size rounds up to its alignment: `struct { a: vec3<f32>, n: u32 }` is 16 bytes).
+    pub fn uniform<T: bytemuck::Pod>(self, value: &T) -> Self {
+        self.uniform_bytes(bytemuck::bytes_of(value))
+    }
+
+    /// [`Launch::uniform`] with the bytes as they are: for a value whose layout was built by
+    /// hand, or an array.
+    pub fn uniform_bytes(mut self, bytes: &[u8]) -> Self {
+        self.order.push(ArgumentKind::Buffer);
+        if bytes.is_empty() {
+            let position = self.buffers.len();
+            self.fail(Error::invalid_argument(format!(
+                "buffer argument {position} of kernel `{}`: a uniform value of no bytes; a kernel cannot bind no memory",
+                self.kernel.name()
+            )));
+            return self;
+        }
+        self.buffers.push(BufferBinding::Staged(Arc::from(bytes)));
         self
     }
 
@@ -420,8 +452,10 @@ impl<'a> Launch<'a> {
             match (kind, expected.get(position)) {
                 (ArgumentKind::Scalar, Some(binding)) => {
                     return Err(Error::invalid_argument(format!(
-                        "argument {position} of kernel `{name}` must be buffer `{}` (binding {}, {}), but a scalar was given",
-                        binding.name, binding.binding, binding.type_name
+                        "argument {position} of kernel `{name}` must be buffer `{}` ({}, {}), but a scalar was given",
+                        binding.name,
+                        binding.declared_binding(),
+                        binding.type_name
                     )))
                 }
                 (ArgumentKind::Buffer, None) => {
@@ -429,7 +463,8 @@ impl<'a> Launch<'a> {
                         "argument {position} of kernel `{name}` is a buffer, but the kernel takes {} buffer(s){}",
                         expected.len(),
                         match &info.scalars {
-                            Some(block) => format!(", then the scalars of `{}` ({})", block.name, describe_members(block)),
+                            Some(block) =>
+                                format!(", then the scalars of `{}` ({})", block.name, describe_members(block)),
                             None => String::new(),
                         }
                     )))
@@ -442,8 +477,10 @@ impl<'a> Launch<'a> {
                 .iter()
                 .map(|binding| {
                     format!(
-                        "`{}` (binding {}, {})",
-                        binding.name, binding.binding, binding.type_name
+                        "`{}` ({}, {})",
+                        binding.name,
+                        binding.declared_binding(),
+                        binding.type_name
                     )
                 })
                 .collect();
@@ -456,11 +493,44 @@ impl<'a> Launch<'a> {
         }
         for (binding, given) in expected.iter().zip(&self.buffers) {
             let needed = binding.min_size();
-            if given.size < needed {
-                return Err(Error::invalid_argument(format!(
-                    "buffer argument {} of kernel `{name}` (`{}`, {}) is a view of {} bytes, but it needs at least {needed}",
-                    binding.binding, binding.name, binding.type_name, given.size
-                )));
+            let argument = binding.argument;
+            let declared = binding.declared_binding();
+            match given {
+                BufferBinding::View { size, .. } if *size < needed => {
+                    return Err(Error::invalid_argument(format!(
+                        "buffer argument {argument} of kernel `{name}` (`{}`, {declared}, {}) is a view of {size} bytes, \
+                         but it needs at least {needed}",
+                        binding.name, binding.type_name
+                    )));
+                }
+                BufferBinding::View { .. } => {}
+                BufferBinding::Staged(bytes) => {
+                    let what = format!(
+                        "buffer argument {argument} of kernel `{name}` (`{}`, {declared}, {})",
+                        binding.name, binding.type_name
+                    );
+                    if binding.access != BufferAccess::Read {
+                        return Err(Error::invalid_argument(format!(
+                            "{what} is read_write, so a value passed with `uniform` would lose what the kernel \
+                             writes; bind a buffer"
+                        )));
+                    }
+                    let given = bytes.len() as u64;
+                    match binding.size {
+                        BufferSize::Fixed(exact) if given != exact => {
+                            return Err(Error::invalid_argument(format!(
+                                "{what} takes exactly {exact} bytes, but the value has {given}; its Rust type must \
+                                 have the WGSL layout (a struct's size rounds up to its alignment)"
+                            )));
+                        }
+                        BufferSize::Runtime { .. } if given < needed => {
+                            return Err(Error::invalid_argument(format!(
+                                "{what} needs at least {needed} bytes, but the value has {given}"
+                            )));
+                        }
+                        _ => {}
+                    }
+                }
             }
         }
         Ok(())
@@ -493,12 +563,14 @@ impl<'a> Launch<'a> {
         }
         let alignment = u64::from(info.buffer_offset_alignment.max(1));
         for (position, binding) in self.buffers.iter().enumerate() {
-            if binding.offset % alignment != 0 {
-                return Err(Error::invalid_argument(format!(
-                    "kernel `{name}`: buffer argument {position} starts at byte {}, which is not a multiple of the device's \
-                     buffer offset alignment {alignment}",
-                    binding.offset
-                )));
+            match binding {
+                BufferBinding::View { offset, .. } if offset % alignment != 0 => {
+                    return Err(Error::invalid_argument(format!(
+                        "kernel `{name}`: buffer argument {position} starts at byte {offset}, which is not a multiple of \
+                         the device's buffer offset alignment {alignment}"
+                    )));
+                }
+                _ => {}
             }
         }
         if info.max_scalar_block_size > 0 && scalar_size > info.max_scalar_block_size as usize {

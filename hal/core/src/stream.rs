@@ -5,7 +5,7 @@ use crate::buffer::{Buffer, BufferMemory};
 use crate::device::DeviceShared;
 use crate::error::{Error, Result};
 use crate::event::Event;
-use crate::module::Launch;
+use crate::module::{BufferBinding, Launch};
 use parking_lot::Mutex;
 use std::sync::Arc;
 
@@ -19,6 +19,8 @@ const IN_FLIGHT_TRIM_THRESHOLD: usize = 1024;
 
 struct StreamState {
     destroyed: bool,
+    /// Where values passed with [`Launch::uniform`] are staged.
+    uniforms: UniformArena,
     /// An error found while executing: returned by every later call.
     sticky: Option<Error>,
     in_flight: Vec<InFlight>,
@@ -78,6 +80,7 @@ impl Stream {
                 handle,
                 state: Mutex::new(StreamState {
                     destroyed: false,
+                    uniforms: UniformArena::default(),
                     sticky: None,
                     in_flight: Vec::new(),
                     next_trim_check: IN_FLIGHT_TRIM_THRESHOLD,
@@ -102,6 +105,12 @@ impl Stream {
         let mut state = self.shared.state.lock();
         Self::check_usable(&state, operation)?;
         call(&self.shared.device, self.shared.handle)?;
+        self.keep_in_flight(&mut state, keep);
+        Ok(())
+    }
+
+    /// Holds `keep` until the stream is known idle, trimming the list now and then.
+    fn keep_in_flight(&self, state: &mut StreamState, keep: impl IntoIterator<Item = InFlight>) {
         state.in_flight.extend(keep);
         if state.in_flight.len() >= state.next_trim_check {
             if let Ok(true) = self.shared.device.backend.stream_query(self.shared.handle) {
@@ -109,7 +118,6 @@ impl Stream {
             }
             state.next_trim_check = state.in_flight.len() + IN_FLIGHT_TRIM_THRESHOLD;
         }
-        Ok(())
     }
 
     fn check_usable(state: &StreamState, operation: &str) -> Result<()> {
@@ -273,45 +281,72 @@ impl Stream {
     /// device limits and ownership are checked here.
     pub fn launch(&self, launch: &Launch<'_>) -> Result<()> {
         let kernel = launch.kernel();
-        self.shared
-            .device
-            .check_same_device(&kernel.module_device(), &format!("kernel `{}`", kernel.name()))?;
-        let scalars = launch.validate_for(&self.shared.device)?;
+        let device = &self.shared.device;
+        device.check_same_device(&kernel.module_device(), &format!("kernel `{}`", kernel.name()))?;
+        let scalars = launch.validate_for(device)?;
         let mut keep: Vec<InFlight> = Vec::with_capacity(launch.buffers().len() + 1);
         let mut args: Vec<BufferArg> = Vec::with_capacity(launch.buffers().len());
+        // Staged values, with their argument positions, placed once the stream is locked.
+        let mut staged: Vec<(usize, &Arc<[u8]>)> = Vec::new();
         for (position, binding) in launch.buffers().iter().enumerate() {
-            self.shared.device.check_same_device(
-                &binding.memory.device,
-                &format!("buffer argument {position} of kernel `{}`", kernel.name()),
-            )?;
-            let handle = match &binding.memory.block {
-                Some(block) => block.handle,
-                None => {
-                    return Err(Error::invalid_argument(format!(
-                    "buffer argument {position} of kernel `{}` is a zero-length buffer; a kernel cannot bind no memory",
-                    kernel.name()
-                )))
+            match binding {
+                BufferBinding::View { memory, offset, size } => {
+                    let what = format!("buffer argument {position} of kernel `{}`", kernel.name());
+                    device.check_same_device(&memory.device, &what)?;
+                    let Some(block) = &memory.block else {
+                        return Err(Error::invalid_argument(format!(
+                            "{what} is a zero-length buffer; a kernel cannot bind no memory"
+                        )));
+                    };
+                    args.push(BufferArg {
+                        buffer: block.handle,
+                        offset: *offset,
+                        size: *size,
+                    });
+                    keep.push(memory.clone() as InFlight);
                 }
-            };
-            args.push(BufferArg {
-                buffer: handle,
-                offset: binding.offset,
-                size: binding.size,
-            });
-            keep.push(binding.memory.clone() as InFlight);
+                BufferBinding::Staged(bytes) => {
+                    staged.push((position, bytes));
+                    // Replaced below, under the stream's lock.
+                    args.push(BufferArg {
+                        buffer: crate::backend::BufferHandle(0),
+                        offset: 0,
+                        size: bytes.len() as u64,
+                    });
+                }
+            }
         }
         keep.push(kernel.keepalive());
-        self.enqueue("launch", keep, |device, stream| {
-            device.backend.stream_launch(
-                stream,
-                &LaunchArgs {
-                    kernel: kernel.handle(),
-                    workgroups: launch.workgroup_count(),
-                    buffers: &args,
-                    scalars: &scalars,
-                },
-            )
-        })
+        let mut state = self.shared.state.lock();
+        Self::check_usable(&state, "launch")?;
+        // Each staged value is written into the arena and the launch queued under one lock,
+        // so the arena's slots are handed out in the order the stream runs its work: a slot
+        // is only reused by a write queued after every launch that read it.
+        for (position, bytes) in staged {
+            let (memory, handle, offset) = state.uniforms.place(device, bytes.len() as u64)?;
+            // SAFETY: the bytes are held in the stream's in-flight list until the stream is
+            // known idle, and an `Arc<[u8]>` does not move them.
+            unsafe {
+                device
+                    .backend
+                    .stream_write(self.shared.handle, handle, offset, bytes.as_ptr(), bytes.len() as u64)?
+            };
+            args[position].buffer = handle;
+            args[position].offset = offset;
+            keep.push(memory as InFlight);
+            keep.push(Arc::new(Arc::clone(bytes)) as InFlight);
+        }
+        device.backend.stream_launch(
+            self.shared.handle,
+            &LaunchArgs {
+                kernel: kernel.handle(),
+                workgroups: launch.workgroup_count(),
+                buffers: &args,
+                scalars: &scalars,
+            },
+        )?;
+        self.keep_in_flight(&mut state, keep);
+        Ok(())
     }
 
     /// Queues a record of `event`: it completes when everything queued before it has.
@@ -399,5 +434,63 @@ impl Stream {
             .as_ref()
             .map(|block| block.handle)
             .ok_or_else(|| Error::internal("a non-empty access reached a zero-length buffer"))
+    }
+}
+
+/// Device memory a stream stages [`Launch::uniform`] values in: one buffer, filled front to
+/// back and started again from the front when full. The stream runs its work in order, so a
+/// write into a slot runs after every launch queued before it, those that read the slot's
+/// last value included: the ring needs no fences.
+#[derive(Default)]
+struct UniformArena {
+    buffer: Option<Buffer<u8>>,
+    /// Where the next value may start.
+    cursor: u64,
+}
+
+/// Bytes of a stream's uniform arena: WebGPU's largest uniform binding, so any value that fits
+/// one binding fits the arena.
+const UNIFORM_ARENA_BYTES: u64 = 64 << 10;
+
+impl UniformArena {
+    /// A slot of `len` bytes: the memory to hold while queued work uses it, its backend
+    /// handle, and the byte offset. The first value allocates the arena; a value larger than
+    /// the arena gets memory of its own.
+    fn place(
+        &mut self,
+        device: &Arc<DeviceShared>,
+        len: u64,
+    ) -> Result<(Arc<BufferMemory>, crate::backend::BufferHandle, u64)> {
+        let handle_of = |buffer: &Buffer<u8>| Self::handle(buffer).map(|handle| (buffer.memory.clone(), handle));
+        if len > UNIFORM_ARENA_BYTES {
+            let own = Buffer::<u8>::allocate(device.clone(), len as usize)?;
+            let (memory, handle) = handle_of(&own)?;
+            return Ok((memory, handle, 0));
+        }
+        let buffer = match &self.buffer {
+            Some(buffer) => buffer,
+            None => self
+                .buffer
+                .insert(Buffer::<u8>::allocate(device.clone(), UNIFORM_ARENA_BYTES as usize)?),
+        };
+        // WebGPU's uniform offset alignment (256) covers every backend's, and whatever the
+        // device asks for views.
+        let alignment = u64::from(device.info.buffer_offset_alignment.max(256));
+        let mut offset = self.cursor.div_ceil(alignment) * alignment;
+        if offset + len > UNIFORM_ARENA_BYTES {
+            offset = 0;
+        }
+        self.cursor = offset + len;
+        let (memory, handle) = handle_of(buffer)?;
+        Ok((memory, handle, offset))
+    }
+
+    fn handle(buffer: &Buffer<u8>) -> Result<crate::backend::BufferHandle> {
+        buffer
+            .memory
+            .block
+            .as_ref()
+            .map(|block| block.handle)
+            .ok_or_else(|| Error::internal("the uniform arena has no memory"))
     }
 }

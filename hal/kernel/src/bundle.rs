@@ -8,7 +8,7 @@ use xhal_abi::{
     XHAL_KERNEL_FORMAT_SPIRV_SHADER, XHAL_KERNEL_FORMAT_WGSL,
 };
 
-use crate::cache::{reflect, translate, Target};
+use crate::cache::{reflect, translate_with, Target, TranslateOptions};
 use crate::error::{KernelError, KernelErrorKind};
 use crate::reflect::EntryPointInfo;
 
@@ -253,6 +253,11 @@ impl ModuleBundle {
     /// present, is parsed and reflected in every case, so a broken WGSL variant is reported
     /// even when a native variant is picked.
     pub fn resolve(&self, accepted: &[u32]) -> Result<ResolvedKernel, KernelError> {
+        self.resolve_with(accepted, TranslateOptions::default())
+    }
+
+    /// [`ModuleBundle::resolve`] for a device with particular needs ([`TranslateOptions`]).
+    pub fn resolve_with(&self, accepted: &[u32], options: TranslateOptions) -> Result<ResolvedKernel, KernelError> {
         let plan = self.pick(accepted)?;
         let wgsl = self.wgsl().transpose()?;
         match plan {
@@ -264,7 +269,7 @@ impl ModuleBundle {
                         "nothing to translate: no WGSL variant",
                     ));
                 };
-                let translation = translate(source, target)?;
+                let translation = translate_with(source, target, options)?;
                 Ok(ResolvedKernel {
                     format: translation.format,
                     bytes: Arc::clone(&translation.bytes),
@@ -277,6 +282,22 @@ impl ModuleBundle {
                 // Reflection comes from the WGSL, parsed but not translated (the device gets
                 // the variant as it is), and cached, so repeated resolves cost one lookup.
                 let reflected = wgsl.map(reflect).transpose()?;
+                // WGSL whose bindings or uniforms the device must not see as written (gaps,
+                // other groups, `var<uniform>` for a device without uniforms) goes rewritten
+                // to the positional ABI instead.
+                if let (Some(source), Some(reflected)) = (wgsl, &reflected) {
+                    if variant.format == XHAL_KERNEL_FORMAT_WGSL && reflected.needs_device_wgsl(options.native_uniforms)
+                    {
+                        let translation = translate_with(source, Target::Wgsl, options)?;
+                        return Ok(ResolvedKernel {
+                            format: translation.format,
+                            bytes: Arc::clone(&translation.bytes),
+                            reflection: Some(Arc::clone(&translation.reflection)),
+                            required_features: translation.required_features,
+                            translated: true,
+                        });
+                    }
+                }
                 Ok(ResolvedKernel {
                     format: variant.format,
                     bytes: variant.bytes,

@@ -28,7 +28,9 @@ use crate::wgsl::parse_wgsl;
 pub enum Target {
     /// SPIR-V for Vulkan (`XHAL_KERNEL_FORMAT_SPIRV_SHADER`), see [`crate::WgslModule::to_spirv`].
     SpirvShader,
-    /// Normalised WGSL (`XHAL_KERNEL_FORMAT_WGSL`), see [`crate::WgslModule::to_wgsl`].
+    /// WGSL as a device takes it (`XHAL_KERNEL_FORMAT_WGSL`): the source, with its buffer
+    /// declarations changed to the positional ABI where needed, see
+    /// [`crate::WgslModule::to_device_wgsl`].
     Wgsl,
     /// OpenCL C 1.2 (`XHAL_KERNEL_FORMAT_OPENCL_C`) with every compute entry point, see
     /// [`crate::WgslModule::to_c`].
@@ -84,7 +86,7 @@ impl Target {
     fn cache_tag(self) -> &'static str {
         match self {
             Target::SpirvShader => "spirv-shader/1.3/restrict",
-            Target::Wgsl => "wgsl/naga-writer",
+            Target::Wgsl => "wgsl/device-source",
             Target::OpenclC => "opencl-c/1.2/xhal-c-1",
             Target::CudaC => "cuda-c/nvrtc/xhal-c-1",
             Target::HipC => "hip-c/hiprtc/xhal-c-1",
@@ -134,6 +136,7 @@ pub struct CacheStats {
 
 struct Entry {
     target: Target,
+    options: TranslateOptions,
     // The full source is kept and compared on every hit, so a hash collision can never hand
     // out another kernel's code.
     source: Box<str>,
@@ -148,6 +151,38 @@ pub struct Reflection {
     pub entry_points: Arc<[EntryPointInfo]>,
     /// `XHAL_FEATURE_*` bits the kernel needs.
     pub required_features: u64,
+    /// Whether a device that takes WGSL must get [`crate::WgslModule::to_device_wgsl`]
+    /// rather than the source as written: without native uniforms, then with them.
+    device_wgsl: [bool; 2],
+}
+
+impl Reflection {
+    /// Whether a device that takes WGSL, with native uniforms or not, must get the WGSL
+    /// rewritten for devices ([`crate::WgslModule::to_device_wgsl`]) rather than the source
+    /// as written.
+    pub fn needs_device_wgsl(&self, native_uniforms: bool) -> bool {
+        self.device_wgsl[usize::from(native_uniforms)]
+    }
+}
+
+/// How a translation is made for one device, beyond its target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct TranslateOptions {
+    /// The device takes `var<uniform>` natively ([`xhal_abi::XHAL_FEATURE_UNIFORM_BUFFERS`]):
+    /// WGSL keeps its uniforms. Otherwise they become read-only storage. (The other targets
+    /// always get read-only storage.)
+    pub native_uniforms: bool,
+}
+
+impl TranslateOptions {
+    /// What the options add to a target's cache tag.
+    fn tag(self) -> &'static str {
+        if self.native_uniforms {
+            "+uniforms"
+        } else {
+            ""
+        }
+    }
 }
 
 struct ReflectionEntry {
@@ -165,11 +200,11 @@ struct Cache {
 }
 
 impl Cache {
-    fn find(&self, key: u128, source: &str, target: Target) -> Option<Arc<Translation>> {
+    fn find(&self, key: u128, source: &str, target: Target, options: TranslateOptions) -> Option<Arc<Translation>> {
         self.map
             .get(&key)?
             .iter()
-            .find(|e| e.target == target && &*e.source == source)
+            .find(|e| e.target == target && e.options == options && &*e.source == source)
             .map(|e| Arc::clone(&e.translation))
     }
 }
@@ -213,10 +248,24 @@ fn key_for(tag: &str, source: &str) -> u128 {
 /// editing the source. Two threads that miss at once both translate, and both get the one
 /// translation that entered the cache first.
 pub fn translate(source: &str, target: Target) -> Result<Arc<Translation>, KernelError> {
-    let key = cache_key(source, target);
+    translate_with(source, target, TranslateOptions::default())
+}
+
+/// [`translate`] for a device with particular needs ([`TranslateOptions`]); each set of
+/// options has cache entries of its own.
+pub fn translate_with(
+    source: &str,
+    target: Target,
+    options: TranslateOptions,
+) -> Result<Arc<Translation>, KernelError> {
+    let key = if options == TranslateOptions::default() {
+        cache_key(source, target)
+    } else {
+        key_for(&format!("{}{}", target.cache_tag(), options.tag()), source)
+    };
     {
         let mut cache = CACHE.lock();
-        if let Some(found) = cache.find(key, source, target) {
+        if let Some(found) = cache.find(key, source, target, options) {
             cache.hits += 1;
             return Ok(found);
         }
@@ -226,7 +275,7 @@ pub fn translate(source: &str, target: Target) -> Result<Arc<Translation>, Kerne
     let module = parse_wgsl(source)?;
     let bytes: Arc<[u8]> = match target {
         Target::SpirvShader => module.to_spirv()?.iter().flat_map(|w| w.to_le_bytes()).collect(),
-        Target::Wgsl => Arc::from(module.to_wgsl()?.into_bytes()),
+        Target::Wgsl => Arc::from(module.to_device_wgsl(options.native_uniforms)?.into_bytes()),
         Target::SpirvKernel => Arc::from(module.to_spirv_kernel(None)?.to_bytes()),
         Target::OpenclC | Target::CudaC | Target::HipC => {
             let dialect = target.dialect().unwrap_or(Dialect::CudaC);
@@ -248,11 +297,12 @@ pub fn translate(source: &str, target: Target) -> Result<Arc<Translation>, Kerne
         key,
     });
     let mut cache = CACHE.lock();
-    if let Some(found) = cache.find(key, source, target) {
+    if let Some(found) = cache.find(key, source, target, options) {
         return Ok(found);
     }
     cache.map.entry(key).or_default().push(Entry {
         target,
+        options,
         source: source.into(),
         translation: Arc::clone(&translation),
     });
@@ -281,6 +331,7 @@ pub fn reflect(source: &str) -> Result<Arc<Reflection>, KernelError> {
     let reflection = Arc::new(Reflection {
         entry_points: module.entry_points_arc(),
         required_features: module.required_features(),
+        device_wgsl: [module.needs_device_wgsl(false), module.needs_device_wgsl(true)],
     });
     CACHE.lock().reflections.entry(key).or_default().push(ReflectionEntry {
         source: source.into(),

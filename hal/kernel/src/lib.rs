@@ -69,16 +69,21 @@ mod cache;
 mod error;
 mod limits;
 mod reflect;
+mod rewrite;
 pub mod spirv_kernel;
 mod types;
 mod wgsl;
 
 pub use bundle::{format_name, is_source_format, ModuleBundle, Plan, ResolvedKernel, Variant};
 pub use c::{CEntryPoint, CSource, Dialect};
-pub use cache::{cache_key, cache_stats, clear_cache, reflect, translate, CacheStats, Reflection, Target, Translation};
+pub use cache::{
+    cache_key, cache_stats, clear_cache, reflect, translate, translate_with, CacheStats, Reflection, Target,
+    TranslateOptions, Translation,
+};
 pub use error::{KernelError, KernelErrorKind, SourceLocation};
 pub use reflect::{
-    BufferAccess, BufferBindingInfo, BufferSize, ElementInfo, EntryPointInfo, ScalarBlockInfo, ScalarMemberInfo,
+    BufferAccess, BufferBindingInfo, BufferSize, BufferSpace, ElementInfo, EntryPointInfo, ScalarBlockInfo,
+    ScalarMemberInfo,
 };
 pub use spirv_kernel::SpirvKernel;
 pub use wgsl::{parse_wgsl, WgslModule, KERNEL_CAPABILITIES, SPIRV_VERSION};

@@ -1,7 +1,9 @@
 //! Reflection of compute entry points against the xhal argument ABI.
 //!
-//! The ABI (see the crate docs): buffer argument `i` is `@group(0) @binding(i)`, a storage
-//! buffer; the scalar block is the kernel's one `var<immediate>`. Reflection is per entry
+//! The ABI (see the crate docs): the buffer arguments of a launch are the resource bindings
+//! an entry point uses, storage and uniform buffers alike, in ascending (group, binding)
+//! order, so gaps and several groups are allowed; the scalar block is the kernel's one
+//! `var<immediate>`. Reflection is per entry
 //! point and covers only the globals that entry point uses, directly or through the functions
 //! it calls (naga's analysis already merges callee uses into the caller), because that is
 //! what a launch of that entry point must supply.
@@ -21,7 +23,8 @@ pub struct EntryPointInfo {
     /// `@workgroup_size(x, y, z)`, with overrides replaced by their defaults and omitted
     /// dimensions as 1.
     pub workgroup_size: [u32; 3],
-    /// The buffer arguments, in order: `buffers[i].binding == i`.
+    /// The buffer arguments, in launch order ((group, binding) ascending):
+    /// `buffers[i].argument == i`.
     pub buffers: Vec<BufferBindingInfo>,
     /// The scalar block, when this entry point uses the module's `var<immediate>`.
     pub scalars: Option<ScalarBlockInfo>,
@@ -42,14 +45,17 @@ impl EntryPointInfo {
     }
 
     /// Whether a launch sees the same interface in `self` and `other`: the same entry point
-    /// name, workgroup size and workgroup memory, buffers with the same binding, access,
-    /// writes, sizes and strides, and a scalar block with the same size, alignment and member
-    /// offsets. Names of variables, types and members are ignored: they do not reach a launch,
-    /// and naga's WGSL writer renames ones that clash with WGSL's reserved words.
+    /// name, workgroup size and workgroup memory, buffers at the same argument positions with
+    /// the same access, writes, sizes and strides, and a scalar block with the same size,
+    /// alignment and member offsets. Names of variables, types and members are ignored: they
+    /// do not reach a launch, and naga's WGSL writer renames ones that clash with WGSL's
+    /// reserved words. So are the declared group and binding numbers and whether a read-only
+    /// buffer is a uniform: a module with its bindings renumbered to positions, or its
+    /// uniforms lowered to read-only storage, takes the same launches.
     pub fn same_interface(&self, other: &EntryPointInfo) -> bool {
         let buffer_shape = |b: &BufferBindingInfo| {
             (
-                b.binding,
+                b.argument,
                 b.access,
                 b.writes,
                 b.size,
@@ -80,7 +86,7 @@ impl EntryPointInfo {
 /// How a kernel may access a buffer argument, from its declaration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum BufferAccess {
-    /// `var<storage, read>` (or `var<storage>`): the kernel only reads.
+    /// `var<storage, read>` (or `var<storage>`), or `var<uniform>`: the kernel only reads.
     Read,
     /// `var<storage, read_write>`: the kernel may read and write.
     ReadWrite,
@@ -113,11 +119,28 @@ pub enum BufferSize {
     },
 }
 
+/// Which address space a buffer argument is declared in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BufferSpace {
+    /// `var<storage, ...>`.
+    Storage,
+    /// `var<uniform>`: read-only, of a fixed-size type laid out by the uniform address
+    /// space's rules (which WGSL checks when the module is validated).
+    Uniform,
+}
+
 /// One buffer argument of an entry point.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BufferBindingInfo {
-    /// `@binding(n)` (always in `@group(0)`): the argument's position in a launch.
+    /// The argument's position in a launch: its index among the bindings the entry point
+    /// uses, in ascending (group, binding) order.
+    pub argument: u32,
+    /// `@group(g)` as declared.
+    pub group: u32,
+    /// `@binding(n)` as declared.
     pub binding: u32,
+    /// Storage or uniform.
+    pub space: BufferSpace,
     /// The variable's name in the WGSL source.
     pub name: String,
     /// Declared access mode.
@@ -137,6 +160,16 @@ pub struct BufferBindingInfo {
 }
 
 impl BufferBindingInfo {
+    /// Where the source declares it, for messages: `binding 2` in group 0, else
+    /// `@group(1) @binding(0)`.
+    pub fn declared_binding(&self) -> String {
+        if self.group == 0 {
+            format!("binding {}", self.binding)
+        } else {
+            format!("@group({}) @binding({})", self.group, self.binding)
+        }
+    }
+
     /// Fewest bytes a bound buffer view must have: WebGPU's *minimum buffer binding size*.
     ///
     /// For a fixed-size type, its size. For a type holding a runtime-sized array, the size of
@@ -252,23 +285,12 @@ impl Cx<'_> {
             match var.space {
                 AddressSpace::Storage { access } => {
                     let binding = self.check_binding(ep, handle, var)?;
-                    buffers.push((handle, self.buffer(var, binding, access, used)?));
+                    buffers.push((handle, self.buffer(var, binding, BufferSpace::Storage, access, used)?));
                 }
                 AddressSpace::Uniform => {
-                    return Err(self.interface_error(
-                        ep,
-                        handle,
-                        format!(
-                            "entry point `{}` uses `{}`, a uniform buffer{}; xhal kernels take buffers as \
-                             `var<storage>` and scalars in one `var<immediate>`",
-                            ep.name,
-                            var_name(var),
-                            binding_text(var)
-                        ),
-                        "uniform buffer",
-                        "to pass scalar parameters, declare `var<immediate> params: Params;` (the launch's \
-                         scalar block); to pass a buffer, declare it `var<storage, read>`",
-                    ))
+                    let binding = self.check_binding(ep, handle, var)?;
+                    let access = naga::StorageAccess::LOAD;
+                    buffers.push((handle, self.buffer(var, binding, BufferSpace::Uniform, access, used)?));
                 }
                 AddressSpace::Handle => {
                     return Err(self.interface_error(
@@ -296,26 +318,10 @@ impl Cx<'_> {
                 _ => {}
             }
         }
-        buffers.sort_by_key(|(_, b)| b.binding);
-        for (expected, (handle, buffer)) in buffers.iter().enumerate() {
-            let expected = u32::try_from(expected).unwrap_or(u32::MAX);
-            if buffer.binding != expected {
-                return Err(self.interface_error(
-                    ep,
-                    *handle,
-                    format!(
-                        "entry point `{}` uses @group(0) @binding({}) (`{}`) but not @binding({expected})",
-                        ep.name, buffer.binding, buffer.name
-                    ),
-                    "binding after a gap",
-                    format!(
-                        "buffer arguments are positional: the buffers an entry point uses must be @binding(0) \
-                         to @binding(n-1) with no gap; renumber, or make `{}` use the missing binding (naming \
-                         it, as in `_ = &var_name;`, is enough)",
-                        ep.name
-                    ),
-                ));
-            }
+        // naga's validator has made sure no two of them share a (group, binding).
+        buffers.sort_by_key(|(_, b)| (b.group, b.binding));
+        for (position, (_, buffer)) in buffers.iter_mut().enumerate() {
+            buffer.argument = u32::try_from(position).unwrap_or(u32::MAX);
         }
         Ok(EntryPointInfo {
             name: ep.name.clone(),
@@ -331,7 +337,7 @@ impl Cx<'_> {
         ep: &naga::EntryPoint,
         handle: Handle<naga::GlobalVariable>,
         var: &naga::GlobalVariable,
-    ) -> Result<u32, KernelError> {
+    ) -> Result<naga::ResourceBinding, KernelError> {
         let Some(binding) = var.binding else {
             // The validator requires a binding on storage variables; keep a clear error
             // rather than trusting that.
@@ -339,29 +345,14 @@ impl Cx<'_> {
                 ep,
                 handle,
                 format!(
-                    "entry point `{}` uses `{}`, a storage buffer without @binding",
+                    "entry point `{}` uses `{}`, a buffer without @binding",
                     ep.name,
                     var_name(var)
                 ),
                 "no binding",
-                "declare buffer i as `@group(0) @binding(i)`",
+                "declare each buffer with `@group(g) @binding(n)`",
             ));
         };
-        if binding.group != 0 {
-            return Err(self.interface_error(
-                ep,
-                handle,
-                format!(
-                    "entry point `{}` uses `{}` at @group({}) @binding({}); xhal kernels use only @group(0)",
-                    ep.name,
-                    var_name(var),
-                    binding.group,
-                    binding.binding
-                ),
-                "not in group 0",
-                "buffer argument i of a launch is `@group(0) @binding(i)`",
-            ));
-        }
         if let TypeInner::BindingArray { .. } = self.module.types[var.ty].inner {
             return Err(self.interface_error(
                 ep,
@@ -375,13 +366,14 @@ impl Cx<'_> {
                 "declare one `var<storage>` per buffer argument",
             ));
         }
-        Ok(binding.binding)
+        Ok(binding)
     }
 
     fn buffer(
         &self,
         var: &naga::GlobalVariable,
-        binding: u32,
+        binding: naga::ResourceBinding,
+        space: BufferSpace,
         access: naga::StorageAccess,
         used: GlobalUse,
     ) -> Result<BufferBindingInfo, KernelError> {
@@ -432,7 +424,11 @@ impl Cx<'_> {
             }
         };
         Ok(BufferBindingInfo {
-            binding,
+            // Set once the entry point's bindings are sorted.
+            argument: 0,
+            group: binding.group,
+            binding: binding.binding,
+            space,
             name: var_name(var).to_owned(),
             access: if access.contains(naga::StorageAccess::STORE) {
                 BufferAccess::ReadWrite

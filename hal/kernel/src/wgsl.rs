@@ -3,9 +3,11 @@
 use std::sync::Arc;
 
 use naga::valid::{Capabilities, ModuleInfo, ValidationFlags, Validator};
+use naga::AddressSpace;
 
 use crate::error::{KernelError, KernelErrorKind};
 use crate::reflect::{reflect_module, EntryPointInfo};
+use crate::rewrite::BindingRewrite;
 
 /// The naga capabilities xhal kernels may use.
 ///
@@ -42,6 +44,9 @@ pub struct WgslModule {
     info: Arc<ModuleInfo>,
     entry_points: Arc<[EntryPointInfo]>,
     required_features: u64,
+    /// The declarations to change for a device that takes WGSL (see
+    /// [`WgslModule::is_rewritten`]); empty when the source already is the positional ABI.
+    rewrites: Arc<[BindingRewrite]>,
 }
 
 /// Parses, validates and reflects WGSL source.
@@ -71,14 +76,127 @@ fn parse_inner(source: &str) -> Result<WgslModule, KernelError> {
     let (module, info) = resolve_overrides(source, module, info)?;
     let entry_points = reflect_module(source, &module, &info)?;
     let required_features = crate::reflect::required_features(&module, &info);
-    tracing::debug!(entry_points = entry_points.len(), "parsed and reflected a WGSL module");
+    let (module, info, rewrites) = match positional_bindings(&module, &entry_points)? {
+        Some((positional, rewrites)) => {
+            let info = validate(source, &positional)?;
+            (positional, info, rewrites)
+        }
+        None => (module, info, Vec::new()),
+    };
+    tracing::debug!(
+        entry_points = entry_points.len(),
+        rewritten = !rewrites.is_empty(),
+        "parsed and reflected a WGSL module"
+    );
     Ok(WgslModule {
         source: Arc::from(source),
         module: Arc::new(module),
         info: Arc::new(info),
         entry_points: entry_points.into(),
         required_features,
+        rewrites: rewrites.into(),
     })
+}
+
+/// The module as every backend takes it: each buffer an entry point uses at
+/// `@group(0) @binding(argument)`, and uniforms as read-only storage (the same bytes: WGSL lays
+/// a type out alike in both spaces, and a type valid in a uniform is valid in storage). Then a
+/// translation, and a backend that reflects what it is given, sees the positional ABI whatever
+/// numbers and spaces the author chose. `None` when the module already is that way; otherwise
+/// the module and the same changes as edits of the source (see [`crate::rewrite`]).
+///
+/// One module serves all its entry points, so a buffer two entry points share must be at the
+/// same argument in both; a module where it is not is refused, naming both.
+fn positional_bindings(
+    module: &naga::Module,
+    entry_points: &[EntryPointInfo],
+) -> Result<Option<(naga::Module, Vec<BindingRewrite>)>, KernelError> {
+    use std::collections::HashMap;
+    let key = |group: u32, binding: u32| (group, binding);
+    // (group, binding) as declared -> (argument, the entry point that fixed it).
+    let mut arguments: HashMap<(u32, u32), (u32, &str, &str)> = HashMap::new();
+    for entry in entry_points {
+        for buffer in &entry.buffers {
+            let at = key(buffer.group, buffer.binding);
+            match arguments.get(&at) {
+                Some(&(argument, first, _)) if argument != buffer.argument => {
+                    return Err(KernelError::new(
+                        KernelErrorKind::Reflection,
+                        format!(
+                            "entry points `{first}` and `{}` both use `{}` (@group({}) @binding({})), as buffer \
+                             argument {argument} of `{first}` but argument {} of `{}`",
+                            entry.name, buffer.name, buffer.group, buffer.binding, buffer.argument, entry.name
+                        ),
+                    )
+                    .with_note(
+                        "a launch's buffer arguments are the bindings its entry point uses, in (group, binding) \
+                         order, and one module serves every entry point: put these entry points in modules of \
+                         their own, or give them the same bindings before this one",
+                    ));
+                }
+                Some(_) => {}
+                None => {
+                    arguments.insert(at, (buffer.argument, entry.name.as_str(), buffer.name.as_str()));
+                }
+            }
+        }
+    }
+    let buffer_space = |space: AddressSpace| matches!(space, AddressSpace::Storage { .. } | AddressSpace::Uniform);
+    let positional = module.global_variables.iter().all(|(_, var)| {
+        !buffer_space(var.space)
+            || (var.space != AddressSpace::Uniform
+                && var.binding.as_ref().is_none_or(|b| {
+                    b.group == 0
+                        && arguments
+                            .get(&key(b.group, b.binding))
+                            .is_none_or(|&(a, _, _)| a == b.binding)
+                }))
+    });
+    if positional {
+        return Ok(None);
+    }
+    let mut rewritten = module.clone();
+    let mut rewrites = Vec::new();
+    // Buffers no compute entry point uses are numbered after every argument, so they never
+    // meet one.
+    let mut unused = arguments
+        .values()
+        .map(|&(argument, _, _)| argument + 1)
+        .max()
+        .unwrap_or(0);
+    for (handle, var) in rewritten.global_variables.iter_mut() {
+        if !buffer_space(var.space) {
+            continue;
+        }
+        let uniform = var.space == AddressSpace::Uniform;
+        if uniform {
+            var.space = AddressSpace::Storage {
+                access: naga::StorageAccess::LOAD,
+            };
+        }
+        if let Some(binding) = var.binding.as_mut() {
+            let argument = match arguments.get(&key(binding.group, binding.binding)) {
+                Some(&(argument, _, _)) => argument,
+                None => {
+                    unused += 1;
+                    unused - 1
+                }
+            };
+            let positional = naga::ResourceBinding {
+                group: 0,
+                binding: argument,
+            };
+            rewrites.push(BindingRewrite {
+                declaration: module.global_variables.get_span(handle).to_range().unwrap_or(0..0),
+                group: 0,
+                binding: argument,
+                renumbers: *binding != positional,
+                uniform,
+            });
+            *binding = positional;
+        }
+    }
+    Ok(Some((rewritten, rewrites)))
 }
 
 fn validate(source: &str, module: &naga::Module) -> Result<ModuleInfo, KernelError> {
@@ -135,7 +253,54 @@ impl WgslModule {
         &self.source
     }
 
-    /// The validated naga IR, with `override`s replaced by their default values.
+    /// Whether the IR differs from the source in what a device sees: bindings renumbered to
+    /// their argument positions, or uniforms lowered to read-only storage.
+    pub fn is_rewritten(&self) -> bool {
+        !self.rewrites.is_empty()
+    }
+
+    /// Whether a device that takes WGSL must get [`WgslModule::to_device_wgsl`] rather than
+    /// the source as written: some buffer is not at its argument position, or a uniform must
+    /// be lowered for a device without native uniforms.
+    pub fn needs_device_wgsl(&self, native_uniforms: bool) -> bool {
+        crate::rewrite::needed(&self.rewrites, native_uniforms)
+    }
+
+    /// WGSL as a device takes it: the source as written when it already is the positional
+    /// ABI, else the source with its buffer declarations changed to it (bindings at
+    /// `@group(0) @binding(argument)`, and `var<uniform>` as `var<storage, read>` unless the
+    /// device takes uniforms natively) and nothing else (see [`crate::rewrite`]). The result is
+    /// checked: it must reflect the same launches and need no rewriting itself.
+    pub fn to_device_wgsl(&self, native_uniforms: bool) -> Result<String, KernelError> {
+        if !self.needs_device_wgsl(native_uniforms) {
+            return Ok(self.source.to_string());
+        }
+        let text = crate::rewrite::apply(&self.source, &self.rewrites, native_uniforms)?;
+        let reparsed = parse_wgsl(&text).map_err(|e| {
+            KernelError::new(
+                KernelErrorKind::Internal,
+                format!("the WGSL rewritten for devices does not parse again: {}", e.message()),
+            )
+        })?;
+        let same = !reparsed.needs_device_wgsl(native_uniforms)
+            && reparsed.entry_points.len() == self.entry_points.len()
+            && reparsed
+                .entry_points
+                .iter()
+                .zip(self.entry_points.iter())
+                .all(|(a, b)| a.same_interface(b));
+        if !same {
+            return Err(KernelError::new(
+                KernelErrorKind::Internal,
+                "the WGSL rewritten for devices changed the kernel interface",
+            ));
+        }
+        Ok(text)
+    }
+
+    /// The validated naga IR, with `override`s replaced by their default values, and every
+    /// buffer at `@group(0) @binding(argument)` in the storage address space (see
+    /// [`WgslModule::is_rewritten`]).
     pub fn naga_module(&self) -> &naga::Module {
         &self.module
     }

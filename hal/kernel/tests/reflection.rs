@@ -4,7 +4,8 @@ use xhal_abi::{
     XHAL_FEATURE_ATOMICS_32, XHAL_FEATURE_ATOMICS_64, XHAL_FEATURE_F16, XHAL_FEATURE_F64, XHAL_FEATURE_I64,
 };
 use xhal_kernel::{
-    parse_wgsl, BufferAccess, BufferBindingInfo, BufferSize, EntryPointInfo, KernelError, KernelErrorKind, WgslModule,
+    parse_wgsl, BufferAccess, BufferBindingInfo, BufferSize, BufferSpace, EntryPointInfo, KernelError, KernelErrorKind,
+    WgslModule,
 };
 
 fn parse(source: &str) -> WgslModule {
@@ -325,52 +326,153 @@ fn unused_declarations_do_not_count() {
 }
 
 #[test]
-fn binding_gap_is_an_error_naming_entry_point_and_binding() {
-    let error = reflection_error(
-        "@group(0) @binding(0) var<storage, read_write> a: array<f32>;\n\
-         @group(0) @binding(2) var<storage, read_write> b: array<f32>;\n\
-         @compute @workgroup_size(1) fn main() { a[0] = b[0]; }\n",
+fn bindings_with_gaps_and_groups_are_arguments_in_group_then_binding_order() {
+    let module = parse(
+        "struct Params { n: u32, scale: f32 }\n\
+         @group(1) @binding(0) var<storage, read_write> out: array<f32>;\n\
+         @group(0) @binding(3) var<uniform> params: Params;\n\
+         @group(0) @binding(0) var<storage, read> input: array<f32>;\n\
+         @compute @workgroup_size(1) fn main() { out[0] = input[0] * params.scale + f32(params.n); }\n",
     );
-    let text = error.to_string();
-    assert!(error.message().contains("`main`"), "{text}");
+    assert!(module.is_rewritten());
+    let entry = &module.entry_points()[0];
+    let arguments: Vec<(u32, u32, u32, &str, BufferSpace, BufferAccess)> = entry
+        .buffers
+        .iter()
+        .map(|b| (b.argument, b.group, b.binding, b.name.as_str(), b.space, b.access))
+        .collect();
+    assert_eq!(
+        arguments,
+        [
+            (0, 0, 0, "input", BufferSpace::Storage, BufferAccess::Read),
+            (1, 0, 3, "params", BufferSpace::Uniform, BufferAccess::Read),
+            (2, 1, 0, "out", BufferSpace::Storage, BufferAccess::ReadWrite),
+        ]
+    );
+    assert_eq!(entry.buffers[1].size, BufferSize::Fixed(8));
+    assert_eq!(entry.buffers[1].min_size(), 8);
+    // What a device sees: each buffer at group 0, binding = argument, uniforms as read-only
+    // storage; the normalised WGSL says so and reflects the same launches.
+    let ir = module.naga_module();
+    let mut seen: Vec<(String, u32, u32, bool)> = ir
+        .global_variables
+        .iter()
+        .filter_map(|(_, var)| {
+            let binding = var.binding?;
+            let storage = matches!(var.space, xhal_kernel::naga::AddressSpace::Storage { .. });
+            Some((var.name.clone()?, binding.group, binding.binding, storage))
+        })
+        .collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            ("input".to_owned(), 0, 0, true),
+            ("out".to_owned(), 0, 2, true),
+            ("params".to_owned(), 0, 1, true)
+        ]
+    );
+    for written in [module.to_wgsl(), module.to_device_wgsl(false)] {
+        let written = written.unwrap_or_else(|e| panic!("{e}"));
+        let again = parse(&written);
+        assert!(!again.needs_device_wgsl(false), "{written}");
+        assert!(again.entry_points()[0].same_interface(entry), "{written}");
+    }
+    // The device's WGSL is the author's, line for line, with only the declarations changed.
+    let device = module.to_device_wgsl(false).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(device.lines().count(), module.source().lines().count(), "{device}");
     assert!(
-        error.message().contains("@binding(2)") && error.message().contains("@binding(1)"),
-        "{text}"
+        device.contains("@group(0) @binding(1) var<storage, read> params: Params;"),
+        "{device}"
     );
-    assert_eq!(error.location().map(|l| l.line), Some(2), "{text}");
-    assert!(text.contains("positional"), "{text}");
+    // A device with native uniforms keeps the uniform.
+    let native = module.to_device_wgsl(true).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        native.contains("@group(0) @binding(1) var<uniform> params: Params;"),
+        "{native}"
+    );
+    assert!(parse(&native).entry_points()[0].same_interface(entry), "{native}");
 }
 
 #[test]
-fn other_group_is_an_error() {
-    let error = reflection_error(
-        "@group(0) @binding(0) var<storage, read_write> a: array<f32>;\n\
-         @group(1) @binding(0) var<storage, read> b: array<f32>;\n\
-         @compute @workgroup_size(1) fn k() { a[0] = b[0]; }\n",
+fn explicit_layouts_survive_the_rewrite_for_devices() {
+    // naga's WGSL writer drops `@align` and `@size`; the device's WGSL is the source itself.
+    let module = parse(
+        "struct Pair { low: u32, high: u32 }\n\
+         struct Params { direction: vec3<f32>, count: u32, offset: vec2<f32>, @align(16) pair: Pair, @align(16) @size(32) last: f32 }\n\
+         @group(0) @binding(4) var<uniform> params: Params;\n\
+         @group(0) @binding(0) var<storage, read_write> out: array<f32>;\n\
+         @compute @workgroup_size(1) fn main() { out[0] = params.direction.x + f32(params.pair.high) + params.last; }\n",
     );
-    assert!(
-        error.message().contains("`k`") && error.message().contains("@group(1)"),
-        "{error}"
-    );
-    assert_eq!(error.location().map(|l| l.line), Some(2));
+    let entry = &module.entry_points()[0];
+    assert_eq!(entry.buffers[1].size, BufferSize::Fixed(80));
+    let device = module.to_device_wgsl(false).unwrap_or_else(|e| panic!("{e}"));
+    assert!(parse(&device).entry_points()[0].same_interface(entry), "{device}");
 }
 
 #[test]
-fn uniform_buffer_is_an_error_that_points_to_immediates() {
+fn a_module_already_positional_is_not_rewritten() {
+    let module = parse(
+        "@group(0) @binding(0) var<storage, read> a: array<f32>;\n\
+         @group(0) @binding(1) var<storage, read_write> b: array<f32>;\n\
+         @compute @workgroup_size(1) fn main() { b[0] = a[0]; }\n",
+    );
+    assert!(!module.is_rewritten());
+}
+
+#[test]
+fn entry_points_sharing_a_buffer_at_different_positions_are_an_error_naming_both() {
     let error = reflection_error(
-        "struct Params { n: u32 }\n\
-         @group(0) @binding(0) var<storage, read_write> a: array<f32>;\n\
-         @group(0) @binding(1) var<uniform> params: Params;\n\
-         @compute @workgroup_size(1) fn main() { a[0] = f32(params.n); }\n",
+        "@group(0) @binding(0) var<storage, read> a: array<f32>;\n\
+         @group(0) @binding(1) var<storage, read_write> shared_out: array<f32>;\n\
+         @compute @workgroup_size(1) fn first() { shared_out[0] = a[0]; }\n\
+         @compute @workgroup_size(1) fn second() { shared_out[0] = 1.0; }\n",
     );
     let text = error.to_string();
     assert!(
-        error.message().contains("uniform") && error.message().contains("`params`"),
+        error.message().contains("`first`") && error.message().contains("`second`"),
         "{text}"
     );
-    assert!(error.message().contains("@binding(1)"), "{text}");
-    assert!(text.contains("var<immediate>"), "{text}");
-    assert_eq!(error.location().map(|l| l.line), Some(3));
+    assert!(error.message().contains("`shared_out`"), "{text}");
+    assert!(text.contains("modules of their own"), "{text}");
+}
+
+#[test]
+fn entry_points_sharing_buffers_at_the_same_positions_share_a_module() {
+    let module = parse(
+        "@group(0) @binding(0) var<storage, read> a: array<f32>;\n\
+         @group(0) @binding(5) var<storage, read_write> out: array<f32>;\n\
+         @group(2) @binding(0) var<uniform> k: vec4<f32>;\n\
+         @compute @workgroup_size(1) fn first() { out[0] = a[0]; }\n\
+         @compute @workgroup_size(1) fn second() { out[0] = a[1] * k.x; }\n",
+    );
+    let arguments = |entry: &EntryPointInfo| {
+        entry
+            .buffers
+            .iter()
+            .map(|b| (b.name.clone(), b.argument))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        arguments(&module.entry_points()[0]),
+        [("a".to_owned(), 0), ("out".to_owned(), 1)]
+    );
+    assert_eq!(
+        arguments(&module.entry_points()[1]),
+        [("a".to_owned(), 0), ("out".to_owned(), 1), ("k".to_owned(), 2)]
+    );
+}
+
+#[test]
+fn one_binding_used_twice_by_an_entry_point_is_an_error() {
+    let error = parse_wgsl(
+        "@group(0) @binding(0) var<storage, read> a: array<f32>;\n\
+         @group(0) @binding(0) var<storage, read_write> b: array<f32>;\n\
+         @compute @workgroup_size(1) fn main() { b[0] = a[0]; }\n",
+    )
+    .expect_err("two buffers at one binding");
+    assert_eq!(error.location().map(|l| l.line), Some(2), "{error}");
+    assert!(error.to_string().contains("conflict"), "{error}");
 }
 
 #[test]

@@ -151,7 +151,7 @@ fn a_view_smaller_than_the_binding_needs_is_refused() {
     });
     assert!(
         error.message().contains(
-            "buffer argument 1 of kernel `saxpy` (`y`, array<f32>) is a view of 0 bytes, but it needs at least 4"
+            "buffer argument 1 of kernel `saxpy` (`y`, binding 1, array<f32>) is a view of 0 bytes, but it needs at least 4"
         ),
         "{error}"
     );

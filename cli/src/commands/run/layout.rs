@@ -92,23 +92,25 @@ impl Shape {
     }
 }
 
-/// The layout of buffer argument `binding`, from the naga module it was reflected from.
+/// The layout of buffer argument `binding`, from the naga module it was reflected from
+/// ([`xhal::kernel::WgslModule::naga_module`], where every buffer is at
+/// `@group(0) @binding(argument)`).
 pub fn buffer_shape(module: &naga::Module, binding: &BufferBindingInfo) -> Result<Shape, String> {
     let variable = module
         .global_variables
         .iter()
         .map(|(_, variable)| variable)
         .find(|variable| {
-            matches!(variable.space, AddressSpace::Storage { .. })
+            matches!(variable.space, AddressSpace::Storage { .. } | AddressSpace::Uniform)
                 && variable.name.as_deref() == Some(binding.name.as_str())
                 && variable
                     .binding
-                    .is_some_and(|b| b.group == 0 && b.binding == binding.binding)
+                    .is_some_and(|b| b.group == 0 && b.binding == binding.argument)
         })
         .ok_or_else(|| {
             format!(
-                "the module has no storage variable `{}` at @binding({})",
-                binding.name, binding.binding
+                "the module has no buffer `{}` at argument {}",
+                binding.name, binding.argument
             )
         })?;
     match (&module.types[variable.ty].inner, binding.size) {

@@ -22,7 +22,9 @@ use spec::{split_name, Spec};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use values::{decode, parse_value, Decoded};
-use xhal::kernel::{BufferAccess, BufferBindingInfo, EntryPointInfo, KernelError, ScalarBlockInfo, WgslModule};
+use xhal::kernel::{
+    BufferAccess, BufferBindingInfo, BufferSpace, EntryPointInfo, KernelError, ScalarBlockInfo, WgslModule,
+};
 use xhal::{Device, Explanation, Features, Launch, Runtime, Selector};
 
 /// The name the selector's messages give the `--device` text.
@@ -377,8 +379,10 @@ fn assign<'t>(
 /// `buffer `x` (binding 0, array<f32>)`.
 fn buffer_label(binding: &BufferBindingInfo) -> String {
     format!(
-        "buffer `{}` (binding {}, {})",
-        binding.name, binding.binding, binding.type_name
+        "buffer `{}` ({}, {})",
+        binding.name,
+        binding.declared_binding(),
+        binding.type_name
     )
 }
 
@@ -413,8 +417,10 @@ fn plan_buffers<'m>(
         .filter(|(_, text)| text.is_none())
         .map(|(binding, _)| {
             format!(
-                "`{}` (binding {}, {})",
-                binding.name, binding.binding, binding.type_name
+                "`{}` ({}, {})",
+                binding.name,
+                binding.declared_binding(),
+                binding.type_name
             )
         })
         .collect();
@@ -792,6 +798,8 @@ struct ScalarJson {
 
 #[derive(Serialize)]
 struct BufferJson {
+    argument: u32,
+    group: u32,
     binding: u32,
     name: String,
     #[serde(rename = "type")]
@@ -813,10 +821,11 @@ fn milliseconds(duration: Duration) -> f64 {
     duration.as_nanos() as f64 / 1e6
 }
 
-fn access_name(access: BufferAccess) -> &'static str {
-    match access {
-        BufferAccess::Read => "read",
-        BufferAccess::ReadWrite => "read_write",
+fn access_name(binding: &BufferBindingInfo) -> &'static str {
+    match (binding.space, binding.access) {
+        (BufferSpace::Uniform, _) => "uniform",
+        (BufferSpace::Storage, BufferAccess::Read) => "read",
+        (BufferSpace::Storage, BufferAccess::ReadWrite) => "read_write",
     }
 }
 
@@ -868,11 +877,13 @@ impl Report<'_> {
                 .iter()
                 .zip(self.results)
                 .map(|(plan, bytes)| BufferJson {
+                    argument: plan.binding.argument,
+                    group: plan.binding.group,
                     binding: plan.binding.binding,
                     name: plan.binding.name.clone(),
                     type_name: plan.binding.type_name.clone(),
                     element: plan.shape.element.as_ref().map(|element| element.type_name.clone()),
-                    access: access_name(plan.binding.access),
+                    access: access_name(plan.binding),
                     length: plan.elements,
                     bytes: bytes.len() as u64,
                     header_values: plan.shape.header.len(),
@@ -1048,7 +1059,8 @@ fn json_tokens(compact: &str) -> Vec<&str> {
     tokens
 }
 
-/// `buffer 1  y: array<f32>, read_write, 64 elements (256 bytes)`, then its values.
+/// `buffer 1  y: array<f32>, read_write, 64 elements (256 bytes)` (with `(binding 3)` after
+/// the position where the source declares it elsewhere), then its values.
 fn describe_buffer(plan: &BufferPlan<'_>, bytes: &[u8], full: bool) -> String {
     let binding = plan.binding;
     let shape = &plan.shape;
@@ -1058,12 +1070,18 @@ fn describe_buffer(plan: &BufferPlan<'_>, bytes: &[u8], full: bool) -> String {
         Some(elements) => plural(elements, "element"),
         None => plural(values.len() as u64, "value"),
     };
+    // The argument's position, and where the source declares it when that differs.
+    let declared = if (binding.group, binding.binding) == (0, binding.argument) {
+        String::new()
+    } else {
+        format!(" ({})", binding.declared_binding())
+    };
     let mut text = format!(
-        "buffer {}  {}: {}, {}, {size} ({} bytes)\n",
-        binding.binding,
+        "buffer {}{declared}  {}: {}, {}, {size} ({} bytes)\n",
+        binding.argument,
         binding.name,
         binding.type_name,
-        access_name(binding.access),
+        access_name(binding),
         bytes.len()
     );
     let header_count = shape.header.len().min(values.len());
