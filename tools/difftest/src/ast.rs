@@ -622,6 +622,10 @@ pub struct Program {
     pub structs: Vec<StructDef>,
     pub functions: Vec<Function>,
     pub body: Vec<Stmt>,
+    /// Print every integer divisor as one that is never zero (`--avoid-zero-divisors`): for
+    /// a device whose known division-by-zero bug would otherwise hide everything else. Part of
+    /// the program, so that shrinking keeps it.
+    pub nonzero_divisors: bool,
 }
 
 impl Program {

@@ -438,6 +438,12 @@ impl Printer<'_> {
                         self.expr(a),
                         format!("({}) & {}", self.expr(b), splat_const(&b.ty, "31u")),
                     ),
+                    BinOp::Div | BinOp::Rem if self.program.nonzero_divisors => {
+                        let divisor = self.expr(b);
+                        let one = splat_const(&b.ty, if b.ty.scalar() == Some(Scalar::I32) { "1i" } else { "1u" });
+                        let zero = splat_const(&b.ty, &zero_of(&b.ty));
+                        (self.expr(a), format!("select({divisor}, {one}, {divisor} == {zero})"))
+                    }
                     _ => (self.expr(a), self.expr(b)),
                 };
                 match op {

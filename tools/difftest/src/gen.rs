@@ -215,6 +215,7 @@ impl Generator {
             structs: std::mem::take(&mut self.structs),
             functions,
             body,
+            nonzero_divisors: false,
         }
     }
 
@@ -1481,6 +1482,18 @@ mod tests {
             summary.join("\n"),
             failures.first().map(|f| f.2.as_str()).unwrap_or("")
         );
+    }
+
+    #[test]
+    fn nonzero_divisors_stay_valid() {
+        for seed in 0..60 {
+            let mut program = generate(seed);
+            program.nonzero_divisors = true;
+            let source = emit(&program).source;
+            if let Err(error) = naga_validate(&source) {
+                panic!("seed {seed}: {error}");
+            }
+        }
     }
 
     #[test]

@@ -68,6 +68,10 @@ struct Cli {
     /// one device's many findings cannot take all the time.
     #[arg(long, value_name = "N", default_value_t = 20)]
     max_shrinks: usize,
+    /// Make every integer divisor nonzero, for a device whose division-by-zero bug is known
+    /// and would otherwise hide its other findings (WGSL defines `x / 0 == x`, `x % 0 == 0`).
+    #[arg(long)]
+    avoid_zero_divisors: bool,
     /// Print the WGSL of one seed and exit.
     #[arg(long, value_name = "SEED", conflicts_with = "seeds")]
     print: Option<u64>,
@@ -116,7 +120,9 @@ fn main() -> ExitCode {
         };
     }
     if let Some(seed) = cli.print {
-        print!("{}", emit(&generate(seed)).source);
+        let mut program = generate(seed);
+        program.nonzero_divisors = cli.avoid_zero_divisors;
+        print!("{}", emit(&program).source);
         return ExitCode::SUCCESS;
     }
     match campaign(&cli) {
@@ -316,7 +322,8 @@ fn campaign(cli: &Cli) -> anyhow::Result<Summary> {
             stopped_early = true;
             break;
         }
-        let program = generate(seed);
+        let mut program = generate(seed);
+        program.nonzero_divisors = cli.avoid_zero_divisors;
         let emitted = emit(&program);
         let data = inputs(seed);
         programs += 1;
