@@ -644,3 +644,115 @@ fn usage_errors_exit_2_and_help_documents_the_syntax() {
         assert!(text.contains(syntax), "`{syntax}` is not in the help:\n{text}");
     }
 }
+
+const TILED: &str = "\
+struct Params { scale: f32, count: u32 }
+override block: u32 = 8u;
+@id(3) override offset: f32;
+@group(1) @binding(0) var<storage, read_write> out: array<f32>;
+@group(0) @binding(4) var<uniform> params: Params;
+var<workgroup> tile: array<f32, block>;
+
+@compute @workgroup_size(block)
+fn main(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) group: vec3<u32>) {
+    tile[lane] = f32(group.x * block + lane) * params.scale + offset;
+    workgroupBarrier();
+    let i = group.x * block + lane;
+    if i < params.count { out[i] = tile[block - 1u - lane]; }
+}
+";
+
+#[test]
+fn overrides_uniforms_and_binding_gaps_run_from_the_command_line() {
+    let sandbox = Sandbox::new("run-overrides-uniforms");
+    sandbox.write("tiled.wgsl", TILED);
+    let output = sandbox.run(
+        &[
+            "run",
+            "tiled.wgsl",
+            "-w",
+            "2",
+            "--override",
+            "block=4",
+            "-o",
+            "3=0.5",
+            "-b",
+            "params=2,6",
+            "-b",
+            "out=zeros:8",
+            "--json",
+        ],
+        &[],
+    );
+    assert_exit(&output, 0);
+    assert_eq!(stderr(&output), "");
+    let document = json(&output);
+    assert_eq!(document["kernel"]["workgroup_size"], json!([4, 1, 1]));
+    assert_eq!(
+        buffer_values(&document, "out"),
+        &json!([6.5, 4.5, 2.5, 0.5, 14.5, 12.5, 0.0, 0.0])
+    );
+    let out = document["buffers"]
+        .as_array()
+        .and_then(|b| b.iter().find(|b| b["name"] == "out"))
+        .cloned();
+    let out = out.expect("the out buffer");
+    assert_eq!(
+        (&out["argument"], &out["group"], &out["binding"]),
+        (&json!(1), &json!(1), &json!(0))
+    );
+    let params = document["buffers"]
+        .as_array()
+        .and_then(|b| b.iter().find(|b| b["name"] == "params"))
+        .cloned();
+    assert_eq!(params.expect("the params buffer")["access"], "uniform");
+    let overrides = &document["overrides"];
+    assert_eq!(overrides[0]["name"], "block");
+    assert_eq!(overrides[0]["value"], "4u");
+    assert_eq!(overrides[0]["given"], true);
+    assert_eq!(overrides[1]["id"], 3);
+
+    // Text output names where each buffer is declared, and the overrides.
+    let output = sandbox.run(
+        &[
+            "run",
+            "tiled.wgsl",
+            "-w",
+            "2",
+            "-o",
+            "block=4",
+            "-o",
+            "offset=0",
+            "-b",
+            "2,6",
+            "-b",
+            "zeros:8",
+        ],
+        &[],
+    );
+    assert_exit(&output, 0);
+    let text = stdout(&output);
+    assert!(text.contains("buffer 0 (binding 4)  params: Params, uniform"), "{text}");
+    assert!(
+        text.contains("buffer 1 (@group(1) @binding(0))  out: array<f32>"),
+        "{text}"
+    );
+    assert!(text.contains("block: u32 = 4u (given)"), "{text}");
+
+    // An override the kernel lacks, a value that does not fit, and a missing one exit 1, naming it.
+    for (arguments, needles) in [
+        (&["-o", "blocks=4", "-o", "offset=0"][..], &["`blocks`", "`block`"][..]),
+        (&["-o", "block=-4", "-o", "offset=0"][..], &["`block`", "u32"][..]),
+        (
+            &["-o", "block=4"][..],
+            &["`offset`", "no default", "--override offset=VALUE"][..],
+        ),
+    ] {
+        let mut args = vec!["run", "tiled.wgsl", "-w", "1", "-b", "2,6", "-b", "zeros:8"];
+        args.extend_from_slice(arguments);
+        let output = sandbox.run(&args, &[]);
+        assert_error(&output, needles);
+    }
+    let output = sandbox.run(&["run", "tiled.wgsl", "-w", "1", "-o", "block"], &[]);
+    assert_exit(&output, 2);
+}

@@ -34,6 +34,16 @@ pub(super) fn tests() -> Vec<TestCase> {
             "override constants, in the workgroup size and in code, take their default values",
             load_override_defaults
         ),
+        test_case!(
+            "kernels.load.override_values",
+            "override values given at load, by name and by @id, size the workgroup and a workgroup array and reach the code",
+            load_override_values
+        ),
+        test_case!(
+            "kernels.load.override_refusals",
+            "an override value of the wrong type, for an undeclared name, or missing where there is no default is refused, naming the override",
+            load_override_refusals
+        ),
         // Uniforms and binding numbers.
         test_case!(
             "kernels.bindings.gaps_and_groups",
@@ -648,6 +658,78 @@ fn uniform_refused_misuse(context: &TestContext) -> TestResult {
         "a staged value for a read_write buffer",
         &["out", "read_write"],
     )
+}
+
+const OVERRIDE_VALUES: &str = r#"
+override block: u32 = 8u;
+@id(5) override scale: f32 = 1.0;
+override reversed: bool = false;
+override needed: u32;
+@group(0) @binding(0) var<storage, read_write> out: array<f32>;
+var<workgroup> tile: array<f32, block>;
+
+@compute @workgroup_size(block)
+fn staged(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) group: vec3<u32>) {
+    tile[lane] = f32(group.x * block + lane + needed) * scale;
+    workgroupBarrier();
+    let source_lane = select(lane, block - 1u - lane, reversed);
+    out[group.x * block + lane] = tile[source_lane];
+}
+"#;
+
+fn load_override_values(context: &TestContext) -> TestResult {
+    context.require_wgsl_kernels()?;
+    require_workgroup_shape(context, [32, 1, 1])?;
+    let module = context.device().load_wgsl_with_overrides(
+        OVERRIDE_VALUES,
+        &[("block", 32.0), ("5", 0.5), ("reversed", 1.0), ("needed", 1000.0)],
+    )?;
+    let kernel = module.kernel("staged")?;
+    check_eq(
+        kernel.workgroup_size(),
+        Some([32, 1, 1]),
+        "workgroup size from an override value",
+    )?;
+    let stream = context.stream();
+    let out = context.device().alloc_from(stream, &[-1.0f32; 96])?;
+    stream.launch(&Launch::new(&kernel).workgroups(3, 1, 1).buffer(&out))?;
+    let expected: Vec<f32> = (0..96u32)
+        .map(|i| {
+            let (group, lane) = (i / 32, i % 32);
+            (group * 32 + (31 - lane) + 1000) as f32 * 0.5
+        })
+        .collect();
+    check_slice_eq(
+        &stream.read_to_vec(&out)?,
+        &expected,
+        "values computed with the given overrides",
+    )
+}
+
+fn load_override_refusals(context: &TestContext) -> TestResult {
+    context.require_wgsl_kernels()?;
+    let device = context.device();
+    for (values, needles, what) in [
+        (&[("needed", -3.0)][..], &["`needed`", "u32"][..], "a negative u32"),
+        (
+            &[("needed", 1.0), ("blocks", 2.0)][..],
+            &["`blocks`", "`block`", "@id(5)"][..],
+            "an undeclared override",
+        ),
+        (
+            &[][..],
+            &["`needed`", "no default"][..],
+            "an override with neither value nor default",
+        ),
+    ] {
+        let message = expect_error(
+            device.load_wgsl_with_overrides(OVERRIDE_VALUES, values),
+            &[ErrorKind::InvalidArgument],
+            what,
+        )?;
+        mentions(&message, needles, what)?;
+    }
+    Ok(())
 }
 
 // ---- entry points --------------------------------------------------------------------------

@@ -164,6 +164,21 @@ impl Device {
         self.load_bundle(&ModuleBundle::from_wgsl(source))
     }
 
+    /// [`Device::load_wgsl`] with values for the module's `override` constants, by name (or
+    /// by `@id`, written as a number): `&[("block_size", 16.0), ("scale", 0.5)]`. A value is
+    /// a number as WebGPU gives pipeline constants (booleans as 0 and 1) and must fit the
+    /// override's type; a name the module does not declare is an error that lists those it
+    /// does. Overrides without a value keep their defaults; one with neither is an error
+    /// naming it. The workgroup size may depend on them.
+    pub fn load_wgsl_with_overrides(&self, source: &str, overrides: &[(&str, f64)]) -> Result<Module> {
+        let values: Vec<(String, f64)> = overrides
+            .iter()
+            .map(|&(name, value)| (name.to_owned(), value))
+            .collect();
+        let source = xhal_kernel::apply_overrides(source, &values)?;
+        self.load_wgsl(&source)
+    }
+
     /// Loads the variant of `bundle` that suits this device (see [`ModuleBundle::pick`]):
     /// a native variant first, then a portable IR made from the WGSL, then source.
     pub fn load_bundle(&self, bundle: &ModuleBundle) -> Result<Module> {

@@ -200,7 +200,7 @@ impl From<xhal_kernel::KernelError> for Error {
     fn from(error: xhal_kernel::KernelError) -> Error {
         use xhal_kernel::KernelErrorKind as Kind;
         let kind = match error.kind() {
-            Kind::Parse | Kind::Validation | Kind::Reflection => ErrorKind::InvalidArgument,
+            Kind::Parse | Kind::Validation | Kind::Reflection | Kind::Override => ErrorKind::InvalidArgument,
             Kind::Unsupported => ErrorKind::Unsupported,
             Kind::NotFound => ErrorKind::NotFound,
             _ => ErrorKind::Internal,

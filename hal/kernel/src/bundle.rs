@@ -80,7 +80,7 @@ pub struct ModuleBundle {
 pub enum Plan {
     /// Give the device this variant of the bundle as it is.
     Use(Variant),
-    /// Translate the bundle's WGSL variant to `target` (see [`translate`]) and give the
+    /// Translate the bundle's WGSL variant to `target` (see [`crate::translate`]) and give the
     /// device the result.
     Translate {
         /// What to produce.
@@ -123,6 +123,12 @@ impl ModuleBundle {
     /// A bundle holding one WGSL variant.
     pub fn from_wgsl(source: &str) -> Self {
         Self::new().with_variant(XHAL_KERNEL_FORMAT_WGSL, source.as_bytes())
+    }
+
+    /// A bundle of WGSL whose `override` constants take `values` (by name, or by `@id` as a
+    /// number; see [`crate::apply_overrides`]).
+    pub fn from_wgsl_with_overrides(source: &str, values: &[(String, f64)]) -> Result<Self, KernelError> {
+        Ok(Self::from_wgsl(&crate::apply_overrides(source, values)?))
     }
 
     /// Adds a variant, replacing any variant of the same format (one per format keeps the

@@ -26,6 +26,9 @@ pub enum KernelErrorKind {
     Unsupported,
     /// A named thing (an entry point) does not exist.
     NotFound,
+    /// A pipeline-overridable constant cannot take its value: a value that does not fit its
+    /// type, a name or id the module does not declare, or no value and no default.
+    Override,
     /// naga panicked on this input. This is a naga bug; the panic was caught so the caller
     /// sees an error instead of a crash.
     Internal,
@@ -41,6 +44,7 @@ impl KernelErrorKind {
             Self::Translation => "translation error",
             Self::Unsupported => "unsupported",
             Self::NotFound => "not found",
+            Self::Override => "override error",
             Self::Internal => "internal error",
         }
     }

@@ -13,8 +13,9 @@
 //! One ABI for every backend. A launch passes an ordered list of buffer views and one block
 //! of scalar bytes:
 //!
-//! - buffer argument `i` is `@group(0) @binding(i)`, a `var<storage, read>` or
-//!   `var<storage, read_write>`;
+//! - the buffer arguments are the bindings an entry point uses, `var<storage, read>`,
+//!   `var<storage, read_write>` and `var<uniform>`, in ascending (group, binding) order (gaps
+//!   and several groups are fine);
 //! - the scalar block is the kernel's one `var<immediate>` (naga 30's name for push
 //!   constants; no `enable` directive is needed), a struct or a single scalar/vector, laid
 //!   out by WGSL's host-shareable rules (std430-like: `vec3` aligns to 16, a struct's size
@@ -33,14 +34,17 @@
 //! ```
 //!
 //! Reflection ([`EntryPointInfo`]) is per entry point and covers exactly the globals that
-//! entry point uses, directly or through the functions it calls. The buffers an entry point
-//! uses must be bindings `0..n` of group 0 with no gap; another group, a uniform buffer, a
-//! texture or a sampler is a [`KernelErrorKind::Reflection`] error that names the entry point
-//! and the binding. Uniform buffers are refused on purpose: scalars travel in the
-//! `var<immediate>`, which every backend can provide (push constants, a by-value kernel
-//! parameter, or a small uniform buffer the backend fills itself).
+//! entry point uses, directly or through the functions it calls. A texture or a sampler is a
+//! [`KernelErrorKind::Reflection`] error that names the entry point and the binding, and so is
+//! a buffer two entry points of one module use at different argument positions.
 //!
-//! `override` constants take their default values: launches have no pipeline constants.
+//! What devices are given is always positional: the IR the translations are made from has
+//! buffer argument `i` at `@group(0) @binding(i)` in the storage space, and a device that
+//! takes WGSL gets the source with only those declarations edited
+//! ([`WgslModule::to_device_wgsl`]; a device with native uniforms keeps its `var<uniform>`s).
+//!
+//! `override` constants take their default values, or the values [`apply_overrides`] writes
+//! into the source as their initializers.
 //!
 //! # Translation and the cache
 //!
@@ -68,6 +72,7 @@ pub mod c;
 mod cache;
 mod error;
 mod limits;
+mod overrides;
 mod reflect;
 mod rewrite;
 pub mod spirv_kernel;
@@ -81,12 +86,13 @@ pub use cache::{
     TranslateOptions, Translation,
 };
 pub use error::{KernelError, KernelErrorKind, SourceLocation};
+pub use overrides::{apply_overrides, OverrideInfo};
 pub use reflect::{
     BufferAccess, BufferBindingInfo, BufferSize, BufferSpace, ElementInfo, EntryPointInfo, ScalarBlockInfo,
     ScalarMemberInfo,
 };
 pub use spirv_kernel::SpirvKernel;
-pub use wgsl::{parse_wgsl, WgslModule, KERNEL_CAPABILITIES, SPIRV_VERSION};
+pub use wgsl::{parse_wgsl, resolve_pending_array_sizes, WgslModule, KERNEL_CAPABILITIES, SPIRV_VERSION};
 
 /// The naga this crate is built on, re-exported so callers of [`WgslModule::naga_module`]
 /// name the same types.

@@ -6,6 +6,7 @@ use naga::valid::{Capabilities, ModuleInfo, ValidationFlags, Validator};
 use naga::AddressSpace;
 
 use crate::error::{KernelError, KernelErrorKind};
+use crate::overrides::OverrideInfo;
 use crate::reflect::{reflect_module, EntryPointInfo};
 use crate::rewrite::BindingRewrite;
 
@@ -47,6 +48,8 @@ pub struct WgslModule {
     /// The declarations to change for a device that takes WGSL (see
     /// [`WgslModule::is_rewritten`]); empty when the source already is the positional ABI.
     rewrites: Arc<[BindingRewrite]>,
+    /// The `override`s the source declares, before they were resolved.
+    overrides: Arc<[OverrideInfo]>,
 }
 
 /// Parses, validates and reflects WGSL source.
@@ -64,15 +67,49 @@ pub fn parse_wgsl(source: &str) -> Result<WgslModule, KernelError> {
     guard("parsing", || parse_inner(source))
 }
 
-fn parse_inner(source: &str) -> Result<WgslModule, KernelError> {
+/// naga's WGSL front end alone, with xhal's capabilities and the same protection against
+/// deep nesting and panics as [`parse_wgsl`]: for a look at the declarations.
+pub(crate) fn front_end(source: &str) -> Result<naga::Module, KernelError> {
+    guard("parsing", || parse_front(source))
+}
+
+fn parse_front(source: &str) -> Result<naga::Module, KernelError> {
     crate::limits::check_nesting(source)?;
     let mut options = naga::front::wgsl::Options::new();
     // Telling the parser our capabilities turns `enable wgpu_int16;` and friends into
     // parse errors that point at the directive, instead of later validation errors.
     options.capabilities = KERNEL_CAPABILITIES;
     let mut frontend = naga::front::wgsl::Frontend::new_with_options(options);
-    let module = frontend.parse(source).map_err(|e| parse_error(source, &e))?;
+    frontend.parse(source).map_err(|e| parse_error(source, &e))
+}
+
+fn parse_inner(source: &str) -> Result<WgslModule, KernelError> {
+    let module = parse_front(source)?;
     let info = validate(source, &module)?;
+    let overrides = crate::overrides::declared(source, &module);
+    if let Some((index, missing)) = overrides.iter().enumerate().find(|(_, o)| o.default.is_none()) {
+        let id = missing.id.map(|id| format!(" (@id({id}))")).unwrap_or_default();
+        let span = module
+            .overrides
+            .iter()
+            .nth(index)
+            .map_or(naga::Span::UNDEFINED, |(handle, _)| module.overrides.get_span(handle));
+        return Err(KernelError::at(
+            KernelErrorKind::Override,
+            format!(
+                "override `{}`{id} has no default value, and none was given",
+                missing.name
+            ),
+            source,
+            span,
+            "no default",
+        )
+        .with_note(format!(
+            "give it one when loading the module (`Device::load_wgsl_with_overrides`, or `xhal run --override {}=VALUE`), \
+             or declare a default: `override {}: {} = ...;`",
+            missing.name, missing.name, missing.type_name
+        )));
+    }
     let (module, info) = resolve_overrides(source, module, info)?;
     let entry_points = reflect_module(source, &module, &info)?;
     let required_features = crate::reflect::required_features(&module, &info);
@@ -85,6 +122,7 @@ fn parse_inner(source: &str) -> Result<WgslModule, KernelError> {
     };
     tracing::debug!(
         entry_points = entry_points.len(),
+        overrides = overrides.len(),
         rewritten = !rewrites.is_empty(),
         "parsed and reflected a WGSL module"
     );
@@ -95,6 +133,7 @@ fn parse_inner(source: &str) -> Result<WgslModule, KernelError> {
         entry_points: entry_points.into(),
         required_features,
         rewrites: rewrites.into(),
+        overrides: overrides.into(),
     })
 }
 
@@ -103,7 +142,7 @@ fn parse_inner(source: &str) -> Result<WgslModule, KernelError> {
 /// a type out alike in both spaces, and a type valid in a uniform is valid in storage). Then a
 /// translation, and a backend that reflects what it is given, sees the positional ABI whatever
 /// numbers and spaces the author chose. `None` when the module already is that way; otherwise
-/// the module and the same changes as edits of the source (see [`crate::rewrite`]).
+/// the module and the same changes as edits of the source (see the `rewrite` module).
 ///
 /// One module serves all its entry points, so a buffer two entry points share must be at the
 /// same argument in both; a module where it is not is refused, naming both.
@@ -224,7 +263,8 @@ fn resolve_overrides(
             // naga revalidates with every capability enabled, so its `ModuleInfo` is set
             // aside and the resolved module validated again with ours: it is held to the
             // same rules as the source.
-            let resolved = resolved.into_owned();
+            let mut resolved = resolved.into_owned();
+            resolve_pending_array_sizes(&mut resolved);
             let info = validate(source, &resolved)?;
             Ok((resolved, info))
         }
@@ -247,10 +287,54 @@ fn resolve_overrides(
     }
 }
 
+/// Gives every array whose length is an override (`array<f32, block>`) its resolved length.
+/// naga's `process_overrides` evaluates the overrides but leaves such lengths pending, for
+/// its own writers to look up; xhal's writers and reflection then see ordinary fixed-size
+/// arrays. The module's overrides must be resolved already.
+pub fn resolve_pending_array_sizes(module: &mut naga::Module) {
+    let pending: Vec<(naga::Handle<naga::Type>, naga::Type)> = module
+        .types
+        .iter()
+        .filter_map(|(handle, ty)| match ty.inner {
+            naga::TypeInner::Array {
+                base,
+                size: size @ naga::ArraySize::Pending(_),
+                stride,
+            } => {
+                let length = match size.resolve(module.to_ctx()) {
+                    Ok(naga::proc::IndexableLength::Known(length)) => std::num::NonZeroU32::new(length)?,
+                    _ => return None,
+                };
+                Some((
+                    handle,
+                    naga::Type {
+                        name: ty.name.clone(),
+                        inner: naga::TypeInner::Array {
+                            base,
+                            size: naga::ArraySize::Constant(length),
+                            stride,
+                        },
+                    },
+                ))
+            }
+            _ => None,
+        })
+        .collect();
+    for (handle, ty) in pending {
+        module.types.replace(handle, ty);
+    }
+}
+
 impl WgslModule {
     /// The WGSL text this module was parsed from.
     pub fn source(&self) -> &str {
         &self.source
+    }
+
+    /// The pipeline-overridable constants the source declares, with their types and
+    /// defaults (see [`crate::apply_overrides`] for giving them values).
+    pub fn overrides(&self) -> &[OverrideInfo] {
+        &self.overrides
     }
 
     /// Whether the IR differs from the source in what a device sees: bindings renumbered to
@@ -269,7 +353,7 @@ impl WgslModule {
     /// WGSL as a device takes it: the source as written when it already is the positional
     /// ABI, else the source with its buffer declarations changed to it (bindings at
     /// `@group(0) @binding(argument)`, and `var<uniform>` as `var<storage, read>` unless the
-    /// device takes uniforms natively) and nothing else (see [`crate::rewrite`]). The result is
+    /// device takes uniforms natively) and nothing else (see the `rewrite` module). The result is
     /// checked: it must reflect the same launches and need no rewriting itself.
     pub fn to_device_wgsl(&self, native_uniforms: bool) -> Result<String, KernelError> {
         if !self.needs_device_wgsl(native_uniforms) {

@@ -94,8 +94,13 @@ fn f16_without_enable_explains_the_fix() {
 #[test]
 fn missing_override_value_is_reported() {
     let error = error_of("override n: u32;\n@compute @workgroup_size(n)\nfn main() {}\n");
-    assert_eq!(error.kind(), KernelErrorKind::Unsupported);
-    assert!(error.message().contains("'n'"), "{error}");
+    assert_eq!(error.kind(), KernelErrorKind::Override);
+    assert!(error.message().contains("`n`"), "{error}");
+    assert_eq!(error.location().map(|l| l.line), Some(1), "{error}");
+    assert!(
+        error.notes().iter().any(|n| n.contains("--override n=VALUE")),
+        "{error}"
+    );
 }
 
 #[test]

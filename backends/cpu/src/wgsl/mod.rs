@@ -107,6 +107,7 @@ impl WgslModule {
                     error.emit_to_string(source)
                 ))
             })?;
+        let (module, info) = resolve_overrides(module, info)?;
         let entry_points = module
             .entry_points
             .iter()
@@ -203,4 +204,29 @@ impl WgslModule {
             }
         }
     }
+}
+
+/// The module with every `override` at its default value (xhal launches pass no pipeline
+/// constants; values an application gives were written into the source as defaults), and
+/// every array sized by one given its length.
+fn resolve_overrides(
+    module: naga::Module,
+    info: naga::valid::ModuleInfo,
+) -> Result<(naga::Module, naga::valid::ModuleInfo)> {
+    if module.overrides.is_empty() {
+        return Ok((module, info));
+    }
+    let constants = naga::back::PipelineConstants::default();
+    let (resolved, _) = naga::back::pipeline_constants::process_overrides(&module, &info, None, &constants)
+        .map_err(|error| Error::invalid_argument(format!("cannot resolve the module's override constants: {error}")))?;
+    let mut resolved = resolved.into_owned();
+    xhal_kernel::resolve_pending_array_sizes(&mut resolved);
+    let info = Validator::new(ValidationFlags::all(), CAPABILITIES)
+        .validate(&resolved)
+        .map_err(|error| {
+            Error::internal(format!(
+                "the module with its overrides resolved does not validate: {error}"
+            ))
+        })?;
+    Ok((resolved, info))
 }

@@ -60,6 +60,10 @@ its number of values.
 Scalars (--scalar, -s), one per member of the kernel's var<immediate>, in order, or
 NAME=VALUE. A vector or struct member takes its values separated by commas: -s 1,2,3.
 
+Overrides (--override, -o NAME=VALUE): a value for an `override` constant, by name or by
+its @id; a number, or true/false for a bool. The others keep their defaults; one without a
+default must be given. The workgroup size may depend on them.
+
 Values: integers in decimal, 0x hex or 0b binary, with an optional sign; floats as 1.5,
 -2, 1e-3, inf, -inf or nan. Each is checked against its type (u32 takes 0 to 4294967295).
 
@@ -75,6 +79,7 @@ Examples:
   xhal run saxpy.wgsl -b range:0..1024 -b fill:1:1024 -s 2 -s 1024 --invocations 1024
   xhal run saxpy.wgsl --entry saxpy -b y=zeros:8 -b x=1,2,3,4,5,6,7,8 -s a=0.5 -s n=8 -w 1
   xhal run histogram.wgsl -b random:4096:7:0..16 -b zeros:16 -s 4096 -s 16 -n 4096 --json
+  xhal run tiled.wgsl -o block=16 -b range:0..4096 -b zeros:4096 -n 4096
 
 Exit codes: 0 success; 1 a runtime error: bad WGSL, a missing entry point, arguments that
 do not fit the kernel, no device, a kernel fault; 2 a usage error.";
@@ -106,6 +111,9 @@ pub struct RunArgs {
         allow_hyphen_values = true
     )]
     pub scalars: Vec<String>,
+    /// A value for one of the kernel's `override` constants, by name or by @id (see below).
+    #[arg(long = "override", short = 'o', value_name = "NAME=VALUE", value_parser = parse_override, allow_hyphen_values = true)]
+    pub overrides: Vec<(String, f64)>,
     /// Which device, in the XHAL_DEVICE grammar (`cpu`, `cuda:0`, `gpu`, `vulkan,cpu`);
     /// default: XHAL_DEVICE, else the best device.
     #[arg(long, short = 'd', value_name = "SELECTOR")]
@@ -120,6 +128,26 @@ pub struct RunArgs {
     /// reads).
     #[arg(long, value_name = "DIR")]
     pub output_dir: Option<PathBuf>,
+}
+
+/// `NAME=VALUE` for `--override`: a number, or `true`/`false` for a bool override. Whether
+/// the value fits the override's type is checked against the kernel.
+fn parse_override(text: &str) -> Result<(String, f64), String> {
+    let (name, value) = text
+        .split_once('=')
+        .ok_or_else(|| format!("`{text}` is not NAME=VALUE"))?;
+    let (name, value) = (name.trim(), value.trim());
+    if name.is_empty() {
+        return Err(format!("`{text}` names no override"));
+    }
+    let number = match value {
+        "true" => 1.0,
+        "false" => 0.0,
+        _ => value
+            .parse::<f64>()
+            .map_err(|_| format!("`{value}` (for override `{name}`) is not a number, `true` or `false`"))?,
+    };
+    Ok((name.to_owned(), number))
 }
 
 /// `64`, `8,8` or `4,4,4`: workgroups in x, y and z. Zero is left for the launch to refuse,
@@ -158,6 +186,9 @@ struct ScalarPlan {
 
 pub fn run(args: &RunArgs) -> anyhow::Result<Output> {
     let (file, source) = read_source(&args.file)?;
+    // Override values become the overrides' initializers, so everything below (the plan,
+    // the reflection, the load) sees one module.
+    let source = xhal::kernel::apply_overrides(&source, &args.overrides).map_err(|error| kernel_error(&file, error))?;
     let module = xhal::kernel::parse_wgsl(&source).map_err(|error| kernel_error(&file, error))?;
     let entry = choose_entry(&module, args.entry.as_deref(), &file)?;
     let buffers = plan_buffers(&module, entry, &args.buffers)?;
@@ -266,6 +297,8 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Output> {
 
     let report = Report {
         file: &file,
+        overrides: module.overrides(),
+        given_overrides: &args.overrides,
         device: &device,
         explanation: &explanation,
         entry,
@@ -743,6 +776,8 @@ fn write_outputs(folder: &Path, buffers: &[BufferPlan<'_>], results: &[Vec<u8>])
 
 struct Report<'a> {
     file: &'a str,
+    overrides: &'a [xhal::kernel::OverrideInfo],
+    given_overrides: &'a [(String, f64)],
     device: &'a Device,
     explanation: &'a Explanation,
     entry: &'a EntryPointInfo,
@@ -761,6 +796,7 @@ struct RunJson {
     device: DeviceSummaryJson,
     why: String,
     kernel: KernelJson,
+    overrides: Vec<OverrideJson>,
     time: TimeJson,
     scalars: Vec<ScalarJson>,
     buffers: Vec<BufferJson>,
@@ -780,6 +816,18 @@ struct KernelJson {
     workgroups: [u32; 3],
     workgroup_size: [u32; 3],
     invocations: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct OverrideJson {
+    name: String,
+    id: Option<u16>,
+    #[serde(rename = "type")]
+    type_name: String,
+    /// The initializer the kernel ran with, as WGSL.
+    value: Option<String>,
+    /// Whether --override gave it.
+    given: bool,
 }
 
 #[derive(Serialize)]
@@ -843,6 +891,13 @@ fn decode_buffer(shape: &Shape, elements: Option<u64>, bytes: &[u8]) -> Vec<Deco
 }
 
 impl Report<'_> {
+    /// Whether `--override` gave this override its value.
+    fn given(&self, o: &xhal::kernel::OverrideInfo) -> bool {
+        self.given_overrides
+            .iter()
+            .any(|(name, _)| *name == o.name || o.id.is_some_and(|id| id.to_string() == *name))
+    }
+
     fn json(&self) -> RunJson {
         RunJson {
             schema_version: SCHEMA_VERSION,
@@ -859,6 +914,17 @@ impl Report<'_> {
                 workgroup_size: self.entry.workgroup_size,
                 invocations: self.invocations,
             },
+            overrides: self
+                .overrides
+                .iter()
+                .map(|o| OverrideJson {
+                    name: o.name.clone(),
+                    id: o.id,
+                    type_name: o.type_name.clone(),
+                    value: o.default.clone(),
+                    given: self.given(o),
+                })
+                .collect(),
             time: TimeJson {
                 wall_ms: milliseconds(self.wall),
                 device_ms: self.device_time.map(milliseconds),
@@ -929,6 +995,18 @@ impl Report<'_> {
         ]);
         table.row(["why".to_owned(), self.explanation.summary.clone()]);
         table.row(["kernel".to_owned(), launch]);
+        if !self.overrides.is_empty() {
+            let overrides: Vec<String> = self
+                .overrides
+                .iter()
+                .map(|o| {
+                    let value = o.default.as_deref().unwrap_or("?");
+                    let how = if self.given(o) { "given" } else { "default" };
+                    format!("{}: {} = {value} ({how})", o.name, o.type_name)
+                })
+                .collect();
+            table.row(["overrides".to_owned(), overrides.join(", ")]);
+        }
         table.row(["time".to_owned(), time]);
         if !self.scalars.is_empty() {
             let scalars: Vec<String> = self
