@@ -169,8 +169,8 @@ impl Reflection {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct TranslateOptions {
     /// The device takes `var<uniform>` natively ([`xhal_abi::XHAL_FEATURE_UNIFORM_BUFFERS`]):
-    /// WGSL keeps its uniforms. Otherwise they become read-only storage. (The other targets
-    /// always get read-only storage.)
+    /// WGSL and Vulkan SPIR-V keep their uniforms. Otherwise they become read-only storage.
+    /// (The C dialects and Kernel SPIR-V always get read-only storage, a const pointer.)
     pub native_uniforms: bool,
 }
 
@@ -274,7 +274,11 @@ pub fn translate_with(
     // Translate without holding the lock: other kernels need not wait for this one.
     let module = parse_wgsl(source)?;
     let bytes: Arc<[u8]> = match target {
-        Target::SpirvShader => module.to_spirv()?.iter().flat_map(|w| w.to_le_bytes()).collect(),
+        Target::SpirvShader => module
+            .to_spirv_with(options.native_uniforms)?
+            .iter()
+            .flat_map(|w| w.to_le_bytes())
+            .collect(),
         Target::Wgsl => Arc::from(module.to_device_wgsl(options.native_uniforms)?.into_bytes()),
         Target::SpirvKernel => Arc::from(module.to_spirv_kernel(None)?.to_bytes()),
         Target::OpenclC | Target::CudaC | Target::HipC => {

@@ -50,6 +50,9 @@ pub struct WgslModule {
     rewrites: Arc<[BindingRewrite]>,
     /// The `override`s the source declares, before they were resolved.
     overrides: Arc<[OverrideInfo]>,
+    /// When the source has uniforms: `module` with them kept, for devices that bind uniforms
+    /// natively, and its analysis.
+    with_uniforms: Option<(Arc<naga::Module>, Arc<ModuleInfo>)>,
 }
 
 /// Parses, validates and reflects WGSL source.
@@ -111,6 +114,7 @@ fn parse_inner(source: &str) -> Result<WgslModule, KernelError> {
         )));
     }
     let (module, info) = resolve_overrides(source, module, info)?;
+    let source_spaces: Vec<AddressSpace> = module.global_variables.iter().map(|(_, var)| var.space).collect();
     let entry_points = reflect_module(source, &module, &info)?;
     let required_features = crate::reflect::required_features(&module, &info);
     let (module, info, rewrites) = match positional_bindings(&module, &entry_points)? {
@@ -119,6 +123,19 @@ fn parse_inner(source: &str) -> Result<WgslModule, KernelError> {
             (positional, info, rewrites)
         }
         None => (module, info, Vec::new()),
+    };
+    // For devices that bind uniforms natively: the same IR with its uniforms kept.
+    let with_uniforms = if rewrites.iter().any(|r| r.uniform) {
+        let mut kept = module.clone();
+        for (handle, var) in kept.global_variables.iter_mut() {
+            if source_spaces.get(handle.index()) == Some(&AddressSpace::Uniform) {
+                var.space = AddressSpace::Uniform;
+            }
+        }
+        let info = validate(source, &kept)?;
+        Some((Arc::new(kept), Arc::new(info)))
+    } else {
+        None
     };
     tracing::debug!(
         entry_points = entry_points.len(),
@@ -134,6 +151,7 @@ fn parse_inner(source: &str) -> Result<WgslModule, KernelError> {
         required_features,
         rewrites: rewrites.into(),
         overrides: overrides.into(),
+        with_uniforms,
     })
 }
 
@@ -444,6 +462,17 @@ impl WgslModule {
     /// zero-initialisation feature is only guaranteed from Vulkan 1.3. Integer division by
     /// zero gives the WGSL-defined result.
     pub fn to_spirv(&self) -> Result<Vec<u32>, KernelError> {
+        self.to_spirv_with(false)
+    }
+
+    /// [`WgslModule::to_spirv`] for a device that binds uniforms natively when
+    /// `native_uniforms`: each `var<uniform>` is then a `Uniform` block (a uniform buffer
+    /// descriptor) rather than a read-only storage buffer.
+    pub fn to_spirv_with(&self, native_uniforms: bool) -> Result<Vec<u32>, KernelError> {
+        let (module, info) = match (&self.with_uniforms, native_uniforms) {
+            (Some((module, info)), true) => (&**module, &**info),
+            _ => (&*self.module, &*self.info),
+        };
         let policy = naga::proc::BoundsCheckPolicy::Restrict;
         let options = naga::back::spv::Options {
             lang_version: SPIRV_VERSION,
@@ -463,7 +492,7 @@ impl WgslModule {
             ..naga::back::spv::Options::default()
         };
         guard("writing SPIR-V", || {
-            naga::back::spv::write_vec(&self.module, &self.info, &options, None)
+            naga::back::spv::write_vec(module, info, &options, None)
                 .map_err(|e| KernelError::new(KernelErrorKind::Translation, format!("cannot translate to SPIR-V: {e}")))
         })
     }

@@ -248,3 +248,40 @@ fn wgsl_output_keeps_enable_f16_for_f16_expressions() {
     assert!(written.contains("enable f16;"), "{written}");
     parse_wgsl(&written).unwrap_or_else(|e| panic!("{e}\nin:\n{written}"));
 }
+
+/// The storage classes of a SPIR-V module's `OpVariable`s (opcode 59: result type, id,
+/// storage class).
+fn variable_storage_classes(words: &[u32]) -> Vec<u32> {
+    let mut classes = Vec::new();
+    let mut at = 5;
+    while at < words.len() {
+        let (count, opcode) = ((words[at] >> 16) as usize, words[at] & 0xffff);
+        if opcode == 59 && count >= 4 {
+            classes.push(words[at + 3]);
+        }
+        at += count.max(1);
+    }
+    classes
+}
+
+#[test]
+fn uniforms_are_uniform_blocks_only_for_devices_that_bind_them_natively() {
+    const UNIFORM: u32 = 2;
+    const STORAGE_BUFFER: u32 = 12;
+    let module = parse(
+        "struct Params { scale: f32, n: u32 }\n\
+         @group(0) @binding(3) var<uniform> params: Params;\n\
+         @group(0) @binding(0) var<storage, read_write> out: array<f32>;\n\
+         @compute @workgroup_size(1) fn main() { out[0] = params.scale * f32(params.n); }\n",
+    );
+    let lowered = variable_storage_classes(&module.to_spirv().unwrap_or_else(|e| panic!("{e}")));
+    assert!(!lowered.contains(&UNIFORM), "{lowered:?}");
+    assert_eq!(
+        lowered.iter().filter(|&&c| c == STORAGE_BUFFER).count(),
+        2,
+        "{lowered:?}"
+    );
+    let native = variable_storage_classes(&module.to_spirv_with(true).unwrap_or_else(|e| panic!("{e}")));
+    assert_eq!(native.iter().filter(|&&c| c == UNIFORM).count(), 1, "{native:?}");
+    assert_eq!(native.iter().filter(|&&c| c == STORAGE_BUFFER).count(), 1, "{native:?}");
+}
