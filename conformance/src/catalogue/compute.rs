@@ -168,6 +168,11 @@ pub(super) fn tests() -> Vec<TestCase> {
             matrix_products_and_layout
         ),
         test_case!(
+            "compute.matrix.determinants",
+            "determinant of 2x2, 3x3 and 4x4 matrices of small integers, where every evaluation order is exact, equals Rust's",
+            matrix_determinants
+        ),
+        test_case!(
             "compute.control_flow.divergent_loops",
             "loops whose trip counts, continues and breaks differ per invocation give each invocation its own result",
             control_flow_divergent_loops
@@ -2342,6 +2347,78 @@ fn storage_struct_of_one_runtime_array(context: &TestContext) -> TestResult {
     let out: Vec<u32> = run_elementwise(context, &kernel, &[&input], 1000, 1000)?;
     let expected: Vec<u32> = input.iter().map(|v| v.wrapping_mul(3).wrapping_add(1000)).collect();
     check_slice_eq(&out, &expected, "values read and written through one-member structs")
+}
+
+const DETERMINANTS: &str = r#"
+@group(0) @binding(0) var<storage, read> m4: array<mat4x4<f32>>;
+@group(0) @binding(1) var<storage, read_write> out: array<vec4<f32>>;
+
+@compute @workgroup_size(16)
+fn determinants(@builtin(global_invocation_id) id: vec3<u32>) {
+    let i = id.x;
+    if i >= arrayLength(&m4) {
+        return;
+    }
+    let m = m4[i];
+    let m3 = mat3x3<f32>(m[0].xyz, m[1].xyz, m[2].xyz);
+    let m2 = mat2x2<f32>(m[0].xy, m[1].xy);
+    out[i] = vec4<f32>(determinant(m2), determinant(m3), determinant(m), determinant(transpose(m)));
+}
+"#;
+
+/// The determinant of the leading `n` x `n` block of a column-major 4x4 matrix, in f64.
+fn determinant_of(m: &[f32; 16], columns: &[usize], rows: &[usize]) -> f64 {
+    if columns.len() == 1 {
+        return f64::from(m[columns[0] * 4 + rows[0]]);
+    }
+    columns
+        .iter()
+        .enumerate()
+        .map(|(k, &column)| {
+            let minor: Vec<usize> = columns.iter().copied().filter(|&c| c != column).collect();
+            let sign = if k % 2 == 0 { 1.0 } else { -1.0 };
+            sign * f64::from(m[column * 4 + rows[0]]) * determinant_of(m, &minor, &rows[1..])
+        })
+        .sum()
+}
+
+fn matrix_determinants(context: &TestContext) -> TestResult {
+    let kernel = kernel_of(context, "determinants", DETERMINANTS, "determinants")?;
+    let count = 40usize;
+    // Entries in -3..=3: every product and sum of a 4x4 determinant stays far below 2^24, so
+    // each is exact in f32 whatever the order.
+    let entries: Vec<f32> = context
+        .random_u32(77, count * 16)
+        .iter()
+        .map(|v| (v % 7) as f32 - 3.0)
+        .collect();
+    let out: Vec<[f32; 4]> = {
+        let input = context.device().alloc_from(context.stream(), &entries)?;
+        let output = context
+            .device()
+            .alloc_from(context.stream(), &vec![[0.0f32; 4]; count])?;
+        context.stream().launch(
+            &Launch::new(&kernel)
+                .workgroups(groups_for(count, 16), 1, 1)
+                .buffer(&input)
+                .buffer(&output),
+        )?;
+        context.stream().read_to_vec(&output)?
+    };
+    let expected: Vec<[f32; 4]> = entries
+        .chunks_exact(16)
+        .map(|chunk| {
+            let m: [f32; 16] = chunk.try_into().unwrap_or([0.0; 16]);
+            let d4 = determinant_of(&m, &[0, 1, 2, 3], &[0, 1, 2, 3]) as f32;
+            [
+                determinant_of(&m, &[0, 1], &[0, 1]) as f32,
+                determinant_of(&m, &[0, 1, 2], &[0, 1, 2]) as f32,
+                d4,
+                d4,
+            ]
+        })
+        .collect();
+    check_slice_eq(&out, &expected, "determinants of each matrix and of its transpose")
 }
 
 const RECONVERGE: &str = r#"

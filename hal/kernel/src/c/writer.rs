@@ -1679,15 +1679,8 @@ impl<'a> Writer<'a> {
                     Mf::Determinant => {
                         let m = &vals[0];
                         let e = |j: usize, i: usize| comp(&format!("{}.c[{j}].v", paren(m)), i);
-                        match columns {
-                            VectorSize::Bi => Ok(format!("({} * {} - {} * {})", e(0, 0), e(1, 1), e(1, 0), e(0, 1))),
-                            VectorSize::Tri => Ok(format!(
-                                "({a} * ({e_} * {i} - {h_} * {f}) - {d} * ({b} * {i} - {h_} * {c}) + {g} * ({b} * {f} - {e_} * {c}))",
-                                a = e(0, 0), b = e(0, 1), c = e(0, 2), d = e(1, 0), e_ = e(1, 1), f = e(1, 2),
-                                g = e(2, 0), h_ = e(2, 1), i = e(2, 2)
-                            )),
-                            _ => Err(self.expr_err(fx, h, "determinant of a 4x4 matrix")),
-                        }
+                        let all: Vec<usize> = (0..columns as usize).collect();
+                        Ok(determinant_text(&e, &all, &all))
                     }
                     _ => Err(self.expr_err(fx, h, &format!("{fun:?} on matrices"))),
                 };
@@ -3935,5 +3928,40 @@ fn scalar_wgsl(s: Scalar) -> String {
         ScalarKind::Uint => format!("u{}", s.width * 8),
         ScalarKind::Float => format!("f{}", s.width * 8),
         _ => "an abstract type".to_owned(),
+    }
+}
+
+/// The determinant of the square sub-matrix of `columns` and `rows` (indices into a matrix
+/// whose element of column `c` and row `r` is `element(c, r)`), as a C expression: Laplace
+/// expansion along the first row, terms added left to right with alternating signs, the
+/// same operations in the same order as the CPU interpreter, so the compiled result is the
+/// same bits.
+fn determinant_text(element: &dyn Fn(usize, usize) -> String, columns: &[usize], rows: &[usize]) -> String {
+    match (columns, rows) {
+        ([c], [r]) => element(*c, *r),
+        ([c0, c1], [r0, r1]) => format!(
+            "({} * {} - {} * {})",
+            element(*c0, *r0),
+            element(*c1, *r1),
+            element(*c1, *r0),
+            element(*c0, *r1)
+        ),
+        _ => {
+            let mut sum = String::new();
+            for (k, &column) in columns.iter().enumerate() {
+                let minor: Vec<usize> = columns.iter().copied().filter(|&c| c != column).collect();
+                let term = format!(
+                    "{} * {}",
+                    element(column, rows[0]),
+                    determinant_text(element, &minor, &rows[1..])
+                );
+                sum = match k {
+                    0 => term,
+                    _ if k % 2 == 1 => format!("{sum} - {term}"),
+                    _ => format!("{sum} + {term}"),
+                };
+            }
+            format!("({sum})")
+        }
     }
 }

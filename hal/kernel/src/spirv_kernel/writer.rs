@@ -2223,37 +2223,53 @@ impl<'a> Writer<'a> {
                 }
                 Ok(self.construct(fx, t, &cols))
             }
-            Mf::Determinant if columns == 2 => {
-                let a = e(self, fx, 0, 0);
-                let d = e(self, fx, 1, 1);
-                let b = e(self, fx, 1, 0);
-                let c = e(self, fx, 0, 1);
-                let ad = self.op(fx, Op::FMul, st, &[a, d]);
-                let bc = self.op(fx, Op::FMul, st, &[b, c]);
-                Ok(self.op(fx, Op::FSub, st, &[ad, bc]))
+            Mf::Determinant => {
+                let all: Vec<u32> = (0..columns).collect();
+                let mut elements = std::collections::HashMap::new();
+                for &j in &all {
+                    for &i in &all {
+                        elements.insert((j, i), e(self, fx, j, i));
+                    }
+                }
+                Ok(self.determinant(fx, st, &elements, &all, &all))
             }
-            Mf::Determinant if columns == 3 => {
-                let v: Vec<u32> = (0..3)
-                    .flat_map(|j| (0..3).map(move |i| (j, i)))
-                    .map(|(j, i)| e(self, fx, j, i))
-                    .collect();
-                let (a, b, c, d, e_, f, g, hh, i) = (v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]);
-                let minor = |w: &mut Self, fx: &mut Fx, p: u32, q: u32, r: u32, s_: u32| {
-                    let x = w.op(fx, Op::FMul, st, &[p, q]);
-                    let y = w.op(fx, Op::FMul, st, &[r, s_]);
-                    w.op(fx, Op::FSub, st, &[x, y])
-                };
-                let m1 = minor(self, fx, e_, i, hh, f);
-                let m2 = minor(self, fx, b, i, hh, c);
-                let m3 = minor(self, fx, b, f, e_, c);
-                let t1 = self.op(fx, Op::FMul, st, &[a, m1]);
-                let t2 = self.op(fx, Op::FMul, st, &[d, m2]);
-                let t3 = self.op(fx, Op::FMul, st, &[g, m3]);
-                let r = self.op(fx, Op::FSub, st, &[t1, t2]);
-                Ok(self.op(fx, Op::FAdd, st, &[r, t3]))
-            }
-            Mf::Determinant => Err(self.expr_err(fx, h, "determinant of a 4x4 matrix")),
             other => Err(self.expr_err(fx, h, &format!("{other:?} on matrices"))),
+        }
+    }
+
+    /// The determinant of the square sub-matrix of `columns` and `rows`: Laplace expansion
+    /// along the first row, terms added left to right with alternating signs, as the CPU
+    /// interpreter computes it.
+    fn determinant(
+        &mut self,
+        fx: &mut Fx,
+        st: u32,
+        elements: &std::collections::HashMap<(u32, u32), u32>,
+        columns: &[u32],
+        rows: &[u32],
+    ) -> u32 {
+        let at = |c: u32, r: u32| elements.get(&(c, r)).copied().unwrap_or(0);
+        match (columns, rows) {
+            ([c], [r]) => at(*c, *r),
+            ([c0, c1], [r0, r1]) => {
+                let ad = self.op(fx, Op::FMul, st, &[at(*c0, *r0), at(*c1, *r1)]);
+                let bc = self.op(fx, Op::FMul, st, &[at(*c1, *r0), at(*c0, *r1)]);
+                self.op(fx, Op::FSub, st, &[ad, bc])
+            }
+            _ => {
+                let mut sum = None;
+                for (k, &column) in columns.iter().enumerate() {
+                    let minor: Vec<u32> = columns.iter().copied().filter(|&c| c != column).collect();
+                    let cofactor = self.determinant(fx, st, elements, &minor, &rows[1..]);
+                    let term = self.op(fx, Op::FMul, st, &[at(column, rows[0]), cofactor]);
+                    sum = Some(match sum {
+                        None => term,
+                        Some(sum) if k % 2 == 1 => self.op(fx, Op::FSub, st, &[sum, term]),
+                        Some(sum) => self.op(fx, Op::FAdd, st, &[sum, term]),
+                    });
+                }
+                sum.unwrap_or(0)
+            }
         }
     }
 
