@@ -556,3 +556,113 @@ fn a_storage_struct_holding_only_a_runtime_array_compiles() {
     let out = agree(ONLY_AN_ARRAY, "main", [2, 1, 1], &[words(&values)], &[]);
     assert_eq!(out[0], words(&values.iter().map(|v| v * 2 + 1).collect::<Vec<_>>()));
 }
+
+/// Kernels the compiled path used to hand to the interpreter: a 4x4 determinant, array
+/// constructors of more than 32 elements (a lookup table, a literal list). Each must now
+/// compile, and agree with the interpreter.
+#[test]
+fn kernels_once_left_to_the_interpreter_now_compile() {
+    if !compiler_present() {
+        println!("skipped: no C compiler (cc or $CC); the compiled mode cannot be tested here");
+        return;
+    }
+    let table: Vec<String> = (0..64u32).map(|i| format!("{}u", (i * 37) % 101)).collect();
+    let floats: Vec<String> = (0..35).map(|i| format!("{i}.5")).collect();
+    let source = format!(
+        "const table = array<u32, 64>({});\n\
+         @group(0) @binding(0) var<storage, read> m: array<mat4x4<f32>>;\n\
+         @group(0) @binding(1) var<storage, read_write> out: array<f32>;\n\
+         @compute @workgroup_size(8)\n\
+         fn main(@builtin(global_invocation_id) id: vec3<u32>) {{\n\
+             let listed = array<f32, 36>({}, f32(id.x));\n\
+             out[id.x] = determinant(m[id.x]) + f32(table[id.x * 7u % 64u]) + listed[id.x % 36u];\n\
+         }}\n",
+        table.join(", "),
+        floats.join(", ")
+    );
+    if let Err(error) = crate::native::compile(&source, "main") {
+        panic!("the kernel did not compile: {error:?}");
+    }
+    let matrices: Vec<f32> = (0..16 * 16).map(|i| ((i * 5) % 7) as f32 - 3.0).collect();
+    agree(&source, "main", [2, 1, 1], &[f32s(&matrices), vec![0; 16 * 4]], &[]);
+}
+
+/// WGSL kernels of the repository: the examples, the WGSL corpus, and every raw string with an
+/// `@compute` entry point in the conformance catalogue.
+fn repository_kernels() -> Vec<(String, String)> {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut kernels = Vec::new();
+    for folder in ["examples/kernels", "hal/sdk/tests/corpus", "conformance/src/catalogue"] {
+        let Ok(entries) = std::fs::read_dir(repo.join(folder)) else {
+            panic!("{folder} is missing");
+        };
+        let mut files: Vec<_> = entries
+            .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+            .collect();
+        files.sort();
+        for path in files {
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            let name = path.display().to_string();
+            if path.extension().is_some_and(|extension| extension == "wgsl") {
+                kernels.push((name, text));
+                continue;
+            }
+            let mut rest = text.as_str();
+            while let Some(start) = rest.find("r#\"") {
+                let after = &rest[start + 3..];
+                let Some(end) = after.find("\"#") else { break };
+                if after[..end].contains("@compute") {
+                    kernels.push((name.clone(), after[..end].to_string()));
+                }
+                rest = &after[end + 2..];
+            }
+        }
+    }
+    kernels
+}
+
+/// Host C that the C compiler rejects is a bug of the emitter: for every compute entry point
+/// of every repository kernel, the compiled path either compiles it or says, before any
+/// compiler runs, what it lacks. The list of what it lacked is printed, so it stays short and
+/// honest.
+#[test]
+fn the_c_compiler_accepts_the_host_c_of_every_repository_kernel() {
+    if !compiler_present() {
+        println!("skipped: no C compiler (cc or $CC); the compiled mode cannot be tested here");
+        return;
+    }
+    let mut compiled = 0;
+    let mut lacked: Vec<String> = Vec::new();
+    let mut rejected: Vec<String> = Vec::new();
+    for (name, source) in repository_kernels() {
+        let Ok(module) = xhal_kernel::parse_wgsl(&source) else {
+            continue;
+        };
+        for entry in module.entry_points() {
+            match crate::native::compile(&source, &entry.name) {
+                Ok(_) => compiled += 1,
+                Err(crate::native::NotCompiled::Unsupported(why)) => lacked.push(format!(
+                    "{name} `{}`: {}",
+                    entry.name,
+                    why.lines().next().unwrap_or_default()
+                )),
+                Err(other) => rejected.push(format!("{name} `{}`: {other:?}", entry.name)),
+            }
+        }
+    }
+    println!(
+        "{compiled} entry points compiled; the compiled path lacked something in {}:",
+        lacked.len()
+    );
+    for line in &lacked {
+        println!("  {line}");
+    }
+    assert!(
+        rejected.is_empty(),
+        "the C compiler rejected emitted host C:\n{}",
+        rejected.join("\n")
+    );
+    assert!(compiled >= 140, "only {compiled} entry points compiled");
+}

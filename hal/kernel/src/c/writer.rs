@@ -709,6 +709,10 @@ impl<'a> Writer<'a> {
         } else {
             "{0}"
         };
+        // Array types that some constructor builds, each needing an `xh_make_` function of
+        // one parameter per element: written for those only, so a large array type that is
+        // never constructed costs nothing to compile.
+        let composed = composed_types(self.m);
         for (h, t) in self.m.types.iter() {
             match &t.inner {
                 TypeInner::Array { base, size, stride } => {
@@ -745,7 +749,7 @@ impl<'a> Writer<'a> {
                             out,
                             "XH_FN {tag} xh_zero_{tag}(void) {{ {tag} r = {zero_init}; return r; }}"
                         );
-                        if n <= 32 {
+                        if composed.contains(&h) && n <= MAX_CONSTRUCTED_ARRAY {
                             let params: Vec<String> = (0..n).map(|i| format!("{base_name} e{i}")).collect();
                             let sets: String = (0..n).map(|i| format!(" r.a[{i}]{} = e{i};", repr.unwrap)).collect();
                             let _ = writeln!(
@@ -1418,7 +1422,9 @@ impl<'a> Writer<'a> {
             TypeInner::Array {
                 size: ArraySize::Constant(n),
                 ..
-            } if n.get() > 32 => Err(self.unsupported("an array constructor with more than 32 elements")),
+            } if n.get() > MAX_CONSTRUCTED_ARRAY => Err(self.unsupported(&format!(
+                "an array constructor with more than {MAX_CONSTRUCTED_ARRAY} elements"
+            ))),
             _ => Ok(format!("xh_make_{name}({})", parts.join(", "))),
         }
     }
@@ -3964,4 +3970,28 @@ fn determinant_text(element: &dyn Fn(usize, usize) -> String, columns: &[usize],
             format!("({sum})")
         }
     }
+}
+
+/// Most elements an array constructor may list: each becomes a parameter of a C function, and
+/// C compilers are only required to take 127 (gcc, clang and NVRTC take far more).
+const MAX_CONSTRUCTED_ARRAY: u32 = 1024;
+
+/// The types that a `Compose` expression builds, in any function or constant expression.
+fn composed_types(module: &naga::Module) -> HashSet<Handle<Type>> {
+    let mut types = HashSet::new();
+    let mut visit = |expressions: &naga::Arena<Expression>| {
+        for (_, expression) in expressions.iter() {
+            if let Expression::Compose { ty, .. } = expression {
+                types.insert(*ty);
+            }
+        }
+    };
+    visit(&module.global_expressions);
+    for (_, function) in module.functions.iter() {
+        visit(&function.expressions);
+    }
+    for entry in &module.entry_points {
+        visit(&entry.function.expressions);
+    }
+    types
 }
