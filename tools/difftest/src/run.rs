@@ -357,6 +357,21 @@ pub fn worker_main(label: &str) -> Result<(), RunError> {
     Ok(())
 }
 
+/// This binary, for starting workers. On Linux `/proc/self/exe`, which still runs when the
+/// file has been replaced since (a `cargo build` during a long run does that), where the path
+/// `current_exe` gives would then be gone.
+fn worker_executable() -> Result<std::path::PathBuf, RunError> {
+    let proc_self = std::path::Path::new("/proc/self/exe");
+    if proc_self.exists() {
+        return Ok(proc_self.to_path_buf());
+    }
+    Ok(std::env::current_exe()?)
+}
+
+fn outcome_is_device_lost(outcome: &Outcome) -> bool {
+    matches!(outcome, Outcome::Failed { kind, .. } if kind == ErrorKind::DeviceLost.name())
+}
+
 /// Lines of a worker's stderr kept for a crash report.
 const STDERR_LINES: usize = 20;
 
@@ -392,8 +407,7 @@ impl Worker {
 
     fn start(&mut self) -> Result<&mut Process, RunError> {
         if self.process.is_none() {
-            let exe = std::env::current_exe()?;
-            let mut command = Command::new(exe);
+            let mut command = Command::new(worker_executable()?);
             command
                 .arg("--worker")
                 .arg(&self.target.label)
@@ -502,6 +516,12 @@ impl Worker {
         };
         let outcome = match process.lines.recv_timeout(timeout) {
             Ok(line) => match serde_json::from_str::<Outcome>(&line) {
+                // A lost device stays lost: the next job gets a fresh worker, so that one
+                // kernel's device loss is not every later kernel's finding too.
+                Ok(outcome @ Outcome::Failed { .. }) if outcome_is_device_lost(&outcome) => {
+                    self.stop();
+                    return outcome;
+                }
                 Ok(outcome) => return outcome,
                 Err(error) => Outcome::Crashed {
                     message: format!("unreadable answer ({error}): {line}"),
@@ -523,11 +543,14 @@ impl Worker {
         outcome
     }
 
-    /// Runs one job and waits for its answer.
+    /// Runs one job and waits for its answer. A worker that cannot be started is not a
+    /// crash of the kernel's making: it is a failure at stage `start`.
     pub fn run(&mut self, job: &Job) -> Outcome {
         match self.send(job) {
             Ok(()) => self.receive(),
-            Err(error) => Outcome::Crashed {
+            Err(error) => Outcome::Failed {
+                stage: "start".to_owned(),
+                kind: "worker".to_owned(),
                 message: error.to_string(),
             },
         }
