@@ -305,6 +305,26 @@ fn resolve_overrides(
     }
 }
 
+/// The capabilities SPIR-V for Vulkan may use: all of them but the integer dot products, so
+/// that `dot4I8Packed` and `dot4U8Packed` are written as plain arithmetic. Their instructions
+/// need `SPV_KHR_integer_dot_product`, which neither every Vulkan 1.1 driver nor the SPIR-V
+/// readers that backends reflect with take.
+fn spirv_capabilities() -> naga::FastHashSet<naga::back::spv::Capability> {
+    use naga::back::spv::Capability;
+    (0..=u32::from(u16::MAX))
+        .filter_map(Capability::from_u32)
+        .filter(|c| {
+            !matches!(
+                c,
+                Capability::DotProduct
+                    | Capability::DotProductInput4x8BitPacked
+                    | Capability::DotProductInput4x8Bit
+                    | Capability::DotProductInputAll
+            )
+        })
+        .collect()
+}
+
 /// Gives every array whose length is an override (`array<f32, block>`) its resolved length.
 /// naga's `process_overrides` evaluates the overrides but leaves such lengths pending, for
 /// its own writers to look up; xhal's writers and reflection then see ordinary fixed-size
@@ -489,6 +509,7 @@ impl WgslModule {
                 image_load: policy,
                 binding_array: policy,
             },
+            capabilities: Some(spirv_capabilities()),
             ..naga::back::spv::Options::default()
         };
         guard("writing SPIR-V", || {

@@ -235,6 +235,7 @@ fn float_helpers(out: &mut String, dialect: Dialect, f64: bool) {
              XH_FN xh_f32 xh_f32_from_bits(xh_u32 v) { union { xh_f32 f; xh_u32 u; } c; c.u = v; return c.f; }\n",
         ),
     }
+    out.push_str(&packing(dialect));
     if f64 {
         match dialect {
             Dialect::CudaC | Dialect::HipC => out.push_str(
@@ -247,6 +248,50 @@ fn float_helpers(out: &mut String, dialect: Dialect, f64: bool) {
             ),
         }
     }
+}
+
+/// WGSL's pack and unpack built-ins and `quantizeToF16`, as the CPU interpreter computes
+/// them (its `ops` and `half` modules): a NaN packs as 0 where C would leave the conversion
+/// undefined, binary16 rounds to nearest even, and nothing depends on the platform's `char`.
+fn packing(dialect: Dialect) -> String {
+    let floor = math_name(dialect, "floor", true);
+    format!(
+        "XH_FN xh_u32 xh_pack_snorm(xh_f32 x, xh_f32 scale, xh_u32 mask) {{ if (x != x) return 0u; x = x < -1.0f ? -1.0f : (x > 1.0f ? 1.0f : x); return (xh_u32)(xh_i32){floor}(0.5f + scale * x) & mask; }}\n\
+         XH_FN xh_u32 xh_pack_unorm(xh_f32 x, xh_f32 scale) {{ if (x != x) return 0u; x = x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x); return (xh_u32){floor}(0.5f + scale * x); }}\n\
+         XH_FN xh_u32 xh_pack4x8snorm(xh_f32x4 v) {{ return xh_pack_snorm(v.x, 127.0f, 0xffu) | (xh_pack_snorm(v.y, 127.0f, 0xffu) << 8) | (xh_pack_snorm(v.z, 127.0f, 0xffu) << 16) | (xh_pack_snorm(v.w, 127.0f, 0xffu) << 24); }}\n\
+         XH_FN xh_u32 xh_pack4x8unorm(xh_f32x4 v) {{ return xh_pack_unorm(v.x, 255.0f) | (xh_pack_unorm(v.y, 255.0f) << 8) | (xh_pack_unorm(v.z, 255.0f) << 16) | (xh_pack_unorm(v.w, 255.0f) << 24); }}\n\
+         XH_FN xh_u32 xh_pack2x16snorm(xh_f32x2 v) {{ return xh_pack_snorm(v.x, 32767.0f, 0xffffu) | (xh_pack_snorm(v.y, 32767.0f, 0xffffu) << 16); }}\n\
+         XH_FN xh_u32 xh_pack2x16unorm(xh_f32x2 v) {{ return xh_pack_unorm(v.x, 65535.0f) | (xh_pack_unorm(v.y, 65535.0f) << 16); }}\n\
+         XH_FN xh_u32 xh_f16_round_shift(xh_u32 m, xh_u32 shift) {{ xh_u32 halfway = 1u << (shift - 1u); xh_u32 rest = m & ((1u << shift) - 1u); xh_u32 value = m >> shift; return (rest > halfway || (rest == halfway && (value & 1u) != 0u)) ? value + 1u : value; }}\n\
+         XH_FN xh_u32 xh_f16_bits(xh_f32 x) {{ xh_u32 bits = xh_bits_f32(x); xh_u32 sign = (bits >> 16) & 0x8000u; xh_i32 exponent = (xh_i32)((bits >> 23) & 0xffu); xh_u32 mantissa = bits & 0x7fffffu; xh_i32 unbiased; xh_u32 value; xh_u32 rest; \
+         if (exponent == 0xff) return sign | 0x7c00u | (mantissa != 0u ? (0x200u | (mantissa >> 13)) : 0u); \
+         unbiased = exponent - 127 + 15; if (unbiased >= 31) return sign | 0x7c00u; \
+         if (unbiased <= 0) {{ if (unbiased < -10) return sign; return sign | xh_f16_round_shift(mantissa | 0x800000u, (xh_u32)(14 - unbiased)); }} \
+         value = ((xh_u32)unbiased << 10) | (mantissa >> 13); rest = mantissa & 0x1fffu; if (rest > 0x1000u || (rest == 0x1000u && (value & 1u) != 0u)) value += 1u; return sign | value; }}\n\
+         XH_FN xh_f32 xh_f16_value(xh_u32 h) {{ xh_u32 sign = (h & 0x8000u) << 16; xh_u32 e = (h >> 10) & 0x1fu; xh_u32 m = h & 0x3ffu; \
+         if (e == 0u) return xh_f32_from_bits(sign | xh_bits_f32((xh_f32)m * (1.0f / 16777216.0f))); \
+         if (e == 0x1fu) return xh_f32_from_bits(sign | 0x7f800000u | (m << 13)); \
+         return xh_f32_from_bits(sign | ((e + 112u) << 23) | (m << 13)); }}\n\
+         XH_FN xh_f32 xh_quantize_f16(xh_f32 x) {{ return xh_f16_value(xh_f16_bits(x)); }}\n\
+         XH_FN xh_u32 xh_pack2x16float(xh_f32x2 v) {{ return xh_f16_bits(v.x) | (xh_f16_bits(v.y) << 16); }}\n\
+         XH_FN xh_f32 xh_unpack_snorm8(xh_u32 b) {{ xh_f32 r = (xh_f32)((xh_i32)(b ^ 0x80u) - 128) / 127.0f; return r < -1.0f ? -1.0f : r; }}\n\
+         XH_FN xh_f32 xh_unpack_snorm16(xh_u32 h) {{ xh_f32 r = (xh_f32)((xh_i32)(h ^ 0x8000u) - 32768) / 32767.0f; return r < -1.0f ? -1.0f : r; }}\n\
+         XH_FN xh_f32x4 xh_unpack4x8snorm(xh_u32 p) {{ return xh_make_xh_f32x4(xh_unpack_snorm8(p & 0xffu), xh_unpack_snorm8((p >> 8) & 0xffu), xh_unpack_snorm8((p >> 16) & 0xffu), xh_unpack_snorm8(p >> 24)); }}\n\
+         XH_FN xh_f32x4 xh_unpack4x8unorm(xh_u32 p) {{ return xh_make_xh_f32x4((xh_f32)(p & 0xffu) / 255.0f, (xh_f32)((p >> 8) & 0xffu) / 255.0f, (xh_f32)((p >> 16) & 0xffu) / 255.0f, (xh_f32)(p >> 24) / 255.0f); }}\n\
+         XH_FN xh_f32x2 xh_unpack2x16snorm(xh_u32 p) {{ return xh_make_xh_f32x2(xh_unpack_snorm16(p & 0xffffu), xh_unpack_snorm16(p >> 16)); }}\n\
+         XH_FN xh_f32x2 xh_unpack2x16unorm(xh_u32 p) {{ return xh_make_xh_f32x2((xh_f32)(p & 0xffffu) / 65535.0f, (xh_f32)(p >> 16) / 65535.0f); }}\n\
+         XH_FN xh_f32x2 xh_unpack2x16float(xh_u32 p) {{ return xh_make_xh_f32x2(xh_f16_value(p & 0xffffu), xh_f16_value(p >> 16)); }}\n\
+         XH_FN xh_u32 xh_pack4xi8(xh_i32x4 v) {{ return ((xh_u32)v.x & 0xffu) | (((xh_u32)v.y & 0xffu) << 8) | (((xh_u32)v.z & 0xffu) << 16) | ((xh_u32)v.w << 24); }}\n\
+         XH_FN xh_u32 xh_pack4xu8(xh_u32x4 v) {{ return (v.x & 0xffu) | ((v.y & 0xffu) << 8) | ((v.z & 0xffu) << 16) | (v.w << 24); }}\n\
+         XH_FN xh_i32 xh_clamp_i8(xh_i32 x) {{ return x < -128 ? -128 : (x > 127 ? 127 : x); }}\n\
+         XH_FN xh_u32 xh_pack4xi8clamp(xh_i32x4 v) {{ return ((xh_u32)xh_clamp_i8(v.x) & 0xffu) | (((xh_u32)xh_clamp_i8(v.y) & 0xffu) << 8) | (((xh_u32)xh_clamp_i8(v.z) & 0xffu) << 16) | ((xh_u32)xh_clamp_i8(v.w) << 24); }}\n\
+         XH_FN xh_u32 xh_pack4xu8clamp(xh_u32x4 v) {{ return (v.x < 255u ? v.x : 255u) | ((v.y < 255u ? v.y : 255u) << 8) | ((v.z < 255u ? v.z : 255u) << 16) | ((v.w < 255u ? v.w : 255u) << 24); }}\n\
+         XH_FN xh_i32 xh_sign_extend8(xh_u32 b) {{ return (xh_i32)(b ^ 0x80u) - 128; }}\n\
+         XH_FN xh_i32x4 xh_unpack4xi8(xh_u32 p) {{ return xh_make_xh_i32x4(xh_sign_extend8(p & 0xffu), xh_sign_extend8((p >> 8) & 0xffu), xh_sign_extend8((p >> 16) & 0xffu), xh_sign_extend8(p >> 24)); }}\n\
+         XH_FN xh_u32x4 xh_unpack4xu8(xh_u32 p) {{ return xh_make_xh_u32x4(p & 0xffu, (p >> 8) & 0xffu, (p >> 16) & 0xffu, p >> 24); }}\n\
+         XH_FN xh_i32 xh_dot4i8packed(xh_u32 a, xh_u32 b) {{ xh_i32 sum = 0; xh_u32 shift; for (shift = 0u; shift < 32u; shift += 8u) sum += xh_sign_extend8((a >> shift) & 0xffu) * xh_sign_extend8((b >> shift) & 0xffu); return sum; }}\n\
+         XH_FN xh_u32 xh_dot4u8packed(xh_u32 a, xh_u32 b) {{ xh_u32 sum = 0u; xh_u32 shift; for (shift = 0u; shift < 32u; shift += 8u) sum += ((a >> shift) & 0xffu) * ((b >> shift) & 0xffu); return sum; }}\n"
+    )
 }
 
 /// The C name of a float math function: OpenCL C overloads `sqrt`; C and CUDA spell the

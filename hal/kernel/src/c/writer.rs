@@ -1662,6 +1662,39 @@ impl<'a> Writer<'a> {
 
     fn math(&self, fx: &Fx, h: Handle<Expression>, fun: Mf, args: &[Handle<Expression>]) -> Res<String> {
         let vals: Vec<String> = args.iter().map(|&a| self.expr(fx, a)).collect::<Res<_>>()?;
+        // The pack family and quantizeToF16: helpers of the prelude (see `prelude::packing`).
+        let packing = match fun {
+            Mf::Pack4x8snorm => Some("xh_pack4x8snorm"),
+            Mf::Pack4x8unorm => Some("xh_pack4x8unorm"),
+            Mf::Pack2x16snorm => Some("xh_pack2x16snorm"),
+            Mf::Pack2x16unorm => Some("xh_pack2x16unorm"),
+            Mf::Pack2x16float => Some("xh_pack2x16float"),
+            Mf::Unpack4x8snorm => Some("xh_unpack4x8snorm"),
+            Mf::Unpack4x8unorm => Some("xh_unpack4x8unorm"),
+            Mf::Unpack2x16snorm => Some("xh_unpack2x16snorm"),
+            Mf::Unpack2x16unorm => Some("xh_unpack2x16unorm"),
+            Mf::Unpack2x16float => Some("xh_unpack2x16float"),
+            Mf::Pack4xI8 => Some("xh_pack4xi8"),
+            Mf::Pack4xU8 => Some("xh_pack4xu8"),
+            Mf::Pack4xI8Clamp => Some("xh_pack4xi8clamp"),
+            Mf::Pack4xU8Clamp => Some("xh_pack4xu8clamp"),
+            Mf::Unpack4xI8 => Some("xh_unpack4xi8"),
+            Mf::Unpack4xU8 => Some("xh_unpack4xu8"),
+            _ => None,
+        };
+        if let Some(helper) = packing {
+            return Ok(format!("{helper}({})", vals[0]));
+        }
+        // Four products of at most 128 * 128 each: the i32 sum cannot overflow.
+        match fun {
+            Mf::Dot4I8Packed => return Ok(format!("xh_dot4i8packed({}, {})", vals[0], vals[1])),
+            Mf::Dot4U8Packed => return Ok(format!("xh_dot4u8packed({}, {})", vals[0], vals[1])),
+            _ => {}
+        }
+        if fun == Mf::QuantizeToF16 {
+            let t = self.ty(fx, args[0]).clone();
+            return self.map_components(&t, &vals, |_, parts| Ok(format!("xh_quantize_f16({})", parts[0])), None);
+        }
         let t0 = self.ty(fx, args[0]).clone();
         let result = self.ty(fx, h).clone();
         let err = |e: KernelError| self.relocate(fx, h, e);
