@@ -17,8 +17,9 @@ use xhal_core::{Error, Result};
 const BLOCK_SIZE: u64 = 64 << 20;
 /// Largest buffer carved out of a block; bigger ones get their own `VkDeviceMemory`.
 const SUBALLOCATION_LIMIT: u64 = 8 << 20;
-/// Alignment of every sub-allocation: at least any storage-buffer offset alignment a device
-/// may ask for (the ABI caps it at 256), so a view's offset stays aligned after adding ours.
+/// Alignment of every sub-allocation: at least any storage- or uniform-buffer offset alignment
+/// a device may ask for (Vulkan caps both at 256), so a view's offset stays aligned after
+/// adding ours.
 const SUBALLOCATION_ALIGNMENT: u64 = 256;
 
 /// What memory an allocation is for.
@@ -186,7 +187,9 @@ impl Gpu {
             .map_err(|result| vk_error(&format!("creating a Vulkan device on {}", adapter.info.name), result))?;
         // SAFETY: queue 0 of the family was requested above.
         let queue = unsafe { device.get_device_queue(adapter.queue_family, 0) };
+        // Any buffer may be bound as a kernel's uniform buffer as well as its storage buffer.
         let buffer_usage = vk::BufferUsageFlags::STORAGE_BUFFER
+            | vk::BufferUsageFlags::UNIFORM_BUFFER
             | vk::BufferUsageFlags::TRANSFER_SRC
             | vk::BufferUsageFlags::TRANSFER_DST;
         let memory_type_bits = {

@@ -127,6 +127,12 @@ impl<T> HandleTable<T> {
         self.live.write().drain().map(|(_, object)| object).collect()
     }
 
+    /// Every live object, for tests that look behind a handle core keeps to itself.
+    #[cfg(test)]
+    pub(crate) fn live(&self) -> Vec<Arc<T>> {
+        self.live.read().values().cloned().collect()
+    }
+
     fn explain_missing(&self, raw: u64) -> Error {
         let expected = self.kind.with_article();
         if raw == 0 {

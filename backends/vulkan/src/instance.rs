@@ -82,6 +82,11 @@ pub(crate) struct Adapter {
     pub(crate) queue_family: u32,
     pub(crate) memory: vk::PhysicalDeviceMemoryProperties,
     pub(crate) max_storage_buffer_range: u64,
+    pub(crate) max_uniform_buffer_range: u64,
+    /// Storage-buffer descriptors one kernel may bind (per stage and per set).
+    pub(crate) max_storage_buffers: u32,
+    /// Uniform-buffer descriptors one kernel may bind (per stage and per set).
+    pub(crate) max_uniform_buffers: u32,
     pub(crate) max_memory_allocation_size: u64,
     pub(crate) timestamp_period: f64,
     pub(crate) timestamp_valid_bits: u32,
@@ -351,7 +356,9 @@ impl Instance {
             zero_initialize_workgroup_memory: vulkan13
                 && features13.shader_zero_initialize_workgroup_memory == vk::TRUE,
         };
-        let mut features = Features::ATOMICS_32;
+        // `var<uniform>` bindings are bound as uniform-buffer descriptors (see the module
+        // and stream code), which every Vulkan device has.
+        let mut features = Features::ATOMICS_32 | Features::UNIFORM_BUFFERS;
         if enable.float64 {
             features = features | Features::F64;
         }
@@ -380,6 +387,9 @@ impl Instance {
             )
         });
         let allocated = Arc::new(AtomicU64::new(0));
+        let max_storage_buffers = limits
+            .max_per_stage_descriptor_storage_buffers
+            .min(limits.max_descriptor_set_storage_buffers);
         let info = DeviceInfo {
             name,
             vendor: vendor_name(properties.vendor_id),
@@ -407,12 +417,19 @@ impl Instance {
             max_workgroup_count: limits.max_compute_work_group_count,
             max_workgroup_memory: limits.max_compute_shared_memory_size,
             subgroup_size: subgroup.subgroup_size,
-            max_buffer_arguments: limits
-                .max_per_stage_descriptor_storage_buffers
-                .min(limits.max_descriptor_set_storage_buffers),
+            // Core counts every buffer argument against this. Uniform buffers have limits
+            // of their own, checked when a kernel's pipeline is made.
+            max_buffer_arguments: max_storage_buffers,
             max_scalar_block_size: limits.max_push_constants_size,
-            buffer_offset_alignment: u32::try_from(limits.min_storage_buffer_offset_alignment.max(1))
-                .unwrap_or(u32::MAX),
+            // Any view may be bound as a storage buffer or as a uniform one, so it meets both
+            // alignments.
+            buffer_offset_alignment: u32::try_from(
+                limits
+                    .min_storage_buffer_offset_alignment
+                    .max(limits.min_uniform_buffer_offset_alignment)
+                    .max(1),
+            )
+            .unwrap_or(u32::MAX),
             features,
             kernel_formats: vec![KernelFormat::SPIRV_SHADER, KernelFormat::WGSL],
         };
@@ -422,6 +439,11 @@ impl Instance {
             queue_family: queue_family as u32,
             memory,
             max_storage_buffer_range: u64::from(limits.max_storage_buffer_range),
+            max_uniform_buffer_range: u64::from(limits.max_uniform_buffer_range),
+            max_storage_buffers,
+            max_uniform_buffers: limits
+                .max_per_stage_descriptor_uniform_buffers
+                .min(limits.max_descriptor_set_uniform_buffers),
             max_memory_allocation_size,
             timestamp_period: f64::from(limits.timestamp_period),
             timestamp_valid_bits: family.timestamp_valid_bits,

@@ -3,7 +3,8 @@
 //! Every physical device with a compute queue and Vulkan 1.2 (for timeline semaphores) is an
 //! xhal device. Kernels arrive as SPIR-V (preferred; reflected and validated with naga before
 //! the driver sees them) or WGSL (translated host-side with xhal-kernel). Buffer argument `i`
-//! is descriptor set 0, binding `i`; the scalar block is the push-constant block.
+//! is descriptor set 0, binding `i`, a storage-buffer descriptor or, for a `Uniform` block (a
+//! `var<uniform>`), a uniform-buffer one; the scalar block is the push-constant block.
 //!
 //! Streams record into command buffers and submit in batches ordered by a timeline semaphore
 //! per stream; events are values on those semaphores, timed with timestamp queries where the
@@ -424,5 +425,114 @@ impl Backend for VulkanBackend {
 
     fn kernel_destroy(&self, kernel: KernelHandle) {
         self.kernels.remove(kernel.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use module::BindingKind;
+    use xhal_core::{Launch, Runtime};
+
+    /// Storage, uniform, storage: bindings (0, 1), (0, 4) and (1, 0) as arguments 0, 1, 2.
+    const UNIFORM_BETWEEN_STORAGE: &str = r#"
+struct Params { count: u32, scale: f32 }
+@group(0) @binding(4) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> input: array<f32>;
+@group(1) @binding(0) var<storage, read_write> output: array<f32>;
+@compute @workgroup_size(8)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    if id.x < params.count { output[id.x] = input[id.x] * params.scale; }
+}
+"#;
+
+    /// The backend (with the validation layer where it is installed), and a runtime that
+    /// reaches it through the public API only, or `None` where the machine has no Vulkan device.
+    fn backend_and_runtime() -> Option<(Arc<VulkanBackend>, Runtime)> {
+        let mut backend = Arc::new(VulkanBackend::from_env().with_validation(true));
+        if backend.device_count().is_err() {
+            backend = Arc::new(VulkanBackend::from_env());
+        }
+        if let Err(error) = backend.device_count() {
+            eprintln!("SKIPPED: no Vulkan device here, so this test checked nothing: {error}");
+            return None;
+        }
+        let runtime = Runtime::builder()
+            .without_static_backends()
+            .without_plugin_search()
+            .backend(Arc::clone(&backend) as Arc<dyn Backend>)
+            .build()
+            .ok()?;
+        Some((backend, runtime))
+    }
+
+    #[test]
+    fn wgsl_uniforms_reach_the_pipeline_as_uniform_descriptors() {
+        let Some((backend, runtime)) = backend_and_runtime() else {
+            return;
+        };
+        let device = runtime.open("vulkan", 0).unwrap();
+        let _kernel = device
+            .load_wgsl(UNIFORM_BETWEEN_STORAGE)
+            .unwrap()
+            .kernel("main")
+            .unwrap();
+        let pipelines = backend.kernels.live();
+        assert_eq!(pipelines.len(), 1);
+        // Core translated with native uniforms, so the SPIR-V the backend got has a Uniform
+        // block and the set layout a uniform-buffer descriptor for it.
+        assert_eq!(
+            pipelines[0].entry.bindings,
+            [BindingKind::Storage, BindingKind::Uniform, BindingKind::Storage]
+        );
+    }
+
+    #[test]
+    fn uniform_views_past_max_uniform_buffer_range_are_refused_naming_the_argument() {
+        let Some((backend, runtime)) = backend_and_runtime() else {
+            return;
+        };
+        let Ok(instance) = backend.instance() else {
+            return;
+        };
+        let limit = instance.adapters[0].max_uniform_buffer_range;
+        let device = runtime.open("vulkan", 0).unwrap();
+        let bytes = limit + u64::from(device.info().buffer_offset_alignment);
+        if bytes > device.info().max_allocation_size.min(1 << 30) {
+            eprintln!("SKIPPED: maxUniformBufferRange is {limit} bytes, too many to allocate past in a test");
+            return;
+        }
+        let bytes = usize::try_from(bytes).unwrap();
+        let kernel = device
+            .load_wgsl(UNIFORM_BETWEEN_STORAGE)
+            .unwrap()
+            .kernel("main")
+            .unwrap();
+        let stream = device.create_stream().unwrap();
+        let input = device.alloc::<f32>(8).unwrap();
+        let output = device.alloc::<f32>(8).unwrap();
+        let params = device.alloc::<u8>(bytes).unwrap();
+        let launch = |range: std::ops::Range<usize>| {
+            stream.launch(
+                &Launch::new(&kernel)
+                    .workgroups(1, 1, 1)
+                    .buffer(&input)
+                    .buffer_range(&params, range)
+                    .buffer(&output),
+            )
+        };
+        let error = launch(0..bytes).unwrap_err();
+        assert_eq!(error.kind(), xhal_core::ErrorKind::Unsupported, "{error}");
+        for needed in [
+            "buffer argument 1",
+            "maxUniformBufferRange",
+            &limit.to_string(),
+            &bytes.to_string(),
+        ] {
+            assert!(error.message().contains(needed), "`{needed}` is missing from: {error}");
+        }
+        // A view of exactly the limit binds; the same bytes as storage would have too.
+        launch(0..limit as usize).unwrap();
+        stream.synchronize().unwrap();
     }
 }

@@ -17,13 +17,31 @@ const SOURCE_OPCODES: [u32; 3] = [2, 3, 4];
 /// Stack for naga's SPIR-V reader, which recurses over nested control flow.
 const REFLECTION_STACK: usize = 64 << 20;
 
+/// How a buffer argument is bound: which descriptor type its binding needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BindingKind {
+    /// A `StorageBuffer` block (or a legacy `Uniform` + `BufferBlock` one).
+    Storage,
+    /// A `Uniform` + `Block` block: a `var<uniform>` kept as such.
+    Uniform,
+}
+
+impl BindingKind {
+    pub(crate) fn descriptor_type(self) -> vk::DescriptorType {
+        match self {
+            BindingKind::Storage => vk::DescriptorType::STORAGE_BUFFER,
+            BindingKind::Uniform => vk::DescriptorType::UNIFORM_BUFFER,
+        }
+    }
+}
+
 /// What a launch of one entry point needs.
 #[derive(Debug, Clone)]
 pub(crate) struct EntryLayout {
     pub(crate) name: String,
     pub(crate) workgroup_size: [u32; 3],
-    /// Buffer arguments: binding `i` is argument `i`.
-    pub(crate) binding_count: u32,
+    /// Buffer arguments: binding `i` is argument `i`, bound as `bindings[i]`.
+    pub(crate) bindings: Vec<BindingKind>,
     /// Bytes of the push-constant block (the scalar block), 0 when there is none.
     pub(crate) scalar_bytes: u32,
     pub(crate) workgroup_memory: u64,
@@ -147,10 +165,19 @@ impl Module {
                 entry.name, entry.scalar_bytes, info.name, info.max_scalar_block_size
             )));
         }
-        if entry.binding_count > info.max_buffer_arguments {
+        let count = |kind: BindingKind| entry.bindings.iter().filter(|&&bound| bound == kind).count() as u64;
+        let storage_buffers = count(BindingKind::Storage);
+        if storage_buffers > u64::from(gpu.adapter.max_storage_buffers) {
             return Err(Error::unsupported(format!(
-                "kernel `{}` takes {} buffers, but {} binds at most {} (maxPerStageDescriptorStorageBuffers)",
-                entry.name, entry.binding_count, info.name, info.max_buffer_arguments
+                "kernel `{}` takes {storage_buffers} storage buffers, but {} binds at most {} (maxPerStageDescriptorStorageBuffers)",
+                entry.name, info.name, gpu.adapter.max_storage_buffers
+            )));
+        }
+        let uniform_buffers = count(BindingKind::Uniform);
+        if uniform_buffers > u64::from(gpu.adapter.max_uniform_buffers) {
+            return Err(Error::unsupported(format!(
+                "kernel `{}` takes {uniform_buffers} uniform buffers, but {} binds at most {} (maxPerStageDescriptorUniformBuffers)",
+                entry.name, info.name, gpu.adapter.max_uniform_buffers
             )));
         }
         let invocations: u64 = entry.workgroup_size.iter().map(|&d| u64::from(d)).product();
@@ -167,11 +194,12 @@ impl Module {
         }
         let entry_name = CString::new(entry.name.clone())
             .map_err(|_| Error::invalid_argument(format!("entry point name {:?} holds a NUL byte", entry.name)))?;
-        let bindings: Vec<vk::DescriptorSetLayoutBinding<'_>> = (0..entry.binding_count)
-            .map(|binding| {
+        let bindings: Vec<vk::DescriptorSetLayoutBinding<'_>> = (0u32..)
+            .zip(&entry.bindings)
+            .map(|(binding, kind)| {
                 vk::DescriptorSetLayoutBinding::default()
                     .binding(binding)
-                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                    .descriptor_type(kind.descriptor_type())
                     .descriptor_count(1)
                     .stage_flags(vk::ShaderStageFlags::COMPUTE)
             })
@@ -553,6 +581,10 @@ struct SpirvUses {
     entry_points: HashMap<String, std::collections::HashSet<u32>>,
     /// Module-scope variables: storage class.
     variables: HashMap<u32, u32>,
+    /// Module-scope variables: the type they point to.
+    variable_types: HashMap<u32, u32>,
+    /// Types decorated `BufferBlock`: storage buffers declared in the Uniform class.
+    buffer_blocks: std::collections::HashSet<u32>,
     bindings: HashMap<u32, (Option<u32>, Option<u32>)>,
     names: HashMap<u32, String>,
 }
@@ -563,8 +595,10 @@ mod spirv_op {
     pub(super) const FUNCTION: u32 = 54;
     pub(super) const FUNCTION_END: u32 = 56;
     pub(super) const FUNCTION_CALL: u32 = 57;
+    pub(super) const TYPE_POINTER: u32 = 32;
     pub(super) const VARIABLE: u32 = 59;
     pub(super) const DECORATE: u32 = 71;
+    pub(super) const DECORATION_BUFFER_BLOCK: u32 = 3;
     pub(super) const DECORATION_BINDING: u32 = 33;
     pub(super) const DECORATION_DESCRIPTOR_SET: u32 = 34;
     pub(super) const STORAGE_UNIFORM: u32 = 2;
@@ -588,6 +622,9 @@ impl SpirvUses {
         // Per function id: the ids its instructions mention, and the functions it calls.
         let mut functions: HashMap<u32, (Vec<u32>, Vec<u32>)> = HashMap::new();
         let mut current: Option<u32> = None;
+        // Pointer type id to the type it points to.
+        let mut pointees: HashMap<u32, u32> = HashMap::new();
+        let mut variable_pointers: HashMap<u32, u32> = HashMap::new();
         let mut at = 5;
         while at < words.len() {
             let count = (words[at] >> 16) as usize;
@@ -615,8 +652,17 @@ impl SpirvUses {
                 (spirv_op::NAME, None) if operands.len() >= 2 => {
                     uses.names.insert(operands[0], spirv_string(&operands[1..]));
                 }
+                (spirv_op::TYPE_POINTER, None) if operands.len() >= 3 => {
+                    pointees.insert(operands[0], operands[2]);
+                }
                 (spirv_op::VARIABLE, None) if operands.len() >= 3 => {
                     uses.variables.insert(operands[1], operands[2]);
+                    variable_pointers.insert(operands[1], operands[0]);
+                }
+                (spirv_op::DECORATE, None)
+                    if operands.len() == 2 && operands[1] == spirv_op::DECORATION_BUFFER_BLOCK =>
+                {
+                    uses.buffer_blocks.insert(operands[0]);
                 }
                 (spirv_op::DECORATE, None) if operands.len() >= 3 => {
                     let binding = uses.bindings.entry(operands[0]).or_default();
@@ -630,6 +676,10 @@ impl SpirvUses {
             }
             at += count;
         }
+        uses.variable_types = variable_pointers
+            .into_iter()
+            .filter_map(|(variable, pointer)| Some((variable, *pointees.get(&pointer)?)))
+            .collect();
         for (name, function) in entry_functions {
             let mut used = std::collections::HashSet::new();
             let mut pending = vec![function];
@@ -646,6 +696,13 @@ impl SpirvUses {
             uses.entry_points.insert(name, used);
         }
         Ok(uses)
+    }
+
+    /// Whether `variable` is a block decorated `BufferBlock`.
+    fn is_buffer_block(&self, variable: u32) -> bool {
+        self.variable_types
+            .get(&variable)
+            .is_some_and(|ty| self.buffer_blocks.contains(ty))
     }
 }
 
@@ -679,43 +736,51 @@ fn reflect_naga(module: &naga::Module, uses: &SpirvUses) -> Result<Vec<EntryLayo
                 entry.name
             )));
         };
-        let mut bindings = Vec::new();
+        let mut bindings: Vec<(u32, BindingKind)> = Vec::new();
         let mut uses_scalars = false;
         let mut workgroup_names = Vec::new();
         for &variable in used {
-            match uses.variables[&variable] {
-                spirv_op::STORAGE_BUFFER => {
-                    let (set, binding) = uses.bindings.get(&variable).copied().unwrap_or_default();
-                    let (Some(set), Some(binding)) = (set, binding) else {
-                        return Err(Error::invalid_argument(format!(
-                            "entry point `{}` uses a storage buffer without a descriptor set and binding",
-                            entry.name
-                        )));
-                    };
-                    if set != 0 {
-                        return Err(Error::invalid_argument(format!(
-                            "entry point `{}` uses a buffer in descriptor set {set}; the xhal argument ABI puts buffer i at set 0, binding i",
-                            entry.name
-                        )));
-                    }
-                    bindings.push(binding);
+            let kind = match uses.variables[&variable] {
+                spirv_op::STORAGE_BUFFER => BindingKind::Storage,
+                // SPIR-V before 1.3 declares storage buffers in the Uniform class, marked
+                // BufferBlock; a Block there is a uniform buffer.
+                spirv_op::STORAGE_UNIFORM if uses.is_buffer_block(variable) => BindingKind::Storage,
+                spirv_op::STORAGE_UNIFORM => BindingKind::Uniform,
+                spirv_op::STORAGE_PUSH_CONSTANT => {
+                    uses_scalars = true;
+                    continue;
                 }
-                spirv_op::STORAGE_PUSH_CONSTANT => uses_scalars = true,
-                spirv_op::STORAGE_WORKGROUP => workgroup_names.push(uses.names.get(&variable).cloned()),
-                spirv_op::STORAGE_UNIFORM => {
-                    return Err(Error::invalid_argument(format!(
-                        "entry point `{}` uses a uniform buffer; xhal kernels take storage buffers and one push-constant block",
-                        entry.name
-                    )));
+                spirv_op::STORAGE_WORKGROUP => {
+                    workgroup_names.push(uses.names.get(&variable).cloned());
+                    continue;
                 }
-                _ => {}
+                _ => continue,
+            };
+            let what = match kind {
+                BindingKind::Storage => "storage buffer",
+                BindingKind::Uniform => "uniform buffer",
+            };
+            let (set, binding) = uses.bindings.get(&variable).copied().unwrap_or_default();
+            let (Some(set), Some(binding)) = (set, binding) else {
+                return Err(Error::invalid_argument(format!(
+                    "entry point `{}` uses a {what} without a descriptor set and binding",
+                    entry.name
+                )));
+            };
+            if set != 0 {
+                return Err(Error::invalid_argument(format!(
+                    "entry point `{}` uses a {what} in descriptor set {set}; the xhal argument ABI puts buffer i at set 0, binding i",
+                    entry.name
+                )));
             }
+            bindings.push((binding, kind));
         }
-        bindings.sort_unstable();
+        bindings.sort_unstable_by_key(|&(binding, _)| binding);
+        let numbers: Vec<u32> = bindings.iter().map(|&(binding, _)| binding).collect();
         let expected: Vec<u32> = (0..bindings.len() as u32).collect();
-        if bindings != expected {
+        if numbers != expected {
             return Err(Error::invalid_argument(format!(
-                "entry point `{}` binds buffers {bindings:?}; the xhal argument ABI needs exactly bindings 0..{}",
+                "entry point `{}` binds buffers {numbers:?}; the xhal argument ABI needs exactly bindings 0..{}",
                 entry.name,
                 bindings.len()
             )));
@@ -736,7 +801,7 @@ fn reflect_naga(module: &naga::Module, uses: &SpirvUses) -> Result<Vec<EntryLayo
         entries.push(EntryLayout {
             name: entry.name.clone(),
             workgroup_size: entry.workgroup_size,
-            binding_count: bindings.len() as u32,
+            bindings: bindings.into_iter().map(|(_, kind)| kind).collect(),
             scalar_bytes: if uses_scalars { scalar_bytes } else { 0 },
             workgroup_memory,
         });
@@ -757,14 +822,23 @@ fn translate_wgsl(gpu: &Gpu, code: &[u8]) -> Result<(Vec<u32>, Vec<EntryLayout>)
             gpu.adapter.info.name
         )));
     }
-    let words = module.to_spirv()?;
+    // Uniforms stay uniform blocks, as core asks for this device's SPIR-V.
+    let words = module.to_spirv_with(true)?;
     let entries = module
         .entry_points()
         .iter()
         .map(|entry| EntryLayout {
             name: entry.name.clone(),
             workgroup_size: entry.workgroup_size,
-            binding_count: entry.buffers.len() as u32,
+            // `buffers[i]` is argument `i`, at binding `i` in the SPIR-V.
+            bindings: entry
+                .buffers
+                .iter()
+                .map(|buffer| match buffer.space {
+                    xhal_kernel::BufferSpace::Storage => BindingKind::Storage,
+                    xhal_kernel::BufferSpace::Uniform => BindingKind::Uniform,
+                })
+                .collect(),
             scalar_bytes: entry.scalar_block_size(),
             workgroup_memory: entry.workgroup_memory_bytes,
         })
@@ -802,7 +876,7 @@ fn saxpy(@builtin(global_invocation_id) id: vec3<u32>, @builtin(local_invocation
         let entry = &entries[0];
         assert_eq!(entry.name, "saxpy");
         assert_eq!(entry.workgroup_size, [64, 1, 1]);
-        assert_eq!(entry.binding_count, 2);
+        assert_eq!(entry.bindings, [BindingKind::Storage; 2]);
         assert_eq!(entry.scalar_bytes, 8);
         assert_eq!(entry.workgroup_memory, 256);
     }
@@ -825,14 +899,91 @@ fn helper(i: u32) { b[i] = a[i] * scale + big[i % 512u]; }
         let first = entries.iter().find(|entry| entry.name == "first").unwrap();
         let second = entries.iter().find(|entry| entry.name == "second").unwrap();
         assert_eq!(
-            (first.binding_count, first.scalar_bytes, first.workgroup_memory),
+            (first.bindings.len(), first.scalar_bytes, first.workgroup_memory),
             (1, 0, 16)
         );
         assert_eq!(
-            (second.binding_count, second.scalar_bytes, second.workgroup_memory),
+            (second.bindings.len(), second.scalar_bytes, second.workgroup_memory),
             (2, 4, 2048)
         );
         assert_eq!(second.workgroup_size, [16, 1, 1]);
+    }
+
+    /// A `var<uniform>` between storage buffers, with gaps and a second group.
+    const UNIFORM_BETWEEN_STORAGE: &str = r#"
+struct Params { origin: vec3<f32>, count: u32, @align(16) weights: array<vec4<f32>, 2> }
+@group(0) @binding(3) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> input: array<f32>;
+@group(1) @binding(5) var<storage, read_write> output: array<f32>;
+@compute @workgroup_size(8)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    if id.x < params.count { output[id.x] = input[id.x] * params.weights[id.x % 2u].x + params.origin.y; }
+}
+"#;
+
+    fn bytes_of(words: &[u32]) -> Vec<u8> {
+        words.iter().flat_map(|word| word.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn uniform_blocks_reflect_as_uniform_bindings() {
+        let module = xhal_kernel::parse_wgsl(UNIFORM_BETWEEN_STORAGE).unwrap();
+        let native = reflect_spirv(&bytes_of(&module.to_spirv_with(true).unwrap())).unwrap();
+        // Arguments in (group, binding) order: input (0, 1), params (0, 3), output (1, 5).
+        assert_eq!(
+            native[0].bindings,
+            [BindingKind::Storage, BindingKind::Uniform, BindingKind::Storage]
+        );
+        // The same kinds as xhal-kernel's own reflection, which the WGSL path uses.
+        let spaces: Vec<BindingKind> = module.entry_points()[0]
+            .buffers
+            .iter()
+            .map(|buffer| match buffer.space {
+                xhal_kernel::BufferSpace::Storage => BindingKind::Storage,
+                xhal_kernel::BufferSpace::Uniform => BindingKind::Uniform,
+            })
+            .collect();
+        assert_eq!(native[0].bindings, spaces);
+        // Lowered for devices without native uniforms, every binding is a storage buffer.
+        let lowered = reflect_spirv(&bytes_of(&module.to_spirv_with(false).unwrap())).unwrap();
+        assert_eq!(lowered[0].bindings, [BindingKind::Storage; 3]);
+    }
+
+    #[test]
+    fn buffer_blocks_in_the_uniform_class_are_storage_buffers() {
+        // SPIR-V before 1.3 (glslang's default for Vulkan 1.0) declares storage buffers as
+        // Uniform-class blocks decorated BufferBlock. Rewrite naga's StorageBuffer blocks so.
+        // (naga's reader takes runtime-sized arrays only in the StorageBuffer class.)
+        let source = "@group(0) @binding(0) var<storage, read_write> data: array<u32, 4>;\n\
+                      @compute @workgroup_size(1) fn main() { data[0] = 7u; }";
+        let words = xhal_kernel::parse_wgsl(source).unwrap().to_spirv().unwrap();
+        let mut legacy = words;
+        let mut at = 5;
+        let mut rewritten = 0;
+        while at < legacy.len() {
+            let count = (legacy[at] >> 16) as usize;
+            let operands = at + 1..at + count;
+            match legacy[at] & 0xffff {
+                // `OpTypePointer %id Class %type`, `OpVariable %type %id Class`.
+                opcode @ (spirv_op::TYPE_POINTER | spirv_op::VARIABLE) => {
+                    let class = operands.start + if opcode == spirv_op::TYPE_POINTER { 1 } else { 2 };
+                    if legacy[class] == spirv_op::STORAGE_BUFFER {
+                        legacy[class] = spirv_op::STORAGE_UNIFORM;
+                        rewritten += 1;
+                    }
+                }
+                // `OpDecorate %struct Block` (decoration 2).
+                spirv_op::DECORATE if count == 3 && legacy[operands.start + 1] == 2 => {
+                    legacy[operands.start + 1] = spirv_op::DECORATION_BUFFER_BLOCK;
+                    rewritten += 1;
+                }
+                _ => {}
+            }
+            at += count;
+        }
+        assert!(rewritten >= 3, "naga's output changed shape: {rewritten} rewrites");
+        let entries = reflect_spirv(&bytes_of(&legacy)).unwrap();
+        assert_eq!(entries[0].bindings, [BindingKind::Storage]);
     }
 
     #[test]

@@ -14,7 +14,7 @@
 
 use crate::gpu::{DeviceBuffer, Gpu, MappedPtr, MemoryKind};
 use crate::instance::vk_error;
-use crate::module::Pipeline;
+use crate::module::{BindingKind, Pipeline};
 use ash::vk;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
@@ -25,7 +25,7 @@ use xhal_core::{BufferArg, Error, Result};
 const BATCH_LIMIT: u32 = 256;
 /// Descriptor sets per descriptor pool.
 const SETS_PER_POOL: u32 = 256;
-/// Storage-buffer descriptors per descriptor pool.
+/// Descriptors of each type (storage buffer, uniform buffer) per descriptor pool.
 const DESCRIPTORS_PER_POOL: u32 = 2048;
 
 /// Something queued work needs alive until it completes.
@@ -721,18 +721,30 @@ impl Stream {
                 )));
             }
         }
-        if buffers.len() != pipeline.entry.binding_count as usize {
+        let kinds = &pipeline.entry.bindings;
+        if buffers.len() != kinds.len() {
             return Err(Error::invalid_argument(format!(
                 "kernel `{name}` takes {} buffer(s), but {} were given",
-                pipeline.entry.binding_count,
+                kinds.len(),
                 buffers.len()
             )));
         }
-        let range_limit = self.gpu.adapter.max_storage_buffer_range;
-        for (index, (_, argument)) in buffers.iter().enumerate() {
+        for (index, ((_, argument), kind)) in buffers.iter().zip(kinds).enumerate() {
+            let (range_limit, what, limit_name) = match kind {
+                BindingKind::Storage => (
+                    self.gpu.adapter.max_storage_buffer_range,
+                    "storage buffer",
+                    "maxStorageBufferRange",
+                ),
+                BindingKind::Uniform => (
+                    self.gpu.adapter.max_uniform_buffer_range,
+                    "uniform buffer",
+                    "maxUniformBufferRange",
+                ),
+            };
             if argument.size > range_limit {
                 return Err(Error::unsupported(format!(
-                    "buffer argument {index} of `{name}` is a view of {} bytes, but {} binds at most {range_limit} bytes per buffer (maxStorageBufferRange)",
+                    "buffer argument {index} of `{name}` is a view of {} bytes, but {} binds at most {range_limit} bytes per {what} ({limit_name})",
                     argument.size, info.name
                 )));
             }
@@ -773,14 +785,13 @@ impl Stream {
                 .iter()
                 .map(|&(buffer, offset, range)| [vk::DescriptorBufferInfo { buffer, offset, range }])
                 .collect();
-            let writes: Vec<vk::WriteDescriptorSet<'_>> = infos
-                .iter()
-                .enumerate()
-                .map(|(binding, info)| {
+            let writes: Vec<vk::WriteDescriptorSet<'_>> = (0u32..)
+                .zip(infos.iter().zip(kinds))
+                .map(|(binding, (info, kind))| {
                     vk::WriteDescriptorSet::default()
                         .dst_set(set)
-                        .dst_binding(binding as u32)
-                        .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                        .dst_binding(binding)
+                        .descriptor_type(kind.descriptor_type())
                         .buffer_info(info)
                 })
                 .collect();
@@ -848,10 +859,12 @@ impl Stream {
         let pool = match state.spare_descriptor_pools.pop() {
             Some(pool) => pool,
             None => {
-                let sizes = [vk::DescriptorPoolSize {
-                    ty: vk::DescriptorType::STORAGE_BUFFER,
+                // Pools are reused by any pipeline, so each holds both kinds; allocation from
+                // a pool short of either kind fails and a fresh pool is taken.
+                let sizes = [BindingKind::Storage, BindingKind::Uniform].map(|kind| vk::DescriptorPoolSize {
+                    ty: kind.descriptor_type(),
                     descriptor_count: DESCRIPTORS_PER_POOL,
-                }];
+                });
                 let pool_info = vk::DescriptorPoolCreateInfo::default()
                     .max_sets(SETS_PER_POOL)
                     .pool_sizes(&sizes);
