@@ -67,7 +67,23 @@ fn require_unless_absent(reason: &str) {
 
 /// A runtime with just this backend, or `None` where the machine has no Vulkan device.
 fn vulkan_runtime() -> Option<Runtime> {
-    let backend = VulkanBackend::from_env();
+    runtime_of(VulkanBackend::from_env())
+}
+
+/// [`vulkan_runtime`] with the validation layer on where it is installed, so that a descriptor
+/// the kernel and its layout disagree about fails the test.
+fn validated_vulkan_runtime() -> Option<Runtime> {
+    let validated = VulkanBackend::from_env().with_validation(true);
+    match validated.device_count() {
+        Ok(_) => runtime_of(validated),
+        Err(error) => {
+            eprintln!("testing without the validation layer: {error}");
+            vulkan_runtime()
+        }
+    }
+}
+
+fn runtime_of(backend: VulkanBackend) -> Option<Runtime> {
     if let Err(error) = backend.device_count() {
         require_unless_absent(&error.to_string());
         eprintln!("SKIPPED: no Vulkan device here, so this test checked nothing: {error}");
@@ -301,4 +317,186 @@ fn limits_are_named_when_a_kernel_or_binding_exceeds_them() {
     backend.kernel_destroy(kernel);
     backend.module_destroy(module);
     backend.device_close(device);
+}
+
+/// A `var<uniform>` whose layout has padding everywhere WGSL puts it: after a `vec3<f32>`
+/// (none: the `u32` fills it), before an `@align(16)` struct member, after that member, and
+/// an array of `vec4<f32>`; bound between storage buffers with gaps and in other groups.
+const UNIFORM_PARAMS: &str = r#"
+struct Inner { scale: f32, bias: f32 }
+struct Params {
+    origin: vec3<f32>,
+    count: u32,
+    tag: f32,
+    @align(16) inner: Inner,
+    weights: array<vec4<f32>, 2>,
+}
+@group(0) @binding(3) var<uniform> params: Params;
+@group(0) @binding(1) var<storage, read> input: array<f32>;
+@group(2) @binding(0) var<storage, read_write> output: array<f32>;
+
+@compute @workgroup_size(8)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    let i = id.x;
+    if i >= params.count { return; }
+    output[i] = input[i] * params.inner.scale + params.inner.bias
+        + params.origin[i % 3u] * params.weights[i % 2u][i % 4u] + params.tag;
+}
+"#;
+
+/// `Params` of [`UNIFORM_PARAMS`] in the uniform address space's layout (80 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, xhal_core::bytemuck::Pod, xhal_core::bytemuck::Zeroable)]
+#[bytemuck(crate = "xhal_core::bytemuck")]
+struct UniformParams {
+    origin: [f32; 3],
+    count: u32,
+    tag: f32,
+    before_inner: [u32; 3],
+    inner_scale: f32,
+    inner_bias: f32,
+    after_inner: [u32; 2],
+    weights: [[f32; 4]; 2],
+}
+
+/// Padding bytes that make any misplaced read a NaN.
+const NAN_PADDING: u32 = 0x7fc0_0001;
+
+impl UniformParams {
+    fn new(count: u32, scale: f32, tag: f32) -> UniformParams {
+        UniformParams {
+            origin: [1.0, 2.0, 3.0],
+            count,
+            tag,
+            before_inner: [NAN_PADDING; 3],
+            inner_scale: scale,
+            inner_bias: 0.5,
+            after_inner: [NAN_PADDING; 2],
+            weights: [[1.0, 2.0, 4.0, 8.0], [16.0, 32.0, 64.0, 128.0]],
+        }
+    }
+
+    /// What the kernel writes at `i` for `input[i] = i`; every value is exact in f32.
+    fn expected(&self, length: usize) -> Vec<f32> {
+        (0..length)
+            .map(|i| {
+                if i >= self.count as usize {
+                    return -1.0;
+                }
+                i as f32 * self.inner_scale
+                    + self.inner_bias
+                    + self.origin[i % 3] * self.weights[i % 2][i % 4]
+                    + self.tag
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn uniform_structs_with_padding_and_binding_gaps_give_the_expected_values() {
+    let Some(runtime) = validated_vulkan_runtime() else {
+        return;
+    };
+    let device = runtime.open("vulkan", 0).unwrap();
+    assert!(device.has_features(xhal_core::Features::UNIFORM_BUFFERS));
+    let module = device.load_wgsl(UNIFORM_PARAMS).unwrap();
+    let info = &module.entry_points().unwrap()[0];
+    let spaces: Vec<_> = info
+        .buffers
+        .iter()
+        .map(|buffer| (buffer.name.as_str(), buffer.space))
+        .collect();
+    use xhal_core::kernel::BufferSpace;
+    assert_eq!(
+        spaces,
+        [
+            ("input", BufferSpace::Storage),
+            ("params", BufferSpace::Uniform),
+            ("output", BufferSpace::Storage)
+        ]
+    );
+    let kernel = module.kernel("main").unwrap();
+    let stream = device.create_stream().unwrap();
+    let length = 24;
+    let input: Vec<f32> = (0..length).map(|i| i as f32).collect();
+    let input = device.alloc_from(&stream, &input).unwrap();
+    let output = device.alloc_from(&stream, &vec![-1.0f32; length]).unwrap();
+
+    // Bound from a buffer the application owns; the last 4 invocations are past `count`.
+    let in_a_buffer = UniformParams::new(20, 2.0, 100.0);
+    let params = device.alloc_from(&stream, &[in_a_buffer]).unwrap();
+    stream
+        .launch(
+            &Launch::new(&kernel)
+                .workgroups_for_invocations(length as u64)
+                .buffer(&input)
+                .buffer(&params)
+                .buffer(&output),
+        )
+        .unwrap();
+    assert_eq!(stream.read_to_vec(&output).unwrap(), in_a_buffer.expected(length));
+
+    // Staged by core with `Launch::uniform`, several values in a row on one stream.
+    for (scale, tag) in [(3.0, 1000.0), (0.25, -8.0), (5.0, 0.0)] {
+        let value = UniformParams::new(length as u32, scale, tag);
+        stream
+            .launch(
+                &Launch::new(&kernel)
+                    .workgroups_for_invocations(length as u64)
+                    .buffer(&input)
+                    .uniform(&value)
+                    .buffer(&output),
+            )
+            .unwrap();
+        assert_eq!(stream.read_to_vec(&output).unwrap(), value.expected(length));
+    }
+    stream.synchronize().unwrap();
+}
+
+/// An application's own SPIR-V with a `Uniform` block (here written by xhal-kernel, at
+/// set 0, bindings 0..3 as the argument ABI says) loads and runs as the WGSL does.
+#[test]
+fn native_spirv_with_a_uniform_block_runs() {
+    let Some(runtime) = validated_vulkan_runtime() else {
+        return;
+    };
+    let device = runtime.open("vulkan", 0).unwrap();
+    let words = xhal_core::kernel::parse_wgsl(UNIFORM_PARAMS)
+        .unwrap()
+        .to_spirv_with(true)
+        .unwrap();
+    // `OpTypePointer %id Uniform %type` is there: the block is a uniform one, not storage.
+    let mut at = 5;
+    let mut uniform_pointers = 0;
+    while at < words.len() {
+        let count = (words[at] >> 16) as usize;
+        if words[at] & 0xffff == 32 && words[at + 2] == 2 {
+            uniform_pointers += 1;
+        }
+        at += count;
+    }
+    assert!(uniform_pointers > 0, "the SPIR-V declares no Uniform-class pointer");
+    let bytes: Vec<u8> = words.iter().flat_map(|word| word.to_le_bytes()).collect();
+    let kernel = device
+        .load_module(xhal_core::KernelFormat::SPIRV_SHADER, &bytes)
+        .unwrap()
+        .kernel("main")
+        .unwrap();
+    let stream = device.create_stream().unwrap();
+    let length = 16;
+    let input: Vec<f32> = (0..length).map(|i| i as f32).collect();
+    let input = device.alloc_from(&stream, &input).unwrap();
+    let output = device.alloc_from(&stream, &vec![-1.0f32; length]).unwrap();
+    let value = UniformParams::new(11, 1.5, 7.0);
+    let params = device.alloc_from(&stream, &[value]).unwrap();
+    stream
+        .launch(
+            &Launch::new(&kernel)
+                .workgroups(2, 1, 1)
+                .buffer(&input)
+                .buffer(&params)
+                .buffer(&output),
+        )
+        .unwrap();
+    assert_eq!(stream.read_to_vec(&output).unwrap(), value.expected(length));
 }
