@@ -13,11 +13,12 @@ mod memory;
 mod plugin;
 mod streams;
 mod stress;
+mod workloads;
 
 use crate::test_case::TestCase;
 
 /// The areas, in report order.
-pub const AREAS: [&str; 9] = [
+pub const AREAS: [&str; 10] = [
     "plugin",
     "device",
     "memory",
@@ -27,6 +28,7 @@ pub const AREAS: [&str; 9] = [
     "compute",
     "concurrency",
     "stress",
+    "workloads",
 ];
 
 /// Every test, in area order.
@@ -41,6 +43,7 @@ pub fn catalogue() -> Vec<TestCase> {
     tests.extend(compute::tests());
     tests.extend(concurrency::tests());
     tests.extend(stress::tests());
+    tests.extend(workloads::tests());
     tests
 }
 
