@@ -31,6 +31,9 @@ pub(crate) fn declared(source: &str, module: &naga::Module) -> Vec<OverrideInfo>
     module
         .overrides
         .iter()
+        // naga adds unnamed overrides of its own for override expressions that size arrays
+        // (`array<f32, n * n>`); they are not the author's.
+        .filter(|(_, declared)| declared.name.is_some())
         .map(|(handle, declared)| {
             let span = module.overrides.get_span(handle).to_range();
             OverrideInfo {
@@ -254,6 +257,20 @@ mod tests {
                 ("neg", None, "i32", Some("-(2i)")),
             ]
         );
+    }
+
+    #[test]
+    fn an_array_sized_by_an_override_expression_adds_no_override_of_its_own() {
+        let source = "override n: u32 = 8u;\n\
+                      @group(0) @binding(0) var<storage, read_write> out: array<f32>;\n\
+                      var<workgroup> tile: array<f32, n * n>;\n\
+                      @compute @workgroup_size(64) fn main(@builtin(local_invocation_index) i: u32) {\n\
+                      tile[i] = f32(i); workgroupBarrier(); out[i] = tile[63u - i]; }\n";
+        let module = crate::parse_wgsl(source).unwrap_or_else(|e| panic!("{e}"));
+        let names: Vec<&str> = module.overrides().iter().map(|o| o.name.as_str()).collect();
+        assert_eq!(names, ["n"]);
+        let text = apply_overrides(source, &[("n".to_owned(), 4.0)]).unwrap_or_else(|e| panic!("{e}"));
+        crate::parse_wgsl(&text).unwrap_or_else(|e| panic!("{e}"));
     }
 
     #[test]

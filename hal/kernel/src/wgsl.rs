@@ -90,13 +90,23 @@ fn parse_inner(source: &str) -> Result<WgslModule, KernelError> {
     let module = parse_front(source)?;
     let info = validate(source, &module)?;
     let overrides = crate::overrides::declared(source, &module);
-    if let Some((index, missing)) = overrides.iter().enumerate().find(|(_, o)| o.default.is_none()) {
-        let id = missing.id.map(|id| format!(" (@id({id}))")).unwrap_or_default();
-        let span = module
-            .overrides
+    let without_value = module
+        .overrides
+        .iter()
+        .find(|(_, o)| o.name.is_some() && o.init.is_none())
+        .and_then(|(handle, o)| Some((module.overrides.get_span(handle), o.name.as_deref()?)));
+    if let Some((span, name)) = without_value {
+        let missing = overrides
             .iter()
-            .nth(index)
-            .map_or(naga::Span::UNDEFINED, |(handle, _)| module.overrides.get_span(handle));
+            .find(|o| o.name == name)
+            .cloned()
+            .unwrap_or(OverrideInfo {
+                name: name.to_owned(),
+                id: None,
+                type_name: String::new(),
+                default: None,
+            });
+        let id = missing.id.map(|id| format!(" (@id({id}))")).unwrap_or_default();
         return Err(KernelError::at(
             KernelErrorKind::Override,
             format!(

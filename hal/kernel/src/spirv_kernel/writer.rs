@@ -1843,6 +1843,48 @@ impl<'a> Writer<'a> {
         Ok(self.op(fx, Op::Select, t, &[nan, zero, r]))
     }
 
+    /// `unpack4x8snorm`, `unpack4x8unorm`, `unpack2x16snorm` and `unpack2x16unorm` of the
+    /// word `x`, as the CPU interpreter computes them: each lane is shifted down and masked,
+    /// a signed lane sign-extended by shifting it to the top and back, then divided by the
+    /// largest value of its width, the signed ones clamped at -1.
+    fn unpack_normalized(&mut self, fx: &mut Fx, fun: Mf, x: u32, t: u32) -> Res<u32> {
+        let (lanes, bits, signed) = match fun {
+            Mf::Unpack4x8snorm => (4u32, 8u32, true),
+            Mf::Unpack4x8unorm => (4, 8, false),
+            Mf::Unpack2x16snorm => (2, 16, true),
+            _ => (2, 16, false),
+        };
+        let u32_ty = self.scalar_ty(Scalar::U32)?;
+        let i32_ty = self.scalar_ty(Scalar::I32)?;
+        let f32_ty = self.scalar_ty(Scalar::F32)?;
+        let mask = self.const_scalar(Scalar::U32, (1u64 << bits) - 1, 0.0)?;
+        let top = self.const_scalar(Scalar::U32, u64::from(32 - bits), 0.0)?;
+        let largest = f64::from((1u32 << (bits - u32::from(signed))) - 1);
+        let scale = self.const_scalar(Scalar::F32, 0, largest)?;
+        let minus_one = self.const_scalar(Scalar::F32, 0, -1.0)?;
+        let mut parts = Vec::new();
+        for lane in 0..lanes {
+            let shift = self.const_scalar(Scalar::U32, u64::from(lane * bits), 0.0)?;
+            let shifted = self.op(fx, Op::ShiftRightLogical, u32_ty, &[x, shift]);
+            let value = self.op(fx, Op::BitwiseAnd, u32_ty, &[shifted, mask]);
+            let float = if signed {
+                let raised = self.op(fx, Op::ShiftLeftLogical, u32_ty, &[value, top]);
+                let as_int = self.op(fx, Op::Bitcast, i32_ty, &[raised]);
+                let extended = self.op(fx, Op::ShiftRightArithmetic, i32_ty, &[as_int, top]);
+                self.op(fx, Op::ConvertSToF, f32_ty, &[extended])
+            } else {
+                self.op(fx, Op::ConvertUToF, f32_ty, &[value])
+            };
+            let divided = self.op(fx, Op::FDiv, f32_ty, &[float, scale]);
+            parts.push(if signed {
+                self.ext(fx, Cl::fmax, f32_ty, &[divided, minus_one])
+            } else {
+                divided
+            });
+        }
+        Ok(self.construct(fx, t, &parts))
+    }
+
     fn math(&mut self, fx: &mut Fx, h: Handle<Expression>, fun: Mf, args: &[Handle<Expression>]) -> Res<u32> {
         let mut vals = Vec::new();
         for &a in args {
@@ -1852,6 +1894,12 @@ impl<'a> Writer<'a> {
         let t0 = self.tyinner(fx, args[0]).clone();
         if let TypeInner::Matrix { columns, rows, scalar } = t0 {
             return self.matrix_math(fx, h, fun, vals[0], columns as u32, rows as u32, scalar, t);
+        }
+        if matches!(
+            fun,
+            Mf::Unpack4x8snorm | Mf::Unpack4x8unorm | Mf::Unpack2x16snorm | Mf::Unpack2x16unorm
+        ) {
+            return self.unpack_normalized(fx, fun, vals[0], t);
         }
         let (s, n) = self
             .scalar_of(fx, args[0])
