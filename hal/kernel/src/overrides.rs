@@ -264,8 +264,9 @@ mod tests {
         let source = "override n: u32 = 8u;\n\
                       @group(0) @binding(0) var<storage, read_write> out: array<f32>;\n\
                       var<workgroup> tile: array<f32, n * n>;\n\
+                      var<workgroup> same: array<f32, 64>;\n\
                       @compute @workgroup_size(64) fn main(@builtin(local_invocation_index) i: u32) {\n\
-                      tile[i] = f32(i); workgroupBarrier(); out[i] = tile[63u - i]; }\n";
+                      tile[i] = f32(i); same[i] = 1.0; workgroupBarrier(); out[i] = tile[63u - i] + same[i]; }\n";
         let module = crate::parse_wgsl(source).unwrap_or_else(|e| panic!("{e}"));
         let names: Vec<&str> = module.overrides().iter().map(|o| o.name.as_str()).collect();
         assert_eq!(names, ["n"]);

@@ -368,7 +368,13 @@ pub fn resolve_pending_array_sizes(module: &mut naga::Module) {
             _ => None,
         })
         .collect();
-    for (handle, ty) in pending {
+    for (handle, mut ty) in pending {
+        // The arena holds each type once: where the same fixed-size array is already there
+        // (`array<f32, 256>` beside `array<f32, n * n>` with n = 16), a name of its own keeps
+        // this one distinct, since other handles point at both.
+        if module.types.get(&ty).is_some() {
+            ty.name = Some(format!("xhal_override_sized_{}", handle.index()));
+        }
         module.types.replace(handle, ty);
     }
 }
