@@ -40,6 +40,8 @@ mod native;
 mod stream;
 mod wgsl;
 
+pub use wgsl::interpreter_fallbacks;
+
 #[cfg(test)]
 mod tests;
 

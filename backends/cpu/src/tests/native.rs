@@ -272,10 +272,12 @@ fn a_kernel_the_compiled_path_lacks_runs_on_the_interpreter() {
     // Host C has no f16: the compiled mode interprets this kernel (with a warning).
     const HALF: &str = "enable f16;\n@group(0) @binding(0) var<storage, read_write> d: array<f32>;\n\
                         @compute @workgroup_size(1)\nfn half_it() { d[0] = f32(f16(d[0]) * 0.5h); }\n";
+    let before = crate::interpreter_fallbacks();
     let out = Fixture::with_backend(backend(KernelMode::Compile))
         .dispatch(HALF, "half_it", [1, 1, 1], &[f32s(&[3.0])], &[])
         .expect("the interpreter runs it");
     assert_eq!(out[0], f32s(&[1.5]));
+    assert!(crate::interpreter_fallbacks() > before, "the fallback was counted");
 }
 
 #[test]

@@ -150,15 +150,18 @@ impl WgslModule {
                 let native = match native::compile(&self.source, name) {
                     Ok(kernel) => Some(Arc::new(kernel)),
                     Err(NotCompiled::Unsupported(why)) => {
+                        let count = count_fallback();
                         if self.mode == KernelMode::Compile {
                             tracing::warn!(
                                 kernel = name,
-                                "cpu: interpreting `{name}`: the compiled path lacks {why}"
+                                fallbacks = count,
+                                "cpu: interpreting `{name}` (kernel {count} the compiled path could not take in this process): the compiled path lacks {why}"
                             );
                         } else {
                             tracing::info!(
                                 kernel = name,
-                                "cpu: interpreting `{name}`: the compiled path lacks {why}"
+                                fallbacks = count,
+                                "cpu: interpreting `{name}` (kernel {count} the compiled path could not take in this process): the compiled path lacks {why}"
                             );
                         }
                         None
@@ -178,7 +181,12 @@ impl WgslModule {
                         if self.mode == KernelMode::Compile {
                             return Err(Error::internal(format!("compiling kernel `{name}` failed: {why}")));
                         }
-                        tracing::warn!(kernel = name, "cpu: interpreting `{name}`: compiling it failed: {why}");
+                        let count = count_fallback();
+                        tracing::warn!(
+                            kernel = name,
+                            fallbacks = count,
+                            "cpu: interpreting `{name}` (kernel {count} the compiled path could not take in this process): compiling it failed: {why}"
+                        );
                         None
                     }
                 };
@@ -229,4 +237,19 @@ fn resolve_overrides(
             ))
         })?;
     Ok((resolved, info))
+}
+
+/// Kernels the compiled path handed to the interpreter in this process.
+static INTERPRETER_FALLBACKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Counts one more kernel handed to the interpreter, and returns the count.
+fn count_fallback() -> u64 {
+    INTERPRETER_FALLBACKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
+}
+
+/// How many kernels the compiled path (`XHAL_CPU_MODE` `auto` or `compile`) has handed to the
+/// interpreter in this process, because it lacks something they use or the C compiler
+/// refused them. Each is also logged, with the reason.
+pub fn interpreter_fallbacks() -> u64 {
+    INTERPRETER_FALLBACKS.load(std::sync::atomic::Ordering::Relaxed)
 }
