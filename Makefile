@@ -139,6 +139,9 @@ bench-overhead: build
 # lavapipe's Vulkan, then GL), each pair measured in the same run.
 bench-backends: drivers
 	$(CARGO) bench -p xhal-vulkan --bench vulkan
+	@# Kernel load time through xhal-vulkan against xhal-wgpu's plugin on the same driver.
+	$(CARGO) build --release -p xhal-wgpu
+	$(CARGO) bench -p xhal-vulkan --bench kernel_load
 	XHAL_WGPU_BENCH_ADAPTER=0 $(CARGO) bench -p xhal-wgpu --bench wgpu
 	XHAL_WGPU_BENCH_ADAPTER=1 $(CARGO) bench -p xhal-wgpu --bench wgpu
 
