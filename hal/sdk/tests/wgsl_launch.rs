@@ -165,7 +165,7 @@ fn a_view_smaller_than_the_binding_needs_is_refused() {
     assert!(
         error
             .message()
-            .contains("(`header`, Header) is a view of 12 bytes, but it needs at least 24"),
+            .contains("(`header`, binding 0, Header) is a view of 12 bytes, but it needs at least 24"),
         "{error}"
     );
 }
