@@ -63,53 +63,35 @@ fn initializer(source: &str, span: Range<usize>) -> Option<Range<usize>> {
 }
 
 /// From a declaration starting at byte `start`: the byte of its top-level `=`, if any, and
-/// of its closing `;`. Comments are skipped; WGSL has no string literals.
+/// of its closing `;`. Comments are skipped (see `rewrite::tokens`).
 fn declaration_parts(source: &str, start: usize) -> Option<(Option<usize>, usize)> {
-    let bytes = source.as_bytes();
+    use crate::rewrite::{tokens, TokenKind::Punct};
+    let tokens = tokens(source);
+    let first = tokens.iter().position(|t| t.start >= start)?;
+    let rest = &tokens[first..];
     let mut depth = 0i32;
     let mut equals = None;
-    let mut i = start;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'/' if bytes.get(i + 1) == Some(&b'/') => {
-                while i < bytes.len() && bytes[i] != b'\n' {
-                    i += 1;
-                }
-                continue;
-            }
-            b'/' if bytes.get(i + 1) == Some(&b'*') => {
-                let mut nesting = 0;
-                while i < bytes.len() {
-                    if bytes[i..].starts_with(b"/*") {
-                        nesting += 1;
-                        i += 2;
-                    } else if bytes[i..].starts_with(b"*/") {
-                        nesting -= 1;
-                        i += 2;
-                        if nesting == 0 {
-                            break;
-                        }
-                    } else {
-                        i += 1;
-                    }
-                }
-                continue;
-            }
+    for (k, token) in rest.iter().enumerate() {
+        // Punctuation is one character a token: `==`, `!=`, `<=`, `>=` are two adjacent
+        // tokens, and none of them is the declaration's `=`.
+        let joined = |other: Option<&crate::rewrite::Token>, at: usize| {
+            other.is_some_and(|o| (o.start == at || o.end == at) && matches!(o.kind, Punct(b'=' | b'!' | b'<' | b'>')))
+        };
+        match token.kind {
             // Override types are scalars, so no `<...>` comes before the `=`.
-            b'(' | b'[' => depth += 1,
-            b')' | b']' => depth -= 1,
-            // `==`, `!=`, `<=`, `>=` are not the declaration's `=`.
-            b'=' if depth <= 0
-                && equals.is_none()
-                && bytes.get(i + 1) != Some(&b'=')
-                && !matches!(bytes.get(i.wrapping_sub(1)), Some(b'=' | b'!' | b'<' | b'>')) =>
+            Punct(b'(' | b'[') => depth += 1,
+            Punct(b')' | b']') => depth -= 1,
+            Punct(b'=')
+                if depth <= 0
+                    && equals.is_none()
+                    && !joined(rest.get(k + 1), token.end)
+                    && !joined(k.checked_sub(1).and_then(|p| rest.get(p)), token.start) =>
             {
-                equals = Some(i);
+                equals = Some(token.start);
             }
-            b';' if depth <= 0 => return Some((equals, i)),
+            Punct(b';') if depth <= 0 => return Some((equals, token.start)),
             _ => {}
         }
-        i += 1;
     }
     None
 }
@@ -233,10 +215,11 @@ pub fn apply_overrides(source: &str, values: &[(String, f64)]) -> Result<String,
 mod tests {
     use super::*;
 
-    const SOURCE: &str = "override block: u32 = 8u; // the tile\n\
+    const SOURCE: &str = "override block:u32=8u; // the tile\n\
                           @id(3) override scale: f32;\n\
                           override enabled = true;\n\
                           override neg: i32 = -(2i);\n\
+                          override less = 1 <= 2;\n\
                           @group(0) @binding(0) var<storage, read_write> out: array<f32>;\n\
                           @compute @workgroup_size(block) fn main() { if enabled { out[0] = scale * f32(neg); } }\n";
 
@@ -255,6 +238,7 @@ mod tests {
                 ("scale", Some(3), "f32", None),
                 ("enabled", None, "bool", Some("true")),
                 ("neg", None, "i32", Some("-(2i)")),
+                ("less", None, "bool", Some("1 <= 2")),
             ]
         );
     }
@@ -283,7 +267,7 @@ mod tests {
             ("neg".to_owned(), -7.0),
         ];
         let text = apply_overrides(SOURCE, &values).unwrap_or_else(|e| panic!("{e}"));
-        assert!(text.contains("override block: u32 = 16u; // the tile"), "{text}");
+        assert!(text.contains("override block:u32= 16u; // the tile"), "{text}");
         assert!(text.contains("@id(3) override scale: f32 = 0.5f;"), "{text}");
         assert!(text.contains("override enabled = false;"), "{text}");
         assert!(text.contains("override neg: i32 = -7i;"), "{text}");

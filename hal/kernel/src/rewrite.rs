@@ -32,14 +32,14 @@ pub(crate) fn needed(rewrites: &[BindingRewrite], native_uniforms: bool) -> bool
 
 /// A token of WGSL: its byte range and its first character's class.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Token {
-    start: usize,
-    end: usize,
-    kind: TokenKind,
+pub(crate) struct Token {
+    pub(crate) start: usize,
+    pub(crate) end: usize,
+    pub(crate) kind: TokenKind,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum TokenKind {
+pub(crate) enum TokenKind {
     Word,
     Number,
     Punct(u8),
@@ -48,7 +48,7 @@ enum TokenKind {
 /// Splits `source` into words, numbers and single punctuation characters, skipping white
 /// space and comments (line comments and nested block comments, as WGSL has them). Good
 /// enough to find attributes and address spaces; it does not validate anything.
-fn tokens(source: &str) -> Vec<Token> {
+pub(crate) fn tokens(source: &str) -> Vec<Token> {
     let bytes = source.as_bytes();
     let mut out = Vec::new();
     let mut i = 0;
