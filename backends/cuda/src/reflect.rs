@@ -243,6 +243,10 @@ pub(crate) fn reflect_ptx(ptx: &str) -> (Vec<String>, HashMap<String, [u32; 3]>)
 }
 
 #[cfg(test)]
+#[path = "../../../tests/support/repository_kernels.rs"]
+mod repository;
+
+#[cfg(test)]
 pub(crate) mod tests {
     use super::*;
 
@@ -294,32 +298,7 @@ extern "C" __global__ void __launch_bounds__(64) native(float* out, unsigned n) 
     /// strings that hold a compute entry point).
     pub(crate) fn repository_kernels() -> Vec<(String, String)> {
         let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        let mut kernels = Vec::new();
-        for folder in ["examples/kernels", "conformance/src/catalogue"] {
-            let mut files: Vec<_> = std::fs::read_dir(repo.join(folder))
-                .unwrap()
-                .map(|entry| entry.unwrap().path())
-                .collect();
-            files.sort();
-            for path in files {
-                let text = std::fs::read_to_string(&path).unwrap();
-                let name = path.display().to_string();
-                if path.extension().is_some_and(|extension| extension == "wgsl") {
-                    kernels.push((name, text));
-                    continue;
-                }
-                let mut rest = text.as_str();
-                while let Some(start) = rest.find("r#\"") {
-                    let after = &rest[start + 3..];
-                    let Some(end) = after.find("\"#") else { break };
-                    if after[..end].contains("@compute") {
-                        kernels.push((name.clone(), after[..end].to_string()));
-                    }
-                    rest = &after[end + 2..];
-                }
-            }
-        }
-        kernels
+        super::repository::repository_kernels(&repo, &["examples/kernels", "conformance/src/catalogue"])
     }
 
     /// What this module reads from the CUDA C the emitter writes agrees with what the emitter

@@ -589,40 +589,16 @@ fn kernels_once_left_to_the_interpreter_now_compile() {
     agree(&source, "main", [2, 1, 1], &[f32s(&matrices), vec![0; 16 * 4]], &[]);
 }
 
-/// WGSL kernels of the repository: the examples, the WGSL corpus, and every raw string with an
-/// `@compute` entry point in the conformance catalogue.
+#[path = "../../../../tests/support/repository_kernels.rs"]
+mod repository;
+
+/// The examples, the WGSL corpus and the conformance catalogue's kernels.
 fn repository_kernels() -> Vec<(String, String)> {
     let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let mut kernels = Vec::new();
-    for folder in ["examples/kernels", "hal/sdk/tests/corpus", "conformance/src/catalogue"] {
-        let Ok(entries) = std::fs::read_dir(repo.join(folder)) else {
-            panic!("{folder} is missing");
-        };
-        let mut files: Vec<_> = entries
-            .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-            .collect();
-        files.sort();
-        for path in files {
-            let Ok(text) = std::fs::read_to_string(&path) else {
-                continue;
-            };
-            let name = path.display().to_string();
-            if path.extension().is_some_and(|extension| extension == "wgsl") {
-                kernels.push((name, text));
-                continue;
-            }
-            let mut rest = text.as_str();
-            while let Some(start) = rest.find("r#\"") {
-                let after = &rest[start + 3..];
-                let Some(end) = after.find("\"#") else { break };
-                if after[..end].contains("@compute") {
-                    kernels.push((name.clone(), after[..end].to_string()));
-                }
-                rest = &after[end + 2..];
-            }
-        }
-    }
-    kernels
+    repository::repository_kernels(
+        &repo,
+        &["examples/kernels", "hal/sdk/tests/corpus", "conformance/src/catalogue"],
+    )
 }
 
 /// Host C that the C compiler rejects is a bug of the emitter: for every compute entry point
