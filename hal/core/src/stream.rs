@@ -322,31 +322,40 @@ impl Stream {
         // Each staged value is written into the arena and the launch queued under one lock,
         // so the arena's slots are handed out in the order the stream runs its work: a slot
         // is only reused by a write queued after every launch that read it.
-        for (position, bytes) in staged {
-            let (memory, handle, offset) = state.uniforms.place(device, bytes.len() as u64)?;
-            // SAFETY: the bytes are held in the stream's in-flight list until the stream is
-            // known idle, and an `Arc<[u8]>` does not move them.
-            unsafe {
-                device
-                    .backend
-                    .stream_write(self.shared.handle, handle, offset, bytes.as_ptr(), bytes.len() as u64)?
-            };
-            args[position].buffer = handle;
-            args[position].offset = offset;
-            keep.push(memory as InFlight);
-            keep.push(Arc::new(Arc::clone(bytes)) as InFlight);
-        }
-        device.backend.stream_launch(
-            self.shared.handle,
-            &LaunchArgs {
-                kernel: kernel.handle(),
-                workgroups: launch.workgroup_count(),
-                buffers: &args,
-                scalars: &scalars,
-            },
-        )?;
+        let queued = (|| {
+            for (position, bytes) in staged {
+                let (memory, handle, offset) = state.uniforms.place(device, bytes.len() as u64)?;
+                // Held before the write is queued: should a later step fail, a write already
+                // queued may still read them.
+                keep.push(memory as InFlight);
+                keep.push(Arc::new(Arc::clone(bytes)) as InFlight);
+                // SAFETY: the bytes are held in the stream's in-flight list until the stream is
+                // known idle, whether or not the launch is queued, and an `Arc<[u8]>` does not
+                // move them.
+                unsafe {
+                    device.backend.stream_write(
+                        self.shared.handle,
+                        handle,
+                        offset,
+                        bytes.as_ptr(),
+                        bytes.len() as u64,
+                    )?
+                };
+                args[position].buffer = handle;
+                args[position].offset = offset;
+            }
+            device.backend.stream_launch(
+                self.shared.handle,
+                &LaunchArgs {
+                    kernel: kernel.handle(),
+                    workgroups: launch.workgroup_count(),
+                    buffers: &args,
+                    scalars: &scalars,
+                },
+            )
+        })();
         self.keep_in_flight(&mut state, keep);
-        Ok(())
+        queued
     }
 
     /// Queues a record of `event`: it completes when everything queued before it has.
