@@ -113,6 +113,8 @@ fn literal(module: &naga::Module, ty: naga::Handle<naga::Type>, value: f64) -> R
     };
     match (scalar.kind, scalar.width) {
         (ScalarKind::Bool, _) => Ok(if value != 0.0 { "true" } else { "false" }.to_owned()),
+        // `-2147483648i` would negate a literal that is out of range already.
+        (ScalarKind::Sint, 4) if value == f64::from(i32::MIN) => Ok("(-2147483647i - 1i)".to_owned()),
         (ScalarKind::Sint, 4) => integral(f64::from(i32::MIN), f64::from(i32::MAX), "i", "an i32"),
         (ScalarKind::Uint, 4) => integral(0.0, f64::from(u32::MAX), "u", "a u32"),
         (ScalarKind::Float, 4) => {
@@ -271,6 +273,10 @@ mod tests {
         assert!(text.contains("@id(3) override scale: f32 = 0.5f;"), "{text}");
         assert!(text.contains("override enabled = false;"), "{text}");
         assert!(text.contains("override neg: i32 = -7i;"), "{text}");
+        let lowest =
+            apply_overrides(SOURCE, &[("neg".to_owned(), f64::from(i32::MIN))]).unwrap_or_else(|e| panic!("{e}"));
+        let lowest = lowest.replace("@id(3) override scale: f32;", "@id(3) override scale: f32 = 1.0;");
+        crate::parse_wgsl(&lowest).unwrap_or_else(|e| panic!("{e}\n{lowest}"));
     }
 
     #[test]
