@@ -213,6 +213,16 @@ pub(super) fn tests() -> Vec<TestCase> {
             carried_stride_and_counter
         ),
         test_case!(
+            "compute.carried.barriers_in_functions",
+            "functions with barriers, called in a loop, from each other, and returning early after their last barrier, compute as written",
+            carried_barriers_in_functions
+        ),
+        test_case!(
+            "compute.carried.barriers_in_switch",
+            "a switch on a uniform selector with barriers in its cases, a non-uniform break after the barrier, and a continue inside a switch in a loop with a barrier",
+            carried_barriers_in_switch
+        ),
+        test_case!(
             "compute.storage.struct_of_one_runtime_array",
             "storage buffers declared as structs whose only member is a runtime-sized array are read, written and measured",
             storage_struct_of_one_runtime_array
@@ -2320,6 +2330,156 @@ fn carried_stride_and_counter(context: &TestContext) -> TestResult {
         &out,
         &expected,
         "pairwise sums at doubling strides, with the stride and the counter",
+    )
+}
+
+const BARRIER_PLACES: &str = r#"
+@group(0) @binding(0) var<storage, read> input: array<u32>;
+@group(0) @binding(1) var<storage, read_write> out: array<u32>;
+var<workgroup> tile: array<u32, 64>;
+
+// The workgroup's sum of `value`, seen by every invocation.
+fn workgroup_sum(lane: u32, value: u32) -> u32 {
+    tile[lane] = value;
+    workgroupBarrier();
+    var offset = 32u;
+    while (offset > 0u) {
+        if (lane < offset) {
+            tile[lane] += tile[lane + offset];
+        }
+        offset /= 2u;
+        workgroupBarrier();
+    }
+    let total = tile[0];
+    workgroupBarrier();
+    return total;
+}
+
+// The mirrored lane's value for even lanes; odd lanes return later, on another path.
+fn mirrored(lane: u32, value: u32) -> u32 {
+    tile[lane] = value;
+    workgroupBarrier();
+    let other = tile[63u - lane];
+    workgroupBarrier();
+    if (lane % 2u == 0u) {
+        return other;
+    }
+    return 1000000u + value;
+}
+
+fn twice(lane: u32, value: u32) -> u32 {
+    let first = workgroup_sum(lane, value);
+    return first + workgroup_sum(lane, value * 2u);
+}
+
+@compute @workgroup_size(64)
+fn calls(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) group: vec3<u32>) {
+    let value = input[group.x * 64u + lane];
+    var acc = 0u;
+    for (var k = 0u; k < 3u; k++) {
+        acc += workgroup_sum(lane, value + k);
+    }
+    out[group.x * 64u + lane] = acc * 7u + mirrored(lane, value) + twice(lane, value);
+}
+
+@compute @workgroup_size(64)
+fn switched(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) group: vec3<u32>) {
+    let value = input[group.x * 64u + lane];
+    var result = 0u;
+    switch (group.x % 4u) {
+        case 0u: {
+            tile[lane] = value;
+            workgroupBarrier();
+            result = tile[63u - lane];
+        }
+        case 1u, 2u: {
+            tile[lane] = value * 2u;
+            workgroupBarrier();
+            if (lane < 10u) {
+                result = 5u;
+                break;
+            }
+            result = tile[(lane + 1u) % 64u];
+        }
+        default: {
+            result = workgroup_sum(lane, value);
+        }
+    }
+    var steps = 0u;
+    for (var k = 0u; k < 4u; k++) {
+        workgroupBarrier();
+        switch (k) {
+            case 1u: {
+                continue;
+            }
+            default: {
+                steps += k;
+            }
+        }
+        steps += 10u;
+    }
+    out[group.x * 64u + lane] = result * 100u + steps;
+}
+"#;
+
+/// Workgroups of 64 in the `BARRIER_PLACES` kernels: each case of the switch twice.
+const BARRIER_PLACE_GROUPS: usize = 8;
+
+fn carried_barriers_in_functions(context: &TestContext) -> TestResult {
+    let kernel = kernel_of(context, "barriers in functions", BARRIER_PLACES, "calls")?;
+    let input: Vec<u32> = context
+        .random_u32(64, BARRIER_PLACE_GROUPS * 64)
+        .iter()
+        .map(|v| v % 100_000)
+        .collect();
+    let out: Vec<u32> = run_elementwise(context, &kernel, &[&input], input.len(), input.len())?;
+    let mut expected = Vec::with_capacity(input.len());
+    for group in input.chunks_exact(64) {
+        let sum = group.iter().fold(0u32, |acc, v| acc.wrapping_add(*v));
+        for (lane, value) in group.iter().enumerate() {
+            let acc = (0..3u32).fold(0u32, |acc, k| acc.wrapping_add(sum.wrapping_add(64 * k)));
+            let mirrored = if lane % 2 == 0 {
+                group[63 - lane]
+            } else {
+                1_000_000 + value
+            };
+            let twice = sum.wrapping_add(sum.wrapping_mul(2));
+            expected.push(acc.wrapping_mul(7).wrapping_add(mirrored).wrapping_add(twice));
+        }
+    }
+    check_slice_eq(
+        &out,
+        &expected,
+        "sums, mirrored values and nested sums from functions with barriers",
+    )
+}
+
+fn carried_barriers_in_switch(context: &TestContext) -> TestResult {
+    let kernel = kernel_of(context, "barriers in a switch", BARRIER_PLACES, "switched")?;
+    let input: Vec<u32> = context
+        .random_u32(65, BARRIER_PLACE_GROUPS * 64)
+        .iter()
+        .map(|v| v % 100_000)
+        .collect();
+    let out: Vec<u32> = run_elementwise(context, &kernel, &[&input], input.len(), input.len())?;
+    let mut expected = Vec::with_capacity(input.len());
+    for (index, group) in input.chunks_exact(64).enumerate() {
+        let sum = group.iter().fold(0u32, |acc, v| acc.wrapping_add(*v));
+        for lane in 0..64 {
+            let result = match index % 4 {
+                0 => group[63 - lane],
+                1 | 2 if lane < 10 => 5,
+                1 | 2 => group[(lane + 1) % 64].wrapping_mul(2),
+                _ => sum,
+            };
+            // Steps 0, 2 and 3 add themselves and 10; step 1 continues past both.
+            expected.push(result.wrapping_mul(100).wrapping_add(35));
+        }
+    }
+    check_slice_eq(
+        &out,
+        &expected,
+        "each workgroup's case of the switch, and the steps a continue skipped",
     )
 }
 

@@ -55,8 +55,9 @@
 //! - With barriers ([`CEntryPoint::barriers`]) the entry point is split into regions at its
 //!   barriers; each region runs in a loop over the invocations, and the control flow around
 //!   barriers (uniform, by WGSL's rules) runs once. Values that live across a barrier are
-//!   kept per invocation in the scratch frame; the rest are plain C locals. A barrier inside
-//!   a called function, or inside a `switch`, is refused.
+//!   kept per invocation in the scratch frame; the rest are plain C locals. Calls to functions
+//!   that reach a barrier are inlined first, and a `switch` with a barrier in it becomes
+//!   `if`s (see `lower.rs`), so barriers may sit anywhere WGSL allows them.
 //! - When `*cancel` becomes non-zero, every loop ends at its next iteration, so a runner can
 //!   stop a runaway kernel (its results are then meaningless).
 //! - An index out of bounds (of a runtime-sized array, and of a fixed-size array, vector or
@@ -81,6 +82,7 @@
 //! [`KernelErrorKind::Unsupported`](crate::KernelErrorKind) error naming the feature and the
 //! dialect, pointing into the source where naga kept a span.
 
+mod lower;
 mod prelude;
 mod uniform;
 mod writer;

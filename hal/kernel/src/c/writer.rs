@@ -156,10 +156,52 @@ fn comp(e: &str, i: usize) -> String {
 }
 
 pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res<CSource> {
-    let m = module.naga_module();
+    let source_module = module.naga_module();
+    let compute_entries: Vec<usize> = source_module
+        .entry_points
+        .iter()
+        .enumerate()
+        .filter(|(_, ep)| ep.stage == naga::ShaderStage::Compute && entry.is_none_or(|n| n == ep.name))
+        .map(|(i, _)| i)
+        .collect();
+    // Host C splits an entry point at its barriers, which it can only do in the entry point's
+    // own body, outside `switch`: calls to functions with barriers are inlined and such
+    // switches lowered first (see `lower`).
+    let lowered = if d == Dialect::HostC {
+        let unsupported = |what: String| {
+            KernelError::new(
+                KernelErrorKind::Unsupported,
+                format!("{what} cannot be written as {}", d.name()),
+            )
+        };
+        match super::lower::lower_for_workgroup_mode(source_module, &compute_entries).map_err(unsupported)? {
+            Some(lowered) => {
+                let info =
+                    naga::valid::Validator::new(naga::valid::ValidationFlags::all(), crate::wgsl::KERNEL_CAPABILITIES)
+                        .validate(&lowered)
+                        .map_err(|e| {
+                            KernelError::new(
+                                KernelErrorKind::Internal,
+                                format!(
+                                    "inlining the functions with barriers for host C made an invalid module: {}",
+                                    e.as_inner()
+                                ),
+                            )
+                        })?;
+                Some((lowered, info))
+            }
+            None => None,
+        }
+    } else {
+        None
+    };
+    let (m, info) = match &lowered {
+        Some((m, info)) => (m, info),
+        None => (source_module, module.module_info()),
+    };
     let mut w = Writer {
         m,
-        info: module.module_info(),
+        info,
         src: module.source(),
         d,
         names: HashMap::new(),
