@@ -198,6 +198,11 @@ pub(super) fn tests() -> Vec<TestCase> {
             functions_calls
         ),
         test_case!(
+            "compute.functions.struct_of_builtins",
+            "an entry point that takes its built-ins as members of a struct argument, beside a plain one, sees each as its own",
+            functions_struct_of_builtins
+        ),
+        test_case!(
             "compute.carried.pointer_across_barriers",
             "a read position advanced by every invocation before a barrier, in a loop, indexes the next pass's loads",
             carried_pointer_across_barriers
@@ -2330,6 +2335,44 @@ fn carried_stride_and_counter(context: &TestContext) -> TestResult {
         &out,
         &expected,
         "pairwise sums at doubling strides, with the stride and the counter",
+    )
+}
+
+const STRUCT_OF_BUILTINS: &str = r#"
+struct Invocation {
+    @builtin(global_invocation_id) global: vec3<u32>,
+    @builtin(local_invocation_index) lane: u32,
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(local_invocation_id) local: vec3<u32>,
+}
+@group(0) @binding(0) var<storage, read> input: array<u32>;
+@group(0) @binding(1) var<storage, read_write> out: array<u32>;
+var<workgroup> cells: array<u32, 64>;
+
+@compute @workgroup_size(64)
+fn split(invocation: Invocation, @builtin(num_workgroups) groups: vec3<u32>) {
+    cells[invocation.lane] = input[invocation.global.x] + invocation.local.x;
+    workgroupBarrier();
+    out[invocation.global.x] = cells[63u - invocation.lane] + invocation.group.x * 1000u + groups.x * 100000u;
+}
+"#;
+
+fn functions_struct_of_builtins(context: &TestContext) -> TestResult {
+    let kernel = kernel_of(context, "struct of built-ins", STRUCT_OF_BUILTINS, "split")?;
+    let groups = 3usize;
+    let input: Vec<u32> = context.random_u32(66, groups * 64).iter().map(|v| v % 1000).collect();
+    let out: Vec<u32> = run_elementwise(context, &kernel, &[&input], input.len(), input.len())?;
+    let expected: Vec<u32> = (0..groups * 64)
+        .map(|global| {
+            let (group, lane) = (global / 64, global % 64);
+            let mirrored = group * 64 + 63 - lane;
+            (input[mirrored] as usize + (63 - lane) + group * 1000 + groups * 100_000) as u32
+        })
+        .collect();
+    check_slice_eq(
+        &out,
+        &expected,
+        "values placed by each member of the struct of built-ins",
     )
 }
 

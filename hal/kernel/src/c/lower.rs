@@ -16,6 +16,10 @@
 //! to be uniform around a barrier, so wherever such a flag guards a barrier it is the same in
 //! every invocation, which is what the workgroup mode needs of the control around barriers.
 //!
+//! The same pass, for every C dialect, splits an entry-point argument that is a struct of
+//! built-ins into one argument per member, and composes the struct from them at the start of
+//! the body, so the writers only ever meet built-ins as arguments.
+//!
 //! The result is validated again by naga before it is written.
 
 use std::collections::HashMap;
@@ -44,12 +48,25 @@ fn calls_barrier_function(block: &Block, barrier_fns: &[bool]) -> bool {
     callees.iter().any(|c| barrier_fns[c.index()])
 }
 
+/// Whether an entry-point argument is a struct whose members carry the bindings.
+fn is_struct_of_builtins(module: &Module, argument: &naga::FunctionArgument) -> bool {
+    argument.binding.is_none() && matches!(module.types[argument.ty].inner, naga::TypeInner::Struct { .. })
+}
+
 /// The module with the entry points `entries` rewritten as the module docs say, or `None`
-/// when none of them needs it. `Err` names a construct the pass cannot rewrite.
-pub(super) fn lower_for_workgroup_mode(module: &Module, entries: &[usize]) -> Result<Option<Module>, String> {
-    let barrier_fns = barrier_functions(module);
+/// when none of them needs it. `workgroup_mode`: inline barriers' functions and lower
+/// switches (host C); struct arguments are split either way. `Err` names a construct the
+/// pass cannot rewrite.
+pub(super) fn lower_for_c(module: &Module, entries: &[usize], workgroup_mode: bool) -> Result<Option<Module>, String> {
+    let barrier_fns = if workgroup_mode {
+        barrier_functions(module)
+    } else {
+        vec![false; module.functions.len()]
+    };
     let needs = |f: &Function| {
-        calls_barrier_function(&f.body, &barrier_fns) || has_lowered_switch(&f.body, &barrier_fns, false)
+        f.arguments.iter().any(|a| is_struct_of_builtins(module, a))
+            || (workgroup_mode
+                && (calls_barrier_function(&f.body, &barrier_fns) || has_lowered_switch(&f.body, &barrier_fns, false)))
     };
     if !entries.iter().any(|&i| needs(&module.entry_points[i].function)) {
         return Ok(None);
@@ -67,13 +84,49 @@ pub(super) fn lower_for_workgroup_mode(module: &Module, entries: &[usize]) -> Re
         if !needs(source) {
             continue;
         }
+        // Each struct argument becomes its members, in order.
+        let mut arguments = Vec::new();
+        let mut split = HashMap::new();
+        for (k, argument) in source.arguments.iter().enumerate() {
+            if is_struct_of_builtins(module, argument) {
+                let naga::TypeInner::Struct { members, .. } = &module.types[argument.ty].inner else {
+                    unreachable!("checked to be a struct")
+                };
+                let first = arguments.len() as u32;
+                for member in members {
+                    arguments.push(naga::FunctionArgument {
+                        name: member.name.clone(),
+                        ty: member.ty,
+                        binding: member.binding.clone(),
+                    });
+                }
+                split.insert(k as u32, (first, members.len() as u32, argument.ty));
+            } else {
+                arguments.push(argument.clone());
+            }
+        }
+        let mut renumbered = HashMap::new();
+        let mut next = 0u32;
+        for (k, _) in source.arguments.iter().enumerate() {
+            let k = k as u32;
+            match split.get(&k) {
+                Some(&(_, count, _)) => next += count,
+                None => {
+                    renumbered.insert(k, next);
+                    next += 1;
+                }
+            }
+        }
         let mut lowering = Lowering {
             module,
             barrier_fns: &barrier_fns,
             bool_type,
+            split_arguments: split,
+            renumbered_arguments: renumbered,
+            composed_arguments: Vec::new(),
             out: Function {
                 name: source.name.clone(),
-                arguments: source.arguments.clone(),
+                arguments,
                 result: source.result.clone(),
                 local_variables: naga::Arena::new(),
                 expressions: naga::Arena::new(),
@@ -101,7 +154,10 @@ pub(super) fn lower_for_workgroup_mode(module: &Module, entries: &[usize]) -> Re
                 lowering.out.named_expressions.insert(copy, name.clone());
             }
         }
-        let body = lowering.copy_block(source, &source.body, &map, &mut Vec::new(), false)?;
+        let mut body = Block::new();
+        let composed = std::mem::take(&mut lowering.composed_arguments);
+        Lowering::emit(&mut body, &composed);
+        body.append(&mut lowering.copy_block(source, &source.body, &map, &mut Vec::new(), false)?);
         lowering.out.body = body;
         out.entry_points[i].function = lowering.out;
     }
@@ -190,6 +246,12 @@ struct Lowering<'m> {
     barrier_fns: &'m [bool],
     /// `bool`, in the module being written (the pass adds it where the source had none).
     bool_type: Handle<naga::Type>,
+    /// The entry point's struct arguments: their first new argument, member count and type.
+    split_arguments: HashMap<u32, (u32, u32, Handle<naga::Type>)>,
+    /// The new index of every other argument.
+    renumbered_arguments: HashMap<u32, u32>,
+    /// The structs composed from split arguments, emitted at the start of the body.
+    composed_arguments: Vec<Handle<Expression>>,
     out: Function,
     /// Nesting of inlined calls, against recursion that naga would not allow anyway.
     depth: usize,
@@ -218,6 +280,23 @@ impl Lowering<'_> {
             let span = src.expressions.get_span(h);
             let copy = match *e {
                 Expression::FunctionArgument(i) if args.is_some() => args.expect("checked")[i as usize],
+                Expression::FunctionArgument(i) => match self.split_arguments.get(&i).copied() {
+                    Some((first, count, ty)) => {
+                        let components = (first..first + count)
+                            .map(|k| self.out.expressions.append(Expression::FunctionArgument(k), span))
+                            .collect();
+                        let composed = self
+                            .out
+                            .expressions
+                            .append(Expression::Compose { ty, components }, span);
+                        self.composed_arguments.push(composed);
+                        composed
+                    }
+                    None => self
+                        .out
+                        .expressions
+                        .append(Expression::FunctionArgument(self.renumbered_arguments[&i]), span),
+                },
                 Expression::LocalVariable(l) => {
                     self.out.expressions.append(Expression::LocalVariable(locals[&l]), span)
                 }

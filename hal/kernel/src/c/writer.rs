@@ -166,15 +166,16 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
         .collect();
     // Host C splits an entry point at its barriers, which it can only do in the entry point's
     // own body, outside `switch`: calls to functions with barriers are inlined and such
-    // switches lowered first (see `lower`).
-    let lowered = if d == Dialect::HostC {
+    // switches lowered first; and struct arguments of built-ins become their members in every
+    // dialect (see `lower`).
+    let lowered = {
         let unsupported = |what: String| {
             KernelError::new(
                 KernelErrorKind::Unsupported,
                 format!("{what} cannot be written as {}", d.name()),
             )
         };
-        match super::lower::lower_for_workgroup_mode(source_module, &compute_entries).map_err(unsupported)? {
+        match super::lower::lower_for_c(source_module, &compute_entries, d == Dialect::HostC).map_err(unsupported)? {
             Some(lowered) => {
                 let info =
                     naga::valid::Validator::new(naga::valid::ValidationFlags::all(), crate::wgsl::KERNEL_CAPABILITIES)
@@ -183,7 +184,8 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
                             KernelError::new(
                                 KernelErrorKind::Internal,
                                 format!(
-                                    "inlining the functions with barriers for host C made an invalid module: {}",
+                                    "lowering the kernel for {} made an invalid module: {}",
+                                    d.name(),
                                     e.as_inner()
                                 ),
                             )
@@ -192,8 +194,6 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
             }
             None => None,
         }
-    } else {
-        None
     };
     let (m, info) = match &lowered {
         Some((m, info)) => (m, info),
