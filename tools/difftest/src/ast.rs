@@ -615,6 +615,8 @@ pub struct Function {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Program {
     pub seed: u64,
+    /// Where the two run-time parameters (`params.a`, `params.b`) come from.
+    pub params_from: ParamsFrom,
     /// `@workgroup_size(x, y, 1)`.
     pub workgroup_size: [u32; 2],
     /// Workgroups launched in x and y.
@@ -626,6 +628,53 @@ pub struct Program {
     /// a device whose known division-by-zero bug would otherwise hide everything else. Part of
     /// the program, so that shrinking keeps it.
     pub nonzero_divisors: bool,
+}
+
+/// Where a program's two run-time parameters live: each way a real kernel takes its
+/// parameters, so that every way is compared across devices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamsFrom {
+    /// `var<immediate> params: Params`.
+    Immediate,
+    /// `var<uniform> params: Settings` (with a `vec3` between the two members, so that the
+    /// uniform layout rules place `b` at byte 28) at `@group(group) @binding(binding)`.
+    /// Group 0 binding 0 puts the storage buffers from binding 1 on. `staged`: passed by
+    /// value (`Launch::uniform_bytes`) instead of in a buffer of the run's own.
+    Uniform { group: u32, binding: u32, staged: bool },
+    /// `override`s, `knob_a` without a default and `knob_b` with one, set when the kernel is
+    /// loaded (`knob_b` only when `!default_b`). Each is read combined with a zero from the
+    /// immediate block, so that no expression is an override-expression that naga would fold
+    /// (and refuse, where it overflows) at load time.
+    Override { default_b: bool },
+}
+
+impl ParamsFrom {
+    /// The placement of `seed`, drawn apart from the program so that the program of a seed
+    /// stays what it was.
+    pub fn of_seed(seed: u64) -> ParamsFrom {
+        let mut rng = crate::rng::Rng::new(seed ^ 0x9A7A_3500_0000_0002);
+        match rng.below(6) {
+            0 | 1 => ParamsFrom::Immediate,
+            2 => ParamsFrom::Uniform {
+                group: 0,
+                binding: 0,
+                staged: rng.chance(50),
+            },
+            3 => ParamsFrom::Uniform {
+                group: 0,
+                binding: 6,
+                staged: rng.chance(50),
+            },
+            4 => ParamsFrom::Uniform {
+                group: 1,
+                binding: 2,
+                staged: rng.chance(50),
+            },
+            _ => ParamsFrom::Override {
+                default_b: rng.chance(50),
+            },
+        }
+    }
 }
 
 impl Program {

@@ -33,6 +33,8 @@ pub enum BufferRole {
     Output,
     /// `acc: array<atomic<u32>, STORAGE_ATOMICS>`.
     Atomics,
+    /// `params: Settings`, the uniform parameters: `a` at byte 0, `b` at byte 28, 32 bytes.
+    Params,
 }
 
 impl BufferRole {
@@ -41,6 +43,7 @@ impl BufferRole {
             BufferRole::Input => "input",
             BufferRole::Output => "out",
             BufferRole::Atomics => "acc",
+            BufferRole::Params => "params",
         }
     }
 }
@@ -53,8 +56,23 @@ pub struct Emitted {
     pub slots: u32,
     /// The kernel's buffers, in binding order.
     pub buffers: Vec<BufferRole>,
-    /// Whether the kernel declares `var<immediate> params` (two u32).
+    /// Whether the kernel declares `var<immediate> params`: two u32 (`a`, `b`), or under
+    /// [`ParamsFrom::Override`] one zero.
     pub uses_params: bool,
+    /// The buffer in `buffers` that holds the uniform parameters, when they are passed by
+    /// value instead.
+    pub staged_params: Option<usize>,
+    /// The overrides to set at load time, each with the parameter (0: `a`, 1: `b`) it holds.
+    pub overrides: Vec<(&'static str, usize)>,
+}
+
+impl Emitted {
+    /// The kernel as xhal loads it, with each override given a placeholder value (their
+    /// values change no expression's validity: none is folded at load time).
+    pub fn parse(&self) -> Result<xhal::kernel::WgslModule, xhal::kernel::KernelError> {
+        let values: Vec<(String, f64)> = self.overrides.iter().map(|&(name, _)| (name.to_owned(), 1.0)).collect();
+        xhal::kernel::parse_wgsl(&xhal::kernel::apply_overrides(&self.source, &values)?)
+    }
 }
 
 #[derive(Default)]
@@ -201,10 +219,47 @@ pub fn emit(program: &Program) -> Emitted {
         }
         source.push_str(" }\n");
     }
-    if uses.params {
-        source.push_str("struct Params { a: u32, b: u32 }\nvar<immediate> params: Params;\n");
-    }
     let mut buffers = Vec::new();
+    let mut staged_params = None;
+    let mut overrides = Vec::new();
+    let mut uses_immediates = false;
+    // Where the uniform goes among the arguments, (group, binding) ascending: first when it
+    // takes binding 0 (the storage buffers' bindings then start at 1), else last.
+    let mut uniform_last = None;
+    if uses.params {
+        match program.params_from {
+            ParamsFrom::Immediate => {
+                source.push_str("struct Params { a: u32, b: u32 }\nvar<immediate> params: Params;\n");
+                uses_immediates = true;
+            }
+            ParamsFrom::Uniform { group, binding, staged } => {
+                source.push_str("struct Settings { a: u32, gap: vec3<u32>, b: u32 }\n");
+                let _ = writeln!(
+                    source,
+                    "@group({group}) @binding({binding}) var<uniform> params: Settings;"
+                );
+                if group == 0 && binding == 0 {
+                    if staged {
+                        staged_params = Some(0);
+                    }
+                    buffers.push(BufferRole::Params);
+                } else {
+                    uniform_last = Some(staged);
+                }
+            }
+            ParamsFrom::Override { default_b } => {
+                let b = crate::gen::inputs(program.seed).params[1];
+                source.push_str("override knob_a: u32;\n");
+                let _ = writeln!(source, "override knob_b: u32 = {b}u;");
+                source.push_str("struct Params { zero: u32 }\nvar<immediate> params: Params;\n");
+                uses_immediates = true;
+                overrides.push(("knob_a", 0));
+                if !default_b {
+                    overrides.push(("knob_b", 1));
+                }
+            }
+        }
+    }
     if uses.input {
         let _ = writeln!(
             source,
@@ -228,6 +283,12 @@ pub fn emit(program: &Program) -> Emitted {
             buffers.len()
         );
         buffers.push(BufferRole::Atomics);
+    }
+    if let Some(staged) = uniform_last {
+        if staged {
+            staged_params = Some(buffers.len());
+        }
+        buffers.push(BufferRole::Params);
     }
     let group = program.invocations_per_workgroup();
     if uses.wg {
@@ -259,7 +320,9 @@ pub fn emit(program: &Program) -> Emitted {
         source,
         slots,
         buffers,
-        uses_params: uses.params,
+        uses_params: uses_immediates,
+        staged_params,
+        overrides,
     }
 }
 
@@ -411,7 +474,13 @@ impl Printer<'_> {
                 BuiltinValue::WorkgroupIndex => "wid".to_owned(),
                 BuiltinValue::NumWorkgroupsX => "nwg.x".to_owned(),
             },
-            ExprKind::Param(index) => if *index == 0 { "params.a" } else { "params.b" }.to_owned(),
+            ExprKind::Param(index) => {
+                let member = if *index == 0 { "a" } else { "b" };
+                match self.program.params_from {
+                    ParamsFrom::Override { .. } => format!("(knob_{member} ^ params.zero)"),
+                    _ => format!("params.{member}"),
+                }
+            }
             ExprKind::Input(index) => {
                 let index = self.expr(index);
                 match expr.ty {

@@ -210,6 +210,7 @@ impl Generator {
         }
         Program {
             seed,
+            params_from: ParamsFrom::of_seed(seed),
             workgroup_size,
             workgroups,
             structs: std::mem::take(&mut self.structs),
@@ -1497,10 +1498,37 @@ mod tests {
     }
 
     #[test]
+    fn every_parameter_placement_is_generated_and_loads() {
+        let mut seen = std::collections::HashSet::new();
+        for seed in 0..200 {
+            let program = generate(seed);
+            let emitted = emit(&program);
+            if !emitted.source.contains("params.") {
+                continue;
+            }
+            let placement = match program.params_from {
+                ParamsFrom::Immediate => "immediate",
+                ParamsFrom::Uniform {
+                    group: 0, binding: 0, ..
+                } => "uniform first",
+                ParamsFrom::Uniform { staged: true, .. } => "uniform by value",
+                ParamsFrom::Uniform { .. } => "uniform after a gap",
+                ParamsFrom::Override { default_b: true } => "override with its default",
+                ParamsFrom::Override { .. } => "overrides set",
+            };
+            seen.insert(placement);
+            emitted
+                .parse()
+                .unwrap_or_else(|error| panic!("seed {seed} ({placement}): {error}\n{}", emitted.source));
+        }
+        assert_eq!(seen.len(), 6, "placements seen: {seen:?}");
+    }
+
+    #[test]
     fn xhal_accepts_every_generated_program() {
         for seed in 0..100 {
             let emitted = emit(&generate(seed));
-            if let Err(error) = xhal::kernel::parse_wgsl(&emitted.source) {
+            if let Err(error) = emitted.parse() {
                 panic!("seed {seed}: {error}\n{}", emitted.source);
             }
         }

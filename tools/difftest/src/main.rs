@@ -327,7 +327,7 @@ fn campaign(cli: &Cli) -> anyhow::Result<Summary> {
         let emitted = emit(&program);
         let data = inputs(seed);
         programs += 1;
-        if let Err(error) = xhal::kernel::parse_wgsl(&emitted.source) {
+        if let Err(error) = emitted.parse() {
             // The generator's own bug: reported like a finding so that it cannot go unseen.
             let folder = write_finding(
                 &cli.out,
@@ -501,7 +501,7 @@ fn shrink_finding(
     let mut last = verdict.clone();
     let mut still_fails = |candidate: &Program| {
         let emitted = emit(candidate);
-        if xhal::kernel::parse_wgsl(&emitted.source).is_err() {
+        if emitted.parse().is_err() {
             return false;
         }
         let job = Job::new(candidate, &emitted, data);
@@ -530,10 +530,19 @@ fn xhal_run_command(program: &Program, emitted: &Emitted, data: &Inputs, file: &
             BufferRole::Input => "-b file:input.bin".to_owned(),
             BufferRole::Output => format!("-b zeros:{}", program.invocations() * emitted.slots.max(1)),
             BufferRole::Atomics => "-b file:acc.bin".to_owned(),
+            // `a`, the three values of `gap`, `b`.
+            BufferRole::Params => format!("-b params={},0,0,0,{}", data.params[0], data.params[1]),
         });
     }
+    for (name, param) in &emitted.overrides {
+        args.push(format!("-o {name}={}", data.params[*param]));
+    }
     if emitted.uses_params {
-        args.push(format!("-s {} -s {}", data.params[0], data.params[1]));
+        if emitted.overrides.is_empty() {
+            args.push(format!("-s {} -s {}", data.params[0], data.params[1]));
+        } else {
+            args.push("-s 0".to_owned());
+        }
     }
     let prefix = match device {
         "cpu-interpret:0" => "XHAL_CPU_MODE=interpret ".to_owned(),

@@ -56,6 +56,13 @@ pub struct Job {
     pub buffers: Vec<Vec<u8>>,
     /// The `var<immediate>` members, in order; empty when the kernel has none.
     pub scalars: Vec<u32>,
+    /// The buffer of `buffers` to pass by value (`Launch::uniform_bytes`) instead of in a
+    /// buffer; its bytes come back as they went.
+    #[serde(default)]
+    pub staged: Option<usize>,
+    /// `override` values to set when the kernel is loaded.
+    #[serde(default)]
+    pub overrides: Vec<(String, f64)>,
 }
 
 impl Job {
@@ -67,17 +74,31 @@ impl Job {
                 BufferRole::Input => words_to_bytes(&inputs.input),
                 BufferRole::Output => vec![0; program.invocations() as usize * emitted.slots.max(1) as usize * 4],
                 BufferRole::Atomics => words_to_bytes(&inputs.atomics),
+                BufferRole::Params => {
+                    let mut bytes = vec![0; 32];
+                    bytes[0..4].copy_from_slice(&inputs.params[0].to_le_bytes());
+                    bytes[28..32].copy_from_slice(&inputs.params[1].to_le_bytes());
+                    bytes
+                }
             })
             .collect();
+        // Under overrides the immediate block is one zero, which each override is read through.
+        let overriding = !emitted.overrides.is_empty();
         Job {
             source: emitted.source.clone(),
             workgroups: [program.workgroups[0], program.workgroups[1], 1],
             buffers,
-            scalars: if emitted.uses_params {
-                inputs.params.to_vec()
-            } else {
-                Vec::new()
+            scalars: match (emitted.uses_params, overriding) {
+                (false, _) => Vec::new(),
+                (true, false) => inputs.params.to_vec(),
+                (true, true) => vec![0],
             },
+            staged: emitted.staged_params,
+            overrides: emitted
+                .overrides
+                .iter()
+                .map(|&(name, param)| (name.to_owned(), f64::from(inputs.params[param])))
+                .collect(),
         }
     }
 }
@@ -168,7 +189,12 @@ mod hex_buffers {
 
 /// Runs `job` on `device`, saying what happened; never panics on a device's error.
 pub fn execute(device: &Device, job: &Job) -> Outcome {
-    let module = match device.load_wgsl(&job.source) {
+    let overrides: Vec<(&str, f64)> = job
+        .overrides
+        .iter()
+        .map(|(name, value)| (name.as_str(), *value))
+        .collect();
+    let module = match device.load_wgsl_with_overrides(&job.source, &overrides) {
         Ok(module) => module,
         Err(error) => return Outcome::from_error("load", &error),
     };
@@ -181,7 +207,11 @@ pub fn execute(device: &Device, job: &Job) -> Outcome {
         Err(error) => return Outcome::from_error("launch", &error),
     };
     let mut buffers = Vec::with_capacity(job.buffers.len());
-    for bytes in &job.buffers {
+    for (index, bytes) in job.buffers.iter().enumerate() {
+        if job.staged == Some(index) {
+            buffers.push(None);
+            continue;
+        }
         let buffer = match device.alloc::<u8>(bytes.len()) {
             Ok(buffer) => buffer,
             Err(error) => return Outcome::from_error("launch", &error),
@@ -189,12 +219,15 @@ pub fn execute(device: &Device, job: &Job) -> Outcome {
         if let Err(error) = stream.write(&buffer, 0, bytes) {
             return Outcome::from_error("launch", &error);
         }
-        buffers.push(buffer);
+        buffers.push(Some(buffer));
     }
     let [x, y, z] = job.workgroups;
     let mut launch = Launch::new(&kernel).workgroups(x, y, z);
-    for buffer in &buffers {
-        launch = launch.buffer(buffer);
+    for (buffer, bytes) in buffers.iter().zip(&job.buffers) {
+        launch = match buffer {
+            Some(buffer) => launch.buffer(buffer),
+            None => launch.uniform_bytes(bytes),
+        };
     }
     for scalar in &job.scalars {
         launch = launch.scalar(*scalar);
@@ -206,10 +239,11 @@ pub fn execute(device: &Device, job: &Job) -> Outcome {
         return Outcome::from_error("run", &error);
     }
     let mut results = Vec::with_capacity(buffers.len());
-    for buffer in &buffers {
-        match stream.read_to_vec(buffer) {
-            Ok(bytes) => results.push(bytes),
-            Err(error) => return Outcome::from_error("read", &error),
+    for (buffer, bytes) in buffers.iter().zip(&job.buffers) {
+        match buffer.as_ref().map(|buffer| stream.read_to_vec(buffer)) {
+            Some(Ok(read)) => results.push(read),
+            Some(Err(error)) => return Outcome::from_error("read", &error),
+            None => results.push(bytes.clone()),
         }
     }
     Outcome::Ran { buffers: results }
@@ -313,8 +347,10 @@ pub fn discover() -> Result<Vec<Discovered>, RunError> {
 
 /// Whether the compiled CPU path would run the kernel itself, or why not (it then falls back
 /// to the interpreter, which would compare the oracle with itself).
-pub fn compiled_cpu_refusal(source: &str) -> Option<String> {
-    let module = match xhal::kernel::parse_wgsl(source) {
+pub fn compiled_cpu_refusal(job: &Job) -> Option<String> {
+    let module = match xhal::kernel::apply_overrides(&job.source, &job.overrides)
+        .and_then(|source| xhal::kernel::parse_wgsl(&source))
+    {
         Ok(module) => module,
         Err(error) => return Some(error.to_string()),
     };
@@ -339,11 +375,7 @@ pub fn worker_main(label: &str) -> Result<(), RunError> {
             continue;
         }
         let job: Job = serde_json::from_str(&line)?;
-        let refusal = if compiled_cpu {
-            compiled_cpu_refusal(&job.source)
-        } else {
-            None
-        };
+        let refusal = if compiled_cpu { compiled_cpu_refusal(&job) } else { None };
         let outcome = match refusal {
             Some(message) => Outcome::Refused { message },
             None => execute(&device, &job),

@@ -473,7 +473,7 @@ mod tests {
     use std::time::Duration;
 
     fn valid(program: &Program) -> bool {
-        xhal::kernel::parse_wgsl(&emit(program).source).is_ok()
+        emit(program).parse().is_ok()
     }
 
     /// A synthetic "bug": the program computes `countOneBits` somewhere. The shrinker must keep
