@@ -103,6 +103,9 @@ struct Signature {
     params: Vec<Ty>,
     has_ptr: bool,
     ret: Ty,
+    /// The helper may hold barriers: it is called only as a statement in uniform control
+    /// flow, and its own early returns are uniform.
+    barriers: bool,
 }
 
 struct Generator {
@@ -297,13 +300,16 @@ impl Generator {
             None
         };
         let ret = self.value_type();
+        // A helper with barriers starts in uniform control flow (its callers see to that);
+        // its parameters are not uniform, so what depends on them is not either.
+        let barriers = self.rng.chance(35);
         let ctx = Ctx {
             in_main: false,
-            uniform: false,
+            uniform: barriers,
             exits: false,
             uniform_exits: false,
             in_switch: false,
-            barriers: false,
+            barriers,
             block_depth: 1,
             trip_product: 1,
             function: Some(index),
@@ -314,6 +320,7 @@ impl Generator {
             params: params.iter().map(|(_, ty)| ty.clone()).collect(),
             has_ptr: ptr_param.is_some(),
             ret: ret.clone(),
+            barriers,
         });
         let mut body = Vec::new();
         for _ in 0..self.rng.range(2, 6) {
@@ -349,7 +356,9 @@ impl Generator {
         }
         self.statements += 1;
         let nest = ctx.block_depth < self.config.max_block_depth;
-        let barriers = ctx.in_main && ctx.uniform && ctx.barriers;
+        let barriers = ctx.uniform && ctx.barriers;
+        // Exchanges and workgroup atomics need the invocation index: the entry point's only.
+        let exchanges = barriers && ctx.in_main;
         let weights = [
             20,                       // 0 decl
             3,                        // 1 array decl
@@ -364,14 +373,21 @@ impl Generator {
             }, // 4 loop
             if ctx.exits { 5 } else { 0 }, // 5 exit
             if nest { 3 } else { 0 }, // 6 switch
-            if barriers { 6 } else { 0 }, // 7 exchange
+            if exchanges { 6 } else { 0 }, // 7 exchange
             if ctx.in_main { 4 } else { 0 }, // 8 wg store
             4,                        // 9 atomic
-            if barriers { 2 } else { 0 }, // 10 wg atomic read
-            if barriers { 1 } else { 0 }, // 11 barrier
-            if ctx.in_main { 6 } else { 0 }, // 12 output
-            if self.callable > 0 { 5 } else { 0 }, // 13 call
-            if ctx.has_ptr { 5 } else { 0 }, // 14 ptr store
+            if exchanges { 2 } else { 0 }, // 10 wg atomic read
+            // A helper's few statements would rarely hold one at the entry point's rate.
+            if !barriers {
+                0
+            } else if ctx.in_main {
+                1
+            } else {
+                10
+            }, // 11 barrier
+            if ctx.in_main { 6 } else { 0 },            // 12 output
+            if self.callable > 0 { 5 } else { 0 },      // 13 call
+            if ctx.has_ptr { 5 } else { 0 },            // 14 ptr store
             if ctx.function.is_some() { 3 } else { 0 }, // 15 return if
         ];
         let depth = self.config.max_expr_depth;
@@ -504,8 +520,17 @@ impl Generator {
                     .function
                     .and_then(|index| self.signatures.get(index))
                     .map(|signature| signature.ret.clone())?;
+                // After a non-uniform return the rest of a helper with barriers would not be
+                // uniform control flow.
+                let in_barrier_helper = ctx
+                    .function
+                    .and_then(|index| self.signatures.get(index))
+                    .is_some_and(|s| s.barriers);
+                if in_barrier_helper && !ctx.uniform {
+                    return Some(self.decl(ctx));
+                }
                 Stmt::ReturnIf {
-                    cond: self.expr(&Ty::BOOL, 2, false),
+                    cond: self.expr(&Ty::BOOL, 2, in_barrier_helper),
                     value: self.expr(&ret, depth, false),
                 }
             }
@@ -678,6 +703,9 @@ impl Generator {
     fn call_stmt(&mut self, ctx: Ctx) -> Option<Stmt> {
         let func = self.rng.below(self.callable as u32) as usize;
         let signature = self.signatures.get(func)?.clone();
+        if signature.barriers && !(ctx.uniform && ctx.barriers) {
+            return Some(self.decl(ctx));
+        }
         let depth = self.config.max_expr_depth - 1;
         let args: Vec<Expr> = signature.params.iter().map(|ty| self.expr(ty, depth, false)).collect();
         let ptr = if signature.has_ptr {
@@ -970,7 +998,9 @@ impl Generator {
 
     fn call_helper(&mut self, ty: &Ty, depth: u32, uniform: bool) -> Option<Expr> {
         let candidates: Vec<usize> = (0..self.callable)
-            .filter(|f| self.signatures[*f].ret == *ty && !self.signatures[*f].has_ptr)
+            // A call in an expression may run under a condition (`&&`, `||`): never one with
+            // barriers.
+            .filter(|f| self.signatures[*f].ret == *ty && !self.signatures[*f].has_ptr && !self.signatures[*f].barriers)
             .collect();
         if candidates.is_empty() {
             return None;
@@ -1495,6 +1525,22 @@ mod tests {
                 panic!("seed {seed}: {error}");
             }
         }
+    }
+
+    #[test]
+    fn helpers_with_barriers_are_generated_and_called() {
+        // Printed helpers are the ones the entry point reaches.
+        let with_barriers = (0..200)
+            .filter(|&seed| {
+                let source = emit(&generate(seed)).source;
+                let helpers = &source[..source.find("@compute").expect("an entry point")];
+                helpers.contains("workgroupBarrier()")
+            })
+            .count();
+        assert!(
+            with_barriers >= 20,
+            "only {with_barriers} of 200 programs call a helper with a barrier"
+        );
     }
 
     #[test]
