@@ -48,25 +48,73 @@ fn calls_barrier_function(block: &Block, barrier_fns: &[bool]) -> bool {
     callees.iter().any(|c| barrier_fns[c.index()])
 }
 
+/// [`lower_for_c`] for the compute entry points of `module` (`entry`, or all), with the
+/// result validated: `None` when nothing needed rewriting. `target` names the output in
+/// errors.
+pub(crate) fn lowered(
+    module: &crate::wgsl::WgslModule,
+    entry: Option<&str>,
+    rewrite: Rewrite,
+    target: &str,
+) -> Result<Option<(Module, naga::valid::ModuleInfo)>, crate::error::KernelError> {
+    use crate::error::{KernelError, KernelErrorKind};
+    let source = module.naga_module();
+    let entries: Vec<usize> = source
+        .entry_points
+        .iter()
+        .enumerate()
+        .filter(|(_, ep)| ep.stage == naga::ShaderStage::Compute && entry.is_none_or(|n| n == ep.name))
+        .map(|(i, _)| i)
+        .collect();
+    let lowered = lower_for_c(source, &entries, rewrite).map_err(|what| {
+        KernelError::new(
+            KernelErrorKind::Unsupported,
+            format!("{what} cannot be written as {target}"),
+        )
+    })?;
+    let Some(lowered) = lowered else {
+        return Ok(None);
+    };
+    let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), crate::wgsl::KERNEL_CAPABILITIES)
+        .validate(&lowered)
+        .map_err(|e| {
+            KernelError::new(
+                KernelErrorKind::Internal,
+                format!(
+                    "lowering the kernel for {target} made an invalid module: {}",
+                    e.as_inner()
+                ),
+            )
+        })?;
+    Ok(Some((lowered, info)))
+}
+
 /// Whether an entry-point argument is a struct whose members carry the bindings.
 fn is_struct_of_builtins(module: &Module, argument: &naga::FunctionArgument) -> bool {
     argument.binding.is_none() && matches!(module.types[argument.ty].inner, naga::TypeInner::Struct { .. })
 }
 
+/// What the pass rewrites besides struct arguments, which it always splits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Rewrite {
+    /// Inline every call to a function that reaches a barrier.
+    pub(crate) inline_barrier_functions: bool,
+    /// Turn every `switch` with a barrier (or a `continue` past one) into `if`s.
+    pub(crate) lower_barrier_switches: bool,
+}
+
 /// The module with the entry points `entries` rewritten as the module docs say, or `None`
-/// when none of them needs it. `workgroup_mode`: inline barriers' functions and lower
-/// switches (host C); struct arguments are split either way. `Err` names a construct the
-/// pass cannot rewrite.
-pub(super) fn lower_for_c(module: &Module, entries: &[usize], workgroup_mode: bool) -> Result<Option<Module>, String> {
-    let barrier_fns = if workgroup_mode {
+/// when none of them needs it. `Err` names a construct the pass cannot rewrite.
+pub(super) fn lower_for_c(module: &Module, entries: &[usize], rewrite: Rewrite) -> Result<Option<Module>, String> {
+    let barrier_fns = if rewrite.inline_barrier_functions {
         barrier_functions(module)
     } else {
         vec![false; module.functions.len()]
     };
     let needs = |f: &Function| {
         f.arguments.iter().any(|a| is_struct_of_builtins(module, a))
-            || (workgroup_mode
-                && (calls_barrier_function(&f.body, &barrier_fns) || has_lowered_switch(&f.body, &barrier_fns, false)))
+            || (rewrite.inline_barrier_functions && calls_barrier_function(&f.body, &barrier_fns))
+            || (rewrite.lower_barrier_switches && has_lowered_switch(&f.body, &barrier_fns, false))
     };
     if !entries.iter().any(|&i| needs(&module.entry_points[i].function)) {
         return Ok(None);
@@ -120,6 +168,7 @@ pub(super) fn lower_for_c(module: &Module, entries: &[usize], workgroup_mode: bo
         let mut lowering = Lowering {
             module,
             barrier_fns: &barrier_fns,
+            lower_switches: rewrite.lower_barrier_switches,
             bool_type,
             split_arguments: split,
             renumbered_arguments: renumbered,
@@ -244,6 +293,7 @@ impl ExprMap {
 struct Lowering<'m> {
     module: &'m Module,
     barrier_fns: &'m [bool],
+    lower_switches: bool,
     /// `bool`, in the module being written (the pass adds it where the source had none).
     bool_type: Handle<naga::Type>,
     /// The entry point's struct arguments: their first new argument, member count and type.
@@ -477,7 +527,7 @@ impl Lowering<'_> {
                 reject: self.copy_block(src, reject, map, scopes, in_barrier_loop)?,
             },
             Statement::Switch { selector, cases } => {
-                if lowers_switch(cases, self.barrier_fns, in_barrier_loop) {
+                if self.lower_switches && lowers_switch(cases, self.barrier_fns, in_barrier_loop) {
                     return self.lower_switch(src, e(*selector), cases, map, scopes, in_barrier_loop, out);
                 }
                 scopes.push(Scope::Breakable);

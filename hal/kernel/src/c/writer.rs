@@ -157,44 +157,16 @@ fn comp(e: &str, i: usize) -> String {
 
 pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res<CSource> {
     let source_module = module.naga_module();
-    let compute_entries: Vec<usize> = source_module
-        .entry_points
-        .iter()
-        .enumerate()
-        .filter(|(_, ep)| ep.stage == naga::ShaderStage::Compute && entry.is_none_or(|n| n == ep.name))
-        .map(|(i, _)| i)
-        .collect();
     // Host C splits an entry point at its barriers, which it can only do in the entry point's
     // own body, outside `switch`: calls to functions with barriers are inlined and such
     // switches lowered first; and struct arguments of built-ins become their members in every
     // dialect (see `lower`).
-    let lowered = {
-        let unsupported = |what: String| {
-            KernelError::new(
-                KernelErrorKind::Unsupported,
-                format!("{what} cannot be written as {}", d.name()),
-            )
-        };
-        match super::lower::lower_for_c(source_module, &compute_entries, d == Dialect::HostC).map_err(unsupported)? {
-            Some(lowered) => {
-                let info =
-                    naga::valid::Validator::new(naga::valid::ValidationFlags::all(), crate::wgsl::KERNEL_CAPABILITIES)
-                        .validate(&lowered)
-                        .map_err(|e| {
-                            KernelError::new(
-                                KernelErrorKind::Internal,
-                                format!(
-                                    "lowering the kernel for {} made an invalid module: {}",
-                                    d.name(),
-                                    e.as_inner()
-                                ),
-                            )
-                        })?;
-                Some((lowered, info))
-            }
-            None => None,
-        }
+    let host = d == Dialect::HostC;
+    let rewrite = super::lower::Rewrite {
+        inline_barrier_functions: host,
+        lower_barrier_switches: host,
     };
+    let lowered = super::lower::lowered(module, entry, rewrite, d.name())?;
     let (m, info) = match &lowered {
         Some((m, info)) => (m, info),
         None => (source_module, module.module_info()),
