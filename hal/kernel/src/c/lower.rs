@@ -51,7 +51,7 @@ fn calls_barrier_function(block: &Block, barrier_fns: &[bool]) -> bool {
 /// [`lower_for_c`] for the compute entry points of `module` (`entry`, or all), with the
 /// result validated: `None` when nothing needed rewriting. `target` names the output in
 /// errors.
-pub(crate) fn lowered(
+pub(super) fn lowered(
     module: &crate::wgsl::WgslModule,
     entry: Option<&str>,
     rewrite: Rewrite,
@@ -96,11 +96,11 @@ fn is_struct_of_builtins(module: &Module, argument: &naga::FunctionArgument) -> 
 
 /// What the pass rewrites besides struct arguments, which it always splits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Rewrite {
+pub(super) struct Rewrite {
     /// Inline every call to a function that reaches a barrier.
-    pub(crate) inline_barrier_functions: bool,
+    pub(super) inline_barrier_functions: bool,
     /// Turn every `switch` with a barrier (or a `continue` past one) into `if`s.
-    pub(crate) lower_barrier_switches: bool,
+    pub(super) lower_barrier_switches: bool,
 }
 
 /// The module with the entry points `entries` rewritten as the module docs say, or `None`

@@ -87,7 +87,6 @@ mod prelude;
 mod uniform;
 mod writer;
 
-pub(crate) use lower::{lowered, Rewrite};
 pub use writer::c_symbol;
 pub(crate) use writer::{calls, has_barrier};
 

@@ -174,22 +174,10 @@ fn closure(m: &naga::Module, body: &Block) -> BTreeSet<Handle<Function>> {
 }
 
 pub(super) fn write(module: &WgslModule, entry: Option<&str>) -> Res<SpirvKernel> {
-    // Struct arguments of built-ins become their members, as for the C dialects, and calls to
-    // functions with barriers are inlined: PoCL, which runs Level Zero's kernels here, gets
-    // a barrier inside a called function wrong once the SPIR-V is SPIR bitcode (the chunked
-    // reduction of workloads.reduce.pointer_across_barriers summed to zero).
-    let rewrite = crate::c::Rewrite {
-        inline_barrier_functions: true,
-        lower_barrier_switches: false,
-    };
-    let lowered = crate::c::lowered(module, entry, rewrite, "Kernel SPIR-V")?;
-    let (m, info) = match &lowered {
-        Some((m, info)) => (m, info),
-        None => (module.naga_module(), module.module_info()),
-    };
+    let m = module.naga_module();
     let mut w = Writer {
         m,
-        info,
+        info: module.module_info(),
         src: module.source(),
         out: Module::default(),
         ext: 0,
