@@ -282,19 +282,21 @@ mod tests {
 
     #[test]
     fn refused_features_name_the_feature_the_dialect_and_the_place() {
-        let source = "enable f16;\n@group(0) @binding(0) var<storage, read_write> d: array<f32>;\n\
-                      @compute @workgroup_size(1)\nfn half() { d[0] = f32(f16(d[1]) * 2.0h); }\n";
+        let source = "@group(0) @binding(0) var<storage, read_write> d: array<f32>;\n\
+                      @compute @workgroup_size(1)\n\
+                      fn mirror() { d[0] = reflect(vec2<f32>(d[1], 0.0), vec2<f32>(0.0, 1.0)).x; }\n";
         for &dialect in Dialect::ALL {
             let e = parse_wgsl(source)
                 .expect("parses")
                 .to_c(dialect, None)
-                .expect_err("f16 refused");
+                .expect_err("reflect refused");
             assert_eq!(e.kind(), KernelErrorKind::Unsupported);
             assert!(
-                e.message().contains("f16") && e.message().contains(dialect.name()),
+                e.message().contains("Reflect") && e.message().contains(dialect.name()),
                 "{}",
                 e.message()
             );
+            assert!(e.location().is_some(), "{e}");
         }
         let atomics64 = "@group(0) @binding(0) var<storage, read_write> c: atomic<u64>;\n\
                          @compute @workgroup_size(1)\nfn add() { atomicAdd(&c, 1lu); }\n";
@@ -469,5 +471,70 @@ mod tests {
             .unwrap_or_default();
         assert!(!frame.contains("i_l1"), "{host}");
         assert!(host.contains("XH_UNUSED xh_u32 i_l1 = 0u;"), "{host}");
+    }
+
+    const HALF: &str = r#"
+        enable f16;
+        struct Item { a: f16, v: vec3<f16>, b: f16, m: mat3x3<f16>, w: vec2<f16> }
+        @group(0) @binding(0) var<storage, read_write> h: array<vec4<f16>>;
+        @group(0) @binding(1) var<storage, read_write> items: array<Item>;
+        @group(0) @binding(2) var<storage, read_write> out: array<f32>;
+        @compute @workgroup_size(1)
+        fn half(@builtin(global_invocation_id) id: vec3<u32>) {
+            let x = h[id.x];
+            let y = x * x.w + vec4<f16>(1.5h);
+            h[id.x] = y;
+            out[0] = f32(dot(x, y)) + f32(i32(x.x)) + f32(x.y < y.y);
+            items[0].m = items[1].m * items[0].m;
+            items[0].b = f16(out[1]) + f16(id.y) + sqrt(items[0].a);
+            items[0].v = normalize(items[0].v);
+        }
+    "#;
+
+    #[test]
+    fn f16_is_written_in_every_dialect_rounded_after_each_operation() {
+        for &dialect in Dialect::ALL {
+            let c = emit(HALF, dialect);
+            // `x * x.w + 1.5` and `dot(x, y)`: each operation in f32, rounded to f16 at once.
+            assert!(
+                c.contains("xh_add_f16(xh_add_f16(xh_add_f16(xh_mul_f16(") && c.contains("XH_F16(1.5f)"),
+                "{}: {c}",
+                dialect.name()
+            );
+            assert!(c.contains("XH_FN xh_f16 xh_mul_f16(xh_f16 a, xh_f16 b) { return XH_F2H(XH_H2F(a) * XH_H2F(b)); }"));
+            // Conversions go through f32: out of f16 exactly, into f16 rounded once.
+            assert!(c.contains("xh_f32_to_i32(XH_H2F("), "{}: {c}", dialect.name());
+            assert!(c.contains("XH_F2H(((xh_f32)("), "{}: {c}", dialect.name());
+            // The math built-ins are the f32 ones, rounded.
+            assert!(c.contains("XH_F2H(sqrt"), "{}: {c}", dialect.name());
+            // Matrices of f16 have their own types; three-row columns are padded to four.
+            assert!(c.contains("typedef struct { xh_f16x3 v; xh_f16 pad_; } xh_f16x3_col;"));
+            assert!(c.contains("xh_f16m3x3"));
+        }
+        // Each dialect's f16 type, and OpenCL C's extension only where the module uses f16.
+        let cl = emit(HALF, Dialect::OpenclC);
+        assert!(cl.contains("#pragma OPENCL EXTENSION cl_khr_fp16 : enable"));
+        assert!(cl.contains("typedef half xh_f16;"));
+        assert!(!emit(ARITH, Dialect::OpenclC).contains("cl_khr_fp16"));
+        assert!(!emit(ARITH, Dialect::HostC).contains("_Float16"));
+        assert!(emit(HALF, Dialect::HostC).contains("typedef _Float16 xh_f16;"));
+        let cuda = emit(HALF, Dialect::CudaC);
+        assert!(cuda.contains("#include <cuda_fp16.h>") && cuda.contains("__float2half_rn"));
+        assert!(!emit(ARITH, Dialect::CudaC).contains("cuda_fp16.h"));
+        assert!(emit(HALF, Dialect::HipC).contains("#include <hip/hip_fp16.h>"));
+    }
+
+    #[test]
+    fn f16_values_take_wgsl_offsets_in_structs_and_arrays() {
+        let c = emit(HALF, Dialect::HostC);
+        // a at 0, v (align 8) at 8, b in v's padding at 14, m (columns of 8 bytes, align 8)
+        // at 16, w at 40; 44 rounded up to the struct's alignment of 8.
+        assert!(
+            c.contains("{ xh_f16 a_; unsigned char pad1_[6]; xh_f16x3 v_; xh_f16 b_; xh_f16m3x3 m_; xh_f16x2 w_; unsigned char pad_end_[4]; }"),
+            "{c}"
+        );
+        assert!(c.contains("== 48, \"WGSL layout\""), "{c}");
+        // array<vec4<f16>> has a stride of 8: no wrapping.
+        assert!(c.contains("void half_(XH_GLOBAL xh_f16x4* buffer0"), "{c}");
     }
 }

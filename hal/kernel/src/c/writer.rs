@@ -11,7 +11,7 @@ use naga::{
     Scalar, ScalarKind, Statement, Type, TypeInner, UnaryOperator, VectorSize,
 };
 
-use super::prelude::{math_name, prelude};
+use super::prelude::{math_name, prelude, Needs};
 use super::{CEntryPoint, CSource, Dialect};
 use crate::error::{KernelError, KernelErrorKind};
 use crate::wgsl::WgslModule;
@@ -139,6 +139,7 @@ fn scalar_suffix(s: Scalar) -> Option<&'static str> {
         (ScalarKind::Sint, 8) => "i64",
         (ScalarKind::Uint, 8) => "u64",
         (ScalarKind::Float, 8) => "f64",
+        (ScalarKind::Float, 2) => "f16",
         _ => return None,
     })
 }
@@ -207,27 +208,21 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
             break;
         }
     }
-    let uses_f64 = m.types.iter().any(|(_, t)| match t.inner {
-        TypeInner::Scalar(s) | TypeInner::Vector { scalar: s, .. } | TypeInner::Matrix { scalar: s, .. } => {
-            s == Scalar::F64
-        }
-        _ => false,
-    }) || m
-        .entry_points
-        .iter()
-        .map(|ep| &ep.function)
-        .chain(m.functions.iter().map(|(_, f)| f))
-        .any(|f| {
-            f.expressions
-                .iter()
-                .any(|(_, e)| matches!(e, Expression::Literal(Literal::F64(_))))
-        });
+    let uses_f64 = uses_scalar(m, Scalar::F64, |l| matches!(l, Literal::F64(_)));
+    let uses_f16 = uses_scalar(m, Scalar::F16, |l| matches!(l, Literal::F16(_)));
 
     let uses_atomics64 = m
         .types
         .iter()
         .any(|(_, t)| matches!(t.inner, TypeInner::Atomic(s) if s.width == 8));
-    let mut out = prelude(d, uses_f64, uses_atomics64);
+    let mut out = prelude(
+        d,
+        Needs {
+            f64: uses_f64,
+            f16: uses_f16,
+            atomics64: uses_atomics64,
+        },
+    );
     if d == Dialect::HostC {
         out.push_str(
             "#ifndef XHAL_INVOCATION_DEFINED\n#define XHAL_INVOCATION_DEFINED\n\
@@ -389,6 +384,25 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
         text: out,
         entry_points,
     })
+}
+
+/// Whether a type of the module has `scalar` as its scalar, or an expression is a literal
+/// that `literal` picks (a literal's type need not be in the type arena).
+fn uses_scalar(m: &naga::Module, scalar: Scalar, literal: impl Fn(&Literal) -> bool) -> bool {
+    m.types.iter().any(|(_, t)| match t.inner {
+        TypeInner::Scalar(s) | TypeInner::Vector { scalar: s, .. } | TypeInner::Matrix { scalar: s, .. } => s == scalar,
+        _ => false,
+    }) || m
+        .entry_points
+        .iter()
+        .map(|ep| &ep.function.expressions)
+        .chain(m.functions.iter().map(|(_, f)| &f.expressions))
+        .chain(std::iter::once(&m.global_expressions))
+        .any(|expressions| {
+            expressions
+                .iter()
+                .any(|(_, e)| matches!(e, Expression::Literal(l) if literal(l)))
+        })
 }
 
 fn fn_reachable_from(m: &naga::Module, body: &Block, target: Handle<Function>) -> bool {
@@ -594,7 +608,7 @@ impl<'a> Writer<'a> {
                     }
                 }
                 TypeInner::Matrix { scalar, .. } => {
-                    if *scalar != Scalar::F32 {
+                    if *scalar != Scalar::F32 && *scalar != Scalar::F16 {
                         return Err(self.unsupported_at(&format!("matrices of {}", scalar_wgsl(*scalar)), span));
                     }
                 }
@@ -615,7 +629,11 @@ impl<'a> Writer<'a> {
         match &self.m.types[h].inner {
             TypeInner::Scalar(s) | TypeInner::Atomic(s) => u32::from(s.width),
             TypeInner::Vector { size, scalar } => *size as u32 * u32::from(scalar.width),
-            TypeInner::Matrix { columns, rows, .. } => *columns as u32 * if *rows == VectorSize::Bi { 8 } else { 16 },
+            TypeInner::Matrix { columns, rows, scalar } => {
+                // A column is aligned like its vector: a three-row column takes four rows.
+                let column_rows = if *rows == VectorSize::Bi { 2 } else { 4 };
+                *columns as u32 * column_rows * u32::from(scalar.width)
+            }
             TypeInner::Array {
                 size: ArraySize::Constant(n),
                 stride,
@@ -637,9 +655,12 @@ impl<'a> Writer<'a> {
                 scalar_suffix(*scalar).ok_or_else(|| self.unsupported(&scalar_wgsl(*scalar)))?,
                 *size as u8
             )),
-            TypeInner::Matrix { columns, rows, scalar } if *scalar == Scalar::F32 => {
-                Ok(format!("xh_f32m{}x{}", *columns as u8, *rows as u8))
-            }
+            TypeInner::Matrix { columns, rows, scalar } if *scalar == Scalar::F32 || *scalar == Scalar::F16 => Ok(format!(
+                "xh_{}m{}x{}",
+                scalar_suffix(*scalar).unwrap_or("f32"),
+                *columns as u8,
+                *rows as u8
+            )),
             _ => {
                 for (h, t) in self.m.types.iter() {
                     if &t.inner == inner {
@@ -1182,7 +1203,16 @@ impl<'a> Writer<'a> {
                 }
             }
             Literal::Bool(b) => (if b { "true" } else { "false" }).to_owned(),
-            Literal::F16(_) => return Err(self.unsupported("f16")),
+            Literal::F16(h) => {
+                // Every f16 is an f32 exactly; WGSL has no infinite or NaN literal, but a
+                // constant expression could still fold into one.
+                let v = h.to_f32();
+                if v.is_finite() {
+                    format!("XH_F16({v:?}f)")
+                } else {
+                    format!("xh_f16_from_bits({}u)", h.to_bits())
+                }
+            }
             _ => return Err(self.unsupported("this literal")),
         })
     }
@@ -1296,6 +1326,7 @@ impl<'a> Writer<'a> {
                         Ok(match op {
                             UnaryOperator::Negate => match s.kind {
                                 ScalarKind::Sint => format!("xh_neg_{}({})", scalar_suffix(s).unwrap_or("i32"), a[0]),
+                                ScalarKind::Float if s.width == 2 => format!("xh_neg_f16({})", a[0]),
                                 _ => format!("(-{})", paren(&a[0])),
                             },
                             UnaryOperator::LogicalNot => format!("(!{})", paren(&a[0])),
@@ -1421,14 +1452,15 @@ impl<'a> Writer<'a> {
                 }
                 Ok(format!("xh_make_{name}({})", flat.join(", ")))
             }
-            TypeInner::Matrix { columns, rows, .. } => {
+            TypeInner::Matrix { columns, rows, scalar } => {
                 if parts.len() == *columns as usize {
                     Ok(format!("xh_make_{name}({})", parts.join(", ")))
                 } else {
                     let r = *rows as usize;
+                    let sfx = scalar_suffix(*scalar).unwrap_or("f32");
                     let cols: Vec<String> = parts
                         .chunks(r)
-                        .map(|c| format!("xh_make_xh_f32x{r}({})", c.join(", ")))
+                        .map(|c| format!("xh_make_xh_{sfx}x{r}({})", c.join(", ")))
                         .collect();
                     Ok(format!("xh_make_{name}({})", cols.join(", ")))
                 }
@@ -1472,12 +1504,27 @@ impl<'a> Writer<'a> {
             kind,
             width: convert.unwrap_or(s.width),
         };
-        let dn = self.inner_name(&TypeInner::Scalar(dst))?;
-        let sf = scalar_suffix(s).ok_or_else(|| self.unsupported("f16"))?;
-        let df = scalar_suffix(dst).ok_or_else(|| self.unsupported("f16"))?;
         if s == dst {
             return Ok(e.to_owned());
         }
+        if s == Scalar::F16 || dst == Scalar::F16 {
+            if convert.is_none() {
+                // naga keeps a bitcast's width, so this would be f16 to or from a 16-bit
+                // integer, which WGSL does not have.
+                return Err(self.unsupported("bitcasts to or from f16"));
+            }
+            if s == Scalar::F16 {
+                // Widened exactly, then converted as an f32 is (saturating into integers).
+                return self.convert(Scalar::F32, kind, convert, &format!("XH_H2F({e})"));
+            }
+            // As the interpreter does: to f32 first (exact for every integer an f16 can
+            // hold; f64 rounds twice, as there), then rounded to f16.
+            let wide = self.convert(s, ScalarKind::Float, Some(4), e)?;
+            return Ok(format!("XH_F2H({wide})"));
+        }
+        let dn = self.inner_name(&TypeInner::Scalar(dst))?;
+        let sf = scalar_suffix(s).ok_or_else(|| self.unsupported(&scalar_wgsl(s)))?;
+        let df = scalar_suffix(dst).ok_or_else(|| self.unsupported(&scalar_wgsl(dst)))?;
         if convert.is_none() {
             // Bit cast between types of one width.
             return Ok(match (s.kind, dst.kind) {
@@ -1504,7 +1551,24 @@ impl<'a> Writer<'a> {
     }
 
     fn sbin(&self, op: Bin, s: Scalar, a: &str, b: &str) -> Res<String> {
-        let sfx = scalar_suffix(s).ok_or_else(|| self.unsupported("f16"))?;
+        let sfx = scalar_suffix(s).ok_or_else(|| self.unsupported(&scalar_wgsl(s)))?;
+        if s == Scalar::F16 {
+            // Each operation in f32, rounded to f16 at once; comparisons are exact in f32.
+            return Ok(match op {
+                Bin::Add => format!("xh_add_f16({a}, {b})"),
+                Bin::Subtract => format!("xh_sub_f16({a}, {b})"),
+                Bin::Multiply => format!("xh_mul_f16({a}, {b})"),
+                Bin::Divide => format!("xh_div_f16({a}, {b})"),
+                Bin::Modulo => format!("xh_rem_f16({a}, {b})"),
+                Bin::Equal => format!("(XH_H2F({a}) == XH_H2F({b}))"),
+                Bin::NotEqual => format!("(XH_H2F({a}) != XH_H2F({b}))"),
+                Bin::Less => format!("(XH_H2F({a}) < XH_H2F({b}))"),
+                Bin::LessEqual => format!("(XH_H2F({a}) <= XH_H2F({b}))"),
+                Bin::Greater => format!("(XH_H2F({a}) > XH_H2F({b}))"),
+                Bin::GreaterEqual => format!("(XH_H2F({a}) >= XH_H2F({b}))"),
+                _ => return Err(self.unsupported(&format!("{op:?} on f16"))),
+            });
+        }
         let float = s.kind == ScalarKind::Float;
         let signed = s.kind == ScalarKind::Sint;
         let int = matches!(s.kind, ScalarKind::Sint | ScalarKind::Uint);
@@ -1598,18 +1662,30 @@ impl<'a> Writer<'a> {
     ) -> Res<String> {
         let col = |m: &str, j: usize| format!("{}.c[{j}].v", paren(m));
         let rname = self.inner_name(result)?;
-        let sum = |terms: Vec<String>| format!("({})", terms.join(" + "));
+        let scalar = match (lt, rt) {
+            (TypeInner::Matrix { scalar, .. }, _) | (_, TypeInner::Matrix { scalar, .. }) => *scalar,
+            _ => return Err(self.expr_err(fx, h, "this matrix operation")),
+        };
+        let sfx = scalar_suffix(scalar).unwrap_or("f32");
+        let err = |e: KernelError| self.relocate(fx, h, e);
+        let bin = |op: Bin, x: &str, y: &str| self.sbin(op, scalar, x, y).map_err(err);
+        let mul = |x: &str, y: &str| bin(Bin::Multiply, x, y);
+        // Products added left to right, as the interpreter adds them.
+        let sum = |terms: Vec<String>| -> Res<String> {
+            let mut terms = terms.into_iter();
+            let first = terms.next().unwrap_or_default();
+            terms.try_fold(first, |acc, t| bin(Bin::Add, &acc, &t))
+        };
         match (op, lt, rt) {
             (Bin::Add | Bin::Subtract, TypeInner::Matrix { columns, rows, .. }, TypeInner::Matrix { .. }) => {
-                let sign = if op == Bin::Add { "+" } else { "-" };
                 let cols: Vec<String> = (0..*columns as usize)
                     .map(|j| {
                         let parts: Vec<String> = (0..*rows as usize)
-                            .map(|i| format!("{} {sign} {}", comp(&col(a, j), i), comp(&col(b, j), i)))
-                            .collect();
-                        format!("xh_make_xh_f32x{}({})", *rows as u8, parts.join(", "))
+                            .map(|i| bin(op, &comp(&col(a, j), i), &comp(&col(b, j), i)))
+                            .collect::<Res<_>>()?;
+                        Ok(format!("xh_make_xh_{sfx}x{}({})", *rows as u8, parts.join(", ")))
                     })
-                    .collect();
+                    .collect::<Res<_>>()?;
                 Ok(format!("xh_make_{rname}({})", cols.join(", ")))
             }
             (Bin::Multiply, TypeInner::Matrix { columns, rows, .. }, TypeInner::Scalar(_))
@@ -1622,31 +1698,31 @@ impl<'a> Writer<'a> {
                 let cols: Vec<String> = (0..*columns as usize)
                     .map(|j| {
                         let parts: Vec<String> = (0..*rows as usize)
-                            .map(|i| format!("{} * {s}", comp(&col(m, j), i)))
-                            .collect();
-                        format!("xh_make_xh_f32x{}({})", *rows as u8, parts.join(", "))
+                            .map(|i| mul(&comp(&col(m, j), i), s))
+                            .collect::<Res<_>>()?;
+                        Ok(format!("xh_make_xh_{sfx}x{}({})", *rows as u8, parts.join(", ")))
                     })
-                    .collect();
+                    .collect::<Res<_>>()?;
                 Ok(format!("xh_make_{rname}({})", cols.join(", ")))
             }
             (Bin::Multiply, TypeInner::Matrix { columns, rows, .. }, TypeInner::Vector { .. }) => {
                 let parts: Vec<String> = (0..*rows as usize)
                     .map(|i| {
                         sum((0..*columns as usize)
-                            .map(|j| format!("{} * {}", comp(&col(a, j), i), comp(b, j)))
-                            .collect())
+                            .map(|j| mul(&comp(&col(a, j), i), &comp(b, j)))
+                            .collect::<Res<_>>()?)
                     })
-                    .collect();
+                    .collect::<Res<_>>()?;
                 Ok(format!("xh_make_{rname}({})", parts.join(", ")))
             }
             (Bin::Multiply, TypeInner::Vector { size, .. }, TypeInner::Matrix { columns, .. }) => {
                 let parts: Vec<String> = (0..*columns as usize)
                     .map(|j| {
                         sum((0..*size as usize)
-                            .map(|i| format!("{} * {}", comp(a, i), comp(&col(b, j), i)))
-                            .collect())
+                            .map(|i| mul(&comp(a, i), &comp(&col(b, j), i)))
+                            .collect::<Res<_>>()?)
                     })
-                    .collect();
+                    .collect::<Res<_>>()?;
                 Ok(format!("xh_make_{rname}({})", parts.join(", ")))
             }
             (
@@ -1661,13 +1737,13 @@ impl<'a> Writer<'a> {
                         let parts: Vec<String> = (0..*rows as usize)
                             .map(|i| {
                                 sum((0..*inner as usize)
-                                    .map(|j| format!("{} * {}", comp(&col(a, j), i), comp(&col(b, kk), j)))
-                                    .collect())
+                                    .map(|j| mul(&comp(&col(a, j), i), &comp(&col(b, kk), j)))
+                                    .collect::<Res<_>>()?)
                             })
-                            .collect();
-                        format!("xh_make_xh_f32x{}({})", *rows as u8, parts.join(", "))
+                            .collect::<Res<_>>()?;
+                        Ok(format!("xh_make_xh_{sfx}x{}({})", *rows as u8, parts.join(", ")))
                     })
-                    .collect();
+                    .collect::<Res<_>>()?;
                 Ok(format!("xh_make_{rname}({})", cols.join(", ")))
             }
             _ => Err(self.expr_err(fx, h, "this matrix operation")),
@@ -1715,7 +1791,8 @@ impl<'a> Writer<'a> {
         let (size, scalar) = match t0 {
             TypeInner::Scalar(s) => (None, s),
             TypeInner::Vector { size, scalar } => (Some(size as usize), scalar),
-            TypeInner::Matrix { columns, rows, .. } => {
+            TypeInner::Matrix { columns, rows, scalar } => {
+                let sfx = scalar_suffix(scalar).unwrap_or("f32");
                 return match fun {
                     Mf::Transpose => {
                         let m = &vals[0];
@@ -1724,7 +1801,7 @@ impl<'a> Writer<'a> {
                                 let parts: Vec<String> = (0..columns as usize)
                                     .map(|j| comp(&format!("{}.c[{j}].v", paren(m)), i))
                                     .collect();
-                                format!("xh_make_xh_f32x{}({})", columns as u8, parts.join(", "))
+                                format!("xh_make_xh_{sfx}x{}({})", columns as u8, parts.join(", "))
                             })
                             .collect();
                         Ok(format!("xh_make_{}({})", self.inner_name(&result)?, cols.join(", ")))
@@ -1733,7 +1810,8 @@ impl<'a> Writer<'a> {
                         let m = &vals[0];
                         let e = |j: usize, i: usize| comp(&format!("{}.c[{j}].v", paren(m)), i);
                         let all: Vec<usize> = (0..columns as usize).collect();
-                        Ok(determinant_text(&e, &all, &all))
+                        let op = |op: Bin, x: &str, y: &str| self.sbin(op, scalar, x, y);
+                        determinant_text(&e, &all, &all, &op).map_err(err)
                     }
                     _ => Err(self.expr_err(fx, h, &format!("{fun:?} on matrices"))),
                 };
@@ -1761,40 +1839,54 @@ impl<'a> Writer<'a> {
                 if scalar.kind != ScalarKind::Float {
                     return Err(self.expr_err(fx, h, "length of integers"));
                 }
-                let sqrt = math_name(self.d, "sqrt", scalar.width == 4);
+                // As the interpreter: the length of a scalar is its magnitude; of a vector,
+                // the square root of its dot product with itself, each operation rounded.
                 let diff = |i: usize| {
                     if fun == Mf::Distance {
-                        format!("({} - {})", c(&vals[0], i), c(&vals[1], i))
+                        self.sbin(Bin::Subtract, scalar, &c(&vals[0], i), &c(&vals[1], i))
                     } else {
-                        c(&vals[0], i)
+                        Ok(c(&vals[0], i))
                     }
                 };
-                let len = format!(
-                    "{sqrt}({})",
-                    (0..n)
-                        .map(|i| format!("{} * {}", diff(i), diff(i)))
-                        .collect::<Vec<_>>()
-                        .join(" + ")
-                );
+                let len = if size.is_none() {
+                    self.smath(Mf::Abs, scalar, &[diff(0).map_err(err)?]).map_err(err)?
+                } else {
+                    let mut acc: Option<String> = None;
+                    for i in 0..n {
+                        let d = diff(i).map_err(err)?;
+                        let p = self.sbin(Bin::Multiply, scalar, &d, &d).map_err(err)?;
+                        acc = Some(match acc {
+                            None => p,
+                            Some(a) => self.sbin(Bin::Add, scalar, &a, &p).map_err(err)?,
+                        });
+                    }
+                    self.smath(Mf::Sqrt, scalar, &[acc.unwrap_or_default()]).map_err(err)?
+                };
                 if fun != Mf::Normalize {
                     return Ok(len);
                 }
                 if size.is_none() {
-                    return Ok(format!("({} / {len})", vals[0]));
+                    return self.sbin(Bin::Divide, scalar, &vals[0], &len).map_err(err);
                 }
-                let parts: Vec<String> = (0..n).map(|i| format!("{} / {len}", c(&vals[0], i))).collect();
+                let parts: Vec<String> = (0..n)
+                    .map(|i| self.sbin(Bin::Divide, scalar, &c(&vals[0], i), &len))
+                    .collect::<Res<_>>()
+                    .map_err(err)?;
                 return Ok(format!("xh_make_{}({})", self.inner_name(&result)?, parts.join(", ")));
             }
             Mf::Cross => {
                 let (a, b) = (&vals[0], &vals[1]);
-                let x =
-                    |i: usize, j: usize| format!("{} * {} - {} * {}", comp(a, i), comp(b, j), comp(a, j), comp(b, i));
+                let x = |i: usize, j: usize| -> Res<String> {
+                    let p = self.sbin(Bin::Multiply, scalar, &comp(a, i), &comp(b, j))?;
+                    let q = self.sbin(Bin::Multiply, scalar, &comp(a, j), &comp(b, i))?;
+                    self.sbin(Bin::Subtract, scalar, &p, &q)
+                };
                 return Ok(format!(
                     "xh_make_{}({}, {}, {})",
                     self.inner_name(&result)?,
-                    x(1, 2),
-                    x(2, 0),
-                    x(0, 1)
+                    x(1, 2).map_err(err)?,
+                    x(2, 0).map_err(err)?,
+                    x(0, 1).map_err(err)?
                 ));
             }
             _ => {}
@@ -1819,7 +1911,23 @@ impl<'a> Writer<'a> {
     }
 
     fn smath(&self, fun: Mf, s: Scalar, a: &[String]) -> Res<String> {
-        let sfx = scalar_suffix(s).ok_or_else(|| self.unsupported("f16"))?;
+        let sfx = scalar_suffix(s).ok_or_else(|| self.unsupported(&scalar_wgsl(s)))?;
+        if s == Scalar::F16 {
+            // Computed in f32 and rounded once, as the interpreter computes it (`ldexp`'s
+            // exponent is an integer).
+            let wide: Vec<String> = a
+                .iter()
+                .enumerate()
+                .map(|(k, x)| {
+                    if fun == Mf::Ldexp && k == 1 {
+                        x.clone()
+                    } else {
+                        format!("XH_H2F({x})")
+                    }
+                })
+                .collect();
+            return Ok(format!("XH_F2H({})", self.smath(fun, Scalar::F32, &wide)?));
+        }
         if s.kind == ScalarKind::Float {
             let f32 = s.width == 4;
             let n = |name: &str| math_name(self.d, name, f32);
@@ -3968,6 +4076,7 @@ fn zero_scalar(s: Scalar) -> String {
     match (s.kind, s.width) {
         (ScalarKind::Bool, _) => "false".to_owned(),
         (ScalarKind::Float, 4) => "0.0f".to_owned(),
+        (ScalarKind::Float, 2) => "XH_F16(0.0f)".to_owned(),
         (ScalarKind::Float, _) => "0.0".to_owned(),
         (ScalarKind::Uint, 4) => "0u".to_owned(),
         _ => "0".to_owned(),
@@ -3989,32 +4098,32 @@ fn scalar_wgsl(s: Scalar) -> String {
 /// expansion along the first row, terms added left to right with alternating signs, the
 /// same operations in the same order as the CPU interpreter, so the compiled result is the
 /// same bits.
-fn determinant_text(element: &dyn Fn(usize, usize) -> String, columns: &[usize], rows: &[usize]) -> String {
+fn determinant_text(
+    element: &dyn Fn(usize, usize) -> String,
+    columns: &[usize],
+    rows: &[usize],
+    op: &dyn Fn(Bin, &str, &str) -> Res<String>,
+) -> Res<String> {
     match (columns, rows) {
-        ([c], [r]) => element(*c, *r),
-        ([c0, c1], [r0, r1]) => format!(
-            "({} * {} - {} * {})",
-            element(*c0, *r0),
-            element(*c1, *r1),
-            element(*c1, *r0),
-            element(*c0, *r1)
-        ),
+        ([c], [r]) => Ok(element(*c, *r)),
+        ([c0, c1], [r0, r1]) => {
+            let ad = op(Bin::Multiply, &element(*c0, *r0), &element(*c1, *r1))?;
+            let cb = op(Bin::Multiply, &element(*c1, *r0), &element(*c0, *r1))?;
+            op(Bin::Subtract, &ad, &cb)
+        }
         _ => {
             let mut sum = String::new();
             for (k, &column) in columns.iter().enumerate() {
                 let minor: Vec<usize> = columns.iter().copied().filter(|&c| c != column).collect();
-                let term = format!(
-                    "{} * {}",
-                    element(column, rows[0]),
-                    determinant_text(element, &minor, &rows[1..])
-                );
+                let cofactor = determinant_text(element, &minor, &rows[1..], op)?;
+                let term = op(Bin::Multiply, &element(column, rows[0]), &cofactor)?;
                 sum = match k {
                     0 => term,
-                    _ if k % 2 == 1 => format!("{sum} - {term}"),
-                    _ => format!("{sum} + {term}"),
+                    _ if k % 2 == 1 => op(Bin::Subtract, &sum, &term)?,
+                    _ => op(Bin::Add, &sum, &term)?,
                 };
             }
-            format!("({sum})")
+            Ok(sum)
         }
     }
 }

@@ -66,3 +66,9 @@ XH_STUB_ATOM(xchg)
 ulong xh_stub_atom_cmpxchg_u(volatile ulong*, ulong, ulong);
 long xh_stub_atom_cmpxchg_i(volatile long*, long, long);
 #define atom_cmpxchg(p, c, v) _Generic((p), ulong*: xh_stub_atom_cmpxchg_u, long*: xh_stub_atom_cmpxchg_i)(p, c, v)
+/* cl_khr_fp16. */
+typedef _Float16 half;
+typedef unsigned short ushort;
+ushort as_ushort(half);
+half as_half(ushort);
+half convert_half_rte(float);
