@@ -8,9 +8,13 @@ use crate::{CpuBackend, CpuConfig, KernelMode};
 use xhal_core::{Backend, ErrorKind, KernelFormat};
 
 fn backend(mode: KernelMode) -> CpuBackend {
+    backend_with_memory(mode, TEST_MEMORY)
+}
+
+fn backend_with_memory(mode: KernelMode, memory_per_device: u64) -> CpuBackend {
     CpuBackend::with_config(CpuConfig {
         devices: 1,
-        memory_per_device: TEST_MEMORY,
+        memory_per_device,
     })
     .with_kernel_mode(mode)
 }
@@ -24,10 +28,22 @@ fn compiler_present() -> bool {
 
 /// Runs `entry` in both modes and checks the outputs are the same bytes.
 fn agree(source: &str, entry: &str, workgroups: [u32; 3], inputs: &[Vec<u8>], scalars: &[u8]) -> Vec<Vec<u8>> {
-    let interpreted = Fixture::with_backend(backend(KernelMode::Interpret))
+    agree_in(TEST_MEMORY, source, entry, workgroups, inputs, scalars)
+}
+
+/// [`agree`] on devices of `memory` bytes.
+fn agree_in(
+    memory: u64,
+    source: &str,
+    entry: &str,
+    workgroups: [u32; 3],
+    inputs: &[Vec<u8>],
+    scalars: &[u8],
+) -> Vec<Vec<u8>> {
+    let interpreted = Fixture::with_backend(backend_with_memory(KernelMode::Interpret, memory))
         .dispatch(source, entry, workgroups, inputs, scalars)
         .unwrap_or_else(|error| panic!("{entry}, interpreted: {error}"));
-    let compiled = Fixture::with_backend(backend(KernelMode::Compile))
+    let compiled = Fixture::with_backend(backend_with_memory(KernelMode::Compile, memory))
         .dispatch(source, entry, workgroups, inputs, scalars)
         .unwrap_or_else(|error| panic!("{entry}, compiled: {error}"));
     assert_eq!(
@@ -269,14 +285,15 @@ fn compiled_prefix_regions_match_the_interpreter() {
 
 #[test]
 fn a_kernel_the_compiled_path_lacks_runs_on_the_interpreter() {
-    // Host C has no f16: the compiled mode interprets this kernel (with a warning).
-    const HALF: &str = "enable f16;\n@group(0) @binding(0) var<storage, read_write> d: array<f32>;\n\
-                        @compute @workgroup_size(1)\nfn half_it() { d[0] = f32(f16(d[0]) * 0.5h); }\n";
+    // Host C has no `reflect`: the compiled mode interprets this kernel (with a warning).
+    const MIRROR: &str = "@group(0) @binding(0) var<storage, read_write> d: array<f32>;\n\
+                          @compute @workgroup_size(1)\n\
+                          fn mirror() { d[0] = reflect(vec2<f32>(d[0], 1.0), vec2<f32>(0.0, 1.0)).y; }\n";
     let before = crate::interpreter_fallbacks();
     let out = Fixture::with_backend(backend(KernelMode::Compile))
-        .dispatch(HALF, "half_it", [1, 1, 1], &[f32s(&[3.0])], &[])
+        .dispatch(MIRROR, "mirror", [1, 1, 1], &[f32s(&[3.0])], &[])
         .expect("the interpreter runs it");
-    assert_eq!(out[0], f32s(&[1.5]));
+    assert_eq!(out[0], f32s(&[-1.0]));
     assert!(crate::interpreter_fallbacks() > before, "the fallback was counted");
 }
 
@@ -794,4 +811,333 @@ fn the_c_compiler_accepts_the_host_c_of_every_repository_kernel() {
         rejected.join("\n")
     );
     assert!(compiled >= 140, "only {compiled} entry points compiled");
+}
+
+// ---- f16 ------------------------------------------------------------------------------------
+
+/// f16 bits as little-endian bytes.
+fn halves(bits: &[u16]) -> Vec<u8> {
+    bits.iter().flat_map(|h| h.to_le_bytes()).collect()
+}
+
+/// Every f16 bit pattern but the signalling NaNs, in an order that a multiplier scrambles.
+/// (The interpreter holds an f16 as an f32 and quiets a signalling NaN when it loads one;
+/// the compiled path copies f16 values as they are. WGSL leaves NaN payloads unspecified.)
+fn f16_patterns(multiplier: u32) -> Vec<u16> {
+    (0..=u16::MAX as u32)
+        .map(|i| (i.wrapping_mul(multiplier) & 0xffff) as u16)
+        .map(|h| {
+            let signalling = h & 0x7c00 == 0x7c00 && h & 0x3ff != 0 && h & 0x200 == 0;
+            if signalling {
+                h | 0x200
+            } else {
+                h
+            }
+        })
+        .collect()
+}
+
+/// f16 values whose arithmetic stays finite: multiples of 1/16 in [-8, 8).
+fn f16_moderate(count: usize, salt: u32) -> Vec<u16> {
+    use crate::wgsl::test_support::f32_to_f16_bits;
+    (0..count as u32)
+        .map(|i| f32_to_f16_bits((scramble(i, salt) % 256) as f32 / 16.0 - 8.0))
+        .collect()
+}
+
+/// A hash of `i`: test inputs that look random and are the same on every run.
+fn scramble(i: u32, salt: u32) -> u32 {
+    let x = (i ^ salt.wrapping_mul(0x9e37_79b9)).wrapping_mul(0x85eb_ca6b);
+    (x ^ (x >> 13)).wrapping_mul(0xc2b2_ae35) ^ (x >> 16)
+}
+
+/// Asserts that the compiled path takes `entry` itself, with no interpreter behind it.
+fn compiles(source: &str, entry: &str) {
+    if let Err(error) = crate::native::compile(source, entry) {
+        panic!("`{entry}` did not compile: {error:?}");
+    }
+}
+
+const F16_OPS: &str = r#"
+enable f16;
+@group(0) @binding(0) var<storage, read> a: array<f16>;
+@group(0) @binding(1) var<storage, read> b: array<f16>;
+@group(0) @binding(2) var<storage, read> wide: array<f32>;
+@group(0) @binding(3) var<storage, read_write> out: array<f16>;
+@group(0) @binding(4) var<storage, read_write> words: array<u32>;
+
+@compute @workgroup_size(64)
+fn ops(@builtin(global_invocation_id) id: vec3<u32>) {
+    let n = arrayLength(&a);
+    let i = id.x;
+    if i >= n { return; }
+    let x = a[i];
+    let y = b[i];
+    let z = a[(i * 7u + 3u) % n];
+    let f = wide[i];
+    var o = i * 40u;
+    // a * b + c rounds twice; in f32 it would round once.
+    out[o] = x * y + z; o++;
+    out[o] = x - y / z; o++;
+    out[o] = x % y; o++;
+    out[o] = -x; o++;
+    out[o] = select(x, y, x < y); o++;
+    out[o] = select(z, x, x >= y && y != z); o++;
+    out[o] = min(x, y); o++;
+    out[o] = max(x, y); o++;
+    out[o] = clamp(x, min(y, z), max(y, z)); o++;
+    out[o] = fma(x, y, z); o++;
+    out[o] = mix(x, y, 0.25h); o++;
+    out[o] = sqrt(abs(x)); o++;
+    out[o] = inverseSqrt(abs(y)); o++;
+    out[o] = exp(x * 0.0625h); o++;
+    out[o] = log(abs(y)); o++;
+    out[o] = sin(x); o++;
+    out[o] = tanh(y); o++;
+    out[o] = pow(abs(x), 0.5h); o++;
+    out[o] = atan2(x, y); o++;
+    out[o] = floor(x) + ceil(y); o++;
+    out[o] = round(x * 0.5h); o++;
+    out[o] = trunc(y) - fract(x); o++;
+    out[o] = sign(x) * step(y, x); o++;
+    out[o] = smoothstep(-1.0h, 1.0h, x); o++;
+    out[o] = ldexp(x, 3); o++;
+    out[o] = degrees(y); o++;
+    out[o] = f16(f); o++;
+    out[o] = f16(i32(i) - 32768); o++;
+    out[o] = f16(i * 37u); o++;
+    out[o] = f16(x < y); o++;
+    let v = vec3<f16>(x, y, z);
+    let u = vec3<f16>(z, x, 1.5h);
+    out[o] = dot(v, u); o++;
+    out[o] = length(v); o++;
+    out[o] = distance(v, u); o++;
+    let c = cross(v, u);
+    out[o] = c.x; o++;
+    out[o] = c.y; o++;
+    out[o] = c.z; o++;
+    let nv = normalize(vec2<f16>(x, 1.0h));
+    out[o] = nv.x; o++;
+    out[o] = nv.y; o++;
+    out[o] = length(y); o++;
+    out[o] = f16(f32(x) * 3.0); o++;
+
+    var w = i * 8u;
+    words[w] = bitcast<u32>(f32(x)); w++;
+    words[w] = bitcast<u32>(i32(x)); w++;
+    words[w] = u32(y); w++;
+    words[w] = u32(x != 0.0h) | (u32(x == y) << 1u) | (u32(x <= z) << 2u); w++;
+    words[w] = bitcast<u32>(i32(x * 4096.0h)); w++;
+    words[w] = u32(f32(x) + f32(y) * f32(z) > 1.0); w++;
+    words[w] = bitcast<u32>(f32(x * y)); w++;
+    words[w] = pack2x16float(vec2<f32>(f32(y), f)); w++;
+}
+"#;
+
+/// Every f16 bit pattern through the arithmetic, comparisons, conversions and math built-ins:
+/// the compiled kernel takes it itself and writes the interpreter's bits.
+#[test]
+fn compiled_f16_arithmetic_matches_the_interpreter_bit_for_bit() {
+    if !compiler_present() {
+        println!("skipped: no C compiler (cc or $CC); the compiled mode cannot be tested here");
+        return;
+    }
+    compiles(F16_OPS, "ops");
+    let a = f16_patterns(1);
+    let b = f16_patterns(40503);
+    let n = a.len();
+    let wide: Vec<u32> = (0..n as u32).map(|i| scramble(i, 9)).collect();
+    let inputs = [
+        halves(&a),
+        halves(&b),
+        words(&wide),
+        vec![0; n * 40 * 2],
+        vec![0; n * 8 * 4],
+    ];
+    let run = |mode| {
+        Fixture::with_backend(backend_with_memory(mode, 64 << 20))
+            .dispatch(F16_OPS, "ops", [(n as u32).div_ceil(64), 1, 1], &inputs, &[])
+            .unwrap_or_else(|error| panic!("ops, {mode:?}: {error}"))
+    };
+    let interpreted = run(KernelMode::Interpret);
+    let out = run(KernelMode::Compile);
+    // Name the first few disagreements: the result's number in the kernel and the inputs.
+    // Two NaNs count as the same result: which NaN's payload an operation on two NaNs keeps
+    // is unspecified (x86 keeps the first operand's, and a C compiler may swap the operands
+    // of a commutative operation). Everything else must be the same bits.
+    let nan16 = |h: &[u8]| h[1] & 0x7c == 0x7c && (h[1] & 0x03 != 0 || h[0] != 0);
+    let mut differences = Vec::new();
+    let mut nans = 0usize;
+    for (buffer, width, per) in [(3usize, 2usize, 40usize), (4, 4, 8)] {
+        for (k, (c, i)) in out[buffer]
+            .chunks(width)
+            .zip(interpreted[buffer].chunks(width))
+            .enumerate()
+        {
+            if width == 2 && nan16(c) && nan16(i) {
+                nans += 1;
+                continue;
+            }
+            if c != i && differences.len() < 12 {
+                let e = k / per;
+                differences.push(format!(
+                    "buffer {buffer} result {} of x={:#06x} y={:#06x} z={:#06x}: compiled {c:02x?}, interpreted {i:02x?}",
+                    k % per,
+                    a[e],
+                    b[e],
+                    a[(e * 7 + 3) % n]
+                ));
+            }
+        }
+    }
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
+    assert!(nans > 0);
+    // Results cover the whole f16 range: infinities, NaNs, subnormals and zeros.
+    let results: Vec<u16> = out[3].chunks(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect();
+    for class in [0x7c00u16, 0xfc00, 0x0001, 0x0000, 0x8000] {
+        assert!(results.contains(&class), "no {class:#06x} among the results");
+    }
+    assert!(results.iter().any(|&h| h & 0x7c00 == 0x7c00 && h & 0x3ff != 0));
+}
+
+const F16_ATTENTION: &str = r#"
+enable f16;
+struct Params { n: u32, scale: f16, bias: f16 }
+@group(0) @binding(0) var<storage, read> q: array<vec4<f16>>;
+@group(0) @binding(1) var<storage, read> k: array<vec4<f16>>;
+@group(0) @binding(2) var<storage, read_write> probs: array<f16>;
+@group(0) @binding(3) var<storage, read> params: Params;
+var<workgroup> scores: array<f32, 64>;
+var<workgroup> logits: array<f16, 64>;
+
+// Softmax over 64 keys of one query's scores: f16 products, f32 sums, an f16 result.
+@compute @workgroup_size(64)
+fn attend(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) group: vec3<u32>) {
+    var acc = 0.0;
+    for (var c = 0u; c < params.n; c++) {
+        let p = q[group.x * params.n + c] * k[lane * params.n + c];
+        acc += f32(p.x) + f32(p.y) + f32(p.z) + f32(p.w);
+    }
+    let s = f16(acc) * params.scale + params.bias;
+    logits[lane] = s;
+    scores[lane] = f32(s);
+    workgroupBarrier();
+    var m = scores[0];
+    for (var j = 1u; j < 64u; j++) {
+        m = max(m, scores[j]);
+    }
+    let e = exp(f32(logits[lane]) - m);
+    workgroupBarrier();
+    scores[lane] = e;
+    workgroupBarrier();
+    var total = 0.0;
+    for (var j = 0u; j < 64u; j++) {
+        total += scores[j];
+    }
+    probs[group.x * 64u + lane] = f16(e / total);
+}
+
+// The same dot products as an f16 accumulation.
+@compute @workgroup_size(64)
+fn dot_half(@builtin(global_invocation_id) id: vec3<u32>) {
+    var acc = 0.0h;
+    for (var c = 0u; c < params.n; c++) {
+        acc += dot(q[c], k[id.x * params.n + c]);
+    }
+    probs[id.x] = acc * params.scale + params.bias;
+}
+"#;
+
+/// The way f16 kernels are written: vec4<f16> loads, f32 accumulation, f16 workgroup memory
+/// across barriers, f16 members of a parameter struct. (naga refuses f16 in immediates.)
+#[test]
+fn compiled_f16_softmax_and_dot_products_match_the_interpreter() {
+    if !compiler_present() {
+        println!("skipped: no C compiler (cc or $CC); the compiled mode cannot be tested here");
+        return;
+    }
+    use crate::wgsl::test_support::f32_to_f16_bits;
+    compiles(F16_ATTENTION, "attend");
+    compiles(F16_ATTENTION, "dot_half");
+    let n = 8u32;
+    let queries = 4u32;
+    let q = f16_moderate((queries * n * 4) as usize, 1);
+    let k = f16_moderate((64 * n * 4) as usize, 2);
+    let mut scalars = words(&[n]);
+    scalars.extend(halves(&[f32_to_f16_bits(0.125), f32_to_f16_bits(-0.75)]));
+    let out = agree(
+        F16_ATTENTION,
+        "attend",
+        [queries, 1, 1],
+        &[
+            halves(&q),
+            halves(&k),
+            vec![0; (queries * 64 * 2) as usize],
+            scalars.clone(),
+        ],
+        &[],
+    );
+    // Each query's probabilities add up to about 1.
+    let probabilities: Vec<f32> = out[2]
+        .chunks(2)
+        .map(|c| crate::wgsl::test_support::f16_bits_to_f32(u16::from_le_bytes([c[0], c[1]])))
+        .collect();
+    for row in probabilities.chunks(64) {
+        let sum: f32 = row.iter().sum();
+        assert!((sum - 1.0).abs() < 0.05, "{sum}");
+    }
+    agree(
+        F16_ATTENTION,
+        "dot_half",
+        [1, 1, 1],
+        &[halves(&q), halves(&k), vec![0; 64 * 2], scalars],
+        &[],
+    );
+}
+
+const F16_SHAPES: &str = r#"
+enable f16;
+struct Item { a: f16, v: vec3<f16>, b: f16, m: mat3x3<f16>, w: vec2<f16> }
+@group(0) @binding(0) var<storage, read> items: array<Item>;
+@group(0) @binding(1) var<storage, read_write> outs: array<Item>;
+@group(0) @binding(2) var<storage, read_write> tall: array<mat2x4<f16>>;
+@group(0) @binding(3) var<storage, read_write> threes: array<vec3<f16>>;
+
+@compute @workgroup_size(16)
+fn shapes(@builtin(global_invocation_id) id: vec3<u32>) {
+    let i = id.x;
+    let it = items[i];
+    var r: Item;
+    r.a = determinant(it.m);
+    r.v = it.m * it.v + cross(it.v, vec3<f16>(it.w, it.b));
+    r.b = length(it.v) + distance(it.w, it.v.xy);
+    r.m = transpose(it.m) * it.m - mat3x3<f16>(it.v, it.v.yzx, it.v.zxy) * it.a;
+    r.w = normalize(it.w) * it.a + (it.v * it.m).xy;
+    outs[i] = r;
+    let t = tall[i];
+    tall[i] = mat2x4<f16>(t[1] * it.b, t[0] + vec4<f16>(it.v, it.a));
+    threes[i] = threes[i].zxy * it.w.x + it.v;
+}
+"#;
+
+/// f16 in structs, matrices and arrays of vec3 at WGSL's offsets, through matrix arithmetic.
+#[test]
+fn compiled_f16_structs_and_matrices_match_the_interpreter() {
+    if !compiler_present() {
+        println!("skipped: no C compiler (cc or $CC); the compiled mode cannot be tested here");
+        return;
+    }
+    compiles(F16_SHAPES, "shapes");
+    let count = 32usize;
+    // Item is 48 bytes (24 halves); padding halves get values too, which neither path reads.
+    let items = f16_moderate(count * 24, 3);
+    let tall = f16_moderate(count * 8, 4);
+    let threes = f16_moderate(count * 4, 5);
+    agree(
+        F16_SHAPES,
+        "shapes",
+        [(count as u32).div_ceil(16), 1, 1],
+        &[halves(&items), vec![0; count * 48], halves(&tall), halves(&threes)],
+        &[],
+    );
 }

@@ -118,7 +118,11 @@ pub(super) fn prelude(dialect: Dialect, needs: Needs) -> String {
             continue;
         }
         for r in 2..=4 {
-            let pad = if r == 3 { format!(" xh_{f} pad_;") } else { String::new() };
+            let pad = if r == 3 {
+                format!(" xh_{f} pad_;")
+            } else {
+                String::new()
+            };
             let _ = writeln!(out, "typedef struct {{ xh_{f}x{r} v;{pad} }} xh_{f}x{r}_col;");
             for c in 2..=4 {
                 let _ = writeln!(out, "typedef struct {{ xh_{f}x{r}_col c[{c}]; }} xh_{f}m{c}x{r};");
@@ -196,7 +200,7 @@ fn f16_type(dialect: Dialect) -> &'static str {
 /// rule; for `+ - * /` and `sqrt` it is the correctly rounded `f16` result, since `f32` holds
 /// more than twice an `f16`'s precision).
 fn f16_helpers(out: &mut String, dialect: Dialect) {
-    let fmod = math_name(dialect, "fmod", true);
+    let _ = dialect;
     for (name, op) in [("add", "+"), ("sub", "-"), ("mul", "*"), ("div", "/")] {
         let _ = writeln!(
             out,
@@ -205,7 +209,7 @@ fn f16_helpers(out: &mut String, dialect: Dialect) {
     }
     let _ = writeln!(
         out,
-        "XH_FN xh_f16 xh_rem_f16(xh_f16 a, xh_f16 b) {{ return XH_F2H({fmod}(XH_H2F(a), XH_H2F(b))); }}\n\
+        "XH_FN xh_f16 xh_rem_f16(xh_f16 a, xh_f16 b) {{ return XH_F2H(xh_rem_f32(XH_H2F(a), XH_H2F(b))); }}\n\
          XH_FN xh_f16 xh_neg_f16(xh_f16 a) {{ return XH_F2H(-XH_H2F(a)); }}"
     );
 }
@@ -307,12 +311,18 @@ fn float_helpers(out: &mut String, dialect: Dialect, f64: bool) {
             );
         }
         let m = |name: &str| math_name(dialect, name, f == "f32");
+        // As the interpreter computes them: WGSL's float remainder is `a - b * trunc(a / b)`,
+        // not C's exact `fmod`; the sign of NaN and of either zero is +0; smoothstep's clamp
+        // keeps a NaN.
         let _ = writeln!(
             out,
-            "XH_FN {t} xh_sign_{f}({t} v) {{ return v > 0.0{lit} ? 1.0{lit} : (v < 0.0{lit} ? -1.0{lit} : v); }}\n\
-             XH_FN {t} xh_smoothstep_{f}({t} a, {t} b, {t} x) {{ {t} t = {fmin}({fmax}((x - a) / (b - a), 0.0{lit}), 1.0{lit}); return t * t * (3.0{lit} - 2.0{lit} * t); }}",
-            fmin = m("fmin"),
-            fmax = m("fmax"),
+            "XH_FN {t} xh_rem_{f}({t} a, {t} b) {{ return a - b * {}(a / b); }}",
+            m("trunc")
+        );
+        let _ = writeln!(
+            out,
+            "XH_FN {t} xh_sign_{f}({t} v) {{ return v > 0.0{lit} ? 1.0{lit} : (v < 0.0{lit} ? -1.0{lit} : 0.0{lit}); }}\n\
+             XH_FN {t} xh_smoothstep_{f}({t} a, {t} b, {t} x) {{ {t} t = (x - a) / (b - a); t = t < 0.0{lit} ? 0.0{lit} : (t > 1.0{lit} ? 1.0{lit} : t); return t * t * (3.0{lit} - 2.0{lit} * t); }}",
         );
     }
     // Bit casts between 32-bit (and 64-bit) types.

@@ -655,12 +655,14 @@ impl<'a> Writer<'a> {
                 scalar_suffix(*scalar).ok_or_else(|| self.unsupported(&scalar_wgsl(*scalar)))?,
                 *size as u8
             )),
-            TypeInner::Matrix { columns, rows, scalar } if *scalar == Scalar::F32 || *scalar == Scalar::F16 => Ok(format!(
-                "xh_{}m{}x{}",
-                scalar_suffix(*scalar).unwrap_or("f32"),
-                *columns as u8,
-                *rows as u8
-            )),
+            TypeInner::Matrix { columns, rows, scalar } if *scalar == Scalar::F32 || *scalar == Scalar::F16 => {
+                Ok(format!(
+                    "xh_{}m{}x{}",
+                    scalar_suffix(*scalar).unwrap_or("f32"),
+                    *columns as u8,
+                    *rows as u8
+                ))
+            }
             _ => {
                 for (h, t) in self.m.types.iter() {
                     if &t.inner == inner {
@@ -1582,7 +1584,7 @@ impl<'a> Writer<'a> {
             Bin::Divide if int => format!("xh_div_{sfx}({a}, {b})"),
             Bin::Divide => format!("({a} / {b})"),
             Bin::Modulo if int => format!("xh_rem_{sfx}({a}, {b})"),
-            Bin::Modulo if float => format!("{}({a}, {b})", math_name(self.d, "fmod", s.width == 4)),
+            Bin::Modulo if float => format!("xh_rem_{sfx}({a}, {b})"),
             Bin::Equal => format!("({a} == {b})"),
             Bin::NotEqual => format!("({a} != {b})"),
             Bin::Less => format!("({a} < {b})"),
