@@ -269,8 +269,12 @@ fn describe(api: &Api, platform: PlatformId, device: DeviceId, position: usize) 
     if has("cl_khr_fp64") {
         features = features | Features::F64;
     }
-    // No f16 even with cl_khr_fp16: kernels reach OpenCL as OpenCL C emitted from WGSL, and
-    // the emitter refuses f16 in every dialect.
+    // WGSL's f16 becomes OpenCL C's `half`, which takes cl_khr_fp16 (the emitted source
+    // enables it); a device without it cannot build such a kernel, and core refuses it first,
+    // naming f16.
+    if has("cl_khr_fp16") {
+        features = features | Features::F16;
+    }
     // WGSL's 64-bit atomics take both extensions: atom_add and friends from the base one,
     // atom_min, atom_max and the bitwise operations from the extended one.
     if has("cl_khr_int64_base_atomics") && has("cl_khr_int64_extended_atomics") {

@@ -19,8 +19,8 @@
 //! fills it at every launch; the caller never passes it. An entry point is looked up by the C
 //! name the emitter gives it (`xhal_kernel::c::c_symbol`: `main` is `main_`, `step` is
 //! `step_`), then by its own name. 64-bit atomics are claimed where the device lists both
-//! `cl_khr_int64_base_atomics` and `cl_khr_int64_extended_atomics`; f16 never, since the
-//! emitter does not write it.
+//! `cl_khr_int64_base_atomics` and `cl_khr_int64_extended_atomics`; f16 where it lists
+//! `cl_khr_fp16` (WGSL's f16 is written as `half`, each operation rounded as in WGSL).
 //!
 //! A buffer argument with an offset becomes a sub-buffer, since OpenCL C kernels take plain
 //! pointers; a sub-buffer's origin must be a multiple of `CL_DEVICE_MEM_BASE_ADDR_ALIGN`,

@@ -96,8 +96,6 @@ fn device_info_is_truthful() {
             // PoCL lists cl_khr_int64_base_atomics and cl_khr_int64_extended_atomics.
             assert!(info.features.contains(Features::ATOMICS_64));
         }
-        // WGSL's f16 does not reach OpenCL C, so no device claims it.
-        assert!(!info.features.contains(Features::F16));
         // The identity is stable: asking again gives the same uuid.
         assert_eq!(backend.device_info(index).unwrap().uuid, info.uuid);
     }
@@ -912,4 +910,63 @@ fn wgsl_64_bit_atomics_run_where_claimed() {
     );
     assert_eq!(s[0], values.iter().map(|&v| v as i64).max().unwrap());
     assert_eq!(s[1], values.iter().map(|&v| v as i64).min().unwrap());
+}
+
+/// f16 storage and arithmetic rounded after each operation.
+const F16_WGSL: &str = r#"
+enable f16;
+@group(0) @binding(0) var<storage, read> a: array<vec4<f16>>;
+@group(0) @binding(1) var<storage, read_write> out: array<f16>;
+
+@compute @workgroup_size(4)
+fn half_ops(@builtin(global_invocation_id) id: vec3<u32>) {
+    let v = a[id.x];
+    out[id.x] = v.x * v.y + v.z + v.w * 0.0h;
+}
+"#;
+
+/// A device that lists cl_khr_fp16 claims f16 and runs f16 kernels with WGSL's rounding; one
+/// that does not refuses them, naming f16, and cannot build the OpenCL C either.
+#[test]
+fn wgsl_f16_runs_where_claimed_and_is_refused_by_name_elsewhere() {
+    let Some(runtime) = runtime() else {
+        return;
+    };
+    let device = runtime.open("opencl", 0).unwrap();
+    let module = xhal_core::kernel::parse_wgsl(F16_WGSL).unwrap();
+    let c = module.to_c(xhal_core::kernel::Dialect::OpenclC, None).unwrap();
+    assert!(c.text.contains("#pragma OPENCL EXTENSION cl_khr_fp16 : enable"));
+    if !device.has_features(Features::F16) {
+        let error = device.load_wgsl(F16_WGSL).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Unsupported, "{error}");
+        assert!(error.message().contains("f16"), "{error}");
+        // The emitted OpenCL C itself does not build without the extension.
+        let backend = backend().unwrap();
+        let handle = backend.device_open(0).unwrap();
+        let built = backend.module_load(handle, KernelFormat::OPENCL_C, c.text.as_bytes());
+        assert!(
+            built.is_err(),
+            "{} built f16 OpenCL C without cl_khr_fp16",
+            device.name()
+        );
+        backend.device_close(handle);
+        eprintln!("SKIPPED running f16: {} does not list cl_khr_fp16", device.name());
+        return;
+    }
+    // (1 + 3 * 2^-10)^2 is 1 + 6 * 2^-10 in f16; minus 1 leaves 6 * 2^-10 (0x1e00). Rounded
+    // once at the end instead, the product's 9 * 2^-20 would survive as 0x1e02.
+    let input: Vec<u16> = [0x3c03u16, 0x3c03, 0xbc00, 0x3c00]
+        .into_iter()
+        .cycle()
+        .take(16)
+        .collect();
+    let stream = device.create_stream().unwrap();
+    let a = device.alloc_from(&stream, &input).unwrap();
+    let out = device.alloc_from(&stream, &[0u16; 4]).unwrap();
+    let module = device.load_wgsl(F16_WGSL).unwrap();
+    let kernel = module.kernel("half_ops").unwrap();
+    stream
+        .launch(&Launch::new(&kernel).workgroups(1, 1, 1).buffer(&a).buffer(&out))
+        .unwrap();
+    assert_eq!(stream.read_to_vec(&out).unwrap(), [0x1e00u16; 4]);
 }
