@@ -17,7 +17,7 @@
 use super::kernels::{groups_for, kernel_of, require_workgroup_shape};
 use super::test_case;
 use crate::context::TestContext;
-use crate::test_case::{check_close, check_eq, check_slice_eq, Requirement, TestCase, TestResult, Verdict};
+use crate::test_case::{check, check_close, check_eq, check_slice_eq, Requirement, TestCase, TestResult, Verdict};
 use bytemuck::{Pod, Zeroable};
 use xhal::{Features, Launch};
 
@@ -167,6 +167,12 @@ pub(super) fn tests() -> Vec<TestCase> {
             "a matrix-vector product over vec4<f16> storage, accumulated in f32, is exact",
             F16,
             f16_gemv_f32_accumulate
+        ),
+        test_case!(
+            "workloads.f16.rounded_per_operation",
+            "each f16 operation rounds to f16: a * b + c gives a neighbour of each rounded step, never the bits of f32 or fused evaluation",
+            F16,
+            f16_rounded_per_operation
         ),
         test_case!(
             "workloads.f16.silu_half",
@@ -2976,6 +2982,53 @@ fn f16_gemv_f32_accumulate(context: &TestContext) -> TestResult {
         .map(|row| row.iter().zip(&x).map(|(a, b)| a * b).sum())
         .collect();
     check_slice_eq(&stream.read_to_vec(&y)?, &expected, "f16 matrix-vector product")
+}
+
+const F16_ROUNDING: &str = r#"
+enable f16;
+
+@group(0) @binding(0) var<storage, read> p: array<vec4<f16>>;
+@group(0) @binding(1) var<storage, read_write> out: array<vec2<f16>>;
+
+@compute @workgroup_size(4)
+fn rounded(@builtin(global_invocation_id) id: vec3<u32>) {
+    let v = p[id.x];
+    out[id.x] = vec2<f16>(v.x * v.y + v.z, v.x + v.z + v.w);
+}
+"#;
+
+fn f16_rounded_per_operation(context: &TestContext) -> TestResult {
+    let kernel = kernel_of(context, "f16 rounding", F16_ROUNDING, "rounded")?;
+    // (x, y, z, w) as f16 bits; what x * y + z and x + z + w may be. WGSL rounds each
+    // operation to one of the two f16 values nearest its exact result.
+    let cases: [([u16; 4], &[u16], &[u16]); 4] = [
+        // (1 + 3 * 2^-10)^2 = 1 + 6 * 2^-10 + 9 * 2^-20 rounds to 1 + 6 * 2^-10 (or
+        // 1 + 7 * 2^-10); minus 1 leaves 0x1e00 (or 0x1f00). Rounded only at the end (f32
+        // arithmetic, or a fused multiply-add) the 9 * 2^-20 survives: 0x1e02.
+        ([0x3c03, 0x3c03, 0xbc00, 0x0000], &[0x1e00, 0x1f00], &[0x1a00]),
+        // (1 + 2^-10)(1 - 2^-11) = 1 + 2^-11 - 2^-21 rounds to 1 (or 1 + 2^-10); minus 1
+        // leaves 0 (or 2^-10). Unrounded, 2^-11 - 2^-21 is the f16 0x0ffe.
+        ([0x3c01, 0x3bff, 0xbc00, 0x0000], &[0x0000, 0x1400], &[0x1400]),
+        // Exact results are exact: 256 - 65504 is -65248.
+        ([0x5c00, 0x3c00, 0xfbff, 0x0000], &[0xfbf7], &[0xfbf7]),
+        // -1 + 2 is 1; 1 + 2 + -0 is 3.
+        ([0x3c00, 0xbc00, 0x4000, 0x8000], &[0x3c00], &[0x4200]),
+    ];
+    let device = context.device();
+    let stream = context.stream();
+    let input: Vec<u16> = cases.iter().flat_map(|(p, _, _)| *p).collect();
+    let p = device.alloc_from(stream, &input)?;
+    let out = device.alloc_from(stream, &vec![0x7e00u16; 2 * cases.len()])?;
+    stream.launch(&Launch::new(&kernel).workgroups(1, 1, 1).buffer(&p).buffer(&out))?;
+    let got = stream.read_to_vec(&out)?;
+    for (k, (p, product, sum)) in cases.iter().enumerate() {
+        for (what, value, allowed) in [("x * y + z", got[2 * k], *product), ("x + z + w", got[2 * k + 1], *sum)] {
+            check(allowed.contains(&value), || {
+                format!("f16 {what} for (x, y, z, w) = {p:04x?} gave {value:#06x}; rounding each operation allows {allowed:04x?}")
+            })?;
+        }
+    }
+    Ok(())
 }
 
 const F16_SILU: &str = r#"
