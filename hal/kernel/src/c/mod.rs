@@ -6,7 +6,8 @@
 //!
 //! # What the output looks like
 //!
-//! - Scalars are `xh_i32`, `xh_u32`, `xh_f32`, `xh_bool` (and the 64-bit types); vectors are
+//! - Scalars are `xh_i32`, `xh_u32`, `xh_f32`, `xh_bool` (and the 64-bit types, and `xh_f16`:
+//!   see [f16](#f16)); vectors are
 //!   plain structs `xh_f32x3 { x, y, z }` in every dialect, so layouts agree everywhere;
 //!   matrices are `xh_f32m{C}x{R}`, an array of column structs (a three-row column is padded
 //!   to 16 bytes, as in WGSL).
@@ -73,12 +74,26 @@
 //! either refuses to build the program, so backends claim 64-bit atomics only where both are
 //! listed.
 //!
+//! # f16
+//!
+//! `f16` is `xh_f16`: `_Float16` in host C, `half` in OpenCL C (a module that uses f16
+//! enables `cl_khr_fp16`, so a device without the extension cannot build it), `__half` from
+//! `cuda_fp16.h` in CUDA C and from `hip/hip_fp16.h` in HIP C. Vectors and matrices of f16
+//! are `xh_f16x{N}` and `xh_f16m{C}x{R}` (a three-row column padded to four rows, as WGSL
+//! aligns it). Every operation is computed in f32 and rounded to f16 at once (`XH_F2H`):
+//! `xh_add_f16(a, b)` is `XH_F2H(XH_H2F(a) + XH_H2F(b))`, so C's excess precision never keeps
+//! an unrounded intermediate, and results are the CPU interpreter's. The math built-ins on
+//! f16 are the f32 ones on widened arguments, rounded once, as in the interpreter; `dot`,
+//! `length`, `normalize`, `cross`, matrix products and determinants round each step.
+//! Conversions into f16 go through f32 (exact for every integer an f16 holds); out of f16
+//! they widen exactly and then convert as from f32. (naga itself refuses f16 in immediates,
+//! and bitcasts of f16 vectors.)
+//!
 //! # Refused
 //!
-//! `f16` (every dialect), textures and samplers, subgroup operations, derivatives, `discard`,
-//! 4×4 determinants and inverses, the packing built-ins, `modf`/`frexp`,
-//! `faceForward`/`refract`/`outerProduct`, bit built-ins on 64-bit integers, and two entry
-//! points whose C names coincide (`main` and `main_`, see [`c_symbol`]). Each is a
+//! Textures and samplers, subgroup operations, derivatives, `discard`, `modf`/`frexp`,
+//! `reflect`/`faceForward`/`refract`, bit built-ins on 64-bit integers, and two entry points
+//! whose C names coincide (`main` and `main_`, see [`c_symbol`]). Each is a
 //! [`KernelErrorKind::Unsupported`](crate::KernelErrorKind) error naming the feature and the
 //! dialect, pointing into the source where naga kept a span.
 
