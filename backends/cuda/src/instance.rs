@@ -259,9 +259,14 @@ fn describe(ordinal: c_int, driver_version: c_int, nvrtc: Option<(i32, i32)>) ->
     }
 
     // Every device of compute capability 5.0 or later has 32- and 64-bit atomics (including
-    // 64-bit min/max, from 3.5), doubles, 64-bit integers and timing events. No f16: the
-    // CUDA C emitter refuses it.
-    let features = Features::ATOMICS_32 | Features::ATOMICS_64 | Features::I64 | Features::F64 | Features::TIMESTAMPS;
+    // 64-bit min/max, from 3.5), doubles, 64-bit integers and timing events. f16 from 5.3, the
+    // first with half precision: the emitted CUDA C converts with PTX's cvt and computes in
+    // f32, rounding each operation.
+    let mut features =
+        Features::ATOMICS_32 | Features::ATOMICS_64 | Features::I64 | Features::F64 | Features::TIMESTAMPS;
+    if compute_capability >= 53 {
+        features = features | Features::F16;
+    }
     let mut kernel_formats = Vec::new();
     if nvrtc.is_some() {
         kernel_formats.push(KernelFormat::CUDA_C);

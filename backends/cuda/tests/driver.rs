@@ -320,6 +320,10 @@ fn device_scenario(backend: &CudaBackend) {
     assert_eq!(info.subgroup_size, 32);
     assert!(info.kernel_formats.contains(&KernelFormat::PTX));
     assert!(info.kernel_formats.contains(&KernelFormat::CUBIN));
+    // Compute capability 9.0 has half precision.
+    assert!(info
+        .features
+        .contains(xhal_core::Features::F16 | xhal_core::Features::F64));
     assert_eq!(backend.device_info(1).unwrap_err().kind(), ErrorKind::NotFound);
 
     let device = backend.device_open(0).unwrap();

@@ -279,8 +279,14 @@ fn describe(api: &Api, ordinal: c_int, hiprtc: bool, runtime_version: &str, topo
         // Kernels take plain pointers, so any offset binds; 16 keeps every WGSL type
         // (up to vec4<f32>/vec2<f64>) at its alignment.
         buffer_offset_alignment: 16,
-        // No f16: kernels reach HIP as HIP C emitted from WGSL, and the emitter refuses f16.
-        features: Features::I64 | Features::F64 | Features::ATOMICS_32 | Features::ATOMICS_64 | Features::TIMESTAMPS,
+        // f16 on every device HIP runs on (all have half precision): the emitted HIP C uses
+        // clang's _Float16 and rounds each operation.
+        features: Features::F16
+            | Features::I64
+            | Features::F64
+            | Features::ATOMICS_32
+            | Features::ATOMICS_64
+            | Features::TIMESTAMPS,
         kernel_formats,
     };
     if info.max_workgroup_invocations == 0 || info.max_workgroup_size.contains(&0) {

@@ -43,10 +43,8 @@ fn check(dir: &Path, name: &str, dialect: Dialect, text: &str) -> Result<(), Str
                 // NVRTC and hiprtc accept ISO C++ (plus their own keywords, which the stubs
                 // declare); GNU extensions such as flexible array members must fail here.
                 "-pedantic-errors",
+                "-include",
             ])
-            // `cuda_fp16.h` and `hip/hip_fp16.h` for kernels that use f16.
-            .arg(format!("-I{}", stubs.display()))
-            .arg("-include")
             .arg(stubs.join(stub));
             c
         }

@@ -76,9 +76,9 @@
 //!
 //! # f16
 //!
-//! `f16` is `xh_f16`: `_Float16` in host C, `half` in OpenCL C (a module that uses f16
-//! enables `cl_khr_fp16`, so a device without the extension cannot build it), `__half` from
-//! `cuda_fp16.h` in CUDA C and from `hip/hip_fp16.h` in HIP C. Vectors and matrices of f16
+//! `f16` is `xh_f16`: `_Float16` in host C and HIP C, `half` in OpenCL C (a module that uses
+//! f16 enables `cl_khr_fp16`, so a device without the extension cannot build it), and in
+//! CUDA C a struct of the bits converted with PTX's `cvt` (NVRTC has no `cuda_fp16.h`). Vectors and matrices of f16
 //! are `xh_f16x{N}` and `xh_f16m{C}x{R}` (a three-row column padded to four rows, as WGSL
 //! aligns it). Every operation is computed in f32 and rounded to f16 at once (`XH_F2H`):
 //! `xh_add_f16(a, b)` is `XH_F2H(XH_H2F(a) + XH_H2F(b))`, so C's excess precision never keeps
@@ -533,10 +533,12 @@ mod tests {
         assert!(!emit(ARITH, Dialect::OpenclC).contains("cl_khr_fp16"));
         assert!(!emit(ARITH, Dialect::HostC).contains("_Float16"));
         assert!(emit(HALF, Dialect::HostC).contains("typedef _Float16 xh_f16;"));
+        // CUDA C converts with PTX's cvt on the device (NVRTC has no cuda_fp16.h), HIP C has
+        // clang's _Float16.
         let cuda = emit(HALF, Dialect::CudaC);
-        assert!(cuda.contains("#include <cuda_fp16.h>") && cuda.contains("__float2half_rn"));
-        assert!(!emit(ARITH, Dialect::CudaC).contains("cuda_fp16.h"));
-        assert!(emit(HALF, Dialect::HipC).contains("#include <hip/hip_fp16.h>"));
+        assert!(cuda.contains("cvt.rn.f16.f32") && !cuda.contains("#include"), "{cuda}");
+        assert!(!emit(ARITH, Dialect::CudaC).contains("cvt.rn.f16"));
+        assert!(emit(HALF, Dialect::HipC).contains("typedef _Float16 xh_f16;"));
     }
 
     #[test]

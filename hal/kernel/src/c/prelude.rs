@@ -153,7 +153,7 @@ pub(super) fn prelude(dialect: Dialect, needs: Needs) -> String {
 /// A zero of scalar type `xh_{f}` (`f32` or `f16`).
 fn zero(f: &str) -> &'static str {
     if f == "f16" {
-        "XH_F16(0.0f)"
+        "xh_f16_from_bits(0u)"
     } else {
         "0.0f"
     }
@@ -163,8 +163,16 @@ fn zero(f: &str) -> &'static str {
 /// nearest, ties to even, as the CPU interpreter does. Every `f16` operation is computed in
 /// `f32` and rounded by `XH_F2H` at once, so no result keeps more precision than an `f16`
 /// (C evaluates `_Float16` arithmetic in `float` where it can, and only a cast or an
-/// assignment rounds). `XH_F16(v)` is a constant: `v` is an `f32` literal that is an `f16`
-/// exactly.
+/// assignment rounds). `XH_F16(v)` is an `f16` constant: `v` is an `f32` literal that is an
+/// `f16` exactly.
+///
+/// CUDA C does without `cuda_fp16.h`, which NVRTC does not carry (it comes with the toolkit's
+/// headers, which a machine with only the driver and NVRTC lacks): `xh_f16` holds the bits,
+/// and the conversions are the PTX `cvt` instructions that `cuda_fp16.h` uses itself. Where
+/// no device compiler defines `__CUDA_ARCH__` (the emulated CUDA device builds CUDA C with the
+/// host's C++ compiler) they are the interpreter's conversions, written out (the prelude's
+/// `xh_f16_bits` and `xh_f16_value`). HIP C uses clang's `_Float16`, on which `hip_fp16.h`'s
+/// `__half` is built.
 fn f16_type(dialect: Dialect) -> &'static str {
     match dialect {
         Dialect::HostC => {
@@ -180,18 +188,23 @@ fn f16_type(dialect: Dialect) -> &'static str {
              XH_FN xh_f16 xh_f16_from_bits(xh_u32 v) { return as_half((ushort)v); }\n"
         }
         Dialect::CudaC => {
-            "#include <cuda_fp16.h>\n\
-             typedef __half xh_f16;\n\
-             #define XH_H2F(h) __half2float(h)\n#define XH_F2H(f) __float2half_rn(f)\n#define XH_F16(v) __float2half_rn(v)\n\
-             XH_FN xh_u32 xh_bits_f16(xh_f16 v) { return (xh_u32)__half_as_ushort(v); }\n\
-             XH_FN xh_f16 xh_f16_from_bits(xh_u32 v) { return __ushort_as_half((unsigned short)v); }\n"
+            "typedef struct { unsigned short bits; } xh_f16;\n\
+             XH_FN xh_u32 xh_bits_f16(xh_f16 v) { return (xh_u32)v.bits; }\n\
+             XH_FN xh_f16 xh_f16_from_bits(xh_u32 v) { xh_f16 h; h.bits = (unsigned short)v; return h; }\n\
+             #if defined(__CUDA_ARCH__)\n\
+             XH_FN xh_f32 xh_f16_widen(xh_f16 h) { xh_f32 f; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h.bits)); return f; }\n\
+             XH_FN xh_f16 xh_f16_round(xh_f32 f) { xh_f16 h; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h.bits) : \"f\"(f)); return h; }\n\
+             #define XH_H2F(h) xh_f16_widen(h)\n#define XH_F2H(f) xh_f16_round(f)\n\
+             #else\n\
+             #define XH_H2F(h) xh_f16_value(xh_bits_f16(h))\n#define XH_F2H(f) xh_f16_from_bits(xh_f16_bits(f))\n\
+             #endif\n\
+             #define XH_F16(v) XH_F2H(v)\n"
         }
         Dialect::HipC => {
-            "#include <hip/hip_fp16.h>\n\
-             typedef __half xh_f16;\n\
-             #define XH_H2F(h) __half2float(h)\n#define XH_F2H(f) __float2half_rn(f)\n#define XH_F16(v) __float2half_rn(v)\n\
-             XH_FN xh_u32 xh_bits_f16(xh_f16 v) { return (xh_u32)__half_as_ushort(v); }\n\
-             XH_FN xh_f16 xh_f16_from_bits(xh_u32 v) { return __ushort_as_half((unsigned short)v); }\n"
+            "typedef _Float16 xh_f16;\n\
+             #define XH_H2F(h) ((xh_f32)(h))\n#define XH_F2H(f) ((xh_f16)(f))\n#define XH_F16(v) ((xh_f16)(v))\n\
+             XH_FN xh_u32 xh_bits_f16(xh_f16 v) { unsigned short u; __builtin_memcpy(&u, &v, 2); return u; }\n\
+             XH_FN xh_f16 xh_f16_from_bits(xh_u32 v) { unsigned short u = (unsigned short)v; xh_f16 h; __builtin_memcpy(&h, &u, 2); return h; }\n"
         }
     }
 }
