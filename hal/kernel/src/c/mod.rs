@@ -78,9 +78,9 @@
 //!
 //! `f16` is `xh_f16`: `_Float16` in host C and HIP C, `half` in OpenCL C (a module that uses
 //! f16 enables `cl_khr_fp16`, so a device without the extension cannot build it), and in
-//! CUDA C a struct of the bits converted with PTX's `cvt` (NVRTC has no `cuda_fp16.h`). Vectors and matrices of f16
-//! are `xh_f16x{N}` and `xh_f16m{C}x{R}` (a three-row column padded to four rows, as WGSL
-//! aligns it). Every operation is computed in f32 and rounded to f16 at once (`XH_F2H`):
+//! CUDA C a struct of the bits converted with PTX's `cvt` (NVRTC has no `cuda_fp16.h`).
+//! Vectors and matrices of f16 are `xh_f16x{N}` and `xh_f16m{C}x{R}` (a three-row column
+//! padded to four rows, as WGSL aligns it). Every operation is computed in f32 and rounded to f16 at once (`XH_F2H`):
 //! `xh_add_f16(a, b)` is `XH_F2H(XH_H2F(a) + XH_H2F(b))`, so C's excess precision never keeps
 //! an unrounded intermediate, and results are the CPU interpreter's. The math built-ins on
 //! f16 are the f32 ones on widened arguments, rounded once, as in the interpreter; `dot`,
