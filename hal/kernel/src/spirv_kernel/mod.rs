@@ -63,7 +63,11 @@
 //!
 //! Workgroup variables are module-scope `Workgroup` variables, zeroed by the kernel at its
 //! start (arrays element by element across the workgroup's invocations, anything else by
-//! invocation 0), then a barrier, as WGSL requires. `var<private>` variables are
+//! invocation 0), then a barrier, as WGSL requires. Only kernels name them: the functions a
+//! kernel calls receive a `Workgroup` pointer to each one they use, as the C dialects pass
+//! them. (PoCL 3.1 turns the workgroup variables of a kernel into hidden arguments of that
+//! kernel alone; a function that named the module-scope variable itself reached other memory
+//! there, and read zeros where the kernel had written.) `var<private>` variables are
 //! `Function` variables of the kernel, passed by pointer to the functions that use them.
 //!
 //! # How it is checked

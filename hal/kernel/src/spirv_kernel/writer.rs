@@ -278,7 +278,14 @@ pub(super) fn write(module: &WgslModule, entry: Option<&str>) -> Res<SpirvKernel
                     let t = w.ty(var.ty)?;
                     params.push(w.out.ty(Op::TypePointer, &[Sc::Function as u32, t]));
                 }
-                AddressSpace::WorkGroup => {}
+                // By pointer, as the C dialects pass them: PoCL (3.1) turns a kernel's
+                // workgroup variables into hidden arguments of the kernel alone, so a function
+                // that named the module-scope variable itself would reach other memory.
+                AddressSpace::WorkGroup => {
+                    ctx.push(g);
+                    let t = w.ty(var.ty)?;
+                    params.push(w.out.ty(Op::TypePointer, &[Sc::Workgroup as u32, t]));
+                }
                 other => {
                     return Err(w.unsupported_at(
                         &format!("a global in the {other:?} address space"),
@@ -990,7 +997,7 @@ impl<'a> Writer<'a> {
                 let var = &self.m.global_variables[g];
                 match var.space {
                     AddressSpace::WorkGroup => Ok(Place::Ptr {
-                        id: self.workgroup[&g],
+                        id: *fx.ctx.get(&g).ok_or_else(|| Self::internal("a workgroup variable"))?,
                         tight: false,
                     }),
                     AddressSpace::Immediate => Ok(Place::Ptr {
@@ -2722,6 +2729,10 @@ impl<'a> Writer<'a> {
                     let t = self.immediate_mem_ty(var.ty)?;
                     self.ptr(Sc::Function, t)
                 }
+                AddressSpace::WorkGroup => {
+                    let t = self.ty(var.ty)?;
+                    self.ptr(Sc::Workgroup, t)
+                }
                 _ => {
                     let t = self.ty(var.ty)?;
                     self.ptr(Sc::Function, t)
@@ -2768,7 +2779,10 @@ impl<'a> Writer<'a> {
             match var.space {
                 AddressSpace::Storage { .. } => buffers.push((var.binding.as_ref().map(|b| b.binding).unwrap_or(0), g)),
                 AddressSpace::Immediate => immediate = Some(g),
-                AddressSpace::WorkGroup => workgroup.push(g),
+                AddressSpace::WorkGroup => {
+                    workgroup.push(g);
+                    fx.ctx.insert(g, self.workgroup[&g]);
+                }
                 AddressSpace::Private => private.push(g),
                 other => {
                     return Err(self.unsupported_at(
