@@ -11,7 +11,9 @@
 //!   plus `Float64` when the kernel uses `f64` and `Int8` when a struct needs odd padding;
 //!   `OpMemoryModel Physical64 OpenCL`; math through `OpExtInstImport "OpenCL.std"`.
 //! - One `OpEntryPoint Kernel` per compute entry point, with `OpExecutionMode LocalSize`
-//!   set to `@workgroup_size`. The kernel's name is the OpenCL C dialect's ([`c_symbol`]:
+//!   set to `@workgroup_size` and `ContractionOff` (each multiplication and addition rounds
+//!   on its own, as on the CPU interpreter; OpenCL would let a consumer fuse `a * b + c`).
+//!   The kernel's name is the OpenCL C dialect's ([`c_symbol`]:
 //!   the WGSL name, `_` appended to names C reserves), so a backend looks kernels up the
 //!   same way in either format.
 //! - Built-ins come from `Input` variables of `size_t` 3-vectors (`LocalInvocationId`,
@@ -37,6 +39,14 @@
 //!   indices into runtime-sized arrays are clamped to the element count of the bound view
 //!   (`i < n ? i : (n == 0 ? 0 : n - 1)`), as in the C dialects, so no kernel reaches outside
 //!   its views.
+//! - The pack built-ins, `unpack4xI8`/`unpack4xU8`, `unpack2x16float`, `dot4I8Packed`/
+//!   `dot4U8Packed` and `quantizeToF16` are integer and float operations on the lanes, as the
+//!   CPU interpreter computes them (and the C dialects' prelude): the normalized packs are
+//!   `floor(0.5 + scale * clamp(x))` with a NaN packing as 0; binary16 conversion is done on
+//!   the bits, rounding to nearest with ties to even (subnormal results too), too large
+//!   values becoming infinities, too small ones signed zeros, a NaN quiet with the top ten
+//!   bits of its payload; binary16 to `f32` is exact and keeps a NaN's payload. Nothing
+//!   depends on the device's own half conversions or its denormal mode.
 //! - Atomics are relaxed (`MemorySemantics` 0), with `Device` scope in buffers and
 //!   `Workgroup` scope in workgroup memory. `workgroupBarrier` is `OpControlBarrier
 //!   Workgroup Workgroup SequentiallyConsistent|WorkgroupMemory`; `storageBarrier` uses
@@ -82,7 +92,11 @@
 //! kernel from that SPIR 1.2 bitcode and from the OpenCL C dialect with the same arguments
 //! and compares the buffers byte for byte. That runs the SPIR-V's meaning, through the
 //! translator, not the SPIR-V loader of a driver: no Level Zero or IL-taking OpenCL device
-//! has run this output yet.
+//! has run this output yet. The pack family is also run over edge cases
+//! (`tests/spirv_kernel/packing.wgsl`: NaNs, infinities, subnormals, binary16 ties and
+//! overflow, halfway and out-of-range values) and must write exactly the words that the CPU
+//! interpreter writes (`tests/spirv_kernel/packing.expected`, which the cpu backend's tests
+//! hold the interpreter to).
 //!
 //! Two choices come from that reader (as shipped with LLVM 15): composites are built by
 //! `OpCompositeInsert` into an `OpUndef` (it takes `OpCompositeConstruct` only with
@@ -93,10 +107,14 @@
 //!
 //! # Refused
 //!
-//! `f16`, 64-bit atomics (`Int64Atomics` is not part of the OpenCL environments that
-//! `spirv-val` knows, and the OpenCL C 1.2 dialect refuses them too), textures and samplers,
-//! subgroup operations, derivatives, `discard`, 4×4 determinants and inverses, the packing
-//! built-ins, `modf`/`frexp`, `faceForward`/`refract`/`reflect`/`outerProduct`,
+//! `f16`: `Capability Float16` needs a device with `cl_khr_fp16`, and the only device that runs
+//! this output here (PoCL 3.1 on the CPU, behind the emulated Level Zero device) has none, so
+//! no `f16` kernel could be checked. 64-bit atomics: `spirv-val` refuses `Int64Atomics` in
+//! every OpenCL environment it knows (1.2 to 2.2), though `llvm-spirv` 15 reads it and PoCL
+//! 3.1 lists `cl_khr_int64_base_atomics`; the OpenCL C dialect, which the output is compared
+//! with, refuses them too. Also refused: textures and samplers,
+//! subgroup operations, derivatives, `discard`, 4×4 determinants and inverses,
+//! `modf`/`frexp`, `faceForward`/`refract`/`reflect`/`outerProduct`,
 //! `firstLeadingBit`/`firstTrailingBit`/`reverseBits`/`extractBits`/`insertBits` on 64-bit
 //! integers, indexing a runtime-sized array through a pointer parameter, and passing a pointer
 //! to a packed `vec3` member to a function. Each is a
@@ -321,6 +339,62 @@ mod tests {
         assert!(has(&insts, Op::ControlBarrier));
         assert_eq!(k.entry_points[0].workgroup_bytes, 1024);
         assert!(k.entry_points[0].barriers);
+    }
+
+    #[test]
+    fn the_pack_family_is_written_in_integer_arithmetic_without_contraction() {
+        let source = r#"
+            @group(0) @binding(0) var<storage, read_write> d: array<u32>;
+            @compute @workgroup_size(1)
+            fn packs() {
+                let v = bitcast<vec4<f32>>(vec4<u32>(d[0], d[1], d[2], d[3]));
+                d[4] = pack4x8snorm(v) ^ pack2x16float(v.xy) ^ pack4xI8Clamp(vec4<i32>(v));
+                d[5] = bitcast<u32>(quantizeToF16(v.x)) ^ bitcast<u32>(unpack2x16float(d[6]).y);
+                d[7] = dot4U8Packed(d[8], d[9]) ^ bitcast<u32>(dot4I8Packed(d[8], d[9]));
+            }
+        "#;
+        let insts = emit(source);
+        // No half type, no device conversion: the binary16 bits are worked out in u32s.
+        assert!(!insts.iter().any(|(o, v)| *o == Op::TypeFloat as u32 && v[1] == 16));
+        assert!(has(&insts, Op::IsNan) && has(&insts, Op::ShiftRightArithmetic));
+        assert!(count(&insts, Op::Select) >= 10);
+        let modes: Vec<u32> = insts
+            .iter()
+            .filter(|(o, _)| *o == Op::ExecutionMode as u32)
+            .map(|(_, v)| v[1])
+            .collect();
+        assert!(
+            modes.contains(&(spirv::ExecutionMode::ContractionOff as u32)),
+            "{modes:?}"
+        );
+    }
+
+    #[test]
+    fn functions_get_workgroup_variables_by_pointer() {
+        let source = r#"
+            @group(0) @binding(0) var<storage, read_write> d: array<u32>;
+            var<workgroup> lanes: array<u32, 8>;
+            fn read_lane(i: u32) -> u32 { return lanes[i]; }
+            @compute @workgroup_size(8)
+            fn main(@builtin(local_invocation_index) i: u32) {
+                lanes[i] = i;
+                workgroupBarrier();
+                d[i] = read_lane(7u - i);
+            }
+        "#;
+        let insts = emit(source);
+        let workgroup_ptrs: Vec<u32> = insts
+            .iter()
+            .filter(|(o, v)| *o == Op::TypePointer as u32 && v[1] == spirv::StorageClass::Workgroup as u32)
+            .map(|(_, v)| v[0])
+            .collect();
+        // The helper's first parameter is a Workgroup pointer (to the array).
+        let params: Vec<u32> = insts
+            .iter()
+            .filter(|(o, _)| *o == Op::FunctionParameter as u32)
+            .map(|(_, v)| v[0])
+            .collect();
+        assert!(params.iter().any(|t| workgroup_ptrs.contains(t)), "{params:?}");
     }
 
     #[test]
