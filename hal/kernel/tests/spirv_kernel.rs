@@ -62,11 +62,44 @@ fn run(cmd: &mut Command) -> Result<(), String> {
     }
 }
 
+/// Whether a module (little-endian words) declares `OpCapability Int64Atomics`.
+fn declares_int64_atomics(bytes: &[u8]) -> bool {
+    let words: Vec<u32> = bytes
+        .chunks_exact(4)
+        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    let mut i = 5;
+    while i < words.len() {
+        let (count, op) = ((words[i] >> 16) as usize, words[i] & 0xffff);
+        if op == OP_CAPABILITY && words.get(i + 1) == Some(&CAPABILITY_INT64_ATOMICS) {
+            return true;
+        }
+        i += count.max(1);
+    }
+    false
+}
+
+const OP_CAPABILITY: u32 = 17;
+const CAPABILITY_INT64_ATOMICS: u32 = 12;
+
+/// The `spirv-val` environment of a module: `opencl1.2`, except for a module with 64-bit
+/// atomics, whose `Int64Atomics` (OpenCL's `cl_khr_int64_base_atomics`) no OpenCL environment
+/// of `spirv-val` admits: that one is checked under SPIR-V 1.0's own rules.
+fn target_env(bytes: &[u8]) -> &'static str {
+    if declares_int64_atomics(bytes) {
+        "spv1.0"
+    } else {
+        TARGET_ENV
+    }
+}
+
 /// `spirv-val --target-env opencl1.2`, then, where installed, a translation to LLVM IR.
 fn validate(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), String> {
     let file = dir.join(format!("{}.spv", name.replace(['/', '#', '.'], "_")));
     std::fs::write(&file, bytes).map_err(|e| e.to_string())?;
-    run(Command::new(SPIRV_VAL).args(["--target-env", TARGET_ENV]).arg(&file))?;
+    run(Command::new(SPIRV_VAL)
+        .args(["--target-env", target_env(bytes)])
+        .arg(&file))?;
     if let Some(translator) = llvm_spirv() {
         run(Command::new(translator)
             .arg("-r")
@@ -97,6 +130,7 @@ fn every_repository_kernel_validates_as_opencl_spirv_or_is_refused() {
     let mut failures = Vec::new();
     let mut refused: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut validated = 0;
+    let mut int64_atomics = Vec::new();
     for (name, source) in &kernels {
         let module = parse_wgsl(source).expect("parsed before");
         match module.to_spirv_kernel(None) {
@@ -105,6 +139,9 @@ fn every_repository_kernel_validates_as_opencl_spirv_or_is_refused() {
                 if let Some(d) = &dump {
                     let file = format!("{}.spv", name.replace(['/', '#', '.'], "_"));
                     let _ = std::fs::create_dir_all(d).and_then(|()| std::fs::write(d.join(file), &bytes));
+                }
+                if declares_int64_atomics(&bytes) {
+                    int64_atomics.push(name.clone());
                 }
                 match validate(&dir, name, &bytes) {
                     Ok(()) => validated += 1,
@@ -125,6 +162,12 @@ fn every_repository_kernel_validates_as_opencl_spirv_or_is_refused() {
         kernels.len(),
         llvm_spirv().map_or(String::new(), |t| format!(" and read by {t} -r"))
     );
+    if !int64_atomics.is_empty() {
+        println!(
+            "with Int64Atomics, so validated with --target-env spv1.0: {}",
+            int64_atomics.join(", ")
+        );
+    }
     for (why, names) in &refused {
         println!("refused: {why}: {}", names.join(", "));
     }

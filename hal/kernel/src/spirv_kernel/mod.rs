@@ -8,7 +8,10 @@
 //! # What the output looks like
 //!
 //! - SPIR-V 1.0; `Capability Addresses`, `Kernel`, `Int64` (built-ins are `size_t` vectors),
-//!   plus `Float64` when the kernel uses `f64` and `Int8` when a struct needs odd padding;
+//!   plus `Float64` when the kernel uses `f64`, `Int8` when a struct needs odd padding and
+//!   `Int64Atomics` when it has atomics on 64-bit integers (OpenCL's
+//!   `cl_khr_int64_base_atomics` and `cl_khr_int64_extended_atomics`; Level Zero's
+//!   `ZE_DEVICE_MODULE_FLAG_INT64_ATOMICS`);
 //!   `OpMemoryModel Physical64 OpenCL`; math through `OpExtInstImport "OpenCL.std"`.
 //! - One `OpEntryPoint Kernel` per compute entry point, with `OpExecutionMode LocalSize`
 //!   set to `@workgroup_size` and `ContractionOff` (each multiplication and addition rounds
@@ -84,7 +87,11 @@
 //!
 //! Every kernel of the repository is checked with `spirv-val --target-env opencl1.2`
 //! (`tests/spirv_kernel.rs`): SPIR-V 1.0 under the OpenCL 1.2 full profile's rules, which
-//! admit Physical64 and every capability written here. The PoCL used for the OpenCL
+//! admit Physical64 and every capability written here but `Int64Atomics`: `spirv-val`
+//! refuses it in every OpenCL environment it knows (1.2 to 2.2), not knowing the extensions
+//! that allow it, so a module with 64-bit atomics is checked under SPIR-V 1.0's own rules
+//! (`--target-env spv1.0`); they run on PoCL like every other kernel below. The PoCL used
+//! for the OpenCL
 //! backend's tests takes no IL (its IL version is empty), so the output cannot be loaded
 //! there as SPIR-V. Where the Khronos translator `llvm-spirv` is installed, the test also
 //! reads every output back into LLVM IR (`llvm-spirv -r`, the reader at the front of Intel's
@@ -109,10 +116,7 @@
 //!
 //! `f16`: `Capability Float16` needs a device with `cl_khr_fp16`, and the only device that runs
 //! this output here (PoCL 3.1 on the CPU, behind the emulated Level Zero device) has none, so
-//! no `f16` kernel could be checked. 64-bit atomics: `spirv-val` refuses `Int64Atomics` in
-//! every OpenCL environment it knows (1.2 to 2.2), though `llvm-spirv` 15 reads it and PoCL
-//! 3.1 lists `cl_khr_int64_base_atomics`; the OpenCL C dialect, which the output is compared
-//! with, refuses them too. Also refused: textures and samplers,
+//! no `f16` kernel could be checked. Also refused: textures and samplers,
 //! subgroup operations, derivatives, `discard`, 4×4 determinants and inverses,
 //! `modf`/`frexp`, `faceForward`/`refract`/`reflect`/`outerProduct`,
 //! `firstLeadingBit`/`firstTrailingBit`/`reverseBits`/`extractBits`/`insertBits` on 64-bit
@@ -411,14 +415,40 @@ mod tests {
             "{}",
             e.message()
         );
-        let atomics64 = "@group(0) @binding(0) var<storage, read_write> c: atomic<u64>;\n\
-                         @compute @workgroup_size(1)\nfn add() { atomicAdd(&c, 1lu); }\n";
-        let e = parse_wgsl(atomics64)
+        let modf = "@group(0) @binding(0) var<storage, read_write> d: array<f32>;\n\
+                    @compute @workgroup_size(1)\nfn split() { d[0] = modf(d[1]).fract; }\n";
+        let e = parse_wgsl(modf)
             .expect("parses")
             .to_spirv_kernel(None)
             .expect_err("refused");
         assert_eq!(e.kind(), KernelErrorKind::Unsupported);
-        assert!(e.message().contains("64-bit atomics") && e.location().is_some(), "{e}");
+        assert!(e.message().contains("Modf") && e.location().is_some(), "{e}");
+    }
+
+    #[test]
+    fn atomics_on_64_bit_integers_declare_int64_atomics() {
+        let source = "@group(0) @binding(0) var<storage, read_write> c: array<atomic<u64>, 2>;\n\
+                      @group(0) @binding(1) var<storage, read_write> s: atomic<i64>;\n\
+                      @compute @workgroup_size(1)\nfn add() {\n\
+                      atomicAdd(&c[0], 1lu); atomicMax(&c[1], atomicLoad(&c[0]));\n\
+                      atomicMin(&s, -1li); atomicStore(&c[0], 7lu); }\n";
+        let insts = emit(source);
+        let caps: Vec<u32> = insts
+            .iter()
+            .filter(|(o, _)| *o == Op::Capability as u32)
+            .map(|(_, v)| v[0])
+            .collect();
+        assert!(caps.contains(&(spirv::Capability::Int64Atomics as u32)), "{caps:?}");
+        assert!(has(&insts, Op::AtomicIAdd) && has(&insts, Op::AtomicUMax) && has(&insts, Op::AtomicSMin));
+        assert!(has(&insts, Op::AtomicLoad) && has(&insts, Op::AtomicStore));
+        // 32-bit atomics alone do not declare it.
+        let narrow = emit(
+            "@group(0) @binding(0) var<storage, read_write> c: atomic<u32>;\n\
+             @compute @workgroup_size(1)\nfn add() { atomicAdd(&c, 1u); }\n",
+        );
+        assert!(!narrow
+            .iter()
+            .any(|(o, v)| *o == Op::Capability as u32 && v[0] == spirv::Capability::Int64Atomics as u32));
     }
 
     #[test]

@@ -1170,6 +1170,14 @@ impl<'a> Writer<'a> {
         }
     }
 
+    /// Declares `Int64Atomics` for an atomic on a 64-bit integer (OpenCL's
+    /// `cl_khr_int64_base_atomics` and `cl_khr_int64_extended_atomics`).
+    fn atomic_width(&mut self, s: Scalar) {
+        if s.width == 8 {
+            self.out.capabilities.insert(Capability::Int64Atomics as u32);
+        }
+    }
+
     fn load(&mut self, fx: &mut Fx, pointer: Handle<Expression>, h: Handle<Expression>) -> Res<u32> {
         let place = self.place(fx, pointer)?;
         let Place::Ptr { id, tight } = place else {
@@ -1178,9 +1186,7 @@ impl<'a> Writer<'a> {
         let pointee = self.pointee(fx, pointer);
         match pointee {
             TypeInner::Atomic(s) => {
-                if s.width != 4 {
-                    return Err(self.expr_err(fx, h, "64-bit atomics"));
-                }
+                self.atomic_width(s);
                 let t = self.scalar_ty(s)?;
                 let scope = self.const_u32(Self::atomic_scope(self.space_of(fx, pointer)));
                 let sem = self.const_u32(0);
@@ -1213,9 +1219,7 @@ impl<'a> Writer<'a> {
         };
         match self.pointee(fx, pointer) {
             TypeInner::Atomic(s) => {
-                if s.width != 4 {
-                    return Err(self.unsupported_at("64-bit atomics", span));
-                }
+                self.atomic_width(s);
                 let scope = self.const_u32(Self::atomic_scope(self.space_of(fx, pointer)));
                 let sem = self.const_u32(0);
                 self.op_void(fx, Op::AtomicStore, &[id, scope, sem, value]);
@@ -2899,9 +2903,7 @@ impl<'a> Writer<'a> {
             TypeInner::Atomic(s) => s,
             _ => return Err(self.unsupported_at("this atomic operation", span)),
         };
-        if s.width != 4 {
-            return Err(self.unsupported_at("64-bit atomics", span));
-        }
+        self.atomic_width(s);
         let place = self.place(fx, pointer)?;
         let Place::Ptr { id: p, .. } = place else {
             return Err(self.unsupported_at("this atomic operation", span));
