@@ -3280,17 +3280,30 @@ impl<'a> Writer<'a> {
             self.control_barrier(&mut fx, naga::Barrier::WORK_GROUP);
         }
 
-        for arg in &ep.function.arguments {
-            let v = match &arg.binding {
+        let builtin = |w: &Self, binding: &Option<naga::Binding>| -> Res<u32> {
+            match binding {
                 Some(naga::Binding::BuiltIn(b)) => match b {
-                    naga::BuiltIn::GlobalInvocationId => gid,
-                    naga::BuiltIn::LocalInvocationId => lid,
-                    naga::BuiltIn::WorkGroupId => wid,
-                    naga::BuiltIn::NumWorkGroups => nwg,
-                    naga::BuiltIn::LocalInvocationIndex => lidx,
-                    other => return Err(self.unsupported(&format!("the built-in {other:?}"))),
+                    naga::BuiltIn::GlobalInvocationId => Ok(gid),
+                    naga::BuiltIn::LocalInvocationId => Ok(lid),
+                    naga::BuiltIn::WorkGroupId => Ok(wid),
+                    naga::BuiltIn::NumWorkGroups => Ok(nwg),
+                    naga::BuiltIn::LocalInvocationIndex => Ok(lidx),
+                    other => Err(w.unsupported(&format!("the built-in {other:?}"))),
                 },
-                _ => return Err(self.unsupported(&format!("an entry-point argument of `{name}` without a built-in"))),
+                _ => Err(w.unsupported(&format!("an entry-point argument of `{name}` without a built-in"))),
+            }
+        };
+        for arg in &ep.function.arguments {
+            // A struct of built-ins is composed from its members' values.
+            let v = match (&arg.binding, &m.types[arg.ty].inner) {
+                (None, TypeInner::Struct { members, .. }) => {
+                    let parts = members
+                        .iter()
+                        .map(|member| builtin(self, &member.binding))
+                        .collect::<Res<Vec<u32>>>()?;
+                    self.compose(&mut fx, arg.ty, &parts, &[])?
+                }
+                (binding, _) => builtin(self, binding)?,
             };
             fx.args.push(v);
         }
