@@ -8,8 +8,9 @@
 # Level Zero device runs Kernel SPIR-V on PoCL through it).
 # Otherwise it says loudly which backends will find no device; their tests then skip with
 # that reason, unless XHAL_REQUIRE_BACKENDS names them.
-# Best effort, never failing: the OpenCL headers, with which the Kernel SPIR-V test also runs
-# every kernel on PoCL (it skips that part without), and
+# Best effort, never failing: the OpenCL headers and clinfo, with which the Kernel SPIR-V test
+# also runs every kernel on PoCL (it skips that part without: clinfo tells it whether the
+# device takes SPIR), and
 # Debian's HIP runtime and headers, with which the rocm backend's tests also check its
 # declarations against the headers, compile with the real hiprtc, and see the real runtime
 # report no GPU.
@@ -45,7 +46,7 @@ PYTHON
   rm -rf "$wheels"
 fi
 
-optional=(opencl-c-headers libamdhip64-dev)
+optional=(opencl-c-headers clinfo libamdhip64-dev)
 optional_missing=()
 for package in "${optional[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then

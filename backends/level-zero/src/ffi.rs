@@ -56,6 +56,7 @@ pub(crate) const ZE_DEVICE_TYPE_VPU: u32 = 5;
 pub(crate) const ZE_DEVICE_PROPERTY_FLAG_INTEGRATED: u32 = 1 << 0;
 
 pub(crate) const ZE_DEVICE_MODULE_FLAG_FP64: u32 = 1 << 1;
+pub(crate) const ZE_DEVICE_MODULE_FLAG_INT64_ATOMICS: u32 = 1 << 2;
 
 pub(crate) const ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COMPUTE: u32 = 1 << 0;
 /// `ZE_COMMAND_QUEUE_FLAG_IN_ORDER`, which Debian's 1.4 header does not have yet: set only

@@ -261,8 +261,11 @@ fn describe(api: &Api, driver: DriverHandle, device: DeviceHandle) -> Result<Ada
     if module.flags & ffi::ZE_DEVICE_MODULE_FLAG_FP64 != 0 {
         features = features | Features::F64;
     }
-    // No f16 and no 64-bit atomics even where the module flags list them: kernels arrive as
-    // the Kernel SPIR-V that xhal-kernel writes from WGSL, which refuses both.
+    // 64-bit atomics become `Int64Atomics` in the Kernel SPIR-V that xhal-kernel writes.
+    if module.flags & ffi::ZE_DEVICE_MODULE_FLAG_INT64_ATOMICS != 0 {
+        features = features | Features::ATOMICS_64;
+    }
+    // No f16 even where the module flags list it: the Kernel SPIR-V writer refuses it.
 
     // The argument space holds the pointers, the scalar block and the buffer lengths (an 8-byte
     // pointer and an 8-byte length per buffer): a quarter (at least 128 bytes, at most half)

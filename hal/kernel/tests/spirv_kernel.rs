@@ -62,11 +62,44 @@ fn run(cmd: &mut Command) -> Result<(), String> {
     }
 }
 
+/// Whether a module (little-endian words) declares `OpCapability Int64Atomics`.
+fn declares_int64_atomics(bytes: &[u8]) -> bool {
+    let words: Vec<u32> = bytes
+        .chunks_exact(4)
+        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    let mut i = 5;
+    while i < words.len() {
+        let (count, op) = ((words[i] >> 16) as usize, words[i] & 0xffff);
+        if op == OP_CAPABILITY && words.get(i + 1) == Some(&CAPABILITY_INT64_ATOMICS) {
+            return true;
+        }
+        i += count.max(1);
+    }
+    false
+}
+
+const OP_CAPABILITY: u32 = 17;
+const CAPABILITY_INT64_ATOMICS: u32 = 12;
+
+/// The `spirv-val` environment of a module: `opencl1.2`, except for a module with 64-bit
+/// atomics, whose `Int64Atomics` (OpenCL's `cl_khr_int64_base_atomics`) no OpenCL environment
+/// of `spirv-val` admits: that one is checked under SPIR-V 1.0's own rules.
+fn target_env(bytes: &[u8]) -> &'static str {
+    if declares_int64_atomics(bytes) {
+        "spv1.0"
+    } else {
+        TARGET_ENV
+    }
+}
+
 /// `spirv-val --target-env opencl1.2`, then, where installed, a translation to LLVM IR.
 fn validate(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), String> {
     let file = dir.join(format!("{}.spv", name.replace(['/', '#', '.'], "_")));
     std::fs::write(&file, bytes).map_err(|e| e.to_string())?;
-    run(Command::new(SPIRV_VAL).args(["--target-env", TARGET_ENV]).arg(&file))?;
+    run(Command::new(SPIRV_VAL)
+        .args(["--target-env", target_env(bytes)])
+        .arg(&file))?;
     if let Some(translator) = llvm_spirv() {
         run(Command::new(translator)
             .arg("-r")
@@ -97,6 +130,7 @@ fn every_repository_kernel_validates_as_opencl_spirv_or_is_refused() {
     let mut failures = Vec::new();
     let mut refused: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut validated = 0;
+    let mut int64_atomics = Vec::new();
     for (name, source) in &kernels {
         let module = parse_wgsl(source).expect("parsed before");
         match module.to_spirv_kernel(None) {
@@ -105,6 +139,9 @@ fn every_repository_kernel_validates_as_opencl_spirv_or_is_refused() {
                 if let Some(d) = &dump {
                     let file = format!("{}.spv", name.replace(['/', '#', '.'], "_"));
                     let _ = std::fs::create_dir_all(d).and_then(|()| std::fs::write(d.join(file), &bytes));
+                }
+                if declares_int64_atomics(&bytes) {
+                    int64_atomics.push(name.clone());
                 }
                 match validate(&dir, name, &bytes) {
                     Ok(()) => validated += 1,
@@ -125,6 +162,12 @@ fn every_repository_kernel_validates_as_opencl_spirv_or_is_refused() {
         kernels.len(),
         llvm_spirv().map_or(String::new(), |t| format!(" and read by {t} -r"))
     );
+    if !int64_atomics.is_empty() {
+        println!(
+            "with Int64Atomics, so validated with --target-env spv1.0: {}",
+            int64_atomics.join(", ")
+        );
+    }
     for (why, names) in &refused {
         println!("refused: {why}: {}", names.join(", "));
     }
@@ -203,6 +246,131 @@ fn opencl_takes_spir() -> bool {
         .is_ok_and(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).contains("cl_khr_spir"))
 }
 
+/// Builds `tests/spirv_kernel/differential.c` into `dir`; `None` (having said why) where gcc
+/// or the OpenCL headers are missing.
+fn build_harness(dir: &Path) -> Option<PathBuf> {
+    let harness = dir.join("differential");
+    let compiled = Command::new("gcc")
+        .args(["-std=c11", "-O1", "-Wall", "-Werror", "-o"])
+        .arg(&harness)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/spirv_kernel/differential.c"))
+        .arg("-l:libOpenCL.so.1")
+        .output();
+    match compiled {
+        Ok(o) if o.status.success() => Some(harness),
+        Ok(o) => {
+            println!(
+                "skipped: the OpenCL harness does not build here:\n{}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            None
+        }
+        Err(e) => {
+            println!("skipped: gcc not found ({e})");
+            None
+        }
+    }
+}
+
+/// The translator, where Kernel SPIR-V can run on the OpenCL device through it (SPIR 1.2
+/// bitcode); `None`, having said what is missing, otherwise.
+fn spir_translator() -> Option<&'static str> {
+    let Some(translator) = llvm_spirv() else {
+        println!("skipped: llvm-spirv not found (apt install llvm-spirv-15)");
+        return None;
+    };
+    if !opencl_takes_spir() {
+        let clinfo = Command::new("clinfo").arg("--version").output().is_ok();
+        if clinfo {
+            println!("skipped: no OpenCL device with cl_khr_spir (clinfo)");
+        } else {
+            println!(
+                "skipped: clinfo not found (apt install clinfo), which tells whether the OpenCL device takes SPIR"
+            );
+        }
+        return None;
+    }
+    Some(translator)
+}
+
+/// The pack family over edge cases (`tests/spirv_kernel/packing.wgsl`), run on the OpenCL
+/// device from the Kernel SPIR-V and from the OpenCL C: both must write exactly the words of
+/// `tests/spirv_kernel/packing.expected`, which the CPU interpreter writes (the cpu backend's
+/// `the_pack_family_on_edge_cases_writes_the_expected_words` checks that side).
+#[test]
+fn the_pack_family_writes_the_interpreters_words() {
+    let Some(translator) = spir_translator() else {
+        return;
+    };
+    let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/spirv_kernel");
+    let source = std::fs::read_to_string(here.join("packing.wgsl")).expect("packing.wgsl");
+    let expected: Vec<u32> = std::fs::read_to_string(here.join("packing.expected"))
+        .expect("packing.expected")
+        .lines()
+        .map(|line| line.split('#').next().unwrap_or(""))
+        .flat_map(str::split_whitespace)
+        .map(|word| u32::from_str_radix(word, 16).expect("a hex word"))
+        .collect();
+    let dir = std::env::temp_dir().join(format!("xhal-spirv-packing-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let Some(harness) = build_harness(&dir) else {
+        return;
+    };
+    let module = parse_wgsl(&source).expect("parses");
+    let spirv = module.to_spirv_kernel(None).expect("Kernel SPIR-V");
+    let c = module.to_c(xhal_kernel::Dialect::OpenclC, None).expect("OpenCL C");
+    let (cl, spv, bc) = (dir.join("packing.cl"), dir.join("packing.spv"), dir.join("packing.bc"));
+    std::fs::write(&cl, format!("#pragma OPENCL FP_CONTRACT OFF\n{}", c.text)).expect("write");
+    std::fs::write(&spv, spirv.to_bytes()).expect("write");
+    run(Command::new(SPIRV_VAL).args(["--target-env", TARGET_ENV]).arg(&spv)).expect("spirv-val");
+    run(Command::new(translator)
+        .args(["-r", "--spirv-target-env=CL1.2"])
+        .arg(&spv)
+        .arg("-o")
+        .arg(&bc))
+    .expect("llvm-spirv -r");
+    let ep = &spirv.entry_points[0];
+    let output = Command::new(&harness)
+        .arg(&cl)
+        .arg(&bc)
+        .arg(&ep.symbol)
+        .args(["1", "0"])
+        .arg(u8::from(ep.buffer_lengths).to_string())
+        .args(ep.workgroup_size.map(|w| w.to_string()))
+        .arg(&dir)
+        .arg("0")
+        .output()
+        .expect("run the harness");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    for (side, name) in [('s', "Kernel SPIR-V"), ('c', "OpenCL C")] {
+        let bytes = std::fs::read(dir.join(format!("{side}0.bin"))).expect("output");
+        let words: Vec<u32> = bytes
+            .chunks_exact(4)
+            .take(expected.len())
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        assert_eq!(words.len(), expected.len());
+        let wrong: Vec<String> = words
+            .iter()
+            .zip(&expected)
+            .enumerate()
+            .filter(|(_, (got, want))| got != want)
+            .take(10)
+            .map(|(i, (got, want))| format!("invocation {}, word {}: 0x{got:08x}, not 0x{want:08x}", i / 28, i % 28))
+            .collect();
+        assert!(
+            wrong.is_empty(),
+            "{name} on PoCL differs from the interpreter:\n{}",
+            wrong.join("\n")
+        );
+    }
+    println!(
+        "{} words from Kernel SPIR-V and from OpenCL C, as the interpreter writes them",
+        expected.len()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Runs every repository kernel twice on the OpenCL device, built from the OpenCL C dialect
 /// and from the Kernel SPIR-V (translated to SPIR 1.2 bitcode by `llvm-spirv -r`, since the
 /// PoCL here takes SPIR but not IL), with the same arguments through the same parameter ABI,
@@ -213,37 +381,14 @@ fn opencl_takes_spir() -> bool {
 /// `spirv-val`).
 #[test]
 fn kernel_spirv_computes_what_opencl_c_computes() {
-    let Some(translator) = llvm_spirv() else {
-        println!("skipped: llvm-spirv not found (apt install llvm-spirv-15)");
+    let Some(translator) = spir_translator() else {
         return;
     };
-    if !opencl_takes_spir() {
-        println!("skipped: no OpenCL device with cl_khr_spir (clinfo)");
-        return;
-    }
     let dir = std::env::temp_dir().join(format!("xhal-spirv-differential-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
-    let harness = dir.join("differential");
-    let compiled = Command::new("gcc")
-        .args(["-std=c11", "-O1", "-Wall", "-Werror", "-o"])
-        .arg(&harness)
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/spirv_kernel/differential.c"))
-        .arg("-l:libOpenCL.so.1")
-        .output();
-    match compiled {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => {
-            println!(
-                "skipped: the OpenCL harness does not build here:\n{}",
-                String::from_utf8_lossy(&o.stderr)
-            );
-            return;
-        }
-        Err(e) => {
-            println!("skipped: gcc not found ({e})");
-            return;
-        }
-    }
+    let Some(harness) = build_harness(&dir) else {
+        return;
+    };
     let mut failures = Vec::new();
     let mut same = 0;
     // Repository kernels get small integers (some index by their data); the mapping kernels,

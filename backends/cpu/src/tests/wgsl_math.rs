@@ -447,3 +447,68 @@ fn uniform(@builtin(local_invocation_index) k: u32) {
     let out = run(UNIFORM, "uniform", &[vec![0; 16]]);
     assert_eq!(as_i32s(&out[0]), [300, 300, 300, 300]);
 }
+
+/// The words of `hal/kernel/tests/spirv_kernel/packing.expected`: hex, `#` starts a comment.
+fn expected_words(text: &str) -> Vec<u32> {
+    text.lines()
+        .map(|line| line.split('#').next().unwrap_or(""))
+        .flat_map(str::split_whitespace)
+        .map(|word| u32::from_str_radix(word, 16).unwrap_or_else(|_| panic!("not a hex word: {word}")))
+        .collect()
+}
+
+/// The pack family over edge cases (`hal/kernel/tests/spirv_kernel/packing.wgsl`: NaNs,
+/// infinities, subnormals, binary16 ties and overflow, out-of-range and halfway values): the
+/// interpreter, and the compiled path where a C compiler is present, write exactly the words
+/// of `packing.expected`, which the Kernel SPIR-V test holds the Kernel SPIR-V and the OpenCL C
+/// translation to on PoCL. `XHAL_BLESS=1` rewrites the file from the interpreter.
+#[test]
+fn the_pack_family_on_edge_cases_writes_the_expected_words() {
+    use crate::KernelMode;
+    let source = include_str!("../../../../hal/kernel/tests/spirv_kernel/packing.wgsl");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../hal/kernel/tests/spirv_kernel/packing.expected"
+    );
+    // Two workgroups of 64 invocations, 28 words each, as the Kernel SPIR-V test launches it.
+    let words = 2 * 64 * 28;
+    let run = |mode: KernelMode| {
+        let backend = CpuBackend::with_config(CpuConfig {
+            devices: 1,
+            memory_per_device: TEST_MEMORY,
+        })
+        .with_kernel_mode(mode);
+        let out = Fixture::with_backend(backend)
+            .dispatch(source, "packing", [2, 1, 1], &[vec![0; words * 4]], &[])
+            .unwrap_or_else(|error| panic!("packing ({mode:?}): {error}"));
+        as_u32s(&out[0])
+    };
+    let interpreted = run(KernelMode::Interpret);
+    if std::env::var_os("XHAL_BLESS").is_some() {
+        let mut text = String::from(
+            "# What the CPU interpreter writes for packing.wgsl, 28 words per invocation, 128\n\
+             # invocations (XHAL_BLESS=1 cargo test -p xhal-cpu the_pack_family rewrites it).\n",
+        );
+        for row in interpreted.chunks(28) {
+            let line: Vec<String> = row.iter().map(|w| format!("{w:08x}")).collect();
+            text.push_str(&line.join(" "));
+            text.push('\n');
+        }
+        std::fs::write(path, text).expect("write packing.expected");
+    }
+    let expected = expected_words(&std::fs::read_to_string(path).expect("packing.expected"));
+    assert_eq!(expected.len(), words);
+    for (i, (got, want)) in interpreted.iter().zip(&expected).enumerate() {
+        assert_eq!(got, want, "interpreter, invocation {}, word {}", i / 28, i % 28);
+    }
+    let compiler = std::process::Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".to_owned()))
+        .arg("--version")
+        .output()
+        .is_ok_and(|output| output.status.success());
+    if compiler {
+        let compiled = run(KernelMode::Compile);
+        for (i, (got, want)) in compiled.iter().zip(&expected).enumerate() {
+            assert_eq!(got, want, "compiled, invocation {}, word {}", i / 28, i % 28);
+        }
+    }
+}

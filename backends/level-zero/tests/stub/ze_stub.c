@@ -225,7 +225,7 @@ static struct {
     char llvm_spirv[4096], device_name[200];
     uint64_t total, max_allocation, local_memory, parameter_bytes;
     size_t group_invocations, group_size[3];
-    int fp64;
+    int fp64, int64_atomics;
     uint64_t allocated;
 } emulator;
 static pthread_once_t emulator_once = PTHREAD_ONCE_INIT;
@@ -302,6 +302,8 @@ static void emulator_start(void) {
             if (has_word(extensions, "cl_khr_spir") && (svm & CL_DEVICE_SVM_FINE_GRAIN_BUFFER)) {
                 emulator.device = devices[d];
                 emulator.fp64 = has_word(extensions, "cl_khr_fp64");
+                emulator.int64_atomics = has_word(extensions, "cl_khr_int64_base_atomics") &&
+                                         has_word(extensions, "cl_khr_int64_extended_atomics");
                 cl.GetPlatformInfo(platforms[p], CL_PLATFORM_VERSION, sizeof platform_version, platform_version, NULL);
                 break;
             }
@@ -677,7 +679,9 @@ EXPORT ze_result_t zeDeviceGetModuleProperties(void *device, module_properties_t
     (void)device;
     p->spirvVersionSupported = 0x10400; p->flags = 2; /* FP64 */ p->maxArgumentsSize = 2048;
 #ifdef STUB_EXECUTE
-    p->flags = emulator.fp64 ? 2 : 0; p->maxArgumentsSize = (uint32_t)emulator.parameter_bytes;
+    /* FP64 and INT64_ATOMICS as the OpenCL device has them. */
+    p->flags = (emulator.fp64 ? 2u : 0u) | (emulator.int64_atomics ? 4u : 0u);
+    p->maxArgumentsSize = (uint32_t)emulator.parameter_bytes;
 #endif
     return OK;
 }

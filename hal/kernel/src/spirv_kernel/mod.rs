@@ -8,10 +8,15 @@
 //! # What the output looks like
 //!
 //! - SPIR-V 1.0; `Capability Addresses`, `Kernel`, `Int64` (built-ins are `size_t` vectors),
-//!   plus `Float64` when the kernel uses `f64` and `Int8` when a struct needs odd padding;
+//!   plus `Float64` when the kernel uses `f64`, `Int8` when a struct needs odd padding and
+//!   `Int64Atomics` when it has atomics on 64-bit integers (OpenCL's
+//!   `cl_khr_int64_base_atomics` and `cl_khr_int64_extended_atomics`; Level Zero's
+//!   `ZE_DEVICE_MODULE_FLAG_INT64_ATOMICS`);
 //!   `OpMemoryModel Physical64 OpenCL`; math through `OpExtInstImport "OpenCL.std"`.
 //! - One `OpEntryPoint Kernel` per compute entry point, with `OpExecutionMode LocalSize`
-//!   set to `@workgroup_size`. The kernel's name is the OpenCL C dialect's ([`c_symbol`]:
+//!   set to `@workgroup_size` and `ContractionOff` (each multiplication and addition rounds
+//!   on its own, as on the CPU interpreter; OpenCL would let a consumer fuse `a * b + c`).
+//!   The kernel's name is the OpenCL C dialect's ([`c_symbol`]:
 //!   the WGSL name, `_` appended to names C reserves), so a backend looks kernels up the
 //!   same way in either format.
 //! - Built-ins come from `Input` variables of `size_t` 3-vectors (`LocalInvocationId`,
@@ -37,6 +42,14 @@
 //!   indices into runtime-sized arrays are clamped to the element count of the bound view
 //!   (`i < n ? i : (n == 0 ? 0 : n - 1)`), as in the C dialects, so no kernel reaches outside
 //!   its views.
+//! - The pack built-ins, `unpack4xI8`/`unpack4xU8`, `unpack2x16float`, `dot4I8Packed`/
+//!   `dot4U8Packed` and `quantizeToF16` are integer and float operations on the lanes, as the
+//!   CPU interpreter computes them (and the C dialects' prelude): the normalized packs are
+//!   `floor(0.5 + scale * clamp(x))` with a NaN packing as 0; binary16 conversion is done on
+//!   the bits, rounding to nearest with ties to even (subnormal results too), too large
+//!   values becoming infinities, too small ones signed zeros, a NaN quiet with the top ten
+//!   bits of its payload; binary16 to `f32` is exact and keeps a NaN's payload. Nothing
+//!   depends on the device's own half conversions or its denormal mode.
 //! - Atomics are relaxed (`MemorySemantics` 0), with `Device` scope in buffers and
 //!   `Workgroup` scope in workgroup memory. `workgroupBarrier` is `OpControlBarrier
 //!   Workgroup Workgroup SequentiallyConsistent|WorkgroupMemory`; `storageBarrier` uses
@@ -63,14 +76,22 @@
 //!
 //! Workgroup variables are module-scope `Workgroup` variables, zeroed by the kernel at its
 //! start (arrays element by element across the workgroup's invocations, anything else by
-//! invocation 0), then a barrier, as WGSL requires. `var<private>` variables are
+//! invocation 0), then a barrier, as WGSL requires. Only kernels name them: the functions a
+//! kernel calls receive a `Workgroup` pointer to each one they use, as the C dialects pass
+//! them. (PoCL 3.1 turns the workgroup variables of a kernel into hidden arguments of that
+//! kernel alone; a function that named the module-scope variable itself reached other memory
+//! there, and read zeros where the kernel had written.) `var<private>` variables are
 //! `Function` variables of the kernel, passed by pointer to the functions that use them.
 //!
 //! # How it is checked
 //!
 //! Every kernel of the repository is checked with `spirv-val --target-env opencl1.2`
 //! (`tests/spirv_kernel.rs`): SPIR-V 1.0 under the OpenCL 1.2 full profile's rules, which
-//! admit Physical64 and every capability written here. The PoCL used for the OpenCL
+//! admit Physical64 and every capability written here but `Int64Atomics`: `spirv-val`
+//! refuses it in every OpenCL environment it knows (1.2 to 2.2), not knowing the extensions
+//! that allow it, so a module with 64-bit atomics is checked under SPIR-V 1.0's own rules
+//! (`--target-env spv1.0`); they run on PoCL like every other kernel below. The PoCL used
+//! for the OpenCL
 //! backend's tests takes no IL (its IL version is empty), so the output cannot be loaded
 //! there as SPIR-V. Where the Khronos translator `llvm-spirv` is installed, the test also
 //! reads every output back into LLVM IR (`llvm-spirv -r`, the reader at the front of Intel's
@@ -78,7 +99,11 @@
 //! kernel from that SPIR 1.2 bitcode and from the OpenCL C dialect with the same arguments
 //! and compares the buffers byte for byte. That runs the SPIR-V's meaning, through the
 //! translator, not the SPIR-V loader of a driver: no Level Zero or IL-taking OpenCL device
-//! has run this output yet.
+//! has run this output yet. The pack family is also run over edge cases
+//! (`tests/spirv_kernel/packing.wgsl`: NaNs, infinities, subnormals, binary16 ties and
+//! overflow, halfway and out-of-range values) and must write exactly the words that the CPU
+//! interpreter writes (`tests/spirv_kernel/packing.expected`, which the cpu backend's tests
+//! hold the interpreter to).
 //!
 //! Two choices come from that reader (as shipped with LLVM 15): composites are built by
 //! `OpCompositeInsert` into an `OpUndef` (it takes `OpCompositeConstruct` only with
@@ -89,10 +114,11 @@
 //!
 //! # Refused
 //!
-//! `f16`, 64-bit atomics (`Int64Atomics` is not part of the OpenCL environments that
-//! `spirv-val` knows, and the OpenCL C 1.2 dialect refuses them too), textures and samplers,
-//! subgroup operations, derivatives, `discard`, 4×4 determinants and inverses, the packing
-//! built-ins, `modf`/`frexp`, `faceForward`/`refract`/`reflect`/`outerProduct`,
+//! `f16`: `Capability Float16` needs a device with `cl_khr_fp16`, and the only device that runs
+//! this output here (PoCL 3.1 on the CPU, behind the emulated Level Zero device) has none, so
+//! no `f16` kernel could be checked. Also refused: textures and samplers,
+//! subgroup operations, derivatives, `discard`, 4×4 determinants and inverses,
+//! `modf`/`frexp`, `faceForward`/`refract`/`reflect`/`outerProduct`,
 //! `firstLeadingBit`/`firstTrailingBit`/`reverseBits`/`extractBits`/`insertBits` on 64-bit
 //! integers, indexing a runtime-sized array through a pointer parameter, and passing a pointer
 //! to a packed `vec3` member to a function. Each is a
@@ -320,6 +346,62 @@ mod tests {
     }
 
     #[test]
+    fn the_pack_family_is_written_in_integer_arithmetic_without_contraction() {
+        let source = r#"
+            @group(0) @binding(0) var<storage, read_write> d: array<u32>;
+            @compute @workgroup_size(1)
+            fn packs() {
+                let v = bitcast<vec4<f32>>(vec4<u32>(d[0], d[1], d[2], d[3]));
+                d[4] = pack4x8snorm(v) ^ pack2x16float(v.xy) ^ pack4xI8Clamp(vec4<i32>(v));
+                d[5] = bitcast<u32>(quantizeToF16(v.x)) ^ bitcast<u32>(unpack2x16float(d[6]).y);
+                d[7] = dot4U8Packed(d[8], d[9]) ^ bitcast<u32>(dot4I8Packed(d[8], d[9]));
+            }
+        "#;
+        let insts = emit(source);
+        // No half type, no device conversion: the binary16 bits are worked out in u32s.
+        assert!(!insts.iter().any(|(o, v)| *o == Op::TypeFloat as u32 && v[1] == 16));
+        assert!(has(&insts, Op::IsNan) && has(&insts, Op::ShiftRightArithmetic));
+        assert!(count(&insts, Op::Select) >= 10);
+        let modes: Vec<u32> = insts
+            .iter()
+            .filter(|(o, _)| *o == Op::ExecutionMode as u32)
+            .map(|(_, v)| v[1])
+            .collect();
+        assert!(
+            modes.contains(&(spirv::ExecutionMode::ContractionOff as u32)),
+            "{modes:?}"
+        );
+    }
+
+    #[test]
+    fn functions_get_workgroup_variables_by_pointer() {
+        let source = r#"
+            @group(0) @binding(0) var<storage, read_write> d: array<u32>;
+            var<workgroup> lanes: array<u32, 8>;
+            fn read_lane(i: u32) -> u32 { return lanes[i]; }
+            @compute @workgroup_size(8)
+            fn main(@builtin(local_invocation_index) i: u32) {
+                lanes[i] = i;
+                workgroupBarrier();
+                d[i] = read_lane(7u - i);
+            }
+        "#;
+        let insts = emit(source);
+        let workgroup_ptrs: Vec<u32> = insts
+            .iter()
+            .filter(|(o, v)| *o == Op::TypePointer as u32 && v[1] == spirv::StorageClass::Workgroup as u32)
+            .map(|(_, v)| v[0])
+            .collect();
+        // The helper's first parameter is a Workgroup pointer (to the array).
+        let params: Vec<u32> = insts
+            .iter()
+            .filter(|(o, _)| *o == Op::FunctionParameter as u32)
+            .map(|(_, v)| v[0])
+            .collect();
+        assert!(params.iter().any(|t| workgroup_ptrs.contains(t)), "{params:?}");
+    }
+
+    #[test]
     fn refused_features_name_themselves_and_the_place() {
         let source = "enable f16;\n@group(0) @binding(0) var<storage, read_write> d: array<f32>;\n\
                       @compute @workgroup_size(1)\nfn half() { d[0] = f32(f16(d[1]) * 2.0h); }\n";
@@ -333,14 +415,40 @@ mod tests {
             "{}",
             e.message()
         );
-        let atomics64 = "@group(0) @binding(0) var<storage, read_write> c: atomic<u64>;\n\
-                         @compute @workgroup_size(1)\nfn add() { atomicAdd(&c, 1lu); }\n";
-        let e = parse_wgsl(atomics64)
+        let modf = "@group(0) @binding(0) var<storage, read_write> d: array<f32>;\n\
+                    @compute @workgroup_size(1)\nfn split() { d[0] = modf(d[1]).fract; }\n";
+        let e = parse_wgsl(modf)
             .expect("parses")
             .to_spirv_kernel(None)
             .expect_err("refused");
         assert_eq!(e.kind(), KernelErrorKind::Unsupported);
-        assert!(e.message().contains("64-bit atomics") && e.location().is_some(), "{e}");
+        assert!(e.message().contains("Modf") && e.location().is_some(), "{e}");
+    }
+
+    #[test]
+    fn atomics_on_64_bit_integers_declare_int64_atomics() {
+        let source = "@group(0) @binding(0) var<storage, read_write> c: array<atomic<u64>, 2>;\n\
+                      @group(0) @binding(1) var<storage, read_write> s: atomic<i64>;\n\
+                      @compute @workgroup_size(1)\nfn add() {\n\
+                      atomicAdd(&c[0], 1lu); atomicMax(&c[1], atomicLoad(&c[0]));\n\
+                      atomicMin(&s, -1li); atomicStore(&c[0], 7lu); }\n";
+        let insts = emit(source);
+        let caps: Vec<u32> = insts
+            .iter()
+            .filter(|(o, _)| *o == Op::Capability as u32)
+            .map(|(_, v)| v[0])
+            .collect();
+        assert!(caps.contains(&(spirv::Capability::Int64Atomics as u32)), "{caps:?}");
+        assert!(has(&insts, Op::AtomicIAdd) && has(&insts, Op::AtomicUMax) && has(&insts, Op::AtomicSMin));
+        assert!(has(&insts, Op::AtomicLoad) && has(&insts, Op::AtomicStore));
+        // 32-bit atomics alone do not declare it.
+        let narrow = emit(
+            "@group(0) @binding(0) var<storage, read_write> c: atomic<u32>;\n\
+             @compute @workgroup_size(1)\nfn add() { atomicAdd(&c, 1u); }\n",
+        );
+        assert!(!narrow
+            .iter()
+            .any(|(o, v)| *o == Op::Capability as u32 && v[0] == spirv::Capability::Int64Atomics as u32));
     }
 
     #[test]

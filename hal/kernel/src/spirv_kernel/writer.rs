@@ -278,7 +278,14 @@ pub(super) fn write(module: &WgslModule, entry: Option<&str>) -> Res<SpirvKernel
                     let t = w.ty(var.ty)?;
                     params.push(w.out.ty(Op::TypePointer, &[Sc::Function as u32, t]));
                 }
-                AddressSpace::WorkGroup => {}
+                // By pointer, as the C dialects pass them: PoCL (3.1) turns a kernel's
+                // workgroup variables into hidden arguments of the kernel alone, so a function
+                // that named the module-scope variable itself would reach other memory.
+                AddressSpace::WorkGroup => {
+                    ctx.push(g);
+                    let t = w.ty(var.ty)?;
+                    params.push(w.out.ty(Op::TypePointer, &[Sc::Workgroup as u32, t]));
+                }
                 other => {
                     return Err(w.unsupported_at(
                         &format!("a global in the {other:?} address space"),
@@ -990,7 +997,7 @@ impl<'a> Writer<'a> {
                 let var = &self.m.global_variables[g];
                 match var.space {
                     AddressSpace::WorkGroup => Ok(Place::Ptr {
-                        id: self.workgroup[&g],
+                        id: *fx.ctx.get(&g).ok_or_else(|| Self::internal("a workgroup variable"))?,
                         tight: false,
                     }),
                     AddressSpace::Immediate => Ok(Place::Ptr {
@@ -1163,6 +1170,14 @@ impl<'a> Writer<'a> {
         }
     }
 
+    /// Declares `Int64Atomics` for an atomic on a 64-bit integer (OpenCL's
+    /// `cl_khr_int64_base_atomics` and `cl_khr_int64_extended_atomics`).
+    fn atomic_width(&mut self, s: Scalar) {
+        if s.width == 8 {
+            self.out.capabilities.insert(Capability::Int64Atomics as u32);
+        }
+    }
+
     fn load(&mut self, fx: &mut Fx, pointer: Handle<Expression>, h: Handle<Expression>) -> Res<u32> {
         let place = self.place(fx, pointer)?;
         let Place::Ptr { id, tight } = place else {
@@ -1171,9 +1186,7 @@ impl<'a> Writer<'a> {
         let pointee = self.pointee(fx, pointer);
         match pointee {
             TypeInner::Atomic(s) => {
-                if s.width != 4 {
-                    return Err(self.expr_err(fx, h, "64-bit atomics"));
-                }
+                self.atomic_width(s);
                 let t = self.scalar_ty(s)?;
                 let scope = self.const_u32(Self::atomic_scope(self.space_of(fx, pointer)));
                 let sem = self.const_u32(0);
@@ -1206,9 +1219,7 @@ impl<'a> Writer<'a> {
         };
         match self.pointee(fx, pointer) {
             TypeInner::Atomic(s) => {
-                if s.width != 4 {
-                    return Err(self.unsupported_at("64-bit atomics", span));
-                }
+                self.atomic_width(s);
                 let scope = self.const_u32(Self::atomic_scope(self.space_of(fx, pointer)));
                 let sem = self.const_u32(0);
                 self.op_void(fx, Op::AtomicStore, &[id, scope, sem, value]);
@@ -1885,6 +1896,294 @@ impl<'a> Writer<'a> {
         Ok(self.construct(fx, t, &parts))
     }
 
+    /// The pack built-ins (but the normalized unpacks), `dot4I8Packed`/`dot4U8Packed` and
+    /// `quantizeToF16`, with the CPU interpreter's results (its `ops` and `half` modules),
+    /// in integer arithmetic: a NaN packs as 0, binary16 rounds to nearest with ties to even
+    /// (subnormals included), a binary16 NaN keeps the top of the payload. `None` for any
+    /// other built-in.
+    fn packing(&mut self, fx: &mut Fx, fun: Mf, vals: &[u32], args: &[Handle<Expression>], t: u32) -> Res<Option<u32>> {
+        let u32_ty = self.scalar_ty(Scalar::U32)?;
+        let i32_ty = self.scalar_ty(Scalar::I32)?;
+        let f32_ty = self.scalar_ty(Scalar::F32)?;
+        let x = vals[0];
+        let lanes_of = |w: &Self, fx: &Fx| match w.tyinner(fx, args[0]) {
+            TypeInner::Vector { size, .. } => Some(*size as u32),
+            _ => None,
+        };
+        Ok(Some(match fun {
+            Mf::Pack4x8snorm | Mf::Pack4x8unorm | Mf::Pack2x16snorm | Mf::Pack2x16unorm => {
+                let (lanes, bits, signed) = match fun {
+                    Mf::Pack4x8snorm => (4u32, 8u32, true),
+                    Mf::Pack4x8unorm => (4, 8, false),
+                    Mf::Pack2x16snorm => (2, 16, true),
+                    _ => (2, 16, false),
+                };
+                let scale = self.const_scalar(Scalar::F32, 0, f64::from((1u32 << (bits - u32::from(signed))) - 1))?;
+                let low = self.const_scalar(Scalar::F32, 0, if signed { -1.0 } else { 0.0 })?;
+                let one = self.const_scalar(Scalar::F32, 0, 1.0)?;
+                let half = self.const_scalar(Scalar::F32, 0, 0.5)?;
+                let zero = self.const_scalar(Scalar::F32, 0, 0.0)?;
+                let mask = self.const_u32((1u32 << bits) - 1);
+                let bool_ty = self.bool_ty();
+                let mut parts = Vec::new();
+                for lane in 0..lanes {
+                    let v = self.op(fx, Op::CompositeExtract, f32_ty, &[x, lane]);
+                    // floor(0.5 + scale * clamp(v, low, 1)), a NaN as 0.
+                    let nan = self.op(fx, Op::IsNan, bool_ty, &[v]);
+                    let a = self.ext(fx, Cl::fmax, f32_ty, &[v, low]);
+                    let c = self.ext(fx, Cl::fmin, f32_ty, &[a, one]);
+                    let c = self.op(fx, Op::Select, f32_ty, &[nan, zero, c]);
+                    let scaled = self.op(fx, Op::FMul, f32_ty, &[scale, c]);
+                    let sum = self.op(fx, Op::FAdd, f32_ty, &[half, scaled]);
+                    let floored = self.ext(fx, Cl::floor, f32_ty, &[sum]);
+                    let int = self.op(fx, Op::ConvertFToS, i32_ty, &[floored]);
+                    let word = self.op(fx, Op::Bitcast, u32_ty, &[int]);
+                    let part = self.op(fx, Op::BitwiseAnd, u32_ty, &[word, mask]);
+                    parts.push(part);
+                }
+                self.join_lanes(fx, &parts, bits)
+            }
+            Mf::Pack4xI8 | Mf::Pack4xU8 | Mf::Pack4xI8Clamp | Mf::Pack4xU8Clamp => {
+                let signed = matches!(fun, Mf::Pack4xI8 | Mf::Pack4xI8Clamp);
+                let elem = if signed { i32_ty } else { u32_ty };
+                let mask = self.const_u32(0xff);
+                let mut parts = Vec::new();
+                for lane in 0..4 {
+                    let v = self.op(fx, Op::CompositeExtract, elem, &[x, lane]);
+                    let v = match fun {
+                        Mf::Pack4xI8Clamp => {
+                            let lo = self.const_u32(-128i32 as u32);
+                            let hi = self.const_u32(127);
+                            self.ext(fx, Cl::s_clamp, i32_ty, &[v, lo, hi])
+                        }
+                        Mf::Pack4xU8Clamp => {
+                            let hi = self.const_u32(255);
+                            self.ext(fx, Cl::u_min, u32_ty, &[v, hi])
+                        }
+                        _ => v,
+                    };
+                    let word = if signed {
+                        self.op(fx, Op::Bitcast, u32_ty, &[v])
+                    } else {
+                        v
+                    };
+                    parts.push(self.op(fx, Op::BitwiseAnd, u32_ty, &[word, mask]));
+                }
+                self.join_lanes(fx, &parts, 8)
+            }
+            Mf::Unpack4xI8 | Mf::Unpack4xU8 => {
+                let mut parts = Vec::new();
+                for lane in 0..4 {
+                    parts.push(self.byte_of(fx, x, lane, fun == Mf::Unpack4xI8)?);
+                }
+                self.construct(fx, t, &parts)
+            }
+            Mf::Dot4I8Packed | Mf::Dot4U8Packed => {
+                let signed = fun == Mf::Dot4I8Packed;
+                let mut sum = None;
+                for lane in 0..4 {
+                    let a = self.byte_of(fx, x, lane, signed)?;
+                    let b = self.byte_of(fx, vals[1], lane, signed)?;
+                    let ty = if signed { i32_ty } else { u32_ty };
+                    let p = self.op(fx, Op::IMul, ty, &[a, b]);
+                    sum = Some(match sum {
+                        None => p,
+                        Some(s) => self.op(fx, Op::IAdd, ty, &[s, p]),
+                    });
+                }
+                sum.ok_or_else(|| Self::internal("empty dot4"))?
+            }
+            Mf::Pack2x16float => {
+                let mut parts = Vec::new();
+                for lane in 0..2 {
+                    let v = self.op(fx, Op::CompositeExtract, f32_ty, &[x, lane]);
+                    parts.push(self.f16_bits(fx, v)?);
+                }
+                self.join_lanes(fx, &parts, 16)
+            }
+            Mf::Unpack2x16float => {
+                let mask = self.const_u32(0xffff);
+                let sixteen = self.const_u32(16);
+                let low = self.op(fx, Op::BitwiseAnd, u32_ty, &[x, mask]);
+                let high = self.op(fx, Op::ShiftRightLogical, u32_ty, &[x, sixteen]);
+                let a = self.f16_value(fx, low)?;
+                let b = self.f16_value(fx, high)?;
+                self.construct(fx, t, &[a, b])
+            }
+            Mf::QuantizeToF16 => match lanes_of(self, fx) {
+                None => {
+                    let h = self.f16_bits(fx, x)?;
+                    self.f16_value(fx, h)?
+                }
+                Some(n) => {
+                    let mut parts = Vec::new();
+                    for lane in 0..n {
+                        let v = self.op(fx, Op::CompositeExtract, f32_ty, &[x, lane]);
+                        let h = self.f16_bits(fx, v)?;
+                        parts.push(self.f16_value(fx, h)?);
+                    }
+                    self.construct(fx, t, &parts)
+                }
+            },
+            _ => return Ok(None),
+        }))
+    }
+
+    /// `parts[0] | parts[1] << bits | ...`: lanes of `bits` bits each, the first lowest.
+    fn join_lanes(&mut self, fx: &mut Fx, parts: &[u32], bits: u32) -> u32 {
+        let u32_ty = self.uint(4);
+        let mut word = parts[0];
+        for (k, &part) in parts.iter().enumerate().skip(1) {
+            let shift = self.const_u32(bits * k as u32);
+            let moved = self.op(fx, Op::ShiftLeftLogical, u32_ty, &[part, shift]);
+            word = self.op(fx, Op::BitwiseOr, u32_ty, &[word, moved]);
+        }
+        word
+    }
+
+    /// Byte `lane` of the word `x`, sign-extended to an `i32` or zero-extended to a `u32`.
+    fn byte_of(&mut self, fx: &mut Fx, x: u32, lane: u32, signed: bool) -> Res<u32> {
+        let u32_ty = self.scalar_ty(Scalar::U32)?;
+        if signed {
+            let i32_ty = self.scalar_ty(Scalar::I32)?;
+            let up = self.const_u32(24 - 8 * lane);
+            let down = self.const_u32(24);
+            let raised = self.op(fx, Op::ShiftLeftLogical, u32_ty, &[x, up]);
+            let as_int = self.op(fx, Op::Bitcast, i32_ty, &[raised]);
+            Ok(self.op(fx, Op::ShiftRightArithmetic, i32_ty, &[as_int, down]))
+        } else {
+            let shift = self.const_u32(8 * lane);
+            let mask = self.const_u32(0xff);
+            let shifted = self.op(fx, Op::ShiftRightLogical, u32_ty, &[x, shift]);
+            Ok(self.op(fx, Op::BitwiseAnd, u32_ty, &[shifted, mask]))
+        }
+    }
+
+    /// `(m >> shift)` rounded to nearest, ties to even (`1 <= shift <= 31`), all `u32`.
+    fn round_shift(&mut self, fx: &mut Fx, m: u32, shift: u32) -> Res<u32> {
+        let u32_ty = self.scalar_ty(Scalar::U32)?;
+        let bool_ty = self.bool_ty();
+        let one = self.const_u32(1);
+        let zero = self.const_u32(0);
+        let below = self.op(fx, Op::ISub, u32_ty, &[shift, one]);
+        let half = self.op(fx, Op::ShiftLeftLogical, u32_ty, &[one, below]);
+        let twice = self.op(fx, Op::ShiftLeftLogical, u32_ty, &[half, one]);
+        let low_mask = self.op(fx, Op::ISub, u32_ty, &[twice, one]);
+        let rest = self.op(fx, Op::BitwiseAnd, u32_ty, &[m, low_mask]);
+        let value = self.op(fx, Op::ShiftRightLogical, u32_ty, &[m, shift]);
+        let above = self.op(fx, Op::UGreaterThan, bool_ty, &[rest, half]);
+        let tie = self.op(fx, Op::IEqual, bool_ty, &[rest, half]);
+        let odd_bit = self.op(fx, Op::BitwiseAnd, u32_ty, &[value, one]);
+        let odd = self.op(fx, Op::INotEqual, bool_ty, &[odd_bit, zero]);
+        let tie_odd = self.op(fx, Op::LogicalAnd, bool_ty, &[tie, odd]);
+        let up = self.op(fx, Op::LogicalOr, bool_ty, &[above, tie_odd]);
+        let inc = self.op(fx, Op::Select, u32_ty, &[up, one, zero]);
+        Ok(self.op(fx, Op::IAdd, u32_ty, &[value, inc]))
+    }
+
+    /// The binary16 bits (in a `u32`) nearest to the `f32` `x`, as the interpreter's
+    /// `f32_to_f16_bits`: ties to even, too large to infinity, too small to a signed zero,
+    /// subnormal results rounded once, a NaN quiet with the top of its payload.
+    fn f16_bits(&mut self, fx: &mut Fx, x: u32) -> Res<u32> {
+        let u32_ty = self.scalar_ty(Scalar::U32)?;
+        let bool_ty = self.bool_ty();
+        let c = |w: &mut Self, v: u32| w.const_u32(v);
+        let bits = self.op(fx, Op::Bitcast, u32_ty, &[x]);
+        let (k16, k8000, k23, kff, k7fffff, k13) = (
+            c(self, 16),
+            c(self, 0x8000),
+            c(self, 23),
+            c(self, 0xff),
+            c(self, 0x7f_ffff),
+            c(self, 13),
+        );
+        let shifted = self.op(fx, Op::ShiftRightLogical, u32_ty, &[bits, k16]);
+        let sign = self.op(fx, Op::BitwiseAnd, u32_ty, &[shifted, k8000]);
+        let high = self.op(fx, Op::ShiftRightLogical, u32_ty, &[bits, k23]);
+        let exponent = self.op(fx, Op::BitwiseAnd, u32_ty, &[high, kff]);
+        let mantissa = self.op(fx, Op::BitwiseAnd, u32_ty, &[bits, k7fffff]);
+        let infinity = c(self, 0x7c00);
+        let signed_infinity = self.op(fx, Op::BitwiseOr, u32_ty, &[sign, infinity]);
+        // NaN: quiet, with the top ten bits of the payload.
+        let zero = c(self, 0);
+        let payload = self.op(fx, Op::ShiftRightLogical, u32_ty, &[mantissa, k13]);
+        let quiet = c(self, 0x200);
+        let quieted = self.op(fx, Op::BitwiseOr, u32_ty, &[payload, quiet]);
+        let is_nan = self.op(fx, Op::INotEqual, bool_ty, &[mantissa, zero]);
+        let nan_bits = self.op(fx, Op::Select, u32_ty, &[is_nan, quieted, zero]);
+        let special = self.op(fx, Op::BitwiseOr, u32_ty, &[signed_infinity, nan_bits]);
+        // A normal result (exponent 113..=142) rounds the f32 bits with the exponent rebased
+        // by 13 places; a subnormal one (102..=112) rounds the significand with its implicit
+        // bit by 126 - exponent places. Either may carry into the next exponent (or
+        // infinity), which is what the encoding does by itself.
+        let (k112, k126, implicit) = (c(self, 112), c(self, 126), c(self, 0x80_0000));
+        let subnormal = self.op(fx, Op::ULessThanEqual, bool_ty, &[exponent, k112]);
+        let rebased = self.op(fx, Op::ISub, u32_ty, &[exponent, k112]);
+        let rebased = self.op(fx, Op::ShiftLeftLogical, u32_ty, &[rebased, k23]);
+        let normal_in = self.op(fx, Op::BitwiseOr, u32_ty, &[rebased, mantissa]);
+        let subnormal_in = self.op(fx, Op::BitwiseOr, u32_ty, &[mantissa, implicit]);
+        let input = self.op(fx, Op::Select, u32_ty, &[subnormal, subnormal_in, normal_in]);
+        // 126 - exponent, kept within 13..=25 (outside it the result is chosen below).
+        let (k25, k13b) = (c(self, 25), k13);
+        let low = self.ext(fx, Cl::u_min, u32_ty, &[exponent, k126]);
+        let sub_shift = self.op(fx, Op::ISub, u32_ty, &[k126, low]);
+        let sub_shift = self.ext(fx, Cl::u_clamp, u32_ty, &[sub_shift, k13b, k25]);
+        let shift = self.op(fx, Op::Select, u32_ty, &[subnormal, sub_shift, k13b]);
+        let rounded = self.round_shift(fx, input, shift)?;
+        let finite = self.op(fx, Op::BitwiseOr, u32_ty, &[sign, rounded]);
+        let (k102, k143) = (c(self, 102), c(self, 143));
+        let tiny = self.op(fx, Op::ULessThan, bool_ty, &[exponent, k102]);
+        let huge = self.op(fx, Op::UGreaterThanEqual, bool_ty, &[exponent, k143]);
+        let is_special = self.op(fx, Op::IEqual, bool_ty, &[exponent, kff]);
+        let r = self.op(fx, Op::Select, u32_ty, &[tiny, sign, finite]);
+        let r = self.op(fx, Op::Select, u32_ty, &[huge, signed_infinity, r]);
+        Ok(self.op(fx, Op::Select, u32_ty, &[is_special, special, r]))
+    }
+
+    /// The `f32` value of the binary16 bits in the low half of the `u32` `h`, exactly, as the
+    /// interpreter's `f16_bits_to_f32` (a NaN keeps its payload).
+    fn f16_value(&mut self, fx: &mut Fx, h: u32) -> Res<u32> {
+        let u32_ty = self.scalar_ty(Scalar::U32)?;
+        let f32_ty = self.scalar_ty(Scalar::F32)?;
+        let bool_ty = self.bool_ty();
+        let c = |w: &mut Self, v: u32| w.const_u32(v);
+        let (k8000, k16, k10, k1f, k3ff, k13, k23, k112) = (
+            c(self, 0x8000),
+            c(self, 16),
+            c(self, 10),
+            c(self, 0x1f),
+            c(self, 0x3ff),
+            c(self, 13),
+            c(self, 23),
+            c(self, 112),
+        );
+        let sign = self.op(fx, Op::BitwiseAnd, u32_ty, &[h, k8000]);
+        let sign = self.op(fx, Op::ShiftLeftLogical, u32_ty, &[sign, k16]);
+        let e = self.op(fx, Op::ShiftRightLogical, u32_ty, &[h, k10]);
+        let e = self.op(fx, Op::BitwiseAnd, u32_ty, &[e, k1f]);
+        let m = self.op(fx, Op::BitwiseAnd, u32_ty, &[h, k3ff]);
+        let m13 = self.op(fx, Op::ShiftLeftLogical, u32_ty, &[m, k13]);
+        // Subnormal (and zero): m * 2^-24, exact in f32.
+        let mf = self.op(fx, Op::ConvertUToF, f32_ty, &[m]);
+        let unit = self.const_scalar(Scalar::F32, 0, 2f64.powi(-24))?;
+        let small = self.op(fx, Op::FMul, f32_ty, &[mf, unit]);
+        let small = self.op(fx, Op::Bitcast, u32_ty, &[small]);
+        // Infinity and NaN.
+        let inf = c(self, 0x7f80_0000);
+        let special = self.op(fx, Op::BitwiseOr, u32_ty, &[inf, m13]);
+        // Normal: the exponent rebased.
+        let rebased = self.op(fx, Op::IAdd, u32_ty, &[e, k112]);
+        let rebased = self.op(fx, Op::ShiftLeftLogical, u32_ty, &[rebased, k23]);
+        let normal = self.op(fx, Op::BitwiseOr, u32_ty, &[rebased, m13]);
+        let zero = c(self, 0);
+        let is_small = self.op(fx, Op::IEqual, bool_ty, &[e, zero]);
+        let is_special = self.op(fx, Op::IEqual, bool_ty, &[e, k1f]);
+        let r = self.op(fx, Op::Select, u32_ty, &[is_special, special, normal]);
+        let r = self.op(fx, Op::Select, u32_ty, &[is_small, small, r]);
+        let r = self.op(fx, Op::BitwiseOr, u32_ty, &[sign, r]);
+        Ok(self.op(fx, Op::Bitcast, f32_ty, &[r]))
+    }
+
     fn math(&mut self, fx: &mut Fx, h: Handle<Expression>, fun: Mf, args: &[Handle<Expression>]) -> Res<u32> {
         let mut vals = Vec::new();
         for &a in args {
@@ -1900,6 +2199,9 @@ impl<'a> Writer<'a> {
             Mf::Unpack4x8snorm | Mf::Unpack4x8unorm | Mf::Unpack2x16snorm | Mf::Unpack2x16unorm
         ) {
             return self.unpack_normalized(fx, fun, vals[0], t);
+        }
+        if let Some(v) = self.packing(fx, fun, &vals, args, t)? {
+            return Ok(v);
         }
         let (s, n) = self
             .scalar_of(fx, args[0])
@@ -2601,9 +2903,7 @@ impl<'a> Writer<'a> {
             TypeInner::Atomic(s) => s,
             _ => return Err(self.unsupported_at("this atomic operation", span)),
         };
-        if s.width != 4 {
-            return Err(self.unsupported_at("64-bit atomics", span));
-        }
+        self.atomic_width(s);
         let place = self.place(fx, pointer)?;
         let Place::Ptr { id: p, .. } = place else {
             return Err(self.unsupported_at("this atomic operation", span));
@@ -2722,6 +3022,10 @@ impl<'a> Writer<'a> {
                     let t = self.immediate_mem_ty(var.ty)?;
                     self.ptr(Sc::Function, t)
                 }
+                AddressSpace::WorkGroup => {
+                    let t = self.ty(var.ty)?;
+                    self.ptr(Sc::Workgroup, t)
+                }
                 _ => {
                     let t = self.ty(var.ty)?;
                     self.ptr(Sc::Function, t)
@@ -2768,7 +3072,10 @@ impl<'a> Writer<'a> {
             match var.space {
                 AddressSpace::Storage { .. } => buffers.push((var.binding.as_ref().map(|b| b.binding).unwrap_or(0), g)),
                 AddressSpace::Immediate => immediate = Some(g),
-                AddressSpace::WorkGroup => workgroup.push(g),
+                AddressSpace::WorkGroup => {
+                    workgroup.push(g);
+                    fx.ctx.insert(g, self.workgroup[&g]);
+                }
                 AddressSpace::Private => private.push(g),
                 other => {
                     return Err(self.unsupported_at(
@@ -2973,17 +3280,30 @@ impl<'a> Writer<'a> {
             self.control_barrier(&mut fx, naga::Barrier::WORK_GROUP);
         }
 
-        for arg in &ep.function.arguments {
-            let v = match &arg.binding {
+        let builtin = |w: &Self, binding: &Option<naga::Binding>| -> Res<u32> {
+            match binding {
                 Some(naga::Binding::BuiltIn(b)) => match b {
-                    naga::BuiltIn::GlobalInvocationId => gid,
-                    naga::BuiltIn::LocalInvocationId => lid,
-                    naga::BuiltIn::WorkGroupId => wid,
-                    naga::BuiltIn::NumWorkGroups => nwg,
-                    naga::BuiltIn::LocalInvocationIndex => lidx,
-                    other => return Err(self.unsupported(&format!("the built-in {other:?}"))),
+                    naga::BuiltIn::GlobalInvocationId => Ok(gid),
+                    naga::BuiltIn::LocalInvocationId => Ok(lid),
+                    naga::BuiltIn::WorkGroupId => Ok(wid),
+                    naga::BuiltIn::NumWorkGroups => Ok(nwg),
+                    naga::BuiltIn::LocalInvocationIndex => Ok(lidx),
+                    other => Err(w.unsupported(&format!("the built-in {other:?}"))),
                 },
-                _ => return Err(self.unsupported(&format!("an entry-point argument of `{name}` without a built-in"))),
+                _ => Err(w.unsupported(&format!("an entry-point argument of `{name}` without a built-in"))),
+            }
+        };
+        for arg in &ep.function.arguments {
+            // A struct of built-ins is composed from its members' values.
+            let v = match (&arg.binding, &m.types[arg.ty].inner) {
+                (None, TypeInner::Struct { members, .. }) => {
+                    let parts = members
+                        .iter()
+                        .map(|member| builtin(self, &member.binding))
+                        .collect::<Res<Vec<u32>>>()?;
+                    self.compose(&mut fx, arg.ty, &parts, &[])?
+                }
+                (binding, _) => builtin(self, binding)?,
             };
             fx.args.push(v);
         }
@@ -2999,6 +3319,13 @@ impl<'a> Writer<'a> {
             &mut self.out.execution_modes,
             Op::ExecutionMode,
             &[fid, spirv::ExecutionMode::LocalSize as u32, wg[0], wg[1], wg[2]],
+        );
+        // Every multiplication and addition rounds on its own, as on the CPU interpreter (a
+        // consumer may otherwise fuse `a * b + c`, which OpenCL allows by default).
+        inst(
+            &mut self.out.execution_modes,
+            Op::ExecutionMode,
+            &[fid, spirv::ExecutionMode::ContractionOff as u32],
         );
         let mut name_words = vec![fid];
         name_words.extend(string(&name));
