@@ -273,6 +273,14 @@ fn integer_helpers(out: &mut String, dialect: Dialect) {
          XH_FN xh_u32 xh_insert_bits_u32(xh_u32 e, xh_u32 n, xh_u32 offset, xh_u32 count) { xh_u32 o = offset < 32u ? offset : 32u; xh_u32 c = count < 32u - o ? count : 32u - o; xh_u32 mask; if (c == 0) return e; if (c == 32) return n; mask = ((1u << c) - 1u) << o; return (e & ~mask) | ((n << o) & mask); }\n\
          XH_FN xh_i32 xh_insert_bits_i32(xh_i32 e, xh_i32 n, xh_u32 offset, xh_u32 count) { return (xh_i32)xh_insert_bits_u32((xh_u32)e, (xh_u32)n, offset, count); }\n",
     );
+    // countOneBits, reverseBits, countLeadingZeros and countTrailingZeros on 64 bits: the two
+    // 32-bit halves.
+    out.push_str(
+        "XH_FN xh_u64 xh_popcount_u64(xh_u64 v) { return (xh_u64)(xh_popcount_u32((xh_u32)v) + xh_popcount_u32((xh_u32)(v >> 32))); }\n\
+         XH_FN xh_u64 xh_reverse_u64(xh_u64 v) { return ((xh_u64)xh_reverse_u32((xh_u32)v) << 32) | (xh_u64)xh_reverse_u32((xh_u32)(v >> 32)); }\n\
+         XH_FN xh_u64 xh_clz_u64(xh_u64 v) { xh_u32 high = (xh_u32)(v >> 32); return (xh_u64)(high != 0u ? xh_clz_u32(high) : 32u + xh_clz_u32((xh_u32)v)); }\n\
+         XH_FN xh_u64 xh_ctz_u64(xh_u64 v) { xh_u32 low = (xh_u32)v; return (xh_u64)(low != 0u ? xh_ctz_u32(low) : 32u + xh_ctz_u32((xh_u32)(v >> 32))); }\n",
+    );
 }
 
 /// The largest value of `bits`-bit float type that fits in an integer of `int_bits` bits.
@@ -349,6 +357,12 @@ fn float_helpers(out: &mut String, dialect: Dialect, f64: bool) {
              XH_FN xh_f32 xh_f32_from_bits(xh_u32 v) { union { xh_f32 f; xh_u32 u; } c; c.u = v; return c.f; }\n",
         ),
     }
+    // frexp on f32, as the interpreter computes it: zero, infinities and NaN are their own
+    // fraction with exponent 0; a subnormal is scaled by 2^64 first.
+    out.push_str(
+        "XH_FN xh_f32 xh_frexp_fract_f32(xh_f32 x) { xh_u32 b = xh_bits_f32(x); xh_u32 e = (b >> 23) & 0xFFu; if (e == 0xFFu || (b & 0x7FFFFFFFu) == 0u) return x; if (e == 0u) b = xh_bits_f32(x * 18446744073709551616.0f); return xh_f32_from_bits((b & 0x807FFFFFu) | (126u << 23)); }\n\
+         XH_FN xh_i32 xh_frexp_exp_f32(xh_f32 x) { xh_u32 b = xh_bits_f32(x); xh_u32 e = (b >> 23) & 0xFFu; xh_i32 bias = 0; if (e == 0xFFu || (b & 0x7FFFFFFFu) == 0u) return 0; if (e == 0u) { b = xh_bits_f32(x * 18446744073709551616.0f); bias = -64; } return (xh_i32)((b >> 23) & 0xFFu) - 126 + bias; }\n",
+    );
     out.push_str(&packing(dialect));
     if f64 {
         match dialect {

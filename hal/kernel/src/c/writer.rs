@@ -1876,6 +1876,131 @@ impl<'a> Writer<'a> {
                     .map_err(err)?;
                 return Ok(format!("xh_make_{}({})", self.inner_name(&result)?, parts.join(", ")));
             }
+            Mf::Reflect | Mf::FaceForward | Mf::Refract | Mf::Modf | Mf::Frexp if scalar.kind != ScalarKind::Float => {
+                return Err(self.expr_err(fx, h, &format!("{fun:?} on integers")));
+            }
+            Mf::Reflect | Mf::FaceForward | Mf::Refract => {
+                // The interpreter's formulas, operation by operation (each rounded to the
+                // type, f16 included), so that both give the same bits.
+                let bin = |op: Bin, x: &str, y: &str| self.sbin(op, scalar, x, y).map_err(err);
+                let lit = |v: f32| match scalar.width {
+                    2 => format!("XH_F16({v:?}f)"),
+                    4 => format!("{v:?}f"),
+                    _ => format!("{v:?}"),
+                };
+                let dot = |x: &str, y: &str| -> Res<String> {
+                    let mut acc: Option<String> = None;
+                    for i in 0..n {
+                        let p = bin(Bin::Multiply, &c(x, i), &c(y, i))?;
+                        acc = Some(match acc {
+                            None => p,
+                            Some(a) => bin(Bin::Add, &a, &p)?,
+                        });
+                    }
+                    Ok(acc.unwrap_or_default())
+                };
+                let parts: Vec<String> = match fun {
+                    // e1 - (2 * dot(e2, e1)) * e2
+                    Mf::Reflect => {
+                        let scale = bin(Bin::Multiply, &lit(2.0), &dot(&vals[1], &vals[0])?)?;
+                        (0..n)
+                            .map(|i| {
+                                let term = bin(Bin::Multiply, &scale, &c(&vals[1], i))?;
+                                bin(Bin::Subtract, &c(&vals[0], i), &term)
+                            })
+                            .collect::<Res<_>>()?
+                    }
+                    // dot(e2, e3) < 0 ? e1 : -e1
+                    Mf::FaceForward => {
+                        let negative = bin(Bin::Less, &dot(&vals[1], &vals[2])?, &lit(0.0))?;
+                        (0..n)
+                            .map(|i| {
+                                let e = c(&vals[0], i);
+                                let negated = if scalar.width == 2 {
+                                    format!("xh_neg_f16({e})")
+                                } else {
+                                    format!("(-{})", paren(&e))
+                                };
+                                format!("({negative} ? {e} : {negated})")
+                            })
+                            .collect()
+                    }
+                    // k = 1 - eta * eta * (1 - d * d) with d = dot(e2, e1); 0 where k < 0,
+                    // else eta * e1 - (eta * d + sqrt(k)) * e2.
+                    _ => {
+                        let eta = &vals[2];
+                        let d = dot(&vals[1], &vals[0])?;
+                        let one_minus_d2 = bin(Bin::Subtract, &lit(1.0), &bin(Bin::Multiply, &d, &d)?)?;
+                        let eta2 = bin(Bin::Multiply, eta, eta)?;
+                        let k = bin(Bin::Subtract, &lit(1.0), &bin(Bin::Multiply, &eta2, &one_minus_d2)?)?;
+                        let negative = bin(Bin::Less, &k, &lit(0.0))?;
+                        let root = self.smath(Mf::Sqrt, scalar, std::slice::from_ref(&k)).map_err(err)?;
+                        let factor = bin(Bin::Add, &bin(Bin::Multiply, eta, &d)?, &root)?;
+                        (0..n)
+                            .map(|i| {
+                                let left = bin(Bin::Multiply, eta, &c(&vals[0], i))?;
+                                let right = bin(Bin::Multiply, &factor, &c(&vals[1], i))?;
+                                let value = bin(Bin::Subtract, &left, &right)?;
+                                Ok(format!("({negative} ? {} : {value})", lit(0.0)))
+                            })
+                            .collect::<Res<_>>()?
+                    }
+                };
+                return match size {
+                    None => Ok(parts.into_iter().next().unwrap_or_default()),
+                    Some(_) => Ok(format!("xh_make_{}({})", self.inner_name(&result)?, parts.join(", "))),
+                };
+            }
+            Mf::Modf | Mf::Frexp => {
+                // The predeclared result structs: (fract, whole) and (fract, exp).
+                let (first, second): (Vec<String>, Vec<String>) = if fun == Mf::Modf {
+                    // whole = trunc(e), fract = e - whole, as the interpreter computes them.
+                    (0..n)
+                        .map(|i| {
+                            let e = c(&vals[0], i);
+                            let whole = self.smath(Mf::Trunc, scalar, std::slice::from_ref(&e))?;
+                            Ok((self.sbin(Bin::Subtract, scalar, &e, &whole)?, whole))
+                        })
+                        .collect::<Res<Vec<_>>>()
+                        .map_err(err)?
+                        .into_iter()
+                        .unzip()
+                } else {
+                    if scalar != Scalar::F32 {
+                        return Err(self.expr_err(fx, h, &format!("frexp on {}", scalar_wgsl(scalar))));
+                    }
+                    (0..n)
+                        .map(|i| {
+                            let e = c(&vals[0], i);
+                            (format!("xh_frexp_fract_f32({e})"), format!("xh_frexp_exp_f32({e})"))
+                        })
+                        .unzip()
+                };
+                let second_scalar = if fun == Mf::Modf { scalar } else { Scalar::I32 };
+                let members = match size {
+                    None => [first.join(""), second.join("")],
+                    Some(_) => {
+                        let arg = self.ty(fx, args[0]).clone();
+                        let TypeInner::Vector { size: vsize, .. } = arg else {
+                            return Err(self.expr_err(fx, h, &format!("{fun:?} on this type")));
+                        };
+                        let exp = TypeInner::Vector {
+                            size: vsize,
+                            scalar: second_scalar,
+                        };
+                        [
+                            format!("xh_make_{}({})", self.inner_name(&arg)?, first.join(", ")),
+                            format!("xh_make_{}({})", self.inner_name(&exp)?, second.join(", ")),
+                        ]
+                    }
+                };
+                return Ok(format!(
+                    "xh_make_{}({}, {})",
+                    self.inner_name(&result)?,
+                    members[0],
+                    members[1]
+                ));
+            }
             Mf::Cross => {
                 let (a, b) = (&vals[0], &vals[1]);
                 let x = |i: usize, j: usize| -> Res<String> {
@@ -1980,16 +2105,21 @@ impl<'a> Writer<'a> {
         let t = self.inner_name(&TypeInner::Scalar(s))?;
         let wide = s.width == 8;
         let signed = s.kind == ScalarKind::Sint;
-        let bits32 = |f: &str| -> Res<String> {
-            if wide {
+        // countOneBits, countLeadingZeros, countTrailingZeros and reverseBits exist on 64
+        // bits too (as in the interpreter); the rest are 32-bit only.
+        let bits = |f: &str, on_wide: bool| -> Res<String> {
+            if wide && !on_wide {
                 return Err(self.unsupported(&format!("the built-in {fun:?} on 64-bit integers")));
             }
+            let u = if wide { "u64" } else { "u32" };
             Ok(if signed {
-                format!("(({t})xh_{f}_u32((xh_u32)({})))", a[0])
+                format!("(({t})xh_{f}_{u}((xh_{u})({})))", a[0])
             } else {
-                format!("xh_{f}_u32({})", a[0])
+                format!("xh_{f}_{u}({})", a[0])
             })
         };
+        let bits32 = |f: &str| bits(f, false);
+        let bits64 = |f: &str| bits(f, true);
         Ok(match fun {
             Mf::Abs if signed => format!("xh_abs_{sfx}({})", a[0]),
             Mf::Abs => a[0].clone(),
@@ -1997,10 +2127,10 @@ impl<'a> Writer<'a> {
             Mf::Max => format!("xh_max_{sfx}({}, {})", a[0], a[1]),
             Mf::Clamp => format!("xh_min_{sfx}(xh_max_{sfx}({}, {}), {})", a[0], a[1], a[2]),
             Mf::Sign if signed => format!("xh_sign_{sfx}({})", a[0]),
-            Mf::CountOneBits => bits32("popcount")?,
-            Mf::ReverseBits => bits32("reverse")?,
-            Mf::CountLeadingZeros => bits32("clz")?,
-            Mf::CountTrailingZeros => bits32("ctz")?,
+            Mf::CountOneBits => bits64("popcount")?,
+            Mf::ReverseBits => bits64("reverse")?,
+            Mf::CountLeadingZeros => bits64("clz")?,
+            Mf::CountTrailingZeros => bits64("ctz")?,
             Mf::FirstTrailingBit => bits32("first_trailing_bit")?,
             Mf::FirstLeadingBit if wide => return Err(self.unsupported("firstLeadingBit on 64-bit integers")),
             Mf::FirstLeadingBit => format!("xh_first_leading_bit_{sfx}({})", a[0]),
