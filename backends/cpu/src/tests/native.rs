@@ -285,15 +285,20 @@ fn compiled_prefix_regions_match_the_interpreter() {
 
 #[test]
 fn a_kernel_the_compiled_path_lacks_runs_on_the_interpreter() {
-    // Host C has no `reflect`: the compiled mode interprets this kernel (with a warning).
-    const MIRROR: &str = "@group(0) @binding(0) var<storage, read_write> d: array<f32>;\n\
-                          @compute @workgroup_size(1)\n\
-                          fn mirror() { d[0] = reflect(vec2<f32>(d[0], 1.0), vec2<f32>(0.0, 1.0)).y; }\n";
+    // Host C has no array constructor of more than 1024 elements: the compiled mode
+    // interprets this kernel (with a warning).
+    let elements: Vec<String> = (0..1025).map(|i| format!("{i}.0")).collect();
+    let big = format!(
+        "@group(0) @binding(0) var<storage, read_write> d: array<f32>;\n\
+         @compute @workgroup_size(1)\n\
+         fn big() {{ let t = array<f32, 1025>({}); d[0] = t[u32(d[0])] + d[0]; }}\n",
+        elements.join(", ")
+    );
     let before = crate::interpreter_fallbacks();
     let out = Fixture::with_backend(backend(KernelMode::Compile))
-        .dispatch(MIRROR, "mirror", [1, 1, 1], &[f32s(&[3.0])], &[])
+        .dispatch(&big, "big", [1, 1, 1], &[f32s(&[3.0])], &[])
         .expect("the interpreter runs it");
-    assert_eq!(out[0], f32s(&[-1.0]));
+    assert_eq!(out[0], f32s(&[6.0]));
     assert!(crate::interpreter_fallbacks() > before, "the fallback was counted");
 }
 
@@ -1140,4 +1145,224 @@ fn compiled_f16_structs_and_matrices_match_the_interpreter() {
         &[halves(&items), vec![0; count * 48], halves(&tall), halves(&threes)],
         &[],
     );
+}
+
+/// reflect, faceForward, refract, modf and frexp over edge cases (signed zeros, subnormals,
+/// infinities, NaN, the largest floats), and the bit built-ins on 64-bit integers: the
+/// compiled kernel must exist (no fallback) and write the interpreter's bits.
+const GEOMETRY_AND_SPLITS: &str = r#"
+@group(0) @binding(0) var<storage, read> a: array<f32>;
+@group(0) @binding(1) var<storage, read_write> out: array<u32>;
+
+fn put(o: u32, v: f32) { out[o] = bitcast<u32>(v); }
+fn put2(o: u32, v: vec2<f32>) { put(o, v.x); put(o + 1u, v.y); }
+fn put3(o: u32, v: vec3<f32>) { put(o, v.x); put(o + 1u, v.y); put(o + 2u, v.z); }
+fn put4(o: u32, v: vec4<f32>) { put3(o, v.xyz); put(o + 3u, v.w); }
+
+@compute @workgroup_size(16)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    let n = arrayLength(&a);
+    let i = id.x;
+    if i >= n { return; }
+    let x = a[i];
+    let y = a[(i * 7u + 3u) % n];
+    let z = a[(i * 13u + 5u) % n];
+    let w = a[(i * 5u + 1u) % n];
+    let eta = a[(i * 3u + 2u) % n];
+    let o = i * 64u;
+    let v2 = vec2<f32>(x, y);
+    let u2 = vec2<f32>(z, w);
+    let v3 = vec3<f32>(x, y, z);
+    let u3 = vec3<f32>(w, z, 0.5);
+    let v4 = vec4<f32>(x, y, z, w);
+    let u4 = vec4<f32>(0.25, w, x, -z);
+    put2(o, reflect(v2, u2));
+    put3(o + 2u, reflect(v3, u3));
+    put4(o + 5u, reflect(v4, u4));
+    put2(o + 9u, faceForward(v2, u2, vec2<f32>(w, x)));
+    put3(o + 11u, faceForward(v3, u3, v3.zxy));
+    put4(o + 14u, faceForward(v4, u4, u4.wzyx));
+    put2(o + 18u, refract(v2, u2, eta));
+    put3(o + 20u, refract(v3, u3, eta));
+    put4(o + 23u, refract(v4, u4, eta));
+    // Unit vectors and a moderate eta: both sides of k < 0.
+    let e = 0.5 + f32(i % 8u) * 0.25;
+    put3(o + 27u, refract(normalize(vec3<f32>(1.0, f32(i % 5u), -2.0)), vec3<f32>(0.0, 0.0, 1.0), e));
+    let m = modf(x);
+    put(o + 30u, m.fract);
+    put(o + 31u, m.whole);
+    let mv = modf(v3);
+    put3(o + 32u, mv.fract);
+    put3(o + 35u, mv.whole);
+    let f = frexp(x);
+    put(o + 38u, f.fract);
+    out[o + 39u] = bitcast<u32>(f.exp);
+    let fv = frexp(v4);
+    put4(o + 40u, fv.fract);
+    out[o + 44u] = bitcast<u32>(fv.exp.x);
+    out[o + 45u] = bitcast<u32>(fv.exp.y);
+    out[o + 46u] = bitcast<u32>(fv.exp.z);
+    out[o + 47u] = bitcast<u32>(fv.exp.w);
+    let fw = frexp(v2);
+    put2(o + 48u, fw.fract);
+    out[o + 50u] = bitcast<u32>(fw.exp.x);
+    out[o + 51u] = bitcast<u32>(fw.exp.y);
+}
+"#;
+
+const BITS_64: &str = r#"
+@group(0) @binding(0) var<storage, read> a: array<u64>;
+@group(0) @binding(1) var<storage, read_write> out: array<u64>;
+
+@compute @workgroup_size(16)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    let n = arrayLength(&a);
+    let i = id.x;
+    if i >= n { return; }
+    let u = a[i];
+    let s = bitcast<i64>(u);
+    let o = i * 12u;
+    out[o] = countOneBits(u);
+    out[o + 1u] = countLeadingZeros(u);
+    out[o + 2u] = countTrailingZeros(u);
+    out[o + 3u] = reverseBits(u);
+    out[o + 4u] = bitcast<u64>(countOneBits(s));
+    out[o + 5u] = bitcast<u64>(countLeadingZeros(s));
+    out[o + 6u] = bitcast<u64>(countTrailingZeros(s));
+    out[o + 7u] = bitcast<u64>(reverseBits(s));
+    let v = vec2<u64>(u, ~u);
+    out[o + 8u] = countOneBits(v).y;
+    out[o + 9u] = countLeadingZeros(v).y;
+    out[o + 10u] = countTrailingZeros(v).y;
+    out[o + 11u] = reverseBits(v).y;
+}
+"#;
+
+fn edge_floats() -> Vec<f32> {
+    vec![
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        0.5,
+        -2.75,
+        3.25,
+        1e-40,
+        -1e-45,
+        f32::MIN_POSITIVE,
+        -f32::MIN_POSITIVE * 0.75,
+        f32::MAX,
+        -f32::MAX,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        0.3,
+        7.0e30,
+        -123_456.79,
+        1.5e-20,
+        8_388_609.0,
+        0.999,
+        -0.001,
+        100.5,
+        -7.5,
+        16_777_216.0,
+        -0.5,
+        2.5e-38,
+        1e38,
+        -3.0,
+        0.1,
+        42.0,
+    ]
+}
+
+#[test]
+fn geometric_built_ins_modf_frexp_and_64_bit_bit_counts_compile_and_match_the_interpreter() {
+    if !compiler_present() {
+        println!("skipped: no C compiler (cc or $CC); the compiled mode cannot be tested here");
+        return;
+    }
+    for source in [GEOMETRY_AND_SPLITS, BITS_64] {
+        if let Err(error) = crate::native::compile(source, "main") {
+            panic!("the kernel did not compile: {error:?}");
+        }
+    }
+    let floats = edge_floats();
+    let inputs = [f32s(&floats), vec![0; floats.len() * 64 * 4]];
+    let run = |mode| {
+        Fixture::with_backend(backend(mode))
+            .dispatch(GEOMETRY_AND_SPLITS, "main", [2, 1, 1], &inputs, &[])
+            .unwrap_or_else(|error| panic!("{mode:?}: {error}"))
+    };
+    let (compiled, interpreted) = (run(KernelMode::Compile), run(KernelMode::Interpret));
+    // Word by word, so that a disagreement names the invocation and the slot. Two NaNs
+    // agree whatever their signs: where NaNs of both signs meet (here `-z` of a NaN and the
+    // default NaN of `inf - inf`), x86 keeps the first operand's, and the C compiler and
+    // rustc may each commute a product; WGSL leaves the sign and payload of NaN unspecified.
+    let nan = |b: &[u8]| f32::from_le_bytes(b.try_into().unwrap()).is_nan();
+    let differences: Vec<String> = compiled[1]
+        .chunks(4)
+        .zip(interpreted[1].chunks(4))
+        .enumerate()
+        .filter(|(_, (c, i))| c != i && !(nan(c) && nan(i)))
+        .map(|(k, (c, i))| {
+            let word = |b: &[u8]| u32::from_le_bytes(b.try_into().unwrap());
+            format!(
+                "invocation {} slot {}: compiled {:#010x}, interpreted {:#010x}",
+                k / 64,
+                k % 64,
+                word(c),
+                word(i)
+            )
+        })
+        .collect();
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
+    let out = compiled;
+    // A few values checked by hand: modf(-2.75) = (-0.75, -2), frexp(-2.75) = (-0.6875, 2),
+    // frexp(1e-40) has exponent -132.
+    let word = |k: usize| u32::from_le_bytes(out[1][k * 4..k * 4 + 4].try_into().unwrap());
+    assert_eq!(f32::from_bits(word(5 * 64 + 30)), -0.75);
+    assert_eq!(f32::from_bits(word(5 * 64 + 31)), -2.0);
+    assert_eq!(f32::from_bits(word(5 * 64 + 38)), -0.6875);
+    assert_eq!(word(5 * 64 + 39), 2);
+    assert_eq!(word(7 * 64 + 39) as i32, -132);
+    assert_eq!(
+        f32::from_bits(word(7 * 64 + 38)),
+        (f64::from(1e-40f32) * 2f64.powi(132)) as f32
+    );
+
+    let longs: Vec<u64> = vec![
+        0,
+        1,
+        u64::MAX,
+        1 << 63,
+        1 << 32,
+        0xffff_ffff,
+        0x8000_0000,
+        0x0123_4567_89ab_cdef,
+        0xfedc_ba98_7654_3210,
+        (1 << 31) | (1 << 33),
+        0x0000_0001_0000_0000,
+        i64::MIN as u64 + 1,
+        i64::MAX as u64,
+        0xdead_beef_0000_0000,
+        42,
+        0x5555_5555_5555_5555,
+    ];
+    let bytes: Vec<u8> = longs.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let out = agree(BITS_64, "main", [1, 1, 1], &[bytes, vec![0; longs.len() * 12 * 8]], &[]);
+    let long = |k: usize| u64::from_le_bytes(out[1][k * 8..k * 8 + 8].try_into().unwrap());
+    for (i, &v) in longs.iter().enumerate() {
+        let o = i * 12;
+        assert_eq!(
+            [long(o), long(o + 1), long(o + 2), long(o + 3)],
+            [
+                u64::from(v.count_ones()),
+                u64::from(v.leading_zeros()),
+                u64::from(v.trailing_zeros()),
+                v.reverse_bits()
+            ],
+            "{v:#x}"
+        );
+        assert_eq!(long(o + 11), (!v).reverse_bits(), "{v:#x}");
+    }
 }
