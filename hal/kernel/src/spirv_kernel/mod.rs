@@ -109,8 +109,8 @@
 //! `OpCompositeInsert` into an `OpUndef` (it takes `OpCompositeConstruct` only with
 //! constant constituents), and zeros of scalars and vectors are `OpConstant` /
 //! `OpConstantComposite` (it takes `OpConstantNull` only for aggregates). Geometry (`dot`,
-//! `length`, `distance`, `normalize`) is written out as the C dialects write it, so both
-//! translations compute the same bits.
+//! `length`, `distance`, `normalize`, `reflect`, `faceForward`, `refract`), `modf` and `frexp`
+//! are written out as the C dialects write them, so both translations compute the same bits.
 //!
 //! # Refused
 //!
@@ -118,9 +118,8 @@
 //! this output here (PoCL 3.1 on the CPU, behind the emulated Level Zero device) has none, so
 //! no `f16` kernel could be checked. Also refused: textures and samplers,
 //! subgroup operations, derivatives, `discard`, 4×4 determinants and inverses,
-//! `modf`/`frexp`, `faceForward`/`refract`/`reflect`/`outerProduct`,
-//! `firstLeadingBit`/`firstTrailingBit`/`reverseBits`/`extractBits`/`insertBits` on 64-bit
-//! integers, indexing a runtime-sized array through a pointer parameter, and passing a pointer
+//! `frexp` on `f64`, `outerProduct`,
+//! `firstLeadingBit`/`firstTrailingBit`/`extractBits`/`insertBits` on 64-bit integers, indexing a runtime-sized array through a pointer parameter, and passing a pointer
 //! to a packed `vec3` member to a function. Each is a
 //! [`KernelErrorKind::Unsupported`](crate::KernelErrorKind) error naming the feature and
 //! "Kernel SPIR-V", pointing into the source where naga kept a span.
@@ -415,14 +414,17 @@ mod tests {
             "{}",
             e.message()
         );
-        let modf = "@group(0) @binding(0) var<storage, read_write> d: array<f32>;\n\
-                    @compute @workgroup_size(1)\nfn split() { d[0] = modf(d[1]).fract; }\n";
-        let e = parse_wgsl(modf)
+        let lowest = "@group(0) @binding(0) var<storage, read_write> d: array<u64>;\n\
+                      @compute @workgroup_size(1)\nfn lowest() { d[0] = firstTrailingBit(d[1]); }\n";
+        let e = parse_wgsl(lowest)
             .expect("parses")
             .to_spirv_kernel(None)
             .expect_err("refused");
         assert_eq!(e.kind(), KernelErrorKind::Unsupported);
-        assert!(e.message().contains("Modf") && e.location().is_some(), "{e}");
+        assert!(
+            e.message().contains("FirstTrailingBit") && e.location().is_some(),
+            "{e}"
+        );
     }
 
     #[test]

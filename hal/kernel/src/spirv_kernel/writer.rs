@@ -2206,6 +2206,8 @@ impl<'a> Writer<'a> {
         let (s, n) = self
             .scalar_of(fx, args[0])
             .ok_or_else(|| self.expr_err(fx, h, &format!("{fun:?} on this type")))?;
+        // refract's eta stays a scalar.
+        let eta = vals.get(2).copied();
         // Arguments that are scalars where the first is a vector apply to every component
         // (not the offset and count of the bit-field built-ins, which stay scalars).
         if !matches!(fun, Mf::ExtractBits | Mf::InsertBits) {
@@ -2280,6 +2282,66 @@ impl<'a> Writer<'a> {
                 Mf::Clamp => {
                     let a = self.ext(fx, Cl::fmax, t, &[x, vals[1]]);
                     self.ext(fx, Cl::fmin, t, &[a, vals[2]])
+                }
+                // reflect, faceForward and refract with the C dialects' (and the CPU
+                // interpreter's) operations, in their order.
+                Mf::Reflect => {
+                    // e1 - (2 * dot(e2, e1)) * e2
+                    let st = self.scalar_ty(s)?;
+                    let d = self.float_dot(fx, s, n, vals[1], x)?;
+                    let two = self.splat_const(s, None, 0, 2.0)?;
+                    let scale = self.op(fx, Op::FMul, st, &[two, d]);
+                    let scales = self.splat(fx, scale, s, n)?;
+                    let term = self.op(fx, Op::FMul, t, &[scales, vals[1]]);
+                    self.op(fx, Op::FSub, t, &[x, term])
+                }
+                Mf::FaceForward => {
+                    // dot(e2, e3) < 0 ? e1 : -e1
+                    let d = self.float_dot(fx, s, n, vals[1], vals[2])?;
+                    let zero = self.splat_const(s, None, 0, 0.0)?;
+                    let bool_ty = self.scalar_ty(Scalar::BOOL)?;
+                    let negative = self.op(fx, Op::FOrdLessThan, bool_ty, &[d, zero]);
+                    let negatives = self.splat(fx, negative, Scalar::BOOL, n)?;
+                    let flipped = self.op(fx, Op::FNegate, t, &[x]);
+                    self.op(fx, Op::Select, t, &[negatives, x, flipped])
+                }
+                Mf::Refract => {
+                    // k = 1 - eta * eta * (1 - d * d) with d = dot(e2, e1); 0 where k < 0,
+                    // else eta * e1 - (eta * d + sqrt(k)) * e2.
+                    let st = self.scalar_ty(s)?;
+                    let eta = eta.ok_or_else(|| Self::internal("refract without eta"))?;
+                    let d = self.float_dot(fx, s, n, vals[1], x)?;
+                    let one = self.splat_const(s, None, 0, 1.0)?;
+                    let zero = self.splat_const(s, None, 0, 0.0)?;
+                    let d2 = self.op(fx, Op::FMul, st, &[d, d]);
+                    let one_minus_d2 = self.op(fx, Op::FSub, st, &[one, d2]);
+                    let eta2 = self.op(fx, Op::FMul, st, &[eta, eta]);
+                    let scaled = self.op(fx, Op::FMul, st, &[eta2, one_minus_d2]);
+                    let k = self.op(fx, Op::FSub, st, &[one, scaled]);
+                    let bool_ty = self.scalar_ty(Scalar::BOOL)?;
+                    let negative = self.op(fx, Op::FOrdLessThan, bool_ty, &[k, zero]);
+                    let root = self.ext(fx, Cl::sqrt, st, &[k]);
+                    let eta_d = self.op(fx, Op::FMul, st, &[eta, d]);
+                    let factor = self.op(fx, Op::FAdd, st, &[eta_d, root]);
+                    let etas = self.splat(fx, eta, s, n)?;
+                    let factors = self.splat(fx, factor, s, n)?;
+                    let left = self.op(fx, Op::FMul, t, &[etas, x]);
+                    let right = self.op(fx, Op::FMul, t, &[factors, vals[1]]);
+                    let value = self.op(fx, Op::FSub, t, &[left, right]);
+                    let zeros = self.splat_const(s, n, 0, 0.0)?;
+                    let negatives = self.splat(fx, negative, Scalar::BOOL, n)?;
+                    self.op(fx, Op::Select, t, &[negatives, zeros, value])
+                }
+                Mf::Modf => {
+                    // (fract, whole) = (e - trunc(e), trunc(e))
+                    let vt = self.shaped(s, n)?;
+                    let whole = self.ext(fx, Cl::trunc, vt, &[x]);
+                    let fract = self.op(fx, Op::FSub, vt, &[x, whole]);
+                    self.result_struct(fx, h, &[fract, whole])?
+                }
+                Mf::Frexp if s == Scalar::F32 => {
+                    let (fract, exp) = self.frexp(fx, n, x)?;
+                    self.result_struct(fx, h, &[fract, exp])?
                 }
                 Mf::Saturate => {
                     let zero = c(self, 0.0)?;
@@ -2400,14 +2462,24 @@ impl<'a> Writer<'a> {
             Mf::CountLeadingZeros => self.ext(fx, Cl::clz, t, &[x]),
             Mf::CountTrailingZeros => self.ext(fx, Cl::ctz, t, &[x]),
             Mf::ReverseBits => {
-                narrow_only(self)?;
+                // Swaps of ever larger fields; on 64 bits the masks are doubled and the last
+                // swap exchanges the 32-bit halves.
+                let mut steps = vec![
+                    (1u64, 0x5555_5555_5555_5555u64),
+                    (2, 0x3333_3333_3333_3333),
+                    (4, 0x0F0F_0F0F_0F0F_0F0F),
+                    (8, 0x00FF_00FF_00FF_00FF),
+                ];
+                if wide {
+                    steps.push((16, 0x0000_FFFF_0000_FFFF));
+                } else {
+                    for step in &mut steps {
+                        step.1 &= 0xFFFF_FFFF;
+                    }
+                }
+                let last = if wide { 32 } else { 16 };
                 let mut v = x;
-                for (shift, mask) in [
-                    (1u64, 0x5555_5555u64),
-                    (2, 0x3333_3333),
-                    (4, 0x0F0F_0F0F),
-                    (8, 0x00FF_00FF),
-                ] {
+                for (shift, mask) in steps {
                     let sh = ic(self, shift)?;
                     let mk = ic(self, mask)?;
                     let hi = self.op(fx, Op::ShiftRightLogical, t, &[v, sh]);
@@ -2416,9 +2488,9 @@ impl<'a> Writer<'a> {
                     let lo = self.op(fx, Op::ShiftLeftLogical, t, &[lo, sh]);
                     v = self.op(fx, Op::BitwiseOr, t, &[hi, lo]);
                 }
-                let sixteen = ic(self, 16)?;
-                let hi = self.op(fx, Op::ShiftRightLogical, t, &[v, sixteen]);
-                let lo = self.op(fx, Op::ShiftLeftLogical, t, &[v, sixteen]);
+                let half = ic(self, last)?;
+                let hi = self.op(fx, Op::ShiftRightLogical, t, &[v, half]);
+                let lo = self.op(fx, Op::ShiftLeftLogical, t, &[v, half]);
                 self.op(fx, Op::BitwiseOr, t, &[hi, lo])
             }
             Mf::FirstTrailingBit => {
@@ -2457,6 +2529,53 @@ impl<'a> Writer<'a> {
             }
             other => return Err(self.expr_err(fx, h, &format!("the built-in {other:?} on {}", scalar_wgsl(s)))),
         })
+    }
+
+    /// `frexp` on f32 as the C dialects' helper computes it: zero, infinities and NaN are their
+    /// own fraction with exponent 0; a subnormal is scaled by 2^64 first.
+    fn frexp(&mut self, fx: &mut Fx, n: Option<u32>, x: u32) -> Res<(u32, u32)> {
+        let ft = self.shaped(Scalar::F32, n)?;
+        let ut = self.shaped(Scalar::U32, n)?;
+        let it = self.shaped(Scalar::I32, n)?;
+        let bt = self.shaped(Scalar::BOOL, n)?;
+        let u = |w: &mut Self, v: u64| w.splat_const(Scalar::U32, n, v, 0.0);
+        let (k23, kff, kabs, kzero) = (u(self, 23)?, u(self, 0xFF)?, u(self, 0x7FFF_FFFF)?, u(self, 0)?);
+        let (kmant, khalf) = (u(self, 0x807F_FFFF)?, u(self, 126 << 23)?);
+        let bits = self.op(fx, Op::Bitcast, ut, &[x]);
+        let field = self.op(fx, Op::ShiftRightLogical, ut, &[bits, k23]);
+        let e = self.op(fx, Op::BitwiseAnd, ut, &[field, kff]);
+        let is_special = self.op(fx, Op::IEqual, bt, &[e, kff]);
+        let magnitude = self.op(fx, Op::BitwiseAnd, ut, &[bits, kabs]);
+        let is_zero = self.op(fx, Op::IEqual, bt, &[magnitude, kzero]);
+        let keep = self.op(fx, Op::LogicalOr, bt, &[is_special, is_zero]);
+        let is_small = self.op(fx, Op::IEqual, bt, &[e, kzero]);
+        let k64 = self.splat_const(Scalar::F32, n, 0, 18446744073709551616.0)?;
+        let scaled = self.op(fx, Op::FMul, ft, &[x, k64]);
+        let scaled_bits = self.op(fx, Op::Bitcast, ut, &[scaled]);
+        let b = self.op(fx, Op::Select, ut, &[is_small, scaled_bits, bits]);
+        let mantissa = self.op(fx, Op::BitwiseAnd, ut, &[b, kmant]);
+        let fraction_bits = self.op(fx, Op::BitwiseOr, ut, &[mantissa, khalf]);
+        let fraction = self.op(fx, Op::Bitcast, ft, &[fraction_bits]);
+        let fract = self.op(fx, Op::Select, ft, &[keep, x, fraction]);
+        let field = self.op(fx, Op::ShiftRightLogical, ut, &[b, k23]);
+        let biased = self.op(fx, Op::BitwiseAnd, ut, &[field, kff]);
+        let biased = self.op(fx, Op::Bitcast, it, &[biased]);
+        let i = |w: &mut Self, v: i64| w.splat_const(Scalar::I32, n, v as u64, 0.0);
+        let (k126, kminus64, izero) = (i(self, 126)?, i(self, -64)?, i(self, 0)?);
+        let bias = self.op(fx, Op::Select, it, &[is_small, kminus64, izero]);
+        let unbiased = self.op(fx, Op::ISub, it, &[biased, k126]);
+        let exponent = self.op(fx, Op::IAdd, it, &[unbiased, bias]);
+        let exp = self.op(fx, Op::Select, it, &[keep, izero, exponent]);
+        Ok((fract, exp))
+    }
+
+    /// The predeclared struct that `modf` and `frexp` return, from its two members (laid out
+    /// as any struct, a `vec3` member as three scalars where it must be).
+    fn result_struct(&mut self, fx: &mut Fx, h: Handle<Expression>, members: &[u32]) -> Res<u32> {
+        let TypeResolution::Handle(ty) = fx.fi[h].ty.clone() else {
+            return Err(Self::internal("a modf or frexp result without a struct type"));
+        };
+        self.compose(fx, ty, members, &[None, None])
     }
 
     /// `a · b` for float scalars or vectors: the products added left to right.

@@ -1,0 +1,26 @@
+// The bit counts and reverseBits on u64 and i64, scalars and vectors.
+@group(0) @binding(0) var<storage, read> a: array<u64>;
+@group(0) @binding(1) var<storage, read_write> out: array<u64>;
+
+@compute @workgroup_size(16)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    let n = arrayLength(&a);
+    let i = id.x;
+    if i >= n { return; }
+    let u = a[i];
+    let s = bitcast<i64>(u);
+    let o = i * 12u;
+    out[o] = countOneBits(u);
+    out[o + 1u] = countLeadingZeros(u);
+    out[o + 2u] = countTrailingZeros(u);
+    out[o + 3u] = reverseBits(u);
+    out[o + 4u] = bitcast<u64>(countOneBits(s));
+    out[o + 5u] = bitcast<u64>(countLeadingZeros(s));
+    out[o + 6u] = bitcast<u64>(countTrailingZeros(s));
+    out[o + 7u] = bitcast<u64>(reverseBits(s));
+    let v = vec2<u64>(u, ~u);
+    out[o + 8u] = countOneBits(v).y;
+    out[o + 9u] = countLeadingZeros(v).y;
+    out[o + 10u] = countTrailingZeros(v).y;
+    out[o + 11u] = reverseBits(v).y;
+}
