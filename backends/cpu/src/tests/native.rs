@@ -1238,6 +1238,46 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
 }
 "#;
 
+/// [`agree`] for kernels whose results include NaNs: word by word (elements of `widths[b]`
+/// bytes in buffer `b`), naming each disagreement, where two NaNs agree whatever their signs.
+/// Where NaNs of both signs meet (`-x` of a NaN and the default NaN of `inf - inf`), x86 keeps
+/// the first operand's, and the C compiler and rustc may each commute a product; WGSL leaves
+/// the sign and payload of NaN unspecified.
+fn agree_but_nan_signs(source: &str, workgroups: [u32; 3], inputs: &[Vec<u8>], widths: &[usize]) -> Vec<Vec<u8>> {
+    let run = |mode| {
+        Fixture::with_backend(backend(mode))
+            .dispatch(source, "main", workgroups, inputs, &[])
+            .unwrap_or_else(|error| panic!("{mode:?}: {error}"))
+    };
+    let (compiled, interpreted) = (run(KernelMode::Compile), run(KernelMode::Interpret));
+    let nan = |b: &[u8]| match b.len() {
+        2 => {
+            let h = u16::from_le_bytes(b.try_into().unwrap());
+            h & 0x7c00 == 0x7c00 && h & 0x3ff != 0
+        }
+        4 => f32::from_le_bytes(b.try_into().unwrap()).is_nan(),
+        _ => f64::from_le_bytes(b.try_into().unwrap()).is_nan(),
+    };
+    let mut differences = Vec::new();
+    for (b, ((c, i), &width)) in compiled.iter().zip(&interpreted).zip(widths).enumerate() {
+        for (k, (x, y)) in c.chunks(width).zip(i.chunks(width)).enumerate() {
+            if x != y && !(nan(x) && nan(y)) {
+                differences.push(format!(
+                    "buffer {b} element {k}: compiled {x:02x?}, interpreted {y:02x?}"
+                ));
+            }
+        }
+    }
+    let shown: Vec<&String> = differences.iter().take(20).collect();
+    assert!(
+        differences.is_empty(),
+        "{} disagreements:\n{}",
+        differences.len(),
+        shown.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n")
+    );
+    compiled
+}
+
 fn edge_floats() -> Vec<f32> {
     vec![
         0.0,
@@ -1287,36 +1327,12 @@ fn geometric_built_ins_modf_frexp_and_64_bit_bit_counts_compile_and_match_the_in
         }
     }
     let floats = edge_floats();
-    let inputs = [f32s(&floats), vec![0; floats.len() * 64 * 4]];
-    let run = |mode| {
-        Fixture::with_backend(backend(mode))
-            .dispatch(GEOMETRY_AND_SPLITS, "main", [2, 1, 1], &inputs, &[])
-            .unwrap_or_else(|error| panic!("{mode:?}: {error}"))
-    };
-    let (compiled, interpreted) = (run(KernelMode::Compile), run(KernelMode::Interpret));
-    // Word by word, so that a disagreement names the invocation and the slot. Two NaNs
-    // agree whatever their signs: where NaNs of both signs meet (here `-z` of a NaN and the
-    // default NaN of `inf - inf`), x86 keeps the first operand's, and the C compiler and
-    // rustc may each commute a product; WGSL leaves the sign and payload of NaN unspecified.
-    let nan = |b: &[u8]| f32::from_le_bytes(b.try_into().unwrap()).is_nan();
-    let differences: Vec<String> = compiled[1]
-        .chunks(4)
-        .zip(interpreted[1].chunks(4))
-        .enumerate()
-        .filter(|(_, (c, i))| c != i && !(nan(c) && nan(i)))
-        .map(|(k, (c, i))| {
-            let word = |b: &[u8]| u32::from_le_bytes(b.try_into().unwrap());
-            format!(
-                "invocation {} slot {}: compiled {:#010x}, interpreted {:#010x}",
-                k / 64,
-                k % 64,
-                word(c),
-                word(i)
-            )
-        })
-        .collect();
-    assert!(differences.is_empty(), "{}", differences.join("\n"));
-    let out = compiled;
+    let out = agree_but_nan_signs(
+        GEOMETRY_AND_SPLITS,
+        [2, 1, 1],
+        &[f32s(&floats), vec![0; floats.len() * 64 * 4]],
+        &[4, 4],
+    );
     // A few values checked by hand: modf(-2.75) = (-0.75, -2), frexp(-2.75) = (-0.6875, 2),
     // frexp(1e-40) has exponent -132.
     let word = |k: usize| u32::from_le_bytes(out[1][k * 4..k * 4 + 4].try_into().unwrap());
@@ -1365,4 +1381,83 @@ fn geometric_built_ins_modf_frexp_and_64_bit_bit_counts_compile_and_match_the_in
         );
         assert_eq!(long(o + 11), (!v).reverse_bits(), "{v:#x}");
     }
+}
+
+/// The same built-ins on f16 (each operation rounded to f16, as the interpreter rounds it) and
+/// on f64 (modf; frexp exists on f32 only, in both paths).
+const GEOMETRY_F16_F64: &str = r#"
+enable f16;
+@group(0) @binding(0) var<storage, read> h: array<f16>;
+@group(0) @binding(1) var<storage, read> d: array<f64>;
+@group(0) @binding(2) var<storage, read_write> out16: array<f16>;
+@group(0) @binding(3) var<storage, read_write> out64: array<f64>;
+
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    let i = id.x;
+    let n = arrayLength(&h);
+    if i >= n { return; }
+    let v = vec3<f16>(h[i], h[(i * 7u + 3u) % n], h[(i * 13u + 5u) % n]);
+    let u = vec3<f16>(h[(i * 5u + 1u) % n], 0.5h, h[(i * 3u + 2u) % n]);
+    let eta = h[(i * 11u + 7u) % n];
+    let o = i * 16u;
+    let r = reflect(v, u);
+    out16[o] = r.x; out16[o + 1u] = r.y; out16[o + 2u] = r.z;
+    let f = faceForward(v, u, v.zxy);
+    out16[o + 3u] = f.x; out16[o + 4u] = f.y; out16[o + 5u] = f.z;
+    let t = refract(v, u, eta);
+    out16[o + 6u] = t.x; out16[o + 7u] = t.y; out16[o + 8u] = t.z;
+    let m = modf(v);
+    out16[o + 9u] = m.fract.x; out16[o + 10u] = m.fract.y; out16[o + 11u] = m.fract.z;
+    out16[o + 12u] = m.whole.x; out16[o + 13u] = m.whole.y;
+    let s = modf(eta);
+    out16[o + 14u] = s.fract; out16[o + 15u] = s.whole;
+
+    let k = arrayLength(&d);
+    if i >= k { return; }
+    let x = d[i];
+    let y = d[(i * 7u + 3u) % k];
+    let z = d[(i * 13u + 5u) % k];
+    let p = i * 12u;
+    let dv = vec2<f64>(x, y);
+    let du = vec2<f64>(z, 0.25lf);
+    let dr = reflect(dv, du);
+    out64[p] = dr.x; out64[p + 1u] = dr.y;
+    let df = faceForward(dv, du, vec2<f64>(y, z));
+    out64[p + 2u] = df.x; out64[p + 3u] = df.y;
+    let dt = refract(normalize(dv), vec2<f64>(0.0lf, 1.0lf), 0.75lf);
+    out64[p + 4u] = dt.x; out64[p + 5u] = dt.y;
+    let dm = modf(x);
+    out64[p + 6u] = dm.fract; out64[p + 7u] = dm.whole;
+    let dmv = modf(dv);
+    out64[p + 8u] = dmv.fract.x; out64[p + 9u] = dmv.fract.y;
+    out64[p + 10u] = dmv.whole.x; out64[p + 11u] = dmv.whole.y;
+}
+"#;
+
+#[test]
+fn geometric_built_ins_and_modf_on_f16_and_f64_match_the_interpreter() {
+    if !compiler_present() {
+        println!("skipped: no C compiler (cc or $CC); the compiled mode cannot be tested here");
+        return;
+    }
+    compiles(GEOMETRY_F16_F64, "main");
+    let patterns: Vec<u16> = f16_patterns(40_503).into_iter().take(4096).collect();
+    let doubles: Vec<f64> = edge_floats()
+        .into_iter()
+        .map(f64::from)
+        .chain([f64::MAX, -f64::MIN_POSITIVE, 5e-324, 1e300, -4.5e15, 0.1])
+        .collect();
+    let bytes: Vec<u8> = doubles.iter().flat_map(|v| v.to_le_bytes()).collect();
+    agree_but_nan_signs(
+        GEOMETRY_F16_F64,
+        [(patterns.len() as u32).div_ceil(64), 1, 1],
+        &[
+            halves(&patterns),
+            bytes,
+            vec![0; patterns.len() * 16 * 2],
+            vec![0; doubles.len() * 12 * 8],
+        ],
+        &[2, 8, 2, 8],
+    );
 }
