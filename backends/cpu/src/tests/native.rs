@@ -1221,7 +1221,7 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
     if i >= n { return; }
     let u = a[i];
     let s = bitcast<i64>(u);
-    let o = i * 12u;
+    let o = i * 24u;
     out[o] = countOneBits(u);
     out[o + 1u] = countLeadingZeros(u);
     out[o + 2u] = countTrailingZeros(u);
@@ -1235,6 +1235,20 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
     out[o + 9u] = countLeadingZeros(v).y;
     out[o + 10u] = countTrailingZeros(v).y;
     out[o + 11u] = reverseBits(v).y;
+    let at = u32(u & 63lu);
+    let count = u32((u >> 8u) & 127lu);
+    out[o + 12u] = firstTrailingBit(u);
+    out[o + 13u] = firstLeadingBit(u);
+    out[o + 14u] = bitcast<u64>(firstTrailingBit(s));
+    out[o + 15u] = bitcast<u64>(firstLeadingBit(s));
+    out[o + 16u] = extractBits(u, at, count);
+    out[o + 17u] = bitcast<u64>(extractBits(s, at, count));
+    out[o + 18u] = insertBits(u, ~u, at, count);
+    out[o + 19u] = bitcast<u64>(insertBits(s, -s, count, at));
+    out[o + 20u] = extractBits(u, 70u, 3u) | extractBits(u, 3u, 70u);
+    out[o + 21u] = firstLeadingBit(v).y ^ firstTrailingBit(v).y;
+    out[o + 22u] = extractBits(v, at, 5u).y;
+    out[o + 23u] = insertBits(v, v.yx, 60u, 8u).y;
 }
 "#;
 
@@ -1365,10 +1379,10 @@ fn geometric_built_ins_modf_frexp_and_64_bit_bit_counts_compile_and_match_the_in
         0x5555_5555_5555_5555,
     ];
     let bytes: Vec<u8> = longs.iter().flat_map(|v| v.to_le_bytes()).collect();
-    let out = agree(BITS_64, "main", [1, 1, 1], &[bytes, vec![0; longs.len() * 12 * 8]], &[]);
+    let out = agree(BITS_64, "main", [1, 1, 1], &[bytes, vec![0; longs.len() * 24 * 8]], &[]);
     let long = |k: usize| u64::from_le_bytes(out[1][k * 8..k * 8 + 8].try_into().unwrap());
     for (i, &v) in longs.iter().enumerate() {
-        let o = i * 12;
+        let o = i * 24;
         assert_eq!(
             [long(o), long(o + 1), long(o + 2), long(o + 3)],
             [
@@ -1380,6 +1394,22 @@ fn geometric_built_ins_modf_frexp_and_64_bit_bit_counts_compile_and_match_the_in
             "{v:#x}"
         );
         assert_eq!(long(o + 11), (!v).reverse_bits(), "{v:#x}");
+        let lowest = if v == 0 {
+            u64::MAX
+        } else {
+            u64::from(v.trailing_zeros())
+        };
+        assert_eq!([long(o + 12), long(o + 14)], [lowest, lowest], "{v:#x}");
+        let (at, count) = ((v & 63) as u32, ((v >> 8) & 127) as u32);
+        let c = count.min(64 - at);
+        let field = if c == 0 {
+            0
+        } else if c == 64 {
+            v
+        } else {
+            (v >> at) & ((1 << c) - 1)
+        };
+        assert_eq!(long(o + 16), field, "{v:#x}");
     }
 }
 

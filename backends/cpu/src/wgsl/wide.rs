@@ -138,6 +138,39 @@ lane_fns! {
     count_leading_zeros_64 = |a: u64| u64::from(a.leading_zeros());
     count_trailing_zeros_64 = |a: u64| u64::from(a.trailing_zeros());
     reverse_bits_64 = |a: u64| a.reverse_bits();
+    first_trailing_bit_64 = |a: u64| if a == 0 { u64::MAX } else { u64::from(a.trailing_zeros()) };
+    first_leading_bit_u64 = |a: u64| if a == 0 { u64::MAX } else { 63 - u64::from(a.leading_zeros()) };
+    first_leading_bit_i64 = |a: i64| {
+        let v = if a < 0 { !a } else { a };
+        if v == 0 { -1 } else { 63 - i64::from(v.leading_zeros()) }
+    };
+    // WGSL's bit fields: the offset and the count clamped to the 64 bits.
+    extract_bits_u64 = |e: u64, offset: u32, count: u32| {
+        let o = offset.min(64);
+        let c = count.min(64 - o);
+        match c {
+            0 => 0,
+            64 => e,
+            _ => (e >> o) & ((1u64 << c) - 1),
+        }
+    };
+    extract_bits_i64 = |e: i64, offset: u32, count: u32| {
+        let o = offset.min(64);
+        let c = count.min(64 - o);
+        if c == 0 { 0 } else { (e << (64 - o - c)) >> (64 - c) }
+    };
+    insert_bits_64 = |e: u64, n: u64, offset: u32, count: u32| {
+        let o = offset.min(64);
+        let c = count.min(64 - o);
+        match c {
+            0 => e,
+            64 => n,
+            _ => {
+                let mask = ((1u64 << c) - 1) << o;
+                (e & !mask) | ((n << o) & mask)
+            }
+        }
+    };
 
     add_f64 = |a: f64, b: f64| a + b;
     sub_f64 = |a: f64, b: f64| a - b;
@@ -327,6 +360,12 @@ pub(crate) fn math(fun: naga::MathFunction, num: Num) -> Option<LaneFn> {
             M::CountLeadingZeros => count_leading_zeros_64,
             M::CountTrailingZeros => count_trailing_zeros_64,
             M::ReverseBits => reverse_bits_64,
+            M::FirstTrailingBit => first_trailing_bit_64,
+            M::FirstLeadingBit if signed => first_leading_bit_i64,
+            M::FirstLeadingBit => first_leading_bit_u64,
+            M::ExtractBits if signed => extract_bits_i64,
+            M::ExtractBits => extract_bits_u64,
+            M::InsertBits => insert_bits_64,
             _ => return None,
         }
     };

@@ -273,13 +273,19 @@ fn integer_helpers(out: &mut String, dialect: Dialect) {
          XH_FN xh_u32 xh_insert_bits_u32(xh_u32 e, xh_u32 n, xh_u32 offset, xh_u32 count) { xh_u32 o = offset < 32u ? offset : 32u; xh_u32 c = count < 32u - o ? count : 32u - o; xh_u32 mask; if (c == 0) return e; if (c == 32) return n; mask = ((1u << c) - 1u) << o; return (e & ~mask) | ((n << o) & mask); }\n\
          XH_FN xh_i32 xh_insert_bits_i32(xh_i32 e, xh_i32 n, xh_u32 offset, xh_u32 count) { return (xh_i32)xh_insert_bits_u32((xh_u32)e, (xh_u32)n, offset, count); }\n",
     );
-    // countOneBits, reverseBits, countLeadingZeros and countTrailingZeros on 64 bits: the two
-    // 32-bit halves.
+    // The bit built-ins on 64 bits: the counts on the two 32-bit halves, the rest as on 32.
     out.push_str(
         "XH_FN xh_u64 xh_popcount_u64(xh_u64 v) { return (xh_u64)(xh_popcount_u32((xh_u32)v) + xh_popcount_u32((xh_u32)(v >> 32))); }\n\
          XH_FN xh_u64 xh_reverse_u64(xh_u64 v) { return ((xh_u64)xh_reverse_u32((xh_u32)v) << 32) | (xh_u64)xh_reverse_u32((xh_u32)(v >> 32)); }\n\
          XH_FN xh_u64 xh_clz_u64(xh_u64 v) { xh_u32 high = (xh_u32)(v >> 32); return (xh_u64)(high != 0u ? xh_clz_u32(high) : 32u + xh_clz_u32((xh_u32)v)); }\n\
-         XH_FN xh_u64 xh_ctz_u64(xh_u64 v) { xh_u32 low = (xh_u32)v; return (xh_u64)(low != 0u ? xh_ctz_u32(low) : 32u + xh_ctz_u32((xh_u32)(v >> 32))); }\n",
+         XH_FN xh_u64 xh_ctz_u64(xh_u64 v) { xh_u32 low = (xh_u32)v; return (xh_u64)(low != 0u ? xh_ctz_u32(low) : 32u + xh_ctz_u32((xh_u32)(v >> 32))); }\n\
+         XH_FN xh_u64 xh_first_trailing_bit_u64(xh_u64 v) { return v == 0 ? ~(xh_u64)0 : xh_ctz_u64(v); }\n\
+         XH_FN xh_u64 xh_first_leading_bit_u64(xh_u64 v) { return v == 0 ? ~(xh_u64)0 : 63u - xh_clz_u64(v); }\n\
+         XH_FN xh_i64 xh_first_leading_bit_i64(xh_i64 s) { xh_u64 v = (xh_u64)s; if ((v >> 63) != 0) v = ~v; return v == 0 ? (xh_i64)-1 : (xh_i64)(63u - xh_clz_u64(v)); }\n\
+         XH_FN xh_u64 xh_extract_bits_u64(xh_u64 e, xh_u32 offset, xh_u32 count) { xh_u32 o = offset < 64u ? offset : 64u; xh_u32 c = count < 64u - o ? count : 64u - o; if (c == 0) return 0; if (c == 64) return e; return (e >> o) & (((xh_u64)1 << c) - 1u); }\n\
+         XH_FN xh_i64 xh_extract_bits_i64(xh_i64 e, xh_u32 offset, xh_u32 count) { xh_u32 o = offset < 64u ? offset : 64u; xh_u32 c = count < 64u - o ? count : 64u - o; xh_u64 v; if (c == 0) return 0; if (c == 64) return e; v = ((xh_u64)e >> o) & (((xh_u64)1 << c) - 1u); if ((v >> (c - 1u)) & 1u) v |= ~(((xh_u64)1 << c) - 1u); return (xh_i64)v; }\n\
+         XH_FN xh_u64 xh_insert_bits_u64(xh_u64 e, xh_u64 n, xh_u32 offset, xh_u32 count) { xh_u32 o = offset < 64u ? offset : 64u; xh_u32 c = count < 64u - o ? count : 64u - o; xh_u64 mask; if (c == 0) return e; if (c == 64) return n; mask = (((xh_u64)1 << c) - 1u) << o; return (e & ~mask) | ((n << o) & mask); }\n\
+         XH_FN xh_i64 xh_insert_bits_i64(xh_i64 e, xh_i64 n, xh_u32 offset, xh_u32 count) { return (xh_i64)xh_insert_bits_u64((xh_u64)e, (xh_u64)n, offset, count); }\n",
     );
 }
 

@@ -2105,12 +2105,8 @@ impl<'a> Writer<'a> {
         let t = self.inner_name(&TypeInner::Scalar(s))?;
         let wide = s.width == 8;
         let signed = s.kind == ScalarKind::Sint;
-        // countOneBits, countLeadingZeros, countTrailingZeros and reverseBits exist on 64
-        // bits too (as in the interpreter); the rest are 32-bit only.
-        let bits = |f: &str, on_wide: bool| -> Res<String> {
-            if wide && !on_wide {
-                return Err(self.unsupported(&format!("the built-in {fun:?} on 64-bit integers")));
-            }
+        // The unsigned helper, on the bits of a signed operand.
+        let bits = |f: &str| -> Res<String> {
             let u = if wide { "u64" } else { "u32" };
             Ok(if signed {
                 format!("(({t})xh_{f}_{u}((xh_{u})({})))", a[0])
@@ -2118,8 +2114,6 @@ impl<'a> Writer<'a> {
                 format!("xh_{f}_{u}({})", a[0])
             })
         };
-        let bits32 = |f: &str| bits(f, false);
-        let bits64 = |f: &str| bits(f, true);
         Ok(match fun {
             Mf::Abs if signed => format!("xh_abs_{sfx}({})", a[0]),
             Mf::Abs => a[0].clone(),
@@ -2127,15 +2121,14 @@ impl<'a> Writer<'a> {
             Mf::Max => format!("xh_max_{sfx}({}, {})", a[0], a[1]),
             Mf::Clamp => format!("xh_min_{sfx}(xh_max_{sfx}({}, {}), {})", a[0], a[1], a[2]),
             Mf::Sign if signed => format!("xh_sign_{sfx}({})", a[0]),
-            Mf::CountOneBits => bits64("popcount")?,
-            Mf::ReverseBits => bits64("reverse")?,
-            Mf::CountLeadingZeros => bits64("clz")?,
-            Mf::CountTrailingZeros => bits64("ctz")?,
-            Mf::FirstTrailingBit => bits32("first_trailing_bit")?,
-            Mf::FirstLeadingBit if wide => return Err(self.unsupported("firstLeadingBit on 64-bit integers")),
+            Mf::CountOneBits => bits("popcount")?,
+            Mf::ReverseBits => bits("reverse")?,
+            Mf::CountLeadingZeros => bits("clz")?,
+            Mf::CountTrailingZeros => bits("ctz")?,
+            Mf::FirstTrailingBit => bits("first_trailing_bit")?,
             Mf::FirstLeadingBit => format!("xh_first_leading_bit_{sfx}({})", a[0]),
-            Mf::ExtractBits if !wide => format!("xh_extract_bits_{sfx}({}, {}, {})", a[0], a[1], a[2]),
-            Mf::InsertBits if !wide => format!("xh_insert_bits_{sfx}({}, {}, {}, {})", a[0], a[1], a[2], a[3]),
+            Mf::ExtractBits => format!("xh_extract_bits_{sfx}({}, {}, {})", a[0], a[1], a[2]),
+            Mf::InsertBits => format!("xh_insert_bits_{sfx}({}, {}, {}, {})", a[0], a[1], a[2], a[3]),
             other => return Err(self.unsupported(&format!("the built-in {other:?} on {}", scalar_wgsl(s)))),
         })
     }
