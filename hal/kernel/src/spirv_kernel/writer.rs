@@ -2493,18 +2493,17 @@ impl<'a> Writer<'a> {
                 let lo = self.op(fx, Op::ShiftLeftLogical, t, &[v, half]);
                 self.op(fx, Op::BitwiseOr, t, &[hi, lo])
             }
+            // On 64 bits: the all-ones of 64 bits where there is no such bit.
             Mf::FirstTrailingBit => {
-                narrow_only(self)?;
                 let zero = ic(self, 0)?;
-                let all = ic(self, u64::from(u32::MAX))?;
+                let all = ic(self, if wide { u64::MAX } else { u64::from(u32::MAX) })?;
                 let is0 = self.op(fx, Op::IEqual, bt, &[x, zero]);
                 let tz = self.ext(fx, Cl::ctz, t, &[x]);
                 self.op(fx, Op::Select, t, &[is0, all, tz])
             }
             Mf::FirstLeadingBit => {
-                narrow_only(self)?;
                 let zero = ic(self, 0)?;
-                let all = ic(self, u64::from(u32::MAX))?;
+                let all = ic(self, if wide { u64::MAX } else { u64::from(u32::MAX) })?;
                 let v = if signed {
                     let neg = self.op(fx, Op::SLessThan, bt, &[x, zero]);
                     let inv = self.op(fx, Op::Not, t, &[x]);
@@ -2514,8 +2513,8 @@ impl<'a> Writer<'a> {
                 };
                 let is0 = self.op(fx, Op::IEqual, bt, &[v, zero]);
                 let lz = self.ext(fx, Cl::clz, t, &[v]);
-                let k31 = ic(self, 31)?;
-                let r = self.op(fx, Op::ISub, t, &[k31, lz]);
+                let top = ic(self, if wide { 63 } else { 31 })?;
+                let r = self.op(fx, Op::ISub, t, &[top, lz]);
                 self.op(fx, Op::Select, t, &[is0, all, r])
             }
             Mf::ExtractBits | Mf::InsertBits => {

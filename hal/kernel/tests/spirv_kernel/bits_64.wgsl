@@ -1,4 +1,5 @@
-// The bit counts and reverseBits on u64 and i64, scalars and vectors.
+// The bit counts, reverseBits, firstLeadingBit and firstTrailingBit on u64 and i64,
+// scalars and vectors.
 @group(0) @binding(0) var<storage, read> a: array<u64>;
 @group(0) @binding(1) var<storage, read_write> out: array<u64>;
 
@@ -9,7 +10,7 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
     if i >= n { return; }
     let u = a[i];
     let s = bitcast<i64>(u);
-    let o = i * 12u;
+    let o = i * 16u;
     out[o] = countOneBits(u);
     out[o + 1u] = countLeadingZeros(u);
     out[o + 2u] = countTrailingZeros(u);
@@ -23,4 +24,8 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
     out[o + 9u] = countLeadingZeros(v).y;
     out[o + 10u] = countTrailingZeros(v).y;
     out[o + 11u] = reverseBits(v).y;
+    out[o + 12u] = firstTrailingBit(u) ^ firstLeadingBit(v).y;
+    out[o + 13u] = firstLeadingBit(u) ^ firstTrailingBit(v).y;
+    out[o + 14u] = bitcast<u64>(firstTrailingBit(s));
+    out[o + 15u] = bitcast<u64>(firstLeadingBit(s));
 }
