@@ -681,14 +681,22 @@ impl<'m> Compiler<'m> {
                 fract
             }
             M::Frexp => {
-                if num != Num::F32 {
-                    return Err(unsupported("frexp", num));
-                }
+                // An f16 is held as an f32, whose frexp is exact in f16 (the same significand).
                 let mut fract = Vec::new();
                 let mut exponent = Vec::new();
                 for component in &x {
-                    fract.push(self.un(Un32::FrexpFract, first(component)?)?);
-                    exponent.push(self.un(Un32::FrexpExp, first(component)?)?);
+                    match num {
+                        Num::F32 | Num::F16 => {
+                            fract.push(self.un(Un32::FrexpFract, first(component)?)?);
+                            exponent.push(self.un(Un32::FrexpExp, first(component)?)?);
+                        }
+                        Num::F64 => {
+                            let (f, e) = wide::frexp();
+                            fract.extend(self.lanes(f, wide_args(&[component]), 2)?);
+                            exponent.extend(self.lanes(e, wide_args(&[component]), 2)?);
+                        }
+                        _ => return Err(unsupported("frexp", num)),
+                    }
                 }
                 fract.extend(exponent);
                 fract

@@ -138,6 +138,9 @@ lane_fns! {
     count_leading_zeros_64 = |a: u64| u64::from(a.leading_zeros());
     count_trailing_zeros_64 = |a: u64| u64::from(a.trailing_zeros());
     reverse_bits_64 = |a: u64| a.reverse_bits();
+    frexp_fract_f64 = |a: f64| frexp_f64(a).0;
+    // naga types the exponent of an f64's frexp `i64`.
+    frexp_exp_f64 = |a: f64| i64::from(frexp_f64(a).1);
     first_trailing_bit_64 = |a: u64| if a == 0 { u64::MAX } else { u64::from(a.trailing_zeros()) };
     first_leading_bit_u64 = |a: u64| if a == 0 { u64::MAX } else { 63 - u64::from(a.leading_zeros()) };
     first_leading_bit_i64 = |a: i64| {
@@ -256,6 +259,28 @@ lane_fns! {
 
 /// The lane function for a two-operand WGSL operator on 64-bit operands of type `num`
 /// (a shift takes a `u32` amount), or `None` when it does not apply.
+/// `frexp` on f64, as on f32: zero, infinities and NaN are their own fraction with exponent
+/// 0; a subnormal is scaled by 2^64 first.
+fn frexp_f64(x: f64) -> (f64, i32) {
+    if x == 0.0 || !x.is_finite() {
+        return (x, 0);
+    }
+    let (x, bias) = if x.abs() < f64::MIN_POSITIVE {
+        (x * 2f64.powi(64), -64)
+    } else {
+        (x, 0)
+    };
+    let bits = x.to_bits();
+    let exponent = ((bits >> 52) & 0x7ff) as i32 - 1022;
+    let fraction = f64::from_bits((bits & 0x800f_ffff_ffff_ffff) | (1022 << 52));
+    (fraction, exponent + bias)
+}
+
+/// The fraction and the exponent of `frexp` on f64, as lane functions.
+pub(crate) fn frexp() -> (LaneFn, LaneFn) {
+    (frexp_fract_f64, frexp_exp_f64)
+}
+
 pub(crate) fn binary(op: naga::BinaryOperator, num: Num) -> Option<LaneFn> {
     use naga::BinaryOperator as B;
     let signed = num == Num::I64;

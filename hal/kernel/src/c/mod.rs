@@ -91,9 +91,8 @@
 //!
 //! # Refused
 //!
-//! Textures and samplers, subgroup operations, derivatives, `discard`, `frexp` on `f16` and
-//! `f64` (which the CPU interpreter lacks too), and two entry points whose C names coincide
-//! (`main` and `main_`, see [`c_symbol`]). Each is a
+//! Textures and samplers, subgroup operations, derivatives, `discard`, and two entry points
+//! whose C names coincide (`main` and `main_`, see [`c_symbol`]). Each is a
 //! [`KernelErrorKind::Unsupported`](crate::KernelErrorKind) error naming the feature and the
 //! dialect, pointing into the source where naga kept a span.
 
@@ -297,17 +296,21 @@ mod tests {
 
     #[test]
     fn refused_features_name_the_feature_the_dialect_and_the_place() {
-        let source = "@group(0) @binding(0) var<storage, read_write> d: array<f64>;\n\
-                      @compute @workgroup_size(1)\n\
-                      fn split() { d[0] = frexp(d[1]).fract; }\n";
+        let elements: Vec<String> = (0..1025).map(|i| format!("{i}.0")).collect();
+        let source = format!(
+            "@group(0) @binding(0) var<storage, read_write> d: array<f32>;\n\
+             @compute @workgroup_size(1)\n\
+             fn big() {{ let t = array<f32, 1025>({}); d[0] = t[u32(d[0])]; }}\n",
+            elements.join(", ")
+        );
         for &dialect in Dialect::ALL {
-            let e = parse_wgsl(source)
+            let e = parse_wgsl(&source)
                 .expect("parses")
                 .to_c(dialect, None)
-                .expect_err("frexp on f64 refused");
+                .expect_err("a constructor of 1025 elements refused");
             assert_eq!(e.kind(), KernelErrorKind::Unsupported);
             assert!(
-                e.message().contains("frexp on f64") && e.message().contains(dialect.name()),
+                e.message().contains("more than 1024 elements") && e.message().contains(dialect.name()),
                 "{}",
                 e.message()
             );

@@ -381,6 +381,11 @@ fn float_helpers(out: &mut String, dialect: Dialect, f64: bool) {
                  XH_FN xh_f64 xh_f64_from_bits(xh_u64 v) { union { xh_f64 f; xh_u64 u; } c; c.u = v; return c.f; }\n",
             ),
         }
+        // frexp on f64, by the rules of the f32 helpers.
+        out.push_str(
+            "XH_FN xh_f64 xh_frexp_fract_f64(xh_f64 x) { xh_u64 b = xh_bits_f64(x); xh_u64 e = (b >> 52) & 0x7FFu; if (e == 0x7FFu || (b << 1) == 0u) return x; if (e == 0u) b = xh_bits_f64(x * 18446744073709551616.0); return xh_f64_from_bits((b & 0x800FFFFFFFFFFFFFULL) | ((xh_u64)1022 << 52)); }\n\
+             XH_FN xh_i32 xh_frexp_exp_f64(xh_f64 x) { xh_u64 b = xh_bits_f64(x); xh_u64 e = (b >> 52) & 0x7FFu; xh_i32 bias = 0; if (e == 0x7FFu || (b << 1) == 0u) return 0; if (e == 0u) { b = xh_bits_f64(x * 18446744073709551616.0); bias = -64; } return (xh_i32)((b >> 52) & 0x7FFu) - 1022 + bias; }\n",
+        );
     }
 }
 

@@ -1235,7 +1235,7 @@ impl<'a> Writer<'a> {
             Expression::Compose { ty, components } => {
                 let parts: Vec<String> = components.iter().map(|&c| self.expr(fx, c)).collect::<Res<_>>()?;
                 let types: Vec<TypeInner> = components.iter().map(|&c| self.ty(fx, c).clone()).collect();
-                self.compose(*ty, &parts, &types)?
+                self.compose(*ty, &parts, &types).map_err(|e| self.relocate(fx, h, e))?
             }
             Expression::Splat { size, value } => {
                 let v = self.expr(fx, *value)?;
@@ -1966,17 +1966,31 @@ impl<'a> Writer<'a> {
                         .into_iter()
                         .unzip()
                 } else {
-                    if scalar != Scalar::F32 {
-                        return Err(self.expr_err(fx, h, &format!("frexp on {}", scalar_wgsl(scalar))));
-                    }
+                    // An f16 goes through f32, whose frexp is exact in f16 (as in the
+                    // interpreter, which holds an f16 as an f32).
                     (0..n)
                         .map(|i| {
                             let e = c(&vals[0], i);
-                            (format!("xh_frexp_fract_f32({e})"), format!("xh_frexp_exp_f32({e})"))
+                            match scalar.width {
+                                2 => (
+                                    format!("XH_F2H(xh_frexp_fract_f32(XH_H2F({e})))"),
+                                    format!("xh_frexp_exp_f32(XH_H2F({e}))"),
+                                ),
+                                4 => (format!("xh_frexp_fract_f32({e})"), format!("xh_frexp_exp_f32({e})")),
+                                // naga types the exponent of an f64's frexp `i64`.
+                                _ => (
+                                    format!("xh_frexp_fract_f64({e})"),
+                                    format!("((xh_i64)xh_frexp_exp_f64({e}))"),
+                                ),
+                            }
                         })
                         .unzip()
                 };
-                let second_scalar = if fun == Mf::Modf { scalar } else { Scalar::I32 };
+                let second_scalar = match (fun, scalar.width) {
+                    (Mf::Modf, _) => scalar,
+                    (_, 8) => Scalar::I64,
+                    _ => Scalar::I32,
+                };
                 let members = match size {
                     None => [first.join(""), second.join("")],
                     Some(_) => {
