@@ -1414,7 +1414,7 @@ fn geometric_built_ins_modf_frexp_and_64_bit_bit_counts_compile_and_match_the_in
 }
 
 /// The same built-ins on f16 (each operation rounded to f16, as the interpreter rounds it) and
-/// on f64 (modf; frexp exists on f32 only, in both paths).
+/// on f64. (No frexp on f16: naga types its exponent `i16`, which its validator refuses.)
 const GEOMETRY_F16_F64: &str = r#"
 enable f16;
 @group(0) @binding(0) var<storage, read> h: array<f16>;
@@ -1448,7 +1448,7 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
     let x = d[i];
     let y = d[(i * 7u + 3u) % k];
     let z = d[(i * 13u + 5u) % k];
-    let p = i * 12u;
+    let p = i * 18u;
     let dv = vec2<f64>(x, y);
     let du = vec2<f64>(z, 0.25lf);
     let dr = reflect(dv, du);
@@ -1462,6 +1462,11 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
     let dmv = modf(dv);
     out64[p + 8u] = dmv.fract.x; out64[p + 9u] = dmv.fract.y;
     out64[p + 10u] = dmv.whole.x; out64[p + 11u] = dmv.whole.y;
+    let dx = frexp(x);
+    out64[p + 12u] = dx.fract; out64[p + 13u] = f64(dx.exp);
+    let dxv = frexp(vec3<f64>(x, y, z));
+    out64[p + 14u] = dxv.fract.x; out64[p + 15u] = dxv.fract.z;
+    out64[p + 16u] = f64(dxv.exp.y); out64[p + 17u] = f64(dxv.exp.z);
 }
 "#;
 
@@ -1479,15 +1484,20 @@ fn geometric_built_ins_and_modf_on_f16_and_f64_match_the_interpreter() {
         .chain([f64::MAX, -f64::MIN_POSITIVE, 5e-324, 1e300, -4.5e15, 0.1])
         .collect();
     let bytes: Vec<u8> = doubles.iter().flat_map(|v| v.to_le_bytes()).collect();
-    agree_but_nan_signs(
+    let out = agree_but_nan_signs(
         GEOMETRY_F16_F64,
         [(patterns.len() as u32).div_ceil(64), 1, 1],
         &[
             halves(&patterns),
             bytes,
             vec![0; patterns.len() * 16 * 2],
-            vec![0; doubles.len() * 12 * 8],
+            vec![0; doubles.len() * 18 * 8],
         ],
         &[2, 8, 2, 8],
     );
+    // frexp(-2.75) = (-0.6875, 2); frexp of the smallest subnormal f64 (element 34) is
+    // (0.5, -1073).
+    let double = |k: usize| f64::from_le_bytes(out[3][k * 8..k * 8 + 8].try_into().unwrap());
+    assert_eq!([double(5 * 18 + 12), double(5 * 18 + 13)], [-0.6875, 2.0]);
+    assert_eq!([double(34 * 18 + 12), double(34 * 18 + 13)], [0.5, -1073.0]);
 }
