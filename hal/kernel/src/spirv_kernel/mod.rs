@@ -118,7 +118,7 @@
 //! this output here (PoCL 3.1 on the CPU, behind the emulated Level Zero device) has none, so
 //! no `f16` kernel could be checked. Also refused: textures and samplers,
 //! subgroup operations, derivatives, `discard`, 4×4 determinants and inverses,
-//! `frexp` on `f64`, `outerProduct`, `extractBits`/`insertBits` on 64-bit integers, indexing a runtime-sized array through a pointer parameter, and passing a pointer
+//! `outerProduct`, `extractBits`/`insertBits` on 64-bit integers, indexing a runtime-sized array through a pointer parameter, and passing a pointer
 //! to a packed `vec3` member to a function. Each is a
 //! [`KernelErrorKind::Unsupported`](crate::KernelErrorKind) error naming the feature and
 //! "Kernel SPIR-V", pointing into the source where naga kept a span.

@@ -2339,8 +2339,8 @@ impl<'a> Writer<'a> {
                     let fract = self.op(fx, Op::FSub, vt, &[x, whole]);
                     self.result_struct(fx, h, &[fract, whole])?
                 }
-                Mf::Frexp if s == Scalar::F32 => {
-                    let (fract, exp) = self.frexp(fx, n, x)?;
+                Mf::Frexp if s.width != 2 => {
+                    let (fract, exp) = self.frexp(fx, s, n, x)?;
                     self.result_struct(fx, h, &[fract, exp])?
                 }
                 Mf::Saturate => {
@@ -2530,25 +2530,35 @@ impl<'a> Writer<'a> {
         })
     }
 
-    /// `frexp` on f32 as the C dialects' helper computes it: zero, infinities and NaN are their
-    /// own fraction with exponent 0; a subnormal is scaled by 2^64 first.
-    fn frexp(&mut self, fx: &mut Fx, n: Option<u32>, x: u32) -> Res<(u32, u32)> {
-        let ft = self.shaped(Scalar::F32, n)?;
-        let ut = self.shaped(Scalar::U32, n)?;
-        let it = self.shaped(Scalar::I32, n)?;
+    /// `frexp` as the C dialects' helpers compute it: zero, infinities and NaN are their own
+    /// fraction with exponent 0; a subnormal is scaled by 2^64 first.
+    fn frexp(&mut self, fx: &mut Fx, s: Scalar, n: Option<u32>, x: u32) -> Res<(u32, u32)> {
+        // f32 and f64 (whose exponent naga types i64); the constants by width.
+        let wide = s.width == 8;
+        let (us, is) = if wide {
+            (Scalar::U64, Scalar::I64)
+        } else {
+            (Scalar::U32, Scalar::I32)
+        };
+        let (shift, field_mask, bias_half) = if wide { (52, 0x7FF, 1022) } else { (23, 0xFF, 126) };
+        let abs_mask = if wide { u64::MAX >> 1 } else { 0x7FFF_FFFF };
+        let keep_mask = if wide { 0x800F_FFFF_FFFF_FFFF } else { 0x807F_FFFF };
+        let ft = self.shaped(s, n)?;
+        let ut = self.shaped(us, n)?;
+        let it = self.shaped(is, n)?;
         let bt = self.shaped(Scalar::BOOL, n)?;
-        let u = |w: &mut Self, v: u64| w.splat_const(Scalar::U32, n, v, 0.0);
-        let (k23, kff, kabs, kzero) = (u(self, 23)?, u(self, 0xFF)?, u(self, 0x7FFF_FFFF)?, u(self, 0)?);
-        let (kmant, khalf) = (u(self, 0x807F_FFFF)?, u(self, 126 << 23)?);
+        let u = |w: &mut Self, v: u64| w.splat_const(us, n, v, 0.0);
+        let (kshift, kfield, kabs, kzero) = (u(self, shift)?, u(self, field_mask)?, u(self, abs_mask)?, u(self, 0)?);
+        let (kmant, khalf) = (u(self, keep_mask)?, u(self, bias_half << shift)?);
         let bits = self.op(fx, Op::Bitcast, ut, &[x]);
-        let field = self.op(fx, Op::ShiftRightLogical, ut, &[bits, k23]);
-        let e = self.op(fx, Op::BitwiseAnd, ut, &[field, kff]);
-        let is_special = self.op(fx, Op::IEqual, bt, &[e, kff]);
+        let field = self.op(fx, Op::ShiftRightLogical, ut, &[bits, kshift]);
+        let e = self.op(fx, Op::BitwiseAnd, ut, &[field, kfield]);
+        let is_special = self.op(fx, Op::IEqual, bt, &[e, kfield]);
         let magnitude = self.op(fx, Op::BitwiseAnd, ut, &[bits, kabs]);
         let is_zero = self.op(fx, Op::IEqual, bt, &[magnitude, kzero]);
         let keep = self.op(fx, Op::LogicalOr, bt, &[is_special, is_zero]);
         let is_small = self.op(fx, Op::IEqual, bt, &[e, kzero]);
-        let k64 = self.splat_const(Scalar::F32, n, 0, 18446744073709551616.0)?;
+        let k64 = self.splat_const(s, n, 0, 18446744073709551616.0)?;
         let scaled = self.op(fx, Op::FMul, ft, &[x, k64]);
         let scaled_bits = self.op(fx, Op::Bitcast, ut, &[scaled]);
         let b = self.op(fx, Op::Select, ut, &[is_small, scaled_bits, bits]);
@@ -2556,13 +2566,13 @@ impl<'a> Writer<'a> {
         let fraction_bits = self.op(fx, Op::BitwiseOr, ut, &[mantissa, khalf]);
         let fraction = self.op(fx, Op::Bitcast, ft, &[fraction_bits]);
         let fract = self.op(fx, Op::Select, ft, &[keep, x, fraction]);
-        let field = self.op(fx, Op::ShiftRightLogical, ut, &[b, k23]);
-        let biased = self.op(fx, Op::BitwiseAnd, ut, &[field, kff]);
+        let field = self.op(fx, Op::ShiftRightLogical, ut, &[b, kshift]);
+        let biased = self.op(fx, Op::BitwiseAnd, ut, &[field, kfield]);
         let biased = self.op(fx, Op::Bitcast, it, &[biased]);
-        let i = |w: &mut Self, v: i64| w.splat_const(Scalar::I32, n, v as u64, 0.0);
-        let (k126, kminus64, izero) = (i(self, 126)?, i(self, -64)?, i(self, 0)?);
+        let i = |w: &mut Self, v: i64| w.splat_const(is, n, v as u64, 0.0);
+        let (kbias, kminus64, izero) = (i(self, bias_half as i64)?, i(self, -64)?, i(self, 0)?);
         let bias = self.op(fx, Op::Select, it, &[is_small, kminus64, izero]);
-        let unbiased = self.op(fx, Op::ISub, it, &[biased, k126]);
+        let unbiased = self.op(fx, Op::ISub, it, &[biased, kbias]);
         let exponent = self.op(fx, Op::IAdd, it, &[unbiased, bias]);
         let exp = self.op(fx, Op::Select, it, &[keep, izero, exponent]);
         Ok((fract, exp))
