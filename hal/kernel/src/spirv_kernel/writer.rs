@@ -2413,13 +2413,6 @@ impl<'a> Writer<'a> {
             return Err(self.expr_err(fx, h, &format!("the built-in {fun:?} on bool")));
         }
         let wide = s.width == 8;
-        let narrow_only = |w: &Self| -> Res<()> {
-            if wide {
-                Err(w.expr_err(fx, h, &format!("the built-in {fun:?} on 64-bit integers")))
-            } else {
-                Ok(())
-            }
-        };
         let ic = |w: &mut Self, v: u64| w.splat_const(s, n, v, 0.0);
         let bt = self.shaped(Scalar::BOOL, n)?;
         Ok(match fun {
@@ -2518,7 +2511,6 @@ impl<'a> Writer<'a> {
                 self.op(fx, Op::Select, t, &[is0, all, r])
             }
             Mf::ExtractBits | Mf::InsertBits => {
-                narrow_only(self)?;
                 let (offset, count) = if fun == Mf::ExtractBits {
                     (vals[1], vals[2])
                 } else {
@@ -2615,10 +2607,20 @@ impl<'a> Writer<'a> {
         count: u32,
         t: u32,
     ) -> Res<u32> {
+        // The offset and the count are u32, clamped to the operand's width; the mask and the
+        // shift amounts are of that width (a 64-bit operand's widened from u32).
+        let wide = s.width == 8;
+        let width_bits = if wide { 64 } else { 32 };
         let u32t = self.uint(4);
-        let k32 = self.const_u32(32);
-        let k31 = self.const_u32(31);
+        let wt = self.uint(s.width);
+        let word = Scalar {
+            kind: ScalarKind::Uint,
+            width: s.width,
+        };
+        let k32 = self.const_u32(width_bits);
+        let k31 = self.const_u32(width_bits - 1);
         let k1 = self.const_u32(1);
+        let k1w = self.splat_const(word, None, 1, 0.0)?;
         let o = self.ext(fx, Cl::u_min, u32t, &[offset, k32]);
         let room = self.op(fx, Op::ISub, u32t, &[k32, o]);
         let c = self.ext(fx, Cl::u_min, u32t, &[count, room]);
@@ -2626,11 +2628,14 @@ impl<'a> Writer<'a> {
         let k0 = self.const_u32(0);
         let c_is0 = self.op(fx, Op::IEqual, bool_t, &[c, k0]);
         let c_is32 = self.op(fx, Op::IEqual, bool_t, &[c, k32]);
+        let widen = |w: &mut Self, fx: &mut Fx, v: u32| if wide { w.op(fx, Op::UConvert, wt, &[v]) } else { v };
         let cs = self.op(fx, Op::BitwiseAnd, u32t, &[c, k31]);
+        let cs = widen(self, fx, cs);
         let os = self.op(fx, Op::BitwiseAnd, u32t, &[o, k31]);
-        let one_shift = self.op(fx, Op::ShiftLeftLogical, u32t, &[k1, cs]);
-        let mask = self.op(fx, Op::ISub, u32t, &[one_shift, k1]);
-        let sp = |w: &mut Self, fx: &mut Fx, v: u32| w.splat(fx, v, Scalar::U32, n);
+        let os = widen(self, fx, os);
+        let one_shift = self.op(fx, Op::ShiftLeftLogical, wt, &[k1w, cs]);
+        let mask = self.op(fx, Op::ISub, wt, &[one_shift, k1w]);
+        let sp = |w: &mut Self, fx: &mut Fx, v: u32| w.splat(fx, v, word, n);
         let mask_v = sp(self, fx, mask)?;
         let os_v = sp(self, fx, os)?;
         let zero = self.splat_const(s, n, 0, 0.0)?;
@@ -2640,6 +2645,7 @@ impl<'a> Writer<'a> {
             if s.kind == ScalarKind::Sint {
                 let cm1 = self.op(fx, Op::ISub, u32t, &[c, k1]);
                 let cm1 = self.op(fx, Op::BitwiseAnd, u32t, &[cm1, k31]);
+                let cm1 = widen(self, fx, cm1);
                 let cm1_v = sp(self, fx, cm1)?;
                 let sign = self.op(fx, Op::ShiftRightLogical, t, &[v, cm1_v]);
                 let one = self.splat_const(s, n, 1, 0.0)?;

@@ -1,5 +1,4 @@
-// The bit counts, reverseBits, firstLeadingBit and firstTrailingBit on u64 and i64,
-// scalars and vectors.
+// The bit built-ins on u64 and i64, scalars and vectors.
 @group(0) @binding(0) var<storage, read> a: array<u64>;
 @group(0) @binding(1) var<storage, read_write> out: array<u64>;
 
@@ -10,7 +9,7 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
     if i >= n { return; }
     let u = a[i];
     let s = bitcast<i64>(u);
-    let o = i * 16u;
+    let o = i * 24u;
     out[o] = countOneBits(u);
     out[o + 1u] = countLeadingZeros(u);
     out[o + 2u] = countTrailingZeros(u);
@@ -28,4 +27,12 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
     out[o + 13u] = firstLeadingBit(u) ^ firstTrailingBit(v).y;
     out[o + 14u] = bitcast<u64>(firstTrailingBit(s));
     out[o + 15u] = bitcast<u64>(firstLeadingBit(s));
+    let at = u32(u & 63lu);
+    let count = u32((u >> 8u) & 127lu);
+    out[o + 16u] = extractBits(u, at, count);
+    out[o + 17u] = bitcast<u64>(extractBits(s, at, count));
+    out[o + 18u] = insertBits(u, ~u, at, count);
+    out[o + 19u] = bitcast<u64>(insertBits(s, -s, count, at));
+    out[o + 20u] = extractBits(u, 70u, 3u) | extractBits(u, 3u, 70u);
+    out[o + 21u] = extractBits(v, at, 5u).y ^ insertBits(v, v.yx, 60u, 8u).y;
 }
