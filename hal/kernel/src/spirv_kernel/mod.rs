@@ -117,8 +117,8 @@
 //! `f16`: `Capability Float16` needs a device with `cl_khr_fp16`, and the only device that runs
 //! this output here (PoCL 3.1 on the CPU, behind the emulated Level Zero device) has none, so
 //! no `f16` kernel could be checked. Also refused: textures and samplers,
-//! subgroup operations, derivatives, `discard`, 4×4 determinants and inverses,
-//! `outerProduct`, indexing a runtime-sized array through a pointer parameter, and passing a pointer
+//! subgroup operations, derivatives, `discard`, matrix inverses and `outerProduct` (naga's,
+//! which WGSL does not have), indexing a runtime-sized array through a pointer parameter, and passing a pointer
 //! to a packed `vec3` member to a function. Each is a
 //! [`KernelErrorKind::Unsupported`](crate::KernelErrorKind) error naming the feature and
 //! "Kernel SPIR-V", pointing into the source where naga kept a span.
