@@ -177,9 +177,11 @@ gpu-bundle:
 # then Vulkan and wgpu's Vulkan adapter on lavapipe (plugins from target/plugins, which
 # `make build` fills) over fewer; about two minutes on two cores. OpenCL (PoCL) and wgpu's GL
 # adapter are left to long runs: each has known bugs of its own stack that any seed range finds
-# (docs/difftest.md), and CI would only rediscover them.
+# (docs/difftest.md), and CI would only rediscover them. Lavapipe's own known bug (a product of
+# transposed zero matrices fails pipeline creation or crashes) is met by seeds 38 and 226 of
+# 0..300, so its range lies between them.
 DIFFTEST_SEEDS ?= 0..300
-DIFFTEST_GPU_SEEDS ?= 0..60
+DIFFTEST_GPU_SEEDS ?= 40..120
 .PHONY: difftest
 difftest:
 	$(CARGO) build --release -p xhal-difftest
