@@ -59,13 +59,7 @@ pub(super) fn lowered(
 ) -> Result<Option<(Module, naga::valid::ModuleInfo)>, crate::error::KernelError> {
     use crate::error::{KernelError, KernelErrorKind};
     let source = module.naga_module();
-    let entries: Vec<usize> = source
-        .entry_points
-        .iter()
-        .enumerate()
-        .filter(|(_, ep)| ep.stage == naga::ShaderStage::Compute && entry.is_none_or(|n| n == ep.name))
-        .map(|(i, _)| i)
-        .collect();
+    let entries: Vec<usize> = super::writer::compute_entries(source, entry);
     let lowered = lower_for_c(source, &entries, rewrite).map_err(|what| {
         KernelError::new(
             KernelErrorKind::Unsupported,

@@ -102,7 +102,7 @@ mod uniform;
 mod writer;
 
 pub use writer::c_symbol;
-pub(crate) use writer::{calls, has_barrier};
+pub(crate) use writer::{calls, compute_entries, has_barrier};
 
 use crate::error::KernelError;
 use crate::wgsl::WgslModule;

@@ -187,13 +187,7 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
         fast_entries: HashMap::new(),
     };
     w.check_types()?;
-    let selected: Vec<usize> = m
-        .entry_points
-        .iter()
-        .enumerate()
-        .filter(|(_, ep)| ep.stage == naga::ShaderStage::Compute && entry.is_none_or(|n| n == ep.name))
-        .map(|(i, _)| i)
-        .collect();
+    let selected: Vec<usize> = compute_entries(m, entry);
     // Functions reachable from the selected entry points.
     let mut reachable = BTreeSet::new();
     for &i in &selected {
@@ -403,6 +397,17 @@ fn uses_scalar(m: &naga::Module, scalar: Scalar, literal: impl Fn(&Literal) -> b
                 .iter()
                 .any(|(_, e)| matches!(e, Expression::Literal(l) if literal(l)))
         })
+}
+
+/// The compute entry points of `m` (by index) that a translation writes: the one named
+/// `entry`, or all of them.
+pub(crate) fn compute_entries(m: &naga::Module, entry: Option<&str>) -> Vec<usize> {
+    m.entry_points
+        .iter()
+        .enumerate()
+        .filter(|(_, ep)| ep.stage == naga::ShaderStage::Compute && entry.is_none_or(|n| n == ep.name))
+        .map(|(i, _)| i)
+        .collect()
 }
 
 fn fn_reachable_from(m: &naga::Module, body: &Block, target: Handle<Function>) -> bool {

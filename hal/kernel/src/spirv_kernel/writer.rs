@@ -198,13 +198,7 @@ pub(super) fn write(module: &WgslModule, entry: Option<&str>) -> Res<SpirvKernel
     w.check_types()?;
     w.make_structs()?;
 
-    let selected: Vec<usize> = m
-        .entry_points
-        .iter()
-        .enumerate()
-        .filter(|(_, ep)| ep.stage == naga::ShaderStage::Compute && entry.is_none_or(|n| n == ep.name))
-        .map(|(i, _)| i)
-        .collect();
+    let selected: Vec<usize> = crate::c::compute_entries(m, entry);
     let mut reachable = BTreeSet::new();
     for &i in &selected {
         reachable.extend(closure(m, &m.entry_points[i].function.body));
