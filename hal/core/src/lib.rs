@@ -10,29 +10,17 @@
 //!                                          Stream: write/read/copy/fill/launch/record/wait
 //! ```
 
-// Handles cross the C ABI as pointers and the CPU backend tags them in their top byte.
-#[cfg(not(target_pointer_width = "64"))]
-compile_error!("xhal supports 64-bit targets only");
-
 pub mod allocator;
-pub mod backend;
 mod buffer;
 mod device;
-pub mod error;
 mod event;
-pub mod handles;
 mod module;
 pub mod plugin;
-pub mod registry;
 mod runtime;
 pub mod select;
 mod stream;
 
 pub use allocator::MemoryStats;
-pub use backend::{
-    Backend, BackendInfo, BufferArg, BufferHandle, DeviceHandle, DeviceInfo, DeviceType, EventHandle, Features,
-    KernelFormat, KernelHandle, LaunchArgs, MemoryUsage, ModuleHandle, StreamHandle,
-};
 pub use buffer::Buffer;
 pub use device::Device;
 pub use error::{Error, ErrorKind, Result};
@@ -44,10 +32,14 @@ pub use runtime::{
 };
 pub use select::{Candidate, DeviceSelector, Explanation, Policy, Selector};
 pub use stream::Stream;
+pub use xhal_backend::{backend, error, handles, registry};
+pub use xhal_backend::{export_plugin, register_static_backend};
+pub use xhal_backend::{
+    Backend, BackendInfo, BufferArg, BufferHandle, DeviceHandle, DeviceInfo, DeviceType, EventHandle, Features,
+    KernelFormat, KernelHandle, LaunchArgs, MemoryUsage, ModuleHandle, StreamHandle,
+};
 
 pub use bytemuck;
-#[doc(hidden)]
-pub use inventory;
 pub use xhal_abi as abi;
 /// Portable kernels: WGSL parsing, reflection, translation and bundles.
 pub use xhal_kernel as kernel;

@@ -194,6 +194,7 @@ pub fn check_range(what: &str, offset: u64, size: u64, capacity: u64) -> Result<
     }
 }
 
+#[cfg(feature = "kernel")]
 impl From<xhal_kernel::KernelError> for Error {
     /// Kernel problems keep their rendered diagnostic (`file:line:column`, the source line and
     /// a caret) as the message.

@@ -144,6 +144,11 @@ impl<T> HandleTable<T> {
         }
     }
 
+    /// Issues a handle for `value` and makes it live.
+    pub fn insert(&self, value: T) -> Result<u64> {
+        self.insert_with(|_| Ok(value))
+    }
+
     /// Issues a handle, builds the object (which may want to know its own handle) and makes it live.
     pub fn insert_with(&self, build: impl FnOnce(u64) -> Result<T>) -> Result<u64> {
         let raw = issue(self.backend, self.kind)?;

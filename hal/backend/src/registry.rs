@@ -1,7 +1,7 @@
 //! Backends linked into the binary, found through `inventory`.
 //!
 //! A backend crate registers itself with [`register_static_backend!`](crate::register_static_backend);
-//! linking the crate is enough for [`Runtime::discover`](crate::Runtime::discover) to see it.
+//! linking the crate is enough for the runtime's discovery (`xhal::Runtime::discover`) to see it.
 
 use crate::backend::Backend;
 use crate::error::Result;

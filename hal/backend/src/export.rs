@@ -693,7 +693,7 @@ macro_rules! export_plugin {
             fn create_boxed() -> $crate::Result<::std::boxed::Box<dyn $crate::Backend>> {
                 $constructor().map(|backend| ::std::boxed::Box::new(backend) as ::std::boxed::Box<dyn $crate::Backend>)
             }
-            $crate::plugin::export::query(host_abi_major, host_abi_minor, create_boxed)
+            $crate::export::query(host_abi_major, host_abi_minor, create_boxed)
         }
     };
 }

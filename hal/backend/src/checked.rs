@@ -1,0 +1,785 @@
+//! The checked adapter: any [`Driver`] as a handle-based [`Backend`].
+//!
+//! It owns the handle tables and does, once for every Rust backend, the checks listed in
+//! [`driver`](crate::driver): handles, device ownership, ranges, fill patterns, null host
+//! pointers, empty commands and views, and synchronising streams before they go. Each check
+//! fails with an error that names the handle, the bound and what was expected.
+
+use crate::backend::{
+    Backend, BackendInfo, BufferHandle, DeviceHandle, DeviceInfo, EventHandle, KernelFormat, KernelHandle, LaunchArgs,
+    MemoryUsage, ModuleHandle, StreamHandle,
+};
+use crate::driver::{BufferView, Driver, Launch, Object};
+use crate::error::{check_range, Error, Result};
+use crate::handles::{HandleTable, ObjectKind};
+use parking_lot::RwLock;
+use std::sync::Arc;
+
+/// A [`Driver`] behind the checks every backend needs; it implements [`Backend`], so the
+/// plugin export (`export_plugin!`) and static registration take it as they take any backend.
+pub struct Checked<D: Driver> {
+    driver: D,
+    devices: HandleTable<Object<D::Device>>,
+    /// Each opened device index's buffer offset alignment, which launches are checked against.
+    alignments: RwLock<Vec<u64>>,
+    buffers: HandleTable<Object<D::Buffer>>,
+    streams: HandleTable<Object<D::Stream>>,
+    events: HandleTable<Object<D::Event>>,
+    modules: HandleTable<Object<D::Module>>,
+    kernels: HandleTable<Object<D::Kernel>>,
+}
+
+impl<D: Driver> Checked<D> {
+    /// The driver behind the checked adapter.
+    pub fn new(driver: D) -> Checked<D> {
+        Checked {
+            driver,
+            devices: HandleTable::new(D::NAME, ObjectKind::Device),
+            alignments: RwLock::new(Vec::new()),
+            buffers: HandleTable::new(D::NAME, ObjectKind::Buffer),
+            streams: HandleTable::new(D::NAME, ObjectKind::Stream),
+            events: HandleTable::new(D::NAME, ObjectKind::Event),
+            modules: HandleTable::new(D::NAME, ObjectKind::Module),
+            kernels: HandleTable::new(D::NAME, ObjectKind::Kernel),
+        }
+    }
+
+    /// The driver, for backend-specific calls (test hooks, native interop).
+    pub fn driver(&self) -> &D {
+        &self.driver
+    }
+
+    /// The live stream named by `stream`, as the driver sees it.
+    pub fn stream(&self, stream: StreamHandle) -> Result<Arc<Object<D::Stream>>> {
+        self.streams.get(stream.0)
+    }
+
+    /// The live buffer named by `buffer`, as the driver sees it.
+    pub fn buffer(&self, buffer: BufferHandle) -> Result<Arc<Object<D::Buffer>>> {
+        self.buffers.get(buffer.0)
+    }
+
+    /// The live device named by `device`, as the driver sees it.
+    pub fn device(&self, device: DeviceHandle) -> Result<Arc<Object<D::Device>>> {
+        self.devices.get(device.0)
+    }
+
+    /// The live event named by `event`, as the driver sees it.
+    pub fn event(&self, event: EventHandle) -> Result<Arc<Object<D::Event>>> {
+        self.events.get(event.0)
+    }
+
+    /// The live kernel named by `kernel`, as the driver sees it.
+    pub fn kernel(&self, kernel: KernelHandle) -> Result<Arc<Object<D::Kernel>>> {
+        self.kernels.get(kernel.0)
+    }
+
+    fn device_index(&self, index: u32) -> Result<()> {
+        let count = self.driver.device_count()?;
+        if index < count {
+            return Ok(());
+        }
+        Err(Error::not_found(format!(
+            "{} device {index} does not exist; this backend has {count} device(s)",
+            D::NAME
+        )))
+    }
+
+    /// `object` (a buffer, event or kernel) if it was made on the stream's device.
+    fn on_stream_device<T>(
+        stream: &Object<D::Stream>,
+        object: Arc<Object<T>>,
+        kind: ObjectKind,
+    ) -> Result<Arc<Object<T>>> {
+        if object.device_index() == stream.device_index() {
+            return Ok(object);
+        }
+        Err(Error::invalid_handle(format!(
+            "{} {:#x} belongs to {} device {}, the stream is on device {}",
+            kind.name(),
+            object.handle(),
+            D::NAME,
+            object.device_index(),
+            stream.device_index()
+        )))
+    }
+
+    fn stream_and_buffer(
+        &self,
+        stream: StreamHandle,
+        buffer: BufferHandle,
+    ) -> Result<(Arc<Object<D::Stream>>, Arc<Object<D::Buffer>>)> {
+        let stream = self.streams.get(stream.0)?;
+        let buffer = Self::on_stream_device(&stream, self.buffers.get(buffer.0)?, ObjectKind::Buffer)?;
+        Ok((stream, buffer))
+    }
+
+    fn stream_and_event(
+        &self,
+        stream: StreamHandle,
+        event: EventHandle,
+    ) -> Result<(Arc<Object<D::Stream>>, Arc<Object<D::Event>>)> {
+        let stream = self.streams.get(stream.0)?;
+        let event = Self::on_stream_device(&stream, self.events.get(event.0)?, ObjectKind::Event)?;
+        Ok((stream, event))
+    }
+
+    /// Makes `value` a live object on `device` in `table`, and returns its handle.
+    fn insert<T>(table: &HandleTable<Object<T>>, device: u32, size: u64, value: T) -> Result<u64> {
+        table.insert_with(|handle| Ok(Object::new(handle, device, size, value)))
+    }
+
+    /// Takes a destroyed object's handle out of its table; a destroy never fails, so a stale
+    /// handle is only logged.
+    fn release<T>(table: &HandleTable<T>, raw: u64) -> Option<Arc<T>> {
+        table
+            .remove(raw)
+            .map_err(|error| tracing::warn!(%error, "ignored a destroy call"))
+            .ok()
+    }
+
+    fn synchronize_before_drop(&self, stream: &Arc<Object<D::Stream>>) {
+        if let Err(error) = self.driver.stream_synchronize(stream) {
+            tracing::warn!(%error, stream = stream.handle(), "a destroyed stream's work failed");
+        }
+    }
+}
+
+impl<D: Driver> Drop for Checked<D> {
+    /// The host never unloads a plugin, but it may drop a backend: every stream's work
+    /// completes before the driver goes.
+    fn drop(&mut self) {
+        for stream in self.streams.drain() {
+            self.synchronize_before_drop(&stream);
+        }
+    }
+}
+
+fn null_pointer(what: &str, size: u64, buffer: u64) -> Error {
+    Error::invalid_argument(format!(
+        "{what} of {size} bytes with buffer {buffer:#x} through a null host pointer"
+    ))
+}
+
+impl<D: Driver> Backend for Checked<D> {
+    fn info(&self) -> BackendInfo {
+        self.driver.info()
+    }
+
+    fn device_count(&self) -> Result<u32> {
+        self.driver.device_count()
+    }
+
+    fn device_info(&self, index: u32) -> Result<DeviceInfo> {
+        self.device_index(index)?;
+        self.driver.device_info(index)
+    }
+
+    fn device_open(&self, index: u32) -> Result<DeviceHandle> {
+        self.device_index(index)?;
+        let buffer_offset_alignment = u64::from(self.driver.device_info(index)?.buffer_offset_alignment).max(1);
+        let device = self.driver.device_open(index)?;
+        {
+            let mut alignments = self.alignments.write();
+            if alignments.len() <= index as usize {
+                alignments.resize(index as usize + 1, 1);
+            }
+            alignments[index as usize] = buffer_offset_alignment;
+        }
+        Self::insert(&self.devices, index, 0, device).map(DeviceHandle)
+    }
+
+    fn device_close(&self, device: DeviceHandle) {
+        Self::release(&self.devices, device.0);
+    }
+
+    fn device_memory_usage(&self, device: DeviceHandle) -> Result<MemoryUsage> {
+        self.driver.device_memory_usage(&self.device(device)?)
+    }
+
+    fn buffer_allocate(&self, device: DeviceHandle, size: u64) -> Result<BufferHandle> {
+        let device = self.device(device)?;
+        if size == 0 {
+            return Err(Error::invalid_argument("a buffer of 0 bytes holds nothing"));
+        }
+        let buffer = self.driver.buffer_allocate(&device, size)?;
+        Self::insert(&self.buffers, device.device_index(), size, buffer).map(BufferHandle)
+    }
+
+    fn buffer_free(&self, buffer: BufferHandle) {
+        // Only the handle goes: queued work still holding the buffer keeps it alive.
+        Self::release(&self.buffers, buffer.0);
+    }
+
+    fn stream_create(&self, device: DeviceHandle) -> Result<StreamHandle> {
+        let device = self.device(device)?;
+        let stream = self.driver.stream_create(&device)?;
+        Self::insert(&self.streams, device.device_index(), 0, stream).map(StreamHandle)
+    }
+
+    fn stream_destroy(&self, stream: StreamHandle) {
+        // The ABI: queued work completes first, then the stream goes.
+        if let Some(stream) = Self::release(&self.streams, stream.0) {
+            self.synchronize_before_drop(&stream);
+        }
+    }
+
+    unsafe fn stream_write(
+        &self,
+        stream: StreamHandle,
+        buffer: BufferHandle,
+        offset: u64,
+        source: *const u8,
+        size: u64,
+    ) -> Result<()> {
+        let (stream, buffer) = self.stream_and_buffer(stream, buffer)?;
+        check_range("write", offset, size, buffer.size())?;
+        if size == 0 {
+            return self.driver.stream_sticky_error(&stream);
+        }
+        if source.is_null() {
+            return Err(null_pointer("write", size, buffer.handle()));
+        }
+        // SAFETY: the caller accepted `stream_write`'s contract; the range is in bounds and
+        // the pointer non-null, as the driver's contract asks.
+        unsafe { self.driver.stream_write(&stream, &buffer, offset, source, size) }
+    }
+
+    unsafe fn stream_read(
+        &self,
+        stream: StreamHandle,
+        buffer: BufferHandle,
+        offset: u64,
+        destination: *mut u8,
+        size: u64,
+    ) -> Result<()> {
+        let (stream, buffer) = self.stream_and_buffer(stream, buffer)?;
+        check_range("read", offset, size, buffer.size())?;
+        if size == 0 {
+            return self.driver.stream_sticky_error(&stream);
+        }
+        if destination.is_null() {
+            return Err(null_pointer("read", size, buffer.handle()));
+        }
+        // SAFETY: as in `stream_write`.
+        unsafe { self.driver.stream_read(&stream, &buffer, offset, destination, size) }
+    }
+
+    fn stream_copy(
+        &self,
+        stream: StreamHandle,
+        source: BufferHandle,
+        source_offset: u64,
+        destination: BufferHandle,
+        destination_offset: u64,
+        size: u64,
+    ) -> Result<()> {
+        let (stream, source) = self.stream_and_buffer(stream, source)?;
+        let destination = Self::on_stream_device(&stream, self.buffers.get(destination.0)?, ObjectKind::Buffer)?;
+        check_range("copy source", source_offset, size, source.size())?;
+        check_range("copy destination", destination_offset, size, destination.size())?;
+        if size == 0 {
+            return self.driver.stream_sticky_error(&stream);
+        }
+        self.driver
+            .stream_copy(&stream, &source, source_offset, &destination, destination_offset, size)
+    }
+
+    fn stream_fill(
+        &self,
+        stream: StreamHandle,
+        buffer: BufferHandle,
+        offset: u64,
+        size: u64,
+        pattern: &[u8],
+    ) -> Result<()> {
+        let (stream, buffer) = self.stream_and_buffer(stream, buffer)?;
+        if !matches!(pattern.len(), 1 | 2 | 4) {
+            return Err(Error::invalid_argument(format!(
+                "a fill pattern has 1, 2 or 4 bytes, not {}",
+                pattern.len()
+            )));
+        }
+        let width = pattern.len() as u64;
+        if !offset.is_multiple_of(width) || !size.is_multiple_of(width) {
+            return Err(Error::invalid_argument(format!(
+                "fill of buffer {:#x}: offset {offset} and size {size} must be multiples of the {width}-byte pattern",
+                buffer.handle()
+            )));
+        }
+        check_range("fill", offset, size, buffer.size())?;
+        if size == 0 {
+            return self.driver.stream_sticky_error(&stream);
+        }
+        self.driver.stream_fill(&stream, &buffer, offset, size, pattern)
+    }
+
+    fn stream_launch(&self, stream: StreamHandle, launch: &LaunchArgs<'_>) -> Result<()> {
+        let stream = self.streams.get(stream.0)?;
+        let kernel = Self::on_stream_device(&stream, self.kernels.get(launch.kernel.0)?, ObjectKind::Kernel)?;
+        let alignment = self
+            .alignments
+            .read()
+            .get(stream.device_index() as usize)
+            .copied()
+            .unwrap_or(1);
+        let mut buffers = Vec::with_capacity(launch.buffers.len());
+        for (index, argument) in launch.buffers.iter().enumerate() {
+            let buffer = Self::on_stream_device(&stream, self.buffers.get(argument.buffer.0)?, ObjectKind::Buffer)?;
+            check_range(
+                &format!("buffer argument {index}"),
+                argument.offset,
+                argument.size,
+                buffer.size(),
+            )?;
+            if argument.size == 0 {
+                return Err(Error::invalid_argument(format!(
+                    "buffer argument {index} is a view of 0 bytes; a kernel cannot bind no memory"
+                )));
+            }
+            if !argument.offset.is_multiple_of(alignment) {
+                return Err(Error::invalid_argument(format!(
+                    "buffer argument {index} starts at byte {}, which is not a multiple of {alignment}, the buffer \
+                     offset alignment of {} device {}: a kernel reads the view's types at their alignment from its \
+                     start",
+                    argument.offset,
+                    D::NAME,
+                    stream.device_index()
+                )));
+            }
+            buffers.push(BufferView {
+                buffer,
+                offset: argument.offset,
+                size: argument.size,
+            });
+        }
+        let checked = Launch {
+            kernel: &kernel,
+            workgroups: launch.workgroups,
+            buffers: &buffers,
+            scalars: launch.scalars,
+        };
+        self.driver.stream_launch(&stream, &checked)
+    }
+
+    fn stream_record_event(&self, stream: StreamHandle, event: EventHandle) -> Result<()> {
+        let (stream, event) = self.stream_and_event(stream, event)?;
+        self.driver.stream_record_event(&stream, &event)
+    }
+
+    fn stream_wait_event(&self, stream: StreamHandle, event: EventHandle) -> Result<()> {
+        let (stream, event) = self.stream_and_event(stream, event)?;
+        self.driver.stream_wait_event(&stream, &event)
+    }
+
+    fn stream_synchronize(&self, stream: StreamHandle) -> Result<()> {
+        self.driver.stream_synchronize(&self.streams.get(stream.0)?)
+    }
+
+    fn stream_query(&self, stream: StreamHandle) -> Result<bool> {
+        self.driver.stream_query(&self.streams.get(stream.0)?)
+    }
+
+    fn event_create(&self, device: DeviceHandle, timing: bool) -> Result<EventHandle> {
+        let device = self.device(device)?;
+        let event = self.driver.event_create(&device, timing)?;
+        Self::insert(&self.events, device.device_index(), 0, event).map(EventHandle)
+    }
+
+    fn event_destroy(&self, event: EventHandle) {
+        Self::release(&self.events, event.0);
+    }
+
+    fn event_query(&self, event: EventHandle) -> Result<bool> {
+        self.driver.event_query(&self.events.get(event.0)?)
+    }
+
+    fn event_synchronize(&self, event: EventHandle) -> Result<()> {
+        self.driver.event_synchronize(&self.events.get(event.0)?)
+    }
+
+    fn event_elapsed_time(&self, start: EventHandle, end: EventHandle) -> Result<u64> {
+        let start = self.events.get(start.0)?;
+        let end = self.events.get(end.0)?;
+        self.driver.event_elapsed_time(&start, &end)
+    }
+
+    fn module_load(&self, device: DeviceHandle, format: KernelFormat, code: &[u8]) -> Result<ModuleHandle> {
+        let device = self.device(device)?;
+        let module = self.driver.module_load(&device, format, code)?;
+        Self::insert(&self.modules, device.device_index(), 0, module).map(ModuleHandle)
+    }
+
+    fn module_destroy(&self, module: ModuleHandle) {
+        // Kernels taken from the module keep what they need: destroying it never breaks them.
+        Self::release(&self.modules, module.0);
+    }
+
+    fn kernel_get(&self, module: ModuleHandle, name: &str) -> Result<KernelHandle> {
+        let module = self.modules.get(module.0)?;
+        let kernel = self.driver.kernel_get(&module, name)?;
+        Self::insert(&self.kernels, module.device_index(), 0, kernel).map(KernelHandle)
+    }
+
+    fn kernel_destroy(&self, kernel: KernelHandle) {
+        Self::release(&self.kernels, kernel.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::{BufferArg, DeviceType, Features};
+    use crate::error::ErrorKind;
+    use parking_lot::Mutex;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// Two devices of host memory whose streams run every command at once; it counts what
+    /// reaches it, so a test can tell that a refused call never did.
+    #[derive(Default)]
+    struct Toy {
+        calls: AtomicU32,
+        synchronized: Arc<AtomicU32>,
+    }
+
+    impl Toy {
+        fn called(&self) {
+            self.calls.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    struct ToyStream {
+        sticky: Mutex<Option<Error>>,
+    }
+
+    impl Driver for Toy {
+        type Device = ();
+        type Buffer = Mutex<Vec<u8>>;
+        type Stream = ToyStream;
+        type Event = ();
+        type Module = ();
+        type Kernel = ();
+        const NAME: &'static str = "toy";
+
+        fn info(&self) -> BackendInfo {
+            BackendInfo {
+                name: "toy".into(),
+                version: "0".into(),
+                abi_version: (1, 0),
+            }
+        }
+        fn device_count(&self) -> Result<u32> {
+            Ok(2)
+        }
+        fn device_info(&self, index: u32) -> Result<DeviceInfo> {
+            Ok(DeviceInfo {
+                name: format!("toy {index}"),
+                vendor: "toy".into(),
+                vendor_id: 0,
+                device_id: 0,
+                device_type: DeviceType::Cpu,
+                uuid: [0; 16],
+                pci_bus_id: None,
+                driver_version: "0".into(),
+                total_memory: 1 << 20,
+                free_memory: 1 << 20,
+                max_allocation_size: 1 << 20,
+                max_workgroup_size: [1; 3],
+                max_workgroup_invocations: 1,
+                max_workgroup_count: [1; 3],
+                max_workgroup_memory: 0,
+                subgroup_size: 1,
+                max_buffer_arguments: 4,
+                max_scalar_block_size: 0,
+                buffer_offset_alignment: 16,
+                features: Features::default(),
+                kernel_formats: vec![KernelFormat::WGSL],
+            })
+        }
+        fn device_open(&self, _index: u32) -> Result<()> {
+            Ok(())
+        }
+        fn buffer_allocate(&self, _device: &Arc<Object<()>>, size: u64) -> Result<Mutex<Vec<u8>>> {
+            Ok(Mutex::new(vec![0; size as usize]))
+        }
+        fn stream_create(&self, _device: &Arc<Object<()>>) -> Result<ToyStream> {
+            Ok(ToyStream {
+                sticky: Mutex::new(None),
+            })
+        }
+        fn stream_sticky_error(&self, stream: &Arc<Object<ToyStream>>) -> Result<()> {
+            stream.sticky.lock().clone().map_or(Ok(()), Err)
+        }
+        unsafe fn stream_write(
+            &self,
+            _stream: &Arc<Object<ToyStream>>,
+            buffer: &Arc<Object<Mutex<Vec<u8>>>>,
+            offset: u64,
+            source: *const u8,
+            size: u64,
+        ) -> Result<()> {
+            self.called();
+            // SAFETY: the adapter checked the pointer non-null; the caller keeps the bytes valid.
+            let bytes = unsafe { std::slice::from_raw_parts(source, size as usize) };
+            buffer.lock()[offset as usize..(offset + size) as usize].copy_from_slice(bytes);
+            Ok(())
+        }
+        unsafe fn stream_read(
+            &self,
+            _stream: &Arc<Object<ToyStream>>,
+            buffer: &Arc<Object<Mutex<Vec<u8>>>>,
+            offset: u64,
+            destination: *mut u8,
+            size: u64,
+        ) -> Result<()> {
+            self.called();
+            // SAFETY: as in `stream_write`.
+            let bytes = unsafe { std::slice::from_raw_parts_mut(destination, size as usize) };
+            bytes.copy_from_slice(&buffer.lock()[offset as usize..(offset + size) as usize]);
+            Ok(())
+        }
+        fn stream_copy(
+            &self,
+            _stream: &Arc<Object<ToyStream>>,
+            _source: &Arc<Object<Mutex<Vec<u8>>>>,
+            _source_offset: u64,
+            _destination: &Arc<Object<Mutex<Vec<u8>>>>,
+            _destination_offset: u64,
+            _size: u64,
+        ) -> Result<()> {
+            self.called();
+            Ok(())
+        }
+        fn stream_fill(
+            &self,
+            _stream: &Arc<Object<ToyStream>>,
+            buffer: &Arc<Object<Mutex<Vec<u8>>>>,
+            offset: u64,
+            size: u64,
+            pattern: &[u8],
+        ) -> Result<()> {
+            self.called();
+            let mut bytes = buffer.lock();
+            for chunk in bytes[offset as usize..(offset + size) as usize].chunks_exact_mut(pattern.len()) {
+                chunk.copy_from_slice(pattern);
+            }
+            Ok(())
+        }
+        fn stream_launch(&self, _stream: &Arc<Object<ToyStream>>, launch: &Launch<'_, Self>) -> Result<()> {
+            self.called();
+            assert!(launch.buffers.iter().all(|view| view.size > 0));
+            Ok(())
+        }
+        fn stream_record_event(&self, _stream: &Arc<Object<ToyStream>>, _event: &Arc<Object<()>>) -> Result<()> {
+            self.called();
+            Ok(())
+        }
+        fn stream_wait_event(&self, _stream: &Arc<Object<ToyStream>>, _event: &Arc<Object<()>>) -> Result<()> {
+            self.called();
+            Ok(())
+        }
+        fn stream_synchronize(&self, stream: &Arc<Object<ToyStream>>) -> Result<()> {
+            self.synchronized.fetch_add(1, Ordering::Relaxed);
+            self.stream_sticky_error(stream)
+        }
+        fn stream_query(&self, _stream: &Arc<Object<ToyStream>>) -> Result<bool> {
+            Ok(true)
+        }
+        fn event_create(&self, _device: &Arc<Object<()>>, _timing: bool) -> Result<()> {
+            Ok(())
+        }
+        fn event_query(&self, _event: &Arc<Object<()>>) -> Result<bool> {
+            Ok(true)
+        }
+        fn event_synchronize(&self, _event: &Arc<Object<()>>) -> Result<()> {
+            Ok(())
+        }
+        fn event_elapsed_time(&self, _start: &Arc<Object<()>>, _end: &Arc<Object<()>>) -> Result<u64> {
+            Ok(0)
+        }
+        fn module_load(&self, _device: &Arc<Object<()>>, _format: KernelFormat, _code: &[u8]) -> Result<()> {
+            Ok(())
+        }
+        fn kernel_get(&self, _module: &Arc<Object<()>>, _name: &str) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    fn calls(backend: &Checked<Toy>) -> u32 {
+        backend.driver().calls.load(Ordering::Relaxed)
+    }
+
+    #[test]
+    fn a_round_trip_reaches_the_driver_with_checked_objects() {
+        let backend = Checked::new(Toy::default());
+        let device = backend.device_open(1).unwrap();
+        let stream = backend.stream_create(device).unwrap();
+        let buffer = backend.buffer_allocate(device, 8).unwrap();
+        let input = [1u8, 2, 3, 4, 5, 6, 7, 8];
+        let mut output = [0u8; 8];
+        // SAFETY: both arrays outlive these calls, and the toy driver copies at once.
+        unsafe {
+            backend.stream_write(stream, buffer, 0, input.as_ptr(), 8).unwrap();
+            backend.stream_fill(stream, buffer, 4, 4, &[9, 9]).unwrap();
+            backend.stream_read(stream, buffer, 0, output.as_mut_ptr(), 8).unwrap();
+        }
+        assert_eq!(output, [1, 2, 3, 4, 9, 9, 9, 9]);
+        assert_eq!(backend.buffer(buffer).unwrap().device_index(), 1);
+    }
+
+    #[test]
+    fn a_device_index_past_the_count_is_not_found() {
+        let backend = Checked::new(Toy::default());
+        let error = backend.device_open(2).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::NotFound);
+        assert_eq!(
+            error.message(),
+            "toy device 2 does not exist; this backend has 2 device(s)"
+        );
+        assert_eq!(backend.device_info(7).unwrap_err().kind(), ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn objects_of_another_device_are_refused_naming_both_devices() {
+        let backend = Checked::new(Toy::default());
+        let first = backend.device_open(0).unwrap();
+        let second = backend.device_open(1).unwrap();
+        let stream = backend.stream_create(first).unwrap();
+        let foreign = backend.buffer_allocate(second, 16).unwrap();
+        let own = backend.buffer_allocate(first, 16).unwrap();
+        let error = backend.stream_fill(stream, foreign, 0, 16, &[0]).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::InvalidHandle);
+        assert_eq!(
+            error.message(),
+            format!(
+                "buffer {:#x} belongs to toy device 1, the stream is on device 0",
+                foreign.0
+            )
+        );
+        let copy = backend.stream_copy(stream, own, 0, foreign, 0, 4).unwrap_err();
+        assert!(copy.message().contains("belongs to toy device 1"), "{copy}");
+        let event = backend.event_create(second, false).unwrap();
+        let record = backend.stream_record_event(stream, event).unwrap_err();
+        assert!(record.message().starts_with("event "), "{record}");
+        assert!(backend.stream_wait_event(stream, event).is_err());
+        let module = backend.module_load(second, KernelFormat::WGSL, b"").unwrap();
+        let kernel = backend.kernel_get(module, "main").unwrap();
+        let launch = LaunchArgs {
+            kernel,
+            workgroups: [1; 3],
+            buffers: &[],
+            scalars: &[],
+        };
+        let error = backend.stream_launch(stream, &launch).unwrap_err();
+        assert!(error.message().starts_with("kernel "), "{error}");
+        assert_eq!(calls(&backend), 0, "no refused call may reach the driver");
+    }
+
+    #[test]
+    fn ranges_patterns_and_pointers_are_checked_before_the_driver() {
+        let backend = Checked::new(Toy::default());
+        let device = backend.device_open(0).unwrap();
+        let stream = backend.stream_create(device).unwrap();
+        let buffer = backend.buffer_allocate(device, 64).unwrap();
+        let zero = backend.buffer_allocate(device, 0).unwrap_err();
+        assert_eq!(zero.kind(), ErrorKind::InvalidArgument);
+
+        let past = backend.stream_fill(stream, buffer, 60, 8, &[0]).unwrap_err();
+        assert_eq!(past.kind(), ErrorKind::OutOfBounds);
+        assert_eq!(
+            past.message(),
+            "fill: bytes 60..68 reach past the end of a 64-byte buffer"
+        );
+        let overflow = backend.stream_copy(stream, buffer, u64::MAX, buffer, 0, 2).unwrap_err();
+        assert!(overflow.message().contains("overflows u64"), "{overflow}");
+        let pattern = backend.stream_fill(stream, buffer, 0, 64, &[1, 2, 3]).unwrap_err();
+        assert_eq!(pattern.message(), "a fill pattern has 1, 2 or 4 bytes, not 3");
+        let unaligned = backend.stream_fill(stream, buffer, 2, 8, &[1, 2, 3, 4]).unwrap_err();
+        assert!(
+            unaligned.message().contains("multiples of the 4-byte pattern"),
+            "{unaligned}"
+        );
+        // SAFETY: null pointers are refused before anything reads or writes through them.
+        let (write, read) = unsafe {
+            (
+                backend
+                    .stream_write(stream, buffer, 0, std::ptr::null(), 4)
+                    .unwrap_err(),
+                backend
+                    .stream_read(stream, buffer, 0, std::ptr::null_mut(), 4)
+                    .unwrap_err(),
+            )
+        };
+        assert_eq!(write.kind(), ErrorKind::InvalidArgument);
+        assert!(write.message().contains("null host pointer"), "{write}");
+        assert!(read.message().contains("null host pointer"), "{read}");
+        assert_eq!(calls(&backend), 0, "no refused call may reach the driver");
+    }
+
+    #[test]
+    fn empty_commands_return_the_sticky_error_without_reaching_the_driver() {
+        let backend = Checked::new(Toy::default());
+        let device = backend.device_open(0).unwrap();
+        let stream = backend.stream_create(device).unwrap();
+        let buffer = backend.buffer_allocate(device, 64).unwrap();
+        // SAFETY: a command of 0 bytes never touches the pointer, so null is allowed.
+        unsafe { backend.stream_write(stream, buffer, 64, std::ptr::null(), 0).unwrap() };
+        backend.stream_copy(stream, buffer, 0, buffer, 8, 0).unwrap();
+        backend.stream_fill(stream, buffer, 0, 0, &[1]).unwrap();
+        assert_eq!(calls(&backend), 0);
+        *backend.stream(stream).unwrap().sticky.lock() = Some(Error::kernel_fault("the kernel faulted"));
+        let sticky = backend.stream_fill(stream, buffer, 0, 0, &[1]).unwrap_err();
+        assert_eq!(sticky.kind(), ErrorKind::KernelFault);
+        // An empty range still has to start inside the buffer.
+        let past = backend.stream_copy(stream, buffer, 65, buffer, 0, 0).unwrap_err();
+        assert_eq!(past.kind(), ErrorKind::OutOfBounds);
+    }
+
+    #[test]
+    fn launch_views_must_be_in_bounds_non_empty_and_aligned() {
+        let backend = Checked::new(Toy::default());
+        let device = backend.device_open(0).unwrap();
+        let stream = backend.stream_create(device).unwrap();
+        let buffer = backend.buffer_allocate(device, 64).unwrap();
+        let module = backend.module_load(device, KernelFormat::WGSL, b"").unwrap();
+        let kernel = backend.kernel_get(module, "main").unwrap();
+        let launch_with = |offset: u64, size: u64| {
+            let views = [BufferArg { buffer, offset, size }];
+            let launch = LaunchArgs {
+                kernel,
+                workgroups: [1; 3],
+                buffers: &views,
+                scalars: &[],
+            };
+            backend.stream_launch(stream, &launch)
+        };
+        let empty = launch_with(16, 0).unwrap_err();
+        assert!(empty.message().contains("a view of 0 bytes"), "{empty}");
+        let past = launch_with(32, 64).unwrap_err();
+        assert_eq!(past.kind(), ErrorKind::OutOfBounds);
+        assert!(past.message().starts_with("buffer argument 0:"), "{past}");
+        let unaligned = launch_with(8, 8).unwrap_err();
+        assert!(unaligned.message().contains("not a multiple of 16"), "{unaligned}");
+        assert_eq!(calls(&backend), 0);
+        launch_with(16, 16).unwrap();
+        assert_eq!(calls(&backend), 1);
+    }
+
+    #[test]
+    fn streams_are_synchronized_before_they_go_and_destroys_of_stale_handles_are_ignored() {
+        let backend = Checked::new(Toy::default());
+        let device = backend.device_open(0).unwrap();
+        let destroyed = backend.stream_create(device).unwrap();
+        let _kept = backend.stream_create(device).unwrap();
+        backend.stream_destroy(destroyed);
+        assert_eq!(backend.driver().synchronized.load(Ordering::Relaxed), 1);
+        backend.stream_destroy(destroyed);
+        assert_eq!(backend.driver().synchronized.load(Ordering::Relaxed), 1);
+        let stale = backend.stream_synchronize(destroyed).unwrap_err();
+        assert!(stale.message().contains("destroyed"), "{stale}");
+        // Dropping the adapter synchronizes the one stream still live.
+        let synchronized = Arc::clone(&backend.driver().synchronized);
+        drop(backend);
+        assert_eq!(synchronized.load(Ordering::Relaxed), 2);
+    }
+}

@@ -1,0 +1,230 @@
+//! The typed contract a Rust backend implements: [`Driver`].
+//!
+//! A driver works on its own typed objects and trusts what it is handed. The checked adapter,
+//! [`Checked`](crate::Checked), turns any driver into the handle-based [`Backend`](crate::Backend)
+//! that the plugin export and the loader speak, and does every check once before a driver
+//! method runs:
+//!
+//! - every handle names a live object of the right kind ([`HandleTable`](crate::handles::HandleTable));
+//! - every buffer, event and kernel belongs to the stream's device;
+//! - every byte range lies inside its buffer, without overflow;
+//! - a fill pattern has 1, 2 or 4 bytes and the range is a whole number of patterns;
+//! - a host pointer is non-null where bytes are copied through it;
+//! - a buffer of 0 bytes is refused, a copy of 0 bytes never reaches the driver (the adapter
+//!   returns the stream's sticky error instead, as an empty command would), a kernel view of
+//!   0 bytes is refused, and a view's offset is a multiple of the device's alignment;
+//! - a stream is synchronised before it is dropped, and every stream before the driver goes.
+//!
+//! What stays with the driver is what only the device knows: whether memory is left, whether
+//! code compiles, whether the arguments fit the kernel's parameters, and the stream's sticky
+//! error.
+
+use crate::backend::{BackendInfo, DeviceInfo, KernelFormat, MemoryUsage};
+use crate::error::{Error, Result};
+use std::ops::Deref;
+use std::sync::Arc;
+
+/// One live object as the adapter keeps it: the driver's value, its handle and the device it
+/// was made on. Drivers receive objects as `&Arc<Object<T>>` and may clone the `Arc` into
+/// queued work, which keeps the object alive after its handle is destroyed.
+#[derive(Debug)]
+pub struct Object<T> {
+    handle: u64,
+    device: u32,
+    size: u64,
+    value: T,
+}
+
+impl<T> Object<T> {
+    pub(crate) fn new(handle: u64, device: u32, size: u64, value: T) -> Object<T> {
+        Object {
+            handle,
+            device,
+            size,
+            value,
+        }
+    }
+
+    /// The handle the application names this object by, for messages.
+    pub fn handle(&self) -> u64 {
+        self.handle
+    }
+
+    /// The index of the device the object was made on.
+    pub fn device_index(&self) -> u32 {
+        self.device
+    }
+
+    /// A buffer's size in bytes, as allocated (0 for objects other than buffers).
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+}
+
+impl<T> Deref for Object<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.value
+    }
+}
+
+/// One buffer argument of a launch, resolved and checked: in bounds, non-empty, aligned, on
+/// the stream's device.
+pub struct BufferView<B> {
+    /// The buffer.
+    pub buffer: Arc<Object<B>>,
+    /// First byte of the view, a multiple of the device's buffer offset alignment.
+    pub offset: u64,
+    /// Length of the view in bytes, more than 0.
+    pub size: u64,
+}
+
+/// A launch whose handles the adapter resolved and checked.
+pub struct Launch<'a, D: Driver> {
+    /// The kernel, made on the stream's device.
+    pub kernel: &'a Arc<Object<D::Kernel>>,
+    /// Workgroups in x, y, z.
+    pub workgroups: [u32; 3],
+    /// Buffer arguments in parameter order.
+    pub buffers: &'a [BufferView<D::Buffer>],
+    /// The scalar block (WGSL layout rules); the driver checks it against the kernel.
+    pub scalars: &'a [u8],
+}
+
+/// A backend's typed implementation. See the module documentation for what the adapter has
+/// checked before each method runs; the driver may rely on all of it.
+///
+/// Every method may be called from any thread, concurrently. Enqueueing methods must not
+/// block on the work they enqueue. Errors found while the work executes stick to the stream:
+/// they are returned by the next `stream_synchronize`, by waits on events recorded after the
+/// failure, and by every later call on that stream.
+///
+/// Objects are dropped when the last `Arc` to them goes: a driver releases its native object
+/// in `Drop`, and keeps an `Arc` in any queued work that still uses it.
+pub trait Driver: Send + Sync + Sized + 'static {
+    /// An opened device.
+    type Device: Send + Sync + 'static;
+    /// A device allocation.
+    type Buffer: Send + Sync + 'static;
+    /// An in-order queue of work.
+    type Stream: Send + Sync + 'static;
+    /// A point in a stream.
+    type Event: Send + Sync + 'static;
+    /// Loaded kernel code.
+    type Module: Send + Sync + 'static;
+    /// One entry point of a module.
+    type Kernel: Send + Sync + 'static;
+
+    /// The backend's name, as selectors and handle errors say it: `cuda`, `vulkan`...
+    const NAME: &'static str;
+
+    /// Name, version and ABI version.
+    fn info(&self) -> BackendInfo;
+
+    /// Number of devices. A missing driver is an error of kind `DriverUnavailable` with the reason.
+    fn device_count(&self) -> Result<u32>;
+    /// Describes device `index` without opening it; the index is below `device_count`.
+    fn device_info(&self, index: u32) -> Result<DeviceInfo>;
+    /// Opens device `index`; the index is below `device_count`. Opening twice gives two objects.
+    fn device_open(&self, index: u32) -> Result<Self::Device>;
+    /// The device's free and total memory now. The default says the backend cannot tell.
+    fn device_memory_usage(&self, device: &Arc<Object<Self::Device>>) -> Result<MemoryUsage> {
+        let _ = device;
+        Err(Error::unsupported(format!(
+            "backend `{}` does not report its devices' memory usage",
+            Self::NAME
+        )))
+    }
+
+    /// Allocates `size` bytes, more than 0.
+    fn buffer_allocate(&self, device: &Arc<Object<Self::Device>>, size: u64) -> Result<Self::Buffer>;
+
+    /// Creates a stream.
+    fn stream_create(&self, device: &Arc<Object<Self::Device>>) -> Result<Self::Stream>;
+    /// The stream's sticky error, if any: what a command of 0 bytes returns, since the adapter
+    /// does not hand such a command to the driver. The default has no sticky state to report.
+    fn stream_sticky_error(&self, stream: &Arc<Object<Self::Stream>>) -> Result<()> {
+        let _ = stream;
+        Ok(())
+    }
+    /// Enqueues a host-to-device copy of `size` (> 0) bytes to `offset`, in bounds.
+    ///
+    /// # Safety
+    /// `source` is non-null and points to `size` readable bytes that stay valid and unchanged
+    /// until the write completes.
+    unsafe fn stream_write(
+        &self,
+        stream: &Arc<Object<Self::Stream>>,
+        buffer: &Arc<Object<Self::Buffer>>,
+        offset: u64,
+        source: *const u8,
+        size: u64,
+    ) -> Result<()>;
+    /// Enqueues a device-to-host copy of `size` (> 0) bytes from `offset`, in bounds.
+    ///
+    /// # Safety
+    /// `destination` is non-null and points to `size` writable bytes that stay valid, and are
+    /// not touched by anyone else, until the read completes.
+    unsafe fn stream_read(
+        &self,
+        stream: &Arc<Object<Self::Stream>>,
+        buffer: &Arc<Object<Self::Buffer>>,
+        offset: u64,
+        destination: *mut u8,
+        size: u64,
+    ) -> Result<()>;
+    /// Enqueues a device-to-device copy of `size` (> 0) bytes; both ranges are in bounds and
+    /// may overlap.
+    fn stream_copy(
+        &self,
+        stream: &Arc<Object<Self::Stream>>,
+        source: &Arc<Object<Self::Buffer>>,
+        source_offset: u64,
+        destination: &Arc<Object<Self::Buffer>>,
+        destination_offset: u64,
+        size: u64,
+    ) -> Result<()>;
+    /// Enqueues a fill of `size` (> 0) bytes with a 1-, 2- or 4-byte `pattern`; `offset` and
+    /// `size` are multiples of the pattern's length and in bounds.
+    fn stream_fill(
+        &self,
+        stream: &Arc<Object<Self::Stream>>,
+        buffer: &Arc<Object<Self::Buffer>>,
+        offset: u64,
+        size: u64,
+        pattern: &[u8],
+    ) -> Result<()>;
+    /// Enqueues a kernel launch. The driver checks the arguments against the kernel's
+    /// parameters (count, kinds, scalar block) and the workgroup counts against its limits.
+    fn stream_launch(&self, stream: &Arc<Object<Self::Stream>>, launch: &Launch<'_, Self>) -> Result<()>;
+    /// Enqueues a record of `event`, made on the stream's device.
+    fn stream_record_event(&self, stream: &Arc<Object<Self::Stream>>, event: &Arc<Object<Self::Event>>) -> Result<()>;
+    /// Makes later work on `stream` wait for the event's most recent record.
+    fn stream_wait_event(&self, stream: &Arc<Object<Self::Stream>>, event: &Arc<Object<Self::Event>>) -> Result<()>;
+    /// Blocks until the stream is idle; returns its sticky error if any.
+    fn stream_synchronize(&self, stream: &Arc<Object<Self::Stream>>) -> Result<()>;
+    /// True when everything enqueued has completed.
+    fn stream_query(&self, stream: &Arc<Object<Self::Stream>>) -> Result<bool>;
+
+    /// Creates an event; `timing` asks for timestamps.
+    fn event_create(&self, device: &Arc<Object<Self::Device>>, timing: bool) -> Result<Self::Event>;
+    /// True when the most recent record completed (or none was made).
+    fn event_query(&self, event: &Arc<Object<Self::Event>>) -> Result<bool>;
+    /// Blocks until the most recent record completed.
+    fn event_synchronize(&self, event: &Arc<Object<Self::Event>>) -> Result<()>;
+    /// Nanoseconds from `start` to `end`; the driver checks that both are completed timing
+    /// events.
+    fn event_elapsed_time(&self, start: &Arc<Object<Self::Event>>, end: &Arc<Object<Self::Event>>) -> Result<u64>;
+
+    /// Loads kernel code; `code` is only borrowed for the call.
+    fn module_load(
+        &self,
+        device: &Arc<Object<Self::Device>>,
+        format: KernelFormat,
+        code: &[u8],
+    ) -> Result<Self::Module>;
+    /// Finds an entry point. The kernel keeps what it needs: destroying the module never
+    /// breaks it.
+    fn kernel_get(&self, module: &Arc<Object<Self::Module>>, name: &str) -> Result<Self::Kernel>;
+}
