@@ -9,6 +9,8 @@
 //!   must (a plugin that wraps another plugin), but then it owns every check itself.
 //! - [`export_plugin!`] and [`register_static_backend!`]: a backend as a plugin library, or
 //!   linked into a program.
+//! - [`HostQueue`] and [`HostEvent`]: streams and events on a host thread, for a device
+//!   without hardware queues (an emulator, or a device driven by blocking calls).
 //! - [`Error`], [`ErrorKind`], [`handles`] and the ABI itself ([`abi`]).
 //!
 //! ```text
@@ -26,6 +28,7 @@ pub mod driver;
 pub mod error;
 pub mod export;
 pub mod handles;
+pub mod host_queue;
 mod logging;
 pub mod registry;
 
@@ -36,6 +39,7 @@ pub use backend::{
 pub use checked::Checked;
 pub use driver::{BufferView, Driver, Launch, Object};
 pub use error::{Error, ErrorKind, Result};
+pub use host_queue::{HostEvent, HostQueue};
 pub use logging::init_logging;
 
 #[doc(hidden)]
