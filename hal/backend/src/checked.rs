@@ -15,6 +15,9 @@ use crate::handles::{HandleTable, ObjectKind};
 use parking_lot::RwLock;
 use std::sync::Arc;
 
+/// A stream and an object on its device, both live, as the driver receives them.
+type OnStream<S, T> = (Arc<Object<S>>, Arc<Object<T>>);
+
 /// A [`Driver`] behind the checks every backend needs; it implements [`Backend`], so the
 /// plugin export (`export_plugin!`) and static registration take it as they take any backend.
 pub struct Checked<D: Driver> {
@@ -104,21 +107,13 @@ impl<D: Driver> Checked<D> {
         )))
     }
 
-    fn stream_and_buffer(
-        &self,
-        stream: StreamHandle,
-        buffer: BufferHandle,
-    ) -> Result<(Arc<Object<D::Stream>>, Arc<Object<D::Buffer>>)> {
+    fn stream_and_buffer(&self, stream: StreamHandle, buffer: BufferHandle) -> Result<OnStream<D::Stream, D::Buffer>> {
         let stream = self.streams.get(stream.0)?;
         let buffer = Self::on_stream_device(&stream, self.buffers.get(buffer.0)?, ObjectKind::Buffer)?;
         Ok((stream, buffer))
     }
 
-    fn stream_and_event(
-        &self,
-        stream: StreamHandle,
-        event: EventHandle,
-    ) -> Result<(Arc<Object<D::Stream>>, Arc<Object<D::Event>>)> {
+    fn stream_and_event(&self, stream: StreamHandle, event: EventHandle) -> Result<OnStream<D::Stream, D::Event>> {
         let stream = self.streams.get(stream.0)?;
         let event = Self::on_stream_device(&stream, self.events.get(event.0)?, ObjectKind::Event)?;
         Ok((stream, event))

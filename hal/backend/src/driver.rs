@@ -102,6 +102,10 @@ pub struct Launch<'a, D: Driver> {
 ///
 /// Objects are dropped when the last `Arc` to them goes: a driver releases its native object
 /// in `Drop`, and keeps an `Arc` in any queued work that still uses it.
+///
+/// The associated types must be public types (Rust refuses private types in a public
+/// trait's associated types); declare them `pub` inside a private module, so they stay
+/// opaque outside the crate.
 pub trait Driver: Send + Sync + Sized + 'static {
     /// An opened device.
     type Device: Send + Sync + 'static;

@@ -188,9 +188,9 @@ fn run_worker(name: &str, shared: &Shared) {
 fn execute(command: Command, sticky_error: Option<&Error>, cancelled: bool) -> Result<()> {
     match command {
         Command::Record(signal) => {
-            let carried = sticky_error.cloned().or_else(|| {
-                cancelled.then(|| Error::internal("the record never ran: its stream was dropped first"))
-            });
+            let carried = sticky_error
+                .cloned()
+                .or_else(|| cancelled.then(|| Error::internal("the record never ran: its stream was dropped first")));
             signal.complete(carried);
             Ok(())
         }
@@ -331,13 +331,20 @@ mod tests {
         let order = Arc::new(Mutex::new(Vec::new()));
         for step in 0..3 {
             let order = Arc::clone(&order);
-            queue.enqueue(move || Ok(order.lock().push(step))).unwrap();
+            queue
+                .enqueue(move || {
+                    order.lock().push(step);
+                    Ok(())
+                })
+                .unwrap();
         }
         queue.synchronize().unwrap();
         assert_eq!(*order.lock(), [0, 1, 2]);
 
         let failed = event(0x40, false);
-        queue.enqueue(|| Err(Error::kernel_fault("the kernel faulted"))).unwrap();
+        queue
+            .enqueue(|| Err(Error::kernel_fault("the kernel faulted")))
+            .unwrap();
         // The record may be refused (the failure already stuck) or carry the error.
         if queue.record(&failed).is_ok() {
             assert_eq!(failed.synchronize().unwrap_err().kind(), ErrorKind::KernelFault);
@@ -381,7 +388,12 @@ mod tests {
         let never = HostEvent::elapsed_nanoseconds(&start, &end).unwrap_err();
         assert!(never.message().contains("never recorded"), "{never}");
         queue.record(&start).unwrap();
-        queue.enqueue(|| Ok(std::thread::sleep(std::time::Duration::from_millis(2)))).unwrap();
+        queue
+            .enqueue(|| {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+                Ok(())
+            })
+            .unwrap();
         queue.record(&end).unwrap();
         queue.record(&untimed).unwrap();
         end.synchronize().unwrap();

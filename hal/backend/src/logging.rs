@@ -158,6 +158,9 @@ mod tests {
         assert_eq!(filter.most_verbose(), LevelFilter::TRACE);
         assert_eq!(Filter::parse("").level_for("anything"), LevelFilter::WARN);
         assert_eq!(Filter::parse("off").most_verbose(), LevelFilter::OFF);
-        assert_eq!(Filter::parse("xhal_vulkan").level_for("xhal_vulkan"), LevelFilter::TRACE);
+        assert_eq!(
+            Filter::parse("xhal_vulkan").level_for("xhal_vulkan"),
+            LevelFilter::TRACE
+        );
     }
 }
