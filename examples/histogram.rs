@@ -36,7 +36,7 @@ fn histogram() -> xhal::Result<()> {
     let stream = device.create_stream()?;
     let values_buffer = device.alloc_from(&stream, &values)?;
     let counts = device.alloc::<u32>(BINS)?;
-    stream.fill(&counts, 0, BINS, 0u32)?;
+    stream.fill(counts.slice(..BINS), 0u32)?;
     let module = device.load_wgsl(SOURCE)?;
     let kernel = module.kernel("histogram")?;
     let launch = Launch::new(&kernel)

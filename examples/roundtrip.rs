@@ -49,19 +49,19 @@ fn run() -> xhal::Result<()> {
     println!("round trip of {} MiB:", (LEN * 4) >> 20);
     stream.record(&start_event)?;
     let timer = Instant::now();
-    stream.write(&source, 0, &data)?;
+    stream.write(&source, &data)?;
     report("upload (host to device)", timer.elapsed().as_secs_f64(), bytes);
     let timer = Instant::now();
-    stream.copy_buffer(&source, &copy)?;
+    stream.copy(&source, &copy)?;
     stream.synchronize()?;
     report("copy (device to device)", timer.elapsed().as_secs_f64(), bytes);
     let timer = Instant::now();
-    stream.fill(&source, 0, LEN / 2, 0xABAB_ABABu32)?;
+    stream.fill(source.slice(..LEN / 2), 0xABAB_ABABu32)?;
     stream.synchronize()?;
     report("fill half", timer.elapsed().as_secs_f64(), bytes / 2.0);
     let timer = Instant::now();
-    stream.read(&copy, 0, &mut copied_back)?;
-    stream.read(&source, 0, &mut filled_back)?;
+    stream.read(&copy, &mut copied_back)?;
+    stream.read(&source, &mut filled_back)?;
     report(
         "download both (device to host)",
         timer.elapsed().as_secs_f64(),

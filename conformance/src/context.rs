@@ -174,7 +174,7 @@ impl Target {
 
     /// A fresh context for one test on device `index`: the device opened anew and a stream.
     pub fn context(&self, index: u32) -> xhal::Result<TestContext<'_>> {
-        let device = self.runtime.open(&self.backend_name, index)?;
+        let device = self.runtime.open(&format!("{}:{}", &self.backend_name, index))?;
         let stream = device.create_stream()?;
         Ok(TestContext {
             target: self,
@@ -222,7 +222,7 @@ impl TestContext<'_> {
     /// The device as another part of the application opening it gets it: the runtime shares
     /// one open device per index, so this is the same device, not a second handle.
     pub fn reopen(&self) -> xhal::Result<Device> {
-        self.target.runtime.open(&self.target.backend_name, self.index)
+        self.target.runtime.open(&format!("{}:{}", &self.target.backend_name, self.index))
     }
 
     /// Loads a WGSL module; a refusal fails the test, naming the module. On a device that

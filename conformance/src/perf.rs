@@ -115,14 +115,14 @@ fn measure_transfers(device: &Device, profile: &mut PerformanceProfile) -> xhal:
         Ok(best.as_secs_f64().max(1e-9))
     };
     let write_seconds = best(Box::new(|| {
-        stream.write(&first, 0, &host)?;
+        stream.write(&first, &host)?;
         stream.synchronize()
     }))?;
     profile.host_to_device_gb_per_s = Some(bytes as f64 / write_seconds / 1e9);
-    let read_seconds = best(Box::new(|| stream.read(&first, 0, &mut back)))?;
+    let read_seconds = best(Box::new(|| stream.read(&first, &mut back)))?;
     profile.device_to_host_gb_per_s = Some(bytes as f64 / read_seconds / 1e9);
     let copy_seconds = best(Box::new(|| {
-        stream.copy(&first, 0, &second, 0, words)?;
+        stream.copy(first.slice(..words), &second)?;
         stream.synchronize()
     }))?;
     profile.device_to_device_gb_per_s = Some(2.0 * bytes as f64 / copy_seconds / 1e9);

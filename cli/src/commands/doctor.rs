@@ -274,7 +274,7 @@ pub fn run(args: &DoctorArgs) -> anyhow::Result<Output> {
         });
     }
 
-    // What `Runtime::default_device` would choose, without opening it.
+    // What `Runtime::choose` with `Selector::from_env()` would choose, without opening it.
     let selector = match &variable.selector {
         Some(devices) => Selector::new().with_devices(devices.clone()),
         None => Selector::new(),
@@ -415,7 +415,7 @@ pub fn run(args: &DoctorArgs) -> anyhow::Result<Output> {
     text.push_str("\nbackends and devices\n");
     text.push_str(&listing::devices_table(&backends, "  "));
 
-    text.push_str("\ndefault device (what Runtime::default_device would open)\n");
+    text.push_str("\ndefault device (what Runtime::choose with Selector::from_env() would open)\n");
     match (&choice, default_device) {
         (Ok(_), Some((_, explanation))) => {
             text.push_str(&format!("  {}\n", explanation.summary));

@@ -98,14 +98,14 @@ fn thread_per_stream(context: &TestContext) -> TestResult {
                     let a = device.alloc::<u32>(data.len())?;
                     let b = device.alloc::<u32>(data.len())?;
                     let mut expected = data.clone();
-                    stream.write_owned(&a, 0, data)?;
+                    stream.write_owned(&a, data)?;
                     for round in 0..10 {
                         queue_step(&stream, step, &a, &b, thread + 2, round)?;
                         queue_update(&stream, update, &b, 3, thread)?;
-                        stream.copy_buffer(&b, &a)?;
+                        stream.copy(&b, &a)?;
                         expected = affine(&affine(&expected, thread + 2, round), 3, thread);
                     }
-                    stream.fill(&a, 0, 3, thread)?;
+                    stream.fill(a.slice(..3), thread)?;
                     expected[..3].fill(thread);
                     check_slice_eq(
                         &stream.read_to_vec(&a)?,
@@ -163,7 +163,7 @@ fn threads_allocate_and_free(context: &TestContext) -> TestResult {
                         let len = 1 + (cycle * 131 + thread as usize * 17) % 9000;
                         let start = (cycle * 29) % 10_000;
                         let buffer = device.alloc::<u8>(len)?;
-                        stream.write(&buffer, 0, &pool[start..start + len])?;
+                        stream.write(&buffer, &pool[start..start + len])?;
                         live.push((buffer, start, len));
                         // Keep a few alive across cycles so frees and allocations interleave.
                         if live.len() > 4 {
@@ -250,7 +250,7 @@ fn load_in_threads(context: &TestContext) -> TestResult {
                     for (index, module) in modules.iter().enumerate() {
                         let kernel = module.kernel("step")?;
                         queue_step(&stream, &kernel, &source, &destination, thread + 2, index as u32)?;
-                        stream.copy_buffer(&destination, &source)?;
+                        stream.copy(&destination, &source)?;
                         expected = affine(&expected, thread + 2, index as u32);
                     }
                     check_slice_eq(
@@ -291,7 +291,7 @@ fn record_and_wait_in_different_threads(context: &TestContext) -> TestResult {
                 .recv()
                 .map_err(|_| Verdict::fail("the producer thread sent no event"))?;
             stream.wait(&event)?;
-            stream.copy_buffer(out, copy)?;
+            stream.copy(out, copy)?;
             check_slice_eq(
                 &stream.read_to_vec(copy)?,
                 &SlowWriter::expected(BUSY_ELEMENTS, 81),
@@ -346,7 +346,7 @@ fn opened_in_threads(context: &TestContext) -> TestResult {
                     let stream = device.create_stream()?;
                     let data: Vec<u32> = (0..1000).map(|index| index ^ (thread << 16)).collect();
                     let buffer = device.alloc_from(&stream, &data)?;
-                    stream.fill(&buffer, 500, 10, thread)?;
+                    stream.fill(buffer.slice(500..500 + 10), thread)?;
                     let mut expected = data;
                     expected[500..510].fill(thread);
                     check_slice_eq(

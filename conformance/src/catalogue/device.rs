@@ -514,17 +514,17 @@ fn memory_allocation_usable(context: &TestContext) -> TestResult {
     let size = size as usize;
     let buffer = context.device().alloc::<u8>(size)?;
     let stream = context.stream();
-    stream.fill(&buffer, 0, size, 0x5a_u8)?;
+    stream.fill(buffer.slice(..size), 0x5a_u8)?;
     let head = context.random_bytes(11, 4096);
     let tail = context.random_bytes(12, 4096);
-    stream.write(&buffer, 0, &head)?;
-    stream.write(&buffer, size - tail.len(), &tail)?;
+    stream.write(&buffer, &head)?;
+    stream.write(buffer.slice(size - tail.len()..), &tail)?;
     let mut back = vec![0u8; 4096];
-    stream.read(&buffer, 0, &mut back)?;
+    stream.read(&buffer, &mut back)?;
     check_slice_eq(&back, &head, &format!("first 4 KiB of a {size}-byte buffer"))?;
-    stream.read(&buffer, size - tail.len(), &mut back)?;
+    stream.read(buffer.slice(size - tail.len()..), &mut back)?;
     check_slice_eq(&back, &tail, &format!("last 4 KiB of a {size}-byte buffer"))?;
-    stream.read(&buffer, size / 2, &mut back)?;
+    stream.read(buffer.slice(size / 2..), &mut back)?;
     check_slice_eq(
         &back,
         &[0x5a; 4096],

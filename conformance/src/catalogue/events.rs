@@ -150,7 +150,7 @@ fn orders_work_across_streams(context: &TestContext) -> TestResult {
     writer.queue(&producer, &out, 61)?;
     producer.record(&done)?;
     consumer.wait(&done)?;
-    consumer.copy_buffer(&out, &copy)?;
+    consumer.copy(&out, &copy)?;
     check_slice_eq(
         &consumer.read_to_vec(&copy)?,
         &SlowWriter::expected(BUSY_ELEMENTS, 61),
@@ -177,7 +177,7 @@ fn chain_through_three_streams(context: &TestContext) -> TestResult {
     queue_update(&streams[1], &update, &out, 5, 7)?;
     streams[1].record(&second)?;
     streams[2].wait(&second)?;
-    streams[2].copy_buffer(&out, &copy)?;
+    streams[2].copy(&out, &copy)?;
     check_slice_eq(
         &streams[2].read_to_vec(&copy)?,
         &affine(&SlowWriter::expected(BUSY_ELEMENTS, 62), 5, 7),
@@ -200,8 +200,8 @@ fn several_events(context: &TestContext) -> TestResult {
     for event in &events {
         consumer.wait(event)?;
     }
-    consumer.copy(&outs[0], 0, &joined, 0, BUSY_ELEMENTS)?;
-    consumer.copy(&outs[1], 0, &joined, BUSY_ELEMENTS, BUSY_ELEMENTS)?;
+    consumer.copy(outs[0].slice(..BUSY_ELEMENTS), &joined)?;
+    consumer.copy(outs[1].slice(..BUSY_ELEMENTS), joined.slice(BUSY_ELEMENTS..))?;
     let mut expected = SlowWriter::expected(BUSY_ELEMENTS, 63);
     expected.extend(SlowWriter::expected(BUSY_ELEMENTS, 64));
     check_slice_eq(
@@ -217,7 +217,7 @@ fn wait_never_recorded(context: &TestContext) -> TestResult {
     let event = device.create_event()?;
     let buffer = device.alloc::<u32>(64)?;
     stream.wait(&event)?;
-    stream.fill(&buffer, 0, 64, 77u32)?;
+    stream.fill(buffer.slice(..64), 77u32)?;
     // A wait that blocked forever would hang here; the runner's time limit would catch it.
     check_slice_eq(
         &stream.read_to_vec(&buffer)?,
@@ -257,7 +257,7 @@ fn wait_survives_event_destroy(context: &TestContext) -> TestResult {
     consumer.wait(&event)?;
     event.destroy()?;
     drop(event);
-    consumer.copy_buffer(&out, &copy)?;
+    consumer.copy(&out, &copy)?;
     check_slice_eq(
         &consumer.read_to_vec(&copy)?,
         &SlowWriter::expected(BUSY_ELEMENTS, 65),
@@ -279,7 +279,7 @@ fn rerecord_moves_the_event(context: &TestContext) -> TestResult {
     writer.queue(&producer, &out, 66)?;
     producer.record(&event)?;
     consumer.wait(&event)?;
-    consumer.copy_buffer(&out, &copy)?;
+    consumer.copy(&out, &copy)?;
     let expected = SlowWriter::expected(BUSY_ELEMENTS, 66);
     check_slice_eq(
         &consumer.read_to_vec(&copy)?,

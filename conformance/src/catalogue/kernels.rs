@@ -1048,7 +1048,7 @@ fn run_max_workgroup_count(context: &TestContext, axis: usize) -> TestResult {
     let limit = context.info().max_workgroup_count[axis];
     let count = if limit == 0 { 65_535 } else { limit.min(65_535) };
     let out = context.device().alloc::<u32>(count as usize)?;
-    context.stream().fill(&out, 0, count as usize, 0u32)?;
+    context.stream().fill(out.slice(..count as usize), 0u32)?;
     let mut groups = [1u32; 3];
     groups[axis] = count;
     context.stream().launch(
@@ -1439,8 +1439,8 @@ fn views_offset_views(context: &TestContext) -> TestResult {
     context.stream().launch(
         &Launch::new(&kernel)
             .workgroups(1, 1, 1)
-            .buffer_range(&source, from..from + count)
-            .buffer_range(&destination, to..to + count),
+            .buffer(source.slice(from..from + count))
+            .buffer(destination.slice(to..to + count)),
     )?;
     let mut expected = vec![UNWRITTEN; len];
     for i in 0..count {
@@ -1464,7 +1464,7 @@ fn views_offset_alignment(context: &TestContext) -> TestResult {
     let start = alignment.max(4);
     context.stream().launch(
         &Launch::new(&kernel)
-            .buffer_range(&source, start..start + 64)
+            .buffer(source.slice(start..start + 64))
             .buffer(&destination),
     )?;
     let expected: Vec<u32> = bytes[start..start + 64]
@@ -1485,7 +1485,7 @@ fn views_offset_alignment(context: &TestContext) -> TestResult {
     let message = expect_error(
         context.stream().launch(
             &Launch::new(&kernel)
-                .buffer_range(&source, misaligned..misaligned + 64)
+                .buffer(source.slice(misaligned..misaligned + 64))
                 .buffer(&destination),
         ),
         &[ErrorKind::InvalidArgument],
@@ -1542,11 +1542,11 @@ fn views_array_length(context: &TestContext) -> TestResult {
         ),
     ];
     for (plain_view, header_view, expected) in cases {
-        context.stream().fill(&lengths, 0, 2, UNWRITTEN)?;
+        context.stream().fill(lengths.slice(..2), UNWRITTEN)?;
         context.stream().launch(
             &Launch::new(&kernel)
-                .buffer_range(&plain, plain_view.clone())
-                .buffer_range(&header, header_view.clone())
+                .buffer(plain.slice(plain_view.clone()))
+                .buffer(header.slice(header_view.clone()))
                 .buffer(&lengths),
         )?;
         check_slice_eq(
@@ -1675,7 +1675,7 @@ fn arguments_view_too_small(context: &TestContext) -> TestResult {
                 .workgroups(2, 1, 1)
                 .buffer(&b.input)
                 .buffer(&b.output)
-                .buffer_range(&b.table, 0..8)
+                .buffer(b.table.slice(0..8))
                 .scalar(2.0f32)
                 .scalar(100u32),
         ),
@@ -1686,7 +1686,7 @@ fn arguments_view_too_small(context: &TestContext) -> TestResult {
         context.stream().launch(
             &Launch::new(&kernel)
                 .workgroups(2, 1, 1)
-                .buffer_range(&b.input, 10..10)
+                .buffer(b.input.slice(10..10))
                 .buffer(&b.output)
                 .buffer(&b.table)
                 .scalar(2.0f32)
@@ -1817,7 +1817,7 @@ fn arguments_refusals_run_nothing(context: &TestContext) -> TestResult {
                 .workgroups(2, 1, 1)
                 .buffer(&b.input)
                 .buffer(&b.output)
-                .buffer_range(&b.table, 0..8)
+                .buffer(b.table.slice(0..8))
                 .scalar(2.0f32)
                 .scalar(100u32),
         ),

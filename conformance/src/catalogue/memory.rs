@@ -273,7 +273,7 @@ fn copy_out_of_bounds(context: &TestContext) -> TestResult {
     let source = context.device().alloc::<u32>(16)?;
     let destination = context.device().alloc::<u32>(16)?;
     expect_error(
-        context.stream().copy(&source, 8, &destination, 0, 9),
+        context.stream().copy(source.slice(8..8 + 9), &destination),
         &[ErrorKind::OutOfBounds],
         "copying 9 elements from offset 8 of a 16-element buffer",
     )?;
@@ -312,17 +312,17 @@ fn zero_length_operations_are_no_ops(context: &TestContext) -> TestResult {
     let empty = device.alloc::<u32>(0)?;
     let data = context.random_u32(3, 16);
     let full = device.alloc_from(stream, &data)?;
-    stream.write(&empty, 0, &[])?;
-    stream.write(&full, 5, &[])?;
-    stream.write_owned(&full, 16, Vec::new())?;
-    stream.read(&empty, 0, &mut [])?;
-    stream.read(&full, 16, &mut [])?;
-    stream.copy(&empty, 0, &full, 3, 0)?;
-    stream.copy(&full, 3, &empty, 0, 0)?;
-    stream.copy(&full, 0, &full, 7, 0)?;
-    stream.copy_buffer(&empty, &device.alloc::<u32>(0)?)?;
-    stream.fill(&empty, 0, 0, 1u32)?;
-    stream.fill(&full, 9, 0, 1u32)?;
+    stream.write(&empty, &[])?;
+    stream.write(full.slice(5..), &[])?;
+    stream.write_owned(full.slice(16..), Vec::new())?;
+    stream.read(&empty, &mut [])?;
+    stream.read(full.slice(16..), &mut [])?;
+    stream.copy(empty.slice(..0), full.slice(3..))?;
+    stream.copy(full.slice(3..3), &empty)?;
+    stream.copy(full.slice(..0), full.slice(7..))?;
+    stream.copy(&empty, &device.alloc::<u32>(0)?)?;
+    stream.fill(empty.slice(..0), 1u32)?;
+    stream.fill(full.slice(9..9), 1u32)?;
     stream.synchronize()?;
     check_contents(context, &full, &data, "a buffer after zero-length operations on it")
 }
@@ -333,13 +333,13 @@ fn zero_length_buffer_access_out_of_bounds(context: &TestContext) -> TestResult 
     let empty = device.alloc::<u32>(0)?;
     let full = device.alloc::<u32>(4)?;
     let refused = [ErrorKind::OutOfBounds];
-    expect_error(stream.write(&empty, 0, &[1]), &refused, "writing one element")?;
-    expect_error(stream.read(&empty, 0, &mut [0u32]), &refused, "reading one element")?;
-    expect_error(stream.fill(&empty, 0, 1, 1u32), &refused, "filling one element")?;
-    expect_error(stream.copy(&empty, 0, &full, 0, 1), &refused, "copying one element out")?;
-    expect_error(stream.copy(&full, 0, &empty, 0, 1), &refused, "copying one element in")?;
+    expect_error(stream.write(&empty, &[1]), &refused, "writing one element")?;
+    expect_error(stream.read(&empty, &mut [0u32]), &refused, "reading one element")?;
+    expect_error(stream.fill(empty.slice(..1), 1u32), &refused, "filling one element")?;
+    expect_error(stream.copy(empty.slice(..1), &full), &refused, "copying one element out")?;
+    expect_error(stream.copy(full.slice(..1), &empty), &refused, "copying one element in")?;
     expect_error(
-        stream.write_owned(&empty, 0, vec![1u32]),
+        stream.write_owned(&empty, vec![1u32]),
         &refused,
         "an asynchronous write of one element",
     )?;
@@ -430,7 +430,7 @@ fn roundtrip_one_byte(context: &TestContext) -> TestResult {
     let stream = context.stream();
     let buffer = context.device().alloc::<u8>(1)?;
     for value in [0xA5u8, 0x00, 0xFF, 0x5A] {
-        stream.write(&buffer, 0, &[value])?;
+        stream.write(&buffer, &[value])?;
         check_contents(
             context,
             &buffer,
@@ -445,7 +445,7 @@ fn roundtrip_three_bytes(context: &TestContext) -> TestResult {
     let (buffer, data) = random_byte_buffer(context, 4, 3)?;
     check_contents(context, &buffer, &data, "a three-byte buffer")?;
     let mut last = [0u8; 1];
-    context.stream().read(&buffer, 2, &mut last)?;
+    context.stream().read(buffer.slice(2..), &mut last)?;
     check_eq(last[0], data[2], "the last byte of a three-byte buffer, read alone")
 }
 
@@ -453,7 +453,7 @@ fn roundtrip_4097_bytes(context: &TestContext) -> TestResult {
     let (buffer, data) = random_byte_buffer(context, 5, 4097)?;
     check_contents(context, &buffer, &data, "a 4097-byte buffer")?;
     let mut tail = [0u8; 2];
-    context.stream().read(&buffer, 4095, &mut tail)?;
+    context.stream().read(buffer.slice(4095..), &mut tail)?;
     check_slice_eq(&tail, &data[4095..], "the last two bytes of a 4097-byte buffer")
 }
 
@@ -525,7 +525,7 @@ fn roundtrip_overwrite(context: &TestContext) -> TestResult {
     let buffer = context.device().alloc::<u8>(10_007)?;
     for seed in 0..6u64 {
         let data = context.random_bytes(100 + seed, 10_007);
-        stream.write(&buffer, 0, &data)?;
+        stream.write(&buffer, &data)?;
         check_contents(context, &buffer, &data, &format!("pattern {seed}"))?;
     }
     Ok(())
@@ -535,7 +535,7 @@ fn roundtrip_write_owned(context: &TestContext) -> TestResult {
     let stream = context.stream();
     let data = context.random_u32(8, 5001);
     let buffer = context.device().alloc::<u32>(data.len())?;
-    stream.write_owned(&buffer, 0, data.clone())?;
+    stream.write_owned(&buffer, data.clone())?;
     check_contents(context, &buffer, &data, "a buffer written asynchronously")
 }
 
@@ -547,7 +547,7 @@ fn write_odd_offsets(context: &TestContext) -> TestResult {
     let (buffer, mut model) = random_byte_buffer(context, 9, 1000)?;
     for (round, (offset, len)) in ODD_SPANS.into_iter().enumerate() {
         let data = context.random_bytes(200 + round as u64, len);
-        stream.write(&buffer, offset, &data)?;
+        stream.write(buffer.slice(offset..), &data)?;
         model[offset..offset + len].copy_from_slice(&data);
         check_contents(
             context,
@@ -564,7 +564,7 @@ fn read_odd_offsets(context: &TestContext) -> TestResult {
     for (offset, len) in ODD_SPANS {
         // Bytes around the destination slice must stay as the host left them.
         let mut out = vec![0xCCu8; len + 2];
-        context.stream().read(&buffer, offset, &mut out[1..=len])?;
+        context.stream().read(buffer.slice(offset..), &mut out[1..=len])?;
         let mut expected = vec![0xCCu8; len + 2];
         expected[1..=len].copy_from_slice(&data[offset..offset + len]);
         check_slice_eq(&out, &expected, &format!("{len} bytes read at offset {offset}"))?;
@@ -577,7 +577,7 @@ fn copy_odd_offsets(context: &TestContext) -> TestResult {
     let (source, source_data) = random_byte_buffer(context, 11, 5000)?;
     let (destination, mut model) = random_byte_buffer(context, 12, 4097)?;
     for (from, to, len) in [(3, 7, 13), (0, 0, 1), (4999, 4096, 1), (1, 2, 4095), (777, 1001, 2049)] {
-        stream.copy(&source, from, &destination, to, len)?;
+        stream.copy(source.slice(from..from + len), destination.slice(to..))?;
         model[to..to + len].copy_from_slice(&source_data[from..from + len]);
     }
     check_contents(context, &destination, &model, "the destination after five copies")?;
@@ -589,11 +589,11 @@ fn copy_whole_buffer(context: &TestContext) -> TestResult {
     let data = context.random_u32(13, 3001);
     let source = context.device().alloc_from(stream, &data)?;
     let destination = context.device().alloc::<u32>(3001)?;
-    stream.copy_buffer(&source, &destination)?;
+    stream.copy(&source, &destination)?;
     check_contents(context, &destination, &data, "the destination of copy_buffer")?;
     let shorter = context.device().alloc_from(stream, &[1u32; 3000])?;
     expect_error(
-        stream.copy_buffer(&source, &shorter),
+        stream.copy(&source, &shorter),
         &[ErrorKind::InvalidArgument],
         "copy_buffer from 3001 elements into 3000",
     )?;
@@ -610,12 +610,12 @@ fn copy_destination_out_of_bounds(context: &TestContext) -> TestResult {
     let source = context.device().alloc_from(stream, &[7u32; 16])?;
     let destination = context.device().alloc_from(stream, &[1u32; 8])?;
     expect_error(
-        stream.copy(&source, 0, &destination, 4, 8),
+        stream.copy(source.slice(..8), destination.slice(4..)),
         &[ErrorKind::OutOfBounds],
         "copying 8 elements to offset 4 of an 8-element buffer",
     )?;
     expect_error(
-        stream.copy(&source, 0, &destination, 9, 0),
+        stream.copy(source.slice(..0), destination.slice(9..)),
         &[ErrorKind::OutOfBounds],
         "copying 0 elements to offset 9 of an 8-element buffer",
     )?;
@@ -632,7 +632,7 @@ fn copy_overlap_forward(context: &TestContext) -> TestResult {
     let stream = context.stream();
     let (buffer, mut model) = random_byte_buffer(context, 14, 4097)?;
     for (from, to, len) in [(5, 12, 1000), (0, 1, 4096), (100, 101, 1), (2000, 2999, 1001)] {
-        stream.copy(&buffer, from, &buffer, to, len)?;
+        stream.copy(buffer.slice(from..from + len), buffer.slice(to..))?;
         memmove(&mut model, from, to, len);
         check_contents(
             context,
@@ -648,7 +648,7 @@ fn copy_overlap_backward(context: &TestContext) -> TestResult {
     let stream = context.stream();
     let (buffer, mut model) = random_byte_buffer(context, 15, 4097)?;
     for (from, to, len) in [(12, 5, 1000), (1, 0, 4096), (101, 100, 1), (2999, 2000, 1001)] {
-        stream.copy(&buffer, from, &buffer, to, len)?;
+        stream.copy(buffer.slice(from..from + len), buffer.slice(to..))?;
         memmove(&mut model, from, to, len);
         check_contents(
             context,
@@ -666,16 +666,16 @@ fn copy_overlap_words(context: &TestContext) -> TestResult {
     let buffer = context.device().alloc_from(stream, &data)?;
     let mut model = data;
     // Both directions queued back to back before one read: order and memmove together.
-    stream.copy(&buffer, 0, &buffer, 1, 1000)?;
+    stream.copy(buffer.slice(..1000), buffer.slice(1..))?;
     memmove(&mut model, 0, 1, 1000);
-    stream.copy(&buffer, 501, &buffer, 500, 500)?;
+    stream.copy(buffer.slice(501..501 + 500), buffer.slice(500..))?;
     memmove(&mut model, 501, 500, 500);
     check_contents(context, &buffer, &model, "the buffer after two overlapping copies")
 }
 
 fn copy_onto_itself(context: &TestContext) -> TestResult {
     let (buffer, data) = random_byte_buffer(context, 16, 999)?;
-    context.stream().copy(&buffer, 3, &buffer, 3, 990)?;
+    context.stream().copy(buffer.slice(3..3 + 990), buffer.slice(3..))?;
     check_contents(context, &buffer, &data, "the buffer after copying a range onto itself")
 }
 
@@ -689,7 +689,7 @@ fn fill_one_byte_pattern(context: &TestContext) -> TestResult {
         (4096, 1, 0x5C),
         (0, 3, 0x11),
     ] {
-        stream.fill(&buffer, offset, count, value)?;
+        stream.fill(buffer.slice(offset..offset + count), value)?;
         model[offset..offset + count].fill(value);
     }
     check_contents(context, &buffer, &model, "the buffer after five 1-byte fills")
@@ -706,7 +706,7 @@ fn fill_two_byte_pattern(context: &TestContext) -> TestResult {
         (1025, 1023, 0xFFFF),
         (2048, 1, 0x8001),
     ] {
-        stream.fill(&buffer, offset, count, value)?;
+        stream.fill(buffer.slice(offset..offset + count), value)?;
         model[offset..offset + count].fill(value);
     }
     check_contents(context, &buffer, &model, "the buffer after four 2-byte fills")
@@ -718,13 +718,13 @@ fn fill_four_byte_pattern(context: &TestContext) -> TestResult {
     let buffer = context.device().alloc_from(stream, &data)?;
     let mut model = data;
     for (offset, count, value) in [(1, 3, 0xDEAD_BEEFu32), (7, 501, 0x0102_0304), (1024, 1, 0)] {
-        stream.fill(&buffer, offset, count, value)?;
+        stream.fill(buffer.slice(offset..offset + count), value)?;
         model[offset..offset + count].fill(value);
     }
     check_contents(context, &buffer, &model, "the u32 buffer after three fills")?;
     let floats = context.device().alloc_from(stream, &vec![1.5f32; 99])?;
-    stream.fill(&floats, 33, 33, -0.0f32)?;
-    stream.fill(&floats, 97, 1, f32::from_bits(0x7fc0_0abc))?;
+    stream.fill(floats.slice(33..33 + 33), -0.0f32)?;
+    stream.fill(floats.slice(97..97 + 1), f32::from_bits(0x7fc0_0abc))?;
     let mut expected = vec![1.5f32.to_bits(); 99];
     expected[33..66].fill(0x8000_0000);
     expected[97] = 0x7fc0_0abc;
@@ -740,7 +740,7 @@ fn fill_eight_byte_pattern_refused(context: &TestContext) -> TestResult {
     let stream = context.stream();
     let buffer = context.device().alloc_from(stream, &[3u64; 8])?;
     expect_error(
-        stream.fill(&buffer, 0, 8, 0x0102_0304_0506_0708u64),
+        stream.fill(buffer.slice(..8), 0x0102_0304_0506_0708u64),
         &[ErrorKind::InvalidArgument],
         "a fill with an 8-byte pattern",
     )?;
@@ -855,14 +855,14 @@ fn oom_exhaustion(context: &TestContext) -> TestResult {
     let mut again = Vec::new();
     for index in 0..granted {
         let buffer = device.alloc::<u8>(chunk)?;
-        stream.write(&buffer, 0, &[index as u8])?;
-        stream.write(&buffer, chunk - 1, &[index as u8])?;
+        stream.write(&buffer, &[index as u8])?;
+        stream.write(buffer.slice(chunk - 1..), &[index as u8])?;
         again.push(buffer);
     }
     for (index, buffer) in again.iter().enumerate() {
         let mut ends = [0u8; 2];
-        stream.read(buffer, 0, &mut ends[..1])?;
-        stream.read(buffer, chunk - 1, &mut ends[1..])?;
+        stream.read(buffer, &mut ends[..1])?;
+        stream.read(buffer.slice(chunk - 1..), &mut ends[1..])?;
         check_eq(
             ends,
             [index as u8; 2],
@@ -882,7 +882,7 @@ fn churn_alloc_free_cycles(context: &TestContext) -> TestResult {
         let start = (cycle * 13) % 7000;
         let data = &pool[start..start + len];
         let buffer = device.alloc::<u8>(len)?;
-        stream.write(&buffer, 0, data)?;
+        stream.write(&buffer, data)?;
         let back = stream.read_to_vec(&buffer)?;
         check_slice_eq(&back, data, &format!("cycle {cycle}, {len} bytes"))?;
     }
@@ -903,13 +903,13 @@ fn churn_freed_memory_reusable(context: &TestContext) -> TestResult {
     let before = device.memory_allocated();
     for cycle in 0..6u8 {
         let buffer = device.alloc::<u8>(bytes)?;
-        stream.write(&buffer, 0, &[cycle])?;
-        stream.write(&buffer, bytes / 2, &[cycle ^ 0xFF])?;
-        stream.write(&buffer, bytes - 1, &[cycle])?;
+        stream.write(&buffer, &[cycle])?;
+        stream.write(buffer.slice(bytes / 2..), &[cycle ^ 0xFF])?;
+        stream.write(buffer.slice(bytes - 1..), &[cycle])?;
         let mut probe = [0u8; 3];
-        stream.read(&buffer, 0, &mut probe[..1])?;
-        stream.read(&buffer, bytes / 2, &mut probe[1..2])?;
-        stream.read(&buffer, bytes - 1, &mut probe[2..])?;
+        stream.read(&buffer, &mut probe[..1])?;
+        stream.read(buffer.slice(bytes / 2..), &mut probe[1..2])?;
+        stream.read(buffer.slice(bytes - 1..), &mut probe[2..])?;
         check_eq(probe, [cycle, cycle ^ 0xFF, cycle], &format!("probes of cycle {cycle}"))?;
         drop(buffer);
         check_eq(
@@ -954,17 +954,17 @@ fn read_out_of_bounds(context: &TestContext) -> TestResult {
     let buffer = context.device().alloc::<u8>(4097)?;
     let refused = [ErrorKind::OutOfBounds];
     expect_error(
-        stream.read(&buffer, 4090, &mut [0u8; 8]),
+        stream.read(buffer.slice(4090..), &mut [0u8; 8]),
         &refused,
         "reading 8 bytes at 4090",
     )?;
     expect_error(
-        stream.read(&buffer, 0, &mut vec![0u8; 4098]),
+        stream.read(&buffer, &mut vec![0u8; 4098]),
         &refused,
         "reading 4098 bytes",
     )?;
     expect_error(
-        stream.read(&buffer, 4097, &mut [0u8; 1]),
+        stream.read(buffer.slice(4097..), &mut [0u8; 1]),
         &refused,
         "reading one byte at the end",
     )?;
@@ -976,17 +976,17 @@ fn write_out_of_bounds(context: &TestContext) -> TestResult {
     let (buffer, data) = random_byte_buffer(context, 22, 4097)?;
     let refused = [ErrorKind::OutOfBounds];
     expect_error(
-        stream.write(&buffer, 4090, &[0u8; 8]),
+        stream.write(buffer.slice(4090..), &[0u8; 8]),
         &refused,
         "writing 8 bytes at 4090",
     )?;
     expect_error(
-        stream.write(&buffer, 0, &vec![0u8; 4098]),
+        stream.write(&buffer, &vec![0u8; 4098]),
         &refused,
         "writing 4098 bytes",
     )?;
     expect_error(
-        stream.write_owned(&buffer, 4000, vec![0u8; 98]),
+        stream.write_owned(buffer.slice(4000..), vec![0u8; 98]),
         &refused,
         "an asynchronous write of 98 bytes at 4000",
     )?;
@@ -999,10 +999,10 @@ fn fill_out_of_bounds(context: &TestContext) -> TestResult {
     let stream = context.stream();
     let (buffer, data) = random_byte_buffer(context, 23, 4097)?;
     let refused = [ErrorKind::OutOfBounds];
-    expect_error(stream.fill(&buffer, 4090, 8, 0u8), &refused, "filling 8 bytes at 4090")?;
-    expect_error(stream.fill(&buffer, 0, 4098, 0u8), &refused, "filling 4098 bytes")?;
+    expect_error(stream.fill(buffer.slice(4090..4090 + 8), 0u8), &refused, "filling 8 bytes at 4090")?;
+    expect_error(stream.fill(buffer.slice(..4098), 0u8), &refused, "filling 4098 bytes")?;
     let words = context.device().alloc_from(stream, &[1u32; 10])?;
-    expect_error(stream.fill(&words, 9, 2, 0u32), &refused, "filling 2 words at 9 of 10")?;
+    expect_error(stream.fill(words.slice(9..9 + 2), 0u32), &refused, "filling 2 words at 9 of 10")?;
     stream.synchronize()?;
     check_contents(context, &buffer, &data, "the byte buffer after the refused fills")?;
     check_contents(context, &words, &[1u32; 10], "the word buffer after the refused fill")
@@ -1011,28 +1011,28 @@ fn fill_out_of_bounds(context: &TestContext) -> TestResult {
 fn zero_length_past_the_end(context: &TestContext) -> TestResult {
     let stream = context.stream();
     let buffer = context.device().alloc_from(stream, &[1u32; 10])?;
-    stream.write(&buffer, 10, &[])?;
-    stream.read(&buffer, 10, &mut [])?;
-    stream.fill(&buffer, 10, 0, 0u32)?;
-    stream.copy(&buffer, 10, &buffer, 10, 0)?;
+    stream.write(buffer.slice(10..), &[])?;
+    stream.read(buffer.slice(10..), &mut [])?;
+    stream.fill(buffer.slice(10..10), 0u32)?;
+    stream.copy(buffer.slice(10..10), buffer.slice(10..))?;
     let refused = [ErrorKind::OutOfBounds];
     expect_error(
-        stream.write(&buffer, 11, &[]),
+        stream.write(buffer.slice(11..), &[]),
         &refused,
         "an empty write one past the end",
     )?;
     expect_error(
-        stream.read(&buffer, 11, &mut []),
+        stream.read(buffer.slice(11..), &mut []),
         &refused,
         "an empty read one past the end",
     )?;
     expect_error(
-        stream.fill(&buffer, 11, 0, 0u32),
+        stream.fill(buffer.slice(11..11), 0u32),
         &refused,
         "an empty fill one past the end",
     )?;
     expect_error(
-        stream.copy(&buffer, 11, &buffer, 0, 0),
+        stream.copy(buffer.slice(11..11), &buffer),
         &refused,
         "an empty copy from one past the end",
     )?;
@@ -1045,32 +1045,32 @@ fn offset_overflow(context: &TestContext) -> TestResult {
     let words = context.device().alloc_from(stream, &[9u32; 16])?;
     let refused = [ErrorKind::OutOfBounds];
     expect_error(
-        stream.read(&bytes, usize::MAX, &mut [0u8; 2]),
+        stream.read(bytes.slice(usize::MAX..), &mut [0u8; 2]),
         &refused,
         "reading 2 bytes at offset usize::MAX",
     )?;
     expect_error(
-        stream.write(&bytes, usize::MAX - 1, &[0u8; 4]),
+        stream.write(bytes.slice(usize::MAX - 1..), &[0u8; 4]),
         &refused,
         "writing 4 bytes at offset usize::MAX - 1",
     )?;
     expect_error(
-        stream.fill(&words, usize::MAX / 2, 4, 1u32),
+        stream.fill(words.slice(usize::MAX / 2..usize::MAX / 2 + 4), 1u32),
         &refused,
         "filling 4 words at element usize::MAX / 2 (a byte offset past u64)",
     )?;
     expect_error(
-        stream.fill(&bytes, 1, usize::MAX, 1u8),
+        stream.fill(bytes.slice(1..1 + (usize::MAX)), 1u8),
         &refused,
         "filling usize::MAX bytes at offset 1",
     )?;
     expect_error(
-        stream.copy(&words, 1, &words, usize::MAX / 4, 2),
+        stream.copy(words.slice(1..1 + 2), words.slice(usize::MAX / 4..)),
         &refused,
         "copying to element usize::MAX / 4",
     )?;
     expect_error(
-        stream.copy(&bytes, usize::MAX, &bytes, 0, 1),
+        stream.copy(bytes.slice(usize::MAX..usize::MAX + 1), &bytes),
         &refused,
         "copying from byte usize::MAX",
     )?;
@@ -1089,17 +1089,17 @@ fn copy_between_devices(context: &TestContext) -> TestResult {
     let foreign = other.alloc_from(&other_stream, &[2u32; 8])?;
     let refused = [ErrorKind::InvalidHandle];
     expect_error(
-        stream.copy(&local, 0, &foreign, 0, 8),
+        stream.copy(local.slice(..8), &foreign),
         &refused,
         "copying into another device's buffer",
     )?;
     expect_error(
-        stream.copy(&foreign, 0, &local, 0, 8),
+        stream.copy(foreign.slice(..8), &local),
         &refused,
         "copying from another device's buffer",
     )?;
     expect_error(
-        other_stream.copy(&local, 0, &foreign, 0, 8),
+        other_stream.copy(local.slice(..8), &foreign),
         &refused,
         "copying with the other device's stream",
     )?;

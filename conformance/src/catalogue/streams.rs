@@ -272,7 +272,7 @@ impl SlowWriter {
         // Dropped at once: the stream keeps it alive for the queued work.
         let scratch = self.device.alloc::<u32>(out.len())?;
         queue_busy(stream, &self.kernel, &scratch, BUSY_ITERATIONS, seed)?;
-        stream.copy_buffer(&scratch, out)
+        stream.copy(&scratch, out)
     }
 
     /// What `out` holds once the work queued with `seed` is done.
@@ -354,11 +354,11 @@ fn transfer_chain(context: &TestContext) -> TestResult {
     let b = device.alloc::<u32>(n)?;
     let c = device.alloc::<u32>(n)?;
     // Nothing synchronizes until the read: each step must wait for the one before on its own.
-    stream.write_owned(&a, 0, data.clone())?;
-    stream.copy(&a, 0, &b, 0, n)?;
-    stream.fill(&b, 100, 200, 0xDEAD_BEEFu32)?;
-    stream.copy(&b, 50, &c, 0, n - 50)?;
-    stream.fill(&c, n - 50, 50, 7u32)?;
+    stream.write_owned(&a, data.clone())?;
+    stream.copy(a.slice(..n), &b)?;
+    stream.fill(b.slice(100..100 + 200), 0xDEAD_BEEFu32)?;
+    stream.copy(b.slice(50..50 + (n - 50)), &c)?;
+    stream.fill(c.slice(n - 50..n - 50 + 50), 7u32)?;
     let back = stream.read_to_vec(&c)?;
     let mut b_expected = data;
     b_expected[100..300].fill(0xDEAD_BEEF);
@@ -397,13 +397,13 @@ fn mixed_operations(context: &TestContext) -> TestResult {
     let later = context.random_u32(24, 40);
     let a = device.alloc::<u32>(n)?;
     let b = device.alloc::<u32>(n)?;
-    stream.write_owned(&a, 0, data.clone())?;
+    stream.write_owned(&a, data.clone())?;
     queue_update(stream, &update, &a, 3, 1)?;
-    stream.copy_buffer(&a, &b)?;
-    stream.fill(&a, 0, n, 0u32)?;
+    stream.copy(&a, &b)?;
+    stream.fill(a.slice(..n), 0u32)?;
     queue_step(stream, &step, &b, &a, 5, 2)?;
-    stream.fill(&b, 0, 10, 9u32)?;
-    stream.write_owned(&b, 200, later.clone())?;
+    stream.fill(b.slice(..10), 9u32)?;
+    stream.write_owned(b.slice(200..), later.clone())?;
     queue_update(stream, &update, &b, 7, 0)?;
     let back_a = stream.read_to_vec(&a)?;
     let back_b = stream.read_to_vec(&b)?;
@@ -425,9 +425,9 @@ fn write_after_read(context: &TestContext) -> TestResult {
     let first = device.alloc::<u32>(n)?;
     let second = device.alloc::<u32>(n)?;
     queue_step(stream, &step, &source, &first, 1, 1)?;
-    stream.fill(&source, 0, n, 5u32)?;
+    stream.fill(source.slice(..n), 5u32)?;
     queue_step(stream, &step, &source, &second, 1, 1)?;
-    stream.write_owned(&source, 0, vec![11u32; n])?;
+    stream.write_owned(&source, vec![11u32; n])?;
     check_slice_eq(
         &stream.read_to_vec(&first)?,
         &affine(&data, 1, 1),
@@ -452,7 +452,7 @@ fn copy_waits_for_long_kernel(context: &TestContext) -> TestResult {
     let out = device.alloc::<u32>(BUSY_ELEMENTS)?;
     let copy = device.alloc_from(stream, &vec![0u32; BUSY_ELEMENTS])?;
     queue_busy(stream, &busy, &out, BUSY_ITERATIONS, 31)?;
-    stream.copy_buffer(&out, &copy)?;
+    stream.copy(&out, &copy)?;
     check_slice_eq(
         &stream.read_to_vec(&copy)?,
         &busy_expected(BUSY_ELEMENTS, BUSY_ITERATIONS, 31),
@@ -475,8 +475,8 @@ fn sixteen_streams(context: &TestContext) -> TestResult {
         let copy = device.alloc::<u32>(ELEMENTS)?;
         queue_busy(&stream, &busy, &out, ITERATIONS, lane)?;
         queue_update(&stream, &update, &out, lane + 2, lane)?;
-        stream.fill(&out, 0, 4, lane)?;
-        stream.copy_buffer(&out, &copy)?;
+        stream.fill(out.slice(..4), lane)?;
+        stream.copy(&out, &copy)?;
         lanes.push((stream, copy));
     }
     for (lane, (stream, copy)) in lanes.iter().enumerate() {
@@ -555,7 +555,7 @@ fn write_complete_on_return(context: &TestContext) -> TestResult {
     let writer = device.create_stream()?;
     let data = context.random_u32(44, 4096);
     let buffer = device.alloc::<u32>(data.len())?;
-    writer.write(&buffer, 0, &data)?;
+    writer.write(&buffer, &data)?;
     check_slice_eq(
         &context.stream().read_to_vec(&buffer)?,
         &data,
@@ -568,29 +568,29 @@ fn usable_after_out_of_bounds_call(context: &TestContext) -> TestResult {
     let stream = context.stream();
     let a = device.alloc::<u32>(16)?;
     let b = device.alloc::<u32>(8)?;
-    stream.fill(&a, 0, 16, 3u32)?;
+    stream.fill(a.slice(..16), 3u32)?;
     expect_error(
-        stream.copy(&a, 0, &b, 4, 8),
+        stream.copy(a.slice(..8), b.slice(4..)),
         &[ErrorKind::OutOfBounds],
         "copying past b's end",
     )?;
     expect_error(
-        stream.fill(&b, 8, 1, 0u32),
+        stream.fill(b.slice(8..8 + 1), 0u32),
         &[ErrorKind::OutOfBounds],
         "filling past b's end",
     )?;
     expect_error(
-        stream.read(&a, 10, &mut [0u32; 8]),
+        stream.read(a.slice(10..), &mut [0u32; 8]),
         &[ErrorKind::OutOfBounds],
         "reading past a's end",
     )?;
     expect_error(
-        stream.write(&b, 1, &[0u32; 8]),
+        stream.write(b.slice(1..), &[0u32; 8]),
         &[ErrorKind::OutOfBounds],
         "writing past b's end",
     )?;
-    stream.copy(&a, 8, &b, 0, 8)?;
-    stream.fill(&b, 6, 2, 9u32)?;
+    stream.copy(a.slice(8..8 + 8), &b)?;
+    stream.fill(b.slice(6..6 + 2), 9u32)?;
     check_slice_eq(
         &stream.read_to_vec(&b)?,
         &[3, 3, 3, 3, 3, 3, 9, 9],
@@ -662,7 +662,7 @@ fn refused_launch_does_not_run(context: &TestContext) -> TestResult {
         stream.launch(
             &Launch::new(&step)
                 .buffer(&source)
-                .buffer_range(&short, 0..2)
+                .buffer(short.slice(0..2))
                 .scalar(2u32)
                 .scalar(1u32),
         ),
@@ -686,17 +686,17 @@ fn buffer_of_another_device(context: &TestContext) -> TestResult {
     let local = context.device().alloc::<u32>(4)?;
     let foreign = other.alloc::<u32>(4)?;
     expect_error(
-        stream.write(&foreign, 0, &[1, 2, 3, 4]),
+        stream.write(&foreign, &[1, 2, 3, 4]),
         &[ErrorKind::InvalidHandle],
         "writing a buffer of another device",
     )?;
     expect_error(
-        stream.read(&foreign, 0, &mut [0u32; 4]),
+        stream.read(&foreign, &mut [0u32; 4]),
         &[ErrorKind::InvalidHandle],
         "reading a buffer of another device",
     )?;
     expect_error(
-        stream.fill(&foreign, 0, 4, 1u32),
+        stream.fill(foreign.slice(..4), 1u32),
         &[ErrorKind::InvalidHandle],
         "filling a buffer of another device",
     )?;
@@ -706,7 +706,7 @@ fn buffer_of_another_device(context: &TestContext) -> TestResult {
         &[ErrorKind::InvalidHandle],
         "launching on a buffer of another device",
     )?;
-    stream.write(&local, 0, &[1, 2, 3, 4])?;
+    stream.write(&local, &[1, 2, 3, 4])?;
     check_slice_eq(&stream.read_to_vec(&local)?, &[1, 2, 3, 4], "a local buffer afterwards")
 }
 
@@ -716,7 +716,7 @@ fn destroy_completes_pending_work(context: &TestContext) -> TestResult {
     let writer = SlowWriter::new(context)?;
     let copy = zeros(context, BUSY_ELEMENTS)?;
     writer.queue(&doomed, &copy, 51)?;
-    doomed.fill(&copy, 0, 8, 1u32)?;
+    doomed.fill(copy.slice(..8), 1u32)?;
     doomed.destroy()?;
     let mut expected = SlowWriter::expected(BUSY_ELEMENTS, 51);
     expected[..8].fill(1);
@@ -735,19 +735,19 @@ fn destroy_later_calls_refused(context: &TestContext) -> TestResult {
     let event = device.create_event()?;
     stream.destroy()?;
     let refused = [ErrorKind::InvalidHandle];
-    expect_error(clone.fill(&buffer, 0, 4, 0u32), &refused, "fill on a destroyed stream")?;
+    expect_error(clone.fill(buffer.slice(..4), 0u32), &refused, "fill on a destroyed stream")?;
     expect_error(
-        clone.write(&buffer, 0, &[1u32]),
+        clone.write(&buffer, &[1u32]),
         &refused,
         "write on a destroyed stream",
     )?;
     expect_error(
-        clone.read(&buffer, 0, &mut [0u32; 4]),
+        clone.read(&buffer, &mut [0u32; 4]),
         &refused,
         "read on a destroyed stream",
     )?;
     expect_error(
-        clone.copy(&buffer, 0, &buffer, 2, 2),
+        clone.copy(buffer.slice(..2), buffer.slice(2..)),
         &refused,
         "copy on a destroyed stream",
     )?;
@@ -758,7 +758,7 @@ fn destroy_later_calls_refused(context: &TestContext) -> TestResult {
     expect_error(stream.destroy(), &refused, "a second destroy")?;
     // Other streams of the device are unaffected.
     let other = device.create_stream()?;
-    other.write(&buffer, 0, &[4, 3, 2, 1])?;
+    other.write(&buffer, &[4, 3, 2, 1])?;
     check_slice_eq(
         &other.read_to_vec(&buffer)?,
         &[4, 3, 2, 1],
@@ -793,7 +793,7 @@ fn clones_share_one_queue(context: &TestContext) -> TestResult {
     let copy = zeros(context, BUSY_ELEMENTS)?;
     writer.queue(&first, &out, 53)?;
     queue_update(&second, &update, &out, 3, 3)?;
-    first.copy_buffer(&out, &copy)?;
+    first.copy(&out, &copy)?;
     second.synchronize()?;
     check_eq(first.query()?, true, "query through the other clone after synchronize")?;
     check_slice_eq(
@@ -813,7 +813,7 @@ fn buffers_dropped_while_queued(context: &TestContext) -> TestResult {
         let scratch = device.alloc::<u32>(BUSY_ELEMENTS)?;
         let scratch_copy = device.alloc::<u32>(BUSY_ELEMENTS)?;
         queue_busy(stream, &busy, &scratch, BUSY_ITERATIONS, 54)?;
-        stream.copy_buffer(&scratch, &scratch_copy)?;
+        stream.copy(&scratch, &scratch_copy)?;
         queue_step(stream, &step, &scratch_copy, &kept, 1, 0)?;
         // Both scratch buffers go out of scope with the work still queued.
     }
@@ -824,7 +824,7 @@ fn buffers_dropped_while_queued(context: &TestContext) -> TestResult {
         .map(|_| device.alloc::<u32>(BUSY_ELEMENTS))
         .collect::<xhal::Result<_>>()?;
     for buffer in &fresh {
-        other.fill(buffer, 0, BUSY_ELEMENTS, 0xFFFF_FFFFu32)?;
+        other.fill(buffer.slice(..BUSY_ELEMENTS), 0xFFFF_FFFFu32)?;
     }
     other.synchronize()?;
     check_slice_eq(

@@ -90,7 +90,7 @@ fn thousand_live_buffers(context: &TestContext) -> TestResult {
     let mut buffers: Vec<Buffer<u32>> = Vec::with_capacity(BUFFERS as usize);
     for index in 0..BUFFERS {
         let buffer = device.alloc::<u32>(ELEMENTS)?;
-        stream.fill(&buffer, 0, ELEMENTS, index.wrapping_mul(0x9e37_79b9))?;
+        stream.fill(buffer.slice(..ELEMENTS), index.wrapping_mul(0x9e37_79b9))?;
         buffers.push(buffer);
     }
     // Read in an order unlike the allocation order.
@@ -116,14 +116,14 @@ fn alloc_churn(context: &TestContext) -> TestResult {
         let len = 1 + (cycle * 7919) % 3000;
         let value = cycle as u16;
         let buffer = device.alloc::<u16>(len)?;
-        stream.fill(&buffer, 0, len, value)?;
+        stream.fill(buffer.slice(..len), value)?;
         live.push((buffer, value, len));
         if live.len() >= 16 || cycle + 1 == CYCLES {
             // Check the first and the last element of each, then free them all.
             for (buffer, value, len) in live.drain(..) {
                 let mut ends = [0u16; 2];
-                stream.read(&buffer, 0, &mut ends[..1])?;
-                stream.read(&buffer, len - 1, &mut ends[1..])?;
+                stream.read(&buffer, &mut ends[..1])?;
+                stream.read(buffer.slice(len - 1..), &mut ends[1..])?;
                 check_eq(
                     ends,
                     [value; 2],
@@ -178,11 +178,11 @@ fn one_event_recorded_many_times(context: &TestContext) -> TestResult {
     let history = device.alloc_from(context.stream(), &vec![0u32; RECORDS])?;
     let event = device.create_event_without_timing()?;
     for round in 0..RECORDS {
-        producer.fill(&source, round, 1, round as u32 + 1)?;
+        producer.fill(source.slice(round..round + 1), round as u32 + 1)?;
         producer.record(&event)?;
         consumer.wait(&event)?;
         // Copied before the fill it waited for, the slot would still hold zero.
-        consumer.copy(&source, round, &history, round, 1)?;
+        consumer.copy(source.slice(round..round + 1), history.slice(round..))?;
     }
     let expected: Vec<u32> = (1..=RECORDS as u32).collect();
     check_slice_eq(
@@ -260,8 +260,8 @@ fn create_and_destroy_streams(context: &TestContext) -> TestResult {
     let buffer = device.alloc::<u32>(64)?;
     for index in 0..STREAMS {
         let stream = device.create_stream()?;
-        stream.fill(&buffer, 0, 64, index)?;
-        stream.fill(&buffer, 63, 1, !index)?;
+        stream.fill(buffer.slice(..64), index)?;
+        stream.fill(buffer.slice(63..63 + 1), !index)?;
         // Every other stream is dropped rather than destroyed: both must finish its work.
         if index % 2 == 0 {
             stream.destroy()?;
@@ -269,8 +269,8 @@ fn create_and_destroy_streams(context: &TestContext) -> TestResult {
             drop(stream);
         }
         let mut ends = [0u32; 2];
-        context.stream().read(&buffer, 0, &mut ends[..1])?;
-        context.stream().read(&buffer, 63, &mut ends[1..])?;
+        context.stream().read(&buffer, &mut ends[..1])?;
+        context.stream().read(buffer.slice(63..), &mut ends[1..])?;
         check_eq(ends, [index, !index], &format!("the buffer after stream {index}"))?;
     }
     Ok(())
@@ -285,7 +285,7 @@ fn ten_thousand_small_copies(context: &TestContext) -> TestResult {
     let destination = device.alloc_from(stream, &vec![0u32; ELEMENTS])?;
     // Reverse the buffer one element at a time.
     for index in 0..ELEMENTS {
-        stream.copy(&source, index, &destination, ELEMENTS - 1 - index, 1)?;
+        stream.copy(source.slice(index..index + 1), destination.slice(ELEMENTS - 1 - index..))?;
     }
     let expected: Vec<u32> = data.iter().rev().copied().collect();
     check_slice_eq(

@@ -1709,7 +1709,7 @@ fn sort_bitonic_key_value(context: &TestContext) -> TestResult {
             &Launch::new(&kernel)
                 .workgroups(groups_for(count as usize, 64), 1, 1)
                 .buffer(&buffer)
-                .buffer_range(&params, index * stride..index * stride + 2),
+                .buffer(params.slice(index * stride..index * stride + 2)),
         )?;
     }
     let mut expected = entries;

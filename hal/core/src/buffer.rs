@@ -4,7 +4,7 @@ use crate::allocator::Block;
 use crate::device::DeviceShared;
 use crate::error::{Error, Result};
 use std::marker::PhantomData;
-use std::ops::Range;
+use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
 /// The memory behind a buffer. Streams hold it while queued work uses it, so dropping a
@@ -105,25 +105,122 @@ impl<T> Buffer<T> {
         self.memory.device.label()
     }
 
-    /// Byte range of the elements `range`, checked against the buffer.
-    pub(crate) fn byte_range(&self, range: Range<usize>, what: &str) -> Result<(u64, u64)> {
-        if range.start > range.end {
+    /// A view of elements `range` (`2..6`, `4..`, `..`) of the buffer: what
+    /// [`Stream::write`](crate::Stream::write), [`read`](crate::Stream::read),
+    /// [`copy`](crate::Stream::copy), [`fill`](crate::Stream::fill) and
+    /// [`Launch::buffer`](crate::Launch::buffer) take. A range outside the buffer is reported,
+    /// naming it, by the call that uses the view.
+    pub fn slice(&self, range: impl RangeBounds<usize>) -> BufferSlice<'_, T> {
+        let start = match range.start_bound() {
+            Bound::Included(&start) => Some(start),
+            Bound::Excluded(&start) => start.checked_add(1),
+            Bound::Unbounded => Some(0),
+        };
+        let end = match range.end_bound() {
+            Bound::Included(&end) => end.checked_add(1),
+            Bound::Excluded(&end) => Some(end),
+            Bound::Unbounded => Some(self.len),
+        };
+        BufferSlice {
+            buffer: self,
+            start: start.unwrap_or(usize::MAX),
+            end: end.unwrap_or(usize::MAX),
+        }
+    }
+}
+
+/// Elements `start..end` of a [`Buffer`]; made by [`Buffer::slice`], or from `&Buffer` for the
+/// whole buffer.
+pub struct BufferSlice<'a, T> {
+    pub(crate) buffer: &'a Buffer<T>,
+    start: usize,
+    end: usize,
+}
+
+impl<T> Clone for BufferSlice<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for BufferSlice<'_, T> {}
+
+impl<T> std::fmt::Debug for BufferSlice<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BufferSlice")
+            .field("buffer", self.buffer)
+            .field("elements", &(self.start..self.end))
+            .finish()
+    }
+}
+
+impl<'a, T> From<&'a Buffer<T>> for BufferSlice<'a, T> {
+    fn from(buffer: &'a Buffer<T>) -> BufferSlice<'a, T> {
+        BufferSlice {
+            buffer,
+            start: 0,
+            end: buffer.len,
+        }
+    }
+}
+
+impl<'a, T> BufferSlice<'a, T> {
+    /// The buffer viewed.
+    pub fn buffer(&self) -> &'a Buffer<T> {
+        self.buffer
+    }
+
+    /// The elements viewed, as a range of the buffer's.
+    pub fn range(&self) -> std::ops::Range<usize> {
+        self.start..self.end
+    }
+
+    /// Number of elements viewed (0 for a reversed range, which every use refuses).
+    pub fn len(&self) -> usize {
+        self.end.saturating_sub(self.start)
+    }
+
+    /// True when the view holds no element.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Byte offset and size of the view, checked against the buffer; `what` names the use.
+    pub(crate) fn byte_span(&self, what: &str) -> Result<(u64, u64)> {
+        if self.start > self.end {
             return Err(Error::out_of_bounds(format!(
                 "{what}: element range {}..{} is reversed",
-                range.start, range.end
+                self.start, self.end
             )));
         }
-        let offset = bytes_of::<T>(range.start, what)?;
-        let size = bytes_of::<T>(range.end - range.start, what)?;
-        crate::error::check_range(what, offset, size, self.memory.size)?;
+        if self.end > self.buffer.len {
+            return Err(Error::out_of_bounds(format!(
+                "{what}: elements {}..{} reach past the end of a buffer of {} elements",
+                self.start, self.end, self.buffer.len
+            )));
+        }
+        let offset = bytes_of::<T>(self.start, what)?;
+        let size = bytes_of::<T>(self.len(), what)?;
+        crate::error::check_range(what, offset, size, self.buffer.memory.size)?;
         Ok((offset, size))
     }
 
-    /// Byte offset and size of `count` elements starting at element `offset`.
-    pub(crate) fn element_span(&self, offset: usize, count: usize, what: &str) -> Result<(u64, u64)> {
-        let byte_offset = bytes_of::<T>(offset, what)?;
-        let byte_size = bytes_of::<T>(count, what)?;
-        crate::error::check_range(what, byte_offset, byte_size, self.memory.size)?;
-        Ok((byte_offset, byte_size))
+    /// The first `count` elements of the view, or an error when it holds fewer: the place a
+    /// transfer of `count` elements lands in.
+    pub(crate) fn prefix(&self, count: usize, what: &str) -> Result<BufferSlice<'a, T>> {
+        self.byte_span(what)?;
+        if count > self.len() {
+            return Err(Error::out_of_bounds(format!(
+                "{what}: {count} elements do not fit a view of {} elements (elements {}..{} of the buffer)",
+                self.len(),
+                self.start,
+                self.end
+            )));
+        }
+        Ok(BufferSlice {
+            buffer: self.buffer,
+            start: self.start,
+            end: self.start + count,
+        })
     }
 }

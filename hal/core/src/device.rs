@@ -73,7 +73,7 @@ static NEXT_DEVICE_ID: AtomicU64 = AtomicU64::new(1);
 
 impl Device {
     /// Opens device `index` of `backend`.
-    pub fn open(backend: Arc<dyn Backend>, backend_name: &str, index: u32) -> Result<Device> {
+    pub(crate) fn open(backend: Arc<dyn Backend>, backend_name: &str, index: u32) -> Result<Device> {
         let info = backend.device_info(index)?;
         let handle = backend.device_open(index)?;
         tracing::debug!(backend = backend_name, index, name = %info.name, "opened device");
@@ -131,7 +131,7 @@ impl Device {
     /// Allocates a buffer and fills it with `data`, waiting until the data is on the device.
     pub fn alloc_from<T: bytemuck::Pod>(&self, stream: &Stream, data: &[T]) -> Result<Buffer<T>> {
         let buffer = self.alloc::<T>(data.len())?;
-        stream.write(&buffer, 0, data)?;
+        stream.write(&buffer, data)?;
         Ok(buffer)
     }
 

@@ -21,7 +21,7 @@ pub mod select;
 mod stream;
 
 pub use allocator::MemoryStats;
-pub use buffer::Buffer;
+pub use buffer::{Buffer, BufferSlice};
 pub use device::Device;
 pub use error::{Error, ErrorKind, Result};
 pub use event::Event;

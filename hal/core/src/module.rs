@@ -8,10 +8,9 @@
 //! `var<immediate>` block it fills. Scalars are placed at their members' offsets.
 
 use crate::backend::{KernelFormat, KernelHandle, ModuleHandle};
-use crate::buffer::{Buffer, BufferMemory};
+use crate::buffer::{BufferMemory, BufferSlice};
 use crate::device::DeviceShared;
 use crate::error::{Error, Result};
-use std::ops::Range;
 use std::sync::Arc;
 use xhal_kernel::{BufferAccess, BufferSize, EntryPointInfo, ScalarBlockInfo};
 
@@ -262,20 +261,16 @@ impl<'a> Launch<'a> {
         self
     }
 
-    /// Binds the whole buffer as the next buffer argument.
-    pub fn buffer<T>(self, buffer: &Buffer<T>) -> Self {
-        let len = buffer.len();
-        self.buffer_range(buffer, 0..len)
-    }
-
-    /// Binds elements `range` of `buffer` as the next buffer argument.
-    pub fn buffer_range<T>(mut self, buffer: &Buffer<T>, range: Range<usize>) -> Self {
+    /// Binds `view` (a [`Buffer`], or a view from [`Buffer::slice`]) as the next buffer
+    /// argument.
+    pub fn buffer<'b, T: 'b>(mut self, view: impl Into<BufferSlice<'b, T>>) -> Self {
+        let view = view.into();
         let position = self.buffers.len();
         let what = format!("buffer argument {position} of kernel `{}`", self.kernel.name());
         self.order.push(ArgumentKind::Buffer);
-        match buffer.byte_range(range, &what) {
+        match view.byte_span(&what) {
             Ok((offset, size)) => self.buffers.push(BufferBinding::View {
-                memory: buffer.memory.clone(),
+                memory: view.buffer.memory.clone(),
                 offset,
                 size,
             }),

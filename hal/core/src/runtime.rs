@@ -506,23 +506,28 @@ impl Runtime {
     /// Chooses a device with `selector` and opens it, explaining the choice.
     pub fn choose(&self, selector: &Selector) -> Result<(Device, Explanation)> {
         let (chosen, explanation) = self.choose_without_opening(selector)?;
-        let device = self.open(&chosen.backend, chosen.index)?;
+        let device = self.open_index(&chosen.backend, chosen.index)?;
         tracing::debug!(device = %device.label(), explanation = %explanation.summary, "chose a device");
         Ok((device, explanation))
     }
 
-    /// Opens the device `selector` picks.
-    pub fn select(&self, selector: &Selector) -> Result<Device> {
-        self.choose(selector).map(|(device, _)| device)
+    /// Opens the device labelled `label` (`cuda:0`, as [`Device::label`] and `xhal devices`
+    /// write it). Opening it again gives the same device. To choose a device by what it is,
+    /// with an explanation, use [`Runtime::choose`].
+    pub fn open(&self, label: &str) -> Result<Device> {
+        let (backend, index) = label
+            .rsplit_once(':')
+            .and_then(|(backend, index)| Some((backend, index.parse::<u32>().ok()?)))
+            .filter(|(backend, _)| !backend.is_empty())
+            .ok_or_else(|| {
+                Error::invalid_argument(format!(
+                    "`{label}` is not a device label; a label is BACKEND:INDEX, such as `cpu:0`"
+                ))
+            })?;
+        self.open_index(backend, index)
     }
 
-    /// Opens the best device, as `XHAL_DEVICE` (or the default policy) says.
-    pub fn default_device(&self) -> Result<Device> {
-        self.select(&Selector::from_env()?)
-    }
-
-    /// Opens device `index` of backend `backend`. Opening it again gives the same device.
-    pub fn open(&self, backend: &str, index: u32) -> Result<Device> {
+    fn open_index(&self, backend: &str, index: u32) -> Result<Device> {
         let entry = self.backend(backend).ok_or_else(|| {
             let present: Vec<&str> = self.backends.iter().map(|b| b.info.name.as_str()).collect();
             Error::not_found(format!(

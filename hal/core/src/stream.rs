@@ -1,7 +1,7 @@
 //! Streams: in-order queues of copies, fills, launches and event operations (CUDA semantics).
 
 use crate::backend::{BufferArg, LaunchArgs, StreamHandle};
-use crate::buffer::{Buffer, BufferMemory};
+use crate::buffer::{Buffer, BufferMemory, BufferSlice};
 use crate::device::DeviceShared;
 use crate::error::{Error, Result};
 use crate::event::Event;
@@ -138,14 +138,17 @@ impl Stream {
         buffer.memory.clone() as Arc<BufferMemory> as InFlight
     }
 
-    /// Copies `data` into `buffer` starting at element `offset`, and returns once the data is
-    /// on the device (waiting for the work queued before it, as CUDA's pageable copies do).
-    pub fn write<T: bytemuck::Pod>(&self, buffer: &Buffer<T>, offset: usize, data: &[T]) -> Result<()> {
-        self.check_buffer(buffer, "write destination")?;
-        let (byte_offset, size) = buffer.element_span(offset, data.len(), "write")?;
+    /// Copies `data` to the start of `destination` (a [`Buffer`], or a view from
+    /// [`Buffer::slice`], which must hold `data.len()` elements), and returns once the data is on the device
+    /// (waiting for the work queued before it, as CUDA's pageable copies do).
+    pub fn write<'a, T: bytemuck::Pod>(&self, destination: impl Into<BufferSlice<'a, T>>, data: &[T]) -> Result<()> {
+        let destination = destination.into().prefix(data.len(), "write")?;
+        self.check_buffer(destination.buffer, "write destination")?;
+        let (byte_offset, size) = destination.byte_span("write")?;
         if size == 0 {
             return Ok(());
         }
+        let buffer = destination.buffer;
         self.enqueue("write", [Self::memory_of(buffer)], |device, stream| {
             let handle = Self::block_of(buffer)?;
             // SAFETY: `data` outlives the write: this function synchronizes before returning.
@@ -158,19 +161,20 @@ impl Stream {
         self.synchronize()
     }
 
-    /// Queues a copy of `data` into `buffer` at element `offset` and returns at once; the
-    /// stream owns `data` until the copy completes.
-    pub fn write_owned<T: bytemuck::Pod + Send + Sync>(
+    /// Queues a copy of `data` to the start of `destination` and returns at once; the stream
+    /// owns `data` until the copy completes.
+    pub fn write_owned<'a, T: bytemuck::Pod + Send + Sync>(
         &self,
-        buffer: &Buffer<T>,
-        offset: usize,
+        destination: impl Into<BufferSlice<'a, T>>,
         data: Vec<T>,
     ) -> Result<()> {
-        self.check_buffer(buffer, "write destination")?;
-        let (byte_offset, size) = buffer.element_span(offset, data.len(), "write")?;
+        let destination = destination.into().prefix(data.len(), "write")?;
+        self.check_buffer(destination.buffer, "write destination")?;
+        let (byte_offset, size) = destination.byte_span("write")?;
         if size == 0 {
             return Ok(());
         }
+        let buffer = destination.buffer;
         let data: Arc<Vec<T>> = Arc::new(data);
         let source = data.as_ptr().cast::<u8>();
         self.enqueue(
@@ -185,14 +189,17 @@ impl Stream {
         )
     }
 
-    /// Copies elements of `buffer` from element `offset` into `out`, and returns once they
-    /// have arrived.
-    pub fn read<T: bytemuck::Pod>(&self, buffer: &Buffer<T>, offset: usize, out: &mut [T]) -> Result<()> {
-        self.check_buffer(buffer, "read source")?;
-        let (byte_offset, size) = buffer.element_span(offset, out.len(), "read")?;
+    /// Fills `out` from the start of `source` (a [`Buffer`], or a view from
+    /// [`Buffer::slice`], which must hold `out.len()` elements), and returns once they have
+    /// arrived.
+    pub fn read<'a, T: bytemuck::Pod>(&self, source: impl Into<BufferSlice<'a, T>>, out: &mut [T]) -> Result<()> {
+        let source = source.into().prefix(out.len(), "read")?;
+        self.check_buffer(source.buffer, "read source")?;
+        let (byte_offset, size) = source.byte_span("read")?;
         if size == 0 {
             return Ok(());
         }
+        let buffer = source.buffer;
         self.enqueue("read", [Self::memory_of(buffer)], |device, stream| {
             let handle = Self::block_of(buffer)?;
             // SAFETY: `out` is borrowed mutably for this whole function, which synchronizes
@@ -206,30 +213,31 @@ impl Stream {
         self.synchronize()
     }
 
-    /// Reads the whole buffer into a new vector.
-    pub fn read_to_vec<T: bytemuck::Pod>(&self, buffer: &Buffer<T>) -> Result<Vec<T>> {
-        let mut out = vec![T::zeroed(); buffer.len()];
-        self.read(buffer, 0, &mut out)?;
+    /// Reads the elements of `source` (a [`Buffer`] or a view) into a new vector.
+    pub fn read_to_vec<'a, T: bytemuck::Pod>(&self, source: impl Into<BufferSlice<'a, T>>) -> Result<Vec<T>> {
+        let source = source.into();
+        let mut out = vec![T::zeroed(); source.len()];
+        self.read(source, &mut out)?;
         Ok(out)
     }
 
-    /// Queues a copy of `count` elements from `source` at `source_offset` to `destination` at
-    /// `destination_offset`. The ranges may overlap, even within one buffer.
-    pub fn copy<T: bytemuck::Pod>(
+    /// Queues a copy of the elements of `source` to the start of `destination`, which must
+    /// hold them. The ranges may overlap, even within one buffer.
+    pub fn copy<'a, 'b, T: bytemuck::Pod>(
         &self,
-        source: &Buffer<T>,
-        source_offset: usize,
-        destination: &Buffer<T>,
-        destination_offset: usize,
-        count: usize,
+        source: impl Into<BufferSlice<'a, T>>,
+        destination: impl Into<BufferSlice<'b, T>>,
     ) -> Result<()> {
-        self.check_buffer(source, "copy source")?;
-        self.check_buffer(destination, "copy destination")?;
-        let (source_bytes, size) = source.element_span(source_offset, count, "copy source")?;
-        let (destination_bytes, _) = destination.element_span(destination_offset, count, "copy destination")?;
+        let source = source.into();
+        let destination = destination.into().prefix(source.len(), "copy destination")?;
+        self.check_buffer(source.buffer, "copy source")?;
+        self.check_buffer(destination.buffer, "copy destination")?;
+        let (source_bytes, size) = source.byte_span("copy source")?;
+        let (destination_bytes, _) = destination.byte_span("copy destination")?;
         if size == 0 {
             return Ok(());
         }
+        let (source, destination) = (source.buffer, destination.buffer);
         self.enqueue(
             "copy",
             [Self::memory_of(source), Self::memory_of(destination)],
@@ -243,22 +251,11 @@ impl Stream {
         )
     }
 
-    /// Queues a copy of a whole buffer into another of the same length.
-    pub fn copy_buffer<T: bytemuck::Pod>(&self, source: &Buffer<T>, destination: &Buffer<T>) -> Result<()> {
-        if source.len() != destination.len() {
-            return Err(Error::invalid_argument(format!(
-                "copy_buffer: source has {} elements, destination {}; use copy() for part of a buffer",
-                source.len(),
-                destination.len()
-            )));
-        }
-        self.copy(source, 0, destination, 0, source.len())
-    }
-
-    /// Queues a fill of elements `offset..offset + count` with `value`, whose size must be
-    /// 1, 2 or 4 bytes.
-    pub fn fill<T: bytemuck::Pod>(&self, buffer: &Buffer<T>, offset: usize, count: usize, value: T) -> Result<()> {
-        self.check_buffer(buffer, "fill destination")?;
+    /// Queues a fill of every element of `destination` (a [`Buffer`] or a view) with `value`,
+    /// whose size must be 1, 2 or 4 bytes.
+    pub fn fill<'a, T: bytemuck::Pod>(&self, destination: impl Into<BufferSlice<'a, T>>, value: T) -> Result<()> {
+        let destination = destination.into();
+        self.check_buffer(destination.buffer, "fill destination")?;
         let pattern = bytemuck::bytes_of(&value);
         if !matches!(pattern.len(), 1 | 2 | 4) {
             return Err(Error::invalid_argument(format!(
@@ -267,10 +264,11 @@ impl Stream {
                 pattern.len()
             )));
         }
-        let (byte_offset, size) = buffer.element_span(offset, count, "fill")?;
+        let (byte_offset, size) = destination.byte_span("fill")?;
         if size == 0 {
             return Ok(());
         }
+        let buffer = destination.buffer;
         self.enqueue("fill", [Self::memory_of(buffer)], |device, stream| {
             let handle = Self::block_of(buffer)?;
             device.backend.stream_fill(stream, handle, byte_offset, size, pattern)

@@ -166,7 +166,13 @@ fn refusal(library: &Path) -> xhal_core::Error {
 
 fn exercise_kernel_entries(backend: Arc<xhal_core::plugin::AbiBackend>) {
     let backend: Arc<dyn Backend> = backend;
-    let device = Device::open(backend, PLUGIN_NAME, 0).expect("device 0");
+    let runtime = Runtime::builder()
+        .without_static_backends()
+        .without_plugin_search()
+        .backend(backend)
+        .build()
+        .expect("a runtime of the one plugin");
+    let device = runtime.open(&format!("{PLUGIN_NAME}:0")).expect("device 0");
     let module = device.load_module(ZOO_KERNEL_FORMAT, b"").expect("module");
     drop(module.kernel("add_scalar"));
 }
@@ -177,9 +183,9 @@ fn exercise_every_path(device: &Device) {
     let stream = device.create_stream().expect("stream");
     let numbers = device.alloc_from(&stream, &[1u32, 2, 3, 4]).expect("buffer from data");
     let copy = device.alloc::<u32>(4).expect("buffer");
-    stream.fill(&copy, 0, 4, 7u32).expect("fill");
+    stream.fill(&copy, 7u32).expect("fill");
     assert_eq!(stream.read_to_vec(&copy).expect("read"), [7, 7, 7, 7]);
-    stream.copy_buffer(&numbers, &copy).expect("copy");
+    stream.copy(&numbers, &copy).expect("copy");
 
     let module = device.load_module(ZOO_KERNEL_FORMAT, b"zoo kernels").expect("module");
     let add = module.kernel("add_scalar").expect("kernel add_scalar");
@@ -239,7 +245,7 @@ fn a_newer_minor_plugin_with_a_longer_table_loads_and_works() {
             let runtime = runtime_with(library);
             let entry = runtime.backend(PLUGIN_NAME).expect("the plugin is a backend");
             assert_eq!(entry.backend().info().abi_version, (XHAL_ABI_MAJOR, XHAL_ABI_MINOR + 1));
-            let device = runtime.open(PLUGIN_NAME, 0).expect("device 0");
+            let device = runtime.open(&format!("{PLUGIN_NAME}:0")).expect("device 0");
             check_device_info(&device);
             exercise_every_path(&device);
             // The 1.1 entry, which this plugin has: called.
@@ -262,7 +268,7 @@ fn a_v1_0_table_loads_and_works_and_nothing_beyond_its_struct_size_is_read() {
             let runtime = runtime_with(library);
             let entry = runtime.backend(PLUGIN_NAME).expect("the plugin is a backend");
             assert_eq!(entry.backend().info().abi_version, (XHAL_ABI_MAJOR, 0));
-            let device = runtime.open(PLUGIN_NAME, 0).expect("device 0");
+            let device = runtime.open(&format!("{PLUGIN_NAME}:0")).expect("device 0");
             check_device_info(&device);
             exercise_every_path(&device);
             // The host is 1.1; device_memory_usage lies beyond this table, in the unreadable

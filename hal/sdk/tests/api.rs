@@ -13,7 +13,7 @@ fn runtime_with(devices: u32) -> Runtime {
 }
 
 fn cpu_device() -> Device {
-    runtime_with(1).open("cpu", 0).expect("cpu:0")
+    runtime_with(1).open("cpu:0").expect("cpu:0")
 }
 
 #[test]
@@ -23,14 +23,14 @@ fn round_trip_copy_and_fill() {
     let data: Vec<u16> = (0..1001).collect();
     let a = device.alloc_from(&stream, &data).unwrap();
     let b = device.alloc::<u16>(1001).unwrap();
-    stream.copy_buffer(&a, &b).unwrap();
-    stream.fill(&b, 3, 5, 0xBEEFu16).unwrap();
+    stream.copy(&a, &b).unwrap();
+    stream.fill(b.slice(3..3 + 5), 0xBEEFu16).unwrap();
     let out = stream.read_to_vec(&b).unwrap();
     assert_eq!(&out[..3], &data[..3]);
     assert!(out[3..8].iter().all(|&v| v == 0xBEEF));
     assert_eq!(&out[8..], &data[8..]);
     // Overlapping copy within one buffer behaves like memmove.
-    stream.copy(&a, 0, &a, 1, 1000).unwrap();
+    stream.copy(a.slice(..1000), a.slice(1..)).unwrap();
     let shifted = stream.read_to_vec(&a).unwrap();
     assert_eq!(shifted[0], 0);
     assert_eq!(&shifted[1..], &data[..1000]);
@@ -42,14 +42,14 @@ fn copy_out_of_bounds_is_an_error() {
     let stream = device.create_stream().unwrap();
     let a = device.alloc::<u32>(16).unwrap();
     let b = device.alloc::<u32>(8).unwrap();
-    let error = stream.copy(&a, 0, &b, 4, 8).unwrap_err();
+    let error = stream.copy(a.slice(..8), b.slice(4..)).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::OutOfBounds);
     assert!(error.message().contains("copy destination"), "{error}");
     assert!(error.message().contains("16..48"), "{error}");
-    let error = stream.read(&a, 10, &mut [0u32; 8]).unwrap_err();
+    let error = stream.read(a.slice(10..), &mut [0u32; 8]).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::OutOfBounds);
     // The stream stays usable after a rejected call.
-    stream.copy(&a, 0, &b, 0, 8).unwrap();
+    stream.copy(a.slice(..8), &b).unwrap();
     stream.synchronize().unwrap();
 }
 
@@ -58,10 +58,10 @@ fn offset_plus_length_overflowing_u64_is_an_error() {
     let device = cpu_device();
     let stream = device.create_stream().unwrap();
     let a = device.alloc::<u32>(16).unwrap();
-    let error = stream.fill(&a, usize::MAX / 2, 4, 1u32).unwrap_err();
+    let error = stream.fill(a.slice(usize::MAX / 2..usize::MAX / 2 + 4), 1u32).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::OutOfBounds);
     assert!(error.message().contains("overflow"), "{error}");
-    let error = stream.copy(&a, 1, &a, usize::MAX / 4, 2).unwrap_err();
+    let error = stream.copy(a.slice(1..1 + 2), a.slice(usize::MAX / 4..)).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::OutOfBounds);
     // At the backend level, with raw byte offsets, the same check holds.
     let runtime = runtime_with(1);
@@ -89,9 +89,9 @@ fn zero_size_allocation_is_an_empty_buffer_without_memory() {
     assert_eq!(empty.size_bytes(), 0);
     assert_eq!(device.memory_stats(), before, "an empty buffer owns no device memory");
     // Empty accesses are no-ops; anything else is out of bounds.
-    stream.write(&empty, 0, &[]).unwrap();
+    stream.write(&empty, &[]).unwrap();
     assert_eq!(stream.read_to_vec(&empty).unwrap(), Vec::<f32>::new());
-    let error = stream.write(&empty, 0, &[1.0]).unwrap_err();
+    let error = stream.write(&empty, &[1.0]).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::OutOfBounds);
 }
 
@@ -125,24 +125,24 @@ fn allocation_larger_than_the_device_is_out_of_memory() {
 #[test]
 fn a_buffer_from_another_device_is_an_error() {
     let runtime = runtime_with(2);
-    let device0 = runtime.open("cpu", 0).unwrap();
-    let device1 = runtime.open("cpu", 1).unwrap();
+    let device0 = runtime.open("cpu:0").unwrap();
+    let device1 = runtime.open("cpu:1").unwrap();
     let stream0 = device0.create_stream().unwrap();
     let foreign = device1.alloc::<u32>(4).unwrap();
-    let error = stream0.write(&foreign, 0, &[1, 2, 3, 4]).unwrap_err();
+    let error = stream0.write(&foreign, &[1, 2, 3, 4]).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::InvalidHandle);
     assert!(error.message().contains("belongs to device cpu:1"), "{error}");
     assert!(error.message().contains("used on device cpu:0"), "{error}");
     let local = device0.alloc::<u32>(4).unwrap();
-    let error = stream0.copy(&local, 0, &foreign, 0, 4).unwrap_err();
+    let error = stream0.copy(local.slice(..4), &foreign).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::InvalidHandle);
     let foreign_event = device1.create_event().unwrap();
     let error = stream0.record(&foreign_event).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::InvalidHandle);
     // Opening the same device twice gives the same device, so its buffers stay usable.
-    let again = runtime.open("cpu", 0).unwrap();
+    let again = runtime.open("cpu:0").unwrap();
     let stream_again = again.create_stream().unwrap();
-    stream_again.write(&local, 0, &[5, 6, 7, 8]).unwrap();
+    stream_again.write(&local, &[5, 6, 7, 8]).unwrap();
 }
 
 #[test]
@@ -152,7 +152,7 @@ fn a_destroyed_stream_is_an_error() {
     let clone = stream.clone();
     let buffer = device.alloc::<u32>(4).unwrap();
     stream.destroy().unwrap();
-    let error = clone.fill(&buffer, 0, 4, 0u32).unwrap_err();
+    let error = clone.fill(buffer.slice(..4), 0u32).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::InvalidHandle);
     assert!(error.message().contains("destroyed stream"), "{error}");
     assert_eq!(clone.synchronize().unwrap_err().kind(), ErrorKind::InvalidHandle);
@@ -202,10 +202,10 @@ fn queued_work_keeps_dropped_buffers_alive() {
     let sleep = module.kernel("sleep_us").unwrap();
     let target = device.alloc::<u32>(1 << 16).unwrap();
     let source = device.alloc::<u32>(1 << 16).unwrap();
-    stream.fill(&source, 0, 1 << 16, 7u32).unwrap();
+    stream.fill(source.slice(..1 << 16), 7u32).unwrap();
     // The copy runs after a sleep; both buffers are dropped before it starts.
     stream.launch(&Launch::new(&sleep).scalar(20_000u32)).unwrap();
-    stream.copy_buffer(&source, &target).unwrap();
+    stream.copy(&source, &target).unwrap();
     let allocated_while_queued = device.memory_allocated();
     drop(source);
     drop(target);
@@ -223,7 +223,7 @@ fn write_owned_returns_before_the_copy_and_keeps_the_data() {
     let device = cpu_device();
     let stream = device.create_stream().unwrap();
     let buffer = device.alloc::<u64>(1000).unwrap();
-    stream.write_owned(&buffer, 0, (0..1000u64).collect()).unwrap();
+    stream.write_owned(&buffer, (0..1000u64).collect()).unwrap();
     assert_eq!(stream.read_to_vec(&buffer).unwrap(), (0..1000u64).collect::<Vec<_>>());
 }
 
@@ -243,12 +243,12 @@ fn an_execution_error_sticks_to_the_stream() {
     assert_eq!(error.kind(), ErrorKind::KernelFault);
     assert!(error.message().contains("fault"), "{error}");
     // Every later call on the stream returns the same error.
-    assert_eq!(stream.fill(&buffer, 0, 4, 0u32).unwrap_err(), error);
+    assert_eq!(stream.fill(buffer.slice(..4), 0u32).unwrap_err(), error);
     assert_eq!(stream.query().unwrap_err(), error);
     assert_eq!(stream.synchronize().unwrap_err(), error);
     // Other streams are unaffected.
     let healthy = device.create_stream().unwrap();
-    healthy.write(&buffer, 0, &[1, 2, 3, 4]).unwrap();
+    healthy.write(&buffer, &[1, 2, 3, 4]).unwrap();
     assert_eq!(healthy.read_to_vec(&buffer).unwrap(), [1, 2, 3, 4]);
 }
 
@@ -265,7 +265,7 @@ fn wrong_kernel_arguments_are_errors_naming_the_kernel() {
     assert_eq!(error.kind(), ErrorKind::InvalidArgument);
     assert!(error.message().contains("saxpy_f32"), "{error}");
     let error = stream
-        .launch(&Launch::new(&saxpy).buffer_range(&x, 60..70))
+        .launch(&Launch::new(&saxpy).buffer(x.slice(60..70)))
         .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::OutOfBounds);
     assert!(
@@ -294,10 +294,10 @@ fn events_order_work_across_streams_and_time_it() {
     let done = device.create_event().unwrap();
     producer.record(&start).unwrap();
     producer.launch(&Launch::new(&sleep).scalar(30_000u32)).unwrap();
-    producer.fill(&buffer, 0, 1024, 42u32).unwrap();
+    producer.fill(buffer.slice(..1024), 42u32).unwrap();
     producer.record(&done).unwrap();
     consumer.wait(&done).unwrap();
-    consumer.copy_buffer(&buffer, &copy).unwrap();
+    consumer.copy(&buffer, &copy).unwrap();
     assert_eq!(consumer.read_to_vec(&copy).unwrap(), vec![42u32; 1024]);
     assert!(done.query().unwrap());
     let elapsed = done.elapsed_since(&start).unwrap();
@@ -357,7 +357,7 @@ fn a_bad_selector_points_at_the_position() {
 #[test]
 fn a_selector_naming_an_absent_backend_lists_what_is_present() {
     let runtime = runtime_with(1);
-    let error = runtime.select(&Selector::parse("cuda").unwrap()).unwrap_err();
+    let error = runtime.choose(&Selector::parse("cuda").unwrap()).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Selection);
     assert!(error.message().contains("backend \"cuda\" is not present"), "{error}");
     assert!(error.message().contains("present: cpu:0"), "{error}");
@@ -378,7 +378,7 @@ fn every_choice_explains_itself() {
 #[test]
 fn the_loaded_plugin_reports_the_same_errors_as_the_static_backend() {
     let runtime = support::plugin_cpu_runtime();
-    let device = runtime.open("cpu", 0).unwrap();
+    let device = runtime.open("cpu:0").unwrap();
     let stream = device.create_stream().unwrap();
     let module = device
         .load_module(KernelFormat::CPU_BUILTIN, b"fault\nadd_u32\n")
@@ -401,4 +401,68 @@ fn the_loaded_plugin_reports_the_same_errors_as_the_static_backend() {
         .launch(&Launch::new(&add).buffer(&b).buffer(&b).buffer(&c).scalar(64u32))
         .unwrap();
     assert_eq!(healthy.read_to_vec(&c).unwrap(), vec![2u32; 64]);
+}
+
+#[test]
+fn a_device_opens_by_its_label_and_a_bad_label_is_named() {
+    let runtime = runtime_with(2);
+    assert_eq!(runtime.open("cpu:1").unwrap().label(), "cpu:1");
+    for bad in ["cpu", "cpu:", ":0", "cpu:one", ""] {
+        let error = runtime.open(bad).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{bad}: {error}");
+        assert!(error.message().contains(&format!("`{bad}` is not a device label")), "{error}");
+    }
+    let absent = runtime.open("cuda:0").unwrap_err();
+    assert_eq!(absent.kind(), ErrorKind::NotFound);
+    assert!(absent.message().contains("present: cpu"), "{absent}");
+    let past = runtime.open("cpu:2").unwrap_err();
+    assert!(past.message().contains("there is no device 2"), "{past}");
+}
+
+#[test]
+fn buffer_views_go_wherever_a_buffer_does() {
+    let device = cpu_device();
+    let stream = device.create_stream().unwrap();
+    let buffer = device.alloc_from(&stream, &[0u32; 8]).unwrap();
+    stream.write(buffer.slice(2..5), &[1, 2, 3]).unwrap();
+    stream.fill(buffer.slice(6..), 9u32).unwrap();
+    stream.copy(buffer.slice(2..4), buffer.slice(0..)).unwrap();
+    assert_eq!(stream.read_to_vec(&buffer).unwrap(), [1, 2, 1, 2, 3, 0, 9, 9]);
+    let mut middle = [0u32; 3];
+    stream.read(buffer.slice(1..=3), &mut middle).unwrap();
+    assert_eq!(middle, [2, 1, 2]);
+    assert_eq!(stream.read_to_vec(buffer.slice(5..5)).unwrap(), []);
+    assert_eq!(buffer.slice(3..).len(), 5);
+    assert_eq!(buffer.slice(..).range(), 0..8);
+}
+
+#[test]
+fn a_view_that_does_not_hold_the_transfer_is_refused_naming_both_sizes() {
+    let device = cpu_device();
+    let stream = device.create_stream().unwrap();
+    let buffer = device.alloc::<u32>(8).unwrap();
+    let short = stream.write(buffer.slice(6..), &[1, 2, 3]).unwrap_err();
+    assert_eq!(short.kind(), ErrorKind::OutOfBounds);
+    assert!(short.message().contains("3 elements do not fit a view of 2 elements"), "{short}");
+    let past = stream.fill(buffer.slice(4..9), 0u32).unwrap_err();
+    assert!(past.message().contains("elements 4..9 reach past the end of a buffer of 8 elements"), "{past}");
+    #[allow(clippy::reversed_empty_ranges)]
+    let reversed = stream.read_to_vec(buffer.slice(5..2)).unwrap_err();
+    assert!(reversed.message().contains("element range 5..2 is reversed"), "{reversed}");
+    let copy = stream.copy(&buffer, buffer.slice(1..)).unwrap_err();
+    assert!(copy.message().contains("copy destination: 8 elements do not fit a view of 7"), "{copy}");
+    let mut out = [0u32; 9];
+    assert_eq!(stream.read(&buffer, &mut out).unwrap_err().kind(), ErrorKind::OutOfBounds);
+    let overflow = stream.fill(buffer.slice(usize::MAX..), 0u32).unwrap_err();
+    assert_eq!(overflow.kind(), ErrorKind::OutOfBounds, "{overflow}");
+    let kernel = device
+        .load_wgsl(
+            "@group(0) @binding(0) var<storage, read_write> data: array<u32>;
+             @compute @workgroup_size(1) fn main() { data[0] = 1u; }",
+        )
+        .unwrap()
+        .kernel("main")
+        .unwrap();
+    let launch = stream.launch(&Launch::new(&kernel).buffer(buffer.slice(4..12))).unwrap_err();
+    assert!(launch.message().contains("buffer argument 0 of kernel `main`"), "{launch}");
 }

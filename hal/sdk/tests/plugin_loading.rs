@@ -151,7 +151,7 @@ fn memory_usage_crosses_the_plugin_boundary() {
         .backend(loaded.backend.clone())
         .build()
         .expect("a runtime with the plugin");
-    let device = runtime.open("cpu", 0).expect("cpu device");
+    let device = runtime.open("cpu:0").expect("cpu device");
     let before = device.memory_usage().expect("memory usage");
     assert_eq!(before.total, device.info().total_memory);
     let buffer = device.alloc::<u8>(1 << 20).expect("1 MiB");
@@ -197,7 +197,7 @@ fn discovery_survives_a_folder_of_broken_plugins() {
         "{panicking}"
     );
     // The built-in CPU backend is still there and usable.
-    let device = runtime.open("cpu", 0).expect("cpu device");
+    let device = runtime.open("cpu:0").expect("cpu device");
     let stream = device.create_stream().expect("stream");
     let buffer = device.alloc_from(&stream, &[7u32, 8, 9]).expect("upload");
     assert_eq!(stream.read_to_vec(&buffer).expect("download"), [7, 8, 9]);
@@ -231,11 +231,11 @@ fn a_plugin_takes_precedence_over_the_builtin_of_the_same_name() {
     assert_eq!(shadowed, [("cpu".to_owned(), xhal::BackendSource::Static)]);
 
     // The loaded plugin does real work through the C ABI.
-    let device = runtime.open("cpu", 0).expect("cpu device through the plugin");
+    let device = runtime.open("cpu:0").expect("cpu device through the plugin");
     let stream = device.create_stream().expect("stream");
     let data: Vec<u32> = (0..1000).collect();
     let buffer = device.alloc_from(&stream, &data).expect("upload");
     assert_eq!(stream.read_to_vec(&buffer).expect("download"), data);
-    let error = stream.read(&buffer, 999, &mut [0u32; 2]).expect_err("out of bounds");
+    let error = stream.read(buffer.slice(999..), &mut [0u32; 2]).expect_err("out of bounds");
     assert_eq!(error.kind(), ErrorKind::OutOfBounds);
 }

@@ -144,7 +144,7 @@ fn a_view_smaller_than_the_binding_needs_is_refused() {
         stream.launch(
             &Launch::new(kernel)
                 .buffer(&x)
-                .buffer_range(&x, 0..0)
+                .buffer(x.slice(0..0))
                 .scalar(1.0f32)
                 .scalar(0u32),
         )

@@ -218,7 +218,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<Output> {
             .alloc::<u8>(image.len())
             .with_context(|| format!("allocating {}", what()))?;
         stream
-            .write(&buffer, 0, image)
+            .write(&buffer, image)
             .with_context(|| format!("writing {}", what()))?;
         device_buffers.push(buffer);
     }
@@ -756,7 +756,7 @@ fn initial_bytes(plan: &BufferPlan<'_>, device: &Device) -> anyhow::Result<Vec<u
     image.resize(size, 0);
     let seed = u64::from(plan.binding.binding);
     plan.spec
-        .write(&plan.shape, seed, &mut image)
+        .write(plan.shape.slice(seed..), &mut image)
         .map_err(|error| anyhow!("{label}: {error}"))?;
     Ok(image)
 }

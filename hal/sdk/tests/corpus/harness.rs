@@ -334,7 +334,7 @@ pub fn run(device: &Device, case: &Case) {
             None => launch.buffer(buffer),
             Some(range) => {
                 let size = arg.data.element_size();
-                launch.buffer_range(buffer, range.start * size..range.end * size)
+                launch.buffer(buffer.slice(range.start * size..range.end * size))
             }
         };
     }
