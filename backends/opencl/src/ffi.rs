@@ -7,7 +7,7 @@
 
 use std::ffi::{c_char, c_void};
 use std::mem::ManuallyDrop;
-use xhal_core::{Error, ErrorKind, Result};
+use xhal_backend::{Error, ErrorKind, Result};
 
 pub(crate) type ClInt = i32;
 pub(crate) type ClUint = u32;

@@ -2,9 +2,9 @@
 
 use crate::ffi::{self, info_bytes, info_string, info_value, query_of, Api, DeviceId, PlatformId};
 use std::ffi::c_void;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use xhal_core::{DeviceInfo, DeviceType, Error, ErrorKind, Features, KernelFormat, Result};
+use xhal_backend::{DeviceInfo, DeviceType, Error, ErrorKind, Features, KernelFormat, Result};
 
 /// Where the OpenCL loader comes from.
 #[derive(Debug, Clone)]
@@ -26,8 +26,6 @@ pub(crate) struct Adapter {
     pub(crate) platform: PlatformId,
     pub(crate) device: DeviceId,
     pub(crate) info: DeviceInfo,
-    /// `CL_DEVICE_MEM_BASE_ADDR_ALIGN`, in bytes: the alignment of a sub-buffer's origin.
-    pub(crate) base_address_alignment: u64,
     /// The device's queues can be created with profiling.
     pub(crate) profiling: bool,
     /// The program-from-IL entry point, where the device takes SPIR-V.
@@ -91,6 +89,17 @@ impl Instance {
             )));
         }
         Ok(Instance { api, adapters })
+    }
+
+    /// What device `index` (below the device count) is, with the memory this backend holds
+    /// on it taken from the free figure.
+    pub(crate) fn device_info(&self, index: usize) -> DeviceInfo {
+        let adapter = &self.adapters[index];
+        let mut info = adapter.info.clone();
+        info.free_memory = info
+            .total_memory
+            .saturating_sub(adapter.allocated.load(Ordering::Relaxed));
+        info
     }
 }
 
@@ -373,6 +382,8 @@ fn describe(api: &Api, platform: PlatformId, device: DeviceId, position: usize) 
         subgroup_size,
         max_buffer_arguments: u32::try_from(buffer_arguments).unwrap_or(u32::MAX),
         max_scalar_block_size: u32::try_from(scalar_bytes).unwrap_or(u32::MAX),
+        // A view at an offset binds as a sub-buffer, whose origin OpenCL requires at this
+        // alignment; the checked adapter refuses launch views off it.
         buffer_offset_alignment: u32::try_from(base_address_alignment).unwrap_or(u32::MAX),
         features,
         kernel_formats,
@@ -381,7 +392,6 @@ fn describe(api: &Api, platform: PlatformId, device: DeviceId, position: usize) 
         platform,
         device,
         info,
-        base_address_alignment,
         profiling,
         create_program_with_il,
         address_bits,

@@ -1,4 +1,12 @@
-//! Sizes of the structs an OpenCL C source declares, so that a struct scalar block can be
+//! Reading a kernel's signature: its parameters as `clGetKernelArgInfo` describes them,
+//! checked against the argument ABI when the kernel is looked up, its workgroup size, and the
+//! sizes of the structs its source defines.
+//!
+//! The argument ABI on OpenCL: buffer parameters first (`__global` or `__constant` pointers),
+//! then at most one by-value parameter (the scalar block), then at most one buffer-lengths
+//! parameter (`xh_lengths_<entry> lengths`, from the C emitter), and no `__local` pointers.
+//!
+//! The structs an OpenCL C source declares are sized so that a struct scalar block can be
 //! checked host-side: `clGetKernelArgInfo` names a parameter's type but not its size, and
 //! not every driver refuses a block of the wrong size (PoCL copies what it is given and the
 //! kernel reads past it).
@@ -11,7 +19,223 @@
 //! Anything else (attributes, pointers, macros, unions) leaves the struct unsized, and then
 //! only the driver checks.
 
+use crate::ffi::{self, ClUint, Kernel};
+use crate::module::Module;
 use std::collections::HashMap;
+use xhal_backend::{Error, Result};
+
+/// How a kernel parameter is passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ParameterKind {
+    /// A `__global` or `__constant` pointer: a buffer argument.
+    Buffer,
+    /// A `__local` pointer, which the argument ABI has no place for.
+    Local,
+    /// A by-value parameter: the scalar block.
+    Value,
+    /// The by-value buffer-lengths parameter of a kernel emitted from WGSL (its type is a
+    /// struct named `xh_lengths_*`), filled by the backend.
+    Lengths,
+}
+
+/// Whether a by-value parameter of type `type_name` is the buffer-lengths parameter the C
+/// emitter writes (`xh_lengths_<entry> lengths`); the `xh_` prefix is the emitter's own.
+fn is_lengths_type(type_name: &str) -> bool {
+    let name = type_name.trim();
+    name.strip_prefix("struct ")
+        .unwrap_or(name)
+        .trim()
+        .starts_with("xh_lengths_")
+}
+
+/// One parameter, as `clGetKernelArgInfo` describes it.
+#[derive(Debug, Clone)]
+pub(crate) struct Parameter {
+    pub(crate) kind: ParameterKind,
+    pub(crate) name: String,
+    pub(crate) type_name: String,
+}
+
+impl Parameter {
+    pub(crate) fn describe(&self) -> String {
+        format!("`{} {}`", self.type_name, self.name)
+    }
+}
+
+/// What a kernel's signature tells its launches.
+#[derive(Default)]
+pub(crate) struct Signature {
+    /// From `reqd_work_group_size`.
+    pub(crate) workgroup_size: [usize; 3],
+    /// Empty where the program kept no argument information (SPIR-V without it).
+    pub(crate) parameters: Vec<Parameter>,
+    /// `CL_KERNEL_NUM_ARGS`: all a launch is checked against where `parameters` is empty.
+    pub(crate) argument_count: u32,
+}
+
+impl Signature {
+    /// Reads the parameter list and the workgroup size of kernel `name`, made from `module`,
+    /// and refuses kernels that do not follow the argument ABI or declare no workgroup size.
+    pub(crate) fn read(module: &Module, kernel: Kernel, name: &str) -> Result<Signature> {
+        let api = module.gpu.api();
+        let device = module.gpu.adapter().device;
+        // SAFETY: a cl_uint parameter of a live kernel.
+        let argument_count =
+            unsafe { ffi::info_value::<ClUint>(ffi::query_of(api.get_kernel_info, kernel, ffi::CL_KERNEL_NUM_ARGS)) }
+                .map_err(|code| ffi::cl_error(format!("counting the parameters of kernel `{name}`"), code))?;
+        let mut parameters = Vec::new();
+        for index in 0..argument_count {
+            let arg_info = |parameter: ClUint| {
+                move |size, value, size_ret| {
+                    // SAFETY: an argument-info parameter of a live kernel's parameter `index`.
+                    unsafe { (api.get_kernel_arg_info)(kernel, index, parameter, size, value, size_ret) }
+                }
+            };
+            // SAFETY: the address qualifier is a cl_uint.
+            let qualifier = match unsafe { ffi::info_value::<ClUint>(arg_info(ffi::CL_KERNEL_ARG_ADDRESS_QUALIFIER)) } {
+                Ok(qualifier) => qualifier,
+                Err(ffi::CL_KERNEL_ARG_INFO_NOT_AVAILABLE) => {
+                    parameters.clear();
+                    break;
+                }
+                Err(code) => {
+                    return Err(ffi::cl_error(
+                        format!("reading parameter {index} of kernel `{name}`"),
+                        code,
+                    ))
+                }
+            };
+            // SAFETY: string parameters of the same argument.
+            let text =
+                |parameter| unsafe { ffi::info_bytes(arg_info(parameter)) }.map(|bytes| ffi::info_string(&bytes));
+            let type_name = text(ffi::CL_KERNEL_ARG_TYPE_NAME).unwrap_or_else(|_| "?".to_string());
+            let kind = match qualifier {
+                ffi::CL_KERNEL_ARG_ADDRESS_GLOBAL | ffi::CL_KERNEL_ARG_ADDRESS_CONSTANT => ParameterKind::Buffer,
+                ffi::CL_KERNEL_ARG_ADDRESS_LOCAL => ParameterKind::Local,
+                _ if is_lengths_type(&type_name) => ParameterKind::Lengths,
+                _ => ParameterKind::Value,
+            };
+            parameters.push(Parameter {
+                kind,
+                name: text(ffi::CL_KERNEL_ARG_NAME).unwrap_or_else(|_| format!("parameter{index}")),
+                type_name,
+            });
+        }
+        check_parameter_order(name, &parameters)?;
+        if let Some(lengths) = parameters
+            .iter()
+            .find(|parameter| parameter.kind == ParameterKind::Lengths)
+        {
+            let buffers = parameters
+                .iter()
+                .filter(|parameter| parameter.kind == ParameterKind::Buffer)
+                .count();
+            check_lengths_size(name, lengths, buffers, module.type_size(&lengths.type_name))?;
+        }
+
+        let work_group_info = |parameter: ClUint| {
+            move |size, value, size_ret| {
+                // SAFETY: a work-group parameter of a live kernel on its device.
+                unsafe { (api.get_kernel_work_group_info)(kernel, device, parameter, size, value, size_ret) }
+            }
+        };
+        // SAFETY: CL_KERNEL_COMPILE_WORK_GROUP_SIZE is a size_t[3].
+        let size = unsafe { ffi::info_value::<[usize; 3]>(work_group_info(ffi::CL_KERNEL_COMPILE_WORK_GROUP_SIZE)) }
+            .map_err(|code| ffi::cl_error(format!("reading the workgroup size of kernel `{name}`"), code))?;
+        if size.contains(&0) {
+            return Err(Error::invalid_argument(format!(
+                "kernel `{name}` declares no workgroup size: an xhal launch counts workgroups of a fixed size, so an \
+                 OpenCL C kernel must declare it with __attribute__((reqd_work_group_size(X, Y, Z)))"
+            )));
+        }
+        // SAFETY: CL_KERNEL_WORK_GROUP_SIZE is a size_t.
+        let most = unsafe { ffi::info_value::<usize>(work_group_info(ffi::CL_KERNEL_WORK_GROUP_SIZE)) }
+            .map_err(|code| ffi::cl_error(format!("reading the largest workgroup of kernel `{name}`"), code))?;
+        let invocations = size[0] * size[1] * size[2];
+        if invocations > most {
+            // SAFETY: CL_KERNEL_LOCAL_MEM_SIZE is a cl_ulong.
+            let local = unsafe { ffi::info_value::<u64>(work_group_info(ffi::CL_KERNEL_LOCAL_MEM_SIZE)) }.unwrap_or(0);
+            return Err(Error::unsupported(format!(
+                "kernel `{name}` asks for workgroups of {}x{}x{} ({invocations} invocations), but {} runs it with at \
+                 most {most} (CL_KERNEL_WORK_GROUP_SIZE; it uses {local} bytes of local memory)",
+                size[0],
+                size[1],
+                size[2],
+                module.gpu.name()
+            )));
+        }
+        Ok(Signature {
+            workgroup_size: size,
+            parameters,
+            argument_count,
+        })
+    }
+}
+
+/// The C emitter's buffer-lengths struct holds one `ulong` per buffer parameter, and one
+/// when there are none; refuses a kernel whose struct (where the host can size it) holds
+/// another number, since the launch would pass a block of the wrong size.
+fn check_lengths_size(name: &str, lengths: &Parameter, buffers: usize, size: Option<usize>) -> Result<()> {
+    let expected = 8 * buffers.max(1);
+    match size {
+        Some(size) if size != expected => Err(Error::invalid_argument(format!(
+            "kernel `{name}` does not follow the xhal argument ABI: its buffer-lengths parameter {} has {size} bytes, \
+             but with {buffers} buffer parameter(s) it must hold {} ulong(s), {expected} bytes",
+            lengths.describe(),
+            buffers.max(1)
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Buffers first, then at most one by-value parameter (the scalar block), then at most one
+/// buffer-lengths parameter, and no `__local` pointers.
+fn check_parameter_order(name: &str, parameters: &[Parameter]) -> Result<()> {
+    let mut seen_value: Option<&Parameter> = None;
+    let mut seen_lengths: Option<&Parameter> = None;
+    for (index, parameter) in parameters.iter().enumerate() {
+        if let Some(lengths) = seen_lengths {
+            return Err(Error::invalid_argument(format!(
+                "kernel `{name}` does not follow the xhal argument ABI: parameter {index} {} comes after the \
+                 buffer-lengths parameter {}, which must be the last",
+                parameter.describe(),
+                lengths.describe()
+            )));
+        }
+        match parameter.kind {
+            ParameterKind::Local => {
+                return Err(Error::invalid_argument(format!(
+                    "kernel `{name}`: parameter {index} {} is a __local pointer, which the xhal argument ABI cannot \
+                     pass; declare local memory inside the kernel",
+                    parameter.describe()
+                )))
+            }
+            ParameterKind::Lengths => seen_lengths = Some(parameter),
+            ParameterKind::Buffer => {
+                if let Some(value) = seen_value {
+                    return Err(Error::invalid_argument(format!(
+                        "kernel `{name}` does not follow the xhal argument ABI: buffer parameter {index} {} comes after \
+                         the by-value parameter {}; buffers come first, then one scalar block",
+                        parameter.describe(),
+                        value.describe()
+                    )));
+                }
+            }
+            ParameterKind::Value => {
+                if let Some(value) = seen_value {
+                    return Err(Error::invalid_argument(format!(
+                        "kernel `{name}` does not follow the xhal argument ABI: it has by-value parameters {} and {}; \
+                         the scalars travel as one block, so gather them in one struct parameter",
+                        value.describe(),
+                        parameter.describe()
+                    )));
+                }
+                seen_value = Some(parameter);
+            }
+        }
+    }
+    Ok(())
+}
 
 /// Size and alignment of a type, in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -252,6 +476,69 @@ fn split_declarator(tokens: &[String]) -> Option<(&[String], usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn parameter(kind: ParameterKind, name: &str) -> Parameter {
+        Parameter {
+            kind,
+            name: name.to_string(),
+            type_name: "float*".to_string(),
+        }
+    }
+
+    #[test]
+    fn the_lengths_parameter_is_known_by_its_type() {
+        assert!(is_lengths_type("xh_lengths_main_"));
+        assert!(is_lengths_type("struct xh_lengths_fill"));
+        assert!(!is_lengths_type("xh_s1_Params"));
+        assert!(!is_lengths_type("lengths"));
+    }
+
+    #[test]
+    fn the_lengths_parameter_comes_last_once() {
+        let buffer = parameter(ParameterKind::Buffer, "x");
+        let value = parameter(ParameterKind::Value, "scalars");
+        let lengths = parameter(ParameterKind::Lengths, "lengths");
+        // With or without a scalar block, with or without buffers.
+        assert!(check_parameter_order("k", &[buffer.clone(), value.clone(), lengths.clone()]).is_ok());
+        assert!(check_parameter_order("k", &[buffer.clone(), lengths.clone()]).is_ok());
+        assert!(check_parameter_order("k", std::slice::from_ref(&lengths)).is_ok());
+        for wrong in [
+            vec![buffer.clone(), lengths.clone(), value.clone()],
+            vec![lengths.clone(), buffer.clone()],
+            vec![buffer, lengths.clone(), lengths.clone()],
+        ] {
+            let error = check_parameter_order("k", &wrong).unwrap_err();
+            assert_eq!(error.kind(), xhal_backend::ErrorKind::InvalidArgument);
+            assert!(error.message().contains("must be the last"), "{error}");
+        }
+        let _ = value;
+    }
+
+    #[test]
+    fn the_lengths_struct_holds_one_ulong_per_buffer() {
+        let lengths = parameter(ParameterKind::Lengths, "lengths");
+        assert!(check_lengths_size("k", &lengths, 2, Some(16)).is_ok());
+        assert!(check_lengths_size("k", &lengths, 0, Some(8)).is_ok());
+        assert!(check_lengths_size("k", &lengths, 2, None).is_ok());
+        let error = check_lengths_size("k", &lengths, 3, Some(16)).unwrap_err();
+        assert_eq!(error.kind(), xhal_backend::ErrorKind::InvalidArgument);
+        assert!(error.message().contains("24 bytes"), "{error}");
+    }
+
+    #[test]
+    fn parameters_must_be_buffers_then_one_block() {
+        let buffer = parameter(ParameterKind::Buffer, "x");
+        let value = parameter(ParameterKind::Value, "p");
+        let local = parameter(ParameterKind::Local, "scratch");
+        assert!(check_parameter_order("k", &[buffer.clone(), buffer.clone(), value.clone()]).is_ok());
+        assert!(check_parameter_order("k", &[]).is_ok());
+        let late = check_parameter_order("k", &[value.clone(), buffer.clone()]).unwrap_err();
+        assert!(late.message().contains("comes after"), "{late}");
+        let two = check_parameter_order("k", &[value.clone(), value]).unwrap_err();
+        assert!(two.message().contains("one struct"), "{two}");
+        let local = check_parameter_order("k", &[buffer, local]).unwrap_err();
+        assert!(local.message().contains("__local"), "{local}");
+    }
 
     fn size_of(source: &str, name: &str) -> Option<usize> {
         struct_layouts(source).get(name).map(|layout| layout.size)

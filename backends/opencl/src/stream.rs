@@ -8,11 +8,12 @@
 //! event recorded after a failed command reports that failure when it is waited for, on
 //! drivers that let the commands after a failure complete (PoCL does).
 
+use crate::device::Gpu;
 use crate::ffi::{self, ClEventId, ClInt, CommandQueue};
-use crate::gpu::{DeviceBuffer, Gpu};
+use crate::memory::DeviceBuffer;
 use parking_lot::Mutex;
 use std::sync::Arc;
-use xhal_core::{Error, Result};
+use xhal_backend::{Error, Result};
 
 /// A `cl_event` this backend owns one reference to.
 pub(crate) struct ClEvent {
@@ -75,7 +76,7 @@ impl ClEvent {
 /// The error for a command whose execution status is the negative `status`.
 fn execution_error(status: ClInt) -> Error {
     let error = ffi::cl_error("a command failed while executing", status);
-    Error::new(xhal_core::ErrorKind::KernelFault, error.message().to_string())
+    Error::new(xhal_backend::ErrorKind::KernelFault, error.message().to_string())
 }
 
 /// Once this many commands' events are held, the completed ones at the front are dropped.
@@ -95,8 +96,8 @@ struct StreamState {
 }
 
 /// An in-order command queue.
-pub(crate) struct Stream {
-    pub(crate) gpu: Arc<Gpu>,
+pub struct Stream {
+    gpu: Arc<Gpu>,
     queue: CommandQueue,
     /// Shared with the records of events on this stream.
     state: Arc<Mutex<StreamState>>,
@@ -110,11 +111,9 @@ unsafe impl Sync for Stream {}
 
 impl Drop for Stream {
     fn drop(&mut self) {
+        // The checked adapter synchronised the stream before letting it go.
         // SAFETY: the queue is live; nothing else releases it.
-        unsafe {
-            (self.gpu.api().finish)(self.queue);
-            (self.gpu.api().release_command_queue)(self.queue);
-        }
+        unsafe { (self.gpu.api().release_command_queue)(self.queue) };
     }
 }
 
@@ -229,6 +228,14 @@ impl Stream {
         Ok(())
     }
 
+    /// The error found while executing, which every later command returns, if any.
+    pub(crate) fn sticky_error(&self) -> Result<()> {
+        match &self.state.lock().sticky {
+            Some(error) => Err(error.clone()),
+            None => Ok(()),
+        }
+    }
+
     /// True when everything enqueued has completed.
     pub(crate) fn query(&self) -> Result<bool> {
         let mut state = self.state.lock();
@@ -323,8 +330,7 @@ impl Record {
 }
 
 /// A point on a stream: its most recent record is a marker's event.
-pub(crate) struct Event {
-    pub(crate) gpu: Arc<Gpu>,
+pub struct Event {
     timing: bool,
     record: Mutex<Option<Arc<Record>>>,
 }
@@ -338,7 +344,6 @@ impl Event {
             )));
         }
         Ok(Event {
-            gpu: Arc::clone(gpu),
             timing,
             record: Mutex::new(None),
         })
@@ -407,17 +412,15 @@ fn host_size(value: u64, what: &str) -> Result<usize> {
     usize::try_from(value).map_err(|_| Error::out_of_bounds(format!("{what}: {value} does not fit in a size_t")))
 }
 
-/// Copies and fills. Ranges were checked against the buffers by the caller.
+/// Copies and fills. The checked adapter found every range inside its buffer and more than 0
+/// bytes long.
 impl Stream {
     /// Enqueues a write of `size` bytes from `source`.
     ///
     /// # Safety
     /// `source` must point to `size` readable bytes that stay valid and unchanged until the
-    /// write completes (the Backend trait's contract).
+    /// write completes (the Driver trait's contract).
     pub(crate) unsafe fn write(&self, buffer: &DeviceBuffer, offset: u64, source: *const u8, size: u64) -> Result<()> {
-        if size == 0 {
-            return Ok(());
-        }
         let (offset_bytes, size_bytes) = (host_size(offset, "write offset")?, host_size(size, "write size")?);
         self.enqueue(
             || format!("writing {size} bytes at byte {offset} on {}", self.gpu.name()),
@@ -453,9 +456,6 @@ impl Stream {
         destination: *mut u8,
         size: u64,
     ) -> Result<()> {
-        if size == 0 {
-            return Ok(());
-        }
         let (offset_bytes, size_bytes) = (host_size(offset, "read offset")?, host_size(size, "read size")?);
         self.enqueue(
             || format!("reading {size} bytes at byte {offset} on {}", self.gpu.name()),
@@ -489,9 +489,6 @@ impl Stream {
         destination_offset: u64,
         size: u64,
     ) -> Result<()> {
-        if size == 0 {
-            return Ok(());
-        }
         let overlapping = std::ptr::eq(source, destination)
             && source_offset < destination_offset + size
             && destination_offset < source_offset + size;
@@ -556,9 +553,6 @@ impl Stream {
 
     /// Enqueues a fill with a 1-, 2- or 4-byte pattern; `offset` and `size` are multiples of it.
     pub(crate) fn fill(&self, buffer: &DeviceBuffer, offset: u64, size: u64, pattern: &[u8]) -> Result<()> {
-        if size == 0 {
-            return Ok(());
-        }
         let (offset_bytes, size_bytes) = (host_size(offset, "fill offset")?, host_size(size, "fill size")?);
         self.enqueue(
             || {

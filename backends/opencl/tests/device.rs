@@ -4,7 +4,7 @@ use std::sync::Arc;
 use xhal_core::{
     Backend, BufferArg, DeviceHandle, ErrorKind, Features, KernelFormat, Launch, LaunchArgs, Runtime, StreamHandle,
 };
-use xhal_opencl::OpenClBackend;
+use xhal_opencl::{OpenClBackend, OpenClDriver};
 
 /// Fails when CI requires the backend (`XHAL_REQUIRE_BACKENDS` names `opencl`) and it is
 /// missing: a missing driver must never pass as a quiet skip there.
@@ -18,7 +18,7 @@ fn require_unless_absent(reason: &str) {
 
 /// The backend, or `None` (after saying why) where the machine has no OpenCL device.
 fn backend() -> Option<OpenClBackend> {
-    let backend = OpenClBackend::from_env();
+    let backend = OpenClBackend::new(OpenClDriver::from_env());
     if let Err(error) = backend.device_count() {
         require_unless_absent(&error.to_string());
         eprintln!("SKIPPED: no OpenCL device here, so this test checked nothing: {error}");
@@ -187,7 +187,7 @@ fn saxpy_follows_the_argument_abi() {
     let Some(runtime) = runtime() else {
         return;
     };
-    let device = runtime.open("opencl", 0).unwrap();
+    let device = runtime.open("opencl:0").unwrap();
     let stream = device.create_stream().unwrap();
     let n = 1000usize;
     let x: Vec<f32> = (0..n).map(|i| i as f32).collect();
@@ -219,8 +219,8 @@ fn saxpy_follows_the_argument_abi() {
         .launch(
             &Launch::new(&kernel)
                 .workgroups(1, 1, 1)
-                .buffer_range(&x_buffer, alignment..alignment + count)
-                .buffer_range(&y_buffer, alignment..alignment + count)
+                .buffer(x_buffer.slice(alignment..alignment + count))
+                .buffer(y_buffer.slice(alignment..alignment + count))
                 .scalar(1.0f32)
                 .scalar(count as u32),
         )
@@ -273,7 +273,14 @@ fn offsets_off_the_base_address_alignment_are_refused_naming_it() {
             )
             .unwrap_err();
         assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
-        assert!(error.message().contains("CL_DEVICE_MEM_BASE_ADDR_ALIGN"), "{error}");
+        // The checked adapter refuses it, against the device's buffer offset alignment, which
+        // is CL_DEVICE_MEM_BASE_ADDR_ALIGN.
+        assert!(
+            error
+                .message()
+                .contains("the buffer offset alignment of opencl device 0"),
+            "{error}"
+        );
         assert!(error.message().contains(&alignment.to_string()), "{error}");
     }
     let views = [BufferArg {
@@ -437,7 +444,7 @@ fn events_order_work_across_two_streams() {
     let Some(runtime) = runtime() else {
         return;
     };
-    let device = runtime.open("opencl", 0).unwrap();
+    let device = runtime.open("opencl:0").unwrap();
     let producer = device.create_stream().unwrap();
     let consumer = device.create_stream().unwrap();
     let n = 1 << 20;
@@ -446,10 +453,10 @@ fn events_order_work_across_two_streams() {
     let event = device.create_event_without_timing().unwrap();
     assert!(event.query().unwrap(), "an event never recorded counts as complete");
     for round in 0..4u32 {
-        producer.fill(&source, 0, n, round * 3 + 1).unwrap();
+        producer.fill(source.slice(..n), round * 3 + 1).unwrap();
         producer.record(&event).unwrap();
         consumer.wait(&event).unwrap();
-        consumer.copy(&source, 0, &target, 0, n).unwrap();
+        consumer.copy(source.slice(..n), &target).unwrap();
         let back = consumer.read_to_vec(&target).unwrap();
         assert!(back.iter().all(|&value| value == round * 3 + 1), "round {round}");
         event.synchronize().unwrap();
@@ -464,7 +471,7 @@ fn timing_events_measure_elapsed_time() {
     let Some(runtime) = runtime() else {
         return;
     };
-    let device = runtime.open("opencl", 0).unwrap();
+    let device = runtime.open("opencl:0").unwrap();
     if !device.has_features(Features::TIMESTAMPS) {
         eprintln!("SKIPPED: {} has no timestamps", device.name());
         return;
@@ -476,7 +483,7 @@ fn timing_events_measure_elapsed_time() {
     let buffer = device.alloc::<u8>(n).unwrap();
     stream.record(&start).unwrap();
     for value in 0..8u8 {
-        stream.fill(&buffer, 0, n, value).unwrap();
+        stream.fill(buffer.slice(..n), value).unwrap();
     }
     stream.record(&end).unwrap();
     end.synchronize().unwrap();
@@ -510,7 +517,7 @@ fn queries_see_busy_work_and_events_move_when_recorded_again() {
     let Some(runtime) = runtime() else {
         return;
     };
-    let device = runtime.open("opencl", 0).unwrap();
+    let device = runtime.open("opencl:0").unwrap();
     let module = device.load_module(KernelFormat::OPENCL_C, BUSY.as_bytes()).unwrap();
     let busy = module.kernel("busy").unwrap();
     let add_one = module.kernel("add_one").unwrap();
@@ -597,7 +604,7 @@ fn one_kernel_launched_from_many_threads_keeps_each_launchs_arguments() {
     let Some(runtime) = runtime() else {
         return;
     };
-    let device = runtime.open("opencl", 0).unwrap();
+    let device = runtime.open("opencl:0").unwrap();
     let module = device.load_module(KernelFormat::OPENCL_C, SAXPY.as_bytes()).unwrap();
     let kernel = module.kernel("scale").unwrap();
     std::thread::scope(|scope| {
@@ -646,7 +653,10 @@ fn execution_failures_stick_to_the_stream() {
     backend.stream_fill(stream, buffer, 0, 64, &[1]).unwrap();
     let before = backend.event_create(device, false).unwrap();
     backend.stream_record_event(stream, before).unwrap();
-    backend.inject_execution_failure(stream).unwrap();
+    backend
+        .driver()
+        .inject_execution_failure(&backend.stream(stream).unwrap())
+        .unwrap();
     backend.stream_fill(stream, buffer, 0, 64, &[2]).unwrap();
     // An event recorded after the failure, before anyone asked, reports it when waited for.
     let after = backend.event_create(device, false).unwrap();
@@ -702,7 +712,7 @@ fn wgsl_kernels_get_their_buffer_lengths_and_are_found_by_their_wgsl_names() {
     let Some(runtime) = runtime() else {
         return;
     };
-    let device = runtime.open("opencl", 0).unwrap();
+    let device = runtime.open("opencl:0").unwrap();
     let stream = device.create_stream().unwrap();
     let module = device.load_wgsl(LENGTHS_WGSL).unwrap();
     let main = module.kernel("main").unwrap();
@@ -717,7 +727,7 @@ fn wgsl_kernels_get_their_buffer_lengths_and_are_found_by_their_wgsl_names() {
             &Launch::new(&main)
                 .workgroups(1, 1, 1)
                 .buffer(&out)
-                .buffer_range(&pairs, alignment..alignment + 6),
+                .buffer(pairs.slice(alignment..alignment + 6)),
         )
         .unwrap();
     stream
@@ -725,7 +735,7 @@ fn wgsl_kernels_get_their_buffer_lengths_and_are_found_by_their_wgsl_names() {
             &Launch::new(&step)
                 .workgroups(1, 1, 1)
                 .buffer(&out)
-                .buffer_range(&pairs, 0..10)
+                .buffer(pairs.slice(0..10))
                 .scalar(5u32),
         )
         .unwrap();
@@ -863,7 +873,7 @@ fn wgsl_64_bit_atomics_run_where_claimed() {
     let Some(runtime) = runtime() else {
         return;
     };
-    let device = runtime.open("opencl", 0).unwrap();
+    let device = runtime.open("opencl:0").unwrap();
     if !device.has_features(Features::ATOMICS_64) {
         eprintln!("SKIPPED: {} has no 64-bit atomics", device.name());
         return;
@@ -932,7 +942,7 @@ fn wgsl_f16_runs_where_claimed_and_is_refused_by_name_elsewhere() {
     let Some(runtime) = runtime() else {
         return;
     };
-    let device = runtime.open("opencl", 0).unwrap();
+    let device = runtime.open("opencl:0").unwrap();
     let module = xhal_core::kernel::parse_wgsl(F16_WGSL).unwrap();
     let c = module.to_c(xhal_core::kernel::Dialect::OpenclC, None).unwrap();
     assert!(c.text.contains("#pragma OPENCL EXTENSION cl_khr_fp16 : enable"));

@@ -1,14 +1,14 @@
 //! The backend without a loader, and with a loader but no driver behind it.
 
 use xhal_core::{Backend, ErrorKind};
-use xhal_opencl::OpenClBackend;
+use xhal_opencl::{OpenClBackend, OpenClDriver};
 
 /// Set in the child process of [`no_icd_is_driver_unavailable`].
 const CHILD_VARIABLE: &str = "XHAL_OPENCL_TEST_NO_ICD_CHILD";
 
 #[test]
 fn missing_loader_is_driver_unavailable() {
-    let backend = OpenClBackend::with_library_path("/nonexistent/libOpenCL.so.1");
+    let backend = OpenClBackend::new(OpenClDriver::with_library_path("/nonexistent/libOpenCL.so.1"));
     let error = backend.device_count().unwrap_err();
     assert_eq!(error.kind(), ErrorKind::DriverUnavailable, "{error}");
     assert!(error.message().contains("/nonexistent/libOpenCL.so.1"), "{error}");
@@ -22,7 +22,7 @@ fn missing_loader_is_driver_unavailable() {
 /// point it lacks.
 #[test]
 fn a_library_without_the_api_is_driver_unavailable() {
-    let backend = OpenClBackend::with_library_path("libc.so.6");
+    let backend = OpenClBackend::new(OpenClDriver::with_library_path("libc.so.6"));
     let error = backend.device_count().unwrap_err();
     assert_eq!(error.kind(), ErrorKind::DriverUnavailable, "{error}");
     assert!(error.message().contains("clGetPlatformIDs"), "{error}");
@@ -35,7 +35,7 @@ fn no_icd_is_driver_unavailable() {
     if std::env::var_os(CHILD_VARIABLE).is_some() {
         return;
     }
-    if let Err(error) = OpenClBackend::with_library_path("libOpenCL.so.1").device_count() {
+    if let Err(error) = OpenClBackend::new(OpenClDriver::with_library_path("libOpenCL.so.1")).device_count() {
         if error.message().contains("could not be loaded") {
             require_unless_absent(&error.to_string());
             eprintln!("SKIPPED: no OpenCL loader on this machine: {error}");
@@ -60,7 +60,7 @@ fn no_icd_child() {
     if std::env::var_os(CHILD_VARIABLE).is_none() {
         return;
     }
-    let backend = OpenClBackend::from_env();
+    let backend = OpenClBackend::new(OpenClDriver::from_env());
     let error = backend.device_count().unwrap_err();
     assert_eq!(error.kind(), ErrorKind::DriverUnavailable, "{error}");
     assert!(error.message().contains("libOpenCL.so.1"), "{error}");
