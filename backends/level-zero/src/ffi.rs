@@ -10,7 +10,7 @@
 
 use std::ffi::{c_char, c_void};
 use std::mem::ManuallyDrop;
-use xhal_core::{Error, ErrorKind, Result};
+use xhal_backend::{Error, ErrorKind, Result};
 
 /// `ze_result_t`.
 pub(crate) type ZeResult = u32;

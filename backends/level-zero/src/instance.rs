@@ -1,9 +1,9 @@
 //! The loader, `zeInit`, every driver and every device, and what each device is and can do.
 
 use crate::ffi::{self, Api, DeviceHandle, DriverHandle};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use xhal_core::{DeviceInfo, DeviceType, Error, ErrorKind, Features, KernelFormat, Result};
+use xhal_backend::{DeviceInfo, DeviceType, Error, ErrorKind, Features, KernelFormat, Result};
 
 /// Where the Level Zero loader comes from.
 #[derive(Debug, Clone)]
@@ -42,6 +42,15 @@ pub(crate) struct Adapter {
 unsafe impl Send for Adapter {}
 // SAFETY: see above.
 unsafe impl Sync for Adapter {}
+
+impl Adapter {
+    /// The device's description now: its free memory is what this backend has not allocated.
+    pub(crate) fn describe(&self) -> DeviceInfo {
+        let mut info = self.info.clone();
+        info.free_memory = info.total_memory.saturating_sub(self.allocated.load(Ordering::Relaxed));
+        info
+    }
+}
 
 /// The loaded library and the usable devices.
 pub(crate) struct Instance {

@@ -2,27 +2,27 @@
 //! kernels, the kernels' parameters as the argument ABI reads them, and launches.
 //!
 //! Level Zero reports how many arguments a kernel has but not what they are, so the backend
-//! reads the kernel's parameters and `LocalSize` from the SPIR-V itself (`spirv.rs`): buffer
+//! reads the kernel's parameters and `LocalSize` from the SPIR-V itself (`reflect.rs`): buffer
 //! argument `i` is `CrossWorkgroup` pointer parameter `i`, set to the view's device address
 //! (the buffer's base plus the view's offset); the scalar block, when the kernel has scalars,
 //! is the next parameter, set from the block's bytes; a kernel written from WGSL may end with
 //! a by-value struct of one `u64` per buffer (at least one), the byte length of each bound
 //! view, which the backend fills at every launch.
 
+use crate::device::Gpu;
 use crate::ffi::{self, KernelHandle, ModuleHandle};
-use crate::gpu::{DeviceBuffer, Gpu};
-use crate::instance::BUFFER_OFFSET_ALIGNMENT;
-use crate::spirv::{self, EntryPoint, Parameter};
+use crate::memory::DeviceBuffer;
+use crate::reflect::{self, EntryPoint, Parameter};
 use crate::stream::{KeepAlive, Stream};
 use parking_lot::Mutex;
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::sync::Arc;
-use xhal_core::kernel::c::c_symbol;
-use xhal_core::{BufferArg, Error, KernelFormat, Result};
+use xhal_backend::{BufferView, Error, KernelFormat, Object, Result};
+use xhal_kernel::c::c_symbol;
 
 /// A built module.
-pub(crate) struct Module {
-    pub(crate) gpu: Arc<Gpu>,
+pub struct Module {
+    gpu: Arc<Gpu>,
     module: ModuleHandle,
     entry_points: Vec<EntryPoint>,
 }
@@ -50,7 +50,7 @@ impl Module {
                 KernelFormat::SPIRV_KERNEL.name()
             )));
         }
-        let Some(entry_points) = spirv::entry_points(code) else {
+        let Some(entry_points) = reflect::entry_points(code) else {
             return Err(Error::invalid_argument(format!(
                 "invalid SPIR-V: {} bytes that do not start with the SPIR-V magic number 0x07230203 in whole words",
                 code.len()
@@ -123,16 +123,16 @@ impl Module {
             .collect()
     }
 
-    /// Creates kernel `name`: a WGSL entry point's name, found under the symbol the Kernel
-    /// SPIR-V writer gives it (`c_symbol`), or a kernel's own name.
-    pub(crate) fn kernel(self: &Arc<Module>, name: &str) -> Result<KernelObject> {
+    /// Creates kernel `name` of `module`: a WGSL entry point's name, found under the symbol the
+    /// Kernel SPIR-V writer gives it (`c_symbol`), or a kernel's own name.
+    pub(crate) fn kernel(module: &Arc<Object<Module>>, name: &str) -> Result<KernelObject> {
         let symbol = c_symbol(name);
         let mut candidates = Vec::with_capacity(2);
         if symbol != name {
             candidates.push(symbol.clone());
         }
         candidates.push(name.to_string());
-        let api = self.gpu.api();
+        let api = module.gpu.api();
         for candidate in &candidates {
             let Ok(c_name) = CString::new(candidate.as_str()) else {
                 return Err(Error::invalid_argument(format!(
@@ -147,13 +147,13 @@ impl Module {
             };
             let mut kernel = std::ptr::null_mut();
             // SAFETY: a built module and a filled descriptor whose name outlives the call.
-            let code = unsafe { (api.kernel_create)(self.module, &desc, &mut kernel) };
+            let code = unsafe { (api.kernel_create)(module.module, &desc, &mut kernel) };
             if code == ffi::ZE_RESULT_ERROR_INVALID_KERNEL_NAME {
                 continue;
             }
             ffi::check(code, "zeKernelCreate", || format!("creating kernel `{candidate}`"))?;
             let object = KernelObject {
-                module: Arc::clone(self),
+                module: Arc::clone(module),
                 kernel: Mutex::new(kernel),
                 name: name.to_string(),
                 workgroup_size: [1; 3],
@@ -161,7 +161,7 @@ impl Module {
             };
             return object.reflect(candidate);
         }
-        let names = self.kernel_names();
+        let names = module.kernel_names();
         let also = if symbol != name {
             format!(" (nor `{symbol}`, the name Kernel SPIR-V gives WGSL entry point `{name}`)")
         } else {
@@ -201,8 +201,8 @@ fn build_log(api: &ffi::Api, log: ffi::BuildLogHandle) -> String {
 }
 
 /// One kernel of a module.
-pub(crate) struct KernelObject {
-    module: Arc<Module>,
+pub struct KernelObject {
+    module: Arc<Object<Module>>,
     /// Arguments are set and the launch appended under this lock: a kernel's arguments are
     /// state shared by every thread using it (Level Zero captures them when appended).
     kernel: Mutex<KernelHandle>,
@@ -225,10 +225,6 @@ impl Drop for KernelObject {
 }
 
 impl KernelObject {
-    pub(crate) fn gpu(&self) -> &Arc<Gpu> {
-        &self.module.gpu
-    }
-
     /// Reads the parameters and the workgroup size of `symbol` from the SPIR-V, checks them
     /// against what Level Zero reports and sets the group size.
     fn reflect(mut self, symbol: &str) -> Result<KernelObject> {
@@ -336,17 +332,17 @@ impl KernelObject {
         }
     }
 
-    /// Sets the arguments and appends the launch to `stream`.
+    /// Sets the arguments of `kernel` and appends the launch to `stream`.
     pub(crate) fn launch(
-        self: &Arc<Self>,
+        kernel: &Arc<Object<KernelObject>>,
         stream: &Stream,
         workgroups: [u32; 3],
-        buffers: &[(Arc<DeviceBuffer>, BufferArg)],
+        buffers: &[BufferView<DeviceBuffer>],
         scalars: &[u8],
     ) -> Result<()> {
-        let name = &self.name;
-        self.check_arguments(buffers.len(), scalars)?;
-        let limits = self.module.gpu.adapter().info.max_workgroup_count;
+        let name = &kernel.name;
+        kernel.check_arguments(buffers.len(), scalars)?;
+        let limits = kernel.module.gpu.adapter().info.max_workgroup_count;
         for axis in 0..3 {
             let count = workgroups[axis];
             if count == 0 {
@@ -359,32 +355,22 @@ impl KernelObject {
                 return Err(Error::invalid_argument(format!(
                     "kernel `{name}`: {count} workgroups in {} is more than {} allows ({})",
                     ["x", "y", "z"][axis],
-                    self.module.gpu.name(),
+                    kernel.module.gpu.name(),
                     limits[axis]
                 )));
             }
         }
-        for (index, (_, argument)) in buffers.iter().enumerate() {
-            if !argument.offset.is_multiple_of(BUFFER_OFFSET_ALIGNMENT) {
-                return Err(Error::invalid_argument(format!(
-                    "buffer argument {index} of kernel `{name}` starts at byte {}, which is not a multiple of \
-                     {BUFFER_OFFSET_ALIGNMENT}, the buffer offset alignment of {}",
-                    argument.offset,
-                    self.module.gpu.name()
-                )));
-            }
-        }
-        let api = self.module.gpu.api();
-        let kernel = self.kernel.lock();
+        let api = kernel.module.gpu.api();
+        let native = kernel.kernel.lock();
         let set = |index: usize, size: usize, value: *const c_void, what: &str| -> Result<()> {
             // SAFETY: `size` readable bytes at `value`; Level Zero copies them.
-            let code = unsafe { (api.kernel_set_argument_value)(*kernel, index as u32, size, value) };
+            let code = unsafe { (api.kernel_set_argument_value)(*native, index as u32, size, value) };
             ffi::check(code, "zeKernelSetArgumentValue", || {
                 format!("setting {what} as argument {index} of kernel `{name}`")
             })
         };
-        for (index, (buffer, argument)) in buffers.iter().enumerate() {
-            let address = buffer.address(argument.offset);
+        for (index, view) in buffers.iter().enumerate() {
+            let address = view.buffer.address(view.offset);
             set(
                 index,
                 std::mem::size_of::<*mut c_void>(),
@@ -402,8 +388,8 @@ impl KernelObject {
             )?;
             index += 1;
         }
-        if self.takes_lengths() {
-            let lengths = lengths_block(buffers.iter().map(|(_, argument)| argument.size));
+        if kernel.takes_lengths() {
+            let lengths = lengths_block(buffers.iter().map(|view| view.size));
             set(
                 index,
                 lengths.len(),
@@ -416,14 +402,14 @@ impl KernelObject {
             y: workgroups[1],
             z: workgroups[2],
         };
-        let size = self.workgroup_size;
+        let size = kernel.workgroup_size;
         // Level Zero must not destroy a kernel (or its module) the device still references,
         // so the launch holds the kernel, and through it the module, as well as its buffers.
         let mut keep: Vec<KeepAlive> = buffers
             .iter()
-            .map(|(buffer, _)| Box::new(Arc::clone(buffer)) as KeepAlive)
+            .map(|view| Box::new(Arc::clone(&view.buffer)) as KeepAlive)
             .collect();
-        keep.push(Box::new(Arc::clone(self)));
+        keep.push(Box::new(Arc::clone(kernel)));
         stream
             .enqueue(
                 || {
@@ -438,7 +424,7 @@ impl KernelObject {
                     let code = unsafe {
                         (api.command_list_append_launch_kernel)(
                             list,
-                            *kernel,
+                            *native,
                             &groups,
                             std::ptr::null_mut(),
                             0,
@@ -527,7 +513,7 @@ mod tests {
         ];
         for parameters in wrong {
             let error = check_parameter_order("k", &parameters).unwrap_err();
-            assert_eq!(error.kind(), xhal_core::ErrorKind::InvalidArgument, "{parameters:?}");
+            assert_eq!(error.kind(), xhal_backend::ErrorKind::InvalidArgument, "{parameters:?}");
         }
         let error = check_parameter_order("k", &[Parameter::Buffer, Parameter::Lengths(3)]).unwrap_err();
         assert!(error.message().contains("3 entries"), "{error}");

@@ -245,7 +245,7 @@ mod tests {
     use super::*;
 
     fn words(source: &str, entry: Option<&str>) -> Vec<u8> {
-        xhal_core::kernel::parse_wgsl(source)
+        xhal_kernel::parse_wgsl(source)
             .expect("parses")
             .to_spirv_kernel(entry)
             .expect("emits")

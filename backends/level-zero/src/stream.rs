@@ -13,13 +13,14 @@
 //! their completion is seen. Errors come from the list's host synchronization and stick to
 //! the stream.
 
+use crate::device::Gpu;
 use crate::ffi::{self, CommandListHandle, EventHandle, EventPoolHandle};
-use crate::gpu::{host_size, DeviceBuffer, Gpu, HostStaging};
+use crate::memory::{host_size, DeviceBuffer, HostStaging};
 use parking_lot::Mutex;
 use std::any::Any;
 use std::collections::VecDeque;
 use std::sync::Arc;
-use xhal_core::{Error, ErrorKind, Result};
+use xhal_backend::{Error, ErrorKind, Object, Result};
 
 /// A Level Zero event in a pool of its own, host-visible, with kernel timestamps when asked.
 pub(crate) struct ZeEvent {
@@ -169,8 +170,8 @@ impl StreamState {
 }
 
 /// An immediate command list.
-pub(crate) struct Stream {
-    pub(crate) gpu: Arc<Gpu>,
+pub struct Stream {
+    gpu: Arc<Gpu>,
     list: CommandListHandle,
     /// Shared with the records of events on this stream.
     state: Arc<Mutex<StreamState>>,
@@ -184,8 +185,8 @@ unsafe impl Sync for Stream {}
 
 impl Drop for Stream {
     fn drop(&mut self) {
-        let _ = self.synchronize();
-        // SAFETY: the list is idle and nothing else destroys it.
+        // SAFETY: the checked adapter synchronized the stream before its last reference went,
+        // so the list is idle; nothing else destroys it.
         unsafe { (self.gpu.api().command_list_destroy)(self.list) };
     }
 }
@@ -325,6 +326,14 @@ impl Stream {
         }
     }
 
+    /// The error that stuck to the stream, if any.
+    pub(crate) fn sticky_error(&self) -> Result<()> {
+        match &self.state.lock().sticky {
+            Some(error) => Err(error.clone()),
+            None => Ok(()),
+        }
+    }
+
     /// Blocks until everything appended has completed.
     pub(crate) fn synchronize(&self) -> Result<()> {
         let mut state = self.state.lock();
@@ -413,8 +422,8 @@ impl Record {
 }
 
 /// A point on a stream: its most recent record.
-pub(crate) struct Event {
-    pub(crate) gpu: Arc<Gpu>,
+pub struct Event {
+    gpu: Arc<Gpu>,
     timing: bool,
     record: Mutex<Option<Arc<Record>>>,
 }
@@ -473,7 +482,8 @@ impl Event {
 
     /// Nanoseconds between the two barriers' ends, from their kernel timestamps and the
     /// device's timer resolution.
-    pub(crate) fn elapsed_nanoseconds(start: &Event, start_id: u64, end: &Event, end_id: u64) -> Result<u64> {
+    pub(crate) fn elapsed_nanoseconds(start: &Object<Event>, end: &Object<Event>) -> Result<u64> {
+        let (start_id, end_id) = (start.handle(), end.handle());
         let first = start.timed_record("start", start_id)?.marker.end_ticks()?;
         let last = end.timed_record("end", end_id)?.marker.end_ticks()?;
         let adapter = start.gpu.adapter();
@@ -500,7 +510,8 @@ pub(crate) fn elapsed_from_ticks(first: u64, last: u64, bits: u32, resolution_ns
     Some(ticks.saturating_mul(resolution_ns))
 }
 
-/// Copies and fills. Ranges were checked against the buffers by the caller.
+/// Copies and fills. The checked adapter checked every range against its buffer, and never
+/// hands over a command of 0 bytes.
 impl Stream {
     /// Copies `size` bytes from `source` into staging memory now, and appends the copy from
     /// there to the buffer.
@@ -509,14 +520,11 @@ impl Stream {
     /// `source` must point to `size` readable bytes for the duration of the call.
     pub(crate) unsafe fn write(
         &self,
-        buffer: &Arc<DeviceBuffer>,
+        buffer: &Arc<Object<DeviceBuffer>>,
         offset: u64,
         source: *const u8,
         size: u64,
     ) -> Result<()> {
-        if size == 0 {
-            return Ok(());
-        }
         let bytes = host_size(size, "write size")?;
         let staging = HostStaging::new(&self.gpu, bytes)?;
         // SAFETY: the caller vouches for `source`; the staging memory holds `bytes`.
@@ -553,14 +561,11 @@ impl Stream {
     /// anyone else, until the read completes (a synchronize, or a wait for an event after it).
     pub(crate) unsafe fn read(
         &self,
-        buffer: &Arc<DeviceBuffer>,
+        buffer: &Arc<Object<DeviceBuffer>>,
         offset: u64,
         destination: *mut u8,
         size: u64,
     ) -> Result<()> {
-        if size == 0 {
-            return Ok(());
-        }
         let bytes = host_size(size, "read size")?;
         let staging = HostStaging::new(&self.gpu, bytes)?;
         let source = buffer.address(offset);
@@ -594,15 +599,12 @@ impl Stream {
     /// since Level Zero refuses them.
     pub(crate) fn copy(
         &self,
-        source: &Arc<DeviceBuffer>,
+        source: &Arc<Object<DeviceBuffer>>,
         source_offset: u64,
-        destination: &Arc<DeviceBuffer>,
+        destination: &Arc<Object<DeviceBuffer>>,
         destination_offset: u64,
         size: u64,
     ) -> Result<()> {
-        if size == 0 {
-            return Ok(());
-        }
         let overlapping = Arc::ptr_eq(source, destination)
             && source_offset < destination_offset + size
             && destination_offset < source_offset + size;
@@ -612,19 +614,43 @@ impl Stream {
         }
         if overlapping {
             let temporary = Arc::new(DeviceBuffer::new(&self.gpu, size)?);
-            self.copy_raw(source, source_offset, &temporary, 0, size)?;
-            return self.copy_raw(&temporary, 0, destination, destination_offset, size);
+            self.copy_raw(
+                source,
+                source_offset,
+                &temporary,
+                0,
+                size,
+                vec![Box::new(Arc::clone(source)), Box::new(Arc::clone(&temporary))],
+            )?;
+            return self.copy_raw(
+                &temporary,
+                0,
+                destination,
+                destination_offset,
+                size,
+                vec![Box::new(Arc::clone(&temporary)), Box::new(Arc::clone(destination))],
+            );
         }
-        self.copy_raw(source, source_offset, destination, destination_offset, size)
+        self.copy_raw(
+            source,
+            source_offset,
+            destination,
+            destination_offset,
+            size,
+            vec![Box::new(Arc::clone(source)), Box::new(Arc::clone(destination))],
+        )
     }
 
+    /// Appends one copy between device ranges that do not overlap; `keep` holds both buffers
+    /// (a temporary one has no handle, so the caller says what to hold).
     fn copy_raw(
         &self,
-        source: &Arc<DeviceBuffer>,
+        source: &DeviceBuffer,
         source_offset: u64,
-        destination: &Arc<DeviceBuffer>,
+        destination: &DeviceBuffer,
         destination_offset: u64,
         size: u64,
+        keep: Vec<KeepAlive>,
     ) -> Result<()> {
         let bytes = host_size(size, "copy size")?;
         let (from, to) = (source.address(source_offset), destination.address(destination_offset));
@@ -650,16 +676,19 @@ impl Stream {
                 };
                 ("zeCommandListAppendMemoryCopy", code)
             },
-            vec![Box::new(Arc::clone(source)), Box::new(Arc::clone(destination))],
+            keep,
         )
         .map(drop)
     }
 
     /// Appends a fill with a 1-, 2- or 4-byte pattern; `offset` and `size` are multiples of it.
-    pub(crate) fn fill(&self, buffer: &Arc<DeviceBuffer>, offset: u64, size: u64, pattern: &[u8]) -> Result<()> {
-        if size == 0 {
-            return Ok(());
-        }
+    pub(crate) fn fill(
+        &self,
+        buffer: &Arc<Object<DeviceBuffer>>,
+        offset: u64,
+        size: u64,
+        pattern: &[u8],
+    ) -> Result<()> {
         let bytes = host_size(size, "fill size")?;
         // The pattern lives in host memory the device reads until the fill completes.
         let staging = HostStaging::new(&self.gpu, pattern.len())?;

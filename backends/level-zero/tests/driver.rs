@@ -1,14 +1,14 @@
 //! The backend without a loader, and with Debian's loader (`libze1`) but no driver behind it.
 
-use xhal_core::{Backend, ErrorKind};
-use xhal_level_zero::LevelZeroBackend;
+use xhal_backend::{Backend, ErrorKind};
+use xhal_level_zero::{LevelZeroBackend, LevelZeroDriver};
 
 /// Where Debian and Ubuntu install the loader.
 const SYSTEM_LOADER: &str = "libze_loader.so.1";
 
 #[test]
 fn missing_loader_is_driver_unavailable() {
-    let backend = LevelZeroBackend::with_library_path("/nonexistent/libze_loader.so.1");
+    let backend = LevelZeroBackend::new(LevelZeroDriver::with_library_path("/nonexistent/libze_loader.so.1"));
     let error = backend.device_count().unwrap_err();
     assert_eq!(error.kind(), ErrorKind::DriverUnavailable, "{error}");
     assert!(error.message().contains("/nonexistent/libze_loader.so.1"), "{error}");
@@ -23,7 +23,7 @@ fn missing_loader_is_driver_unavailable() {
 /// entry point it lacks.
 #[test]
 fn a_library_without_the_api_is_driver_unavailable() {
-    let backend = LevelZeroBackend::with_library_path("libc.so.6");
+    let backend = LevelZeroBackend::new(LevelZeroDriver::with_library_path("libc.so.6"));
     let error = backend.device_count().unwrap_err();
     assert_eq!(error.kind(), ErrorKind::DriverUnavailable, "{error}");
     assert!(error.message().contains("zeInit"), "{error}");
@@ -45,7 +45,7 @@ fn the_loader_without_a_driver_is_zero_devices_and_a_reason() {
         );
         return;
     }
-    let backend = LevelZeroBackend::from_env();
+    let backend = LevelZeroBackend::new(LevelZeroDriver::from_env());
     match backend.device_count() {
         Err(error) => {
             assert_eq!(error.kind(), ErrorKind::DriverUnavailable, "{error}");

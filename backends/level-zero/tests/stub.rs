@@ -10,8 +10,8 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use xhal_core::{Backend, BufferArg, ErrorKind, KernelFormat, LaunchArgs};
-use xhal_level_zero::LevelZeroBackend;
+use xhal_backend::{Backend, BufferArg, ErrorKind, KernelFormat, LaunchArgs};
+use xhal_level_zero::{LevelZeroBackend, LevelZeroDriver};
 
 /// Builds the stub with `defines` as `NAME.so` in a folder of this test process; `None`
 /// (after saying why) where there is no C compiler.
@@ -70,7 +70,7 @@ fn last_launch(path: &PathBuf) -> Box<LastLaunch> {
 }
 
 fn spirv(source: &str) -> Vec<u8> {
-    xhal_core::kernel::parse_wgsl(source)
+    xhal_kernel::parse_wgsl(source)
         .expect("parses")
         .to_spirv_kernel(None)
         .expect("emits Kernel SPIR-V")
@@ -84,7 +84,9 @@ fn no_driver_is_zero_devices_and_a_reason() {
     let Some(path) = stub("no-driver", &["STUB_MODE_NO_DRIVER"]) else {
         return;
     };
-    let error = LevelZeroBackend::with_library_path(&path).device_count().unwrap_err();
+    let error = LevelZeroBackend::new(LevelZeroDriver::with_library_path(&path))
+        .device_count()
+        .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::DriverUnavailable, "{error}");
     assert!(error.message().contains("no Level Zero driver"), "{error}");
     assert!(error.message().contains("zeDriverGet lists none"), "{error}");
@@ -95,7 +97,9 @@ fn no_device_is_zero_devices_and_a_reason() {
     let Some(path) = stub("no-device", &["STUB_MODE_NO_DEVICE"]) else {
         return;
     };
-    let error = LevelZeroBackend::with_library_path(&path).device_count().unwrap_err();
+    let error = LevelZeroBackend::new(LevelZeroDriver::with_library_path(&path))
+        .device_count()
+        .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::DriverUnavailable, "{error}");
     assert!(error.message().contains("no usable device"), "{error}");
 }
@@ -105,7 +109,9 @@ fn a_device_the_driver_cannot_list_carries_the_drivers_description() {
     let Some(path) = stub("device-unavailable", &["STUB_FAIL=\"zeDeviceGet\""]) else {
         return;
     };
-    let error = LevelZeroBackend::with_library_path(&path).device_count().unwrap_err();
+    let error = LevelZeroBackend::new(LevelZeroDriver::with_library_path(&path))
+        .device_count()
+        .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::DriverUnavailable, "{error}");
     assert!(
         error.message().contains("ZE_RESULT_ERROR_DEPENDENCY_UNAVAILABLE")
@@ -121,7 +127,9 @@ fn a_failing_init_names_the_result() {
     let Some(path) = stub("init-fails", &["STUB_MODE_INIT_FAILS"]) else {
         return;
     };
-    let error = LevelZeroBackend::with_library_path(&path).device_count().unwrap_err();
+    let error = LevelZeroBackend::new(LevelZeroDriver::with_library_path(&path))
+        .device_count()
+        .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::DriverUnavailable, "{error}");
     assert!(
         error.message().contains("zeInit failed") && error.message().contains("ZE_RESULT_ERROR_DEVICE_LOST"),
@@ -132,7 +140,7 @@ fn a_failing_init_names_the_result() {
 #[test]
 fn a_device_is_described_from_its_properties() {
     let Some(path) = stub("describe", &[]) else { return };
-    let backend = LevelZeroBackend::with_library_path(&path);
+    let backend = LevelZeroBackend::new(LevelZeroDriver::with_library_path(&path));
     assert_eq!(backend.info().name, "level-zero");
     assert_eq!(backend.device_count().unwrap(), 1);
     let info = backend.device_info(0).unwrap();
@@ -141,7 +149,7 @@ fn a_device_is_described_from_its_properties() {
         (info.vendor.as_str(), info.vendor_id, info.device_id),
         ("Intel", 0x8086, 0x1234)
     );
-    assert_eq!(info.device_type, xhal_core::DeviceType::IntegratedGpu);
+    assert_eq!(info.device_type, xhal_backend::DeviceType::IntegratedGpu);
     assert_eq!(info.uuid[0], 0xa0);
     assert_eq!(info.pci_bus_id.as_deref(), Some("0000:03:00.0"));
     assert_eq!(info.total_memory, 1 << 31);
@@ -151,15 +159,15 @@ fn a_device_is_described_from_its_properties() {
     assert_eq!(info.max_workgroup_memory, 65536);
     assert_eq!(info.subgroup_size, 8);
     assert_eq!(info.kernel_formats, vec![KernelFormat::SPIRV_KERNEL]);
-    assert!(info.features.contains(xhal_core::Features::F64));
-    assert!(info.features.contains(xhal_core::Features::TIMESTAMPS));
+    assert!(info.features.contains(xhal_backend::Features::F64));
+    assert!(info.features.contains(xhal_backend::Features::TIMESTAMPS));
     assert_eq!(backend.device_info(1).unwrap_err().kind(), ErrorKind::NotFound);
 }
 
 #[test]
 fn transfers_copies_and_fills_reach_memory() {
     let Some(path) = stub("transfers", &[]) else { return };
-    let backend = LevelZeroBackend::with_library_path(&path);
+    let backend = LevelZeroBackend::new(LevelZeroDriver::with_library_path(&path));
     let device = backend.device_open(0).unwrap();
     let stream = backend.stream_create(device).unwrap();
     let buffer = backend.buffer_allocate(device, 64).unwrap();
@@ -204,7 +212,7 @@ fn transfers_copies_and_fills_reach_memory() {
 #[test]
 fn events_order_streams_and_measure_time() {
     let Some(path) = stub("events", &[]) else { return };
-    let backend = LevelZeroBackend::with_library_path(&path);
+    let backend = LevelZeroBackend::new(LevelZeroDriver::with_library_path(&path));
     let device = backend.device_open(0).unwrap();
     let (first, second) = (
         backend.stream_create(device).unwrap(),
@@ -254,7 +262,7 @@ fn events_order_streams_and_measure_time() {
 #[test]
 fn a_launch_passes_device_addresses_the_scalar_block_and_lengths() {
     let Some(path) = stub("launch", &[]) else { return };
-    let backend = LevelZeroBackend::with_library_path(&path);
+    let backend = LevelZeroBackend::new(LevelZeroDriver::with_library_path(&path));
     let device = backend.device_open(0).unwrap();
     let stream = backend.stream_create(device).unwrap();
     let module = backend
@@ -364,7 +372,7 @@ fn a_launch_passes_device_addresses_the_scalar_block_and_lengths() {
 #[test]
 fn entry_points_are_found_by_their_c_symbol() {
     let Some(path) = stub("symbols", &[]) else { return };
-    let backend = LevelZeroBackend::with_library_path(&path);
+    let backend = LevelZeroBackend::new(LevelZeroDriver::with_library_path(&path));
     let device = backend.device_open(0).unwrap();
     let source = "@group(0) @binding(0) var<storage, read_write> d: array<u32, 4>;\n\
                   @compute @workgroup_size(4, 2, 1)\nfn main() { d[0] = 1u; }\n";
@@ -414,7 +422,7 @@ fn entry_points_are_found_by_their_c_symbol() {
 #[test]
 fn modules_other_than_kernel_spirv_are_refused() {
     let Some(path) = stub("formats", &[]) else { return };
-    let backend = LevelZeroBackend::with_library_path(&path);
+    let backend = LevelZeroBackend::new(LevelZeroDriver::with_library_path(&path));
     let device = backend.device_open(0).unwrap();
     let error = backend
         .module_load(device, KernelFormat::CUDA_C, b"__global__ void k() {}")
@@ -433,7 +441,7 @@ fn a_failed_allocation_is_out_of_memory_naming_the_call() {
     let Some(path) = stub("fail-alloc", &["STUB_FAIL=\"zeMemAllocDevice\""]) else {
         return;
     };
-    let backend = LevelZeroBackend::with_library_path(&path);
+    let backend = LevelZeroBackend::new(LevelZeroDriver::with_library_path(&path));
     let device = backend.device_open(0).unwrap();
     let error = backend.buffer_allocate(device, 256).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::OutOfMemory, "{error}");
@@ -452,7 +460,7 @@ fn a_failed_build_carries_the_build_log() {
     let Some(path) = stub("fail-build", &["STUB_FAIL=\"zeModuleCreate\""]) else {
         return;
     };
-    let backend = LevelZeroBackend::with_library_path(&path);
+    let backend = LevelZeroBackend::new(LevelZeroDriver::with_library_path(&path));
     let device = backend.device_open(0).unwrap();
     let error = backend
         .module_load(device, KernelFormat::SPIRV_KERNEL, &spirv(SAXPY))
@@ -470,7 +478,7 @@ fn a_lost_device_sticks_to_the_stream() {
     let Some(path) = stub("fail-sync", &["STUB_FAIL=\"zeCommandListHostSynchronize\""]) else {
         return;
     };
-    let backend = LevelZeroBackend::with_library_path(&path);
+    let backend = LevelZeroBackend::new(LevelZeroDriver::with_library_path(&path));
     let device = backend.device_open(0).unwrap();
     let stream = backend.stream_create(device).unwrap();
     let buffer = backend.buffer_allocate(device, 16).unwrap();
@@ -493,7 +501,7 @@ fn streams_synchronize_without_command_list_host_synchronize() {
     let Some(path) = stub("no-host-sync", &["STUB_NO_HOST_SYNC"]) else {
         return;
     };
-    let backend = Arc::new(LevelZeroBackend::with_library_path(&path));
+    let backend = Arc::new(LevelZeroBackend::new(LevelZeroDriver::with_library_path(&path)));
     let device = backend.device_open(0).unwrap();
     let stream = backend.stream_create(device).unwrap();
     let buffer = backend.buffer_allocate(device, 8).unwrap();
@@ -514,7 +522,9 @@ fn the_loader_variable_chooses_the_library() {
         return;
     };
     std::env::set_var("XHAL_LEVEL_ZERO_LOADER", &path);
-    let error = LevelZeroBackend::from_env().device_count().unwrap_err();
+    let error = LevelZeroBackend::new(LevelZeroDriver::from_env())
+        .device_count()
+        .unwrap_err();
     std::env::remove_var("XHAL_LEVEL_ZERO_LOADER");
     assert_eq!(error.kind(), ErrorKind::DriverUnavailable, "{error}");
     assert!(error.message().contains(&path.display().to_string()), "{error}");
@@ -525,7 +535,7 @@ fn the_loader_variable_chooses_the_library() {
 #[test]
 fn a_queued_launch_keeps_its_kernel_and_module() {
     let Some(path) = stub("lifetimes", &[]) else { return };
-    let backend = LevelZeroBackend::with_library_path(&path);
+    let backend = LevelZeroBackend::new(LevelZeroDriver::with_library_path(&path));
     let device = backend.device_open(0).unwrap();
     let stream = backend.stream_create(device).unwrap();
     let module = backend
