@@ -1,4 +1,6 @@
-//! The kernel descriptions an AMD GPU code object carries, read host-side.
+//! Reflection from compiled code: the kernel descriptions an AMD GPU code object carries,
+//! read host-side. A file of its own because it is a reader of two binary formats (ELF notes
+//! and MessagePack, and clang offload bundles) that the rest of the backend never sees.
 //!
 //! HIP has no call that lists a kernel's parameters, but every code object the AMDGPU
 //! compiler writes (code object v3 and later, as hiprtc and clang write for ROCm 5 to 7)

@@ -9,7 +9,7 @@
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::mem::ManuallyDrop;
-use xhal_core::{Error, ErrorKind, Result};
+use xhal_backend::{Error, ErrorKind, Result};
 
 /// `hipError_t` (a C enum: an `int`).
 pub(crate) type HipError = c_int;

@@ -5,7 +5,7 @@ use std::ffi::{c_char, c_int, CStr};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use xhal_core::{DeviceInfo, DeviceType, Error, ErrorKind, Features, KernelFormat, Result};
+use xhal_backend::{DeviceInfo, DeviceType, Error, ErrorKind, Features, KernelFormat, Result};
 
 /// Where the HIP runtime comes from.
 #[derive(Debug, Clone)]

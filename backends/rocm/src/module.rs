@@ -6,7 +6,7 @@
 //! scalars, is one more by-value parameter. A kernel emitted from WGSL may end with one more
 //! by-value parameter, the buffer lengths (`xh_lengths_<entry> lengths`: one 64-bit length per
 //! buffer parameter, at least one), which the backend fills at every launch. The parameters
-//! come from the HIP C source where there is one (see [`crate::source`]) and from the code
+//! come from the HIP C source where there is one (see [`crate::reflect`]) and from the code
 //! object's metadata (see [`crate::code_object`]), which also gives each by-value
 //! parameter's size, so a scalar block of the wrong size is refused host-side.
 //!
@@ -14,19 +14,20 @@
 //! `name` (`main` is `main_`), then by `name` itself.
 
 use crate::code_object::{self, KernelMetadata};
+use crate::device::Gpu;
 use crate::ffi::{self, HipFunction, HipModule};
-use crate::gpu::{DeviceBuffer, Gpu};
 use crate::instance::Instance;
-use crate::source::{self, ParameterKind, SourceKernel};
+use crate::memory::DeviceBuffer;
+use crate::reflect::{self, ParameterKind, SourceKernel};
 use crate::stream::Stream;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_void, CString};
 use std::sync::Arc;
-use xhal_core::kernel::c::c_symbol;
-use xhal_core::{BufferArg, Error, KernelFormat, Result};
+use xhal_backend::{BufferView, Error, KernelFormat, Object, Result};
+use xhal_kernel::c::c_symbol;
 
 /// A loaded code object.
-pub(crate) struct Module {
+pub struct Module {
     pub(crate) gpu: Arc<Gpu>,
     raw: HipModule,
     /// What the HIP C source declares, by kernel name (empty for `hsaco`).
@@ -154,7 +155,7 @@ impl Module {
                 return Err(Error::invalid_argument("HIP C source is not valid UTF-8"));
             };
             let image = compile(gpu, &gpu.instance, text)?;
-            (image, source::kernels(text), source::asserted_sizes(text))
+            (image, reflect::kernels(text), reflect::asserted_sizes(text))
         } else if format == KernelFormat::HSACO {
             if !code_object::is_code_object(code) {
                 return Err(Error::invalid_argument(format!(
@@ -197,7 +198,7 @@ impl Module {
 
     /// Finds kernel `name` (a WGSL entry point's name, found under the symbol the C emitter
     /// gives it, or a native kernel's name) and reads its parameters and workgroup size.
-    pub(crate) fn kernel(self: &Arc<Module>, name: &str) -> Result<KernelObject> {
+    pub(crate) fn kernel(module: &Arc<Object<Module>>, name: &str) -> Result<KernelObject> {
         let symbol = c_symbol(name);
         let mut candidates = vec![symbol.clone()];
         if symbol != name {
@@ -210,10 +211,10 @@ impl Module {
                     "kernel name {name:?} contains a NUL byte"
                 )));
             };
-            self.gpu.bind()?;
+            module.gpu.bind()?;
             let mut function: HipFunction = std::ptr::null_mut();
             // SAFETY: a loaded module and a NUL-terminated name.
-            let code = unsafe { (self.gpu.api().module_get_function)(&mut function, self.raw, c_name.as_ptr()) };
+            let code = unsafe { (module.gpu.api().module_get_function)(&mut function, module.raw, c_name.as_ptr()) };
             match code {
                 ffi::HIP_SUCCESS => {
                     found = Some((candidate.clone(), function));
@@ -222,7 +223,7 @@ impl Module {
                 // hipErrorNotFound, or hipErrorInvalidDeviceFunction on some releases.
                 ffi::HIP_ERROR_NOT_FOUND | 98 => continue,
                 _ => {
-                    return Err(self.gpu.api().error(
+                    return Err(module.gpu.api().error(
                         &format!("looking up kernel `{candidate}`"),
                         "hipModuleGetFunction",
                         code,
@@ -231,7 +232,7 @@ impl Module {
             }
         }
         let Some((symbol, function)) = found else {
-            let names = self.kernel_names();
+            let names = module.kernel_names();
             let also = if symbol != name {
                 format!(" (nor `{symbol}`, the C name of WGSL entry point `{name}`)")
             } else {
@@ -246,9 +247,9 @@ impl Module {
                 }
             )));
         };
-        let description = self.describe(&symbol)?;
+        let description = module.describe(&symbol)?;
         Ok(KernelObject {
-            module: Arc::clone(self),
+            module: Arc::clone(module),
             function,
             name: name.to_string(),
             workgroup_size: description.workgroup_size,
@@ -301,7 +302,7 @@ impl Module {
                         "global_buffer" => ParameterKind::Buffer,
                         "by_value"
                             if argument.name.as_deref() == Some("lengths")
-                                || argument.type_name.as_deref().is_some_and(source::is_lengths_type) =>
+                                || argument.type_name.as_deref().is_some_and(reflect::is_lengths_type) =>
                         {
                             ParameterKind::Lengths
                         }
@@ -388,8 +389,8 @@ pub(crate) struct Parameter {
 }
 
 /// One kernel of a module.
-pub(crate) struct KernelObject {
-    module: Arc<Module>,
+pub struct KernelObject {
+    module: Arc<Object<Module>>,
     function: HipFunction,
     name: String,
     workgroup_size: [u32; 3],
@@ -408,10 +409,6 @@ unsafe impl Sync for KernelObject {}
 const UNSIZED_SCALAR_AREA: usize = 1024;
 
 impl KernelObject {
-    pub(crate) fn gpu(&self) -> &Arc<Gpu> {
-        &self.module.gpu
-    }
-
     /// Checks a launch's arguments against the parameters, host-side.
     fn check_arguments(&self, buffers: usize, scalars: &[u8]) -> Result<()> {
         let name = &self.name;
@@ -467,7 +464,7 @@ impl KernelObject {
         &self,
         stream: &Stream,
         workgroups: [u32; 3],
-        buffers: &[(Arc<DeviceBuffer>, BufferArg)],
+        buffers: &[BufferView<DeviceBuffer>],
         scalars: &[u8],
     ) -> Result<()> {
         let name = &self.name;
@@ -497,10 +494,7 @@ impl KernelObject {
             }
         }
         // kernelParams holds one pointer per parameter, to the parameter's value.
-        let mut addresses: Vec<*mut c_void> = buffers
-            .iter()
-            .map(|(buffer, argument)| buffer.at(argument.offset))
-            .collect();
+        let mut addresses: Vec<*mut c_void> = buffers.iter().map(|view| view.buffer.at(view.offset)).collect();
         let mut scalar_area: Vec<u8> = Vec::new();
         let scalar_size_known = self
             .parameters
@@ -513,7 +507,7 @@ impl KernelObject {
             }
         }
         let mut lengths = if self.takes_lengths() {
-            lengths_block(buffers.iter().map(|(_, argument)| argument.size))
+            lengths_block(buffers.iter().map(|view| view.size))
         } else {
             Vec::new()
         };

@@ -1,5 +1,7 @@
-//! What HIP C source says about its kernels before it is compiled: each `extern "C"
-//! __global__` function's parameters, and its workgroup size.
+//! Reflection from HIP C source: what the source says about its kernels before it is
+//! compiled, each `extern "C" __global__` function's parameters and its workgroup size. The
+//! compiled code object's metadata ([`crate::code_object`]) tells the rest; `crate::module`
+//! puts the two together.
 //!
 //! HIP kernels do not carry a fixed workgroup size the runtime can report, and an xhal launch
 //! counts workgroups of a fixed size. The size comes from, in order:

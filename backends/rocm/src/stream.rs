@@ -7,11 +7,12 @@
 //! event wait or a later enqueue reports it, becomes the stream's sticky error: every later
 //! call on the stream returns it.
 
+use crate::device::Gpu;
 use crate::ffi::{self, HipEvent, HipStream};
-use crate::gpu::{DeviceBuffer, Gpu};
+use crate::memory::DeviceBuffer;
 use parking_lot::Mutex;
 use std::sync::Arc;
-use xhal_core::{Error, ErrorKind, Result};
+use xhal_backend::{Error, ErrorKind, Result};
 
 /// Whether an error from HIP belongs to the work that executed (and so sticks to the stream)
 /// rather than to the call that reported it.
@@ -41,7 +42,7 @@ impl StreamState {
 }
 
 /// A HIP stream.
-pub(crate) struct Stream {
+pub struct Stream {
     pub(crate) gpu: Arc<Gpu>,
     raw: HipStream,
     /// Shared with the records of events on this stream.
@@ -59,12 +60,9 @@ impl Drop for Stream {
         if self.gpu.bind().is_err() {
             return;
         }
-        // SAFETY: the stream is live and only released here; synchronising first keeps the
-        // retained temporaries alive until the work using them is done.
-        unsafe {
-            (self.gpu.api().stream_synchronize)(self.raw);
-            (self.gpu.api().stream_destroy)(self.raw);
-        }
+        // SAFETY: the stream is live and only released here. The checked adapter synchronised
+        // it before letting it go, so no queued work still uses the retained temporaries.
+        unsafe { (self.gpu.api().stream_destroy)(self.raw) };
         self.state.lock().retained.clear();
     }
 }
@@ -111,6 +109,11 @@ impl Stream {
             });
         }
         Ok(())
+    }
+
+    /// The error found while executing, if any: what an empty command on this stream returns.
+    pub(crate) fn sticky_error(&self) -> Result<()> {
+        self.state.lock().sticky_error().map_or(Ok(()), Err)
     }
 
     /// Blocks until everything enqueued has completed.
@@ -204,7 +207,7 @@ impl Record {
 }
 
 /// A HIP event.
-pub(crate) struct Event {
+pub struct Event {
     pub(crate) gpu: Arc<Gpu>,
     raw: HipEvent,
     timing: bool,
@@ -331,17 +334,15 @@ fn host_size(value: u64, what: &str) -> Result<usize> {
     usize::try_from(value).map_err(|_| Error::out_of_bounds(format!("{what}: {value} does not fit in a size_t")))
 }
 
-/// Copies and fills. Ranges were checked against the buffers by the caller.
+/// Copies and fills. The checked adapter hands over ranges of more than 0 bytes that lie
+/// inside their buffers, and fill patterns of 1, 2 or 4 bytes that divide offset and size.
 impl Stream {
     /// Enqueues a write of `size` bytes from `source`.
     ///
     /// # Safety
     /// `source` must point to `size` readable bytes that stay valid and unchanged until the
-    /// write completes (the Backend trait's contract).
+    /// write completes (the Driver trait's contract).
     pub(crate) unsafe fn write(&self, buffer: &DeviceBuffer, offset: u64, source: *const u8, size: u64) -> Result<()> {
-        if size == 0 {
-            return Ok(());
-        }
         let bytes = host_size(size, "write size")?;
         self.enqueue(
             "hipMemcpyHtoDAsync",
@@ -366,9 +367,6 @@ impl Stream {
         destination: *mut u8,
         size: u64,
     ) -> Result<()> {
-        if size == 0 {
-            return Ok(());
-        }
         let bytes = host_size(size, "read size")?;
         self.enqueue(
             "hipMemcpyDtoHAsync",
@@ -390,9 +388,6 @@ impl Stream {
         destination_offset: u64,
         size: u64,
     ) -> Result<()> {
-        if size == 0 {
-            return Ok(());
-        }
         let overlapping = std::ptr::eq(source, destination)
             && source_offset < destination_offset + size
             && destination_offset < source_offset + size;
@@ -441,9 +436,6 @@ impl Stream {
 
     /// Enqueues a fill with a 1-, 2- or 4-byte pattern; `offset` and `size` are multiples of it.
     pub(crate) fn fill(&self, buffer: &DeviceBuffer, offset: u64, size: u64, pattern: &[u8]) -> Result<()> {
-        if size == 0 {
-            return Ok(());
-        }
         let bytes = host_size(size, "fill size")?;
         let doing = || {
             format!(

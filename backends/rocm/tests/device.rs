@@ -3,14 +3,13 @@
 
 mod support;
 
-use std::sync::Arc;
-use support::require_unless_absent;
+use support::{open_device, require_unless_absent};
 use xhal_core::{Backend, ErrorKind, Features, KernelFormat, Launch};
-use xhal_rocm::RocmBackend;
+use xhal_rocm::{RocmBackend, RocmDriver};
 
 /// The backend, or `None` (after saying why) where the machine has no AMD GPU.
 fn backend() -> Option<RocmBackend> {
-    let backend = RocmBackend::from_env();
+    let backend = RocmBackend::new(RocmDriver::from_env());
     if let Err(error) = backend.device_count() {
         require_unless_absent(&error.to_string());
         eprintln!("SKIPPED: no AMD GPU here, so this test checked nothing: {error}");
@@ -20,8 +19,7 @@ fn backend() -> Option<RocmBackend> {
 }
 
 fn device() -> Option<xhal_core::Device> {
-    let backend: Arc<dyn Backend> = Arc::new(backend()?);
-    Some(xhal_core::Device::open(backend, "rocm", 0).unwrap())
+    Some(open_device(backend()?))
 }
 
 #[test]

@@ -4,13 +4,13 @@
 
 mod support;
 
-use support::{code_object, require_unless_absent, Stub};
+use support::{code_object, open_device, require_unless_absent, Stub};
 use xhal_core::{Backend, BufferArg, ErrorKind, Features, KernelFormat, LaunchArgs};
-use xhal_rocm::RocmBackend;
+use xhal_rocm::{RocmBackend, RocmDriver};
 
 #[test]
 fn a_missing_runtime_is_driver_unavailable() {
-    let backend = RocmBackend::with_library_path("/nonexistent/libamdhip64.so");
+    let backend = RocmBackend::new(RocmDriver::with_library_path("/nonexistent/libamdhip64.so"));
     let error = backend.device_count().unwrap_err();
     assert_eq!(error.kind(), ErrorKind::DriverUnavailable, "{error}");
     assert!(error.message().contains("/nonexistent/libamdhip64.so"), "{error}");
@@ -25,7 +25,7 @@ fn a_missing_runtime_is_driver_unavailable() {
 /// lacks.
 #[test]
 fn a_library_without_the_api_is_driver_unavailable() {
-    let backend = RocmBackend::with_library_path("libc.so.6");
+    let backend = RocmBackend::new(RocmDriver::with_library_path("libc.so.6"));
     let error = backend.device_count().unwrap_err();
     assert_eq!(error.kind(), ErrorKind::DriverUnavailable, "{error}");
     assert!(error.message().contains("has no hipInit"), "{error}");
@@ -36,7 +36,7 @@ fn a_runtime_without_devices_is_driver_unavailable_with_the_reason() {
     let Some(stub) = Stub::new() else {
         return;
     };
-    let backend = RocmBackend::with_library_path(&stub.path);
+    let backend = RocmBackend::new(RocmDriver::with_library_path(&stub.path));
     let error = backend.device_count().unwrap_err();
     assert_eq!(error.kind(), ErrorKind::DriverUnavailable, "{error}");
     assert!(error.message().contains("finds no AMD GPU"), "{error}");
@@ -59,7 +59,9 @@ fn hip_init_finding_no_device_is_driver_unavailable() {
     };
     stub.set_devices(1);
     stub.set_init_result(101);
-    let error = RocmBackend::with_library_path(&stub.path).device_count().unwrap_err();
+    let error = RocmBackend::new(RocmDriver::with_library_path(&stub.path))
+        .device_count()
+        .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::DriverUnavailable, "{error}");
     assert!(
         error.message().contains("hipInit answers hipErrorInvalidDevice (101)"),
@@ -74,7 +76,9 @@ fn a_failing_hip_init_names_the_call_and_the_error() {
     };
     stub.set_devices(1);
     stub.fail("hipInit", 2, 0);
-    let error = RocmBackend::with_library_path(&stub.path).device_count().unwrap_err();
+    let error = RocmBackend::new(RocmDriver::with_library_path(&stub.path))
+        .device_count()
+        .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::DriverUnavailable, "{error}");
     assert!(
         error.message().contains("hipInit failed: hipErrorOutOfMemory (2)"),
@@ -89,7 +93,9 @@ fn a_device_that_cannot_be_described_is_skipped_with_the_reason() {
     };
     stub.set_devices(1);
     stub.fail("hipDeviceGetAttribute", 1, 0);
-    let error = RocmBackend::with_library_path(&stub.path).device_count().unwrap_err();
+    let error = RocmBackend::new(RocmDriver::with_library_path(&stub.path))
+        .device_count()
+        .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::DriverUnavailable, "{error}");
     assert!(
         error
@@ -107,7 +113,7 @@ fn a_device_that_cannot_be_described_is_skipped_with_the_reason() {
 fn stub_device() -> Option<(Stub, RocmBackend, xhal_core::DeviceHandle)> {
     let stub = Stub::new()?;
     stub.set_devices(1);
-    let backend = RocmBackend::with_library_path(&stub.path);
+    let backend = RocmBackend::new(RocmDriver::with_library_path(&stub.path));
     let device = backend.device_open(0).expect("the stub's device opens");
     Some((stub, backend, device))
 }
@@ -154,7 +160,7 @@ fn the_stub_device_is_described_truthfully() {
         return;
     };
     stub.set_devices(2);
-    let backend = RocmBackend::with_library_path(&stub.path);
+    let backend = RocmBackend::new(RocmDriver::with_library_path(&stub.path));
     assert_eq!(backend.device_count().unwrap(), 2);
     assert_eq!(backend.info().name, "rocm");
     let info = backend.device_info(1).unwrap();
@@ -627,7 +633,7 @@ fn a_hiprtc_failure_carries_the_compiler_log() {
 /// machine without an AMD GPU it must report no device, with the reason, and not abort.
 #[test]
 fn the_installed_runtime_without_a_gpu_reports_no_device() {
-    let backend = RocmBackend::from_env();
+    let backend = RocmBackend::new(RocmDriver::from_env());
     match backend.device_count() {
         Ok(count) => eprintln!("SKIPPED: this machine has {count} AMD GPU(s); tests/device.rs covers them"),
         Err(error) if error.message().contains("could not be loaded") => {
@@ -783,8 +789,7 @@ fn the_runtime_translates_wgsl_to_hip_c_for_the_device() {
         None,
     )]));
     stub.set_kernels("main_");
-    let backend: std::sync::Arc<dyn Backend> = std::sync::Arc::new(RocmBackend::with_library_path(&stub.path));
-    let device = xhal_core::Device::open(backend, "rocm", 0).unwrap();
+    let device = open_device(RocmBackend::new(RocmDriver::with_library_path(&stub.path)));
     let module = device.load_wgsl(SAXPY_WGSL).unwrap();
     let kernel = module.kernel("main").unwrap();
     let stream = device.create_stream().unwrap();
@@ -891,7 +896,7 @@ fn launches_beyond_the_devices_limits_are_refused() {
         return;
     };
     stub.set_devices(2);
-    let backend = RocmBackend::with_library_path(&stub.path);
+    let backend = RocmBackend::new(RocmDriver::with_library_path(&stub.path));
     let device = backend.device_open(0).unwrap();
     let other_device = backend.device_open(1).unwrap();
     stub.set_kernels("wide,scale");
@@ -930,7 +935,12 @@ fn launches_beyond_the_devices_limits_are_refused() {
     let elsewhere = backend.stream_create(other_device).unwrap();
     let error = launch(elsewhere, [1, 1, 1]).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::InvalidHandle, "{error}");
-    assert!(error.message().contains("another rocm device"), "{error}");
+    assert!(
+        error
+            .message()
+            .contains("belongs to rocm device 0, the stream is on device 1"),
+        "{error}"
+    );
 }
 
 /// Where neither the code object nor the source gives the scalar block's size, a block

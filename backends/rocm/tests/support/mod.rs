@@ -18,6 +18,20 @@ pub fn require_unless_absent(reason: &str) {
     );
 }
 
+/// Device 0 of `backend`, opened as an application opens it: through a runtime that knows
+/// this backend alone (no built-in backends, no plugins, whatever `XHAL_DEVICE` says).
+pub fn open_device(backend: xhal_rocm::RocmBackend) -> xhal_core::Device {
+    xhal_core::Runtime::builder()
+        .without_static_backends()
+        .without_plugin_search()
+        .device_selector(None)
+        .backend(std::sync::Arc::new(backend))
+        .build()
+        .expect("a runtime of one backend")
+        .open("rocm:0")
+        .expect("rocm device 0 opens")
+}
+
 /// The stub library built once per test process, or why it could not be: only a missing C
 /// compiler is a reason; a stub that does not compile fails the test.
 fn built_stub() -> &'static Result<PathBuf, String> {
