@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use xhal_bench_report::{duration_text, paired, publish, target_dir};
 use xhal_core::{Backend, Device, Launch, Runtime};
-use xhal_vulkan::VulkanBackend;
+use xhal_vulkan::{VulkanBackend, VulkanDriver};
 
 /// The most a load through xhal-vulkan may take, as a multiple of the same load through
 /// xhal-wgpu on the same driver.
@@ -111,7 +111,7 @@ fn main() {
             format!("plugin {}", Path::new(&path).display())
         }
         None => {
-            let backend = VulkanBackend::from_env();
+            let backend = VulkanBackend::new(VulkanDriver::from_env());
             if let Err(error) = backend.device_count() {
                 eprintln!("no Vulkan device, nothing to measure: {error}");
                 return;
@@ -121,8 +121,8 @@ fn main() {
         }
     };
     let runtime = builder.build().unwrap();
-    let vulkan = runtime.open("vulkan", 0).unwrap();
-    let wgpu = runtime.open("wgpu", 0).unwrap();
+    let vulkan = runtime.open("vulkan:0").unwrap();
+    let wgpu = runtime.open("wgpu:0").unwrap();
     let rounds = std::env::var("XHAL_LOAD_BENCH_ROUNDS")
         .ok()
         .and_then(|rounds| rounds.parse().ok())

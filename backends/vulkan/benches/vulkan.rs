@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use xhal_bench_report::{duration_text, paired, publish};
 use xhal_core::{Backend, Launch, Runtime};
-use xhal_vulkan::VulkanBackend;
+use xhal_vulkan::{VulkanBackend, VulkanDriver};
 
 const BYTES: usize = 64 << 20;
 const DISPATCHES: usize = 1000;
@@ -349,7 +349,7 @@ impl Drop for Raw {
 }
 
 fn main() {
-    let backend = VulkanBackend::from_env();
+    let backend = VulkanBackend::new(VulkanDriver::from_env());
     if let Err(error) = backend.device_count() {
         eprintln!("no Vulkan device, nothing to measure: {error}");
         return;
@@ -360,7 +360,7 @@ fn main() {
         .backend(Arc::new(backend))
         .build()
         .unwrap();
-    let device = runtime.open("vulkan", 0).unwrap();
+    let device = runtime.open("vulkan:0").unwrap();
     let device_name = device.info().name.clone();
     let stream = device.create_stream().unwrap();
     let empty = device.load_wgsl(EMPTY).unwrap().kernel("empty").unwrap();
@@ -403,12 +403,10 @@ fn main() {
 
     let mut group = criterion.benchmark_group("vulkan-64MiB");
     group.throughput(Throughput::Bytes(BYTES as u64));
-    group.bench_function("xhal-write", |bench| {
-        bench.iter(|| stream.write(&big, 0, &data).unwrap())
-    });
+    group.bench_function("xhal-write", |bench| bench.iter(|| stream.write(&big, &data).unwrap()));
     group.bench_function("ash-write", |bench| bench.iter(|| raw.write(&data)));
     group.bench_function("xhal-read", |bench| {
-        bench.iter(|| stream.read(&big, 0, &mut back).unwrap())
+        bench.iter(|| stream.read(&big, &mut back).unwrap())
     });
     group.bench_function("ash-read", |bench| bench.iter(|| raw.read(&mut back)));
     group.finish();
@@ -436,13 +434,13 @@ fn main() {
         },
         || raw.dependent_dispatches(),
     );
-    let write = paired(31, 2, || stream.write(&big, 0, &data).unwrap(), || raw.write(&data));
+    let write = paired(31, 2, || stream.write(&big, &data).unwrap(), || raw.write(&data));
     // Both sides read into the same host memory, so that only the path differs.
     let back = std::cell::RefCell::new(back);
     let read = paired(
         31,
         2,
-        || stream.read(&big, 0, &mut back.borrow_mut()).unwrap(),
+        || stream.read(&big, &mut back.borrow_mut()).unwrap(),
         || raw.read(&mut back.borrow_mut()),
     );
     let rows: Vec<String> = [

@@ -6,7 +6,7 @@ use parking_lot::Mutex;
 use std::ffi::{c_void, CStr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use xhal_core::{DeviceInfo, DeviceType, Error, ErrorKind, Features, KernelFormat, Result};
+use xhal_backend::{DeviceInfo, DeviceType, Error, ErrorKind, Features, KernelFormat, Result};
 
 /// Set to `1` to enable `VK_LAYER_KHRONOS_validation` with a debug-utils messenger.
 pub const VALIDATION_VARIABLE: &str = "XHAL_VULKAN_VALIDATION";
@@ -93,6 +93,16 @@ pub(crate) struct Adapter {
     pub(crate) enable: EnabledFeatures,
     /// Bytes this backend holds on the device, for the free-memory figure.
     pub(crate) allocated: Arc<AtomicU64>,
+}
+
+impl Adapter {
+    /// The device's description, with free memory as it stands now: total less what this
+    /// backend holds.
+    pub(crate) fn info_now(&self) -> DeviceInfo {
+        let mut info = self.info.clone();
+        info.free_memory = info.total_memory.saturating_sub(self.allocated.load(Ordering::Relaxed));
+        info
+    }
 }
 
 /// Optional device features to switch on at device creation, because a claimed feature needs them.

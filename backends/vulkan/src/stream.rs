@@ -12,14 +12,16 @@
 //! stream's other work by the GPU copy between staging and the buffer. When the stream is idle
 //! and the buffer's memory is mapped (lavapipe, integrated GPUs), the host copies directly.
 
-use crate::gpu::{DeviceBuffer, Gpu, MappedPtr, MemoryKind};
+use crate::device::Gpu;
 use crate::instance::vk_error;
-use crate::module::{BindingKind, Pipeline};
+use crate::memory::{DeviceBuffer, MappedPtr, MemoryKind};
+use crate::module::Pipeline;
+use crate::reflect::BindingKind;
 use ash::vk;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
-use xhal_core::{BufferArg, Error, Result};
+use xhal_backend::{BufferView, Error, Features, Object, Result};
 
 /// Commands recorded before a stream submits without being asked to.
 const BATCH_LIMIT: u32 = 256;
@@ -142,7 +144,7 @@ struct StreamState {
 }
 
 /// A stream's object.
-pub(crate) struct Stream {
+pub struct Stream {
     pub(crate) gpu: Arc<Gpu>,
     timeline: Arc<Timeline>,
     state: Mutex<StreamState>,
@@ -238,6 +240,12 @@ impl Stream {
             Some(error) => Err(error.clone()),
             None => Ok(()),
         }
+    }
+
+    /// The stream's sticky error, if any (a validation message becomes one): what a command
+    /// with nothing to do returns.
+    pub(crate) fn sticky_error(&self) -> Result<()> {
+        self.check_usable(&mut self.state.lock())
     }
 
     /// The recording command buffer, begun if there is none.
@@ -464,7 +472,7 @@ impl Stream {
     /// `source` must point to `size` readable bytes for the duration of the call.
     pub(crate) unsafe fn write(
         &self,
-        buffer: &Arc<DeviceBuffer>,
+        buffer: &Arc<Object<DeviceBuffer>>,
         offset: u64,
         source: *const u8,
         size: u64,
@@ -472,9 +480,6 @@ impl Stream {
         let mut state = self.state.lock();
         self.check_usable(&mut state)?;
         let length = host_size(size)?;
-        if length == 0 {
-            return Ok(());
-        }
         if let Some(mapped) = buffer.allocation.mapped.filter(|_| self.gpu.direct_copies) {
             if self.idle(&mut state)? {
                 // SAFETY: the stream is idle, so nothing it ordered before still uses the
@@ -515,7 +520,7 @@ impl Stream {
     /// `destination` must point to `size` writable bytes until the read completes.
     pub(crate) unsafe fn read(
         &self,
-        buffer: &Arc<DeviceBuffer>,
+        buffer: &Arc<Object<DeviceBuffer>>,
         offset: u64,
         destination: *mut u8,
         size: u64,
@@ -523,9 +528,6 @@ impl Stream {
         let mut state = self.state.lock();
         self.check_usable(&mut state)?;
         let length = host_size(size)?;
-        if length == 0 {
-            return Ok(());
-        }
         if let Some(mapped) = buffer.allocation.mapped.filter(|_| self.gpu.direct_copies) {
             if self.idle(&mut state)? {
                 // SAFETY: the stream is idle, so every write it ordered before is done and
@@ -565,17 +567,14 @@ impl Stream {
     /// Enqueues a device-to-device copy; the ranges may overlap.
     pub(crate) fn copy(
         &self,
-        source: &Arc<DeviceBuffer>,
+        source: &Arc<Object<DeviceBuffer>>,
         source_offset: u64,
-        destination: &Arc<DeviceBuffer>,
+        destination: &Arc<Object<DeviceBuffer>>,
         destination_offset: u64,
         size: u64,
     ) -> Result<()> {
         let mut state = self.state.lock();
         self.check_usable(&mut state)?;
-        if size == 0 {
-            return Ok(());
-        }
         let overlapping = Arc::ptr_eq(source, destination) && source_offset.abs_diff(destination_offset) < size;
         let bounce = if overlapping {
             Some(Arc::new(DeviceBuffer::new(&self.gpu, size, MemoryKind::Device)?))
@@ -619,12 +618,15 @@ impl Stream {
 
     /// Enqueues a fill with a 1-, 2- or 4-byte pattern; `offset` and `size` are multiples of
     /// the pattern's length.
-    pub(crate) fn fill(&self, buffer: &Arc<DeviceBuffer>, offset: u64, size: u64, pattern: &[u8]) -> Result<()> {
+    pub(crate) fn fill(
+        &self,
+        buffer: &Arc<Object<DeviceBuffer>>,
+        offset: u64,
+        size: u64,
+        pattern: &[u8],
+    ) -> Result<()> {
         let mut state = self.state.lock();
         self.check_usable(&mut state)?;
-        if size == 0 {
-            return Ok(());
-        }
         let end = offset + size;
         // vkCmdFillBuffer writes whole aligned words; the bytes before and after them go
         // through a small staging copy.
@@ -706,56 +708,12 @@ impl Stream {
         &self,
         pipeline: &Arc<Pipeline>,
         workgroups: [u32; 3],
-        buffers: &[(Arc<DeviceBuffer>, BufferArg)],
+        buffers: &[BufferView<DeviceBuffer>],
         scalars: &[u8],
     ) -> Result<()> {
         let mut state = self.state.lock();
         self.check_usable(&mut state)?;
-        let info = &self.gpu.adapter.info;
-        let name = &pipeline.entry.name;
-        for (dimension, (&count, max)) in workgroups.iter().zip(info.max_workgroup_count).enumerate() {
-            if count > max {
-                return Err(Error::invalid_argument(format!(
-                    "launch of `{name}` asks for {count} workgroups in dimension {dimension}, but {} allows at most {max} (maxComputeWorkGroupCount)",
-                    info.name
-                )));
-            }
-        }
-        let kinds = &pipeline.entry.bindings;
-        if buffers.len() != kinds.len() {
-            return Err(Error::invalid_argument(format!(
-                "kernel `{name}` takes {} buffer(s), but {} were given",
-                kinds.len(),
-                buffers.len()
-            )));
-        }
-        for (index, ((_, argument), kind)) in buffers.iter().zip(kinds).enumerate() {
-            let (range_limit, what, limit_name) = match kind {
-                BindingKind::Storage => (
-                    self.gpu.adapter.max_storage_buffer_range,
-                    "storage buffer",
-                    "maxStorageBufferRange",
-                ),
-                BindingKind::Uniform => (
-                    self.gpu.adapter.max_uniform_buffer_range,
-                    "uniform buffer",
-                    "maxUniformBufferRange",
-                ),
-            };
-            if argument.size > range_limit {
-                return Err(Error::unsupported(format!(
-                    "buffer argument {index} of `{name}` is a view of {} bytes, but {} binds at most {range_limit} bytes per {what} ({limit_name})",
-                    argument.size, info.name
-                )));
-            }
-        }
-        if scalars.len() > pipeline.push_constant_bytes as usize {
-            return Err(Error::invalid_argument(format!(
-                "kernel `{name}` takes a scalar block of {} bytes, but {} were given",
-                pipeline.entry.scalar_bytes,
-                scalars.len()
-            )));
-        }
+        pipeline.check_launch(workgroups, buffers, scalars)?;
         if workgroups.contains(&0) {
             return Ok(());
         }
@@ -764,11 +722,11 @@ impl Stream {
             pipeline: pipeline.pipeline,
             views: buffers
                 .iter()
-                .map(|(buffer, argument)| {
+                .map(|view| {
                     (
-                        buffer.allocation.buffer,
-                        buffer.allocation.offset + argument.offset,
-                        argument.size,
+                        view.buffer.allocation.buffer,
+                        view.buffer.allocation.offset + view.offset,
+                        view.size,
                     )
                 })
                 .collect(),
@@ -786,7 +744,7 @@ impl Stream {
                 .map(|&(buffer, offset, range)| [vk::DescriptorBufferInfo { buffer, offset, range }])
                 .collect();
             let writes: Vec<vk::WriteDescriptorSet<'_>> = (0u32..)
-                .zip(infos.iter().zip(kinds))
+                .zip(infos.iter().zip(&pipeline.entry.bindings))
                 .map(|(binding, (info, kind))| {
                     vk::WriteDescriptorSet::default()
                         .dst_set(set)
@@ -836,8 +794,8 @@ impl Stream {
         }
         recording.bound = Some(bound);
         recording.keep.push(Arc::clone(pipeline) as Keep);
-        for (buffer, _) in buffers {
-            recording.keep.push(Arc::clone(buffer) as Keep);
+        for view in buffers {
+            recording.keep.push(Arc::clone(&view.buffer) as Keep);
         }
         self.recorded(&mut state)
     }
@@ -884,18 +842,19 @@ impl Stream {
     }
 
     /// Records `event`: it completes when everything enqueued before it has.
-    pub(crate) fn record_event(self: &Arc<Self>, event: &Event) -> Result<()> {
-        let mut state = self.state.lock();
-        self.check_usable(&mut state)?;
-        let timestamp = if event.timing && self.gpu.adapter.info.features.contains(xhal_core::Features::TIMESTAMPS) {
-            let query = Arc::new(TimestampQuery::new(&self.gpu)?);
-            let recording = self.recording(&mut state)?;
+    pub(crate) fn record_event(stream: &Arc<Object<Stream>>, event: &Event) -> Result<()> {
+        let mut state = stream.state.lock();
+        stream.check_usable(&mut state)?;
+        let timestamp = if event.timing && stream.gpu.adapter.info.features.contains(Features::TIMESTAMPS) {
+            let query = Arc::new(TimestampQuery::new(&stream.gpu)?);
+            let recording = stream.recording(&mut state)?;
             // SAFETY: the pool is fresh and kept until the work completes; the command buffer is recording.
             unsafe {
-                self.gpu
+                stream
+                    .gpu
                     .device
                     .cmd_reset_query_pool(recording.command_buffer, query.pool, 0, 1);
-                self.gpu.device.cmd_write_timestamp(
+                stream.gpu.device.cmd_write_timestamp(
                     recording.command_buffer,
                     vk::PipelineStageFlags::BOTTOM_OF_PIPE,
                     query.pool,
@@ -908,11 +867,11 @@ impl Stream {
         } else {
             None
         };
-        let value = self.submit(&mut state)?;
+        let value = stream.submit(&mut state)?;
         *event.latest.lock() = Some(Arc::new(EventRecord {
-            timeline: Arc::clone(&self.timeline),
+            timeline: Arc::clone(&stream.timeline),
             value,
-            stream: Arc::downgrade(self),
+            stream: Arc::downgrade(stream),
             timestamp,
         }));
         Ok(())
@@ -1029,7 +988,7 @@ impl Drop for TimestampQuery {
 pub(crate) struct EventRecord {
     timeline: Arc<Timeline>,
     value: u64,
-    stream: Weak<Stream>,
+    stream: Weak<Object<Stream>>,
     timestamp: Option<Arc<TimestampQuery>>,
 }
 
@@ -1047,7 +1006,7 @@ impl EventRecord {
 }
 
 /// An event's object.
-pub(crate) struct Event {
+pub struct Event {
     pub(crate) gpu: Arc<Gpu>,
     timing: bool,
     latest: Mutex<Option<Arc<EventRecord>>>,

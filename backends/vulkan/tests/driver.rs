@@ -2,14 +2,14 @@
 
 use std::sync::Arc;
 use xhal_core::{Backend, ErrorKind, Launch, Runtime};
-use xhal_vulkan::VulkanBackend;
+use xhal_vulkan::{VulkanBackend, VulkanDriver};
 
 /// Set in the child process of [`no_icd_is_driver_unavailable`].
 const CHILD_VARIABLE: &str = "XHAL_VULKAN_TEST_NO_ICD_CHILD";
 
 #[test]
 fn missing_loader_is_driver_unavailable() {
-    let backend = VulkanBackend::with_library_path("/nonexistent/libvulkan.so.1");
+    let backend = VulkanBackend::new(VulkanDriver::with_library_path("/nonexistent/libvulkan.so.1"));
     let error = backend.device_count().unwrap_err();
     assert_eq!(error.kind(), ErrorKind::DriverUnavailable, "{error}");
     assert!(error.message().contains("/nonexistent/libvulkan.so.1"), "{error}");
@@ -25,7 +25,7 @@ fn no_icd_is_driver_unavailable() {
     if std::env::var_os(CHILD_VARIABLE).is_some() {
         return;
     }
-    if VulkanBackend::with_library_path("libvulkan.so.1")
+    if VulkanBackend::new(VulkanDriver::with_library_path("libvulkan.so.1"))
         .device_count()
         .is_err()
     {
@@ -50,7 +50,7 @@ fn no_icd_child() {
     if std::env::var_os(CHILD_VARIABLE).is_none() {
         return;
     }
-    let error = VulkanBackend::from_env().device_count().unwrap_err();
+    let error = VulkanBackend::new(VulkanDriver::from_env()).device_count().unwrap_err();
     assert_eq!(error.kind(), ErrorKind::DriverUnavailable, "{error}");
     eprintln!("reason: {error}");
 }
@@ -67,13 +67,13 @@ fn require_unless_absent(reason: &str) {
 
 /// A runtime with just this backend, or `None` where the machine has no Vulkan device.
 fn vulkan_runtime() -> Option<Runtime> {
-    runtime_of(VulkanBackend::from_env())
+    runtime_of(VulkanBackend::new(VulkanDriver::from_env()))
 }
 
 /// [`vulkan_runtime`] with the validation layer on where it is installed, so that a descriptor
 /// the kernel and its layout disagree about fails the test.
 fn validated_vulkan_runtime() -> Option<Runtime> {
-    let validated = VulkanBackend::from_env().with_validation(true);
+    let validated = VulkanBackend::new(VulkanDriver::from_env().with_validation(true));
     match validated.device_count() {
         Ok(_) => runtime_of(validated),
         Err(error) => {
@@ -115,7 +115,7 @@ fn saxpy_runs_and_device_info_is_truthful() {
     let Some(runtime) = vulkan_runtime() else {
         return;
     };
-    let device = runtime.open("vulkan", 0).unwrap();
+    let device = runtime.open("vulkan:0").unwrap();
     let info = device.info().clone();
     assert!(info.total_memory > 0);
     assert!(info.max_allocation_size <= info.total_memory);
@@ -186,7 +186,7 @@ fn invalid_spirv_is_refused_before_the_driver_sees_it() {
 /// with the validation layer on, and the layer reports nothing.
 #[test]
 fn spirv_with_a_wgsl_source_tag_loads_under_validation() {
-    let backend = VulkanBackend::from_env().with_validation(true);
+    let backend = VulkanBackend::new(VulkanDriver::from_env().with_validation(true));
     if let Err(error) = backend.device_count() {
         eprintln!("skipped: {error}");
         return;
@@ -228,7 +228,7 @@ fn spirv_with(source: &str, insert: &[u32]) -> Vec<u8> {
 /// for later, valid work.
 #[test]
 fn validation_messages_fail_the_call() {
-    let backend = VulkanBackend::from_env().with_validation(true);
+    let backend = VulkanBackend::new(VulkanDriver::from_env().with_validation(true));
     if let Err(error) = backend.device_count() {
         eprintln!("skipped: {error}");
         return;
@@ -397,7 +397,7 @@ fn uniform_structs_with_padding_and_binding_gaps_give_the_expected_values() {
     let Some(runtime) = validated_vulkan_runtime() else {
         return;
     };
-    let device = runtime.open("vulkan", 0).unwrap();
+    let device = runtime.open("vulkan:0").unwrap();
     assert!(device.has_features(xhal_core::Features::UNIFORM_BUFFERS));
     let module = device.load_wgsl(UNIFORM_PARAMS).unwrap();
     let info = &module.entry_points().unwrap()[0];
@@ -460,7 +460,7 @@ fn native_spirv_with_a_uniform_block_runs() {
     let Some(runtime) = validated_vulkan_runtime() else {
         return;
     };
-    let device = runtime.open("vulkan", 0).unwrap();
+    let device = runtime.open("vulkan:0").unwrap();
     let words = xhal_core::kernel::parse_wgsl(UNIFORM_PARAMS)
         .unwrap()
         .to_spirv_with(true)

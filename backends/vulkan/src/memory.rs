@@ -1,17 +1,17 @@
-//! An opened Vulkan device: the logical device, its queue, and its memory.
+//! Buffers: device memory, the block sub-allocator, and the buffer objects.
 //!
 //! Memory comes from a simple block allocator: buffers up to [`SUBALLOCATION_LIMIT`] are
 //! carved out of [`BLOCK_SIZE`] blocks (one `VkDeviceMemory` and one `VkBuffer` spanning it),
 //! so many small buffers cost no `vkAllocateMemory` each; bigger ones get their own
 //! allocation. Every allocation is named by a `VkBuffer` and an offset into it.
 
-use crate::instance::{vk_error, Adapter, Instance};
+use crate::device::Gpu;
+use crate::instance::vk_error;
 use ash::vk;
-use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use xhal_core::{Error, Result};
+use xhal_backend::{Error, Result};
 
 /// Size of a sub-allocation block.
 const BLOCK_SIZE: u64 = 64 << 20;
@@ -97,197 +97,23 @@ impl Block {
     }
 }
 
+/// The blocks of one [`MemoryKind`].
 #[derive(Default)]
-struct Pool {
+pub(crate) struct Pool {
     blocks: BTreeMap<u64, Block>,
     next_block: u64,
 }
 
 /// One memory type and what it offers.
 #[derive(Debug, Clone, Copy)]
-struct MemoryType {
-    index: u32,
-    mapped: bool,
+pub(crate) struct MemoryType {
+    pub(crate) index: u32,
+    /// Host-visible and coherent, so allocations are mapped.
+    pub(crate) mapped: bool,
 }
 
-/// An opened device. Shared by every handle to it and by every object made on it, so it is
-/// destroyed only after them.
-pub(crate) struct Gpu {
-    pub(crate) instance: Arc<Instance>,
-    pub(crate) adapter: Adapter,
-    pub(crate) device: ash::Device,
-    queue: Mutex<vk::Queue>,
-    device_memory: MemoryType,
-    staging_memory: MemoryType,
-    pools: Mutex<[Pool; 2]>,
-    buffer_usage: vk::BufferUsageFlags,
-    /// Whether host copies may go straight through a mapping when the stream is idle.
-    pub(crate) direct_copies: bool,
-}
-
-impl std::fmt::Debug for Gpu {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Gpu").field("device", &self.adapter.info.name).finish()
-    }
-}
-
-impl Drop for Gpu {
-    fn drop(&mut self) {
-        // SAFETY: every object made on this device holds an `Arc<Gpu>`, so none is left but
-        // the blocks, which no work uses once the device is idle.
-        unsafe {
-            let _ = self.device.device_wait_idle();
-            for pool in self.pools.get_mut().iter_mut() {
-                for (_, block) in std::mem::take(&mut pool.blocks) {
-                    self.device.destroy_buffer(block.buffer, None);
-                    self.device.free_memory(block.memory, None);
-                    self.adapter.allocated.fetch_sub(BLOCK_SIZE, Ordering::Relaxed);
-                }
-            }
-            self.device.destroy_device(None);
-        }
-    }
-}
-
+/// The allocator, over the pools and memory types the device keeps.
 impl Gpu {
-    /// Creates the logical device with one compute queue and the features the device's
-    /// claims need.
-    pub(crate) fn open(instance: Arc<Instance>, adapter: Adapter, direct_copies: bool) -> Result<Gpu> {
-        let enable = adapter.enable;
-        let priorities = [1.0f32];
-        let queue_infos = [vk::DeviceQueueCreateInfo::default()
-            .queue_family_index(adapter.queue_family)
-            .queue_priorities(&priorities)];
-        let core_features = vk::PhysicalDeviceFeatures::default()
-            .shader_float64(enable.float64)
-            .shader_int64(enable.int64)
-            .shader_int16(enable.int16);
-        let mut features11 = vk::PhysicalDeviceVulkan11Features::default()
-            .storage_buffer16_bit_access(enable.storage_buffer_16bit)
-            .uniform_and_storage_buffer16_bit_access(enable.uniform_and_storage_buffer_16bit);
-        let mut features12 = vk::PhysicalDeviceVulkan12Features::default()
-            .timeline_semaphore(true)
-            .shader_float16(enable.float16)
-            .shader_buffer_int64_atomics(enable.buffer_int64_atomics)
-            .shader_shared_int64_atomics(enable.shared_int64_atomics);
-        let mut features13 = vk::PhysicalDeviceVulkan13Features::default()
-            .shader_zero_initialize_workgroup_memory(enable.zero_initialize_workgroup_memory);
-        let mut features = vk::PhysicalDeviceFeatures2::default()
-            .features(core_features)
-            .push_next(&mut features11)
-            .push_next(&mut features12);
-        if enable.zero_initialize_workgroup_memory {
-            features = features.push_next(&mut features13);
-        }
-        let create_info = vk::DeviceCreateInfo::default()
-            .queue_create_infos(&queue_infos)
-            .push_next(&mut features);
-        // SAFETY: the physical device belongs to this instance; only features it reported are enabled.
-        let device = unsafe { instance.instance.create_device(adapter.physical, &create_info, None) }
-            .map_err(|result| vk_error(&format!("creating a Vulkan device on {}", adapter.info.name), result))?;
-        // SAFETY: queue 0 of the family was requested above.
-        let queue = unsafe { device.get_device_queue(adapter.queue_family, 0) };
-        // Any buffer may be bound as a kernel's uniform buffer as well as its storage buffer.
-        let buffer_usage = vk::BufferUsageFlags::STORAGE_BUFFER
-            | vk::BufferUsageFlags::UNIFORM_BUFFER
-            | vk::BufferUsageFlags::TRANSFER_SRC
-            | vk::BufferUsageFlags::TRANSFER_DST;
-        let memory_type_bits = {
-            let probe_info = vk::BufferCreateInfo::default()
-                .size(4096)
-                .usage(buffer_usage)
-                .sharing_mode(vk::SharingMode::EXCLUSIVE);
-            // SAFETY: a throwaway buffer on a live device, destroyed at once.
-            unsafe {
-                let probe = device.create_buffer(&probe_info, None);
-                match probe {
-                    Ok(probe) => {
-                        let bits = device.get_buffer_memory_requirements(probe).memory_type_bits;
-                        device.destroy_buffer(probe, None);
-                        bits
-                    }
-                    Err(result) => {
-                        device.destroy_device(None);
-                        return Err(vk_error("creating a probe buffer", result));
-                    }
-                }
-            }
-        };
-        let memory = &adapter.memory;
-        let types = &memory.memory_types[..memory.memory_type_count as usize];
-        let usable = |index: usize| memory_type_bits & (1 << index) != 0;
-        let coherent = vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
-        let pick = |required: vk::MemoryPropertyFlags, preferred: vk::MemoryPropertyFlags| {
-            let candidates = || {
-                types
-                    .iter()
-                    .enumerate()
-                    .filter(|(index, kind)| usable(*index) && kind.property_flags.contains(required))
-            };
-            candidates()
-                .find(|(_, kind)| kind.property_flags.contains(preferred))
-                .or_else(|| candidates().next())
-                .map(|(index, kind)| MemoryType {
-                    index: index as u32,
-                    mapped: kind.property_flags.contains(coherent),
-                })
-        };
-        let device_memory = pick(
-            vk::MemoryPropertyFlags::DEVICE_LOCAL,
-            vk::MemoryPropertyFlags::DEVICE_LOCAL,
-        )
-        .or_else(|| pick(vk::MemoryPropertyFlags::empty(), vk::MemoryPropertyFlags::empty()));
-        let staging_memory = pick(coherent, vk::MemoryPropertyFlags::HOST_CACHED);
-        let (Some(device_memory), Some(staging_memory)) = (device_memory, staging_memory) else {
-            // SAFETY: nothing was made on the device yet.
-            unsafe { device.destroy_device(None) };
-            return Err(Error::unsupported(format!(
-                "{} has no memory type for storage buffers that is device-local and one that is host-visible",
-                adapter.info.name
-            )));
-        };
-        tracing::debug!(
-            device = %adapter.info.name,
-            ?device_memory,
-            ?staging_memory,
-            "opened a Vulkan device"
-        );
-        Ok(Gpu {
-            instance,
-            adapter,
-            device,
-            queue: Mutex::new(queue),
-            device_memory,
-            staging_memory,
-            pools: Mutex::new([Pool::default(), Pool::default()]),
-            buffer_usage,
-            direct_copies,
-        })
-    }
-
-    /// Waits until the queue has finished with everything submitted to it, before objects a
-    /// submission named (a stream's command pool, a timeline semaphore) are destroyed. The
-    /// timeline value a submission signals is not enough: Mesa's queue (lavapipe's included)
-    /// still reads a submission's wait semaphores after signalling, and destroying one then
-    /// crashed the queue's thread.
-    pub(crate) fn wait_for_queue_idle(&self) {
-        // SAFETY: the queue is used under its lock.
-        if let Err(result) = self.with_queue(|queue| unsafe { self.device.queue_wait_idle(queue) }) {
-            tracing::warn!(%result, "waiting for the queue to go idle failed");
-        }
-    }
-
-    /// Runs `submit` with the queue, which Vulkan requires to be used by one thread at a time.
-    pub(crate) fn with_queue<T>(&self, submit: impl FnOnce(vk::Queue) -> T) -> T {
-        let queue = self.queue.lock();
-        submit(*queue)
-    }
-
-    /// The validation layer's messages since the last look, as an error.
-    pub(crate) fn validation_error(&self) -> Option<Error> {
-        self.instance.validation.take_error()
-    }
-
     fn memory_type(&self, kind: MemoryKind) -> MemoryType {
         match kind {
             MemoryKind::Device => self.device_memory,
@@ -470,15 +296,29 @@ impl Gpu {
             Ok((buffer, memory, mapped))
         }
     }
+
+    /// Frees every block, when the device goes: no allocation, and hence no work, uses one.
+    pub(crate) fn release_all_blocks(&mut self) {
+        let blocks: Vec<Block> = self
+            .pools
+            .get_mut()
+            .iter_mut()
+            .flat_map(|pool| std::mem::take(&mut pool.blocks).into_values())
+            .collect();
+        for block in blocks {
+            self.release_block(block);
+        }
+    }
 }
 
 fn owner_is_empty(pool: &Pool, block: u64) -> bool {
     pool.blocks.get(&block).is_some_and(|block| block.used == 0)
 }
 
-/// A device allocation that frees itself when the last user lets go.
+/// A device allocation that frees itself when the last user lets go: a buffer of the
+/// application's, or staging and scratch memory a stream made for one command.
 #[derive(Debug)]
-pub(crate) struct DeviceBuffer {
+pub struct DeviceBuffer {
     pub(crate) gpu: Arc<Gpu>,
     pub(crate) allocation: Allocation,
 }
