@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use xhal_bench_report::{duration_text, paired, publish};
 use xhal_core::{Buffer, Device, Kernel, Launch, Runtime, Stream};
-use xhal_wgpu::WgpuBackend;
+use xhal_wgpu::{WgpuBackend, WgpuDriver};
 
 const BANDWIDTH_BYTES: usize = 64 << 20;
 const DISPATCHES: usize = 1_000;
@@ -72,10 +72,12 @@ fn xhal_side() -> (XhalSide, String) {
     let runtime = Runtime::builder()
         .without_static_backends()
         .without_plugin_search()
-        .backend(Arc::new(WgpuBackend::new()))
+        .backend(Arc::new(WgpuBackend::new(WgpuDriver::from_env())))
         .build()
         .expect("a runtime with the wgpu backend");
-    let device: Device = runtime.open("wgpu", adapter_index()).expect("a wgpu adapter");
+    let device: Device = runtime
+        .open(&format!("wgpu:{}", adapter_index()))
+        .expect("a wgpu adapter");
     let name = device.info().name.clone();
     let stream = device.create_stream().expect("a stream");
     let module = device.load_wgsl(KERNELS).expect("the benchmark kernels");
@@ -294,7 +296,7 @@ fn main() {
         .sample_size(10)
         .throughput(Throughput::Bytes(BANDWIDTH_BYTES as u64));
     group.bench_function("xhal", |bench| {
-        bench.iter(|| xhal.stream.write(&xhal.large, 0, &data).expect("write"))
+        bench.iter(|| xhal.stream.write(&xhal.large, &data).expect("write"))
     });
     group.bench_function("wgpu", |bench| bench.iter(|| raw.write(&data)));
     group.finish();
@@ -304,7 +306,7 @@ fn main() {
         .sample_size(10)
         .throughput(Throughput::Bytes(BANDWIDTH_BYTES as u64));
     group.bench_function("xhal", |bench| {
-        bench.iter(|| xhal.stream.read(&xhal.large, 0, &mut out).expect("read"))
+        bench.iter(|| xhal.stream.read(&xhal.large, &mut out).expect("read"))
     });
     group.bench_function("wgpu", |bench| bench.iter(|| raw.read(&mut out)));
     group.finish();
@@ -338,7 +340,7 @@ fn main() {
         21,
         2,
         || {
-            xhal.stream.write(&xhal.large, 0, &data).expect("write");
+            xhal.stream.write(&xhal.large, &data).expect("write");
         },
         || raw.write(&data),
     );
@@ -347,7 +349,7 @@ fn main() {
     let read = paired(
         21,
         2,
-        || xhal.stream.read(&xhal.large, 0, &mut out.borrow_mut()).expect("read"),
+        || xhal.stream.read(&xhal.large, &mut out.borrow_mut()).expect("read"),
         || raw.read(&mut out.borrow_mut()),
     );
     let rows: Vec<String> = [

@@ -3,7 +3,7 @@
 use parking_lot::{Condvar, Mutex};
 use std::sync::Arc;
 use std::time::Duration;
-use xhal_core::{Error, Result};
+use xhal_backend::{Error, Result};
 
 use crate::device::DeviceShared;
 

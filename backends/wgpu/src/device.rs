@@ -4,12 +4,12 @@
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-use xhal_core::{DeviceInfo, Error, Result};
+use xhal_backend::{DeviceInfo, Error, ErrorKind, Result};
 
-use crate::adapter::{AdapterEntry, TRANSFER_IMMEDIATE_BYTES};
+use crate::instance::{AdapterEntry, TRANSFER_IMMEDIATE_BYTES};
 use crate::staging::StagingPool;
 
-/// A buffer argument as a bind group sees it: buffer id, offset, bound size.
+/// A buffer argument as a bind group sees it: buffer serial, offset, bound size.
 pub(crate) type BindingKey = (u64, u64, u64);
 
 /// Bind groups kept for reuse, at most this many per device.
@@ -23,8 +23,7 @@ struct CachedBindGroup {
 }
 
 /// One wgpu device, shared by every object made on it.
-pub(crate) struct DeviceShared {
-    pub(crate) index: u32,
+pub struct DeviceShared {
     pub(crate) info: DeviceInfo,
     pub(crate) device: wgpu::Device,
     pub(crate) queue: wgpu::Queue,
@@ -47,7 +46,7 @@ pub(crate) struct DeviceShared {
 }
 
 impl DeviceShared {
-    pub(crate) fn open(index: u32, entry: &AdapterEntry) -> Result<DeviceShared> {
+    pub(crate) fn open(entry: &AdapterEntry) -> Result<DeviceShared> {
         let descriptor = wgpu::DeviceDescriptor {
             label: Some("xhal"),
             required_features: entry.features,
@@ -58,7 +57,7 @@ impl DeviceShared {
         };
         let (device, queue) = pollster::block_on(entry.adapter.request_device(&descriptor)).map_err(|error| {
             Error::new(
-                xhal_core::ErrorKind::DriverUnavailable,
+                ErrorKind::DriverUnavailable,
                 format!("wgpu could not open {}: {error}", entry.info.name),
             )
         })?;
@@ -86,7 +85,6 @@ impl DeviceShared {
             mapped_at_creation: false,
         });
         Ok(DeviceShared {
-            index,
             info: entry.info.clone(),
             device,
             queue,
@@ -110,7 +108,7 @@ impl DeviceShared {
     pub(crate) fn check_alive(&self) -> Result<()> {
         match self.lost.lock().as_ref() {
             Some(reason) => Err(Error::new(
-                xhal_core::ErrorKind::DeviceLost,
+                ErrorKind::DeviceLost,
                 format!("wgpu device {} was lost ({reason})", self.name()),
             )),
             None => Ok(()),
@@ -187,7 +185,7 @@ impl DeviceShared {
     pub(crate) fn forget_buffer(&self, buffer: u64) {
         self.bind_groups
             .lock()
-            .retain(|cached| cached.key.iter().all(|(id, _, _)| *id != buffer));
+            .retain(|cached| cached.key.iter().all(|(serial, _, _)| *serial != buffer));
     }
 
     /// Drops the cached bind groups of a pipeline that is gone.

@@ -1,6 +1,106 @@
-//! Finding wgpu adapters and describing each one as an xhal device.
+//! The wgpu instance: its adapters found and each described as an xhal device, before any is
+//! opened, and the one wgpu device each adapter has open, shared by every open of it.
 
-use xhal_core::{DeviceInfo, DeviceType, Features, KernelFormat};
+use parking_lot::Mutex;
+use std::sync::{Arc, Weak};
+use xhal_backend::{DeviceInfo, DeviceType, Error, ErrorKind, Features, KernelFormat, Result};
+
+use crate::device::DeviceShared;
+
+/// Instance flags chosen on purpose rather than from the build type. In debug builds wgpu
+/// turns on both `DEBUG` (naga then writes the WGSL source into each SPIR-V module's
+/// `OpSource`, as source language 10) and Vulkan validation, and the Khronos layer packaged
+/// on Debian 12 (1.3.239) predates language 10 and reports every shader module as invalid.
+/// So neither is on by default; `WGPU_DEBUG=1` and `WGPU_VALIDATION=1` (honoured through
+/// `with_env`) turn them on, and the layer's messages are then forwarded to `tracing`, that
+/// one known message downgraded (see the `validation` module). The layer only ever logs: its
+/// messages never become API errors. wgpu's own validation, which turns misuse into errors,
+/// is always on.
+fn instance_flags() -> wgpu::InstanceFlags {
+    wgpu::InstanceFlags::VALIDATION_INDIRECT_CALL.with_env()
+}
+
+/// The usable adapters of every wgpu backend, in wgpu's order; device `i` is adapter `i`.
+pub(crate) struct Instance {
+    adapters: Vec<AdapterEntry>,
+    /// Why adapters were left out, for the error when none is usable.
+    skipped: Vec<String>,
+    /// The open wgpu device of each adapter, shared by every open of it.
+    open: Mutex<Vec<Weak<DeviceShared>>>,
+}
+
+impl std::fmt::Debug for Instance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.adapters.iter().map(|entry| entry.info.name.as_str()).collect();
+        f.debug_struct("Instance")
+            .field("adapters", &names)
+            .field("skipped", &self.skipped)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Instance {
+    /// Enumerates the adapters of every wgpu backend (`WGPU_BACKEND` and the flags above are
+    /// read from the environment). A missing driver leaves no adapter; it never fails here,
+    /// `device_count` says why.
+    pub(crate) fn from_env() -> Instance {
+        let flags = instance_flags();
+        if flags.contains(wgpu::InstanceFlags::VALIDATION) {
+            crate::validation::forward_wgpu_log();
+        }
+        let descriptor = wgpu::InstanceDescriptor {
+            backends: wgpu::Backends::all().with_env(),
+            flags,
+            ..wgpu::InstanceDescriptor::new_without_display_handle()
+        };
+        #[cfg(all(unix, not(target_vendor = "apple"), not(target_os = "android")))]
+        crate::wayland_log::quiet_when_unreachable();
+        let instance = wgpu::Instance::new(descriptor);
+        let (adapters, skipped) = enumerate(&instance);
+        let open = Mutex::new(adapters.iter().map(|_| Weak::new()).collect());
+        Instance {
+            adapters,
+            skipped,
+            open,
+        }
+    }
+
+    /// The number of usable adapters, or why there is none.
+    pub(crate) fn device_count(&self) -> Result<u32> {
+        if self.adapters.is_empty() {
+            let reason = if self.skipped.is_empty() {
+                "wgpu found no adapter on any backend (no Vulkan, Metal, DX12 or GL driver answered)".to_string()
+            } else {
+                format!(
+                    "wgpu found no adapter that can run xhal kernels: {}",
+                    self.skipped.join("; ")
+                )
+            };
+            return Err(Error::new(ErrorKind::DriverUnavailable, reason));
+        }
+        Ok(self.adapters.len() as u32)
+    }
+
+    /// Adapter `index`, which the checked adapter has kept below `device_count`.
+    fn adapter(&self, index: u32) -> &AdapterEntry {
+        &self.adapters[index as usize]
+    }
+
+    pub(crate) fn device_info(&self, index: u32) -> DeviceInfo {
+        self.adapter(index).info.clone()
+    }
+
+    /// The adapter's open wgpu device, opened now if no open of it is still alive.
+    pub(crate) fn open(&self, index: u32) -> Result<Arc<DeviceShared>> {
+        let mut open = self.open.lock();
+        if let Some(shared) = open[index as usize].upgrade() {
+            return Ok(shared);
+        }
+        let shared = Arc::new(DeviceShared::open(self.adapter(index))?);
+        open[index as usize] = Arc::downgrade(&shared);
+        Ok(shared)
+    }
+}
 
 /// The wgpu features a device is opened with when the adapter has them; everything else
 /// xhal needs is core WebGPU.

@@ -1,7 +1,8 @@
 //! Device buffers.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use xhal_core::Result;
+use xhal_backend::Result;
 
 use crate::device::DeviceShared;
 
@@ -15,20 +16,22 @@ pub(crate) fn align_down4(bytes: u64) -> u64 {
     bytes / 4 * 4
 }
 
+/// Names buffers for the device's bind group cache; never reused, unlike addresses.
+static NEXT_BUFFER_SERIAL: AtomicU64 = AtomicU64::new(1);
+
 /// One allocation. Its wgpu buffer is a whole number of 4-byte words, so every byte range
 /// of the allocation can be widened to whole words without leaving the buffer.
-pub(crate) struct Buffer {
-    pub(crate) id: u64,
+pub struct Buffer {
+    pub(crate) serial: u64,
     pub(crate) device: Arc<DeviceShared>,
     pub(crate) buffer: wgpu::Buffer,
-    pub(crate) size: u64,
     reserved: u64,
 }
 
 impl Buffer {
-    pub(crate) fn allocate(id: u64, device: &Arc<DeviceShared>, size: u64) -> Result<Buffer> {
+    pub(crate) fn allocate(device: &Arc<DeviceShared>, size: u64) -> Result<Buffer> {
         device.check_alive()?;
-        let reserved = align_up4(size.max(1));
+        let reserved = align_up4(size);
         device.reserve(reserved)?;
         let created = device.capture("allocating a buffer", || {
             device.device.create_buffer(&wgpu::BufferDescriptor {
@@ -44,10 +47,9 @@ impl Buffer {
         });
         match created {
             Ok(buffer) => Ok(Buffer {
-                id,
+                serial: NEXT_BUFFER_SERIAL.fetch_add(1, Ordering::Relaxed),
                 device: Arc::clone(device),
                 buffer,
-                size,
                 reserved,
             }),
             Err(error) => {
@@ -56,17 +58,12 @@ impl Buffer {
             }
         }
     }
-
-    /// Checks that `offset..offset + size` lies inside the allocation.
-    pub(crate) fn check_range(&self, what: &str, offset: u64, size: u64) -> Result<()> {
-        xhal_core::error::check_range(&format!("{what} on buffer {:#x}", self.id), offset, size, self.size)
-    }
 }
 
 impl Drop for Buffer {
     fn drop(&mut self) {
         // The wgpu buffer itself lives on inside wgpu until submitted work stops using it.
-        self.device.forget_buffer(self.id);
+        self.device.forget_buffer(self.serial);
         self.device.unreserve(self.reserved);
     }
 }

@@ -1,16 +1,16 @@
-//! WGSL modules and their compute pipelines.
+//! WGSL modules, their compute pipelines, and the checks of a launch against its kernel.
 
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
-use xhal_core::{Error, Features, Result};
+use xhal_backend::{Error, ErrorKind, Features, KernelFormat, Result};
 use xhal_kernel::{BufferAccess, BufferSpace, EntryPointInfo};
 
 use crate::device::DeviceShared;
 
 /// A loaded WGSL module: wgpu compiles it once; each entry point's pipeline is built on first
 /// use and then shared by every kernel handle that names it.
-pub(crate) struct Module {
+pub struct Module {
     pub(crate) device: Arc<DeviceShared>,
     shader: wgpu::ShaderModule,
     entry_points: Arc<[EntryPointInfo]>,
@@ -21,7 +21,7 @@ pub(crate) struct Module {
 static NEXT_PIPELINE_SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// One entry point, ready to dispatch.
-pub(crate) struct KernelPipeline {
+pub struct KernelPipeline {
     pub(crate) serial: u64,
     pub(crate) device: Arc<DeviceShared>,
     pub(crate) name: String,
@@ -33,6 +33,27 @@ pub(crate) struct KernelPipeline {
     pub(crate) buffer_count: usize,
 }
 
+impl KernelPipeline {
+    /// Checks a launch's buffer count and workgroup counts against the kernel and its device.
+    pub(crate) fn check_launch(&self, workgroups: [u32; 3], buffer_count: usize) -> Result<()> {
+        if buffer_count != self.buffer_count {
+            return Err(Error::invalid_argument(format!(
+                "kernel `{}` takes {} buffer(s), but {buffer_count} were given",
+                self.name, self.buffer_count
+            )));
+        }
+        let limit = self.device.limits.max_compute_workgroups_per_dimension;
+        if workgroups.iter().any(|&count| count > limit) {
+            return Err(Error::invalid_argument(format!(
+                "launch of kernel `{}` with {workgroups:?} workgroups; {} allows at most {limit} per dimension",
+                self.name,
+                self.device.name()
+            )));
+        }
+        Ok(())
+    }
+}
+
 impl Drop for KernelPipeline {
     fn drop(&mut self) {
         self.device.forget_pipeline(self.serial);
@@ -40,7 +61,18 @@ impl Drop for KernelPipeline {
 }
 
 impl Module {
-    pub(crate) fn load_wgsl(device: &Arc<DeviceShared>, code: &[u8]) -> Result<Module> {
+    /// Loads `code` in `format`; the backend accepts WGSL only.
+    pub(crate) fn load(device: &Arc<DeviceShared>, format: KernelFormat, code: &[u8]) -> Result<Module> {
+        if format != KernelFormat::WGSL {
+            return Err(Error::unsupported(format!(
+                "kernel format {format} is not supported by the wgpu backend; it accepts {}",
+                KernelFormat::WGSL
+            )));
+        }
+        Module::load_wgsl(device, code)
+    }
+
+    fn load_wgsl(device: &Arc<DeviceShared>, code: &[u8]) -> Result<Module> {
         device.check_alive()?;
         let source = std::str::from_utf8(code)
             .map_err(|error| Error::invalid_argument(format!("WGSL source is not UTF-8: {error}")))?;
@@ -172,7 +204,7 @@ impl Module {
                 }
             })
             .map_err(|error| {
-                if error.kind() == xhal_core::ErrorKind::Internal {
+                if error.kind() == ErrorKind::Internal {
                     Error::unsupported(error.message().to_string())
                 } else {
                     error

@@ -1,4 +1,4 @@
-//! Streams over the device's one queue.
+//! Streams over the device's one queue, and the events recorded on them.
 //!
 //! A stream records its commands into a command encoder and submits the encoder when
 //! something needs the work to be on the queue: a read, an event record, a synchronisation,
@@ -9,15 +9,18 @@
 //!
 //! `queue.write_buffer` data lands before the *next* submission, so a stream submits its
 //! recorded commands before it writes; the write then sits between them and what follows.
+//!
+//! An event is the submission its latest record made, plus the completions (work done, reads
+//! copied out) that must finish with it.
 
 use parking_lot::Mutex;
 use std::sync::Arc;
-use xhal_core::{Error, Result};
+use xhal_backend::{BufferView, Error, ErrorKind, Features, Object, Result};
 
 use crate::completion::{settled, Completion};
 use crate::device::{BindingKey, DeviceShared, TRANSFER_WORKGROUP};
-use crate::kernel::KernelPipeline;
 use crate::memory::{align_down4, align_up4, Buffer};
+use crate::module::KernelPipeline;
 use crate::staging::staging_size;
 
 /// Commands recorded before a stream submits on its own, so work starts without a sync. A
@@ -93,19 +96,18 @@ struct StreamState {
 }
 
 /// An in-order queue of work on one device.
-pub(crate) struct Stream {
-    pub(crate) id: u64,
+pub struct Stream {
     pub(crate) device: Arc<DeviceShared>,
     state: Mutex<StreamState>,
 }
 
 impl Stream {
-    pub(crate) fn new(id: u64, device: Arc<DeviceShared>) -> Stream {
-        Stream {
-            id,
+    pub(crate) fn new(device: Arc<DeviceShared>) -> Result<Stream> {
+        device.check_alive()?;
+        Ok(Stream {
             device,
             state: Mutex::new(StreamState::default()),
-        }
+        })
     }
 
     /// Runs `enqueue` on the stream's state unless the stream has failed; an error it returns
@@ -317,7 +319,7 @@ impl Stream {
                             Err(error) => Err(Error::internal(format!("reading the staging buffer failed: {error}"))),
                         },
                         Err(error) => Err(Error::new(
-                            xhal_core::ErrorKind::DeviceLost,
+                            ErrorKind::DeviceLost,
                             format!("mapping the staging buffer of a read failed: {error}"),
                         )),
                     };
@@ -340,7 +342,7 @@ impl Stream {
         self.with_usable(|stream, state| {
             let aligned =
                 source_offset.is_multiple_of(4) && destination_offset.is_multiple_of(4) && size.is_multiple_of(4);
-            if source.id != destination.id {
+            if source.serial != destination.serial {
                 if aligned {
                     stream.encoder(state).copy_buffer_to_buffer(
                         &source.buffer,
@@ -514,9 +516,10 @@ impl Stream {
         &self,
         kernel: &KernelPipeline,
         workgroups: [u32; 3],
-        buffers: &[(Arc<Buffer>, u64, u64)],
+        buffers: &[BufferView<Buffer>],
         scalars: &[u8],
     ) -> Result<()> {
+        kernel.check_launch(workgroups, buffers.len())?;
         self.with_usable(|stream, state| {
             let device = &stream.device;
             let bind_group = match &kernel.bind_group_layout {
@@ -526,7 +529,7 @@ impl Stream {
                     // multiple of 4, so no element is lost.
                     let key: Vec<BindingKey> = buffers
                         .iter()
-                        .map(|(buffer, offset, size)| (buffer.id, *offset, align_down4(*size).max(4)))
+                        .map(|view| (view.buffer.serial, view.offset, align_down4(view.size).max(4)))
                         .collect();
                     match device.cached_bind_group(kernel.serial, &key) {
                         Some(group) => Some(group),
@@ -535,10 +538,10 @@ impl Stream {
                                 .iter()
                                 .zip(&key)
                                 .enumerate()
-                                .map(|(binding, ((buffer, _, _), (_, offset, size)))| wgpu::BindGroupEntry {
+                                .map(|(binding, (view, (_, offset, size)))| wgpu::BindGroupEntry {
                                     binding: binding as u32,
                                     resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                                        buffer: &buffer.buffer,
+                                        buffer: &view.buffer.buffer,
                                         offset: *offset,
                                         size: std::num::NonZeroU64::new(*size),
                                     }),
@@ -675,7 +678,7 @@ impl Stream {
                         Err(error) => Err(Error::internal(format!("reading a timestamp failed: {error}"))),
                     },
                     Err(error) => Err(Error::new(
-                        xhal_core::ErrorKind::DeviceLost,
+                        ErrorKind::DeviceLost,
                         format!("mapping a timestamp failed: {error}"),
                     )),
                 };
@@ -753,4 +756,100 @@ impl Stream {
         }
         Ok(all)
     }
+}
+
+/// An event. Each record replaces the latest signal; waits and queries take the signal
+/// current at the time of the call. Methods take the event's handle for their messages.
+pub struct Event {
+    pub(crate) device: Arc<DeviceShared>,
+    pub(crate) timing: bool,
+    latest: Mutex<Option<Signal>>,
+}
+
+impl Event {
+    /// An event that was never recorded; `timing` needs a device with timestamps.
+    pub(crate) fn new(device: Arc<DeviceShared>, timing: bool) -> Result<Event> {
+        if timing && !device.info.features.contains(Features::TIMESTAMPS) {
+            return Err(Error::unsupported(format!(
+                "{} has no timestamps; create the event without timing",
+                device.name()
+            )));
+        }
+        Ok(Event {
+            device,
+            timing,
+            latest: Mutex::new(None),
+        })
+    }
+
+    pub(crate) fn set_latest(&self, signal: Signal) {
+        *self.latest.lock() = Some(signal);
+    }
+
+    pub(crate) fn latest(&self) -> Option<Signal> {
+        self.latest.lock().clone()
+    }
+
+    pub(crate) fn query(&self, handle: u64) -> Result<bool> {
+        let Some(signal) = self.latest() else {
+            return Ok(true);
+        };
+        match signal.query(&self.device)? {
+            None => Ok(false),
+            Some(Ok(())) => Ok(true),
+            Some(Err(error)) => Err(event_failed(handle, error)),
+        }
+    }
+
+    pub(crate) fn synchronize(&self, handle: u64) -> Result<()> {
+        match self.latest() {
+            None => Ok(()),
+            Some(signal) => signal.wait(&self.device).map_err(|error| event_failed(handle, error)),
+        }
+    }
+
+    /// Nanoseconds from `start`'s latest record to `end`'s; both must be completed timing
+    /// events.
+    pub(crate) fn elapsed_time(start: &Object<Event>, end: &Object<Event>) -> Result<u64> {
+        if !start.timing || !end.timing {
+            return Err(Error::invalid_argument(format!(
+                "elapsed time needs two events created with timing; event {:#x} or {:#x} has none",
+                start.handle(),
+                end.handle()
+            )));
+        }
+        let start_ticks = start.completed_timestamp(start.handle())?;
+        let end_ticks = end.completed_timestamp(end.handle())?;
+        if end_ticks < start_ticks {
+            return Err(Error::invalid_argument(format!(
+                "event {:#x} completed before event {:#x}; elapsed time runs from the earlier to the later",
+                end.handle(),
+                start.handle()
+            )));
+        }
+        let period = f64::from(start.device.queue.get_timestamp_period());
+        Ok(((end_ticks - start_ticks) as f64 * period).round() as u64)
+    }
+
+    /// The device clock at the latest record, which must have completed.
+    fn completed_timestamp(&self, handle: u64) -> Result<u64> {
+        let Some(signal) = self.latest() else {
+            return Err(Error::invalid_argument(format!(
+                "event {handle:#x} was never recorded, so it has no time"
+            )));
+        };
+        if !signal.is_settled() {
+            self.device.poll()?;
+        }
+        let ticks = signal.timestamp.as_ref().and_then(|slot| *slot.lock());
+        ticks.ok_or_else(|| {
+            Error::invalid_argument(format!(
+                "event {handle:#x} has not completed yet; wait for it before asking for elapsed time"
+            ))
+        })
+    }
+}
+
+fn event_failed(handle: u64, error: Error) -> Error {
+    error.context(format!("event {handle:#x} completed with an error"))
 }

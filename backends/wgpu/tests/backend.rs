@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 use xhal_core::{Device, ErrorKind, Launch, Runtime};
-use xhal_wgpu::WgpuBackend;
+use xhal_wgpu::{WgpuBackend, WgpuDriver};
 
 fn devices() -> Vec<Device> {
-    let backend = Arc::new(WgpuBackend::new());
+    let backend = Arc::new(WgpuBackend::new(WgpuDriver::from_env()));
     let count = match xhal_core::Backend::device_count(&*backend) {
         Ok(count) => count,
         Err(error) => {
@@ -28,7 +28,11 @@ fn devices() -> Vec<Device> {
         .build()
         .expect("a runtime with the wgpu backend");
     (0..count)
-        .map(|index| runtime.open("wgpu", index).expect("every listed adapter opens"))
+        .map(|index| {
+            runtime
+                .open(&format!("wgpu:{index}"))
+                .expect("every listed adapter opens")
+        })
         .collect()
 }
 
@@ -52,16 +56,16 @@ fn unaligned_writes_fills_and_overlapping_copies_keep_their_neighbours() {
         let buffer = device.alloc_from(&stream, &[0xEEu8; 64]).unwrap();
         let mut expected = vec![0xEEu8; 64];
 
-        stream.write(&buffer, 3, &[1, 2, 3, 4, 5, 6, 7]).unwrap();
+        stream.write(buffer.slice(3..), &[1, 2, 3, 4, 5, 6, 7]).unwrap();
         expected[3..10].copy_from_slice(&[1, 2, 3, 4, 5, 6, 7]);
-        stream.fill(&buffer, 13, 5, 0x5Au8).unwrap();
+        stream.fill(buffer.slice(13..18), 0x5Au8).unwrap();
         expected[13..18].fill(0x5A);
-        stream.copy(&buffer, 2, &buffer, 5, 20).unwrap();
+        stream.copy(buffer.slice(2..22), buffer.slice(5..)).unwrap();
         expected.copy_within(2..22, 5);
 
         assert_eq!(stream.read_to_vec(&buffer).unwrap(), expected, "{}", device.info().name);
         let mut middle = [0u8; 5];
-        stream.read(&buffer, 7, &mut middle).unwrap();
+        stream.read(buffer.slice(7..12), &mut middle).unwrap();
         assert_eq!(&middle[..], &expected[7..12], "{}", device.info().name);
     }
 }
@@ -79,20 +83,20 @@ fn large_writes_and_reads_keep_their_order_with_other_work() {
         for round in 0..4u32 {
             let whole: Vec<u32> = (0..words as u32).map(|index| index ^ (round << 24)).collect();
             let mut expected = whole.clone();
-            stream.write_owned(&buffer, 0, whole).unwrap();
-            stream.fill(&buffer, 5, 7, 0xABCD_0000 + round).unwrap();
+            stream.write_owned(&buffer, whole).unwrap();
+            stream.fill(buffer.slice(5..12), 0xABCD_0000 + round).unwrap();
             expected[5..12].fill(0xABCD_0000 + round);
             let part = vec![round + 1; 1 << 18]; // 1 MiB, written after the fill
-            stream.write_owned(&buffer, 9, part).unwrap();
+            stream.write_owned(buffer.slice(9..), part).unwrap();
             expected[9..9 + (1 << 18)].fill(round + 1);
-            stream.write(&buffer, 20, &[7, 8, 9]).unwrap();
+            stream.write(buffer.slice(20..), &[7, 8, 9]).unwrap();
             expected[20..23].copy_from_slice(&[7, 8, 9]);
             assert!(
                 stream.read_to_vec(&buffer).unwrap() == expected,
                 "{name}, round {round}"
             );
             let mut tail = vec![0u32; 1 << 18];
-            stream.read(&buffer, words - (1 << 18), &mut tail).unwrap();
+            stream.read(buffer.slice(words - (1 << 18)..), &mut tail).unwrap();
             assert!(tail[..] == expected[words - (1 << 18)..], "{name}, round {round}");
         }
     }
@@ -142,11 +146,11 @@ fn events_order_work_across_streams() {
         let second = device.create_stream().unwrap();
         let buffer = device.alloc::<u32>(1024).unwrap();
         let copy = device.alloc::<u32>(1024).unwrap();
-        first.fill(&buffer, 0, 1024, 7u32).unwrap();
+        first.fill(&buffer, 7u32).unwrap();
         let event = device.create_event().unwrap();
         first.record(&event).unwrap();
         second.wait(&event).unwrap();
-        second.copy(&buffer, 0, &copy, 0, 1024).unwrap();
+        second.copy(&buffer, &copy).unwrap();
         assert_eq!(second.read_to_vec(&copy).unwrap(), vec![7u32; 1024]);
         assert!(event.query().unwrap());
     }
