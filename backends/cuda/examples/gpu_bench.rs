@@ -15,7 +15,7 @@ use std::ffi::c_void;
 use std::sync::Arc;
 use std::time::Instant;
 use xhal_core::{Backend, KernelFormat, Launch, Runtime};
-use xhal_cuda::CudaBackend;
+use xhal_cuda::{CudaBackend, CudaDriver};
 
 /// One empty kernel with a pointer parameter (the argument ABI's buffer 0), one thread.
 const EMPTY_PTX: &str = ".version 7.0\n.target sm_50\n.address_size 64\n\
@@ -74,7 +74,7 @@ fn run() -> Result<(), Failure> {
     let runtime = match &plugin {
         Some(path) => builder.plugin(path).build()?,
         None => {
-            let backend = CudaBackend::from_env();
+            let backend = CudaBackend::new(CudaDriver::from_env());
             if let Err(error) = backend.device_count() {
                 return Err(Failure::NoDevice(error.to_string()));
             }
@@ -82,7 +82,7 @@ fn run() -> Result<(), Failure> {
         }
     };
     let device = runtime
-        .open("cuda", 0)
+        .open("cuda:0")
         .map_err(|error| Failure::NoDevice(error.to_string()))?;
     let info = device.info().clone();
     eprintln!(
@@ -186,8 +186,8 @@ fn run() -> Result<(), Failure> {
     let host: Vec<u8> = (0..TRANSFER_BYTES).map(|i| i as u8).collect();
     let mut back = vec![0u8; TRANSFER_BYTES];
     let buffer = device.alloc::<u8>(TRANSFER_BYTES)?;
-    stream.write(&buffer, 0, &host)?;
-    stream.read(&buffer, 0, &mut back)?;
+    stream.write(&buffer, &host)?;
+    stream.read(&buffer, &mut back)?;
     if back != host {
         return Err(Failure::Other(
             "the host-device round trip changed the data".to_string(),
@@ -197,12 +197,12 @@ fn run() -> Result<(), Failure> {
         |bytes: usize, repeats: u32, seconds: f64| bytes as f64 * f64::from(repeats) / seconds / (1u64 << 30) as f64;
     let started = Instant::now();
     for _ in 0..TRANSFER_REPEATS {
-        stream.write(&buffer, 0, &host)?;
+        stream.write(&buffer, &host)?;
     }
     let xhal_h2d = gib(TRANSFER_BYTES, TRANSFER_REPEATS, started.elapsed().as_secs_f64());
     let started = Instant::now();
     for _ in 0..TRANSFER_REPEATS {
-        stream.read(&buffer, 0, &mut back)?;
+        stream.read(&buffer, &mut back)?;
     }
     let xhal_d2h = gib(TRANSFER_BYTES, TRANSFER_REPEATS, started.elapsed().as_secs_f64());
 
@@ -251,12 +251,12 @@ fn run() -> Result<(), Failure> {
     // Device <-> device: bytes copied per second.
     let source = device.alloc::<u8>(COPY_BYTES)?;
     let destination = device.alloc::<u8>(COPY_BYTES)?;
-    stream.fill(&source, 0, COPY_BYTES, 7u8)?;
-    stream.copy_buffer(&source, &destination)?;
+    stream.fill(&source, 7u8)?;
+    stream.copy(&source, &destination)?;
     stream.synchronize()?;
     let started = Instant::now();
     for _ in 0..COPY_REPEATS {
-        stream.copy_buffer(&source, &destination)?;
+        stream.copy(&source, &destination)?;
     }
     stream.synchronize()?;
     let xhal_d2d = gib(COPY_BYTES, COPY_REPEATS, started.elapsed().as_secs_f64());

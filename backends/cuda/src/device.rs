@@ -1,12 +1,12 @@
-//! An opened device (its primary context), device buffers and pinned staging memory.
+//! An opened device: its primary context, its allocation stream and its pool of pinned
+//! staging memory.
 
-use crate::driver::{self, call, sys, CUcontext, CUdeviceptr, CUstream};
+use crate::ffi::{self, call, sys, CUcontext, CUstream};
 use crate::instance::{Adapter, Instance};
 use parking_lot::Mutex;
 use std::ffi::c_void;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use xhal_core::{Error, Result};
+use xhal_backend::{MemoryUsage, Result};
 
 /// Bytes of one pinned staging block: transfers are split into blocks of this size, so the
 /// host copy of one block overlaps the DMA of the one before.
@@ -15,12 +15,12 @@ pub(crate) const STAGING_BLOCK: usize = 4 << 20;
 const STAGING_KEPT: usize = 64;
 
 /// An opened device: its primary context, retained for as long as this lives.
-pub(crate) struct Gpu {
+pub struct Gpu {
     pub(crate) instance: Arc<Instance>,
     index: usize,
     pub(crate) context: CUcontext,
     /// Where pool allocations and frees are ordered, where the device has memory pools.
-    allocation_stream: Option<CUstream>,
+    pub(crate) allocation_stream: Option<CUstream>,
     staging: Mutex<Vec<PinnedBlock>>,
 }
 
@@ -57,7 +57,7 @@ impl Gpu {
             call(
                 "cuStreamCreate",
                 || format!("creating the allocation stream on {name}"),
-                || unsafe { sys::cuStreamCreate(&mut stream, driver::STREAM_NON_BLOCKING) },
+                || unsafe { sys::cuStreamCreate(&mut stream, ffi::STREAM_NON_BLOCKING) },
             )?;
             gpu.allocation_stream = Some(stream);
         }
@@ -90,7 +90,7 @@ impl Gpu {
     }
 
     /// Free and total device memory, as `cuMemGetInfo` reports them now.
-    pub(crate) fn memory_usage(&self) -> Result<xhal_core::MemoryUsage> {
+    pub(crate) fn memory_usage(&self) -> Result<MemoryUsage> {
         self.bind()?;
         let (mut free, mut total) = (0usize, 0usize);
         // SAFETY: writes two sizes for the current context.
@@ -99,7 +99,7 @@ impl Gpu {
             || format!("reading the memory usage of {}", self.name()),
             || unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) },
         )?;
-        Ok(xhal_core::MemoryUsage {
+        Ok(MemoryUsage {
             free: free as u64,
             total: total as u64,
         })
@@ -120,7 +120,7 @@ impl Gpu {
         call(
             "cuMemHostAlloc",
             || format!("pinning {size} staging bytes for {}", self.name()),
-            || unsafe { sys::cuMemHostAlloc(&mut pointer, size, driver::HOST_ALLOC_PORTABLE) },
+            || unsafe { sys::cuMemHostAlloc(&mut pointer, size, ffi::HOST_ALLOC_PORTABLE) },
         )?;
         Ok(PinnedBlock {
             pointer: pointer.cast(),
@@ -148,14 +148,14 @@ impl Drop for Gpu {
         }
         if let Some(stream) = self.allocation_stream {
             // SAFETY: the stream is this device's; every buffer holding the device is gone.
-            let _ = call("cuStreamDestroy_v2", driver::quiet, || unsafe {
+            let _ = call("cuStreamDestroy_v2", ffi::quiet, || unsafe {
                 sys::cuStreamSynchronize(stream);
                 sys::cuStreamDestroy_v2(stream)
             });
         }
         let device = self.adapter().device;
         // SAFETY: releases the one retain this device made.
-        let _ = call("cuDevicePrimaryCtxRelease_v2", driver::quiet, || unsafe {
+        let _ = call("cuDevicePrimaryCtxRelease_v2", ffi::quiet, || unsafe {
             sys::cuDevicePrimaryCtxRelease_v2(device)
         });
     }
@@ -175,96 +175,8 @@ impl PinnedBlock {
     fn release(self) {
         let pointer = self.pointer.cast::<c_void>();
         // SAFETY: memory from cuMemHostAlloc that no transfer uses any more.
-        if let Err(error) = call("cuMemFreeHost", driver::quiet, || unsafe {
-            sys::cuMemFreeHost(pointer)
-        }) {
+        if let Err(error) = call("cuMemFreeHost", ffi::quiet, || unsafe { sys::cuMemFreeHost(pointer) }) {
             tracing::warn!(%error, "a pinned staging block was not freed");
-        }
-    }
-}
-
-/// A device allocation.
-pub(crate) struct DeviceBuffer {
-    pub(crate) gpu: Arc<Gpu>,
-    pub(crate) pointer: CUdeviceptr,
-    pub(crate) size: u64,
-    /// From the stream-ordered pool (freed with `cuMemFreeAsync`).
-    pooled: bool,
-}
-
-impl DeviceBuffer {
-    /// `size` bytes: from the device's stream-ordered pool where it has one, else `cuMemAlloc`.
-    pub(crate) fn new(gpu: &Arc<Gpu>, size: u64) -> Result<DeviceBuffer> {
-        let adapter = gpu.adapter();
-        let bytes = usize::try_from(size)
-            .map_err(|_| Error::out_of_memory(format!("{size} bytes do not fit in this host's address space")))?;
-        if size > adapter.info.max_allocation_size {
-            return Err(Error::out_of_memory(format!(
-                "{size} bytes requested on {}, which has {} bytes of memory",
-                adapter.info.name, adapter.info.total_memory
-            )));
-        }
-        gpu.bind()?;
-        let mut pointer: CUdeviceptr = 0;
-        let doing = || format!("allocating {size} bytes on {}", gpu.name());
-        let pooled = match gpu.allocation_stream {
-            Some(stream) => {
-                // SAFETY: writes one device pointer; ordered on the allocation stream.
-                call("cuMemAllocAsync", doing, || unsafe {
-                    sys::cuMemAllocAsync(&mut pointer, bytes, stream)
-                })?;
-                // Other streams may use the memory at once: wait for the allocation here.
-                // SAFETY: the device's own stream.
-                let synchronized = call("cuStreamSynchronize", doing, || unsafe {
-                    sys::cuStreamSynchronize(stream)
-                });
-                if let Err(error) = synchronized {
-                    // SAFETY: returns the allocation made above.
-                    unsafe { sys::cuMemFreeAsync(pointer, stream) };
-                    return Err(error);
-                }
-                true
-            }
-            None => {
-                // SAFETY: writes one device pointer.
-                call("cuMemAlloc_v2", doing, || unsafe {
-                    sys::cuMemAlloc_v2(&mut pointer, bytes)
-                })?;
-                false
-            }
-        };
-        adapter.allocated.fetch_add(size, Ordering::Relaxed);
-        Ok(DeviceBuffer {
-            gpu: Arc::clone(gpu),
-            pointer,
-            size,
-            pooled,
-        })
-    }
-
-    /// The device address of byte `offset`.
-    pub(crate) fn address(&self, offset: u64) -> CUdeviceptr {
-        self.pointer + offset
-    }
-}
-
-impl Drop for DeviceBuffer {
-    fn drop(&mut self) {
-        self.gpu.adapter().allocated.fetch_sub(self.size, Ordering::Relaxed);
-        if self.gpu.bind().is_err() {
-            return;
-        }
-        let pointer = self.pointer;
-        let freed = match (self.pooled, self.gpu.allocation_stream) {
-            // SAFETY: pool memory no queued work uses (the Backend contract), freed once.
-            (true, Some(stream)) => call("cuMemFreeAsync", driver::quiet, || unsafe {
-                sys::cuMemFreeAsync(pointer, stream)
-            }),
-            // SAFETY: as above, from cuMemAlloc.
-            _ => call("cuMemFree_v2", driver::quiet, || unsafe { sys::cuMemFree_v2(pointer) }),
-        };
-        if let Err(error) = freed {
-            tracing::warn!(%error, "a CUDA buffer was not freed");
         }
     }
 }

@@ -8,7 +8,7 @@
 pub(crate) use cudarc::driver::sys;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
-use xhal_core::{Error, ErrorKind, Result};
+use xhal_backend::{Error, ErrorKind, Result};
 
 pub(crate) use sys::{CUcontext, CUdevice, CUdeviceptr, CUevent, CUfunction, CUmodule, CUresult, CUstream};
 

@@ -1,12 +1,12 @@
 //! The driver library, NVRTC, every device, and what each device is and can do.
 
-use crate::driver::{self, call, raw_call, sys, CUdevice, CUresult};
+use crate::ffi::{self, call, raw_call, sys, CUdevice, CUresult};
 use crate::nvrtc;
 use std::ffi::{c_char, c_int};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use xhal_core::{DeviceInfo, DeviceType, Error, ErrorKind, Features, KernelFormat, Result};
+use xhal_backend::{DeviceInfo, DeviceType, Error, ErrorKind, Features, KernelFormat, Result};
 
 /// Where the CUDA driver library comes from.
 #[derive(Debug, Clone)]
@@ -59,7 +59,7 @@ fn preload(path: &std::path::Path) -> Result<()> {
         .map(|symbol| *symbol as usize)
         .map_err(|error| driver_unavailable(format!("{} exports no cuInit: {error}", path.display())))?;
     std::mem::forget(library);
-    driver::library_status().map_err(|_| {
+    ffi::library_status().map_err(|_| {
         driver_unavailable(format!(
             "{} was opened, but the CUDA bindings find the driver by name (libcuda.so, then versioned names down to \
              libcuda.so.1) and none of those names is it: name the file libcuda.so.1, or build it with that soname",
@@ -90,7 +90,7 @@ impl Instance {
         if let LibrarySource::Path(path) = source {
             preload(path)?;
         }
-        driver::library_status()?;
+        ffi::library_status()?;
         // SAFETY: cuInit takes flags, which must be 0.
         let code = raw_call("cuInit", || unsafe { sys::cuInit(0) })?;
         match code {
@@ -102,7 +102,7 @@ impl Instance {
                 ))
             }
             code => {
-                let error = driver::cuda_error("cuInit", code, driver::quiet);
+                let error = ffi::cuda_error("cuInit", code, ffi::quiet);
                 return Err(driver_unavailable(format!(
                     "the CUDA driver did not start: {}; check the NVIDIA kernel module (nvidia-smi) and that the driver \
                      and its library match",
@@ -112,12 +112,12 @@ impl Instance {
         }
         let mut version: c_int = 0;
         // SAFETY: writes one int.
-        call("cuDriverGetVersion", driver::quiet, || unsafe {
+        call("cuDriverGetVersion", ffi::quiet, || unsafe {
             sys::cuDriverGetVersion(&mut version)
         })?;
         let mut count: c_int = 0;
         // SAFETY: writes one int.
-        call("cuDeviceGetCount", driver::quiet, || unsafe {
+        call("cuDeviceGetCount", ffi::quiet, || unsafe {
             sys::cuDeviceGetCount(&mut count)
         })
         .map_err(|error| driver_unavailable(error.message().to_string()))?;

@@ -21,95 +21,89 @@
 //! WGSL that declare it, the buffer-lengths parameter the backend fills. Entry points are
 //! looked up by `xhal_kernel::c::c_symbol(name)`, then by `name`; the workgroup size comes from
 //! the module (see `reflect`).
+//!
+//! [`CudaDriver`] implements the typed [`Driver`]; the host sees it as [`CudaBackend`], the
+//! driver behind the checked adapter, which does every check of handles, device ownership,
+//! ranges, fill patterns and views before a method here runs.
 #![deny(missing_docs)]
 
-mod driver;
-mod gpu;
+mod device;
+mod ffi;
 mod instance;
+mod memory;
 mod module;
 mod nvrtc;
 mod reflect;
 mod stream;
 
-use gpu::{DeviceBuffer, Gpu};
+use device::Gpu;
 use instance::{Instance, LibrarySource};
+use memory::DeviceBuffer;
 use module::{KernelObject, Module};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock, Weak};
 use stream::{Event, Stream};
-use xhal_core::handles::{HandleTable, ObjectKind};
-use xhal_core::{
-    Backend, BackendInfo, BufferHandle, DeviceHandle, DeviceInfo, Error, EventHandle, KernelFormat, KernelHandle,
-    LaunchArgs, ModuleHandle, Result, StreamHandle,
+use xhal_backend::{
+    Backend, BackendInfo, Checked, DeviceInfo, Driver, KernelFormat, Launch, MemoryUsage, Object, Result,
 };
 
-/// The backend's name.
-const NAME: &str = "cuda";
-
-xhal_core::register_static_backend!(NAME, create_static);
-xhal_core::export_plugin!(create_plugin);
+xhal_backend::register_static_backend!(CudaDriver::NAME, create_static);
+xhal_backend::export_plugin!(create_plugin);
 
 fn create_static() -> Result<Arc<dyn Backend>> {
-    Ok(Arc::new(CudaBackend::from_env()))
+    Ok(Arc::new(CudaBackend::new(CudaDriver::from_env())))
 }
 
 /// The plugin's constructor (see `export_plugin!`).
 fn create_plugin() -> Result<CudaBackend> {
-    xhal_core::plugin::init_logging();
-    Ok(CudaBackend::from_env())
+    xhal_backend::init_logging();
+    Ok(CudaBackend::new(CudaDriver::from_env()))
 }
 
-/// The CUDA backend. See the crate documentation.
-pub struct CudaBackend {
+/// The CUDA backend as the host sees it: [`CudaDriver`] behind the checked adapter.
+pub type CudaBackend = Checked<CudaDriver>;
+
+/// The CUDA driver. See the crate documentation.
+pub struct CudaDriver {
     source: LibrarySource,
-    /// Made on first use, so constructing the backend never touches the driver.
+    /// Made on first use, so constructing the driver never touches the CUDA driver library.
     instance: OnceLock<Result<Arc<Instance>>>,
+    /// Every open of one device index shares its primary context, allocation stream and
+    /// staging pool; the free-memory figure asks the opened device.
     opened: Mutex<HashMap<u32, Weak<Gpu>>>,
-    devices: HandleTable<Arc<Gpu>>,
-    buffers: HandleTable<DeviceBuffer>,
-    streams: HandleTable<Stream>,
-    events: HandleTable<Event>,
-    modules: HandleTable<Arc<Module>>,
-    kernels: HandleTable<KernelObject>,
 }
 
-impl std::fmt::Debug for CudaBackend {
+impl std::fmt::Debug for CudaDriver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CudaBackend")
+        f.debug_struct("CudaDriver")
             .field("source", &self.source)
             .finish_non_exhaustive()
     }
 }
 
-impl CudaBackend {
-    fn with_source(source: LibrarySource) -> CudaBackend {
-        CudaBackend {
+impl CudaDriver {
+    fn with_source(source: LibrarySource) -> CudaDriver {
+        CudaDriver {
             source,
             instance: OnceLock::new(),
             opened: Mutex::new(HashMap::new()),
-            devices: HandleTable::new(NAME, ObjectKind::Device),
-            buffers: HandleTable::new(NAME, ObjectKind::Buffer),
-            streams: HandleTable::new(NAME, ObjectKind::Stream),
-            events: HandleTable::new(NAME, ObjectKind::Event),
-            modules: HandleTable::new(NAME, ObjectKind::Module),
-            kernels: HandleTable::new(NAME, ObjectKind::Kernel),
         }
     }
 
     /// The CUDA driver library the system's loader finds by name (`libcuda.so`, then the
     /// versioned names down to `libcuda.so.1`, on the library path).
-    pub fn from_env() -> CudaBackend {
-        CudaBackend::with_source(LibrarySource::System)
+    pub fn from_env() -> CudaDriver {
+        CudaDriver::with_source(LibrarySource::System)
     }
 
     /// The CUDA driver library (or a library exporting its API) at `path`. cudarc opens the
     /// driver by name, once per process: the library is opened first so that the search
-    /// finds it by its soname, and the backend refuses to start when the search lands on
+    /// finds it by its soname, and the driver refuses to start when the search lands on
     /// another one.
-    pub fn with_library_path(path: impl Into<std::path::PathBuf>) -> CudaBackend {
-        CudaBackend::with_source(LibrarySource::Path(path.into()))
+    pub fn with_library_path(path: impl Into<std::path::PathBuf>) -> CudaDriver {
+        CudaDriver::with_source(LibrarySource::Path(path.into()))
     }
 
     fn instance(&self) -> Result<&Arc<Instance>> {
@@ -118,73 +112,23 @@ impl CudaBackend {
             .as_ref()
             .map_err(Clone::clone)
     }
-
-    fn adapter_index(&self, index: u32) -> Result<(&Arc<Instance>, usize)> {
-        let instance = self.instance()?;
-        let count = instance.adapters.len();
-        if index as usize >= count {
-            return Err(Error::not_found(format!(
-                "cuda device {index} does not exist; this backend has {count} device(s)"
-            )));
-        }
-        Ok((instance, index as usize))
-    }
-
-    fn device(&self, device: DeviceHandle) -> Result<Arc<Gpu>> {
-        Ok(Arc::clone(&*self.devices.get(device.0)?))
-    }
-
-    fn stream_and_buffer(
-        &self,
-        stream: StreamHandle,
-        buffer: BufferHandle,
-    ) -> Result<(Arc<Stream>, Arc<DeviceBuffer>)> {
-        let stream = self.streams.get(stream.0)?;
-        let buffer = self.buffer_on(&stream.gpu, buffer)?;
-        Ok((stream, buffer))
-    }
-
-    fn buffer_on(&self, gpu: &Arc<Gpu>, buffer: BufferHandle) -> Result<Arc<DeviceBuffer>> {
-        let object = self.buffers.get(buffer.0)?;
-        if !Arc::ptr_eq(&object.gpu, gpu) {
-            return Err(Error::invalid_handle(format!(
-                "buffer {:#x} belongs to another cuda device than the stream",
-                buffer.0
-            )));
-        }
-        Ok(object)
-    }
-
-    fn event_on(&self, gpu: &Arc<Gpu>, event: EventHandle) -> Result<Arc<Event>> {
-        let object = self.events.get(event.0)?;
-        if !Arc::ptr_eq(&object.gpu, gpu) {
-            return Err(Error::invalid_handle(format!(
-                "event {:#x} belongs to another cuda device than the stream",
-                event.0
-            )));
-        }
-        Ok(object)
-    }
 }
 
-fn check_range(what: &str, buffer: &DeviceBuffer, offset: u64, size: u64) -> Result<()> {
-    xhal_core::error::check_range(what, offset, size, buffer.size)
-}
+impl Driver for CudaDriver {
+    type Device = Arc<Gpu>;
+    type Buffer = DeviceBuffer;
+    type Stream = Stream;
+    type Event = Event;
+    type Module = Arc<Module>;
+    type Kernel = KernelObject;
 
-impl Drop for CudaBackend {
-    fn drop(&mut self) {
-        for stream in self.streams.drain() {
-            let _ = stream.synchronize();
-        }
-    }
-}
+    const NAME: &'static str = "cuda";
 
-impl Backend for CudaBackend {
     fn info(&self) -> BackendInfo {
         BackendInfo {
-            name: NAME.to_string(),
+            name: Self::NAME.to_string(),
             version: env!("CARGO_PKG_VERSION").to_string(),
-            abi_version: (xhal_core::abi::XHAL_ABI_MAJOR, xhal_core::abi::XHAL_ABI_MINOR),
+            abi_version: (xhal_backend::abi::XHAL_ABI_MAJOR, xhal_backend::abi::XHAL_ABI_MINOR),
         }
     }
 
@@ -193,8 +137,7 @@ impl Backend for CudaBackend {
     }
 
     fn device_info(&self, index: u32) -> Result<DeviceInfo> {
-        let (instance, position) = self.adapter_index(index)?;
-        let adapter = &instance.adapters[position];
+        let adapter = &self.instance()?.adapters[index as usize];
         let mut info = adapter.info.clone();
         let opened = self.opened.lock().get(&index).and_then(Weak::upgrade);
         info.free_memory = opened.and_then(|gpu| gpu.free_memory()).unwrap_or_else(|| {
@@ -204,232 +147,123 @@ impl Backend for CudaBackend {
         Ok(info)
     }
 
-    fn device_open(&self, index: u32) -> Result<DeviceHandle> {
-        let (instance, adapter_index) = self.adapter_index(index)?;
+    fn device_open(&self, index: u32) -> Result<Arc<Gpu>> {
+        let instance = self.instance()?;
         let mut opened = self.opened.lock();
-        let gpu = match opened.get(&index).and_then(Weak::upgrade) {
-            Some(gpu) => gpu,
-            None => {
-                let gpu = Arc::new(Gpu::open(Arc::clone(instance), adapter_index)?);
-                opened.insert(index, Arc::downgrade(&gpu));
-                gpu
-            }
-        };
-        Ok(DeviceHandle(self.devices.insert_with(|_| Ok(gpu))?))
-    }
-
-    fn device_close(&self, device: DeviceHandle) {
-        let _ = self.devices.remove(device.0);
-    }
-
-    fn device_memory_usage(&self, device: DeviceHandle) -> Result<xhal_core::MemoryUsage> {
-        self.device(device)?.memory_usage()
-    }
-
-    fn buffer_allocate(&self, device: DeviceHandle, size: u64) -> Result<BufferHandle> {
-        let gpu = self.device(device)?;
-        if size == 0 {
-            return Err(Error::invalid_argument("a buffer of 0 bytes holds nothing"));
+        if let Some(gpu) = opened.get(&index).and_then(Weak::upgrade) {
+            return Ok(gpu);
         }
-        let buffer = DeviceBuffer::new(&gpu, size)?;
-        Ok(BufferHandle(self.buffers.insert_with(|_| Ok(buffer))?))
+        let gpu = Arc::new(Gpu::open(Arc::clone(instance), index as usize)?);
+        opened.insert(index, Arc::downgrade(&gpu));
+        Ok(gpu)
     }
 
-    fn buffer_free(&self, buffer: BufferHandle) {
-        let _ = self.buffers.remove(buffer.0);
+    fn device_memory_usage(&self, device: &Arc<Object<Arc<Gpu>>>) -> Result<MemoryUsage> {
+        device.memory_usage()
     }
 
-    fn stream_create(&self, device: DeviceHandle) -> Result<StreamHandle> {
-        let gpu = self.device(device)?;
-        let stream = Stream::new(&gpu)?;
-        Ok(StreamHandle(self.streams.insert_with(|_| Ok(stream))?))
+    fn buffer_allocate(&self, device: &Arc<Object<Arc<Gpu>>>, size: u64) -> Result<DeviceBuffer> {
+        DeviceBuffer::new(device, size)
     }
 
-    fn stream_destroy(&self, stream: StreamHandle) {
-        if let Ok(stream) = self.streams.remove(stream.0) {
-            if let Err(error) = stream.synchronize() {
-                tracing::warn!(%error, "a destroyed stream's work failed");
-            }
-        }
+    fn stream_create(&self, device: &Arc<Object<Arc<Gpu>>>) -> Result<Stream> {
+        Stream::new(device)
+    }
+
+    fn stream_sticky_error(&self, stream: &Arc<Object<Stream>>) -> Result<()> {
+        stream.sticky_error()
     }
 
     unsafe fn stream_write(
         &self,
-        stream: StreamHandle,
-        buffer: BufferHandle,
+        stream: &Arc<Object<Stream>>,
+        buffer: &Arc<Object<DeviceBuffer>>,
         offset: u64,
         source: *const u8,
         size: u64,
     ) -> Result<()> {
-        let (stream, buffer) = self.stream_and_buffer(stream, buffer)?;
-        check_range("write", &buffer, offset, size)?;
-        if source.is_null() && size > 0 {
-            return Err(Error::invalid_argument(format!(
-                "write of {size} bytes from a null host pointer"
-            )));
-        }
-        // SAFETY: the caller accepted `stream_write`'s contract; the range was checked.
-        unsafe { stream.write(&buffer, offset, source, size) }
+        // SAFETY: the caller accepted `Driver::stream_write`'s contract, which is `Stream::write`'s.
+        unsafe { stream.write(buffer, offset, source, size) }
     }
 
     unsafe fn stream_read(
         &self,
-        stream: StreamHandle,
-        buffer: BufferHandle,
+        stream: &Arc<Object<Stream>>,
+        buffer: &Arc<Object<DeviceBuffer>>,
         offset: u64,
         destination: *mut u8,
         size: u64,
     ) -> Result<()> {
-        let (stream, buffer) = self.stream_and_buffer(stream, buffer)?;
-        check_range("read", &buffer, offset, size)?;
-        if destination.is_null() && size > 0 {
-            return Err(Error::invalid_argument(format!(
-                "read of {size} bytes into a null host pointer"
-            )));
-        }
-        // SAFETY: the caller accepted `stream_read`'s contract; the range was checked.
-        unsafe { stream.read(&buffer, offset, destination, size) }
+        // SAFETY: the caller accepted `Driver::stream_read`'s contract, which is `Stream::read`'s.
+        unsafe { stream.read(buffer, offset, destination, size) }
     }
 
     fn stream_copy(
         &self,
-        stream: StreamHandle,
-        source: BufferHandle,
+        stream: &Arc<Object<Stream>>,
+        source: &Arc<Object<DeviceBuffer>>,
         source_offset: u64,
-        destination: BufferHandle,
+        destination: &Arc<Object<DeviceBuffer>>,
         destination_offset: u64,
         size: u64,
     ) -> Result<()> {
-        let (stream, source) = self.stream_and_buffer(stream, source)?;
-        let destination = self.buffer_on(&stream.gpu, destination)?;
-        check_range("copy source", &source, source_offset, size)?;
-        check_range("copy destination", &destination, destination_offset, size)?;
-        stream.copy(&source, source_offset, &destination, destination_offset, size)
+        stream.copy(source, source_offset, destination, destination_offset, size)
     }
 
     fn stream_fill(
         &self,
-        stream: StreamHandle,
-        buffer: BufferHandle,
+        stream: &Arc<Object<Stream>>,
+        buffer: &Arc<Object<DeviceBuffer>>,
         offset: u64,
         size: u64,
         pattern: &[u8],
     ) -> Result<()> {
-        let (stream, buffer) = self.stream_and_buffer(stream, buffer)?;
-        if !matches!(pattern.len(), 1 | 2 | 4) {
-            return Err(Error::invalid_argument(format!(
-                "a fill pattern has 1, 2 or 4 bytes, not {}",
-                pattern.len()
-            )));
-        }
-        let length = pattern.len() as u64;
-        if !offset.is_multiple_of(length) || !size.is_multiple_of(length) {
-            return Err(Error::invalid_argument(format!(
-                "fill: offset {offset} and size {size} must be multiples of the {length}-byte pattern"
-            )));
-        }
-        check_range("fill", &buffer, offset, size)?;
-        stream.fill(&buffer, offset, size, pattern)
+        stream.fill(buffer, offset, size, pattern)
     }
 
-    fn stream_launch(&self, stream: StreamHandle, launch: &LaunchArgs<'_>) -> Result<()> {
-        let stream = self.streams.get(stream.0)?;
-        let kernel = self.kernels.get(launch.kernel.0)?;
-        if !Arc::ptr_eq(kernel.gpu(), &stream.gpu) {
-            return Err(Error::invalid_handle(format!(
-                "kernel {:#x} was loaded on another cuda device than the stream",
-                launch.kernel.0
-            )));
-        }
-        let mut buffers = Vec::with_capacity(launch.buffers.len());
-        for (index, argument) in launch.buffers.iter().enumerate() {
-            let buffer = self.buffer_on(&stream.gpu, argument.buffer)?;
-            check_range(
-                &format!("buffer argument {index}"),
-                &buffer,
-                argument.offset,
-                argument.size,
-            )?;
-            if argument.size == 0 {
-                return Err(Error::invalid_argument(format!(
-                    "buffer argument {index} is a view of 0 bytes; a kernel cannot bind no memory"
-                )));
-            }
-            let alignment = u64::from(stream.gpu.adapter().info.buffer_offset_alignment);
-            if !argument.offset.is_multiple_of(alignment) {
-                return Err(Error::invalid_argument(format!(
-                    "buffer argument {index} starts at byte {}, which is not a multiple of {alignment}, the buffer \
-                     offset alignment of {}: a kernel reads the view's types at their alignment from its start",
-                    argument.offset,
-                    stream.gpu.name()
-                )));
-            }
-            buffers.push((buffer, *argument));
-        }
-        kernel.launch(&stream, launch.workgroups, &buffers, launch.scalars)
+    fn stream_launch(&self, stream: &Arc<Object<Stream>>, launch: &Launch<'_, Self>) -> Result<()> {
+        launch
+            .kernel
+            .launch(stream, launch.workgroups, launch.buffers, launch.scalars)
     }
 
-    fn stream_record_event(&self, stream: StreamHandle, event: EventHandle) -> Result<()> {
-        let stream = self.streams.get(stream.0)?;
-        let event = self.event_on(&stream.gpu, event)?;
-        stream.record_event(&event)
+    fn stream_record_event(&self, stream: &Arc<Object<Stream>>, event: &Arc<Object<Event>>) -> Result<()> {
+        stream.record_event(event)
     }
 
-    fn stream_wait_event(&self, stream: StreamHandle, event: EventHandle) -> Result<()> {
-        let stream = self.streams.get(stream.0)?;
-        let event = self.event_on(&stream.gpu, event)?;
-        stream.wait_event(&event)
+    fn stream_wait_event(&self, stream: &Arc<Object<Stream>>, event: &Arc<Object<Event>>) -> Result<()> {
+        stream.wait_event(event)
     }
 
-    fn stream_synchronize(&self, stream: StreamHandle) -> Result<()> {
-        self.streams.get(stream.0)?.synchronize()
+    fn stream_synchronize(&self, stream: &Arc<Object<Stream>>) -> Result<()> {
+        stream.synchronize()
     }
 
-    fn stream_query(&self, stream: StreamHandle) -> Result<bool> {
-        self.streams.get(stream.0)?.query()
+    fn stream_query(&self, stream: &Arc<Object<Stream>>) -> Result<bool> {
+        stream.query()
     }
 
-    fn event_create(&self, device: DeviceHandle, timing: bool) -> Result<EventHandle> {
-        let gpu = self.device(device)?;
-        let event = Event::new(&gpu, timing)?;
-        Ok(EventHandle(self.events.insert_with(|_| Ok(event))?))
+    fn event_create(&self, device: &Arc<Object<Arc<Gpu>>>, timing: bool) -> Result<Event> {
+        Event::new(device, timing)
     }
 
-    fn event_destroy(&self, event: EventHandle) {
-        let _ = self.events.remove(event.0);
+    fn event_query(&self, event: &Arc<Object<Event>>) -> Result<bool> {
+        event.query()
     }
 
-    fn event_query(&self, event: EventHandle) -> Result<bool> {
-        self.events.get(event.0)?.query()
+    fn event_synchronize(&self, event: &Arc<Object<Event>>) -> Result<()> {
+        event.synchronize()
     }
 
-    fn event_synchronize(&self, event: EventHandle) -> Result<()> {
-        self.events.get(event.0)?.synchronize()
+    fn event_elapsed_time(&self, start: &Arc<Object<Event>>, end: &Arc<Object<Event>>) -> Result<u64> {
+        Event::elapsed_nanoseconds(start, start.handle(), end, end.handle())
     }
 
-    fn event_elapsed_time(&self, start: EventHandle, end: EventHandle) -> Result<u64> {
-        let first = self.events.get(start.0)?;
-        let last = self.events.get(end.0)?;
-        Event::elapsed_nanoseconds(&first, start.0, &last, end.0)
+    fn module_load(&self, device: &Arc<Object<Arc<Gpu>>>, format: KernelFormat, code: &[u8]) -> Result<Arc<Module>> {
+        Module::load(device, format, code).map(Arc::new)
     }
 
-    fn module_load(&self, device: DeviceHandle, format: KernelFormat, code: &[u8]) -> Result<ModuleHandle> {
-        let gpu = self.device(device)?;
-        let module = Arc::new(Module::load(&gpu, format, code)?);
-        Ok(ModuleHandle(self.modules.insert_with(|_| Ok(module))?))
-    }
-
-    fn module_destroy(&self, module: ModuleHandle) {
-        let _ = self.modules.remove(module.0);
-    }
-
-    fn kernel_get(&self, module: ModuleHandle, name: &str) -> Result<KernelHandle> {
-        let module = self.modules.get(module.0)?;
-        let kernel = module.kernel(name)?;
-        Ok(KernelHandle(self.kernels.insert_with(|_| Ok(kernel))?))
-    }
-
-    fn kernel_destroy(&self, kernel: KernelHandle) {
-        let _ = self.kernels.remove(kernel.0);
+    fn kernel_get(&self, module: &Arc<Object<Arc<Module>>>, name: &str) -> Result<KernelObject> {
+        module.kernel(name)
     }
 }

@@ -8,19 +8,20 @@
 //! launch against the CUDA C signature where the module came as source, and against the
 //! driver's parameter sizes (`cuFuncGetParamInfo`, CUDA 12.4 drivers and later) otherwise.
 
-use crate::driver::{self, call, raw_call, sys, CUfunction, CUmodule, CUresult};
-use crate::gpu::{DeviceBuffer, Gpu};
+use crate::device::Gpu;
+use crate::ffi::{self, call, raw_call, sys, CUfunction, CUmodule, CUresult};
+use crate::memory::DeviceBuffer;
 use crate::nvrtc;
 use crate::reflect::{builtin_size, reflect_ptx, reflect_source, Parameter, ParameterKind, SourceReflection};
 use crate::stream::Stream;
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
 use std::sync::Arc;
-use xhal_core::kernel::c::c_symbol;
-use xhal_core::{BufferArg, Error, KernelFormat, Result};
+use xhal_backend::{BufferView, Error, KernelFormat, Result};
+use xhal_kernel::c::c_symbol;
 
 /// A loaded module.
-pub(crate) struct Module {
+pub struct Module {
     pub(crate) gpu: Arc<Gpu>,
     raw: CUmodule,
     /// From CUDA C source: each kernel's parameters and workgroup size.
@@ -41,7 +42,7 @@ impl Drop for Module {
         let _ = self.gpu.bind();
         let raw = self.raw;
         // SAFETY: this backend's module; kernels hold it, so none is left.
-        let _ = call("cuModuleUnload", driver::quiet, || unsafe { sys::cuModuleUnload(raw) });
+        let _ = call("cuModuleUnload", ffi::quiet, || unsafe { sys::cuModuleUnload(raw) });
     }
 }
 
@@ -72,7 +73,7 @@ fn load_image(gpu: &Gpu, format: KernelFormat, image: &[u8]) -> Result<CUmodule>
     if code == CUresult::CUDA_SUCCESS {
         return Ok(raw);
     }
-    let error = driver::cuda_error("cuModuleLoadDataEx", code, || {
+    let error = ffi::cuda_error("cuModuleLoadDataEx", code, || {
         format!("loading a {format} module on {}", gpu.name())
     });
     let text: Vec<u8> = log.iter().take_while(|&&byte| byte != 0).copied().collect();
@@ -167,11 +168,7 @@ impl Module {
         })? {
             CUresult::CUDA_SUCCESS => {}
             CUresult::CUDA_ERROR_NOT_FOUND => return Ok(None),
-            code => {
-                return Err(driver::cuda_error("cuModuleGetGlobal_v2", code, || {
-                    format!("{global:?}")
-                }))
-            }
+            code => return Err(ffi::cuda_error("cuModuleGetGlobal_v2", code, || format!("{global:?}"))),
         }
         if bytes != 12 {
             return Err(Error::invalid_argument(format!(
@@ -215,7 +212,7 @@ impl Module {
                 }
                 CUresult::CUDA_ERROR_NOT_FOUND => continue,
                 code => {
-                    return Err(driver::cuda_error("cuModuleGetFunction", code, || {
+                    return Err(ffi::cuda_error("cuModuleGetFunction", code, || {
                         format!("looking up kernel `{candidate}`")
                     }))
                 }
@@ -296,7 +293,7 @@ fn parameter_sizes(function: CUfunction) -> Option<Vec<usize>> {
 }
 
 /// One kernel of a module.
-pub(crate) struct KernelObject {
+pub struct KernelObject {
     module: Arc<Module>,
     function: CUfunction,
     name: String,
@@ -314,10 +311,6 @@ unsafe impl Send for KernelObject {}
 unsafe impl Sync for KernelObject {}
 
 impl KernelObject {
-    pub(crate) fn gpu(&self) -> &Arc<Gpu> {
-        &self.module.gpu
-    }
-
     /// Refuses a workgroup the device or this kernel cannot run.
     fn check_shape(&self) -> Result<()> {
         let gpu = &self.module.gpu;
@@ -463,7 +456,7 @@ impl KernelObject {
         &self,
         stream: &Stream,
         workgroups: [u32; 3],
-        buffers: &[(Arc<DeviceBuffer>, BufferArg)],
+        buffers: &[BufferView<DeviceBuffer>],
         scalars: &[u8],
     ) -> Result<()> {
         let name = &self.name;
@@ -487,10 +480,8 @@ impl KernelObject {
                 )));
             }
         }
-        let mut addresses: Vec<sys::CUdeviceptr> = buffers
-            .iter()
-            .map(|(buffer, argument)| buffer.address(argument.offset))
-            .collect();
+        let mut addresses: Vec<sys::CUdeviceptr> =
+            buffers.iter().map(|view| view.buffer.address(view.offset)).collect();
         // The driver copies as many bytes as the parameter has; a zero-padded copy of the
         // block keeps it from reading past the caller's bytes where the size is unknown.
         let mut scalar_block = vec![0u64; scalars.len().max(scalar_size.unwrap_or(0)).div_ceil(8)];
@@ -498,7 +489,7 @@ impl KernelObject {
         unsafe {
             std::ptr::copy_nonoverlapping(scalars.as_ptr(), scalar_block.as_mut_ptr().cast::<u8>(), scalars.len())
         };
-        let mut lengths: Vec<u64> = buffers.iter().map(|(_, argument)| argument.size).collect();
+        let mut lengths: Vec<u64> = buffers.iter().map(|view| view.size).collect();
         if lengths.is_empty() {
             lengths.push(0);
         }

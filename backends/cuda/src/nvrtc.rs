@@ -9,7 +9,7 @@
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
-use xhal_core::{Error, ErrorKind, Result};
+use xhal_backend::{Error, ErrorKind, Result};
 
 /// Names tried in order when `XHAL_NVRTC_LIBRARY` is unset: the newest toolkit first, then the
 /// unversioned name a toolkit's development files add.

@@ -11,13 +11,14 @@
 //! context, so the driver returns it from every later call; the stream keeps it as its sticky
 //! error and returns it from every later call itself, before touching the driver.
 
-use crate::driver::{self, call, raw_call, sys, CUevent, CUresult, CUstream};
-use crate::gpu::{DeviceBuffer, Gpu, PinnedBlock, STAGING_BLOCK};
+use crate::device::{Gpu, PinnedBlock, STAGING_BLOCK};
+use crate::ffi::{self, call, raw_call, sys, CUevent, CUresult, CUstream};
+use crate::memory::DeviceBuffer;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::sync::Arc;
-use xhal_core::{Error, ErrorKind, Result};
+use xhal_backend::{Error, ErrorKind, Result};
 
 /// What a stream keeps until the work using it completed.
 enum Retained {
@@ -59,7 +60,7 @@ impl StreamState {
 }
 
 /// A CUDA stream of one device.
-pub(crate) struct Stream {
+pub struct Stream {
     pub(crate) gpu: Arc<Gpu>,
     pub(crate) raw: CUstream,
     state: Arc<Mutex<StreamState>>,
@@ -76,19 +77,19 @@ impl Drop for Stream {
         let _ = self.gpu.bind();
         let raw = self.raw;
         // SAFETY: the stream is live; nothing else destroys it.
-        let _ = call("cuStreamSynchronize", driver::quiet, || unsafe {
+        let _ = call("cuStreamSynchronize", ffi::quiet, || unsafe {
             sys::cuStreamSynchronize(raw)
         });
         let mut state = self.state.lock();
         self.release_all(&mut state);
         for event in state.spare_events.drain(..) {
             // SAFETY: an internal event no work uses any more.
-            let _ = call("cuEventDestroy_v2", driver::quiet, || unsafe {
+            let _ = call("cuEventDestroy_v2", ffi::quiet, || unsafe {
                 sys::cuEventDestroy_v2(event)
             });
         }
         // SAFETY: as above.
-        let _ = call("cuStreamDestroy_v2", driver::quiet, || unsafe {
+        let _ = call("cuStreamDestroy_v2", ffi::quiet, || unsafe {
             sys::cuStreamDestroy_v2(raw)
         });
     }
@@ -119,7 +120,7 @@ impl Stream {
         call(
             "cuStreamCreate",
             || format!("creating a stream on {}", gpu.name()),
-            || unsafe { sys::cuStreamCreate(&mut raw, driver::STREAM_NON_BLOCKING) },
+            || unsafe { sys::cuStreamCreate(&mut raw, ffi::STREAM_NON_BLOCKING) },
         )?;
         Ok(Stream {
             gpu: Arc::clone(gpu),
@@ -165,8 +166,8 @@ impl Stream {
             None => {
                 let mut event: CUevent = std::ptr::null_mut();
                 // SAFETY: writes one event in the current context.
-                let created = call("cuEventCreate", driver::quiet, || unsafe {
-                    sys::cuEventCreate(&mut event, driver::EVENT_DISABLE_TIMING)
+                let created = call("cuEventCreate", ffi::quiet, || unsafe {
+                    sys::cuEventCreate(&mut event, ffi::EVENT_DISABLE_TIMING)
                 });
                 if let Err(error) = created {
                     // Without an event to know when the work is done, wait for it.
@@ -178,7 +179,7 @@ impl Stream {
         };
         let raw = self.raw;
         // SAFETY: an internal event and this stream, in the current context.
-        match call("cuEventRecord", driver::quiet, || unsafe {
+        match call("cuEventRecord", ffi::quiet, || unsafe {
             sys::cuEventRecord(event, raw)
         }) {
             Ok(()) => {
@@ -197,7 +198,7 @@ impl Stream {
     fn finish_with(&self, state: &mut StreamState, item: Retained) {
         let raw = self.raw;
         // SAFETY: this stream.
-        let _ = call("cuStreamSynchronize", driver::quiet, || unsafe {
+        let _ = call("cuStreamSynchronize", ffi::quiet, || unsafe {
             sys::cuStreamSynchronize(raw)
         });
         self.release(item);
@@ -225,7 +226,7 @@ impl Stream {
                 }
                 Ok(CUresult::CUDA_ERROR_NOT_READY) => break,
                 Ok(code) => {
-                    let error = driver::cuda_error("cuEventQuery", code, || "a transfer failed".to_string());
+                    let error = ffi::cuda_error("cuEventQuery", code, || "a transfer failed".to_string());
                     state.note(error);
                     break;
                 }
@@ -261,6 +262,11 @@ impl Stream {
         result.map_err(|error| state.note(error))
     }
 
+    /// The fault that stuck to the stream, if one did: what an empty command returns.
+    pub(crate) fn sticky_error(&self) -> Result<()> {
+        self.state.lock().usable()
+    }
+
     /// True when everything enqueued completed.
     pub(crate) fn query(&self) -> Result<bool> {
         let mut state = self.state.lock();
@@ -277,7 +283,7 @@ impl Stream {
                 self.reclaim(&mut state);
                 state.usable().map(|()| false)
             }
-            code => Err(state.note(driver::cuda_error("cuStreamQuery", code, || {
+            code => Err(state.note(ffi::cuda_error("cuStreamQuery", code, || {
                 format!("asking a stream on {}", self.gpu.name())
             }))),
         }
@@ -311,7 +317,7 @@ impl Stream {
     }
 }
 
-/// Copies and fills. Ranges were checked against the buffers by the caller.
+/// Copies and fills. The checked adapter has checked the ranges against the buffers.
 impl Stream {
     /// Enqueues a write of `size` bytes from `source`, through pinned staging blocks.
     ///
@@ -415,9 +421,6 @@ impl Stream {
         destination_offset: u64,
         size: u64,
     ) -> Result<()> {
-        if size == 0 {
-            return self.state.lock().usable();
-        }
         let overlapping = source.pointer == destination.pointer
             && source_offset < destination_offset + size
             && destination_offset < source_offset + size;
@@ -450,9 +453,6 @@ impl Stream {
 
     /// Enqueues a fill with a 1-, 2- or 4-byte pattern; `offset` and `size` are multiples of it.
     pub(crate) fn fill(&self, buffer: &DeviceBuffer, offset: u64, size: u64, pattern: &[u8]) -> Result<()> {
-        if size == 0 {
-            return self.state.lock().usable();
-        }
         let address = buffer.address(offset);
         let count = host_size(size / pattern.len() as u64)?;
         let doing = || {
@@ -480,8 +480,9 @@ impl Stream {
                     sys::cuMemsetD32Async(address, value, count, stream)
                 })
             }
-            _ => Err(Error::invalid_argument(format!(
-                "a fill pattern has 1, 2 or 4 bytes, not {}",
+            // The checked adapter hands over only patterns of 1, 2 or 4 bytes.
+            _ => Err(Error::internal(format!(
+                "a {}-byte fill pattern reached the CUDA driver",
                 pattern.len()
             ))),
         }
@@ -493,7 +494,7 @@ fn host_size(value: u64) -> Result<usize> {
 }
 
 /// A CUDA event; `recorded` is the state of the stream it was last recorded on.
-pub(crate) struct Event {
+pub struct Event {
     pub(crate) gpu: Arc<Gpu>,
     raw: CUevent,
     timing: bool,
@@ -511,7 +512,7 @@ impl Drop for Event {
         let _ = self.gpu.bind();
         let raw = self.raw;
         // SAFETY: the event is live; the driver frees it once the work recording it completed.
-        let _ = call("cuEventDestroy_v2", driver::quiet, || unsafe {
+        let _ = call("cuEventDestroy_v2", ffi::quiet, || unsafe {
             sys::cuEventDestroy_v2(raw)
         });
     }
@@ -522,7 +523,7 @@ impl Event {
     pub(crate) fn new(gpu: &Arc<Gpu>, timing: bool) -> Result<Event> {
         gpu.bind()?;
         let mut raw: CUevent = std::ptr::null_mut();
-        let flags = if timing { 0 } else { driver::EVENT_DISABLE_TIMING };
+        let flags = if timing { 0 } else { ffi::EVENT_DISABLE_TIMING };
         // SAFETY: writes one event in the current context.
         call(
             "cuEventCreate",
@@ -563,7 +564,7 @@ impl Event {
         match raw_call("cuEventQuery", || unsafe { sys::cuEventQuery(raw) })? {
             CUresult::CUDA_SUCCESS => Ok(true),
             CUresult::CUDA_ERROR_NOT_READY => Ok(false),
-            code => Err(self.failed(driver::cuda_error("cuEventQuery", code, driver::quiet))),
+            code => Err(self.failed(ffi::cuda_error("cuEventQuery", code, ffi::quiet))),
         }
     }
 
@@ -574,7 +575,7 @@ impl Event {
         self.gpu.bind()?;
         let raw = self.raw;
         // SAFETY: a live event.
-        let waited = call("cuEventSynchronize", driver::quiet, || unsafe {
+        let waited = call("cuEventSynchronize", ffi::quiet, || unsafe {
             sys::cuEventSynchronize(raw)
         });
         waited.map_err(|error| self.failed(error))?;
@@ -609,7 +610,7 @@ impl Event {
         let mut milliseconds = 0f32;
         let (first, last) = (start.raw, end.raw);
         // SAFETY: two completed timing events of one device.
-        call("cuEventElapsedTime", driver::quiet, || unsafe {
+        call("cuEventElapsedTime", ffi::quiet, || unsafe {
             sys::cuEventElapsedTime(&mut milliseconds, first, last)
         })?;
         if milliseconds < 0.0 {

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 use xhal_core::{Backend, ErrorKind, Features, KernelFormat, Launch, Runtime};
-use xhal_cuda::CudaBackend;
+use xhal_cuda::{CudaBackend, CudaDriver};
 
 fn require_unless_absent(reason: &str) {
     let required = std::env::var("XHAL_REQUIRE_BACKENDS").unwrap_or_default();
@@ -15,7 +15,7 @@ fn require_unless_absent(reason: &str) {
 
 /// The backend, or `None` (after saying why) where the machine has no CUDA device.
 fn backend() -> Option<CudaBackend> {
-    let backend = CudaBackend::from_env();
+    let backend = CudaBackend::new(CudaDriver::from_env());
     if let Err(error) = backend.device_count() {
         require_unless_absent(&error.to_string());
         eprintln!("SKIPPED: no CUDA device here, so this test checked nothing: {error}");
@@ -39,7 +39,7 @@ fn runtime() -> Option<Runtime> {
 /// A runtime whose device 0 takes CUDA C (NVRTC was found), or `None` after saying why.
 fn runtime_with_nvrtc() -> Option<Runtime> {
     let runtime = runtime()?;
-    let device = runtime.open("cuda", 0).unwrap();
+    let device = runtime.open("cuda:0").unwrap();
     if !device.info().kernel_formats.contains(&KernelFormat::CUDA_C) {
         let reason = "NVRTC (libnvrtc.so.13, .so.12, .so.11.2 or libnvrtc.so, or XHAL_NVRTC_LIBRARY) was not found, so no cuda-c";
         require_unless_absent(reason);
@@ -85,7 +85,7 @@ fn large_transfers_round_trip_through_the_staging_blocks() {
     let Some(runtime) = runtime() else {
         return;
     };
-    let device = runtime.open("cuda", 0).unwrap();
+    let device = runtime.open("cuda:0").unwrap();
     let stream = device.create_stream().unwrap();
     let data: Vec<u32> = (0..(5u32 << 20)).map(|i| i.wrapping_mul(2654435761)).collect();
     let buffer = device.alloc_from(&stream, &data).unwrap();
@@ -114,7 +114,7 @@ fn wgsl_kernels_run_through_nvrtc_with_their_lengths() {
     let Some(runtime) = runtime_with_nvrtc() else {
         return;
     };
-    let device = runtime.open("cuda", 0).unwrap();
+    let device = runtime.open("cuda:0").unwrap();
     let stream = device.create_stream().unwrap();
     let module = device.load_wgsl(SAXPY_WGSL).unwrap();
     let saxpy = module.kernel("saxpy").unwrap();
@@ -142,8 +142,8 @@ fn wgsl_kernels_run_through_nvrtc_with_their_lengths() {
         .launch(
             &Launch::new(&main)
                 .workgroups(1, 1, 1)
-                .buffer_range(&x_buffer, 4..10)
-                .buffer_range(&y_buffer, 0..3),
+                .buffer(x_buffer.slice(4..10))
+                .buffer(y_buffer.slice(0..3)),
         )
         .unwrap();
     assert_eq!(stream.read_to_vec(&y_buffer).unwrap()[0], 603.0);
@@ -164,7 +164,7 @@ fn native_cuda_c_declares_its_workgroup_size() {
     let Some(runtime) = runtime_with_nvrtc() else {
         return;
     };
-    let device = runtime.open("cuda", 0).unwrap();
+    let device = runtime.open("cuda:0").unwrap();
     let stream = device.create_stream().unwrap();
     let module = device
         .load_module(KernelFormat::CUDA_C, NATIVE_CUDA_C.as_bytes())
@@ -189,7 +189,7 @@ fn a_compile_error_carries_the_nvrtc_log() {
     let Some(runtime) = runtime_with_nvrtc() else {
         return;
     };
-    let device = runtime.open("cuda", 0).unwrap();
+    let device = runtime.open("cuda:0").unwrap();
     let error = device
         .load_module(
             KernelFormat::CUDA_C,

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, OnceLock};
 use xhal_core::{Backend, BufferArg, ErrorKind, KernelFormat, Launch, LaunchArgs, Runtime};
-use xhal_cuda::CudaBackend;
+use xhal_cuda::{CudaBackend, CudaDriver};
 
 const SCENARIO_VARIABLE: &str = "XHAL_CUDA_STUB_SCENARIO";
 const LIBRARY_VARIABLE: &str = "XHAL_CUDA_STUB_LIBRARY";
@@ -29,7 +29,7 @@ fn require_unless_absent(reason: &str) {
 
 #[test]
 fn missing_library_is_driver_unavailable() {
-    let backend = CudaBackend::with_library_path("/nonexistent/libcuda.so.1");
+    let backend = CudaBackend::new(CudaDriver::with_library_path("/nonexistent/libcuda.so.1"));
     let error = backend.device_count().unwrap_err();
     assert_eq!(error.kind(), ErrorKind::DriverUnavailable, "{error}");
     assert!(error.message().contains("/nonexistent/libcuda.so.1"), "{error}");
@@ -44,7 +44,7 @@ fn this_machine_has_devices_or_a_reason() {
     if std::env::var_os(SCENARIO_VARIABLE).is_some() {
         return;
     }
-    let backend = CudaBackend::from_env();
+    let backend = CudaBackend::new(CudaDriver::from_env());
     match backend.device_count() {
         Ok(count) => assert!(count >= 1),
         Err(error) => {
@@ -227,7 +227,7 @@ fn stub_child() {
         return;
     };
     let library = std::env::var(LIBRARY_VARIABLE).unwrap();
-    let backend = CudaBackend::with_library_path(&library);
+    let backend = CudaBackend::new(CudaDriver::with_library_path(&library));
     match scenario.as_str() {
         "no_device" => {
             let error = backend.device_count().unwrap_err();
@@ -544,6 +544,8 @@ fn sticky_scenario(backend: &CudaBackend) {
     let again = unsafe { backend.stream_write(stream, buffer, 0, data.as_ptr(), 16) }.unwrap_err();
     assert_eq!(again, error);
     assert_eq!(backend.stream_fill(stream, buffer, 0, 16, &[0]).unwrap_err(), error);
+    // An empty command never reaches CUDA, and still reports the stream's fault.
+    assert_eq!(backend.stream_fill(stream, buffer, 0, 0, &[0]).unwrap_err(), error);
     assert_eq!(backend.stream_query(stream).unwrap_err(), error);
     assert_eq!(backend.stream_synchronize(stream).unwrap_err(), error);
     // Another stream is not poisoned by this one's record.
@@ -578,7 +580,7 @@ fn wgsl_launch_scenario(backend: CudaBackend) {
         .backend(Arc::new(backend))
         .build()
         .unwrap();
-    let device = runtime.open("cuda", 0).unwrap();
+    let device = runtime.open("cuda:0").unwrap();
     let stream = device.create_stream().unwrap();
     let module = device.load_wgsl(SAXPY_WGSL).unwrap();
     let kernel = module.kernel("main").unwrap();
@@ -588,8 +590,8 @@ fn wgsl_launch_scenario(backend: CudaBackend) {
         .launch(
             &Launch::new(&kernel)
                 .workgroups(5, 1, 1)
-                .buffer_range(&x, 4..64)
-                .buffer_range(&y, 8..20)
+                .buffer(x.slice(4..64))
+                .buffer(y.slice(8..20))
                 .scalar(2.5f32)
                 .scalar(300u32),
         )
