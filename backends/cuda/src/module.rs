@@ -12,13 +12,15 @@ use crate::device::Gpu;
 use crate::ffi::{self, call, raw_call, sys, CUfunction, CUmodule, CUresult};
 use crate::memory::DeviceBuffer;
 use crate::nvrtc;
-use crate::reflect::{builtin_size, reflect_ptx, reflect_source, Parameter, ParameterKind, SourceReflection};
+use crate::reflect::{builtin_size, reflect_ptx, reflect_source, SourceReflection};
 use crate::stream::Stream;
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
 use std::sync::Arc;
 use xhal_backend::{BufferView, Error, KernelFormat, Result};
 use xhal_kernel::c::c_symbol;
+use xhal_kernel::c_signature::CParameter;
+use xhal_kernel::parameters::{check_parameter_order, ParameterClass};
 
 /// A loaded module.
 pub struct Module {
@@ -268,7 +270,13 @@ impl Module {
         };
         object.check_shape()?;
         if let Some(parameters) = &object.parameters {
-            check_parameter_order(&object.name, parameters)?;
+            check_parameter_order(
+                &object.name,
+                parameters
+                    .iter()
+                    .map(|parameter| (parameter.class, parameter.describe())),
+            )
+            .map_err(|error| Error::invalid_argument(error.message()))?;
         }
         Ok(object)
     }
@@ -299,7 +307,7 @@ pub struct KernelObject {
     name: String,
     workgroup_size: [u32; 3],
     /// From the CUDA C signature, where the module came as source.
-    parameters: Option<Vec<Parameter>>,
+    parameters: Option<Vec<CParameter>>,
     /// From the driver, where it tells.
     parameter_sizes: Option<Vec<usize>>,
 }
@@ -396,9 +404,9 @@ impl KernelObject {
             }
             return Ok((scalar, false));
         };
-        let expected: Vec<&Parameter> = parameters
+        let expected: Vec<&CParameter> = parameters
             .iter()
-            .filter(|parameter| parameter.kind == ParameterKind::Buffer)
+            .filter(|parameter| parameter.class == ParameterClass::Buffer)
             .collect();
         if buffers != expected.len() {
             let list: Vec<String> = expected.iter().map(|parameter| parameter.describe()).collect();
@@ -414,10 +422,10 @@ impl KernelObject {
         }
         let lengths = parameters
             .iter()
-            .any(|parameter| parameter.kind == ParameterKind::Lengths);
+            .any(|parameter| parameter.class == ParameterClass::Lengths);
         let scalar = parameters
             .iter()
-            .position(|parameter| parameter.kind == ParameterKind::Value);
+            .position(|parameter| parameter.class == ParameterClass::Value);
         match (scalar, scalars.len()) {
             (None, 0) => Ok((None, lengths)),
             (None, given) => Err(Error::invalid_argument(format!(
@@ -534,74 +542,9 @@ impl KernelObject {
     }
 }
 
-/// Buffers first, then at most one by-value parameter (the scalar block), then at most one
-/// buffer-lengths parameter, which must be the last.
-fn check_parameter_order(name: &str, parameters: &[Parameter]) -> Result<()> {
-    let mut seen_value: Option<&Parameter> = None;
-    let mut seen_lengths: Option<&Parameter> = None;
-    for (index, parameter) in parameters.iter().enumerate() {
-        if let Some(lengths) = seen_lengths {
-            return Err(Error::invalid_argument(format!(
-                "kernel `{name}` does not follow the xhal argument ABI: parameter {index} {} comes after the \
-                 buffer-lengths parameter {}, which must be the last",
-                parameter.describe(),
-                lengths.describe()
-            )));
-        }
-        match parameter.kind {
-            ParameterKind::Lengths => seen_lengths = Some(parameter),
-            ParameterKind::Buffer => {
-                if let Some(value) = seen_value {
-                    return Err(Error::invalid_argument(format!(
-                        "kernel `{name}` does not follow the xhal argument ABI: buffer parameter {index} {} comes after \
-                         the by-value parameter {}; buffers come first, then one scalar block",
-                        parameter.describe(),
-                        value.describe()
-                    )));
-                }
-            }
-            ParameterKind::Value => {
-                if let Some(value) = seen_value {
-                    return Err(Error::invalid_argument(format!(
-                        "kernel `{name}` does not follow the xhal argument ABI: it has by-value parameters {} and {}; \
-                         the scalars travel as one block, so gather them in one struct parameter",
-                        value.describe(),
-                        parameter.describe()
-                    )));
-                }
-                seen_value = Some(parameter);
-            }
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn parameter(kind: ParameterKind, name: &str) -> Parameter {
-        Parameter {
-            kind,
-            type_name: "float*".to_string(),
-            name: name.to_string(),
-        }
-    }
-
-    #[test]
-    fn parameters_must_be_buffers_then_one_block_then_lengths() {
-        let buffer = parameter(ParameterKind::Buffer, "x");
-        let value = parameter(ParameterKind::Value, "p");
-        let lengths = parameter(ParameterKind::Lengths, "lengths");
-        assert!(check_parameter_order("k", &[buffer.clone(), value.clone(), lengths.clone()]).is_ok());
-        assert!(check_parameter_order("k", &[]).is_ok());
-        let late = check_parameter_order("k", &[value.clone(), buffer.clone()]).unwrap_err();
-        assert!(late.message().contains("comes after"), "{late}");
-        let two = check_parameter_order("k", &[value.clone(), value]).unwrap_err();
-        assert!(two.message().contains("one struct"), "{two}");
-        let after = check_parameter_order("k", &[lengths, buffer]).unwrap_err();
-        assert!(after.message().contains("must be the last"), "{after}");
-    }
 
     #[test]
     fn cubins_are_elf_or_fat_binaries() {

@@ -1,5 +1,6 @@
 //! What the host can read of a module's kernels before the driver has them: the parameters
-//! and workgroup sizes of CUDA C kernels, and the `.reqntid` of PTX entries.
+//! and workgroup sizes of CUDA C kernels (read by [`xhal_kernel::c_signature`], as for HIP C),
+//! the sizes of the scalar types they take, and the `.reqntid` of PTX entries.
 //!
 //! A CUDA kernel does not carry its block shape, and xhal launches count workgroups of a
 //! fixed size, so the size comes from the module:
@@ -11,49 +12,16 @@
 //! - PTX may declare `.reqntid X, Y, Z` on the entry.
 
 use std::collections::HashMap;
-
-/// How a kernel parameter is passed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ParameterKind {
-    /// A pointer: a buffer argument.
-    Buffer,
-    /// A by-value parameter: the scalar block.
-    Value,
-    /// The by-value buffer-lengths parameter of a kernel emitted from WGSL (its type is
-    /// `xh_lengths_<entry>`), filled by the backend.
-    Lengths,
-}
-
-/// One parameter of a CUDA C kernel, as its signature reads.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Parameter {
-    pub(crate) kind: ParameterKind,
-    pub(crate) type_name: String,
-    pub(crate) name: String,
-}
-
-impl Parameter {
-    pub(crate) fn describe(&self) -> String {
-        format!("`{} {}`", self.type_name, self.name)
-    }
-}
-
-/// A CUDA C kernel as its source reads.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct SourceKernel {
-    pub(crate) parameters: Vec<Parameter>,
-    pub(crate) workgroup_size: Option<[u32; 3]>,
-}
+use xhal_kernel::c_signature::{self, CKernel};
+use xhal_kernel::Dialect;
 
 /// What a CUDA C source tells about its `extern "C" __global__` kernels, by name, and the
 /// sizes its static asserts give its structs.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct SourceReflection {
-    pub(crate) kernels: HashMap<String, SourceKernel>,
+    pub(crate) kernels: HashMap<String, CKernel>,
     pub(crate) struct_sizes: HashMap<String, usize>,
 }
-
-const KERNEL_MARK: &str = "extern \"C\" __global__ void";
 
 /// The size of a plain CUDA C scalar type, for a native kernel's single-scalar block.
 pub(crate) fn builtin_size(type_name: &str) -> Option<usize> {
@@ -83,123 +51,18 @@ fn emitted_vector_size(name: &str) -> Option<usize> {
     }
 }
 
-/// The index just past the parenthesis that closes the one at `open`.
-fn closing(text: &str, open: usize) -> Option<usize> {
-    let mut depth = 0usize;
-    for (offset, c) in text[open..].char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => {
-                depth -= 1;
-                if depth == 0 {
-                    return Some(open + offset + 1);
-                }
-            }
-            _ => {}
-        }
-    }
-    None
-}
-
-fn parameter(text: &str) -> Option<Parameter> {
-    let text = text.trim();
-    let split = text.rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))?;
-    let (type_name, name) = (text[..=split].trim(), text[split + 1..].trim());
-    if name.is_empty() || type_name.is_empty() {
-        return None;
-    }
-    let bare = type_name
-        .trim_start_matches("const ")
-        .trim_start_matches("struct ")
-        .trim();
-    let kind = if type_name.contains('*') {
-        ParameterKind::Buffer
-    } else if bare.starts_with("xh_lengths_") {
-        ParameterKind::Lengths
-    } else {
-        ParameterKind::Value
-    };
-    Some(Parameter {
-        kind,
-        type_name: type_name.to_string(),
-        name: name.to_string(),
-    })
-}
-
-/// The `XH_WORKGROUP_SIZE(X, Y, Z)` marker in `text` (the line before a kernel's name).
-fn marked_workgroup_size(text: &str) -> Option<[u32; 3]> {
-    const MARKER: &str = "XH_WORKGROUP_SIZE(";
-    let start = text.find(MARKER)? + MARKER.len();
-    let end = start + text[start..].find(')')?;
-    let numbers: Vec<u32> = text[start..end]
-        .split(',')
-        .map(|part| part.trim().parse().ok())
-        .collect::<Option<_>>()?;
-    <[u32; 3]>::try_from(numbers).ok().filter(|size| !size.contains(&0))
-}
-
 /// Reads the kernels and struct sizes of CUDA C `source`.
 pub(crate) fn reflect_source(source: &str) -> SourceReflection {
-    let mut reflection = SourceReflection::default();
-    let mut rest = 0;
-    while let Some(found) = source[rest..].find(KERNEL_MARK) {
-        let line_start = source[..rest + found].rfind('\n').map_or(0, |at| at + 1);
-        let workgroup_size = marked_workgroup_size(&source[line_start..rest + found]);
-        let mut at = rest + found + KERNEL_MARK.len();
-        rest = at;
-        let mut head = source[at..].trim_start();
-        at = source.len() - head.len();
-        if let Some(after) = head.strip_prefix("__launch_bounds__") {
-            let open = at + (head.len() - after.len());
-            let Some(close) = source[open..].find('(').and_then(|o| closing(source, open + o)) else {
-                continue;
-            };
-            head = source[close..].trim_start();
-            at = source.len() - head.len();
-        }
-        let name_length = head
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or(head.len());
-        let name = head[..name_length].to_string();
-        let Some(open) = source[at + name_length..].find('(').map(|o| at + name_length + o) else {
-            continue;
-        };
-        let Some(close) = closing(source, open) else {
-            continue;
-        };
-        let list = &source[open + 1..close - 1];
-        let parameters: Vec<Parameter> = if list.trim().is_empty() || list.trim() == "void" {
-            Vec::new()
-        } else {
-            match list.split(',').map(parameter).collect::<Option<Vec<_>>>() {
-                Some(parameters) => parameters,
-                None => continue,
-            }
-        };
-        rest = close;
-        if !name.is_empty() {
-            reflection.kernels.insert(
-                name,
-                SourceKernel {
-                    parameters,
-                    workgroup_size,
-                },
-            );
-        }
+    SourceReflection {
+        kernels: c_signature::kernels(source, Dialect::CudaC)
+            .into_iter()
+            .map(|kernel| (kernel.name.clone(), kernel))
+            .collect(),
+        struct_sizes: c_signature::asserted_sizes(source)
+            .into_iter()
+            .filter_map(|(name, size)| Some((name, usize::try_from(size).ok()?)))
+            .collect(),
     }
-    for line in source.lines() {
-        let Some(after) = line.trim().strip_prefix("XH_STATIC_ASSERT(sizeof(") else {
-            continue;
-        };
-        let Some((type_name, size)) = after.split_once(") == ") else {
-            continue;
-        };
-        let digits: String = size.chars().take_while(char::is_ascii_digit).collect();
-        if let Ok(size) = digits.parse() {
-            reflection.struct_sizes.insert(type_name.trim().to_string(), size);
-        }
-    }
-    reflection
 }
 
 /// The `.reqntid` of every PTX entry that declares one, and every entry's name.
@@ -249,6 +112,7 @@ mod repository;
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use xhal_kernel::parameters::ParameterClass;
 
     const EMITTED: &str = r#"
 typedef struct xh_s2_Params { xh_f32 a_; xh_u32 n_; } xh_s2_Params;
@@ -265,28 +129,17 @@ extern "C" __global__ void __launch_bounds__(64) native(float* out, unsigned n) 
 }
 "#;
 
+    /// The reading itself is `xhal_kernel::c_signature`'s (tested there, with this source);
+    /// here, what this backend makes of it.
     #[test]
-    fn emitted_kernels_give_their_parameters_and_workgroup_size() {
+    fn kernels_are_found_by_name_and_their_scalars_sized() {
         let reflection = reflect_source(EMITTED);
-        let saxpy = &reflection.kernels["saxpy"];
-        let kinds: Vec<ParameterKind> = saxpy.parameters.iter().map(|p| p.kind).collect();
-        assert_eq!(
-            kinds,
-            [
-                ParameterKind::Buffer,
-                ParameterKind::Buffer,
-                ParameterKind::Value,
-                ParameterKind::Lengths
-            ]
-        );
-        assert_eq!(saxpy.parameters[2].type_name, "xh_s2_Params");
-        assert_eq!(saxpy.workgroup_size, Some([256, 1, 1]));
+        assert_eq!(reflection.kernels["saxpy"].workgroup_size, Some([256, 1, 1]));
         assert_eq!(reflection.kernels["main_"].workgroup_size, Some([8, 4, 2]));
         assert_eq!(reflection.struct_sizes["xh_s2_Params"], 8);
         let native = &reflection.kernels["native"];
         assert_eq!(native.workgroup_size, None);
-        assert_eq!(native.parameters.len(), 2);
-        assert_eq!(native.parameters[1].kind, ParameterKind::Value);
+        assert_eq!(native.parameters[1].class, ParameterClass::Value);
         assert_eq!(builtin_size(&native.parameters[1].type_name), Some(4));
         assert_eq!(builtin_size("xh_s2_Params"), None);
         assert_eq!(builtin_size("xh_u32x4"), Some(16));
@@ -301,10 +154,11 @@ extern "C" __global__ void __launch_bounds__(64) native(float* out, unsigned n) 
         super::repository::repository_kernels(&repo, &["examples/kernels", "conformance/src/catalogue"])
     }
 
-    /// What this module reads from the CUDA C the emitter writes agrees with what the emitter
-    /// says it wrote, for every kernel of the repository.
+    /// Every scalar block of the CUDA C the emitter writes has a size this backend knows (a
+    /// static assert, or a scalar or vector type), for every kernel of the repository; that
+    /// the kernels read as the emitter describes them is `xhal_kernel::c_signature`'s test.
     #[test]
-    fn emitted_cuda_c_reads_as_the_emitter_describes_it() {
+    fn emitted_cuda_c_scalar_blocks_have_known_sizes() {
         let mut checked = 0;
         for (name, wgsl) in repository_kernels() {
             let Ok(module) = xhal_kernel::parse_wgsl(&wgsl) else {
@@ -319,26 +173,7 @@ extern "C" __global__ void __launch_bounds__(64) native(float* out, unsigned n) 
                     .kernels
                     .get(&entry.symbol)
                     .unwrap_or_else(|| panic!("{name}: kernel `{}` not found", entry.symbol));
-                assert_eq!(
-                    kernel.workgroup_size,
-                    Some(entry.workgroup_size),
-                    "{name}: {}",
-                    entry.symbol
-                );
-                let count = |kind| kernel.parameters.iter().filter(|p| p.kind == kind).count();
-                assert_eq!(
-                    count(ParameterKind::Buffer),
-                    entry.buffers as usize,
-                    "{name}: {}",
-                    entry.symbol
-                );
-                assert_eq!(count(ParameterKind::Value), usize::from(entry.scalar_block), "{name}");
-                assert_eq!(
-                    count(ParameterKind::Lengths),
-                    usize::from(entry.buffer_lengths),
-                    "{name}"
-                );
-                if let Some(block) = kernel.parameters.iter().find(|p| p.kind == ParameterKind::Value) {
+                if let Some(block) = kernel.parameters.iter().find(|p| p.class == ParameterClass::Value) {
                     let sized = reflection.struct_sizes.contains_key(block.type_name.trim())
                         || builtin_size(&block.type_name).is_some();
                     assert!(sized, "{name}: scalar block type `{}` has no size", block.type_name);

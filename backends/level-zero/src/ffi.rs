@@ -9,7 +9,7 @@
 //! `zeDriverGetLastErrorDescription` (API 1.6; without it an error is its result code alone).
 
 use std::ffi::{c_char, c_void};
-use std::mem::ManuallyDrop;
+use xhal_backend::ffi::LoadError;
 use xhal_backend::{Error, ErrorKind, Result};
 
 /// `ze_result_t`.
@@ -317,132 +317,107 @@ zeroed_with_stype! {
 /// The loader's file name.
 pub(crate) const LOADER_LIBRARY: &str = "libze_loader.so.1";
 
-pub(crate) type CommandListHostSynchronize = unsafe extern "C" fn(CommandListHandle, u64) -> ZeResult;
-pub(crate) type DevicePciGetPropertiesExt = unsafe extern "C" fn(DeviceHandle, *mut PciExtProperties) -> ZeResult;
-pub(crate) type DriverGetLastErrorDescription = unsafe extern "C" fn(DriverHandle, *mut *const c_char) -> ZeResult;
+xhal_backend::function_table! {
+    /// The Level Zero entry points, resolved from the loader (kept loaded for the life of
+    /// the process: the loader unloads its drivers when it goes, which is not safe while
+    /// anything still runs).
+    pub(crate) struct Api: extern "C";
+    required {
+        init = "zeInit": fn(u32) -> ZeResult;
+        driver_get = "zeDriverGet": fn(*mut u32, *mut DriverHandle) -> ZeResult;
+        driver_get_api_version = "zeDriverGetApiVersion": fn(DriverHandle, *mut u32) -> ZeResult;
+        device_get = "zeDeviceGet": fn(DriverHandle, *mut u32, *mut DeviceHandle) -> ZeResult;
+        device_get_properties = "zeDeviceGetProperties": fn(DeviceHandle, *mut DeviceProperties) -> ZeResult;
+        device_get_compute_properties = "zeDeviceGetComputeProperties":
+            fn(DeviceHandle, *mut DeviceComputeProperties) -> ZeResult;
+        device_get_memory_properties = "zeDeviceGetMemoryProperties":
+            fn(DeviceHandle, *mut u32, *mut DeviceMemoryProperties) -> ZeResult;
+        device_get_module_properties = "zeDeviceGetModuleProperties":
+            fn(DeviceHandle, *mut DeviceModuleProperties) -> ZeResult;
+        device_get_command_queue_group_properties = "zeDeviceGetCommandQueueGroupProperties":
+            fn(DeviceHandle, *mut u32, *mut CommandQueueGroupProperties) -> ZeResult;
+        context_create = "zeContextCreate": fn(DriverHandle, *const ContextDesc, *mut ContextHandle) -> ZeResult;
+        context_destroy = "zeContextDestroy": fn(ContextHandle) -> ZeResult;
+        mem_alloc_device = "zeMemAllocDevice":
+            fn(ContextHandle, *const DeviceMemAllocDesc, usize, usize, DeviceHandle, *mut *mut c_void) -> ZeResult;
+        mem_alloc_host = "zeMemAllocHost":
+            fn(ContextHandle, *const HostMemAllocDesc, usize, usize, *mut *mut c_void) -> ZeResult;
+        mem_free = "zeMemFree": fn(ContextHandle, *mut c_void) -> ZeResult;
+        command_list_create_immediate = "zeCommandListCreateImmediate":
+            fn(ContextHandle, DeviceHandle, *const CommandQueueDesc, *mut CommandListHandle) -> ZeResult;
+        command_list_destroy = "zeCommandListDestroy": fn(CommandListHandle) -> ZeResult;
+        command_list_append_memory_copy = "zeCommandListAppendMemoryCopy":
+            fn(CommandListHandle, *mut c_void, *const c_void, usize, EventHandle, u32, *mut EventHandle) -> ZeResult;
+        command_list_append_memory_fill = "zeCommandListAppendMemoryFill":
+            fn(
+                CommandListHandle,
+                *mut c_void,
+                *const c_void,
+                usize,
+                usize,
+                EventHandle,
+                u32,
+                *mut EventHandle,
+            ) -> ZeResult;
+        command_list_append_barrier = "zeCommandListAppendBarrier":
+            fn(CommandListHandle, EventHandle, u32, *mut EventHandle) -> ZeResult;
+        command_list_append_launch_kernel = "zeCommandListAppendLaunchKernel":
+            fn(CommandListHandle, KernelHandle, *const GroupCount, EventHandle, u32, *mut EventHandle) -> ZeResult;
+        command_list_append_wait_on_events = "zeCommandListAppendWaitOnEvents":
+            fn(CommandListHandle, u32, *mut EventHandle) -> ZeResult;
+        event_pool_create = "zeEventPoolCreate":
+            fn(ContextHandle, *const EventPoolDesc, u32, *mut DeviceHandle, *mut EventPoolHandle) -> ZeResult;
+        event_pool_destroy = "zeEventPoolDestroy": fn(EventPoolHandle) -> ZeResult;
+        event_create = "zeEventCreate": fn(EventPoolHandle, *const EventDesc, *mut EventHandle) -> ZeResult;
+        event_destroy = "zeEventDestroy": fn(EventHandle) -> ZeResult;
+        event_host_synchronize = "zeEventHostSynchronize": fn(EventHandle, u64) -> ZeResult;
+        event_query_status = "zeEventQueryStatus": fn(EventHandle) -> ZeResult;
+        event_query_kernel_timestamp = "zeEventQueryKernelTimestamp":
+            fn(EventHandle, *mut KernelTimestampResult) -> ZeResult;
+        module_create = "zeModuleCreate":
+            fn(ContextHandle, DeviceHandle, *const ModuleDesc, *mut ModuleHandle, *mut BuildLogHandle) -> ZeResult;
+        module_destroy = "zeModuleDestroy": fn(ModuleHandle) -> ZeResult;
+        module_build_log_get_string = "zeModuleBuildLogGetString":
+            fn(BuildLogHandle, *mut usize, *mut c_char) -> ZeResult;
+        module_build_log_destroy = "zeModuleBuildLogDestroy": fn(BuildLogHandle) -> ZeResult;
+        module_get_kernel_names = "zeModuleGetKernelNames": fn(ModuleHandle, *mut u32, *mut *const c_char) -> ZeResult;
+        kernel_create = "zeKernelCreate": fn(ModuleHandle, *const KernelDesc, *mut KernelHandle) -> ZeResult;
+        kernel_destroy = "zeKernelDestroy": fn(KernelHandle) -> ZeResult;
+        kernel_set_group_size = "zeKernelSetGroupSize": fn(KernelHandle, u32, u32, u32) -> ZeResult;
+        kernel_set_argument_value = "zeKernelSetArgumentValue": fn(KernelHandle, u32, usize, *const c_void) -> ZeResult;
+        kernel_get_properties = "zeKernelGetProperties": fn(KernelHandle, *mut KernelProperties) -> ZeResult;
+    }
+    optional {
+        /// `zeCommandListHostSynchronize`, where the loader exports it (API 1.6).
+        command_list_host_synchronize = "zeCommandListHostSynchronize": fn(CommandListHandle, u64) -> ZeResult;
+        /// `zeDevicePciGetPropertiesExt`, where the loader exports it.
+        device_pci_get_properties_ext = "zeDevicePciGetPropertiesExt":
+            fn(DeviceHandle, *mut PciExtProperties) -> ZeResult;
+        /// `zeDriverGetLastErrorDescription`, where the loader exports it (API 1.6).
+        driver_get_last_error_description = "zeDriverGetLastErrorDescription":
+            fn(DriverHandle, *mut *const c_char) -> ZeResult;
+    }
+}
 
-macro_rules! function_table {
-    ($($field:ident = $symbol:literal : fn($($argument:ty),* $(,)?);)*) => {
-        /// The Level Zero entry points, resolved from the loader.
-        pub(crate) struct Api {
-            $(pub(crate) $field: unsafe extern "C" fn($($argument),*) -> ZeResult,)*
-            /// `zeCommandListHostSynchronize`, where the loader exports it (API 1.6).
-            pub(crate) command_list_host_synchronize: Option<CommandListHostSynchronize>,
-            /// `zeDevicePciGetPropertiesExt`, where the loader exports it.
-            pub(crate) device_pci_get_properties_ext: Option<DevicePciGetPropertiesExt>,
-            /// `zeDriverGetLastErrorDescription`, where the loader exports it (API 1.6).
-            pub(crate) driver_get_last_error_description: Option<DriverGetLastErrorDescription>,
-            /// Kept loaded for the life of the process: the loader unloads its drivers when it
-            /// goes, which is not safe while anything still runs.
-            _library: ManuallyDrop<libloading::Library>,
-        }
-
-        impl Api {
-            /// Opens `library` and resolves every entry point.
-            pub(crate) fn load(library: &str) -> Result<Api> {
-                // SAFETY: loading the Level Zero loader runs its initialisers, as every Level
-                // Zero program does; the library is never unloaded.
-                let loaded = unsafe { libloading::Library::new(library) }.map_err(|error| {
-                    Error::new(
-                        ErrorKind::DriverUnavailable,
-                        format!(
-                            "the Level Zero loader {library} could not be loaded ({error}); install the loader \
-                             (libze1) and a Level Zero driver (intel-level-zero-gpu, or the vendor's)"
-                        ),
-                    )
-                })?;
-                let missing = |symbol: &str, error: libloading::Error| {
-                    Error::new(
-                        ErrorKind::DriverUnavailable,
-                        format!("the Level Zero loader {library} has no {symbol} ({error}); it is not a Level Zero 1.x loader"),
-                    )
-                };
-                // SAFETY: each symbol is declared with the signature `ze_api.h` gives it; the
-                // pointers stay valid because the library is never unloaded.
-                unsafe {
-                    Ok(Api {
-                        $($field: *loaded
-                            .get::<unsafe extern "C" fn($($argument),*) -> ZeResult>(concat!($symbol, "\0").as_bytes())
-                            .map_err(|error| missing($symbol, error))?,)*
-                        command_list_host_synchronize: loaded
-                            .get::<CommandListHostSynchronize>(b"zeCommandListHostSynchronize\0")
-                            .ok()
-                            .map(|symbol| *symbol),
-                        device_pci_get_properties_ext: loaded
-                            .get::<DevicePciGetPropertiesExt>(b"zeDevicePciGetPropertiesExt\0")
-                            .ok()
-                            .map(|symbol| *symbol),
-                        driver_get_last_error_description: loaded
-                            .get::<DriverGetLastErrorDescription>(b"zeDriverGetLastErrorDescription\0")
-                            .ok()
-                            .map(|symbol| *symbol),
-                        _library: ManuallyDrop::new(loaded),
-                    })
+impl Api {
+    /// Opens `library` and resolves every entry point.
+    pub(crate) fn load(library: &str) -> Result<Api> {
+        // SAFETY: loading the Level Zero loader runs its initialisers, as every Level Zero
+        // program does; each entry point is declared with the signature `ze_api.h` gives it.
+        unsafe { Api::open(library) }.map_err(|error| {
+            let message = match error {
+                LoadError::Open { library, error } => format!(
+                    "the Level Zero loader {library} could not be loaded ({error}); install the loader (libze1) and \
+                     a Level Zero driver (intel-level-zero-gpu, or the vendor's)"
+                ),
+                missing @ LoadError::MissingSymbol { .. } => {
+                    format!("the Level Zero loader {missing}; it is not a Level Zero 1.x loader")
                 }
-            }
-        }
-    };
+            };
+            Error::new(ErrorKind::DriverUnavailable, message)
+        })
+    }
 }
-
-function_table! {
-    init = "zeInit": fn(u32);
-    driver_get = "zeDriverGet": fn(*mut u32, *mut DriverHandle);
-    driver_get_api_version = "zeDriverGetApiVersion": fn(DriverHandle, *mut u32);
-    device_get = "zeDeviceGet": fn(DriverHandle, *mut u32, *mut DeviceHandle);
-    device_get_properties = "zeDeviceGetProperties": fn(DeviceHandle, *mut DeviceProperties);
-    device_get_compute_properties = "zeDeviceGetComputeProperties": fn(DeviceHandle, *mut DeviceComputeProperties);
-    device_get_memory_properties = "zeDeviceGetMemoryProperties":
-        fn(DeviceHandle, *mut u32, *mut DeviceMemoryProperties);
-    device_get_module_properties = "zeDeviceGetModuleProperties": fn(DeviceHandle, *mut DeviceModuleProperties);
-    device_get_command_queue_group_properties = "zeDeviceGetCommandQueueGroupProperties":
-        fn(DeviceHandle, *mut u32, *mut CommandQueueGroupProperties);
-    context_create = "zeContextCreate": fn(DriverHandle, *const ContextDesc, *mut ContextHandle);
-    context_destroy = "zeContextDestroy": fn(ContextHandle);
-    mem_alloc_device = "zeMemAllocDevice":
-        fn(ContextHandle, *const DeviceMemAllocDesc, usize, usize, DeviceHandle, *mut *mut c_void);
-    mem_alloc_host = "zeMemAllocHost": fn(ContextHandle, *const HostMemAllocDesc, usize, usize, *mut *mut c_void);
-    mem_free = "zeMemFree": fn(ContextHandle, *mut c_void);
-    command_list_create_immediate = "zeCommandListCreateImmediate":
-        fn(ContextHandle, DeviceHandle, *const CommandQueueDesc, *mut CommandListHandle);
-    command_list_destroy = "zeCommandListDestroy": fn(CommandListHandle);
-    command_list_append_memory_copy = "zeCommandListAppendMemoryCopy":
-        fn(CommandListHandle, *mut c_void, *const c_void, usize, EventHandle, u32, *mut EventHandle);
-    command_list_append_memory_fill = "zeCommandListAppendMemoryFill":
-        fn(CommandListHandle, *mut c_void, *const c_void, usize, usize, EventHandle, u32, *mut EventHandle);
-    command_list_append_barrier = "zeCommandListAppendBarrier":
-        fn(CommandListHandle, EventHandle, u32, *mut EventHandle);
-    command_list_append_launch_kernel = "zeCommandListAppendLaunchKernel":
-        fn(CommandListHandle, KernelHandle, *const GroupCount, EventHandle, u32, *mut EventHandle);
-    command_list_append_wait_on_events = "zeCommandListAppendWaitOnEvents":
-        fn(CommandListHandle, u32, *mut EventHandle);
-    event_pool_create = "zeEventPoolCreate":
-        fn(ContextHandle, *const EventPoolDesc, u32, *mut DeviceHandle, *mut EventPoolHandle);
-    event_pool_destroy = "zeEventPoolDestroy": fn(EventPoolHandle);
-    event_create = "zeEventCreate": fn(EventPoolHandle, *const EventDesc, *mut EventHandle);
-    event_destroy = "zeEventDestroy": fn(EventHandle);
-    event_host_synchronize = "zeEventHostSynchronize": fn(EventHandle, u64);
-    event_query_status = "zeEventQueryStatus": fn(EventHandle);
-    event_query_kernel_timestamp = "zeEventQueryKernelTimestamp": fn(EventHandle, *mut KernelTimestampResult);
-    module_create = "zeModuleCreate":
-        fn(ContextHandle, DeviceHandle, *const ModuleDesc, *mut ModuleHandle, *mut BuildLogHandle);
-    module_destroy = "zeModuleDestroy": fn(ModuleHandle);
-    module_build_log_get_string = "zeModuleBuildLogGetString": fn(BuildLogHandle, *mut usize, *mut c_char);
-    module_build_log_destroy = "zeModuleBuildLogDestroy": fn(BuildLogHandle);
-    module_get_kernel_names = "zeModuleGetKernelNames": fn(ModuleHandle, *mut u32, *mut *const c_char);
-    kernel_create = "zeKernelCreate": fn(ModuleHandle, *const KernelDesc, *mut KernelHandle);
-    kernel_destroy = "zeKernelDestroy": fn(KernelHandle);
-    kernel_set_group_size = "zeKernelSetGroupSize": fn(KernelHandle, u32, u32, u32);
-    kernel_set_argument_value = "zeKernelSetArgumentValue": fn(KernelHandle, u32, usize, *const c_void);
-    kernel_get_properties = "zeKernelGetProperties": fn(KernelHandle, *mut KernelProperties);
-}
-
-// The table is plain function pointers and the library handle; Level Zero entry points are
-// callable from any thread (objects are externally synchronized where the spec says so,
-// which the callers do).
-// SAFETY: see above.
-unsafe impl Send for Api {}
-// SAFETY: see above.
-unsafe impl Sync for Api {}
 
 /// The name of a `ze_result_t`, as in `ze_api.h`.
 pub(crate) fn result_name(code: ZeResult) -> &'static str {

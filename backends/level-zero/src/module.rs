@@ -19,6 +19,7 @@ use std::ffi::{c_char, c_void, CStr, CString};
 use std::sync::Arc;
 use xhal_backend::{BufferView, Error, KernelFormat, Object, Result};
 use xhal_kernel::c::c_symbol;
+use xhal_kernel::parameters::check_parameter_order;
 
 /// A built module.
 pub struct Module {
@@ -264,7 +265,7 @@ impl KernelObject {
                 properties.num_kernel_args
             )));
         }
-        check_parameter_order(&name, &parameters)?;
+        check_parameters(&name, &parameters)?;
         let info = &self.module.gpu.adapter().info;
         let invocations = u64::from(size[0]) * u64::from(size[1]) * u64::from(size[2]);
         let fits = (0..3).all(|axis| size[axis] <= info.max_workgroup_size[axis]);
@@ -451,42 +452,29 @@ pub(crate) fn lengths_block(sizes: impl Iterator<Item = u64>) -> Vec<u8> {
 
 /// Buffers first, then at most one value (the scalar block), then at most one buffer-lengths
 /// struct with one entry per buffer; nothing else.
-pub(crate) fn check_parameter_order(name: &str, parameters: &[Parameter]) -> Result<()> {
+pub(crate) fn check_parameters(name: &str, parameters: &[Parameter]) -> Result<()> {
+    check_parameter_order(
+        name,
+        parameters
+            .iter()
+            .map(|parameter| (parameter.class(), parameter.describe())),
+    )
+    .map_err(|error| Error::invalid_argument(error.message()))?;
     let buffers = parameters
         .iter()
         .filter(|parameter| **parameter == Parameter::Buffer)
         .count();
-    let mut stage = 0;
-    for (index, parameter) in parameters.iter().enumerate() {
-        let (this, what) = match parameter {
-            Parameter::Buffer => (0, "a buffer"),
-            Parameter::Value(_) => (1, "a by-value parameter"),
-            Parameter::Lengths(count) => {
-                if *count != buffers.max(1) {
-                    return Err(Error::invalid_argument(format!(
-                        "kernel `{name}` does not follow the xhal argument ABI: its buffer-lengths parameter holds \
-                         {count} entries, but with {buffers} buffer parameter(s) it must hold {}",
-                        buffers.max(1)
-                    )));
-                }
-                (2, "the buffer lengths")
-            }
-            Parameter::Other => {
-                return Err(Error::invalid_argument(format!(
-                    "kernel `{name}`: parameter {index} is a pointer to local or private memory, which the xhal \
-                     argument ABI cannot pass"
-                )))
-            }
-        };
-        if this < stage || (this == stage && this > 0) {
-            return Err(Error::invalid_argument(format!(
-                "kernel `{name}` does not follow the xhal argument ABI: parameter {index} is {what} out of place; \
-                 buffers come first, then one scalar block, then the buffer lengths"
-            )));
-        }
-        stage = this;
+    match parameters.iter().find_map(|parameter| match parameter {
+        Parameter::Lengths(count) => Some(*count),
+        _ => None,
+    }) {
+        Some(count) if count != buffers.max(1) => Err(Error::invalid_argument(format!(
+            "kernel `{name}` does not follow the xhal argument ABI: its buffer-lengths parameter holds {count} \
+             entries, but with {buffers} buffer parameter(s) it must hold {}",
+            buffers.max(1)
+        ))),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -494,17 +482,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parameters_are_buffers_then_one_block_then_lengths() {
+    fn the_lengths_parameter_holds_one_entry_per_buffer() {
         let ok = [
-            vec![],
-            vec![Parameter::Buffer, Parameter::Buffer],
             vec![Parameter::Buffer, Parameter::Value(Some(8)), Parameter::Lengths(1)],
             vec![Parameter::Lengths(1)],
             vec![Parameter::Buffer, Parameter::Buffer, Parameter::Lengths(2)],
         ];
         for parameters in ok {
-            assert!(check_parameter_order("k", &parameters).is_ok(), "{parameters:?}");
+            assert!(check_parameters("k", &parameters).is_ok(), "{parameters:?}");
         }
+        let error = check_parameters("k", &[Parameter::Buffer, Parameter::Lengths(3)]).unwrap_err();
+        assert_eq!(error.kind(), xhal_backend::ErrorKind::InvalidArgument);
+        assert!(error.message().contains("3 entries"), "{error}");
+    }
+
+    #[test]
+    fn the_order_is_checked_as_on_every_backend() {
         let wrong = [
             vec![Parameter::Value(None), Parameter::Buffer],
             vec![Parameter::Buffer, Parameter::Value(None), Parameter::Value(None)],
@@ -512,11 +505,16 @@ mod tests {
             vec![Parameter::Buffer, Parameter::Other],
         ];
         for parameters in wrong {
-            let error = check_parameter_order("k", &parameters).unwrap_err();
+            let error = check_parameters("k", &parameters).unwrap_err();
             assert_eq!(error.kind(), xhal_backend::ErrorKind::InvalidArgument, "{parameters:?}");
         }
-        let error = check_parameter_order("k", &[Parameter::Buffer, Parameter::Lengths(3)]).unwrap_err();
-        assert!(error.message().contains("3 entries"), "{error}");
+        let error =
+            check_parameters("k", &[Parameter::Buffer, Parameter::Value(Some(8)), Parameter::Other]).unwrap_err();
+        assert_eq!(
+            error.message(),
+            "kernel `k`: parameter 2 (a pointer) is a pointer to local or private memory, which the xhal argument \
+             ABI cannot pass; declare local memory inside the kernel"
+        );
     }
 
     #[test]

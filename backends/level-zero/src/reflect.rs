@@ -3,6 +3,7 @@
 //! LocalSize` and the types of its `OpFunctionParameter`s, sized by OpenCL's layout rules.
 
 use std::collections::{HashMap, HashSet};
+use xhal_kernel::parameters::ParameterClass;
 
 const MAGIC: u32 = 0x0723_0203;
 const OP_NAME_ENTRY_POINT: u32 = 15;
@@ -39,6 +40,29 @@ pub(crate) enum Parameter {
     Lengths(usize),
     /// Anything else (a pointer to local or private memory).
     Other,
+}
+
+impl Parameter {
+    /// What the argument ABI makes of it.
+    pub(crate) fn class(&self) -> ParameterClass {
+        match self {
+            Parameter::Buffer => ParameterClass::Buffer,
+            Parameter::Value(_) => ParameterClass::Value,
+            Parameter::Lengths(_) => ParameterClass::Lengths,
+            Parameter::Other => ParameterClass::Unpassable("a pointer to local or private memory"),
+        }
+    }
+
+    /// What SPIR-V says of it, for messages (its parameters have no names there).
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Parameter::Buffer => "(a global pointer)".to_string(),
+            Parameter::Value(Some(size)) => format!("({size} bytes)"),
+            Parameter::Value(None) => "(by value)".to_string(),
+            Parameter::Lengths(count) => format!("({count} lengths)"),
+            Parameter::Other => "(a pointer)".to_string(),
+        }
+    }
 }
 
 /// One entry point.

@@ -6,7 +6,7 @@
 //! platform instead, and where neither exists SPIR-V is simply not offered.
 
 use std::ffi::{c_char, c_void};
-use std::mem::ManuallyDrop;
+use xhal_backend::ffi::LoadError;
 use xhal_backend::{Error, ErrorKind, Result};
 
 pub(crate) type ClInt = i32;
@@ -115,138 +115,125 @@ pub(crate) type CreateProgramWithIl = unsafe extern "system" fn(Context, *const 
 /// The loader's file name.
 pub(crate) const LOADER_LIBRARY: &str = "libOpenCL.so.1";
 
-macro_rules! function_table {
-    ($($field:ident = $symbol:literal : fn($($argument:ty),* $(,)?) -> $result:ty;)*) => {
-        /// The OpenCL entry points, resolved from the loader.
-        pub(crate) struct Api {
-            $(pub(crate) $field: unsafe extern "system" fn($($argument),*) -> $result,)*
-            /// `clCreateProgramWithIL`, where the loader exports it.
-            pub(crate) create_program_with_il: Option<CreateProgramWithIl>,
-            /// `clGetExtensionFunctionAddressForPlatform`.
-            pub(crate) get_extension_function_address_for_platform:
-                Option<unsafe extern "system" fn(PlatformId, *const c_char) -> *mut c_void>,
-            /// The library, kept loaded for the life of the process: an ICD loader unloads
-            /// its drivers when it goes, which is not safe while anything still runs.
-            _library: ManuallyDrop<libloading::Library>,
-            /// Where the library came from, for messages.
-            pub(crate) library_name: String,
-        }
-
-        impl Api {
-            /// Opens `library` and resolves every entry point.
-            pub(crate) fn load(library: &str) -> Result<Api> {
-                // SAFETY: loading an OpenCL ICD loader runs its initialisers, which is what
-                // every OpenCL program does; the library is never unloaded.
-                let loaded = unsafe { libloading::Library::new(library) }.map_err(|error| {
-                    Error::new(
-                        ErrorKind::DriverUnavailable,
-                        format!(
-                            "the OpenCL loader {library} could not be loaded ({error}); install an ICD loader \
-                             (ocl-icd-libopencl1) and an OpenCL driver (pocl-opencl-icd, or the vendor's)"
-                        ),
-                    )
-                })?;
-                let missing = |symbol: &str, error: libloading::Error| {
-                    Error::new(
-                        ErrorKind::DriverUnavailable,
-                        format!("the OpenCL loader {library} has no {symbol} ({error}); it is older than OpenCL 1.2"),
-                    )
-                };
-                // SAFETY: each symbol is declared with the signature the OpenCL headers give
-                // it; the pointers stay valid because the library is never unloaded.
-                unsafe {
-                    Ok(Api {
-                        $($field: *loaded
-                            .get::<unsafe extern "system" fn($($argument),*) -> $result>(concat!($symbol, "\0").as_bytes())
-                            .map_err(|error| missing($symbol, error))?,)*
-                        create_program_with_il: loaded
-                            .get::<CreateProgramWithIl>(b"clCreateProgramWithIL\0")
-                            .ok()
-                            .map(|symbol| *symbol),
-                        get_extension_function_address_for_platform: loaded
-                            .get::<unsafe extern "system" fn(PlatformId, *const c_char) -> *mut c_void>(
-                                b"clGetExtensionFunctionAddressForPlatform\0",
-                            )
-                            .ok()
-                            .map(|symbol| *symbol),
-                        _library: ManuallyDrop::new(loaded),
-                        library_name: library.to_string(),
-                    })
-                }
-            }
-        }
-    };
-}
-
 type InfoFn<T> = unsafe extern "system" fn(T, ClUint, usize, *mut c_void, *mut usize) -> ClInt;
 type Notify = Option<unsafe extern "system" fn(*const c_char, *const c_void, usize, *mut c_void)>;
 type BuildNotify = Option<unsafe extern "system" fn(Program, *mut c_void)>;
 
-function_table! {
-    get_platform_ids = "clGetPlatformIDs": fn(ClUint, *mut PlatformId, *mut ClUint) -> ClInt;
-    get_platform_info = "clGetPlatformInfo": fn(PlatformId, ClUint, usize, *mut c_void, *mut usize) -> ClInt;
-    get_device_ids = "clGetDeviceIDs": fn(PlatformId, ClBitfield, ClUint, *mut DeviceId, *mut ClUint) -> ClInt;
-    get_device_info = "clGetDeviceInfo": fn(DeviceId, ClUint, usize, *mut c_void, *mut usize) -> ClInt;
-    create_context = "clCreateContext": fn(*const isize, ClUint, *const DeviceId, Notify, *mut c_void, *mut ClInt) -> Context;
-    release_context = "clReleaseContext": fn(Context) -> ClInt;
-    create_command_queue = "clCreateCommandQueue": fn(Context, DeviceId, ClBitfield, *mut ClInt) -> CommandQueue;
-    release_command_queue = "clReleaseCommandQueue": fn(CommandQueue) -> ClInt;
-    flush = "clFlush": fn(CommandQueue) -> ClInt;
-    finish = "clFinish": fn(CommandQueue) -> ClInt;
-    create_buffer = "clCreateBuffer": fn(Context, ClBitfield, usize, *mut c_void, *mut ClInt) -> Mem;
-    create_sub_buffer = "clCreateSubBuffer": fn(Mem, ClBitfield, ClUint, *const c_void, *mut ClInt) -> Mem;
-    release_mem_object = "clReleaseMemObject": fn(Mem) -> ClInt;
-    enqueue_write_buffer = "clEnqueueWriteBuffer":
-        fn(CommandQueue, Mem, ClBool, usize, usize, *const c_void, ClUint, *const ClEventId, *mut ClEventId) -> ClInt;
-    enqueue_read_buffer = "clEnqueueReadBuffer":
-        fn(CommandQueue, Mem, ClBool, usize, usize, *mut c_void, ClUint, *const ClEventId, *mut ClEventId) -> ClInt;
-    enqueue_copy_buffer = "clEnqueueCopyBuffer":
-        fn(CommandQueue, Mem, Mem, usize, usize, usize, ClUint, *const ClEventId, *mut ClEventId) -> ClInt;
-    enqueue_fill_buffer = "clEnqueueFillBuffer":
-        fn(CommandQueue, Mem, *const c_void, usize, usize, usize, ClUint, *const ClEventId, *mut ClEventId) -> ClInt;
-    enqueue_marker_with_wait_list = "clEnqueueMarkerWithWaitList":
-        fn(CommandQueue, ClUint, *const ClEventId, *mut ClEventId) -> ClInt;
-    enqueue_barrier_with_wait_list = "clEnqueueBarrierWithWaitList":
-        fn(CommandQueue, ClUint, *const ClEventId, *mut ClEventId) -> ClInt;
-    wait_for_events = "clWaitForEvents": fn(ClUint, *const ClEventId) -> ClInt;
-    get_event_info = "clGetEventInfo": fn(ClEventId, ClUint, usize, *mut c_void, *mut usize) -> ClInt;
-    get_event_profiling_info = "clGetEventProfilingInfo": fn(ClEventId, ClUint, usize, *mut c_void, *mut usize) -> ClInt;
-    release_event = "clReleaseEvent": fn(ClEventId) -> ClInt;
-    create_user_event = "clCreateUserEvent": fn(Context, *mut ClInt) -> ClEventId;
-    set_user_event_status = "clSetUserEventStatus": fn(ClEventId, ClInt) -> ClInt;
-    create_program_with_source = "clCreateProgramWithSource":
-        fn(Context, ClUint, *const *const c_char, *const usize, *mut ClInt) -> Program;
-    build_program = "clBuildProgram": fn(Program, ClUint, *const DeviceId, *const c_char, BuildNotify, *mut c_void) -> ClInt;
-    get_program_info = "clGetProgramInfo": fn(Program, ClUint, usize, *mut c_void, *mut usize) -> ClInt;
-    get_program_build_info = "clGetProgramBuildInfo":
-        fn(Program, DeviceId, ClUint, usize, *mut c_void, *mut usize) -> ClInt;
-    release_program = "clReleaseProgram": fn(Program) -> ClInt;
-    create_kernel = "clCreateKernel": fn(Program, *const c_char, *mut ClInt) -> Kernel;
-    release_kernel = "clReleaseKernel": fn(Kernel) -> ClInt;
-    get_kernel_info = "clGetKernelInfo": fn(Kernel, ClUint, usize, *mut c_void, *mut usize) -> ClInt;
-    get_kernel_arg_info = "clGetKernelArgInfo": fn(Kernel, ClUint, ClUint, usize, *mut c_void, *mut usize) -> ClInt;
-    get_kernel_work_group_info = "clGetKernelWorkGroupInfo":
-        fn(Kernel, DeviceId, ClUint, usize, *mut c_void, *mut usize) -> ClInt;
-    set_kernel_arg = "clSetKernelArg": fn(Kernel, ClUint, usize, *const c_void) -> ClInt;
-    enqueue_nd_range_kernel = "clEnqueueNDRangeKernel": fn(
-        CommandQueue,
-        Kernel,
-        ClUint,
-        *const usize,
-        *const usize,
-        *const usize,
-        ClUint,
-        *const ClEventId,
-        *mut ClEventId,
-    ) -> ClInt;
+xhal_backend::function_table! {
+    /// The OpenCL entry points, resolved from the loader (kept loaded for the life of the
+    /// process: an ICD loader unloads its drivers when it goes, which is not safe while
+    /// anything still runs).
+    pub(crate) struct Api: extern "system";
+    required {
+        get_platform_ids = "clGetPlatformIDs": fn(ClUint, *mut PlatformId, *mut ClUint) -> ClInt;
+        get_platform_info = "clGetPlatformInfo": fn(PlatformId, ClUint, usize, *mut c_void, *mut usize) -> ClInt;
+        get_device_ids = "clGetDeviceIDs": fn(PlatformId, ClBitfield, ClUint, *mut DeviceId, *mut ClUint) -> ClInt;
+        get_device_info = "clGetDeviceInfo": fn(DeviceId, ClUint, usize, *mut c_void, *mut usize) -> ClInt;
+        create_context = "clCreateContext":
+            fn(*const isize, ClUint, *const DeviceId, Notify, *mut c_void, *mut ClInt) -> Context;
+        release_context = "clReleaseContext": fn(Context) -> ClInt;
+        create_command_queue = "clCreateCommandQueue": fn(Context, DeviceId, ClBitfield, *mut ClInt) -> CommandQueue;
+        release_command_queue = "clReleaseCommandQueue": fn(CommandQueue) -> ClInt;
+        flush = "clFlush": fn(CommandQueue) -> ClInt;
+        finish = "clFinish": fn(CommandQueue) -> ClInt;
+        create_buffer = "clCreateBuffer": fn(Context, ClBitfield, usize, *mut c_void, *mut ClInt) -> Mem;
+        create_sub_buffer = "clCreateSubBuffer": fn(Mem, ClBitfield, ClUint, *const c_void, *mut ClInt) -> Mem;
+        release_mem_object = "clReleaseMemObject": fn(Mem) -> ClInt;
+        enqueue_write_buffer = "clEnqueueWriteBuffer":
+            fn(
+                CommandQueue,
+                Mem,
+                ClBool,
+                usize,
+                usize,
+                *const c_void,
+                ClUint,
+                *const ClEventId,
+                *mut ClEventId,
+            ) -> ClInt;
+        enqueue_read_buffer = "clEnqueueReadBuffer":
+            fn(CommandQueue, Mem, ClBool, usize, usize, *mut c_void, ClUint, *const ClEventId, *mut ClEventId) -> ClInt;
+        enqueue_copy_buffer = "clEnqueueCopyBuffer":
+            fn(CommandQueue, Mem, Mem, usize, usize, usize, ClUint, *const ClEventId, *mut ClEventId) -> ClInt;
+        enqueue_fill_buffer = "clEnqueueFillBuffer":
+            fn(
+                CommandQueue,
+                Mem,
+                *const c_void,
+                usize,
+                usize,
+                usize,
+                ClUint,
+                *const ClEventId,
+                *mut ClEventId,
+            ) -> ClInt;
+        enqueue_marker_with_wait_list = "clEnqueueMarkerWithWaitList":
+            fn(CommandQueue, ClUint, *const ClEventId, *mut ClEventId) -> ClInt;
+        enqueue_barrier_with_wait_list = "clEnqueueBarrierWithWaitList":
+            fn(CommandQueue, ClUint, *const ClEventId, *mut ClEventId) -> ClInt;
+        wait_for_events = "clWaitForEvents": fn(ClUint, *const ClEventId) -> ClInt;
+        get_event_info = "clGetEventInfo": fn(ClEventId, ClUint, usize, *mut c_void, *mut usize) -> ClInt;
+        get_event_profiling_info = "clGetEventProfilingInfo":
+            fn(ClEventId, ClUint, usize, *mut c_void, *mut usize) -> ClInt;
+        release_event = "clReleaseEvent": fn(ClEventId) -> ClInt;
+        create_user_event = "clCreateUserEvent": fn(Context, *mut ClInt) -> ClEventId;
+        set_user_event_status = "clSetUserEventStatus": fn(ClEventId, ClInt) -> ClInt;
+        create_program_with_source = "clCreateProgramWithSource":
+            fn(Context, ClUint, *const *const c_char, *const usize, *mut ClInt) -> Program;
+        build_program = "clBuildProgram":
+            fn(Program, ClUint, *const DeviceId, *const c_char, BuildNotify, *mut c_void) -> ClInt;
+        get_program_info = "clGetProgramInfo": fn(Program, ClUint, usize, *mut c_void, *mut usize) -> ClInt;
+        get_program_build_info = "clGetProgramBuildInfo":
+            fn(Program, DeviceId, ClUint, usize, *mut c_void, *mut usize) -> ClInt;
+        release_program = "clReleaseProgram": fn(Program) -> ClInt;
+        create_kernel = "clCreateKernel": fn(Program, *const c_char, *mut ClInt) -> Kernel;
+        release_kernel = "clReleaseKernel": fn(Kernel) -> ClInt;
+        get_kernel_info = "clGetKernelInfo": fn(Kernel, ClUint, usize, *mut c_void, *mut usize) -> ClInt;
+        get_kernel_arg_info = "clGetKernelArgInfo": fn(Kernel, ClUint, ClUint, usize, *mut c_void, *mut usize) -> ClInt;
+        get_kernel_work_group_info = "clGetKernelWorkGroupInfo":
+            fn(Kernel, DeviceId, ClUint, usize, *mut c_void, *mut usize) -> ClInt;
+        set_kernel_arg = "clSetKernelArg": fn(Kernel, ClUint, usize, *const c_void) -> ClInt;
+        enqueue_nd_range_kernel = "clEnqueueNDRangeKernel": fn(
+            CommandQueue,
+            Kernel,
+            ClUint,
+            *const usize,
+            *const usize,
+            *const usize,
+            ClUint,
+            *const ClEventId,
+            *mut ClEventId,
+        ) -> ClInt;
+    }
+    optional {
+        /// `clCreateProgramWithIL`, where the loader exports it.
+        create_program_with_il = "clCreateProgramWithIL": fn(Context, *const c_void, usize, *mut ClInt) -> Program;
+        /// `clGetExtensionFunctionAddressForPlatform`.
+        get_extension_function_address_for_platform = "clGetExtensionFunctionAddressForPlatform":
+            fn(PlatformId, *const c_char) -> *mut c_void;
+    }
 }
 
-// The table is plain function pointers and the library handle; OpenCL entry points are
-// callable from any thread.
-// SAFETY: see above.
-unsafe impl Send for Api {}
-// SAFETY: see above.
-unsafe impl Sync for Api {}
+impl Api {
+    /// Opens `library` and resolves every entry point.
+    pub(crate) fn load(library: &str) -> Result<Api> {
+        // SAFETY: loading an OpenCL ICD loader runs its initialisers, which is what every
+        // OpenCL program does; each entry point is declared with the signature the OpenCL
+        // headers give it.
+        unsafe { Api::open(library) }.map_err(|error| {
+            let message = match error {
+                LoadError::Open { library, error } => format!(
+                    "the OpenCL loader {library} could not be loaded ({error}); install an ICD loader \
+                     (ocl-icd-libopencl1) and an OpenCL driver (pocl-opencl-icd, or the vendor's)"
+                ),
+                missing @ LoadError::MissingSymbol { .. } => {
+                    format!("the OpenCL loader {missing}; it is older than OpenCL 1.2")
+                }
+            };
+            Error::new(ErrorKind::DriverUnavailable, message)
+        })
+    }
+}
 
 /// Reads an info value of any size with the usual two calls (size, then bytes).
 ///

@@ -104,7 +104,7 @@ impl Instance {
 }
 
 fn platforms(api: &Api) -> Result<Vec<PlatformId>> {
-    let library = &api.library_name;
+    let library = api.library_name();
     let mut count: u32 = 0;
     // SAFETY: asks for the count only.
     let code = unsafe { (api.get_platform_ids)(0, std::ptr::null_mut(), &mut count) };

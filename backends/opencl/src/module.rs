@@ -17,7 +17,7 @@
 use crate::device::Gpu;
 use crate::ffi::{self, ClUint, Kernel, Program};
 use crate::memory::DeviceBuffer;
-use crate::reflect::{builtin_size, struct_layouts, Layout, Parameter, ParameterKind, Signature};
+use crate::reflect::{builtin_size, struct_layouts, Layout, Parameter, Signature};
 use crate::stream::Stream;
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -25,6 +25,7 @@ use std::ffi::{c_void, CString};
 use std::sync::Arc;
 use xhal_backend::{BufferView, Error, KernelFormat, Result};
 use xhal_kernel::c::c_symbol;
+use xhal_kernel::parameters::ParameterClass;
 
 /// Options every OpenCL C program is built with: keep parameter names and types, so
 /// arguments can be checked before a launch.
@@ -264,14 +265,14 @@ impl KernelObject {
             .signature
             .parameters
             .iter()
-            .filter(|parameter| parameter.kind == ParameterKind::Buffer)
+            .filter(|parameter| parameter.class == ParameterClass::Buffer)
             .collect();
         // The lengths parameter is not the caller's: the backend fills it.
         let scalar = self
             .signature
             .parameters
             .iter()
-            .find(|parameter| parameter.kind == ParameterKind::Value);
+            .find(|parameter| parameter.class == ParameterClass::Value);
         if buffers != expected.len() {
             let list: Vec<String> = expected.iter().map(|parameter| parameter.describe()).collect();
             return Err(Error::invalid_argument(format!(
@@ -430,7 +431,7 @@ impl KernelObject {
         self.signature
             .parameters
             .iter()
-            .any(|parameter| parameter.kind == ParameterKind::Lengths)
+            .any(|parameter| parameter.class == ParameterClass::Lengths)
     }
 
     fn parameter_name(&self, index: usize) -> String {

@@ -23,35 +23,19 @@ use crate::ffi::{self, ClUint, Kernel};
 use crate::module::Module;
 use std::collections::HashMap;
 use xhal_backend::{Error, Result};
+use xhal_kernel::c_signature::{is_lengths_type, strip_comments};
+use xhal_kernel::parameters::{check_parameter_order, ParameterClass};
 
-/// How a kernel parameter is passed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ParameterKind {
-    /// A `__global` or `__constant` pointer: a buffer argument.
-    Buffer,
-    /// A `__local` pointer, which the argument ABI has no place for.
-    Local,
-    /// A by-value parameter: the scalar block.
-    Value,
-    /// The by-value buffer-lengths parameter of a kernel emitted from WGSL (its type is a
-    /// struct named `xh_lengths_*`), filled by the backend.
-    Lengths,
-}
-
-/// Whether a by-value parameter of type `type_name` is the buffer-lengths parameter the C
-/// emitter writes (`xh_lengths_<entry> lengths`); the `xh_` prefix is the emitter's own.
-fn is_lengths_type(type_name: &str) -> bool {
-    let name = type_name.trim();
-    name.strip_prefix("struct ")
-        .unwrap_or(name)
-        .trim()
-        .starts_with("xh_lengths_")
-}
+/// A `__local` pointer parameter, which the argument ABI has no place for.
+const LOCAL_POINTER: ParameterClass = ParameterClass::Unpassable("a __local pointer");
 
 /// One parameter, as `clGetKernelArgInfo` describes it.
 #[derive(Debug, Clone)]
 pub(crate) struct Parameter {
-    pub(crate) kind: ParameterKind,
+    /// `__global` and `__constant` pointers are buffers, a `__local` pointer is
+    /// [`LOCAL_POINTER`], a by-value parameter is the scalar block or, by its type, the
+    /// buffer lengths.
+    pub(crate) class: ParameterClass,
     pub(crate) name: String,
     pub(crate) type_name: String,
 }
@@ -109,26 +93,32 @@ impl Signature {
             let text =
                 |parameter| unsafe { ffi::info_bytes(arg_info(parameter)) }.map(|bytes| ffi::info_string(&bytes));
             let type_name = text(ffi::CL_KERNEL_ARG_TYPE_NAME).unwrap_or_else(|_| "?".to_string());
-            let kind = match qualifier {
-                ffi::CL_KERNEL_ARG_ADDRESS_GLOBAL | ffi::CL_KERNEL_ARG_ADDRESS_CONSTANT => ParameterKind::Buffer,
-                ffi::CL_KERNEL_ARG_ADDRESS_LOCAL => ParameterKind::Local,
-                _ if is_lengths_type(&type_name) => ParameterKind::Lengths,
-                _ => ParameterKind::Value,
+            let class = match qualifier {
+                ffi::CL_KERNEL_ARG_ADDRESS_GLOBAL | ffi::CL_KERNEL_ARG_ADDRESS_CONSTANT => ParameterClass::Buffer,
+                ffi::CL_KERNEL_ARG_ADDRESS_LOCAL => LOCAL_POINTER,
+                _ if is_lengths_type(&type_name) => ParameterClass::Lengths,
+                _ => ParameterClass::Value,
             };
             parameters.push(Parameter {
-                kind,
+                class,
                 name: text(ffi::CL_KERNEL_ARG_NAME).unwrap_or_else(|_| format!("parameter{index}")),
                 type_name,
             });
         }
-        check_parameter_order(name, &parameters)?;
+        check_parameter_order(
+            name,
+            parameters
+                .iter()
+                .map(|parameter| (parameter.class, parameter.describe())),
+        )
+        .map_err(|error| Error::invalid_argument(error.message()))?;
         if let Some(lengths) = parameters
             .iter()
-            .find(|parameter| parameter.kind == ParameterKind::Lengths)
+            .find(|parameter| parameter.class == ParameterClass::Lengths)
         {
             let buffers = parameters
                 .iter()
-                .filter(|parameter| parameter.kind == ParameterKind::Buffer)
+                .filter(|parameter| parameter.class == ParameterClass::Buffer)
                 .count();
             check_lengths_size(name, lengths, buffers, module.type_size(&lengths.type_name))?;
         }
@@ -188,55 +178,6 @@ fn check_lengths_size(name: &str, lengths: &Parameter, buffers: usize, size: Opt
     }
 }
 
-/// Buffers first, then at most one by-value parameter (the scalar block), then at most one
-/// buffer-lengths parameter, and no `__local` pointers.
-fn check_parameter_order(name: &str, parameters: &[Parameter]) -> Result<()> {
-    let mut seen_value: Option<&Parameter> = None;
-    let mut seen_lengths: Option<&Parameter> = None;
-    for (index, parameter) in parameters.iter().enumerate() {
-        if let Some(lengths) = seen_lengths {
-            return Err(Error::invalid_argument(format!(
-                "kernel `{name}` does not follow the xhal argument ABI: parameter {index} {} comes after the \
-                 buffer-lengths parameter {}, which must be the last",
-                parameter.describe(),
-                lengths.describe()
-            )));
-        }
-        match parameter.kind {
-            ParameterKind::Local => {
-                return Err(Error::invalid_argument(format!(
-                    "kernel `{name}`: parameter {index} {} is a __local pointer, which the xhal argument ABI cannot \
-                     pass; declare local memory inside the kernel",
-                    parameter.describe()
-                )))
-            }
-            ParameterKind::Lengths => seen_lengths = Some(parameter),
-            ParameterKind::Buffer => {
-                if let Some(value) = seen_value {
-                    return Err(Error::invalid_argument(format!(
-                        "kernel `{name}` does not follow the xhal argument ABI: buffer parameter {index} {} comes after \
-                         the by-value parameter {}; buffers come first, then one scalar block",
-                        parameter.describe(),
-                        value.describe()
-                    )));
-                }
-            }
-            ParameterKind::Value => {
-                if let Some(value) = seen_value {
-                    return Err(Error::invalid_argument(format!(
-                        "kernel `{name}` does not follow the xhal argument ABI: it has by-value parameters {} and {}; \
-                         the scalars travel as one block, so gather them in one struct parameter",
-                        value.describe(),
-                        parameter.describe()
-                    )));
-                }
-                seen_value = Some(parameter);
-            }
-        }
-    }
-    Ok(())
-}
-
 /// Size and alignment of a type, in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Layout {
@@ -269,26 +210,6 @@ pub(crate) fn builtin_size(type_name: &str) -> Option<usize> {
         3 => Some(element * 4),
         _ => None,
     }
-}
-
-fn strip_comments(source: &str) -> String {
-    let mut out = String::with_capacity(source.len());
-    let mut rest = source;
-    while !rest.is_empty() {
-        if let Some(after) = rest.strip_prefix("//") {
-            rest = after.find('\n').map_or("", |end| &after[end..]);
-        } else if let Some(after) = rest.strip_prefix("/*") {
-            rest = after.find("*/").map_or("", |end| &after[end + 2..]);
-            out.push(' ');
-        } else {
-            let mut chars = rest.chars();
-            if let Some(c) = chars.next() {
-                out.push(c);
-            }
-            rest = chars.as_str();
-        }
-    }
-    out
 }
 
 fn tokens(source: &str) -> Vec<String> {
@@ -477,67 +398,23 @@ fn split_declarator(tokens: &[String]) -> Option<(&[String], usize)> {
 mod tests {
     use super::*;
 
-    fn parameter(kind: ParameterKind, name: &str) -> Parameter {
+    fn parameter(class: ParameterClass, name: &str) -> Parameter {
         Parameter {
-            kind,
+            class,
             name: name.to_string(),
             type_name: "float*".to_string(),
         }
     }
 
     #[test]
-    fn the_lengths_parameter_is_known_by_its_type() {
-        assert!(is_lengths_type("xh_lengths_main_"));
-        assert!(is_lengths_type("struct xh_lengths_fill"));
-        assert!(!is_lengths_type("xh_s1_Params"));
-        assert!(!is_lengths_type("lengths"));
-    }
-
-    #[test]
-    fn the_lengths_parameter_comes_last_once() {
-        let buffer = parameter(ParameterKind::Buffer, "x");
-        let value = parameter(ParameterKind::Value, "scalars");
-        let lengths = parameter(ParameterKind::Lengths, "lengths");
-        // With or without a scalar block, with or without buffers.
-        assert!(check_parameter_order("k", &[buffer.clone(), value.clone(), lengths.clone()]).is_ok());
-        assert!(check_parameter_order("k", &[buffer.clone(), lengths.clone()]).is_ok());
-        assert!(check_parameter_order("k", std::slice::from_ref(&lengths)).is_ok());
-        for wrong in [
-            vec![buffer.clone(), lengths.clone(), value.clone()],
-            vec![lengths.clone(), buffer.clone()],
-            vec![buffer, lengths.clone(), lengths.clone()],
-        ] {
-            let error = check_parameter_order("k", &wrong).unwrap_err();
-            assert_eq!(error.kind(), xhal_backend::ErrorKind::InvalidArgument);
-            assert!(error.message().contains("must be the last"), "{error}");
-        }
-        let _ = value;
-    }
-
-    #[test]
     fn the_lengths_struct_holds_one_ulong_per_buffer() {
-        let lengths = parameter(ParameterKind::Lengths, "lengths");
+        let lengths = parameter(ParameterClass::Lengths, "lengths");
         assert!(check_lengths_size("k", &lengths, 2, Some(16)).is_ok());
         assert!(check_lengths_size("k", &lengths, 0, Some(8)).is_ok());
         assert!(check_lengths_size("k", &lengths, 2, None).is_ok());
         let error = check_lengths_size("k", &lengths, 3, Some(16)).unwrap_err();
         assert_eq!(error.kind(), xhal_backend::ErrorKind::InvalidArgument);
         assert!(error.message().contains("24 bytes"), "{error}");
-    }
-
-    #[test]
-    fn parameters_must_be_buffers_then_one_block() {
-        let buffer = parameter(ParameterKind::Buffer, "x");
-        let value = parameter(ParameterKind::Value, "p");
-        let local = parameter(ParameterKind::Local, "scratch");
-        assert!(check_parameter_order("k", &[buffer.clone(), buffer.clone(), value.clone()]).is_ok());
-        assert!(check_parameter_order("k", &[]).is_ok());
-        let late = check_parameter_order("k", &[value.clone(), buffer.clone()]).unwrap_err();
-        assert!(late.message().contains("comes after"), "{late}");
-        let two = check_parameter_order("k", &[value.clone(), value]).unwrap_err();
-        assert!(two.message().contains("one struct"), "{two}");
-        let local = check_parameter_order("k", &[buffer, local]).unwrap_err();
-        assert!(local.message().contains("__local"), "{local}");
     }
 
     fn size_of(source: &str, name: &str) -> Option<usize> {

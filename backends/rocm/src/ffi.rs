@@ -8,7 +8,7 @@
 //! releases' `hip_runtime_api.h`. `hipDeviceGetUuid` (ROCm 5.1) is optional.
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
-use std::mem::ManuallyDrop;
+use xhal_backend::ffi::LoadError;
 use xhal_backend::{Error, ErrorKind, Result};
 
 /// `hipError_t` (a C enum: an `int`).
@@ -85,50 +85,10 @@ pub(crate) struct HipUuid {
 pub(crate) const INSTALL_HINT: &str = "install ROCm's HIP runtime (the hip-runtime-amd package from repo.radeon.com, \
      or Debian's libamdhip64-5) and make sure its library folder (/opt/rocm/lib) is on the loader path";
 
-macro_rules! function_table {
-    (
-        $(#[$meta:meta])* $table:ident, $what:literal;
-        required { $($field:ident = $symbol:literal : fn($($argument:ty),* $(,)?) -> $result:ty;)* }
-        optional { $($opt_field:ident = $opt_symbol:literal : fn($($opt_argument:ty),* $(,)?) -> $opt_result:ty;)* }
-    ) => {
-        $(#[$meta])*
-        pub(crate) struct $table {
-            $(pub(crate) $field: unsafe extern "C" fn($($argument),*) -> $result,)*
-            $(pub(crate) $opt_field: Option<unsafe extern "C" fn($($opt_argument),*) -> $opt_result>,)*
-            /// The library, kept loaded for the life of the process: the HIP runtime keeps
-            /// threads and device queues that must not outlive its code.
-            _library: ManuallyDrop<libloading::Library>,
-            /// Where the library came from, for messages.
-            pub(crate) library_name: String,
-        }
-
-        impl $table {
-            /// Resolves every entry point of the opened `library`, named `name`; a missing
-            /// required one is the symbol's name.
-            fn resolve(library: libloading::Library, name: &str) -> std::result::Result<$table, (String, libloading::Error)> {
-                // SAFETY: each symbol is declared with the signature AMD's headers give it;
-                // the pointers stay valid because the library is never unloaded.
-                unsafe {
-                    Ok($table {
-                        $($field: *library
-                            .get::<unsafe extern "C" fn($($argument),*) -> $result>(concat!($symbol, "\0").as_bytes())
-                            .map_err(|error| ($symbol.to_string(), error))?,)*
-                        $($opt_field: library
-                            .get::<unsafe extern "C" fn($($opt_argument),*) -> $opt_result>(concat!($opt_symbol, "\0").as_bytes())
-                            .ok()
-                            .map(|symbol| *symbol),)*
-                        _library: ManuallyDrop::new(library),
-                        library_name: name.to_string(),
-                    })
-                }
-            }
-        }
-    };
-}
-
-function_table! {
-    /// The HIP runtime's entry points.
-    Api, "HIP";
+xhal_backend::function_table! {
+    /// The HIP runtime's entry points (kept loaded for the life of the process: the runtime
+    /// keeps threads and device queues that must not outlive its code).
+    pub(crate) struct Api: extern "C";
     required {
         init = "hipInit": fn(c_uint) -> HipError;
         get_device_count = "hipGetDeviceCount": fn(*mut c_int) -> HipError;
@@ -184,9 +144,9 @@ function_table! {
     }
 }
 
-function_table! {
+xhal_backend::function_table! {
     /// hiprtc's entry points.
-    Rtc, "hiprtc";
+    pub(crate) struct Rtc: extern "C";
     required {
         create_program = "hiprtcCreateProgram": fn(
             *mut HiprtcProgram,
@@ -204,24 +164,6 @@ function_table! {
         get_code = "hiprtcGetCode": fn(HiprtcProgram, *mut c_char) -> HiprtcResult;
         get_error_string = "hiprtcGetErrorString": fn(HiprtcResult) -> *const c_char;
     }
-    optional {}
-}
-
-// The tables are plain function pointers and a library handle; HIP and hiprtc entry points
-// are callable from any thread.
-// SAFETY: see above.
-unsafe impl Send for Api {}
-// SAFETY: see above.
-unsafe impl Sync for Api {}
-// SAFETY: see above.
-unsafe impl Send for Rtc {}
-// SAFETY: see above.
-unsafe impl Sync for Rtc {}
-
-fn open(name: &str) -> std::result::Result<libloading::Library, libloading::Error> {
-    // SAFETY: loading the HIP runtime runs its initialisers, as every HIP program does; the
-    // library is never unloaded.
-    unsafe { libloading::Library::new(name) }
 }
 
 impl Api {
@@ -229,14 +171,14 @@ impl Api {
     pub(crate) fn load(candidates: &[String]) -> Result<Api> {
         let mut failures = Vec::new();
         for name in candidates {
-            match open(name) {
-                Ok(library) => match Api::resolve(library, name) {
-                    Ok(api) => return Ok(api),
-                    Err((symbol, error)) => failures.push(format!(
-                        "{name} has no {symbol} ({error}); it is not a HIP runtime xhal can use"
-                    )),
-                },
-                Err(error) => failures.push(format!("{name}: {error}")),
+            // SAFETY: loading the HIP runtime runs its initialisers, as every HIP program
+            // does; each entry point is declared with the signature AMD's headers give it.
+            match unsafe { Api::open(name) } {
+                Ok(api) => return Ok(api),
+                Err(missing @ LoadError::MissingSymbol { .. }) => {
+                    failures.push(format!("{missing}; it is not a HIP runtime xhal can use"))
+                }
+                Err(unopened) => failures.push(unopened.to_string()),
             }
         }
         Err(Error::new(
@@ -320,12 +262,14 @@ impl Rtc {
         };
         let mut failures = Vec::new();
         for name in candidates {
-            match open(&name) {
-                Ok(library) => match Rtc::resolve(library, &name) {
-                    Ok(rtc) => return Ok(rtc),
-                    Err((symbol, _)) => failures.push(format!("{name} has no {symbol}")),
-                },
-                Err(error) => failures.push(format!("{name}: {error}")),
+            // SAFETY: as for the HIP runtime in `Api::load`; hiprtc's signatures are those of
+            // AMD's headers too.
+            match unsafe { Rtc::open(&name) } {
+                Ok(rtc) => return Ok(rtc),
+                Err(LoadError::MissingSymbol { library, symbol, .. }) => {
+                    failures.push(format!("{library} has no {symbol}"))
+                }
+                Err(unopened) => failures.push(unopened.to_string()),
             }
         }
         Err(failures.join("; "))

@@ -63,7 +63,7 @@ impl Instance {
             LibrarySource::Path(path) => vec![path.display().to_string()],
         };
         let api = Api::load(&candidates)?;
-        let library = api.library_name.clone();
+        let library = api.library_name().to_string();
         // SAFETY: flags must be 0.
         let init = unsafe { (api.init)(0) };
         // A machine without an AMD GPU (or without access to /dev/kfd) makes hipInit fail with
@@ -95,7 +95,7 @@ impl Instance {
         }
         let rtc = match Rtc::load(&library) {
             Ok(rtc) => {
-                tracing::debug!(library = %rtc.library_name, "hiprtc loaded");
+                tracing::debug!(library = %rtc.library_name(), "hiprtc loaded");
                 Some(rtc)
             }
             Err(reasons) => {
@@ -135,7 +135,7 @@ fn no_device(api: &Api, call: &str, code: ffi::HipError) -> Error {
     driver_unavailable(format!(
         "the HIP runtime {} loaded but finds no AMD GPU ({answer}); a ROCm-capable GPU needs the amdgpu kernel \
          driver, and this user needs access to /dev/kfd and /dev/dri/renderD* (the video and render groups)",
-        api.library_name
+        api.library_name()
     ))
 }
 

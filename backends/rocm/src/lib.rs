@@ -36,7 +36,6 @@ mod ffi;
 mod instance;
 mod memory;
 mod module;
-mod reflect;
 mod stream;
 
 use device::Gpu;

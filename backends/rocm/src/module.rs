@@ -6,9 +6,9 @@
 //! scalars, is one more by-value parameter. A kernel emitted from WGSL may end with one more
 //! by-value parameter, the buffer lengths (`xh_lengths_<entry> lengths`: one 64-bit length per
 //! buffer parameter, at least one), which the backend fills at every launch. The parameters
-//! come from the HIP C source where there is one (see [`crate::reflect`]) and from the code
-//! object's metadata (see [`crate::code_object`]), which also gives each by-value
-//! parameter's size, so a scalar block of the wrong size is refused host-side.
+//! come from the HIP C source where there is one (read by [`xhal_kernel::c_signature`]) and
+//! from the code object's metadata (see [`crate::code_object`]), which also gives each
+//! by-value parameter's size, so a scalar block of the wrong size is refused host-side.
 //!
 //! Kernels are looked up by `c_symbol(name)` first, the name the C emitter gives entry point
 //! `name` (`main` is `main_`), then by `name` itself.
@@ -18,20 +18,22 @@ use crate::device::Gpu;
 use crate::ffi::{self, HipFunction, HipModule};
 use crate::instance::Instance;
 use crate::memory::DeviceBuffer;
-use crate::reflect::{self, ParameterKind, SourceKernel};
 use crate::stream::Stream;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_void, CString};
 use std::sync::Arc;
 use xhal_backend::{BufferView, Error, KernelFormat, Object, Result};
 use xhal_kernel::c::c_symbol;
+use xhal_kernel::c_signature::{self, CKernel};
+use xhal_kernel::parameters::{check_parameter_order, ParameterClass};
+use xhal_kernel::Dialect;
 
 /// A loaded code object.
 pub struct Module {
     pub(crate) gpu: Arc<Gpu>,
     raw: HipModule,
     /// What the HIP C source declares, by kernel name (empty for `hsaco`).
-    source_kernels: Vec<SourceKernel>,
+    source_kernels: Vec<CKernel>,
     /// Type sizes the source asserts.
     source_sizes: HashMap<String, u64>,
     /// The code object's kernel metadata, or why it could not be read.
@@ -155,7 +157,11 @@ impl Module {
                 return Err(Error::invalid_argument("HIP C source is not valid UTF-8"));
             };
             let image = compile(gpu, &gpu.instance, text)?;
-            (image, reflect::kernels(text), reflect::asserted_sizes(text))
+            (
+                image,
+                c_signature::kernels(text, Dialect::HipC),
+                c_signature::asserted_sizes(text),
+            )
         } else if format == KernelFormat::HSACO {
             if !code_object::is_code_object(code) {
                 return Err(Error::invalid_argument(format!(
@@ -283,10 +289,10 @@ impl Module {
                     .iter()
                     .zip(sizes)
                     .map(|(parameter, size)| Parameter {
-                        kind: parameter.kind,
-                        description: format!("`{}`", parameter.declaration),
-                        size: match parameter.kind {
-                            ParameterKind::Buffer => size,
+                        class: parameter.class,
+                        description: parameter.describe(),
+                        size: match parameter.class {
+                            ParameterClass::Buffer => size,
                             _ => size.or_else(|| self.source_sizes.get(&parameter.type_name).copied()),
                         },
                     })
@@ -298,15 +304,15 @@ impl Module {
                 .enumerate()
                 .map(|(index, argument)| {
                     let label = argument.name.clone().unwrap_or_else(|| format!("parameter {index}"));
-                    let kind = match argument.value_kind.as_str() {
-                        "global_buffer" => ParameterKind::Buffer,
+                    let class = match argument.value_kind.as_str() {
+                        "global_buffer" => ParameterClass::Buffer,
                         "by_value"
                             if argument.name.as_deref() == Some("lengths")
-                                || argument.type_name.as_deref().is_some_and(reflect::is_lengths_type) =>
+                                || argument.type_name.as_deref().is_some_and(c_signature::is_lengths_type) =>
                         {
-                            ParameterKind::Lengths
+                            ParameterClass::Lengths
                         }
-                        "by_value" => ParameterKind::Value,
+                        "by_value" => ParameterClass::Value,
                         other => {
                             return Err(Error::invalid_argument(format!(
                                 "kernel `{symbol}`: {label} is a {other} argument, which the xhal argument ABI \
@@ -315,7 +321,7 @@ impl Module {
                         }
                     };
                     Ok(Parameter {
-                        kind,
+                        class,
                         description: format!("`{label}` ({}, {} bytes)", argument.value_kind, argument.size),
                         size: Some(argument.size),
                     })
@@ -327,14 +333,20 @@ impl Module {
             )))
             }
         };
-        check_parameter_order(symbol, &parameters)?;
+        check_parameter_order(
+            symbol,
+            parameters
+                .iter()
+                .map(|parameter| (parameter.class, &parameter.description)),
+        )
+        .map_err(|error| Error::invalid_argument(error.message()))?;
         let buffers = parameters
             .iter()
-            .filter(|parameter| parameter.kind == ParameterKind::Buffer)
+            .filter(|parameter| parameter.class == ParameterClass::Buffer)
             .count();
         if let Some(lengths) = parameters
             .iter()
-            .find(|parameter| parameter.kind == ParameterKind::Lengths)
+            .find(|parameter| parameter.class == ParameterClass::Lengths)
         {
             check_lengths_size(symbol, lengths, buffers)?;
         }
@@ -381,7 +393,7 @@ struct Description {
 /// One parameter of a kernel.
 #[derive(Debug, Clone)]
 pub(crate) struct Parameter {
-    kind: ParameterKind,
+    class: ParameterClass,
     /// For messages: the declaration, or the metadata's name and kind.
     description: String,
     /// The size in bytes, where the metadata or the source says.
@@ -415,7 +427,7 @@ impl KernelObject {
         let expected: Vec<&Parameter> = self
             .parameters
             .iter()
-            .filter(|parameter| parameter.kind == ParameterKind::Buffer)
+            .filter(|parameter| parameter.class == ParameterClass::Buffer)
             .collect();
         if buffers != expected.len() {
             let list: Vec<&str> = expected
@@ -435,7 +447,7 @@ impl KernelObject {
         let scalar = self
             .parameters
             .iter()
-            .find(|parameter| parameter.kind == ParameterKind::Value);
+            .find(|parameter| parameter.class == ParameterClass::Value);
         match (scalar, scalars.len()) {
             (None, 0) => Ok(()),
             (None, given) => Err(Error::invalid_argument(format!(
@@ -499,7 +511,7 @@ impl KernelObject {
         let scalar_size_known = self
             .parameters
             .iter()
-            .any(|parameter| parameter.kind == ParameterKind::Value && parameter.size.is_some());
+            .any(|parameter| parameter.class == ParameterClass::Value && parameter.size.is_some());
         if !scalars.is_empty() {
             scalar_area.extend_from_slice(scalars);
             if !scalar_size_known {
@@ -557,7 +569,7 @@ impl KernelObject {
     fn takes_lengths(&self) -> bool {
         self.parameters
             .iter()
-            .any(|parameter| parameter.kind == ParameterKind::Lengths)
+            .any(|parameter| parameter.class == ParameterClass::Lengths)
     }
 }
 
@@ -587,70 +599,21 @@ fn check_lengths_size(name: &str, lengths: &Parameter, buffers: usize) -> Result
     }
 }
 
-/// Buffers first, then at most one by-value parameter (the scalar block), then at most one
-/// buffer-lengths parameter.
-fn check_parameter_order(name: &str, parameters: &[Parameter]) -> Result<()> {
-    let mut seen_value: Option<&Parameter> = None;
-    let mut seen_lengths: Option<&Parameter> = None;
-    for (index, parameter) in parameters.iter().enumerate() {
-        if let Some(lengths) = seen_lengths {
-            return Err(Error::invalid_argument(format!(
-                "kernel `{name}` does not follow the xhal argument ABI: parameter {index} {} comes after the \
-                 buffer-lengths parameter {}, which must be the last",
-                parameter.description, lengths.description
-            )));
-        }
-        match parameter.kind {
-            ParameterKind::Lengths => seen_lengths = Some(parameter),
-            ParameterKind::Buffer => {
-                if let Some(value) = seen_value {
-                    return Err(Error::invalid_argument(format!(
-                        "kernel `{name}` does not follow the xhal argument ABI: buffer parameter {index} {} comes after \
-                         the by-value parameter {}; buffers come first, then one scalar block",
-                        parameter.description, value.description
-                    )));
-                }
-            }
-            ParameterKind::Value => {
-                if let Some(value) = seen_value {
-                    return Err(Error::invalid_argument(format!(
-                        "kernel `{name}` does not follow the xhal argument ABI: it has by-value parameters {} and {}; \
-                         the scalars travel as one block, so gather them in one struct parameter",
-                        value.description, parameter.description
-                    )));
-                }
-                seen_value = Some(parameter);
-            }
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn parameter(kind: ParameterKind, size: Option<u64>) -> Parameter {
+    fn parameter(class: ParameterClass, size: Option<u64>) -> Parameter {
         Parameter {
-            kind,
-            description: format!("`{kind:?}`"),
+            class,
+            description: format!("`{class:?}`"),
             size,
         }
     }
 
     #[test]
-    fn parameters_must_be_buffers_then_one_block_then_the_lengths() {
-        let buffer = parameter(ParameterKind::Buffer, Some(8));
-        let value = parameter(ParameterKind::Value, Some(8));
-        let lengths = parameter(ParameterKind::Lengths, Some(16));
-        assert!(check_parameter_order("k", &[buffer.clone(), buffer.clone(), value.clone(), lengths.clone()]).is_ok());
-        assert!(check_parameter_order("k", &[]).is_ok());
-        let late = check_parameter_order("k", &[value.clone(), buffer.clone()]).unwrap_err();
-        assert!(late.message().contains("comes after"), "{late}");
-        let two = check_parameter_order("k", &[value.clone(), value.clone()]).unwrap_err();
-        assert!(two.message().contains("one struct"), "{two}");
-        let after = check_parameter_order("k", &[buffer, lengths.clone(), value]).unwrap_err();
-        assert!(after.message().contains("must be the last"), "{after}");
+    fn the_lengths_parameter_holds_one_length_per_buffer() {
+        let lengths = parameter(ParameterClass::Lengths, Some(16));
         assert!(check_lengths_size("k", &lengths, 2).is_ok());
         let wrong = check_lengths_size("k", &lengths, 3).unwrap_err();
         assert!(wrong.message().contains("24 bytes"), "{wrong}");

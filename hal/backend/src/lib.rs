@@ -11,6 +11,8 @@
 //!   linked into a program.
 //! - [`HostQueue`] and [`HostEvent`]: streams and events on a host thread, for a device
 //!   without hardware queues (an emulator, or a device driven by blocking calls).
+//! - [`function_table!`]: a vendor library's entry points, declared by hand and resolved at
+//!   run time ([`ffi`]), for backends that need no vendor SDK to build.
 //! - [`Error`], [`ErrorKind`], [`handles`] and the ABI itself ([`abi`]).
 //!
 //! ```text
@@ -27,6 +29,7 @@ pub mod checked;
 pub mod driver;
 pub mod error;
 pub mod export;
+pub mod ffi;
 pub mod handles;
 pub mod host_queue;
 mod logging;
@@ -44,4 +47,6 @@ pub use logging::init_logging;
 
 #[doc(hidden)]
 pub use inventory;
+/// The `libloading` that [`function_table!`] opens libraries with.
+pub use libloading;
 pub use xhal_abi as abi;

@@ -69,10 +69,12 @@
 
 mod bundle;
 pub mod c;
+pub mod c_signature;
 mod cache;
 mod error;
 mod limits;
 mod overrides;
+pub mod parameters;
 mod reflect;
 mod rewrite;
 pub mod spirv_kernel;
