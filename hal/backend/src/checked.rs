@@ -127,6 +127,10 @@ impl<D: Driver> Checked<D> {
     /// Takes a destroyed object's handle out of its table; a destroy never fails, so a stale
     /// handle is only logged.
     fn release<T>(table: &HandleTable<T>, raw: u64) -> Option<Arc<T>> {
+        // The ABI lets every destroy take null.
+        if raw == 0 {
+            return None;
+        }
         table
             .remove(raw)
             .map_err(|error| tracing::warn!(%error, "ignored a destroy call"))
@@ -141,13 +145,20 @@ impl<D: Driver> Checked<D> {
 }
 
 impl<D: Driver> Drop for Checked<D> {
-    /// The host never unloads a plugin, but it may drop a backend: every stream's work
-    /// completes before the driver goes.
+    /// The host never unloads a plugin, but it may drop a backend: the driver cancels what it
+    /// can, then every stream's work completes before the driver goes.
     fn drop(&mut self) {
+        self.driver.shut_down();
         for stream in self.streams.drain() {
             self.synchronize_before_drop(&stream);
         }
     }
+}
+
+/// `check_range` for a range of `buffer`, naming the buffer when the range is refused.
+fn in_buffer<T>(what: &str, offset: u64, size: u64, buffer: &Object<T>) -> Result<()> {
+    check_range(what, offset, size, buffer.size())
+        .map_err(|error| error.context(format_args!("buffer {:#x}", buffer.handle())))
 }
 
 fn null_pointer(what: &str, size: u64, buffer: u64) -> Error {
@@ -228,7 +239,7 @@ impl<D: Driver> Backend for Checked<D> {
         size: u64,
     ) -> Result<()> {
         let (stream, buffer) = self.stream_and_buffer(stream, buffer)?;
-        check_range("write", offset, size, buffer.size())?;
+        in_buffer("write", offset, size, &buffer)?;
         if size == 0 {
             return self.driver.stream_sticky_error(&stream);
         }
@@ -249,7 +260,7 @@ impl<D: Driver> Backend for Checked<D> {
         size: u64,
     ) -> Result<()> {
         let (stream, buffer) = self.stream_and_buffer(stream, buffer)?;
-        check_range("read", offset, size, buffer.size())?;
+        in_buffer("read", offset, size, &buffer)?;
         if size == 0 {
             return self.driver.stream_sticky_error(&stream);
         }
@@ -271,8 +282,8 @@ impl<D: Driver> Backend for Checked<D> {
     ) -> Result<()> {
         let (stream, source) = self.stream_and_buffer(stream, source)?;
         let destination = Self::on_stream_device(&stream, self.buffers.get(destination.0)?, ObjectKind::Buffer)?;
-        check_range("copy source", source_offset, size, source.size())?;
-        check_range("copy destination", destination_offset, size, destination.size())?;
+        in_buffer("copy source", source_offset, size, &source)?;
+        in_buffer("copy destination", destination_offset, size, &destination)?;
         if size == 0 {
             return self.driver.stream_sticky_error(&stream);
         }
@@ -302,7 +313,7 @@ impl<D: Driver> Backend for Checked<D> {
                 buffer.handle()
             )));
         }
-        check_range("fill", offset, size, buffer.size())?;
+        in_buffer("fill", offset, size, &buffer)?;
         if size == 0 {
             return self.driver.stream_sticky_error(&stream);
         }
@@ -321,12 +332,11 @@ impl<D: Driver> Backend for Checked<D> {
         let mut buffers = Vec::with_capacity(launch.buffers.len());
         for (index, argument) in launch.buffers.iter().enumerate() {
             let buffer = Self::on_stream_device(&stream, self.buffers.get(argument.buffer.0)?, ObjectKind::Buffer)?;
-            check_range(
-                &format!("buffer argument {index}"),
-                argument.offset,
-                argument.size,
-                buffer.size(),
-            )?;
+            // The message is only formatted for a view that is refused: launches are hot.
+            if check_range("", argument.offset, argument.size, buffer.size()).is_err() {
+                let what = format!("buffer argument {index} (buffer {:#x})", buffer.handle());
+                check_range(&what, argument.offset, argument.size, buffer.size())?;
+            }
             if argument.size == 0 {
                 return Err(Error::invalid_argument(format!(
                     "buffer argument {index} is a view of 0 bytes; a kernel cannot bind no memory"
@@ -683,7 +693,10 @@ mod tests {
         assert_eq!(past.kind(), ErrorKind::OutOfBounds);
         assert_eq!(
             past.message(),
-            "fill: bytes 60..68 reach past the end of a 64-byte buffer"
+            format!(
+                "buffer {:#x}: fill: bytes 60..68 reach past the end of a 64-byte buffer",
+                buffer.0
+            )
         );
         let overflow = backend.stream_copy(stream, buffer, u64::MAX, buffer, 0, 2).unwrap_err();
         assert!(overflow.message().contains("overflows u64"), "{overflow}");
@@ -752,7 +765,11 @@ mod tests {
         assert!(empty.message().contains("a view of 0 bytes"), "{empty}");
         let past = launch_with(32, 64).unwrap_err();
         assert_eq!(past.kind(), ErrorKind::OutOfBounds);
-        assert!(past.message().starts_with("buffer argument 0:"), "{past}");
+        assert!(
+            past.message()
+                .starts_with(&format!("buffer argument 0 (buffer {:#x}): bytes 32..96", buffer.0)),
+            "{past}"
+        );
         let unaligned = launch_with(8, 8).unwrap_err();
         assert!(unaligned.message().contains("not a multiple of 16"), "{unaligned}");
         assert_eq!(calls(&backend), 0);

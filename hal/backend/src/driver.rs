@@ -126,6 +126,12 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// Name, version and ABI version.
     fn info(&self) -> BackendInfo;
 
+    /// The backend is being dropped: a driver that can cancel queued work (a stopped kernel,
+    /// skipped copies whose records still complete) does so here, so that dropping a backend
+    /// never waits on a long kernel. The adapter then synchronises every stream. The default
+    /// cancels nothing, so the queued work runs to its end.
+    fn shut_down(&self) {}
+
     /// Number of devices. A missing driver is an error of kind `DriverUnavailable` with the reason.
     fn device_count(&self) -> Result<u32>;
     /// Describes device `index` without opening it; the index is below `device_count`.
