@@ -6,7 +6,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use std::sync::{Arc, OnceLock};
-use xhal::cpu::{CpuBackend, CpuConfig};
+use xhal::cpu::{CpuBackend, CpuConfig, CpuDriver};
 use xhal::{Device, Runtime};
 
 fn device() -> &'static Device {
@@ -15,13 +15,13 @@ fn device() -> &'static Device {
         Runtime::builder()
             .without_plugin_search()
             .without_static_backends()
-            .backend(Arc::new(CpuBackend::with_config(CpuConfig {
+            .backend(Arc::new(CpuBackend::new(CpuDriver::with_config(CpuConfig {
                 devices: 1,
                 memory_per_device: 64 << 20,
-            })))
+            }))))
             .device_selector(None)
             .build()
-            .and_then(|runtime| runtime.open("cpu", 0))
+            .and_then(|runtime| runtime.open("cpu:0"))
             .expect("the CPU backend always opens")
     })
 }

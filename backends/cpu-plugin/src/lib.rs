@@ -5,7 +5,7 @@
 /// kernel runs on the interpreter because the compiled path cannot take it.
 fn create() -> xhal_core::Result<cpu::CpuBackend> {
     xhal_core::plugin::init_logging();
-    cpu::CpuBackend::from_env()
+    Ok(cpu::CpuBackend::new(cpu::CpuDriver::from_env()?))
 }
 
 xhal_core::export_plugin!(create);

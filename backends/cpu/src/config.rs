@@ -2,7 +2,7 @@
 
 use std::ffi::OsString;
 use std::time::Duration;
-use xhal_core::{Error, Result};
+use xhal_backend::{Error, Result};
 
 /// Environment variable giving the number of CPU devices (default 1).
 pub const DEVICES_VARIABLE: &str = "XHAL_CPU_DEVICES";
@@ -154,7 +154,7 @@ fn mem_total_bytes(meminfo: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use xhal_core::ErrorKind;
+    use xhal_backend::ErrorKind;
 
     fn lookup_from(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<OsString> {
         move |name| {

@@ -1,7 +1,7 @@
 //! One simulated device: its memory budget and the limits it reports.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use xhal_core::{DeviceInfo, DeviceType, Error, Features, KernelFormat, Result};
+use xhal_backend::{DeviceInfo, DeviceType, Error, Features, KernelFormat, Result};
 
 /// Workgroups per dimension a launch may ask for.
 pub(crate) const MAX_WORKGROUP_COUNT: [u32; 3] = [65535; 3];
@@ -13,9 +13,10 @@ pub(crate) const MAX_SCALAR_BLOCK_SIZE: u32 = 256;
 pub(crate) const BUFFER_OFFSET_ALIGNMENT: u32 = 4;
 
 /// The memory budget of one device, shared by its buffers so that a buffer gives its bytes
-/// back when its last user (a handle or queued work) lets go of it.
+/// back when its last user (a handle or queued work) lets go of it. An opened device is its
+/// index's budget: every open of one index shares it.
 #[derive(Debug)]
-pub(crate) struct DeviceMemory {
+pub struct DeviceMemory {
     index: u32,
     total: u64,
     used: AtomicU64,
@@ -28,10 +29,6 @@ impl DeviceMemory {
             total,
             used: AtomicU64::new(0),
         }
-    }
-
-    pub(crate) fn index(&self) -> u32 {
-        self.index
     }
 
     pub(crate) fn used(&self) -> u64 {
@@ -106,7 +103,7 @@ pub(crate) fn device_uuid(index: u32) -> [u8; 16] {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use xhal_core::ErrorKind;
+    use xhal_backend::ErrorKind;
 
     #[test]
     fn uuids_are_stable_and_distinct_per_index() {

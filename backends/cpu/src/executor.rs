@@ -30,7 +30,7 @@
 //! };
 //! kernel.run(&launch, &mut [HostMemory::ReadWrite(&mut bytes)])?;
 //! assert_eq!(bytes[4..8], 4u32.to_le_bytes());
-//! # Ok::<(), xhal_core::Error>(())
+//! # Ok::<(), xhal_backend::Error>(())
 //! ```
 
 use crate::config::KernelTimeout;
@@ -41,7 +41,7 @@ use crate::wgsl::{check_arguments, HostBytes, HostView, KernelLimits, LaunchPart
 use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
 use std::time::Duration;
-use xhal_core::{Error, Result};
+use xhal_backend::{Error, Result};
 
 /// A parsed, validated WGSL module whose compute entry points can run on the host.
 #[derive(Debug)]
@@ -346,7 +346,7 @@ impl<'a> Base<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use xhal_core::ErrorKind;
+    use xhal_backend::ErrorKind;
 
     const ADD: &[u8] = b"
         struct Params { n: u32, bias: u32 }

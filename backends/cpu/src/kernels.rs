@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
-use xhal_core::{Error, Result};
+use xhal_backend::{Error, Result};
 
 /// A kernel the CPU backend runs natively, without compiling anything.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -96,7 +96,6 @@ impl BuiltinKernel {
 /// A loaded module: a `cpu-builtin` list or a WGSL module.
 #[derive(Debug)]
 pub(crate) struct Module {
-    device_index: u32,
     code: ModuleCode,
 }
 
@@ -118,7 +117,7 @@ pub(crate) enum KernelCode {
 impl Module {
     /// Parses `cpu-builtin` module text: one built-in name per line, blank lines and `#`
     /// comments allowed.
-    pub(crate) fn parse(device_index: u32, code: &[u8]) -> Result<Module> {
+    pub(crate) fn parse(code: &[u8]) -> Result<Module> {
         let text = std::str::from_utf8(code)
             .map_err(|error| Error::invalid_argument(format!("a cpu-builtin module must be UTF-8 text: {error}")))?;
         let mut kernels: Vec<BuiltinKernel> = Vec::new();
@@ -151,21 +150,15 @@ impl Module {
             )));
         }
         Ok(Module {
-            device_index,
             code: ModuleCode::Builtin(kernels),
         })
     }
 
     /// Parses, validates and compiles WGSL source.
-    pub(crate) fn wgsl(device_index: u32, code: &[u8], mode: KernelMode) -> Result<Module> {
+    pub(crate) fn wgsl(code: &[u8], mode: KernelMode) -> Result<Module> {
         Ok(Module {
-            device_index,
             code: ModuleCode::Wgsl(WgslModule::load(code, mode)?),
         })
-    }
-
-    pub(crate) fn device_index(&self) -> u32 {
-        self.device_index
     }
 
     /// The kernel called `name`; `module_id` is only for the error message.
@@ -191,13 +184,6 @@ impl Module {
                 ))
             })
     }
-}
-
-/// A kernel handle's object.
-#[derive(Debug, Clone)]
-pub(crate) struct Kernel {
-    pub(crate) code: KernelCode,
-    pub(crate) device_index: u32,
 }
 
 /// A buffer argument after its handle was resolved: the allocation and the view's bytes.
@@ -521,11 +507,11 @@ impl<'a> LockedViews<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use xhal_core::ErrorKind;
+    use xhal_backend::ErrorKind;
 
     #[test]
     fn modules_allow_blank_lines_and_comments() {
-        let module = Module::parse(0, b"# test kernels\n\nadd_u32\n  saxpy_f32  # the classic\n").unwrap();
+        let module = Module::parse(b"# test kernels\n\nadd_u32\n  saxpy_f32  # the classic\n").unwrap();
         let ModuleCode::Builtin(kernels) = &module.code else {
             panic!("not a built-in module");
         };
@@ -534,7 +520,7 @@ mod tests {
 
     #[test]
     fn unknown_kernel_names_its_line_and_the_known_kernels() {
-        let error = Module::parse(0, b"add_u32\n\nmatmul_f32\n").unwrap_err();
+        let error = Module::parse(b"add_u32\n\nmatmul_f32\n").unwrap_err();
         assert_eq!(error.kind(), ErrorKind::InvalidArgument);
         assert!(error.message().contains("line 3"), "{error}");
         assert!(error.message().contains("`matmul_f32`"), "{error}");
@@ -548,12 +534,12 @@ mod tests {
 
     #[test]
     fn invalid_utf8_empty_and_duplicate_modules_are_rejected() {
-        let utf8 = Module::parse(0, &[0x61, 0xff, 0x0a]).unwrap_err();
+        let utf8 = Module::parse(&[0x61, 0xff, 0x0a]).unwrap_err();
         assert_eq!(utf8.kind(), ErrorKind::InvalidArgument);
         assert!(utf8.message().contains("UTF-8"), "{utf8}");
-        let empty = Module::parse(0, b"# nothing\n").unwrap_err();
+        let empty = Module::parse(b"# nothing\n").unwrap_err();
         assert!(empty.message().contains("no kernels"), "{empty}");
-        let duplicate = Module::parse(0, b"fault\nfault\n").unwrap_err();
+        let duplicate = Module::parse(b"fault\nfault\n").unwrap_err();
         assert!(duplicate.message().contains("already listed on line 1"), "{duplicate}");
     }
 

@@ -7,9 +7,9 @@ use crate::device::DeviceMemory;
 use parking_lot::RwLock;
 use std::ops::{Deref, DerefMut, Range};
 use std::sync::atomic::AtomicU32;
-use std::sync::Arc;
-use xhal_core::error::check_range;
-use xhal_core::{Error, Result};
+use std::sync::{Arc, OnceLock};
+use xhal_backend::error::check_range;
+use xhal_backend::{Error, Object, Result};
 
 /// What a fresh allocation holds: this `u32`, little-endian, repeated (bytes `EF BE AD DE`),
 /// truncated at the end of the buffer. Real devices hand out whatever was there before; the
@@ -19,19 +19,19 @@ pub const POISON_PATTERN: u32 = 0xDEAD_BEEF;
 
 /// One device allocation.
 #[derive(Debug)]
-pub(crate) struct Buffer {
-    id: u64,
+pub struct Buffer {
+    /// The handle the application names this buffer by. The adapter issues it after the
+    /// allocation, so the buffer learns it when first handed to the driver ([`Buffer::named`]);
+    /// messages name it, and paths that lock several buffers lock them in its order.
+    handle: OnceLock<u64>,
     size: u64,
     memory: Arc<DeviceMemory>,
     bytes: RwLock<AlignedBytes>,
 }
 
 impl Buffer {
-    /// Takes `size` bytes from the device's budget and from the host, poisoned.
-    pub(crate) fn allocate(id: u64, memory: &Arc<DeviceMemory>, size: u64) -> Result<Buffer> {
-        if size == 0 {
-            return Err(Error::invalid_argument("cannot allocate a buffer of 0 bytes"));
-        }
+    /// Takes `size` bytes (more than 0) from the device's budget and from the host, poisoned.
+    pub(crate) fn allocate(memory: &Arc<DeviceMemory>, size: u64) -> Result<Buffer> {
         let length = usize::try_from(size)
             .map_err(|_| Error::out_of_memory(format!("requested {size} bytes, more than this host can address")))?;
         memory.reserve(size)?;
@@ -49,19 +49,29 @@ impl Buffer {
             chunk.copy_from_slice(&poison[..chunk.len()]);
         }
         Ok(Buffer {
-            id,
+            handle: OnceLock::new(),
             size,
             memory: Arc::clone(memory),
             bytes: RwLock::new(bytes),
         })
     }
 
-    pub(crate) fn id(&self) -> u64 {
-        self.id
+    /// The buffer behind the adapter's object, for queued work to hold; it learns its handle here.
+    pub(crate) fn named(object: &Object<Arc<Buffer>>) -> Arc<Buffer> {
+        let buffer: &Arc<Buffer> = object;
+        // Set once: an object keeps one handle for life, so a second set has nothing to change.
+        let _ = buffer.handle.set(object.handle());
+        Arc::clone(buffer)
     }
 
-    pub(crate) fn device_index(&self) -> u32 {
-        self.memory.index()
+    /// The buffer's handle, which orders lock taking and names it in messages. Every path to
+    /// queued work goes through [`Buffer::named`] first; until then, the allocation's address
+    /// stands in, unique among live buffers and never a handle (handles carry a kind byte).
+    pub(crate) fn id(&self) -> u64 {
+        self.handle
+            .get()
+            .copied()
+            .unwrap_or(std::ptr::from_ref(self) as usize as u64)
     }
 
     /// The bytes, for kernels (and for tests that need to hold a buffer still).
@@ -70,18 +80,17 @@ impl Buffer {
     }
 
     /// Checks `offset..offset + size` against this buffer and converts it to host indices.
-    /// `what` names the operation in the error ("write", "copy source"...).
+    /// `what` names the operation in the error ("write", "copy source"...). Launches still
+    /// check their views with it (`kernels`), after the adapter already did.
     pub(crate) fn byte_range(&self, what: &str, offset: u64, size: u64) -> Result<Range<usize>> {
-        check_range(&format!("{what} on buffer {:#x}", self.id), offset, size, self.size)?;
-        // Both fit: the end is within `self.size`, which was a `usize` when allocated.
-        let start = to_index(offset)?;
-        let end = to_index(offset + size)?;
-        Ok(start..end)
+        check_range(&format!("{what} on buffer {:#x}", self.id()), offset, size, self.size)?;
+        host_range(offset, size)
     }
 
     pub(crate) fn write_from_host(&self, range: Range<usize>, source: HostSource) {
         let mut bytes = self.bytes.write();
-        // An empty write may come with a null pointer, which even a 0-byte `ptr::copy` forbids.
+        // An empty write could come with a null pointer, which even a 0-byte `ptr::copy` forbids
+        // (the adapter never hands one over, but this costs nothing).
         let Some(target) = bytes.get_mut(range).filter(|target| !target.is_empty()) else {
             return;
         };
@@ -107,7 +116,7 @@ impl Buffer {
     pub(crate) fn copy(source: &Buffer, source_range: Range<usize>, destination: &Buffer, destination_start: usize) {
         let length = source_range.len();
         let destination_range = destination_start..destination_start + length;
-        if source.id == destination.id {
+        if source.id() == destination.id() {
             let mut bytes = destination.bytes.write();
             if bytes.get(destination_range).is_some() && bytes.get(source_range.clone()).is_some() {
                 bytes.copy_within(source_range, destination_start);
@@ -116,7 +125,7 @@ impl Buffer {
         }
         // Every path that holds two buffer locks takes them in handle order, so two copies in
         // opposite directions on two streams cannot deadlock.
-        let (from, mut to) = if source.id < destination.id {
+        let (from, mut to) = if source.id() < destination.id() {
             let from = source.bytes.read();
             (from, destination.bytes.write())
         } else {
@@ -140,7 +149,7 @@ impl Buffer {
         // One tiny copy per element would be slow: instead the first block of the target is
         // built by doubling, and the rest copied from it in block-sized pieces (from a block
         // still in cache). Every length here is a multiple of the pattern length, because
-        // enqueue checked that the range is a whole number of patterns and BLOCK is a
+        // the adapter checked that the range is a whole number of patterns and BLOCK is a
         // multiple of every pattern length.
         const BLOCK: usize = 4096;
         let unit = pattern.len();
@@ -226,11 +235,19 @@ impl DerefMut for AlignedBytes {
     }
 }
 
+/// `offset..offset + size` as host indices, for a range already checked against its buffer.
+pub(crate) fn host_range(offset: u64, size: u64) -> Result<Range<usize>> {
+    // Both fit: the end is within the buffer's size, which was a `usize` when allocated.
+    let start = to_index(offset)?;
+    let end = to_index(offset.saturating_add(size))?;
+    Ok(start..end)
+}
+
 fn to_index(value: u64) -> Result<usize> {
     usize::try_from(value).map_err(|_| Error::out_of_bounds(format!("byte offset {value} does not fit this host")))
 }
 
-/// A 1-, 2- or 4-byte fill pattern, copied at enqueue time.
+/// A 1-, 2- or 4-byte fill pattern (the adapter checked its length), copied at enqueue time.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct FillPattern {
     bytes: [u8; 4],
@@ -238,24 +255,11 @@ pub(crate) struct FillPattern {
 }
 
 impl FillPattern {
-    /// Accepts a 1-, 2- or 4-byte pattern.
-    pub(crate) fn new(pattern: &[u8]) -> Result<FillPattern> {
-        if !matches!(pattern.len(), 1 | 2 | 4) {
-            return Err(Error::invalid_argument(format!(
-                "fill pattern must be 1, 2 or 4 bytes long, got {} bytes",
-                pattern.len()
-            )));
-        }
+    pub(crate) fn new(pattern: &[u8]) -> FillPattern {
+        let length = pattern.len().min(4);
         let mut bytes = [0u8; 4];
-        bytes[..pattern.len()].copy_from_slice(pattern);
-        Ok(FillPattern {
-            bytes,
-            length: pattern.len(),
-        })
-    }
-
-    pub(crate) fn len(self) -> u64 {
-        self.length as u64
+        bytes[..length].copy_from_slice(&pattern[..length]);
+        FillPattern { bytes, length }
     }
 
     fn as_bytes(&self) -> &[u8] {
@@ -269,7 +273,7 @@ pub(crate) struct HostSource(*const u8);
 
 impl HostSource {
     /// # Safety
-    /// `pointer` must satisfy `Backend::stream_write`'s contract: readable for the write's
+    /// `pointer` must satisfy `Driver::stream_write`'s contract: readable for the write's
     /// size, valid and unchanged until the write completes.
     pub(crate) unsafe fn new(pointer: *const u8) -> HostSource {
         HostSource(pointer)
@@ -286,7 +290,7 @@ pub(crate) struct HostDestination(*mut u8);
 
 impl HostDestination {
     /// # Safety
-    /// `pointer` must satisfy `Backend::stream_read`'s contract: writable for the read's
+    /// `pointer` must satisfy `Driver::stream_read`'s contract: writable for the read's
     /// size, valid and untouched by anyone else until the read completes.
     pub(crate) unsafe fn new(pointer: *mut u8) -> HostDestination {
         HostDestination(pointer)

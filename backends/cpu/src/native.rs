@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use libloading::Library;
 use parking_lot::Mutex;
-use xhal_core::{Error, Result};
+use xhal_backend::{Error, Result};
 
 /// Environment variable choosing how WGSL kernels run: `interpret`, `compile` or `auto`.
 pub const MODE_VARIABLE: &str = "XHAL_CPU_MODE";
@@ -517,7 +517,7 @@ fn build(tools: &Toolchain, key: &str, text: &str, object: &Path) -> std::result
 mod tests {
     use super::*;
     use std::ffi::OsString;
-    use xhal_core::ErrorKind;
+    use xhal_backend::ErrorKind;
 
     #[test]
     fn the_mode_variable_is_read_and_a_bad_value_names_it() {

@@ -536,7 +536,7 @@ fn run_on_device(device: &Device, job: &Job, runs: Runs) -> anyhow::Result<Outco
 
 /// A runtime holding only the built-in CPU backend, running WGSL kernels in `mode`.
 fn cpu_runtime(mode: KernelMode) -> xhal::Result<Runtime> {
-    let backend = xhal::cpu::CpuBackend::from_env()?.with_kernel_mode(mode);
+    let backend = xhal::cpu::CpuBackend::new(xhal::cpu::CpuDriver::from_env()?.with_kernel_mode(mode));
     Runtime::builder()
         .without_static_backends()
         .without_plugin_search()
@@ -670,9 +670,9 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<Output> {
         .map(|(label, entry, mode)| {
             progress.step(&format!("opening {label} ({})", entry.info.name));
             let device = match mode {
-                None => runtime.open(&entry.backend, entry.index),
+                None => runtime.open(&format!("{}:{}", &entry.backend, entry.index)),
                 Some(mode) => cpu_runtime(mode).and_then(|cpu| {
-                    let device = cpu.open("cpu", entry.index);
+                    let device = cpu.open(&format!("cpu:{}", entry.index));
                     cpu_runtimes.push(cpu);
                     device
                 }),

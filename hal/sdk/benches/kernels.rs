@@ -12,7 +12,7 @@ use criterion::{Criterion, Throughput};
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;
-use xhal::cpu::{CpuBackend, CpuConfig};
+use xhal::cpu::{CpuBackend, CpuConfig, CpuDriver};
 use xhal::kernel::Target;
 use xhal::{Device, Launch, Runtime};
 
@@ -28,17 +28,17 @@ fn cpu_device() -> Device {
         .without_plugin_search()
         .without_static_backends()
         // The interpreter: the compiled mode is measured by `xhal bench --cpu-modes`.
-        .backend(Arc::new(
-            CpuBackend::with_config(CpuConfig {
+        .backend(Arc::new(CpuBackend::new(
+            CpuDriver::with_config(CpuConfig {
                 devices: 1,
                 memory_per_device: 2 << 30,
             })
             .with_kernel_mode(xhal::cpu::KernelMode::Interpret),
-        ))
+        )))
         .device_selector(None)
         .build()
         .expect("runtime over the CPU backend")
-        .open("cpu", 0)
+        .open("cpu:0")
         .expect("cpu:0")
 }
 

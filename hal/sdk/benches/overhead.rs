@@ -17,7 +17,7 @@ use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use xhal::cpu::{CpuBackend, CpuConfig};
+use xhal::cpu::{CpuBackend, CpuConfig, CpuDriver};
 use xhal::plugin::load_plugin;
 use xhal::{Backend, Runtime};
 
@@ -65,7 +65,7 @@ fn static_runtime() -> Runtime {
     Runtime::builder()
         .without_plugin_search()
         .without_static_backends()
-        .backend(Arc::new(CpuBackend::with_config(config())))
+        .backend(Arc::new(CpuBackend::new(CpuDriver::with_config(config()))))
         .device_selector(None)
         .build()
         .expect("runtime over the static CPU backend")
@@ -87,7 +87,7 @@ fn bench_trivial_call(c: &mut Criterion) {
     group.measurement_time(Duration::from_secs(3));
     let plugin = load_plugin(&plugin_path()).expect("cpu plugin loads");
     let backends: [(&str, Arc<dyn Backend>); 2] = [
-        ("static", Arc::new(CpuBackend::with_config(config()))),
+        ("static", Arc::new(CpuBackend::new(CpuDriver::with_config(config())))),
         ("plugin", plugin.backend.clone()),
     ];
     for (name, backend) in &backends {
@@ -101,7 +101,7 @@ fn bench_trivial_call(c: &mut Criterion) {
     let static_runtime = static_runtime();
     let plugin_runtime = plugin_runtime();
     for (name, runtime) in [("static", &static_runtime), ("plugin", &plugin_runtime)] {
-        let device = runtime.open("cpu", 0).expect("device");
+        let device = runtime.open("cpu:0").expect("device");
         let event = device.create_event().expect("event");
         group.bench_function(BenchmarkId::new("api", name), |b| b.iter(|| black_box(event.query())));
     }
@@ -121,21 +121,21 @@ fn bench_bandwidth(c: &mut Criterion) {
         })
     });
     let runtime = static_runtime();
-    let device = runtime.open("cpu", 0).expect("device");
+    let device = runtime.open("cpu:0").expect("device");
     let stream = device.create_stream().expect("stream");
     let source = device.alloc::<u8>(COPY_BYTES).expect("buffer");
     let destination = device.alloc::<u8>(COPY_BYTES).expect("buffer");
-    stream.write(&source, 0, &host).expect("warm-up write");
-    stream.write(&destination, 0, &host).expect("warm-up write");
+    stream.write(&source, &host).expect("warm-up write");
+    stream.write(&destination, &host).expect("warm-up write");
     group.bench_function("host_to_device", |b| {
-        b.iter(|| stream.write(&source, 0, black_box(&host)).expect("write"))
+        b.iter(|| stream.write(&source, black_box(&host)).expect("write"))
     });
     group.bench_function("device_to_host", |b| {
-        b.iter(|| stream.read(&source, 0, black_box(&mut host_out)).expect("read"))
+        b.iter(|| stream.read(&source, black_box(&mut host_out)).expect("read"))
     });
     group.bench_function("device_to_device", |b| {
         b.iter(|| {
-            stream.copy_buffer(&source, &destination).expect("copy");
+            stream.copy(&source, &destination).expect("copy");
             stream.synchronize().expect("sync");
         })
     });
@@ -149,7 +149,7 @@ fn bench_enqueue(c: &mut Criterion) {
     let plugin_runtime = plugin_runtime();
     let static_runtime = static_runtime();
     for (name, runtime) in [("static", &static_runtime), ("plugin", &plugin_runtime)] {
-        let device = runtime.open("cpu", 0).expect("device");
+        let device = runtime.open("cpu:0").expect("device");
         let stream = device.create_stream().expect("stream");
         let buffer = device.alloc::<u32>(1024).expect("buffer");
         // Enqueue alone: the clock stops before the stream drains.
@@ -159,7 +159,9 @@ fn bench_enqueue(c: &mut Criterion) {
                 for _ in 0..iterations {
                     let started = std::time::Instant::now();
                     for i in 0..ENQUEUE_BATCH {
-                        stream.fill(&buffer, i % 1024, 1, i as u32).expect("fill");
+                        stream
+                            .fill(buffer.slice(i % 1024..i % 1024 + 1), i as u32)
+                            .expect("fill");
                     }
                     elapsed += started.elapsed();
                     stream.synchronize().expect("sync");
@@ -170,7 +172,9 @@ fn bench_enqueue(c: &mut Criterion) {
         group.bench_function(BenchmarkId::new("enqueue_and_execute", name), |b| {
             b.iter(|| {
                 for i in 0..ENQUEUE_BATCH {
-                    stream.fill(&buffer, i % 1024, 1, i as u32).expect("fill");
+                    stream
+                        .fill(buffer.slice(i % 1024..i % 1024 + 1), i as u32)
+                        .expect("fill");
                 }
                 stream.synchronize().expect("sync");
             })

@@ -16,7 +16,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use xhal::cpu::{CpuBackend, CpuConfig, KernelMode};
+use xhal::cpu::{CpuBackend, CpuConfig, CpuDriver, KernelMode};
 use xhal::{Device, ErrorKind, Launch, Runtime};
 
 /// The label of the oracle: the CPU backend's interpreter, in this process.
@@ -216,7 +216,7 @@ pub fn execute(device: &Device, job: &Job) -> Outcome {
             Ok(buffer) => buffer,
             Err(error) => return Outcome::from_error("launch", &error),
         };
-        if let Err(error) = stream.write(&buffer, 0, bytes) {
+        if let Err(error) = stream.write(&buffer, bytes) {
             return Outcome::from_error("launch", &error);
         }
         buffers.push(Some(buffer));
@@ -282,12 +282,14 @@ impl Target {
 
 /// The CPU backend in this process, running kernels as `mode` says.
 pub fn cpu_backend(mode: KernelMode) -> CpuBackend {
-    CpuBackend::with_config(CpuConfig {
-        devices: 1,
-        memory_per_device: CPU_MEMORY,
-    })
-    .with_kernel_mode(mode)
-    .with_kernel_timeout(CPU_KERNEL_TIMEOUT)
+    CpuBackend::new(
+        CpuDriver::with_config(CpuConfig {
+            devices: 1,
+            memory_per_device: CPU_MEMORY,
+        })
+        .with_kernel_mode(mode)
+        .with_kernel_timeout(CPU_KERNEL_TIMEOUT),
+    )
 }
 
 /// Opens `target`. The runtime must outlive the device: it holds the plugin library.
@@ -312,7 +314,7 @@ pub fn open(target: &Target) -> Result<(Runtime, Device), RunError> {
     } else {
         &target.backend
     };
-    let device = runtime.open(backend, target.index)?;
+    let device = runtime.open(&format!("{}:{}", backend, target.index))?;
     Ok((runtime, device))
 }
 

@@ -208,7 +208,7 @@ fn launch_geometry_and_views_are_checked_at_enqueue() {
     assert_error(
         result,
         ErrorKind::InvalidArgument,
-        &["buffer argument 0", "offset 2", "alignment 4"],
+        &["buffer argument 0", "byte 2", "multiple of 4", "offset alignment"],
     );
     let too_long = BufferArg {
         buffer,
@@ -216,11 +216,7 @@ fn launch_geometry_and_views_are_checked_at_enqueue() {
         size: 16,
     };
     let result = fixture.launch(fixture.stream, kernel, [1, 1, 1], &[too_long], &scalars);
-    assert_error(
-        result,
-        ErrorKind::OutOfBounds,
-        &["buffer argument 0", &hex(buffer.0), "8..24"],
-    );
+    assert_error(result, ErrorKind::OutOfBounds, &["buffer argument 0", "8..24"]);
 }
 
 #[test]

@@ -12,16 +12,12 @@ fn copy_out_of_bounds_names_the_buffer_and_the_range() {
     assert_error(
         result,
         ErrorKind::OutOfBounds,
-        &["copy destination", &hex(destination.0), "8..24", "16-byte buffer"],
+        &["copy destination", "8..24", "16-byte buffer"],
     );
     let result = fixture
         .backend
         .stream_copy(fixture.stream, source, 1, destination, 0, 16);
-    assert_error(
-        result,
-        ErrorKind::OutOfBounds,
-        &["copy source", &hex(source.0), "1..17"],
-    );
+    assert_error(result, ErrorKind::OutOfBounds, &["copy source", "1..17"]);
 }
 
 #[test]
@@ -35,7 +31,7 @@ fn offset_plus_length_overflowing_u64_is_out_of_bounds() {
             .backend
             .stream_write(fixture.stream, buffer, u64::MAX, data.as_ptr(), 2)
     };
-    assert_error(result, ErrorKind::OutOfBounds, &["overflows", &hex(buffer.0)]);
+    assert_error(result, ErrorKind::OutOfBounds, &["write", "overflows"]);
     let result = fixture.backend.stream_fill(fixture.stream, buffer, u64::MAX, 1, &[0]);
     assert_error(result, ErrorKind::OutOfBounds, &["overflows"]);
 }
@@ -186,7 +182,7 @@ fn fill_rejects_bad_patterns_and_misaligned_ranges() {
     let buffer = fixture.allocate(16);
     let backend = &fixture.backend;
     let result = backend.stream_fill(fixture.stream, buffer, 0, 6, &[1, 2, 3]);
-    assert_error(result, ErrorKind::InvalidArgument, &["1, 2 or 4 bytes", "got 3 bytes"]);
+    assert_error(result, ErrorKind::InvalidArgument, &["1, 2 or 4 bytes", "not 3"]);
     let result = backend.stream_fill(fixture.stream, buffer, 2, 4, &[1, 2, 3, 4]);
     assert_error(
         result,

@@ -1,5 +1,6 @@
-//! Tests through the `Backend` trait, as core and the conformance suite use the backend.
-//! Every error test checks the kind and that the message names the thing that was wrong.
+//! Tests through the `Backend` trait, as core and the conformance suite use the backend (the
+//! driver behind the checked adapter, whose messages the handle, range and argument tests
+//! check). Every error test checks the kind and that the message names the thing that was wrong.
 
 mod events;
 mod handles;
@@ -13,9 +14,9 @@ mod wgsl_fused;
 mod wgsl_layout;
 mod wgsl_math;
 
-use crate::{CpuBackend, CpuConfig};
+use crate::{CpuBackend, CpuConfig, CpuDriver};
 use std::sync::Arc;
-use xhal_core::{
+use xhal_backend::{
     Backend, BufferArg, BufferHandle, DeviceHandle, Error, ErrorKind, KernelFormat, KernelHandle, LaunchArgs, Result,
     StreamHandle,
 };
@@ -38,10 +39,11 @@ impl Fixture {
     }
 
     fn with_config(config: CpuConfig) -> Fixture {
-        Fixture::with_backend(CpuBackend::with_config(config))
+        Fixture::with_driver(CpuDriver::with_config(config))
     }
 
-    fn with_backend(backend: CpuBackend) -> Fixture {
+    fn with_driver(driver: CpuDriver) -> Fixture {
+        let backend = CpuBackend::new(driver);
         let device = backend.device_open(0).unwrap();
         let stream = backend.stream_create(device).unwrap();
         Fixture {
@@ -129,7 +131,8 @@ impl Fixture {
     /// Holds `buffer` locked so that any stream operation touching it blocks until the guard
     /// is dropped: a deterministic way to keep a stream busy without timing assumptions.
     fn hold(&self, buffer: BufferHandle) -> Arc<crate::memory::Buffer> {
-        self.backend.buffers.get(buffer.0).unwrap()
+        let object = self.backend.buffer(buffer).unwrap();
+        Arc::clone(&**object)
     }
 }
 

@@ -4,15 +4,15 @@
 use super::wgsl::f32s;
 use super::words;
 use super::{Fixture, TEST_MEMORY};
-use crate::{CpuBackend, CpuConfig, KernelMode};
-use xhal_core::{Backend, ErrorKind, KernelFormat};
+use crate::{CpuBackend, CpuConfig, CpuDriver, KernelMode};
+use xhal_backend::{Backend, ErrorKind, KernelFormat};
 
-fn backend(mode: KernelMode) -> CpuBackend {
-    backend_with_memory(mode, TEST_MEMORY)
+fn driver(mode: KernelMode) -> CpuDriver {
+    driver_with_memory(mode, TEST_MEMORY)
 }
 
-fn backend_with_memory(mode: KernelMode, memory_per_device: u64) -> CpuBackend {
-    CpuBackend::with_config(CpuConfig {
+fn driver_with_memory(mode: KernelMode, memory_per_device: u64) -> CpuDriver {
+    CpuDriver::with_config(CpuConfig {
         devices: 1,
         memory_per_device,
     })
@@ -40,10 +40,10 @@ fn agree_in(
     inputs: &[Vec<u8>],
     scalars: &[u8],
 ) -> Vec<Vec<u8>> {
-    let interpreted = Fixture::with_backend(backend_with_memory(KernelMode::Interpret, memory))
+    let interpreted = Fixture::with_driver(driver_with_memory(KernelMode::Interpret, memory))
         .dispatch(source, entry, workgroups, inputs, scalars)
         .unwrap_or_else(|error| panic!("{entry}, interpreted: {error}"));
-    let compiled = Fixture::with_backend(backend_with_memory(KernelMode::Compile, memory))
+    let compiled = Fixture::with_driver(driver_with_memory(KernelMode::Compile, memory))
         .dispatch(source, entry, workgroups, inputs, scalars)
         .unwrap_or_else(|error| panic!("{entry}, compiled: {error}"));
     assert_eq!(
@@ -295,7 +295,7 @@ fn a_kernel_the_compiled_path_lacks_runs_on_the_interpreter() {
         elements.join(", ")
     );
     let before = crate::interpreter_fallbacks();
-    let out = Fixture::with_backend(backend(KernelMode::Compile))
+    let out = Fixture::with_driver(driver(KernelMode::Compile))
         .dispatch(&big, "big", [1, 1, 1], &[f32s(&[3.0])], &[])
         .expect("the interpreter runs it");
     assert_eq!(out[0], f32s(&[6.0]));
@@ -304,8 +304,9 @@ fn a_kernel_the_compiled_path_lacks_runs_on_the_interpreter() {
 
 #[test]
 fn a_malformed_mode_variable_fails_each_wgsl_module_load_naming_it() {
-    let mut backend = backend(KernelMode::Auto);
-    backend.kernel_mode = crate::native::KernelMode::from_lookup(|_| Some("fast".into()));
+    let mut driver = driver(KernelMode::Auto);
+    driver.kernel_mode = crate::native::KernelMode::from_lookup(|_| Some("fast".into()));
+    let backend = CpuBackend::new(driver);
     let device = backend.device_open(0).unwrap();
     let error = backend
         .module_load(device, KernelFormat::WGSL, super::wgsl::SAXPY.as_bytes())
@@ -345,7 +346,7 @@ fn a_new_kernel_is_compiled_once_and_then_comes_from_the_cache() {
     let mut scalars = f32s(&[2.0]);
     scalars.extend(words(&[4]));
     let before = crate::compile_stats();
-    let fixture = Fixture::with_backend(backend(KernelMode::Compile));
+    let fixture = Fixture::with_driver(driver(KernelMode::Compile));
     let out = fixture
         .dispatch(
             &source,
@@ -359,7 +360,7 @@ fn a_new_kernel_is_compiled_once_and_then_comes_from_the_cache() {
     let after = crate::compile_stats();
     assert!(after.compiled > before.compiled, "{before:?} -> {after:?}");
     // Loading it again, from another backend, finds it (loaded, or in the disk cache).
-    let again = Fixture::with_backend(backend(KernelMode::Compile));
+    let again = Fixture::with_driver(driver(KernelMode::Compile));
     again
         .dispatch(
             &source,
@@ -398,7 +399,7 @@ fn shift(@builtin(global_invocation_id) id: vec3<u32>) {
     let x: Vec<u32> = (0..128).collect();
     let inputs = [words(&x), vec![0; 128 * 4]];
     let strict =
-        Fixture::with_backend(backend(KernelMode::Compile)).dispatch(SHIFT, "shift", [2, 1, 1], &inputs, &words(&[3]));
+        Fixture::with_driver(driver(KernelMode::Compile)).dispatch(SHIFT, "shift", [2, 1, 1], &inputs, &words(&[3]));
     let error = strict.expect_err("index 130 of a 128-element `y` faults");
     assert_eq!(error.kind(), ErrorKind::KernelFault, "{error}");
     assert!(error.message().contains("out of bounds"), "{error}");
@@ -406,7 +407,7 @@ fn shift(@builtin(global_invocation_id) id: vec3<u32>) {
     agree(SHIFT, "shift", [2, 1, 1], &[words(&x), vec![0; 131 * 4]], &words(&[3]));
     // Lenient: clamped into the array, as the interpreter does.
     let lenient = |mode| {
-        Fixture::with_backend(backend(mode).with_strict_bounds(false))
+        Fixture::with_driver(driver(mode).with_strict_bounds(false))
             .dispatch(SHIFT, "shift", [2, 1, 1], &inputs, &words(&[3]))
             .unwrap()
     };
@@ -960,7 +961,7 @@ fn compiled_f16_arithmetic_matches_the_interpreter_bit_for_bit() {
         vec![0; n * 8 * 4],
     ];
     let run = |mode| {
-        Fixture::with_backend(backend_with_memory(mode, 64 << 20))
+        Fixture::with_driver(driver_with_memory(mode, 64 << 20))
             .dispatch(F16_OPS, "ops", [(n as u32).div_ceil(64), 1, 1], &inputs, &[])
             .unwrap_or_else(|error| panic!("ops, {mode:?}: {error}"))
     };
@@ -1202,7 +1203,7 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
 /// the sign and payload of NaN unspecified.
 fn agree_but_nan_signs(source: &str, workgroups: [u32; 3], inputs: &[Vec<u8>], widths: &[usize]) -> Vec<Vec<u8>> {
     let run = |mode| {
-        Fixture::with_backend(backend(mode))
+        Fixture::with_driver(driver(mode))
             .dispatch(source, "main", workgroups, inputs, &[])
             .unwrap_or_else(|error| panic!("{mode:?}: {error}"))
     };

@@ -119,12 +119,12 @@ fn guard(@builtin(local_invocation_index) k: u32) {
 "#;
     // The read of `cells` races with other invocations' writes, so only the interpreter,
     // whose lanes run in lockstep, gives one answer; this test is about its lane masks.
-    let backend = CpuBackend::with_config(CpuConfig {
+    let driver = CpuDriver::with_config(CpuConfig {
         devices: 1,
         memory_per_device: TEST_MEMORY,
     })
     .with_kernel_mode(crate::KernelMode::Interpret);
-    let out = Fixture::with_backend(backend)
+    let out = Fixture::with_driver(driver)
         .dispatch(GUARD, "guard", [1, 1, 1], &[vec![0; 32]], &[])
         .unwrap();
     assert_eq!(super::wgsl::as_u32s(&out[0]), [14, 12, 10, 8, 6, 4, 2, 0]);
@@ -132,12 +132,12 @@ fn guard(@builtin(local_invocation_index) k: u32) {
 
 #[test]
 fn a_kernel_past_its_time_limit_is_stopped_and_the_backend_lives_on() {
-    let backend = CpuBackend::with_config(CpuConfig {
+    let driver = CpuDriver::with_config(CpuConfig {
         devices: 1,
         memory_per_device: TEST_MEMORY,
     })
     .with_kernel_timeout(Duration::from_millis(300));
-    let fixture = Fixture::with_backend(backend);
+    let fixture = Fixture::with_driver(driver);
     let started = Instant::now();
     let result = fixture.dispatch(SPIN, "spin", [8, 1, 1], &[vec![0; 8]], &[]);
     assert_error(
@@ -174,15 +174,15 @@ fn a_kernel_past_its_time_limit_is_stopped_and_the_backend_lives_on() {
 
 #[test]
 fn a_malformed_time_limit_fails_the_launch_naming_the_variable() {
-    let mut backend = CpuBackend::with_config(CpuConfig {
+    let mut driver = CpuDriver::with_config(CpuConfig {
         devices: 1,
         memory_per_device: TEST_MEMORY,
     });
-    backend.kernel_timeout = KernelTimeout::Malformed(format!(
+    driver.kernel_timeout = KernelTimeout::Malformed(format!(
         "{} must be a positive number of seconds, got `soon`",
         crate::KERNEL_TIMEOUT_VARIABLE
     ));
-    let fixture = Fixture::with_backend(backend);
+    let fixture = Fixture::with_driver(driver);
     let result = fixture.dispatch(SPIN, "spin", [1, 1, 1], &[vec![0; 8]], &[]);
     assert_error(result, ErrorKind::InvalidArgument, &["XHAL_KERNEL_TIMEOUT", "`soon`"]);
 }
@@ -303,12 +303,12 @@ fn main() { a[0] = c[0]; }
 
 #[test]
 fn without_strict_bounds_an_out_of_bounds_index_is_clamped() {
-    let backend = CpuBackend::with_config(CpuConfig {
+    let driver = CpuDriver::with_config(CpuConfig {
         devices: 1,
         memory_per_device: TEST_MEMORY,
     })
     .with_strict_bounds(false);
-    let fixture = Fixture::with_backend(backend);
+    let fixture = Fixture::with_driver(driver);
     let input: Vec<u32> = (0..64).map(|i| i * 2).collect();
     let out = fixture
         .dispatch(COPY, "read_past", [1, 1, 1], &[words(&input), vec![0; 256]], &[])
@@ -319,12 +319,12 @@ fn without_strict_bounds_an_out_of_bounds_index_is_clamped() {
 
 #[test]
 fn dropping_the_backend_stops_a_running_kernel() {
-    let backend = CpuBackend::with_config(CpuConfig {
+    let driver = CpuDriver::with_config(CpuConfig {
         devices: 1,
         memory_per_device: TEST_MEMORY,
     })
     .with_kernel_timeout(Duration::from_secs(600));
-    let fixture = Fixture::with_backend(backend);
+    let fixture = Fixture::with_driver(driver);
     let kernel = fixture.wgsl(SPIN, "spin").unwrap();
     let buffer = fixture.allocate(8);
     fixture.write_now(buffer, 0, &words(&[0, 0]));

@@ -197,12 +197,12 @@ fn reading_past_a_workgroup_array_faults_naming_it() {
 
 #[test]
 fn without_strict_bounds_a_workgroup_index_is_clamped() {
-    let backend = CpuBackend::with_config(CpuConfig {
+    let driver = CpuDriver::with_config(CpuConfig {
         devices: 1,
         memory_per_device: TEST_MEMORY,
     })
     .with_strict_bounds(false);
-    let out = Fixture::with_backend(backend)
+    let out = Fixture::with_driver(driver)
         .dispatch(SHARED, "read_past", [1, 1, 1], &[words(&[7]), vec![0; 64]], &[])
         .unwrap();
     let expected: Vec<u32> = (0..16u32)

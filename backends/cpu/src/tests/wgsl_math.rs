@@ -473,12 +473,12 @@ fn the_pack_family_on_edge_cases_writes_the_expected_words() {
     // Two workgroups of 64 invocations, 28 words each, as the Kernel SPIR-V test launches it.
     let words = 2 * 64 * 28;
     let run = |mode: KernelMode| {
-        let backend = CpuBackend::with_config(CpuConfig {
+        let driver = CpuDriver::with_config(CpuConfig {
             devices: 1,
             memory_per_device: TEST_MEMORY,
         })
         .with_kernel_mode(mode);
-        let out = Fixture::with_backend(backend)
+        let out = Fixture::with_driver(driver)
             .dispatch(source, "packing", [2, 1, 1], &[vec![0; words * 4]], &[])
             .unwrap_or_else(|error| panic!("packing ({mode:?}): {error}"));
         as_u32s(&out[0])

@@ -17,7 +17,7 @@ use super::types::{Num, Types};
 use naga::valid::{FunctionInfo, ModuleInfo};
 use naga::{Expression, Handle, Statement, TypeInner};
 use std::collections::{HashMap, HashSet};
-use xhal_core::{Error, Result};
+use xhal_backend::{Error, Result};
 
 /// Most invocations in one workgroup (the device's `max_workgroup_invocations`).
 pub(crate) const MAX_LANES: usize = 1024;

@@ -4,7 +4,7 @@ use super::compile::{Compiler, FnCtx, Index, Known, Ptr, Space, Val};
 use super::program::{At, Bound, Container, HostKind, HostSpace, Instr, Reg};
 use super::types::{array_length, column_stride, describe, Num};
 use naga::{Expression, Handle, TypeInner};
-use xhal_core::{Error, Result};
+use xhal_backend::{Error, Result};
 
 impl<'m> Compiler<'m> {
     pub(super) fn access(&mut self, f: &mut FnCtx<'m>, base: Handle<Expression>, index: Index) -> Result<Val> {

@@ -7,7 +7,7 @@ use super::types::Num;
 use naga::common::wgsl::TypeContext;
 use naga::valid::{FunctionInfo, GlobalUse};
 use naga::{AddressSpace, Expression, Handle, TypeInner};
-use xhal_core::{Error, Result};
+use xhal_backend::{Error, Result};
 
 /// Workgroup memory by WGSL's layout (the device's `max_workgroup_memory`).
 const MAX_WORKGROUP_BYTES: u64 = 32768;

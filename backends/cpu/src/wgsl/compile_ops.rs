@@ -11,7 +11,7 @@ use super::program::{Instr, Reg};
 use super::types::Num;
 use super::wide;
 use naga::{BinaryOperator, Expression, Handle, MathFunction, TypeInner};
-use xhal_core::{Error, Result};
+use xhal_backend::{Error, Result};
 
 /// A scalar: one register, or two (low, high) for 64-bit types.
 type Scalar = Vec<Reg>;

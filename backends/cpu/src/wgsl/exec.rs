@@ -13,7 +13,7 @@ use super::mask::{columns, Active, Mask};
 use super::program::{Builtin, Case, HostSpace, Node, Program, Reg};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use xhal_core::{Error, ErrorKind};
+use xhal_backend::{Error, ErrorKind};
 
 /// Why execution stopped early.
 #[derive(Debug)]

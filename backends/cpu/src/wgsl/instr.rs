@@ -6,7 +6,7 @@ use super::mask::{cell_columns, column, column_refs, columns, first_out_of_bound
 use super::program::{At, AtomicSpace, Bound, HostKind, HostSpace, Instr, Operand, Reg};
 use std::cell::Cell;
 use std::sync::atomic::Ordering::Relaxed;
-use xhal_core::Error;
+use xhal_backend::Error;
 
 type Exec<T = ()> = Result<T, Stop>;
 

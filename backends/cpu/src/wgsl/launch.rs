@@ -14,7 +14,7 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use xhal_core::{Error, Result};
+use xhal_backend::{Error, Result};
 
 /// A buffer argument: the allocation and the view's byte range in it.
 #[derive(Debug)]
@@ -342,7 +342,7 @@ impl LaunchParts<'_> {
                 if stopped.is_none() {
                     if deadline.is_some_and(|deadline| now >= deadline) {
                         stopped = Some(Error::new(
-                            xhal_core::ErrorKind::Timeout,
+                            xhal_backend::ErrorKind::Timeout,
                             format!(
                                 "kernel `{}` ran past {}={}s",
                                 self.program.name,

@@ -4,7 +4,7 @@ use super::compile::MAX_LANES;
 use super::exec::internal;
 use super::program::Reg;
 use std::cell::Cell;
-use xhal_core::Error;
+use xhal_backend::Error;
 
 const MASK_WORDS: usize = MAX_LANES / 64;
 

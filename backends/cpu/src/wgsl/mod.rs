@@ -39,7 +39,7 @@ pub(crate) use program::Program;
 use crate::native::{self, KernelMode, NativeKernel, NotCompiled};
 use naga::valid::{Capabilities, ValidationFlags, Validator};
 use std::sync::{Arc, OnceLock};
-use xhal_core::{Error, Result};
+use xhal_backend::{Error, Result};
 
 /// What the validator accepts: exactly what the interpreter implements. `f16` needs
 /// `enable f16;` in the source (`quantizeToF16` and the `2x16float` packs need no `f16`

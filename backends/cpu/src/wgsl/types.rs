@@ -8,7 +8,7 @@
 //! uses WGSL's byte layout instead, as naga computed it.
 
 use naga::{ArraySize, Handle, Scalar, ScalarKind, Type, TypeInner, VectorSize};
-use xhal_core::{Error, Result};
+use xhal_backend::{Error, Result};
 
 /// The scalar types the interpreter computes with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

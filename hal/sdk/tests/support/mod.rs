@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use xhal::cpu::{CpuBackend, CpuConfig};
+use xhal::cpu::{CpuBackend, CpuConfig, CpuDriver};
 use xhal::{Device, Runtime};
 
 /// Memory of each CPU test device: small, so out-of-memory cases are quick to reach.
@@ -40,10 +40,10 @@ pub fn static_cpu_runtime(devices: u32) -> Runtime {
     Runtime::builder()
         .without_plugin_search()
         .without_static_backends()
-        .backend(Arc::new(CpuBackend::with_config(CpuConfig {
+        .backend(Arc::new(CpuBackend::new(CpuDriver::with_config(CpuConfig {
             devices,
             memory_per_device: TEST_DEVICE_MEMORY,
-        })))
+        }))))
         .device_selector(None)
         .build()
         .expect("a runtime with the static CPU backend")
@@ -51,7 +51,7 @@ pub fn static_cpu_runtime(devices: u32) -> Runtime {
 
 /// Device 0 of the linked-in CPU backend.
 pub fn static_cpu_device() -> Device {
-    static_cpu_runtime(1).open("cpu", 0).expect("cpu:0")
+    static_cpu_runtime(1).open("cpu:0").expect("cpu:0")
 }
 
 /// A runtime holding only the CPU plugin `libxhal_cpu.so`, loaded through the C ABI.
@@ -67,5 +67,5 @@ pub fn plugin_cpu_runtime() -> Runtime {
 
 /// Device 0 of the CPU plugin.
 pub fn plugin_cpu_device() -> Device {
-    plugin_cpu_runtime().open("cpu", 0).expect("cpu:0 through the plugin")
+    plugin_cpu_runtime().open("cpu:0").expect("cpu:0 through the plugin")
 }

@@ -8,7 +8,7 @@ use xhal_core::{
     Backend, BackendInfo, BufferHandle, DeviceHandle, DeviceInfo, EventHandle, KernelFormat, KernelHandle, LaunchArgs,
     ModuleHandle, Result, StreamHandle,
 };
-use xhal_cpu::{CpuBackend, KernelMode};
+use xhal_cpu::{CpuBackend, CpuDriver, KernelMode};
 
 /// What is wrong with the backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,7 +50,7 @@ impl BrokenBackend {
             fault,
             // The interpreter: the self-proofs need kernels slow enough that a fault in
             // ordering or completion shows (compiled kernels finish before the first query).
-            inner: CpuBackend::from_env()?.with_kernel_mode(KernelMode::Interpret),
+            inner: CpuBackend::new(CpuDriver::from_env()?.with_kernel_mode(KernelMode::Interpret)),
             buffer_sizes: Mutex::new(HashMap::new()),
             f64_modules: Mutex::new(HashSet::new()),
             f64_kernels: Mutex::new(HashSet::new()),
