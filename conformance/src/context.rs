@@ -222,7 +222,9 @@ impl TestContext<'_> {
     /// The device as another part of the application opening it gets it: the runtime shares
     /// one open device per index, so this is the same device, not a second handle.
     pub fn reopen(&self) -> xhal::Result<Device> {
-        self.target.runtime.open(&format!("{}:{}", &self.target.backend_name, self.index))
+        self.target
+            .runtime
+            .open(&format!("{}:{}", &self.target.backend_name, self.index))
     }
 
     /// Loads a WGSL module; a refusal fails the test, naming the module. On a device that

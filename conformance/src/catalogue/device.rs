@@ -170,6 +170,21 @@ fn backend_of(context: &TestContext) -> Result<std::sync::Arc<dyn xhal::Backend>
         })
 }
 
+/// The device opened anew, as a second handle of its own: through a runtime over the same
+/// backend object, whose devices are not shared with the target's runtime.
+fn open_anew(context: &TestContext) -> Result<Device, Verdict> {
+    let runtime = xhal::Runtime::builder()
+        .without_static_backends()
+        .without_plugin_search()
+        .backend(backend_of(context)?)
+        .build()?;
+    Ok(runtime.open(&format!(
+        "{}:{}",
+        context.target().backend_name(),
+        context.device_index()
+    ))?)
+}
+
 /// The device's info as discovery recorded it.
 fn discovered_info(context: &TestContext) -> Result<DeviceInfo, Verdict> {
     let target = context.target();
@@ -276,16 +291,7 @@ fn stable_across_enumerations(context: &TestContext) -> TestResult {
             "a second device_info call",
             backend_of(context)?.device_info(context.device_index())?,
         ),
-        (
-            "a second open",
-            Device::open(
-                backend_of(context)?,
-                context.target().backend_name(),
-                context.device_index(),
-            )?
-            .info()
-            .clone(),
-        ),
+        ("a second open", open_anew(context)?.info().clone()),
         ("a fresh runtime", fresh_runtime_info(context)?),
     ];
     for (source, info) in sources {
@@ -309,11 +315,7 @@ fn uuid_nonzero(context: &TestContext) -> TestResult {
 fn uuid_stable(context: &TestContext) -> TestResult {
     let uuid = context.info().uuid_string();
     let reopened = {
-        let device = Device::open(
-            backend_of(context)?,
-            context.target().backend_name(),
-            context.device_index(),
-        )?;
+        let device = open_anew(context)?;
         device.info().uuid_string()
     };
     let sources = [
@@ -802,11 +804,15 @@ fn exercise(device: &Device, seed: u32) -> TestResult {
 }
 
 fn open_close_and_reopen(context: &TestContext) -> TestResult {
-    let backend = backend_of(context)?;
     for round in 0..2u32 {
         // Each round's device, stream, module and buffer are dropped before the next opens.
-        let device = Device::open(backend.clone(), context.target().backend_name(), context.device_index())
-            .map_err(|error| Verdict::fail(format!("opening the device, round {}: {error}", round + 1)))?;
+        let device = open_anew(context).map_err(|verdict| match verdict {
+            Verdict::Fail(mut failure) => {
+                failure.message = format!("opening the device, round {}: {}", round + 1, failure.message);
+                Verdict::Fail(failure)
+            }
+            skip => skip,
+        })?;
         exercise(&device, round).map_err(|verdict| match verdict {
             Verdict::Fail(mut failure) => {
                 failure.message = format!("round {}: {}", round + 1, failure.message);
@@ -819,11 +825,7 @@ fn open_close_and_reopen(context: &TestContext) -> TestResult {
 }
 
 fn open_two_handles(context: &TestContext) -> TestResult {
-    let second = Device::open(
-        backend_of(context)?,
-        context.target().backend_name(),
-        context.device_index(),
-    )?;
+    let second = open_anew(context)?;
     let second_stream = second.create_stream()?;
     let first_data = context.random_u32(21, 1000);
     let second_data = context.random_u32(22, 1000);
@@ -871,7 +873,10 @@ fn open_index_out_of_range(context: &TestContext) -> TestResult {
         )),
     }?;
     expect_error(
-        context.target().runtime().open(context.target().backend_name(), count),
+        context
+            .target()
+            .runtime()
+            .open(&format!("{}:{count}", context.target().backend_name())),
         &[ErrorKind::NotFound],
         &format!("opening device {count} through the runtime"),
     )?;

@@ -228,7 +228,9 @@ pub(super) fn other_device(context: &TestContext) -> Result<Option<Device>, Verd
         .map_err(|error| Verdict::fail(format!("cannot list the backend's devices: {error}")))?;
     match devices.iter().find(|(index, _)| *index != context.device_index()) {
         None => Ok(None),
-        Some((index, _)) => Ok(Some(target.runtime().open(target.backend_name(), *index)?)),
+        Some((index, _)) => Ok(Some(
+            target.runtime().open(&format!("{}:{index}", target.backend_name()))?,
+        )),
     }
 }
 
@@ -336,7 +338,11 @@ fn zero_length_buffer_access_out_of_bounds(context: &TestContext) -> TestResult 
     expect_error(stream.write(&empty, &[1]), &refused, "writing one element")?;
     expect_error(stream.read(&empty, &mut [0u32]), &refused, "reading one element")?;
     expect_error(stream.fill(empty.slice(..1), 1u32), &refused, "filling one element")?;
-    expect_error(stream.copy(empty.slice(..1), &full), &refused, "copying one element out")?;
+    expect_error(
+        stream.copy(empty.slice(..1), &full),
+        &refused,
+        "copying one element out",
+    )?;
     expect_error(stream.copy(full.slice(..1), &empty), &refused, "copying one element in")?;
     expect_error(
         stream.write_owned(&empty, vec![1u32]),
@@ -980,11 +986,7 @@ fn write_out_of_bounds(context: &TestContext) -> TestResult {
         &refused,
         "writing 8 bytes at 4090",
     )?;
-    expect_error(
-        stream.write(&buffer, &vec![0u8; 4098]),
-        &refused,
-        "writing 4098 bytes",
-    )?;
+    expect_error(stream.write(&buffer, &vec![0u8; 4098]), &refused, "writing 4098 bytes")?;
     expect_error(
         stream.write_owned(buffer.slice(4000..), vec![0u8; 98]),
         &refused,
@@ -999,10 +1001,18 @@ fn fill_out_of_bounds(context: &TestContext) -> TestResult {
     let stream = context.stream();
     let (buffer, data) = random_byte_buffer(context, 23, 4097)?;
     let refused = [ErrorKind::OutOfBounds];
-    expect_error(stream.fill(buffer.slice(4090..4090 + 8), 0u8), &refused, "filling 8 bytes at 4090")?;
+    expect_error(
+        stream.fill(buffer.slice(4090..4090 + 8), 0u8),
+        &refused,
+        "filling 8 bytes at 4090",
+    )?;
     expect_error(stream.fill(buffer.slice(..4098), 0u8), &refused, "filling 4098 bytes")?;
     let words = context.device().alloc_from(stream, &[1u32; 10])?;
-    expect_error(stream.fill(words.slice(9..9 + 2), 0u32), &refused, "filling 2 words at 9 of 10")?;
+    expect_error(
+        stream.fill(words.slice(9..9 + 2), 0u32),
+        &refused,
+        "filling 2 words at 9 of 10",
+    )?;
     stream.synchronize()?;
     check_contents(context, &buffer, &data, "the byte buffer after the refused fills")?;
     check_contents(context, &words, &[1u32; 10], "the word buffer after the refused fill")
@@ -1060,7 +1070,7 @@ fn offset_overflow(context: &TestContext) -> TestResult {
         "filling 4 words at element usize::MAX / 2 (a byte offset past u64)",
     )?;
     expect_error(
-        stream.fill(bytes.slice(1..1 + (usize::MAX)), 1u8),
+        stream.fill(bytes.slice(1..=usize::MAX), 1u8),
         &refused,
         "filling usize::MAX bytes at offset 1",
     )?;
@@ -1070,7 +1080,7 @@ fn offset_overflow(context: &TestContext) -> TestResult {
         "copying to element usize::MAX / 4",
     )?;
     expect_error(
-        stream.copy(bytes.slice(usize::MAX..usize::MAX + 1), &bytes),
+        stream.copy(bytes.slice(usize::MAX..=usize::MAX), &bytes),
         &refused,
         "copying from byte usize::MAX",
     )?;

@@ -735,12 +735,12 @@ fn destroy_later_calls_refused(context: &TestContext) -> TestResult {
     let event = device.create_event()?;
     stream.destroy()?;
     let refused = [ErrorKind::InvalidHandle];
-    expect_error(clone.fill(buffer.slice(..4), 0u32), &refused, "fill on a destroyed stream")?;
     expect_error(
-        clone.write(&buffer, &[1u32]),
+        clone.fill(buffer.slice(..4), 0u32),
         &refused,
-        "write on a destroyed stream",
+        "fill on a destroyed stream",
     )?;
+    expect_error(clone.write(&buffer, &[1u32]), &refused, "write on a destroyed stream")?;
     expect_error(
         clone.read(&buffer, &mut [0u32; 4]),
         &refused,

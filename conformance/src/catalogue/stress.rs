@@ -285,7 +285,10 @@ fn ten_thousand_small_copies(context: &TestContext) -> TestResult {
     let destination = device.alloc_from(stream, &vec![0u32; ELEMENTS])?;
     // Reverse the buffer one element at a time.
     for index in 0..ELEMENTS {
-        stream.copy(source.slice(index..index + 1), destination.slice(ELEMENTS - 1 - index..))?;
+        stream.copy(
+            source.slice(index..index + 1),
+            destination.slice(ELEMENTS - 1 - index..),
+        )?;
     }
     let expected: Vec<u32> = data.iter().rev().copied().collect();
     check_slice_eq(

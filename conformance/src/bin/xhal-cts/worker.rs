@@ -56,7 +56,7 @@ pub fn run(spec: TargetSpec) -> ExitCode {
             }
             ["perf", index] => {
                 let index: u32 = index.parse().unwrap_or(u32::MAX);
-                let profile = match target.runtime().open(target.backend_name(), index) {
+                let profile = match target.runtime().open(&format!("{}:{index}", target.backend_name())) {
                     Ok(device) => xhal_conformance::perf::measure(&device),
                     Err(error) => xhal_conformance::perf::PerformanceProfile {
                         notes: vec![format!("cannot open the device: {error}")],
