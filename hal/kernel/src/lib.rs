@@ -72,13 +72,13 @@ pub mod c;
 pub mod c_signature;
 mod cache;
 mod error;
+mod ir;
 mod limits;
 mod overrides;
 pub mod parameters;
 mod reflect;
 mod rewrite;
 pub mod spirv_kernel;
-mod types;
 mod wgsl;
 
 pub use bundle::{format_name, is_source_format, ModuleBundle, Plan, ResolvedKernel, Variant};

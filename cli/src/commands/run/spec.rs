@@ -437,7 +437,7 @@ mod tests {
         spec.check(&shape)?;
         let count = spec.value_count().unwrap_or(0) as usize;
         let mut image = vec![0u8; count * ty.size()];
-        spec.write(shape.slice(7..), &mut image)?;
+        spec.write(&shape, 7, &mut image)?;
         Ok(image.chunks(ty.size()).map(T::from_le).collect())
     }
 

@@ -26,7 +26,7 @@ use std::collections::HashMap;
 
 use naga::{Block, Expression, Function, Handle, LocalVariable, Module, Span, Statement};
 
-use super::writer::has_barrier;
+use crate::ir::has_barrier;
 
 /// Functions (by index) that reach a barrier, themselves or through what they call.
 fn barrier_functions(module: &Module) -> Vec<bool> {
@@ -34,7 +34,7 @@ fn barrier_functions(module: &Module) -> Vec<bool> {
     // A function only calls functions before it in the arena.
     for (_, f) in module.functions.iter() {
         let mut callees = std::collections::BTreeSet::new();
-        super::writer::calls(&f.body, &mut callees);
+        crate::ir::calls(&f.body, &mut callees);
         let deep = has_barrier(&f.body) || callees.iter().any(|c| reaches.get(c.index()).copied().unwrap_or(false));
         reaches.push(deep);
     }
@@ -44,7 +44,7 @@ fn barrier_functions(module: &Module) -> Vec<bool> {
 /// Whether `block` calls one of `barrier_fns`.
 fn calls_barrier_function(block: &Block, barrier_fns: &[bool]) -> bool {
     let mut callees = std::collections::BTreeSet::new();
-    super::writer::calls(block, &mut callees);
+    crate::ir::calls(block, &mut callees);
     callees.iter().any(|c| barrier_fns[c.index()])
 }
 
@@ -59,7 +59,7 @@ pub(super) fn lowered(
 ) -> Result<Option<(Module, naga::valid::ModuleInfo)>, crate::error::KernelError> {
     use crate::error::{KernelError, KernelErrorKind};
     let source = module.naga_module();
-    let entries: Vec<usize> = super::writer::compute_entries(source, entry);
+    let entries: Vec<usize> = crate::ir::compute_entries(source, entry);
     let lowered = lower_for_c(source, &entries, rewrite).map_err(|what| {
         KernelError::new(
             KernelErrorKind::Unsupported,
@@ -241,7 +241,7 @@ fn lowers_switch(cases: &[naga::SwitchCase], barrier_fns: &[bool], in_barrier_lo
     cases.iter().any(|c| {
         has_barrier(&c.body)
             || calls_barrier_function(&c.body, barrier_fns)
-            || (in_barrier_loop && super::writer::has_continue(&c.body))
+            || (in_barrier_loop && super::workgroup::has_continue(&c.body))
     })
 }
 

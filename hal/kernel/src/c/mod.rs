@@ -96,13 +96,17 @@
 //! [`KernelErrorKind::Unsupported`](crate::KernelErrorKind) error naming the feature and the
 //! dialect, pointing into the source where naga kept a span.
 
+mod bounds;
+mod keywords;
 mod lower;
+mod math;
 mod prelude;
+mod types;
 mod uniform;
+mod workgroup;
 mod writer;
 
-pub use writer::c_symbol;
-pub(crate) use writer::{calls, compute_entries, has_barrier};
+pub use keywords::c_symbol;
 
 use crate::error::KernelError;
 use crate::wgsl::WgslModule;

@@ -228,7 +228,7 @@ impl Walker<'_> {
             // A `break` in a switch leaves the switch; a `continue` leaves the loop.
             Statement::Switch { selector, cases } => {
                 let inner = divergent || !self.uniform(*selector);
-                cases.iter().any(|c| inner && super::writer::has_continue(&c.body))
+                cases.iter().any(|c| inner && super::workgroup::has_continue(&c.body))
             }
             _ => false,
         })

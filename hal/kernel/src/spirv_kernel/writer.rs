@@ -15,6 +15,7 @@ use super::words::{inst, string, Module};
 use super::SpirvKernel;
 use crate::c::{c_symbol, CEntryPoint};
 use crate::error::{KernelError, KernelErrorKind};
+use crate::ir::{self, closure, scalar_wgsl, uses_length};
 use crate::wgsl::WgslModule;
 
 type Res<T> = Result<T, KernelError>;
@@ -143,36 +144,6 @@ fn align_up(v: u32, a: u32) -> u32 {
     }
 }
 
-fn scalar_wgsl(s: Scalar) -> String {
-    match s.kind {
-        ScalarKind::Bool => "bool".to_owned(),
-        ScalarKind::Sint => format!("i{}", s.width * 8),
-        ScalarKind::Uint => format!("u{}", s.width * 8),
-        ScalarKind::Float => format!("f{}", s.width * 8),
-        _ => "an abstract type".to_owned(),
-    }
-}
-
-fn uses_length(f: &Function) -> bool {
-    f.expressions
-        .iter()
-        .any(|(_, e)| matches!(e, Expression::ArrayLength(_)))
-}
-
-fn closure(m: &naga::Module, body: &Block) -> BTreeSet<Handle<Function>> {
-    let mut set = BTreeSet::new();
-    crate::c::calls(body, &mut set);
-    loop {
-        let before = set.len();
-        for h in set.clone() {
-            crate::c::calls(&m.functions[h].body, &mut set);
-        }
-        if set.len() == before {
-            return set;
-        }
-    }
-}
-
 pub(super) fn write(module: &WgslModule, entry: Option<&str>) -> Res<SpirvKernel> {
     let m = module.naga_module();
     let mut w = Writer {
@@ -198,7 +169,7 @@ pub(super) fn write(module: &WgslModule, entry: Option<&str>) -> Res<SpirvKernel
     w.check_types()?;
     w.make_structs()?;
 
-    let selected: Vec<usize> = crate::c::compute_entries(m, entry);
+    let selected: Vec<usize> = ir::compute_entries(m, entry);
     let mut reachable = BTreeSet::new();
     for &i in &selected {
         reachable.extend(closure(m, &m.entry_points[i].function.body));
@@ -245,7 +216,7 @@ pub(super) fn write(module: &WgslModule, entry: Option<&str>) -> Res<SpirvKernel
         // The element counts serve `arrayLength` and the clamping of runtime-sized indices.
         let any = uses_length(f)
             || closure(m, &f.body).iter().any(|&c| uses_length(&m.functions[c]))
-            || w.touches_runtime_array(&w.info[h]);
+            || ir::touches_runtime_array(w.m, &w.info[h]);
         uses_len.insert(h, any);
     }
     for &h in &reachable {
@@ -322,24 +293,11 @@ impl<'a> Writer<'a> {
     // ----- errors -----
 
     fn unsupported(&self, what: &str) -> KernelError {
-        KernelError::new(
-            KernelErrorKind::Unsupported,
-            format!("{what} cannot be written as {TARGET}"),
-        )
+        ir::unsupported(what, TARGET)
     }
 
     fn unsupported_at(&self, what: &str, span: naga::Span) -> KernelError {
-        if span.is_defined() {
-            KernelError::at(
-                KernelErrorKind::Unsupported,
-                format!("{what} cannot be written as {TARGET}"),
-                self.src,
-                span,
-                "not supported in Kernel SPIR-V",
-            )
-        } else {
-            self.unsupported(what)
-        }
+        ir::unsupported_at(what, TARGET, self.src, span, "not supported in Kernel SPIR-V")
     }
 
     fn expr_err(&self, fx: &Fx, h: Handle<Expression>, what: &str) -> KernelError {
@@ -348,15 +306,10 @@ impl<'a> Writer<'a> {
 
     /// Gives an error without a location the location of expression `h`.
     fn relocate(&self, fx: &Fx, h: Handle<Expression>, e: KernelError) -> KernelError {
-        let span = fx.f.expressions.get_span(h);
-        if e.location().is_some() || !span.is_defined() || e.kind() != KernelErrorKind::Unsupported {
-            return e;
-        }
-        KernelError::at(
-            KernelErrorKind::Unsupported,
-            e.message(),
+        ir::relocate(
+            e,
             self.src,
-            span,
+            fx.f.expressions.get_span(h),
             "not supported in Kernel SPIR-V",
         )
     }
@@ -948,22 +901,16 @@ impl<'a> Writer<'a> {
     }
 
     fn is_pointer(&self, fx: &Fx, h: Handle<Expression>) -> bool {
-        matches!(
-            self.tyinner(fx, h),
-            TypeInner::Pointer { .. } | TypeInner::ValuePointer { .. }
-        )
+        ir::is_pointer(self.tyinner(fx, h))
     }
 
     /// What a pointer expression points to.
     fn pointee(&self, fx: &Fx, h: Handle<Expression>) -> TypeInner {
-        crate::types::pointee(&self.m.types, self.tyinner(fx, h))
+        ir::pointee(&self.m.types, self.tyinner(fx, h))
     }
 
     fn pointee_handle(&self, fx: &Fx, h: Handle<Expression>) -> Option<Handle<Type>> {
-        match self.tyinner(fx, h) {
-            TypeInner::Pointer { base, .. } => Some(*base),
-            _ => None,
-        }
+        ir::pointee_handle(self.tyinner(fx, h))
     }
 
     fn space_of(&self, fx: &Fx, h: Handle<Expression>) -> Sc {
@@ -2769,39 +2716,6 @@ impl<'a> Writer<'a> {
         Ok(self.element_count(fx, counts, binding))
     }
 
-    /// `(header, stride)` of a buffer type with a runtime-sized array: the array's offset and
-    /// its element stride.
-    fn runtime_array_of(&self, ty: Handle<Type>) -> Option<(u32, u32)> {
-        match &self.m.types[ty].inner {
-            TypeInner::Array {
-                size: ArraySize::Dynamic,
-                stride,
-                ..
-            } => Some((0, *stride)),
-            TypeInner::Struct { members, .. } => {
-                let last = members.last()?;
-                match &self.m.types[last.ty].inner {
-                    TypeInner::Array {
-                        size: ArraySize::Dynamic,
-                        stride,
-                        ..
-                    } => Some((last.offset, *stride)),
-                    _ => None,
-                }
-            }
-            _ => None,
-        }
-    }
-
-    /// Whether a function (with its callees) uses a buffer that holds a runtime-sized array.
-    fn touches_runtime_array(&self, fi: &FunctionInfo) -> bool {
-        self.m.global_variables.iter().any(|(g, var)| {
-            !fi[g].is_empty()
-                && matches!(var.space, AddressSpace::Storage { .. })
-                && self.runtime_array_of(var.ty).is_some()
-        })
-    }
-
     // ----- statements -----
 
     fn block(&mut self, fx: &mut Fx, block: &Block) -> Res<()> {
@@ -3220,11 +3134,11 @@ impl<'a> Writer<'a> {
             || closure(m, &ep.function.body)
                 .iter()
                 .any(|&h| uses_length(&m.functions[h]))
-            || self.touches_runtime_array(fi);
-        let barriers = crate::c::has_barrier(&ep.function.body)
+            || ir::touches_runtime_array(self.m, fi);
+        let barriers = ir::has_barrier(&ep.function.body)
             || closure(m, &ep.function.body)
                 .iter()
-                .any(|&h| crate::c::has_barrier(&m.functions[h].body));
+                .any(|&h| ir::has_barrier(&m.functions[h].body));
 
         let mut params = Vec::new();
         let mut header_params = Vec::new();
@@ -3332,7 +3246,7 @@ impl<'a> Writer<'a> {
             let p32 = self.ptr(Sc::Function, u32t);
             let zero = self.const_u32(0);
             for (k, (_, g)) in buffers.iter().enumerate() {
-                let Some((header, stride)) = self.runtime_array_of(m.global_variables[*g].ty) else {
+                let Some((header, stride)) = ir::runtime_array_of(&self.m.types, m.global_variables[*g].ty) else {
                     continue;
                 };
                 let kk = self.const_u32(k as u32);

@@ -1,0 +1,357 @@
+//! The bounds of indices: fixed-size arrays, vectors and matrices clamp theirs, runtime-sized
+//! arrays clamp to the bound view's length, and host C records every index that was out of
+//! bounds. For an entry point whose indices into runtime-sized arrays are affine in the
+//! invocation index, host C also writes an unchecked body and the check that picks it.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use naga::{
+    AddressSpace, ArraySize, BinaryOperator as Bin, Expression, Function, Handle, Literal, ScalarKind, TypeInner,
+    UnaryOperator,
+};
+
+use super::workgroup::CONTROL;
+use super::writer::{ident, Fx, Writer};
+use super::Dialect;
+use crate::error::KernelError;
+
+type Res<T> = Result<T, KernelError>;
+
+/// An index into a runtime-sized array that is `base + c * li` in the invocation index
+/// `li`: the index expression and `c`.
+pub(super) type IndexSite = (Handle<Expression>, i64);
+
+impl<'a> Writer<'a> {
+    /// Host C's out-of-bounds flag: a local of the region in workgroup mode (a register,
+    /// and no store in the loop that would stop the C compiler vectorising it), else the
+    /// context's.
+    fn oob_flag(fx: &Fx) -> &'static str {
+        match &fx.wg {
+            Some(wg) if wg.region.get() != CONTROL => "xh_oob",
+            _ => "ctx->oob_",
+        }
+    }
+
+    /// The binding whose runtime-sized array `array` (a pointer expression) points to.
+    fn runtime_array_binding(&self, fx: &Fx, array: Handle<Expression>) -> Option<u32> {
+        self.runtime_array_binding_of(fx.f, array)
+    }
+
+    /// An index into a runtime-sized array, clamped to the array's length so that no kernel
+    /// reaches outside the bound buffer view (host C also records the first such index, for
+    /// a runner that reports it).
+    pub(super) fn runtime_index(
+        &self,
+        fx: &Fx,
+        h: Handle<Expression>,
+        array: Handle<Expression>,
+        i: &str,
+    ) -> Res<String> {
+        let binding = self
+            .runtime_array_binding(fx, array)
+            .ok_or_else(|| self.expr_err(fx, h, "indexing a runtime-sized array through a pointer parameter"))?;
+        Ok(match self.d {
+            Dialect::HostC if fx.unchecked => match &fx.f.expressions[h] {
+                // Worked out in 64 bits from the workgroup's base, so that the C compiler
+                // sees an address that moves by a constant step with the invocation.
+                Expression::Access { index, .. } if fx.sites.contains_key(index) => {
+                    let (k, c) = fx.sites[index];
+                    format!("(xh_i64)xh_site[{k}] + (xh_i64)xh_li * {c}")
+                }
+                _ => format!("(xh_u32)({i})"),
+            },
+            Dialect::HostC => format!(
+                "xh_rt_index(&{}, (xh_u32)({i}), ctx->n_[{binding}])",
+                Self::oob_flag(fx)
+            ),
+            _ => format!("xh_rt_clamp((xh_u32)({i}), ctx->n_[{binding}])"),
+        })
+    }
+
+    pub(super) fn clamp(&self, fx: &Fx, idx: &str, n: u32, index: Handle<Expression>) -> String {
+        if self.static_max(fx.f, index, 0).is_some_and(|max| max < u64::from(n)) {
+            // In bounds in every invocation: a plain index, which the C compiler can
+            // vectorise (a clamped store cannot be, before AVX-512 scatters).
+            return format!("(xh_u32)({idx})");
+        }
+        if self.d == Dialect::HostC {
+            // Also recorded, so that a strict runner can fault as its interpreter would.
+            return format!(
+                "xh_fx_index(&{}, (xh_u32)({idx}), {}u)",
+                Self::oob_flag(fx),
+                n.saturating_sub(1)
+            );
+        }
+        format!("xh_min_u32((xh_u32)({idx}), {}u)", n.saturating_sub(1))
+    }
+
+    /// The largest value integer expression `h` of `f` can take, when the workgroup's size
+    /// and constants bound it (`local_invocation_index`, `local_invocation_id`, and
+    /// non-negative arithmetic on them); at most `i32::MAX`, so it holds for `i32` too.
+    fn static_max(&self, f: &Function, h: Handle<Expression>, depth: u32) -> Option<u64> {
+        const LIMIT: u64 = i32::MAX as u64;
+        if depth > 32 {
+            return None;
+        }
+        let workgroup = || {
+            self.m
+                .entry_points
+                .iter()
+                .find(|ep| std::ptr::eq(&ep.function, f))
+                .map(|ep| ep.workgroup_size.map(|d| u64::from(d.max(1))))
+        };
+        let builtin = |e: Handle<Expression>| match f.expressions[e] {
+            Expression::FunctionArgument(k) => match f.arguments[k as usize].binding {
+                Some(naga::Binding::BuiltIn(b)) => Some(b),
+                _ => None,
+            },
+            _ => None,
+        };
+        let literal = |e: Handle<Expression>| match f.expressions[e] {
+            Expression::Literal(Literal::U32(v)) => Some(u64::from(v)),
+            Expression::Literal(Literal::I32(v)) => u64::try_from(v).ok(),
+            _ => None,
+        };
+        let max = |e| self.static_max(f, e, depth + 1);
+        let value = match &f.expressions[h] {
+            Expression::Literal(_) => literal(h)?,
+            Expression::FunctionArgument(_) => match builtin(h)? {
+                naga::BuiltIn::LocalInvocationIndex => workgroup()?.iter().product::<u64>() - 1,
+                _ => return None,
+            },
+            Expression::AccessIndex { base, index } => match builtin(*base)? {
+                naga::BuiltIn::LocalInvocationId => *workgroup()?.get(*index as usize)? - 1,
+                _ => return None,
+            },
+            Expression::As {
+                expr,
+                kind: ScalarKind::Uint | ScalarKind::Sint,
+                convert: None | Some(4),
+            } => max(*expr)?,
+            Expression::Binary { op, left, right } => match op {
+                Bin::Add => max(*left)? + max(*right)?,
+                Bin::Multiply => max(*left)?.checked_mul(max(*right)?)?,
+                Bin::Divide => max(*left)? / literal(*right).filter(|&k| k > 0)?,
+                // A negative `i32` dividend would give a negative remainder.
+                Bin::Modulo => max(*left)?.min(literal(*right).filter(|&k| k > 0)? - 1),
+                Bin::And => match (max(*left), max(*right)) {
+                    (Some(a), Some(b)) => a.min(b),
+                    (Some(a), None) | (None, Some(a)) => a,
+                    (None, None) => return None,
+                },
+                Bin::ShiftRight => max(*left)? >> literal(*right).filter(|&k| k < 32)?,
+                _ => return None,
+            },
+            _ => return None,
+        };
+        (value <= LIMIT).then_some(value)
+    }
+
+    /// For an entry point without barriers whose indices into runtime-sized arrays are all
+    /// affine in the invocation index (`base + c * li`, with `base` made of constants, the
+    /// scalar block and the workgroup's id), a function `INNER_inbounds(ctx, wid, nwg)` that
+    /// says whether every such index of the workgroup is in bounds: since each index moves
+    /// in one direction with `li`, the first and the last invocation bound it. `None` when an
+    /// index is not of that form (the checked body then always runs).
+    pub(super) fn write_bounds_check(&self, i: usize, inner: &str) -> Res<Option<(String, Vec<IndexSite>)>> {
+        let ep = &self.m.entry_points[i];
+        let f = &ep.function;
+        let fi = self.info.get_entry_point(i);
+        let wg = ep.workgroup_size;
+        let total = wg[0].saturating_mul(wg[1]).saturating_mul(wg[2]).max(1);
+        let one_dimensional = wg[1] <= 1 && wg[2] <= 1;
+        let mut sites = Vec::new();
+        for (h, e) in f.expressions.iter() {
+            let (base, index) = match e {
+                Expression::Access { base, index } => (*base, Some(*index)),
+                Expression::AccessIndex { base, .. } => (*base, None),
+                _ => continue,
+            };
+            let dynamic = match fi[base].ty.inner_with(&self.m.types) {
+                TypeInner::Pointer { base: t, .. } => matches!(
+                    self.m.types[*t].inner,
+                    TypeInner::Array {
+                        size: ArraySize::Dynamic,
+                        ..
+                    }
+                ),
+                _ => false,
+            };
+            if !dynamic {
+                continue;
+            }
+            let Some(index) = index else { continue };
+            let Some(binding) = self.runtime_array_binding_of(f, base) else {
+                return Ok(None);
+            };
+            match self.affine(f, index, one_dimensional) {
+                // Far from wrapping around: the index is monotonic over the workgroup.
+                Some(c) if c.unsigned_abs().saturating_mul(u64::from(total)) < 1 << 30 => {
+                    sites.push((h, index, binding, c))
+                }
+                _ => return Ok(None),
+            }
+        }
+        if sites.is_empty() {
+            return Ok(None);
+        }
+        let fx = Fx {
+            f,
+            fi,
+            baked: HashMap::new(),
+            locals: HashMap::new(),
+            args: f
+                .arguments
+                .iter()
+                .enumerate()
+                .map(|(k, arg)| format!("a_{}{k}", ident(arg.name.as_deref(), "arg")))
+                .collect(),
+            entry: true,
+            indent: 1,
+            wg: None,
+            unchecked: false,
+            sites: HashMap::new(),
+        };
+        // The distinct index expressions, whose values in the first invocation the check
+        // leaves in `site` for the unchecked body.
+        let mut bases: Vec<IndexSite> = Vec::new();
+        for &(_, index, _, c) in &sites {
+            if !bases.iter().any(|&(known, _)| known == index) {
+                bases.push((index, c));
+            }
+        }
+        let mut text = format!(
+            "static int {inner}_inbounds(xh_ctx* ctx, xh_u32x3 wid, xh_u32x3 nwg, xh_u64* site) {{\n    xh_u32 li;\n    (void)nwg;\n"
+        );
+        let _ = writeln!(
+            text,
+            "    for (li = 0; li < {total}u; li += {}u) {{",
+            (total - 1).max(1)
+        );
+        text.push_str(&self.builtins_of_li(wg, "        ", false));
+        for (k, arg) in f.arguments.iter().enumerate() {
+            let _ = writeln!(
+                text,
+                "        XH_UNUSED {} {} = {};",
+                self.type_name(arg.ty)?,
+                fx.args[k],
+                self.builtin_name(arg, &ep.name)?
+            );
+        }
+        for (_, index, binding, _) in &sites {
+            let value = self.expr(&fx, *index)?;
+            // Arrays of more than 2^31 elements are left to the checks: the reasoning above
+            // needs the indices far from wrapping around.
+            let _ = writeln!(
+                text,
+                "        if (ctx->n_[{binding}] > 0x80000000u || (xh_u32)({value}) >= ctx->n_[{binding}]) return 0;"
+            );
+        }
+        text.push_str("        if (li == 0u) {\n");
+        for (k, (index, _)) in bases.iter().enumerate() {
+            let value = self.expr(&fx, *index)?;
+            let _ = writeln!(text, "            site[{k}] = (xh_u32)({value});");
+        }
+        text.push_str("        }\n    }\n    return 1;\n}\n");
+        Ok(Some((text, bases)))
+    }
+
+    fn runtime_array_binding_of(&self, f: &Function, array: Handle<Expression>) -> Option<u32> {
+        let g = match &f.expressions[array] {
+            Expression::GlobalVariable(g) => *g,
+            Expression::AccessIndex { base, .. } => match &f.expressions[*base] {
+                Expression::GlobalVariable(g) => *g,
+                _ => return None,
+            },
+            _ => return None,
+        };
+        let var = &self.m.global_variables[g];
+        match var.space {
+            AddressSpace::Storage { .. } => var.binding.as_ref().map(|b| b.binding),
+            _ => None,
+        }
+    }
+
+    /// `Some(c)` when integer expression `h` is `base + c * li` for the invocation index `li`,
+    /// `base` the same in every invocation and computed from constants, the scalar block and
+    /// the workgroup's id only (so it can be evaluated outside the kernel's body).
+    fn affine(&self, f: &Function, h: Handle<Expression>, one_dimensional: bool) -> Option<i64> {
+        let builtin = |e: &Expression| match e {
+            Expression::FunctionArgument(k) => match f.arguments[*k as usize].binding {
+                Some(naga::Binding::BuiltIn(b)) => Some(b),
+                _ => None,
+            },
+            _ => None,
+        };
+        match &f.expressions[h] {
+            Expression::Literal(_) | Expression::Constant(_) => Some(0),
+            Expression::FunctionArgument(_) => match builtin(&f.expressions[h])? {
+                naga::BuiltIn::LocalInvocationIndex => Some(1),
+                _ => None,
+            },
+            Expression::AccessIndex { base, index } => {
+                if let Some(b) = builtin(&f.expressions[*base]) {
+                    return match (b, index) {
+                        (naga::BuiltIn::WorkGroupId | naga::BuiltIn::NumWorkGroups, _) => Some(0),
+                        (naga::BuiltIn::GlobalInvocationId | naga::BuiltIn::LocalInvocationId, 0)
+                            if one_dimensional =>
+                        {
+                            Some(1)
+                        }
+                        (naga::BuiltIn::GlobalInvocationId | naga::BuiltIn::LocalInvocationId, 1 | 2)
+                            if one_dimensional =>
+                        {
+                            Some(0)
+                        }
+                        _ => None,
+                    };
+                }
+                None
+            }
+            Expression::Load { pointer } => {
+                // A member of the scalar block.
+                let mut p = *pointer;
+                loop {
+                    match &f.expressions[p] {
+                        Expression::AccessIndex { base, .. } => p = *base,
+                        Expression::GlobalVariable(g)
+                            if self.m.global_variables[*g].space == AddressSpace::Immediate =>
+                        {
+                            return Some(0)
+                        }
+                        _ => return None,
+                    }
+                }
+            }
+            Expression::As {
+                expr,
+                kind: ScalarKind::Uint | ScalarKind::Sint,
+                convert: None | Some(4),
+            } => self.affine(f, *expr, one_dimensional),
+            Expression::Unary {
+                op: UnaryOperator::Negate,
+                expr,
+            } => self.affine(f, *expr, one_dimensional).map(|c| -c),
+            Expression::Binary { op, left, right } => {
+                let a = self.affine(f, *left, one_dimensional)?;
+                let b = self.affine(f, *right, one_dimensional)?;
+                let literal = |x: Handle<Expression>| match f.expressions[x] {
+                    Expression::Literal(Literal::U32(v)) => Some(i64::from(v)),
+                    Expression::Literal(Literal::I32(v)) => Some(i64::from(v)),
+                    _ => None,
+                };
+                match op {
+                    Bin::Add => Some(a + b),
+                    Bin::Subtract => Some(a - b),
+                    Bin::Multiply if a == 0 && b == 0 => Some(0),
+                    Bin::Multiply if b == 0 => literal(*right).map(|k| a * k),
+                    Bin::Multiply if a == 0 => literal(*left).map(|k| b * k),
+                    _ if a == 0 && b == 0 => Some(0),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+}
