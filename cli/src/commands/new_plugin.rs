@@ -18,8 +18,10 @@ pub const TEMPLATE_FILES: &[(&str, &str)] = &[
     ("README.md", include_str!("../../../plugin-template/README.md")),
     ("rustfmt.toml", include_str!("../../../plugin-template/rustfmt.toml")),
     ("src/lib.rs", include_str!("../../../plugin-template/src/lib.rs")),
-    ("src/stream.rs", include_str!("../../../plugin-template/src/stream.rs")),
-    ("src/event.rs", include_str!("../../../plugin-template/src/event.rs")),
+    (
+        "tests/backend.rs",
+        include_str!("../../../plugin-template/tests/backend.rs"),
+    ),
 ];
 
 /// The template's files for `cargo generate`, which `xhal new-plugin` does not copy: it fills
@@ -34,7 +36,7 @@ const TEMPLATE_NAME: &str = "hostmem";
 const RESERVED_NAMES: &[&str] = &["cpu", "vulkan", "wgpu", "opencl", "level-zero", "cuda", "rocm"];
 
 /// The template's dependencies on xhal, as its Cargo.toml spells them inside the workspace.
-const XHAL_DEPENDENCIES: &[(&str, &str)] = &[("xhal-core", "hal/core"), ("xhal-cpu", "backends/cpu")];
+const XHAL_DEPENDENCIES: &[(&str, &str)] = &[("xhal-backend", "hal/backend"), ("xhal-cpu", "backends/cpu")];
 
 #[derive(Debug, clap::Args)]
 pub struct NewPluginArgs {
@@ -46,9 +48,9 @@ pub struct NewPluginArgs {
     /// Default: `xhal-NAME` in the current folder.
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
-    /// The xhal checkout the plugin depends on by path (its `hal/core` and `backends/cpu`).
+    /// The xhal checkout the plugin depends on by path (its `hal/backend` and `backends/cpu`).
     /// Default: the checkout this `xhal` was built from, when it is still there; otherwise
-    /// the plugin depends on the registry version of xhal-core and xhal-cpu.
+    /// the plugin depends on the registry version of xhal-backend and xhal-cpu.
     #[arg(long, value_name = "DIR")]
     pub xhal_source: Option<PathBuf>,
     /// Write JSON (schema in docs/cli.md) instead of text.
@@ -113,7 +115,7 @@ impl PluginNames {
     }
 }
 
-/// How the new crate depends on xhal-core and xhal-cpu.
+/// How the new crate depends on xhal-backend and xhal-cpu.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum XhalDependency {
@@ -221,7 +223,7 @@ pub fn run(args: &NewPluginArgs) -> anyhow::Result<Output> {
                 .map_err(usage)?;
             if !is_checkout(&absolute) {
                 return Err(usage(anyhow::anyhow!(
-                    "--xhal-source {} is not an xhal checkout: it has no hal/core/Cargo.toml and \
+                    "--xhal-source {} is not an xhal checkout: it has no hal/backend/Cargo.toml and \
                      backends/cpu/Cargo.toml",
                     source.display()
                 )));
@@ -275,9 +277,9 @@ pub fn run(args: &NewPluginArgs) -> anyhow::Result<Output> {
         .map(Output::success);
     }
     let depends = match &dependency {
-        XhalDependency::Path { path } => format!("xhal-core and xhal-cpu by path, from {}", path.display()),
+        XhalDependency::Path { path } => format!("xhal-backend and xhal-cpu by path, from {}", path.display()),
         XhalDependency::Version { version } => {
-            format!("xhal-core and xhal-cpu {version} from the registry (no xhal checkout found; see --xhal-source)")
+            format!("xhal-backend and xhal-cpu {version} from the registry (no xhal checkout found; see --xhal-source)")
         }
     };
     let dir = directory.display();
@@ -420,7 +422,7 @@ mod tests {
         // copies do.
         assert_eq!(manifest.matches("name = ").count(), 1, "{manifest}");
         assert!(
-            manifest.contains(r#"xhal-core = { path = "/opt/xhal \"src\"/hal/core" }"#),
+            manifest.contains(r#"xhal-backend = { path = "/opt/xhal \"src\"/hal/backend" }"#),
             "{manifest}"
         );
         assert!(manifest.contains(r#"xhal-cpu = { path = "/opt/xhal \"src\"/backends/cpu" }"#));
@@ -440,7 +442,7 @@ mod tests {
         let lib = &files.iter().find(|(path, _)| *path == "src/lib.rs").unwrap().1;
         // The backend's name comes from the package's, `xhal-acme`.
         assert!(lib.contains("match env!(\"CARGO_PKG_NAME\")"), "{lib}");
-        assert!(lib.contains("pub struct AcmeBackend"));
+        assert!(lib.contains("pub struct AcmeDriver"));
         let versioned = render(
             &names,
             &XhalDependency::Version {
@@ -448,6 +450,6 @@ mod tests {
             },
         );
         let manifest = &versioned.iter().find(|(path, _)| *path == "Cargo.toml").unwrap().1;
-        assert!(manifest.contains("xhal-core = \"0.1.0\"") && manifest.contains("xhal-cpu = \"0.1.0\""));
+        assert!(manifest.contains("xhal-backend = \"0.1.0\"") && manifest.contains("xhal-cpu = \"0.1.0\""));
     }
 }
