@@ -104,7 +104,7 @@ pub(super) fn tests() -> Vec<TestCase> {
         ),
         test_case!(
             "memory.copy.whole_buffer",
-            "copy_buffer copies every element, and refuses buffers of different lengths",
+            "a copy of a whole buffer copies every element, and refuses a destination too short to hold it",
             copy_whole_buffer
         ),
         test_case!(
@@ -596,12 +596,12 @@ fn copy_whole_buffer(context: &TestContext) -> TestResult {
     let source = context.device().alloc_from(stream, &data)?;
     let destination = context.device().alloc::<u32>(3001)?;
     stream.copy(&source, &destination)?;
-    check_contents(context, &destination, &data, "the destination of copy_buffer")?;
+    check_contents(context, &destination, &data, "the destination of a whole-buffer copy")?;
     let shorter = context.device().alloc_from(stream, &[1u32; 3000])?;
     expect_error(
         stream.copy(&source, &shorter),
-        &[ErrorKind::InvalidArgument],
-        "copy_buffer from 3001 elements into 3000",
+        &[ErrorKind::OutOfBounds],
+        "a copy of 3001 elements into a buffer of 3000",
     )?;
     check_contents(
         context,

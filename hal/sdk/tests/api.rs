@@ -45,7 +45,10 @@ fn copy_out_of_bounds_is_an_error() {
     let error = stream.copy(a.slice(..8), b.slice(4..)).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::OutOfBounds);
     assert!(error.message().contains("copy destination"), "{error}");
-    assert!(error.message().contains("8 elements do not fit a view of 4 elements"), "{error}");
+    assert!(
+        error.message().contains("8 elements do not fit a view of 4 elements"),
+        "{error}"
+    );
     let error = stream.read(a.slice(10..), &mut [0u32; 8]).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::OutOfBounds);
     // The stream stays usable after a rejected call.
@@ -63,7 +66,12 @@ fn offset_plus_length_overflowing_u64_is_an_error() {
         .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::OutOfBounds);
     // A view is checked in elements first, so its bytes can never overflow.
-    assert!(error.message().contains("reach past the end of a buffer of 16 elements"), "{error}");
+    assert!(
+        error
+            .message()
+            .contains("reach past the end of a buffer of 16 elements"),
+        "{error}"
+    );
     let error = stream.copy(a.slice(1..1 + 2), a.slice(usize::MAX / 4..)).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::OutOfBounds);
     // At the backend level, with raw byte offsets, the same check holds.

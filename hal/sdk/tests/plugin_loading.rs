@@ -236,6 +236,8 @@ fn a_plugin_takes_precedence_over_the_builtin_of_the_same_name() {
     let data: Vec<u32> = (0..1000).collect();
     let buffer = device.alloc_from(&stream, &data).expect("upload");
     assert_eq!(stream.read_to_vec(&buffer).expect("download"), data);
-    let error = stream.read(buffer.slice(999..), &mut [0u32; 2]).expect_err("out of bounds");
+    let error = stream
+        .read(buffer.slice(999..), &mut [0u32; 2])
+        .expect_err("out of bounds");
     assert_eq!(error.kind(), ErrorKind::OutOfBounds);
 }
