@@ -37,10 +37,10 @@ impl Gpu {
         let adapter = &instance.adapters[index];
         let name = adapter.info.name.clone();
         let mut context: CUcontext = std::ptr::null_mut();
-        // SAFETY: writes one context for a device the driver listed.
         call(
             "cuDevicePrimaryCtxRetain",
             || format!("opening {name}"),
+            // SAFETY: writes one context for a device the driver listed.
             || unsafe { sys::cuDevicePrimaryCtxRetain(&mut context, adapter.device) },
         )?;
         let mut gpu = Gpu {
@@ -53,10 +53,10 @@ impl Gpu {
         if adapter.memory_pools {
             gpu.bind()?;
             let mut stream: CUstream = std::ptr::null_mut();
-            // SAFETY: writes one stream in the current (primary) context.
             call(
                 "cuStreamCreate",
                 || format!("creating the allocation stream on {name}"),
+                // SAFETY: writes one stream in the current (primary) context.
                 || unsafe { sys::cuStreamCreate(&mut stream, ffi::STREAM_NON_BLOCKING) },
             )?;
             gpu.allocation_stream = Some(stream);
@@ -93,10 +93,10 @@ impl Gpu {
     pub(crate) fn memory_usage(&self) -> Result<MemoryUsage> {
         self.bind()?;
         let (mut free, mut total) = (0usize, 0usize);
-        // SAFETY: writes two sizes for the current context.
         call(
             "cuMemGetInfo_v2",
             || format!("reading the memory usage of {}", self.name()),
+            // SAFETY: writes two sizes for the current context.
             || unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) },
         )?;
         Ok(MemoryUsage {
@@ -116,10 +116,10 @@ impl Gpu {
         self.bind()?;
         let size = size.max(STAGING_BLOCK);
         let mut pointer: *mut c_void = std::ptr::null_mut();
-        // SAFETY: writes one host pointer to `size` pinned bytes.
         call(
             "cuMemHostAlloc",
             || format!("pinning {size} staging bytes for {}", self.name()),
+            // SAFETY: writes one host pointer to `size` pinned bytes.
             || unsafe { sys::cuMemHostAlloc(&mut pointer, size, ffi::HOST_ALLOC_PORTABLE) },
         )?;
         Ok(PinnedBlock {

@@ -165,10 +165,10 @@ pub(crate) fn version_text(version: c_int) -> String {
 
 fn attribute(device: CUdevice, attribute: sys::CUdevice_attribute) -> Result<i32> {
     let mut value: c_int = 0;
-    // SAFETY: writes one int for a device the driver listed.
     call(
         "cuDeviceGetAttribute",
         || format!("reading {attribute:?} of CUDA device {device}"),
+        // SAFETY: writes one int for a device the driver listed.
         || unsafe { sys::cuDeviceGetAttribute(&mut value, attribute, device) },
     )?;
     Ok(value)
@@ -193,25 +193,25 @@ const SCALAR_BLOCK_BYTES: u32 = 1024;
 fn describe(ordinal: c_int, driver_version: c_int, nvrtc: Option<(i32, i32)>) -> Result<Adapter> {
     use sys::CUdevice_attribute as A;
     let mut device: CUdevice = 0;
-    // SAFETY: writes one device for an ordinal below the count.
     call(
         "cuDeviceGet",
         || format!("device {ordinal}"),
+        // SAFETY: writes one device for an ordinal below the count.
         || unsafe { sys::cuDeviceGet(&mut device, ordinal) },
     )?;
     let mut name = [0 as c_char; 256];
-    // SAFETY: the buffer holds 256 bytes; the driver writes a NUL-terminated name.
     call(
         "cuDeviceGetName",
         || format!("device {ordinal}"),
+        // SAFETY: the buffer holds 256 bytes; the driver writes a NUL-terminated name.
         || unsafe { sys::cuDeviceGetName(name.as_mut_ptr(), name.len() as c_int, device) },
     )?;
     let name = c_text(&name);
     let mut uuid = sys::CUuuid { bytes: [0; 16] };
-    // SAFETY: writes one 16-byte uuid.
     call(
         "cuDeviceGetUuid_v2",
         || format!("device {ordinal}"),
+        // SAFETY: writes one 16-byte uuid.
         || unsafe { sys::cuDeviceGetUuid_v2(&mut uuid, device) },
     )?;
     let uuid = uuid.bytes.map(|byte| byte as u8);
@@ -226,10 +226,10 @@ fn describe(ordinal: c_int, driver_version: c_int, nvrtc: Option<(i32, i32)>) ->
     .map(|()| c_text(&bus).to_ascii_lowercase())
     .filter(|text| !text.is_empty());
     let mut total_memory: usize = 0;
-    // SAFETY: writes one size.
     call(
         "cuDeviceTotalMem_v2",
         || format!("device {ordinal}"),
+        // SAFETY: writes one size.
         || unsafe { sys::cuDeviceTotalMem_v2(&mut total_memory, device) },
     )?;
     let total_memory = total_memory as u64;

@@ -178,10 +178,10 @@ impl Module {
             )));
         }
         let mut size = [0u32; 3];
-        // SAFETY: 12 bytes from a device global of 12 bytes into a 12-byte array.
         call(
             "cuMemcpyDtoH_v2",
             || format!("reading `{symbol}__workgroup_size`"),
+            // SAFETY: 12 bytes from a device global of 12 bytes into a 12-byte array.
             || unsafe { sys::cuMemcpyDtoH_v2(size.as_mut_ptr().cast::<c_void>(), address, 12) },
         )?;
         Ok(Some(size))
@@ -345,10 +345,10 @@ impl KernelObject {
         let invocations = u64::from(size[0]) * u64::from(size[1]) * u64::from(size[2]);
         let mut most: i32 = 0;
         let function = self.function;
-        // SAFETY: writes one int for a live function.
         call(
             "cuFuncGetAttribute",
             || format!("reading the largest block of kernel `{name}`"),
+            // SAFETY: writes one int for a live function.
             || unsafe {
                 sys::cuFuncGetAttribute(
                     &mut most,

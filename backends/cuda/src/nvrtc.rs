@@ -344,18 +344,18 @@ fn compile_checked(api: &Api, text: &CString, architecture: &str, device_name: &
         (api.get_ptx_size, api.get_ptx, "nvrtcGetPTX")
     };
     let mut size = 0usize;
-    // SAFETY: writes one size.
     check(
         api,
         &format!("{what}Size"),
+        // SAFETY: writes one size.
         unsafe { size_of(program.raw, &mut size) },
         &doing,
     )?;
     let mut image = vec![0u8; size];
-    // SAFETY: the buffer holds `size` bytes, as asked.
     check(
         api,
         what,
+        // SAFETY: the buffer holds `size` bytes, as asked.
         unsafe { get(program.raw, image.as_mut_ptr().cast()) },
         &doing,
     )?;

@@ -116,10 +116,10 @@ impl Stream {
     pub(crate) fn new(gpu: &Arc<Gpu>) -> Result<Stream> {
         gpu.bind()?;
         let mut raw: CUstream = std::ptr::null_mut();
-        // SAFETY: writes one stream in the current context.
         call(
             "cuStreamCreate",
             || format!("creating a stream on {}", gpu.name()),
+            // SAFETY: writes one stream in the current context.
             || unsafe { sys::cuStreamCreate(&mut raw, ffi::STREAM_NON_BLOCKING) },
         )?;
         Ok(Stream {
@@ -462,20 +462,23 @@ impl Stream {
                 self.gpu.name()
             )
         };
+        // The range lies in the buffer, aligned to the pattern: the buffer's base is aligned to
+        // 256 bytes and the offset is a multiple of the pattern.
         match *pattern {
-            // SAFETY (all three): the range lies in the buffer, aligned to the pattern (the
-            // buffer's base is aligned to 256 bytes and the offset is a multiple of the pattern).
+            // SAFETY: the range is in the buffer and aligned, as said above.
             [byte] => self.enqueue("cuMemsetD8Async", doing, |stream| unsafe {
                 sys::cuMemsetD8Async(address, byte, count, stream)
             }),
             [a, b] => {
                 let value = u16::from_ne_bytes([a, b]);
+                // SAFETY: the range is in the buffer and aligned, as said above.
                 self.enqueue("cuMemsetD16Async", doing, |stream| unsafe {
                     sys::cuMemsetD16Async(address, value, count, stream)
                 })
             }
             [a, b, c, d] => {
                 let value = u32::from_ne_bytes([a, b, c, d]);
+                // SAFETY: the range is in the buffer and aligned, as said above.
                 self.enqueue("cuMemsetD32Async", doing, |stream| unsafe {
                     sys::cuMemsetD32Async(address, value, count, stream)
                 })
@@ -524,10 +527,10 @@ impl Event {
         gpu.bind()?;
         let mut raw: CUevent = std::ptr::null_mut();
         let flags = if timing { 0 } else { ffi::EVENT_DISABLE_TIMING };
-        // SAFETY: writes one event in the current context.
         call(
             "cuEventCreate",
             || format!("creating an event on {}", gpu.name()),
+            // SAFETY: writes one event in the current context.
             || unsafe { sys::cuEventCreate(&mut raw, flags) },
         )?;
         Ok(Event {

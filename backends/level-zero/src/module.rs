@@ -185,8 +185,8 @@ fn build_log(api: &ffi::Api, log: ffi::BuildLogHandle) -> String {
         return String::new();
     }
     let mut size = 0usize;
-    // SAFETY: asks for the size only.
     let mut text = String::new();
+    // SAFETY: asks for the size only.
     if unsafe { (api.module_build_log_get_string)(log, &mut size, std::ptr::null_mut()) } == ffi::ZE_RESULT_SUCCESS
         && size > 0
     {

@@ -447,13 +447,15 @@ impl Stream {
         let api = self.gpu.api();
         let target = buffer.at(offset);
         match *pattern {
-            // SAFETY (each arm): the range lies in a live buffer; the count is in elements.
+            // SAFETY: the range lies in a live buffer; the count is in elements.
             [byte] => self.enqueue("hipMemsetD8Async", doing, |stream| unsafe {
                 (api.memset_d8_async)(target, byte, bytes, stream)
             }),
+            // SAFETY: the range lies in a live buffer; the count is in elements.
             [first, second] => self.enqueue("hipMemsetD16Async", doing, |stream| unsafe {
                 (api.memset_d16_async)(target, u16::from_ne_bytes([first, second]), bytes / 2, stream)
             }),
+            // SAFETY: the range lies in a live buffer; the count is in elements.
             [first, second, third, fourth] => self.enqueue("hipMemsetD32Async", doing, |stream| unsafe {
                 (api.memset_d32_async)(
                     target,

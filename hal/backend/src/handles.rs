@@ -38,11 +38,17 @@ impl Hasher for HandleHasher {
 /// The kinds of object a handle can name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ObjectKind {
+    /// An opened device.
     Device,
+    /// A device allocation.
     Buffer,
+    /// An in-order queue of work.
     Stream,
+    /// A point in a stream.
     Event,
+    /// Loaded kernel code.
     Module,
+    /// One entry point of a module.
     Kernel,
 }
 

@@ -66,6 +66,7 @@ pub struct Paired {
     pub ratio_low: f64,
     /// Third quartile of the per-round ratios.
     pub ratio_high: f64,
+    /// How many paired rounds the figures come from.
     pub rounds: usize,
 }
 

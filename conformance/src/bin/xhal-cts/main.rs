@@ -17,8 +17,11 @@ use std::time::Duration;
 use xhal_conformance::report::RunOptions;
 use xhal_conformance::{catalogue, glob, KnownFailurePolicy, KnownFailures, TargetSpec, TestCase};
 
+/// Exit status: a test failed, crashed or timed out.
 pub const EXIT_FAILED: u8 = 1;
+/// Exit status: the command line was wrong.
 pub const EXIT_USAGE: u8 = 2;
+/// Exit status: the run could not start.
 pub const EXIT_SETUP: u8 = 3;
 
 #[derive(Parser)]
