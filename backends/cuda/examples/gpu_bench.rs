@@ -14,7 +14,8 @@ use cudarc::driver::sys;
 use std::ffi::c_void;
 use std::sync::Arc;
 use std::time::Instant;
-use xhal_core::{Backend, KernelFormat, Launch, Runtime};
+use xhal_core::backend::Backend;
+use xhal_core::{KernelFormat, Launch, Runtime};
 use xhal_cuda::{CudaBackend, CudaDriver};
 
 /// One empty kernel with a pointer parameter (the argument ABI's buffer 0), one thread.

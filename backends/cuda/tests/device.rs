@@ -2,7 +2,8 @@
 //! nothing, and fails when `XHAL_REQUIRE_BACKENDS` names `cuda`.
 
 use std::sync::Arc;
-use xhal_core::{Backend, ErrorKind, Features, KernelFormat, Launch, Runtime};
+use xhal_core::backend::Backend;
+use xhal_core::{ErrorKind, Features, KernelFormat, Launch, Runtime};
 use xhal_cuda::{CudaBackend, CudaDriver};
 
 fn require_unless_absent(reason: &str) {

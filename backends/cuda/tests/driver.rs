@@ -10,7 +10,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, OnceLock};
-use xhal_core::{Backend, BufferArg, ErrorKind, KernelFormat, Launch, LaunchArgs, Runtime};
+use xhal_core::backend::{Backend, BufferArg, LaunchArgs};
+use xhal_core::{ErrorKind, KernelFormat, Launch, Runtime};
 use xhal_cuda::{CudaBackend, CudaDriver};
 
 const SCENARIO_VARIABLE: &str = "XHAL_CUDA_STUB_SCENARIO";
@@ -275,8 +276,8 @@ fn stub_child() {
 
 fn write(
     backend: &CudaBackend,
-    stream: xhal_core::StreamHandle,
-    buffer: xhal_core::BufferHandle,
+    stream: xhal_core::backend::StreamHandle,
+    buffer: xhal_core::backend::BufferHandle,
     offset: u64,
     data: &[u8],
 ) {
@@ -287,8 +288,8 @@ fn write(
 
 fn read(
     backend: &CudaBackend,
-    stream: xhal_core::StreamHandle,
-    buffer: xhal_core::BufferHandle,
+    stream: xhal_core::backend::StreamHandle,
+    buffer: xhal_core::backend::BufferHandle,
     offset: u64,
     size: usize,
 ) -> Vec<u8> {

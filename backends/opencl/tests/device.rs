@@ -1,9 +1,8 @@
 //! The backend on a real OpenCL device (PoCL where nothing else is installed).
 
 use std::sync::Arc;
-use xhal_core::{
-    Backend, BufferArg, DeviceHandle, ErrorKind, Features, KernelFormat, Launch, LaunchArgs, Runtime, StreamHandle,
-};
+use xhal_core::backend::{Backend, BufferArg, DeviceHandle, LaunchArgs, StreamHandle};
+use xhal_core::{ErrorKind, Features, KernelFormat, Launch, Runtime};
 use xhal_opencl::{OpenClBackend, OpenClDriver};
 
 /// Fails when CI requires the backend (`XHAL_REQUIRE_BACKENDS` names `opencl`) and it is
@@ -104,7 +103,13 @@ fn device_info_is_truthful() {
 }
 
 /// Backend-level helpers: write `data` at `offset`, read `size` bytes at `offset`.
-fn write(backend: &OpenClBackend, stream: StreamHandle, buffer: xhal_core::BufferHandle, offset: u64, data: &[u8]) {
+fn write(
+    backend: &OpenClBackend,
+    stream: StreamHandle,
+    buffer: xhal_core::backend::BufferHandle,
+    offset: u64,
+    data: &[u8],
+) {
     // SAFETY: `data` outlives the write: the stream is synchronized before returning.
     unsafe { backend.stream_write(stream, buffer, offset, data.as_ptr(), data.len() as u64) }.unwrap();
     backend.stream_synchronize(stream).unwrap();
@@ -113,7 +118,7 @@ fn write(backend: &OpenClBackend, stream: StreamHandle, buffer: xhal_core::Buffe
 fn read(
     backend: &OpenClBackend,
     stream: StreamHandle,
-    buffer: xhal_core::BufferHandle,
+    buffer: xhal_core::backend::BufferHandle,
     offset: u64,
     size: usize,
 ) -> Vec<u8> {

@@ -1,6 +1,7 @@
 //! The backend without a loader, and with a loader but no driver behind it.
 
-use xhal_core::{Backend, ErrorKind};
+use xhal_core::backend::Backend;
+use xhal_core::ErrorKind;
 use xhal_opencl::{OpenClBackend, OpenClDriver};
 
 /// Set in the child process of [`no_icd_is_driver_unavailable`].

@@ -4,7 +4,8 @@
 mod support;
 
 use support::{open_device, require_unless_absent};
-use xhal_core::{Backend, ErrorKind, Features, KernelFormat, Launch};
+use xhal_core::backend::Backend;
+use xhal_core::{ErrorKind, Features, KernelFormat, Launch};
 use xhal_rocm::{RocmBackend, RocmDriver};
 
 /// The backend, or `None` (after saying why) where the machine has no AMD GPU.

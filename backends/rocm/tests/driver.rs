@@ -5,7 +5,8 @@
 mod support;
 
 use support::{code_object, open_device, require_unless_absent, Stub};
-use xhal_core::{Backend, BufferArg, ErrorKind, Features, KernelFormat, LaunchArgs};
+use xhal_core::backend::{Backend, BufferArg, LaunchArgs};
+use xhal_core::{ErrorKind, Features, KernelFormat};
 use xhal_rocm::{RocmBackend, RocmDriver};
 
 #[test]
@@ -110,7 +111,7 @@ fn a_device_that_cannot_be_described_is_skipped_with_the_reason() {
 }
 
 /// One device of the stub, opened.
-fn stub_device() -> Option<(Stub, RocmBackend, xhal_core::DeviceHandle)> {
+fn stub_device() -> Option<(Stub, RocmBackend, xhal_core::backend::DeviceHandle)> {
     let stub = Stub::new()?;
     stub.set_devices(1);
     let backend = RocmBackend::new(RocmDriver::with_library_path(&stub.path));

@@ -25,7 +25,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use xhal_bench_report::{duration_text, paired, publish, target_dir};
-use xhal_core::{Backend, Device, Launch, Runtime};
+use xhal_core::backend::Backend;
+use xhal_core::{Device, Launch, Runtime};
 use xhal_vulkan::{VulkanBackend, VulkanDriver};
 
 /// The most a load through xhal-vulkan may take, as a multiple of the same load through

@@ -21,7 +21,8 @@ use criterion::{Criterion, Throughput};
 use std::sync::Arc;
 use std::time::Duration;
 use xhal_bench_report::{duration_text, paired, publish};
-use xhal_core::{Backend, Launch, Runtime};
+use xhal_core::backend::Backend;
+use xhal_core::{Launch, Runtime};
 use xhal_vulkan::{VulkanBackend, VulkanDriver};
 
 const BYTES: usize = 64 << 20;

@@ -1,7 +1,8 @@
 //! The backend without a driver, and with one (lavapipe, where installed).
 
 use std::sync::Arc;
-use xhal_core::{Backend, ErrorKind, Launch, Runtime};
+use xhal_core::backend::Backend;
+use xhal_core::{ErrorKind, Launch, Runtime};
 use xhal_vulkan::{VulkanBackend, VulkanDriver};
 
 /// Set in the child process of [`no_icd_is_driver_unavailable`].
@@ -288,19 +289,19 @@ fn limits_are_named_when_a_kernel_or_binding_exceeds_them() {
     let big = backend.buffer_allocate(device, size).unwrap();
     let stream = backend.stream_create(device).unwrap();
     let views = [
-        xhal_core::BufferArg {
+        xhal_core::backend::BufferArg {
             buffer: big,
             offset: 0,
             size: 4,
         },
-        xhal_core::BufferArg {
+        xhal_core::backend::BufferArg {
             buffer: big,
             offset: 0,
             size,
         },
     ];
     let scalars = [0u8; 8];
-    let launch = xhal_core::LaunchArgs {
+    let launch = xhal_core::backend::LaunchArgs {
         kernel,
         workgroups: [1, 1, 1],
         buffers: &views,

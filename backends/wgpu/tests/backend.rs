@@ -7,7 +7,7 @@ use xhal_wgpu::{WgpuBackend, WgpuDriver};
 
 fn devices() -> Vec<Device> {
     let backend = Arc::new(WgpuBackend::new(WgpuDriver::from_env()));
-    let count = match xhal_core::Backend::device_count(&*backend) {
+    let count = match xhal_core::backend::Backend::device_count(&*backend) {
         Ok(count) => count,
         Err(error) => {
             assert_eq!(error.kind(), ErrorKind::DriverUnavailable, "{error}");

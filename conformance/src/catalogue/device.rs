@@ -156,7 +156,7 @@ fn without_free_memory(info: &DeviceInfo) -> DeviceInfo {
 }
 
 /// The backend under test's object, for checks below the application API.
-fn backend_of(context: &TestContext) -> Result<std::sync::Arc<dyn xhal::Backend>, Verdict> {
+fn backend_of(context: &TestContext) -> Result<std::sync::Arc<dyn xhal::backend::Backend>, Verdict> {
     let target = context.target();
     target
         .runtime()

@@ -1,8 +1,10 @@
-//! xhal-core: the application API, the backend traits, the plugin export and loader, device
-//! selection and the caching allocator.
+//! xhal-core: the application runtime: the application API, discovery and the plugin loader,
+//! device selection and the caching allocator.
 //!
 //! Applications normally depend on the `xhal` crate, which re-exports this one and links the
-//! CPU reference backend so that a device always exists.
+//! CPU reference backend so that a device always exists. The crate's root is the application
+//! API; what a backend author needs (the `Backend` and `Driver` traits, handles, the export
+//! macro) is `xhal-backend`, reachable here as [`backend`].
 //!
 //! ```text
 //! Runtime ── discovers ──> backends (built in, or plugins behind the C ABI)
@@ -32,12 +34,11 @@ pub use runtime::{
 };
 pub use select::{Candidate, DeviceSelector, Explanation, Policy, Selector};
 pub use stream::Stream;
-pub use xhal_backend::{backend, error, handles, registry};
-pub use xhal_backend::{export_plugin, register_static_backend};
-pub use xhal_backend::{
-    Backend, BackendInfo, BufferArg, BufferHandle, DeviceHandle, DeviceInfo, DeviceType, EventHandle, Features,
-    KernelFormat, KernelHandle, LaunchArgs, MemoryUsage, ModuleHandle, StreamHandle,
-};
+/// What a backend author needs: `xhal-backend`, for code that drives a backend below the
+/// application API (the conformance suite, tools, tests).
+pub use xhal_backend as backend;
+pub use xhal_backend::error;
+pub use xhal_backend::{BackendInfo, DeviceInfo, DeviceType, Features, KernelFormat, MemoryUsage};
 
 pub use bytemuck;
 pub use xhal_abi as abi;

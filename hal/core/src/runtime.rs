@@ -1,10 +1,10 @@
 //! The runtime: every backend this process can use, built in or loaded, and their devices.
 
+use crate::backend::registry;
 use crate::backend::{Backend, BackendInfo, DeviceInfo};
 use crate::device::{Device, DeviceShared};
 use crate::error::{Error, ErrorKind, Result};
 use crate::plugin::loader::{self, PluginFile, SearchFolder, SearchOrigin};
-use crate::registry;
 use crate::select::{Candidate, DeviceSelector, Explanation, Selector};
 use parking_lot::Mutex;
 use std::collections::HashMap;

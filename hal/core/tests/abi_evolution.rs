@@ -18,8 +18,9 @@ use xhal_core::abi::{
     XHAL_ABI_MAJOR, XHAL_ABI_MINOR, XHAL_DEVICE_INFO_V1_0_SIZE, XHAL_KERNEL_FORMAT_VENDOR_BASE,
     XHAL_LAUNCH_INFO_V1_0_SIZE, XHAL_PLUGIN_API_V1_0_SIZE,
 };
+use xhal_core::backend::Backend;
 use xhal_core::plugin::load_plugin;
-use xhal_core::{Backend, Device, ErrorKind, KernelFormat, Launch, Runtime};
+use xhal_core::{Device, ErrorKind, KernelFormat, Launch, Runtime};
 
 /// Set in the child process: the plugin library its test body loads.
 const PLUGIN_UNDER_TEST: &str = "XHAL_ABI_EVOLUTION_PLUGIN";

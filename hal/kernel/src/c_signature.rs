@@ -256,7 +256,7 @@ pub fn asserted_sizes(source: &str) -> HashMap<String, u64> {
     sizes
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "translate"))]
 #[path = "../../../tests/support/repository_kernels.rs"]
 mod repository;
 
@@ -380,6 +380,7 @@ extern "C" __global__ void __launch_bounds__(64) native(float* out, unsigned n) 
     }
 
     /// `xh_u32`, `xh_f32x4`: the emitter's scalar and vector types.
+    #[cfg(feature = "translate")]
     fn is_scalar_or_vector(type_name: &str) -> bool {
         let Some(name) = type_name.strip_prefix("xh_") else {
             return false;
@@ -395,6 +396,7 @@ extern "C" __global__ void __launch_bounds__(64) native(float* out, unsigned n) 
     /// What this module reads from the CUDA C and HIP C the emitter writes agrees with what
     /// the emitter says it wrote, for every kernel of the repository.
     #[test]
+    #[cfg(feature = "translate")]
     fn emitted_c_reads_as_the_emitter_describes_it() {
         let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
         let kernels = super::repository::repository_kernels(&repo, &["examples/kernels", "conformance/src/catalogue"]);

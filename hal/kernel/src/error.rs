@@ -124,6 +124,7 @@ impl KernelError {
     }
 
     /// An error pointing at `span` of `source`, with `label` written under the caret.
+    #[cfg(feature = "translate")]
     pub(crate) fn at(
         kind: KernelErrorKind,
         message: impl Into<String>,
@@ -140,6 +141,7 @@ impl KernelError {
     }
 
     /// Adds a note line (`= note: ...`) below the snippet.
+    #[cfg(feature = "translate")]
     pub(crate) fn with_note(mut self, note: impl Into<String>) -> Self {
         self.inner.notes.push(note.into());
         self
@@ -238,6 +240,7 @@ impl KernelError {
 
 /// Finds line, column and the line's text for `span`, clamping everything to `source` so a
 /// bad span can never slice out of bounds or inside a UTF-8 sequence.
+#[cfg(feature = "translate")]
 fn locate(source: &str, span: naga::Span, label: &str) -> Option<(SourceLocation, Snippet)> {
     let range = span.to_range()?;
     let start = floor_char_boundary(source, range.start);
@@ -267,10 +270,12 @@ fn locate(source: &str, span: naga::Span, label: &str) -> Option<(SourceLocation
 
 /// Widest snippet shown, in characters. Generated kernels can have lines of many kilobytes;
 /// a window around the caret keeps the message readable.
+#[cfg(feature = "translate")]
 const SNIPPET_WIDTH: usize = 120;
 
 /// Cuts `line` to at most [`SNIPPET_WIDTH`] characters around the caret, marking cut ends
 /// with `…`, and moves the caret to match.
+#[cfg(feature = "translate")]
 fn window(line: &str, caret_column: usize, caret_width: usize) -> (String, usize, usize) {
     let total = line.chars().count();
     if total <= SNIPPET_WIDTH {
@@ -294,6 +299,7 @@ fn window(line: &str, caret_column: usize, caret_width: usize) -> (String, usize
 }
 
 /// The largest char boundary at or below `index`, within `text`.
+#[cfg(feature = "translate")]
 fn floor_char_boundary(text: &str, index: usize) -> usize {
     let mut index = index.min(text.len());
     while index > 0 && !text.is_char_boundary(index) {
@@ -305,13 +311,14 @@ fn floor_char_boundary(text: &str, index: usize) -> usize {
 /// Replaces control characters other than tab, so printing a snippet of hostile input cannot
 /// drive the terminal (escape sequences) or break the layout. One character in, one out, so
 /// caret columns stay valid.
+#[cfg(feature = "translate")]
 fn sanitize(text: &str) -> String {
     text.chars()
         .map(|c| if c.is_control() && c != '\t' { '\u{FFFD}' } else { c })
         .collect()
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "translate"))]
 mod tests {
     use super::*;
 

@@ -63,39 +63,68 @@
 //! else source for run-time compilation (WGSL as written; CUDA C, HIP C and OpenCL C written by
 //! the [`c`] emitter). [`ModuleBundle::resolve`] also performs the translation.
 //!
-//! This crate depends on naga and xhal-abi only; xhal-core depends on it, not the reverse.
+//! # The `translate` feature
+//!
+//! Everything above is the default feature `translate`, which brings in naga and xhal-abi (and
+//! the `spirv` crate). Without it the crate is only the naga-free helpers a backend that
+//! compiles C it is handed (and does not translate WGSL) needs: [`parameters`] (the parameter
+//! classes and their order), [`c_signature`] (a reader of C kernel signatures), [`Dialect`],
+//! [`c::c_symbol`], and [`KernelError`] with [`KernelErrorKind`] and [`SourceLocation`].
+//!
+//! With `translate` this crate depends on naga and xhal-abi only; without it, on nothing of
+//! xhal's. xhal-core depends on it, not the reverse.
 
 #![deny(missing_docs)]
 
+#[cfg(feature = "translate")]
 mod bundle;
 pub mod c;
 pub mod c_signature;
+#[cfg(feature = "translate")]
 mod cache;
+mod dialect;
 mod error;
+#[cfg(feature = "translate")]
 mod ir;
+mod keywords;
+#[cfg(feature = "translate")]
 mod limits;
+#[cfg(feature = "translate")]
 mod overrides;
 pub mod parameters;
+#[cfg(feature = "translate")]
 mod reflect;
+#[cfg(feature = "translate")]
 mod rewrite;
+#[cfg(feature = "translate")]
 pub mod spirv_kernel;
+#[cfg(feature = "translate")]
 mod wgsl;
 
+#[cfg(feature = "translate")]
 pub use bundle::{format_name, is_source_format, ModuleBundle, Plan, ResolvedKernel, Variant};
-pub use c::{CEntryPoint, CSource, Dialect};
+#[cfg(feature = "translate")]
+pub use c::{CEntryPoint, CSource};
+#[cfg(feature = "translate")]
 pub use cache::{
     cache_key, cache_stats, clear_cache, reflect, translate, translate_with, CacheStats, Reflection, Target,
     TranslateOptions, Translation,
 };
+pub use dialect::Dialect;
 pub use error::{KernelError, KernelErrorKind, SourceLocation};
+#[cfg(feature = "translate")]
 pub use overrides::{apply_overrides, OverrideInfo};
+#[cfg(feature = "translate")]
 pub use reflect::{
     BufferAccess, BufferBindingInfo, BufferSize, BufferSpace, ElementInfo, EntryPointInfo, ScalarBlockInfo,
     ScalarMemberInfo,
 };
+#[cfg(feature = "translate")]
 pub use spirv_kernel::SpirvKernel;
+#[cfg(feature = "translate")]
 pub use wgsl::{parse_wgsl, resolve_pending_array_sizes, WgslModule, KERNEL_CAPABILITIES, SPIRV_VERSION};
 
 /// The naga this crate is built on, re-exported so callers of [`WgslModule::naga_module`]
 /// name the same types.
+#[cfg(feature = "translate")]
 pub use naga;

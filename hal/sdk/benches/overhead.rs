@@ -17,9 +17,10 @@ use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
+use xhal::backend::Backend;
 use xhal::cpu::{CpuBackend, CpuConfig, CpuDriver};
 use xhal::plugin::load_plugin;
-use xhal::{Backend, Runtime};
+use xhal::Runtime;
 
 const COPY_BYTES: usize = 64 << 20;
 const ENQUEUE_BATCH: usize = 10_000;

@@ -8,8 +8,9 @@ mod support;
 
 use std::path::{Path, PathBuf};
 use xhal::abi::{XHAL_ABI_MAJOR, XHAL_ABI_MINOR};
+use xhal::backend::Backend;
 use xhal::plugin::load_plugin;
-use xhal::{Backend, ErrorKind, Runtime};
+use xhal::{ErrorKind, Runtime};
 
 fn zoo(name: &str) -> PathBuf {
     support::built_library(&format!("libxhal_zoo_{name}.so"))
@@ -128,7 +129,7 @@ fn a_panicking_rust_plugin_reports_errors_and_the_host_survives() {
         "{again}"
     );
     // Destroy entries swallow the panic: nothing to report to, and nothing may unwind into C.
-    backend.buffer_free(xhal::BufferHandle(1));
+    backend.buffer_free(xhal::backend::BufferHandle(1));
 }
 
 #[test]

@@ -95,51 +95,39 @@
 //! whose C names coincide (`main` and `main_`, see [`c_symbol`]). Each is a
 //! [`KernelErrorKind::Unsupported`](crate::KernelErrorKind) error naming the feature and the
 //! dialect, pointing into the source where naga kept a span.
+//!
+//! # Without the `translate` feature
+//!
+//! Only [`c_symbol`] and [`Dialect`] are here (they need no naga): what a backend that compiles
+//! C it is handed needs to find a kernel by its WGSL name.
 
+#[cfg(feature = "translate")]
 mod bounds;
-mod keywords;
+#[cfg(feature = "translate")]
 mod lower;
+#[cfg(feature = "translate")]
 mod math;
+#[cfg(feature = "translate")]
 mod prelude;
+#[cfg(feature = "translate")]
 mod types;
+#[cfg(feature = "translate")]
 mod uniform;
+#[cfg(feature = "translate")]
 mod workgroup;
+#[cfg(feature = "translate")]
 mod writer;
 
-pub use keywords::c_symbol;
+pub use crate::dialect::Dialect;
+pub use crate::keywords::c_symbol;
 
+#[cfg(feature = "translate")]
 use crate::error::KernelError;
+#[cfg(feature = "translate")]
 use crate::wgsl::WgslModule;
 
-/// A C-family language the emitter writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Dialect {
-    /// OpenCL C 1.2 (`__kernel` functions, `__global` / `__local` pointers).
-    OpenclC,
-    /// CUDA C++ for NVRTC (`extern "C" __global__` functions).
-    CudaC,
-    /// HIP C++ for hiprtc (`extern "C" __global__` functions).
-    HipC,
-    /// C11 for the system C compiler: one function per entry point that runs one invocation.
-    HostC,
-}
-
-impl Dialect {
-    /// Every dialect.
-    pub const ALL: &'static [Dialect] = &[Dialect::OpenclC, Dialect::CudaC, Dialect::HipC, Dialect::HostC];
-
-    /// A printable name ("OpenCL C", "CUDA C", "HIP C", "host C").
-    pub fn name(self) -> &'static str {
-        match self {
-            Dialect::OpenclC => "OpenCL C",
-            Dialect::CudaC => "CUDA C",
-            Dialect::HipC => "HIP C",
-            Dialect::HostC => "host C",
-        }
-    }
-}
-
 /// What the C source holds for one entry point.
+#[cfg(feature = "translate")]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CEntryPoint {
     /// The WGSL entry point's name.
@@ -163,6 +151,7 @@ pub struct CEntryPoint {
 }
 
 /// C source for one or more entry points of a module.
+#[cfg(feature = "translate")]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CSource {
     /// The dialect written.
@@ -173,6 +162,7 @@ pub struct CSource {
     pub entry_points: Vec<CEntryPoint>,
 }
 
+#[cfg(feature = "translate")]
 impl WgslModule {
     /// Writes C-family source in `dialect` for the compute entry point `entry`, or for every
     /// compute entry point when `entry` is `None`. See the [module docs](crate::c) for the
@@ -202,7 +192,7 @@ impl WgslModule {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "translate"))]
 mod tests {
     use super::*;
     use crate::{parse_wgsl, KernelErrorKind};

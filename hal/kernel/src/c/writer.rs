@@ -2,7 +2,7 @@
 //!
 //! This file holds the writer itself (expressions, statements, functions, kernel wrappers).
 //! Host C's workgroup mode is in `workgroup.rs`, the bounds of indices in `bounds.rs`, C types
-//! in `types.rs`, built-in functions in `math.rs` and the names C reserves in `keywords.rs`;
+//! in `types.rs`, built-in functions in `math.rs` and the names C reserves in `src/keywords.rs`;
 //! what the C and Kernel SPIR-V writers share is in [`crate::ir`].
 
 use std::collections::{BTreeSet, HashMap, HashSet};

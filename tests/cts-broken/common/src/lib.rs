@@ -4,10 +4,10 @@
 
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
-use xhal_core::{
-    Backend, BackendInfo, BufferHandle, DeviceHandle, DeviceInfo, EventHandle, KernelFormat, KernelHandle, LaunchArgs,
-    ModuleHandle, Result, StreamHandle,
+use xhal_core::backend::{
+    Backend, BufferHandle, DeviceHandle, EventHandle, KernelHandle, LaunchArgs, ModuleHandle, StreamHandle,
 };
+use xhal_core::{BackendInfo, DeviceInfo, KernelFormat, Result};
 use xhal_cpu::{CpuBackend, CpuDriver, KernelMode};
 
 /// What is wrong with the backend.

@@ -7,4 +7,4 @@ fn create() -> xhal_core::Result<BrokenBackend> {
     BrokenBackend::new("broken_f64_wrong", Fault::F64Wrong)
 }
 
-xhal_core::export_plugin!(create);
+xhal_core::backend::export_plugin!(create);

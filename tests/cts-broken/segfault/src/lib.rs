@@ -7,4 +7,4 @@ fn create() -> xhal_core::Result<BrokenBackend> {
     BrokenBackend::new("broken_segfault", Fault::CopySegfaults)
 }
 
-xhal_core::export_plugin!(create);
+xhal_core::backend::export_plugin!(create);

@@ -12,8 +12,8 @@ fn create() -> xhal_core::Result<backend::PanickingBackend> {
     Ok(backend::PanickingBackend::named("zoo_missing_entry"))
 }
 
-fn create_boxed() -> xhal_core::Result<Box<dyn xhal_core::Backend>> {
-    create().map(|backend| Box::new(backend) as Box<dyn xhal_core::Backend>)
+fn create_boxed() -> xhal_core::Result<Box<dyn xhal_core::backend::Backend>> {
+    create().map(|backend| Box::new(backend) as Box<dyn xhal_core::backend::Backend>)
 }
 
 /// Returns the full exported table with `stream_launch` removed.

@@ -1,10 +1,10 @@
 // A backend whose every entry but `info` panics. Shared with the missing-entry plugin
 // through `include!`, since a cdylib cannot be a dependency.
 
-use xhal_core::{
-    Backend, BackendInfo, BufferHandle, DeviceHandle, DeviceInfo, EventHandle, KernelFormat, KernelHandle, LaunchArgs,
-    ModuleHandle, Result, StreamHandle,
+use xhal_core::backend::{
+    Backend, BufferHandle, DeviceHandle, EventHandle, KernelHandle, LaunchArgs, ModuleHandle, StreamHandle,
 };
+use xhal_core::{BackendInfo, DeviceInfo, KernelFormat, Result};
 
 /// Panics in every entry, with the entry's name in the message.
 pub struct PanickingBackend {

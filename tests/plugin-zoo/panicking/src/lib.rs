@@ -7,4 +7,4 @@ fn create() -> xhal_core::Result<backend::PanickingBackend> {
     Ok(backend::PanickingBackend::named("zoo_panicking"))
 }
 
-xhal_core::export_plugin!(create);
+xhal_core::backend::export_plugin!(create);
