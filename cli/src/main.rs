@@ -83,7 +83,7 @@ enum Command {
     /// that builds and passes xhal-cts as it is.
     ///
     /// The crate is `xhal-NAME` with library `xhal_NAME` and backend `NAME`; it depends on
-    /// xhal-core and xhal-cpu by path (an xhal checkout) or by version. Refuses an invalid
+    /// xhal-backend and xhal-cpu by path (an xhal checkout) or by version. Refuses an invalid
     /// NAME, a reserved one, and a --dir that exists and is not empty (exit 2).
     NewPlugin(NewPluginArgs),
 }
