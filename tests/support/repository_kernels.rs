@@ -5,15 +5,28 @@
 use std::path::Path;
 
 /// `(where it came from, WGSL)` for every `.wgsl` file in `folders` (relative to the repository
-/// root `repo`), and every raw string holding a compute entry point in their other files (the
-/// conformance catalogue's kernels). A missing folder is a test failure, not an empty list.
+/// root `repo`) and the folders below them, and every raw string holding a compute entry point
+/// in their other files (the conformance catalogue's kernels). A missing folder is a test
+/// failure, not an empty list.
 pub(crate) fn repository_kernels(repo: &Path, folders: &[&str]) -> Vec<(String, String)> {
     let mut kernels = Vec::new();
     for folder in folders {
-        let entries = std::fs::read_dir(repo.join(folder)).unwrap_or_else(|error| panic!("{folder}: {error}"));
-        let mut files: Vec<_> = entries
-            .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-            .collect();
+        let root = repo.join(folder);
+        if !root.is_dir() {
+            panic!("{folder}: not a folder");
+        }
+        let mut files = Vec::new();
+        let mut pending = vec![root];
+        while let Some(directory) = pending.pop() {
+            let entries = std::fs::read_dir(&directory).unwrap_or_else(|error| panic!("{folder}: {error}"));
+            for path in entries.filter_map(|entry| entry.ok().map(|entry| entry.path())) {
+                if path.is_dir() {
+                    pending.push(path);
+                } else {
+                    files.push(path);
+                }
+            }
+        }
         files.sort();
         for path in files {
             let Ok(text) = std::fs::read_to_string(&path) else {
