@@ -13,8 +13,8 @@ use parking_lot::RwLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use xhal_backend::{
-    BackendInfo, Checked, DeviceInfo, DeviceType, Driver, Error, Features, HostEvent, HostQueue, KernelFormat, Launch,
-    Object, Result,
+    Checked, DeviceInfo, DeviceType, Driver, DriverBuffer, DriverDevice, DriverKernel, DriverModule, DriverStream,
+    Error, Features, HostEvent, HostQueue, KernelFormat, Launch, Object, Result,
 };
 use xhal_cpu::executor::{HostArgument, HostKernel, HostLaunch, HostMemory, HostModule, KernelBinding, RunLimits};
 use xhal_cpu::KernelMode;
@@ -51,6 +51,7 @@ pub struct HostmemDriver {
     /// How kernels run (`XHAL_CPU_MODE`), or why it could not be read (module loads fail).
     kernel_mode: Result<KernelMode>,
     /// Kernels' time limit (`XHAL_KERNEL_TIMEOUT`), or why it could not be read (launches fail).
+    /// Each kernel takes it when it is got.
     limits: Result<RunLimits>,
     /// Bytes of [`DEVICE_MEMORY`] in use; the last owner of a buffer gives its bytes back.
     used: Arc<AtomicU64>,
@@ -87,10 +88,13 @@ impl Drop for Buffer {
     }
 }
 
+/// One entry point, with what its launches need.
+pub struct Kernel(HostKernel, Vec<KernelBinding>, Result<RunLimits>);
+
 /// A host pointer handed to an enqueue call, carried to the stream's thread.
 struct HostPointer(*mut u8);
 
-// SAFETY: `stream_write`/`stream_read`'s contract keeps the memory valid and untouched by
+// SAFETY: `DriverStream::write`/`read`'s contract keeps the memory valid and untouched by
 // anyone else until the copy completes, whichever thread performs it.
 unsafe impl Send for HostPointer {}
 
@@ -105,16 +109,9 @@ impl Driver for HostmemDriver {
     type Stream = HostQueue;
     type Event = HostEvent;
     type Module = HostModule;
-    type Kernel = (HostKernel, Vec<KernelBinding>);
+    type Kernel = Kernel;
     const NAME: &'static str = BACKEND_NAME;
-
-    fn info(&self) -> BackendInfo {
-        BackendInfo {
-            name: BACKEND_NAME.to_string(),
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            abi_version: (xhal_backend::abi::XHAL_ABI_MAJOR, xhal_backend::abi::XHAL_ABI_MINOR),
-        }
-    }
+    const VERSION: &'static str = env!("CARGO_PKG_VERSION");
 
     fn device_count(&self) -> Result<u32> {
         // VENDOR: ask the driver. No driver: `Err(Error::new(ErrorKind::DriverUnavailable,
@@ -122,7 +119,7 @@ impl Driver for HostmemDriver {
         Ok(1)
     }
 
-    fn device_info(&self, index: u32) -> Result<DeviceInfo> {
+    fn device_info(&self, index: u32, _opened: Option<&()>) -> Result<DeviceInfo> {
         // VENDOR: report what the device really is and allows. The suite checks these numbers
         // (a limit it cannot reach fails), and applications choose devices by them. The uuid
         // must stay the same across runs; `features` only what kernels can really use.
@@ -163,10 +160,15 @@ impl Driver for HostmemDriver {
         // VENDOR: create the driver's context here; release it in the device type's `Drop`.
         Ok(())
     }
+}
 
-    fn buffer_allocate(&self, _device: &Arc<Object<()>>, size: u64) -> Result<Buffer> {
+/// VENDOR: what an opened device can tell about itself (its free memory) goes here.
+impl DriverDevice<HostmemDriver> for () {}
+
+impl DriverBuffer<HostmemDriver> for Buffer {
+    fn allocate(driver: &HostmemDriver, _device: &Arc<Object<()>>, size: u64) -> Result<Buffer> {
         // VENDOR: the driver's allocation. Failure is `OutOfMemory` with the sizes, not a crash.
-        let used = &self.used;
+        let used = &driver.used;
         used.fetch_update(Ordering::AcqRel, Ordering::Acquire, |in_use| {
             in_use.checked_add(size).filter(|after| *after <= DEVICE_MEMORY)
         })
@@ -189,19 +191,20 @@ impl Driver for HostmemDriver {
         drop(storage);
         Ok(buffer)
     }
+}
 
-    fn stream_create(&self, _device: &Arc<Object<()>>) -> Result<HostQueue> {
+impl DriverStream<HostmemDriver> for HostQueue {
+    fn create(_driver: &HostmemDriver, _device: &Arc<Object<()>>) -> Result<HostQueue> {
         // VENDOR: the driver's stream (a `CUstream`, a command queue) replaces the host queue:
         // enqueue becomes its asynchronous call, synchronize and query its wait and poll.
         HostQueue::spawn(format!("{BACKEND_NAME}-stream"))
     }
 
-    fn stream_sticky_error(&self, stream: &Arc<Object<HostQueue>>) -> Result<()> {
-        stream.sticky_error()
+    fn sticky_error(stream: &Arc<Object<HostQueue>>) -> Result<()> {
+        HostQueue::sticky_error(stream)
     }
 
-    unsafe fn stream_write(
-        &self,
+    unsafe fn write(
         stream: &Arc<Object<HostQueue>>,
         buffer: &Arc<Object<Buffer>>,
         offset: u64,
@@ -213,7 +216,7 @@ impl Driver for HostmemDriver {
         // until the copy completes, not beyond: never keep the pointer longer.
         stream.enqueue(move || {
             let source = source;
-            // SAFETY: the caller of `stream_write` keeps `size` bytes at `source` valid and
+            // SAFETY: the caller of `write` keeps `size` bytes at `source` valid and
             // unchanged until this copy completes.
             let bytes = unsafe { std::slice::from_raw_parts(source.0.cast_const(), size as usize) };
             let mut words = buffer.words.write();
@@ -222,8 +225,7 @@ impl Driver for HostmemDriver {
         })
     }
 
-    unsafe fn stream_read(
-        &self,
+    unsafe fn read(
         stream: &Arc<Object<HostQueue>>,
         buffer: &Arc<Object<Buffer>>,
         offset: u64,
@@ -234,7 +236,7 @@ impl Driver for HostmemDriver {
         // VENDOR: the driver's asynchronous device-to-host copy.
         stream.enqueue(move || {
             let destination = destination;
-            // SAFETY: the caller of `stream_read` keeps `size` bytes at `destination` valid and
+            // SAFETY: the caller of `read` keeps `size` bytes at `destination` valid and
             // untouched by anyone else until this copy completes.
             let bytes = unsafe { std::slice::from_raw_parts_mut(destination.0, size as usize) };
             let words = buffer.words.read();
@@ -243,8 +245,7 @@ impl Driver for HostmemDriver {
         })
     }
 
-    fn stream_copy(
-        &self,
+    fn copy(
         stream: &Arc<Object<HostQueue>>,
         source: &Arc<Object<Buffer>>,
         source_offset: u64,
@@ -264,8 +265,7 @@ impl Driver for HostmemDriver {
         })
     }
 
-    fn stream_fill(
-        &self,
+    fn fill(
         stream: &Arc<Object<HostQueue>>,
         buffer: &Arc<Object<Buffer>>,
         offset: u64,
@@ -285,7 +285,7 @@ impl Driver for HostmemDriver {
         })
     }
 
-    fn stream_launch(&self, stream: &Arc<Object<HostQueue>>, launch: &Launch<'_, Self>) -> Result<()> {
+    fn launch(stream: &Arc<Object<HostQueue>>, launch: &Launch<'_, HostmemDriver>) -> Result<()> {
         // One memory per distinct buffer, in handle order (the order the work locks them in,
         // so two launches sharing buffers never deadlock); views of one buffer alias.
         let mut memories: Vec<Arc<Object<Buffer>>> =
@@ -306,7 +306,7 @@ impl Driver for HostmemDriver {
             workgroups,
             arguments: &arguments,
             scalars: &scalars,
-            limits: self.limits.clone()?,
+            limits: launch.kernel.2.clone()?,
         };
         // Everything that can be refused is refused now, by the call that made the mistake.
         let sizes: Vec<usize> = memories.iter().map(|buffer| buffer.size() as usize).collect();
@@ -341,42 +341,34 @@ impl Driver for HostmemDriver {
         })
     }
 
-    fn stream_record_event(&self, stream: &Arc<Object<HostQueue>>, event: &Arc<Object<HostEvent>>) -> Result<()> {
-        // VENDOR: the driver's event record (cuEventRecord and the like).
+    fn record_event(stream: &Arc<Object<HostQueue>>, event: &Arc<Object<HostEvent>>) -> Result<()> {
+        // VENDOR: the driver's event record (cuEventRecord and the like). Events here are
+        // xhal-backend's `HostEvent`, timed by the host clock; a device with its own events
+        // implements `DriverEvent` for them, timing from the device's clock.
         stream.record(event)
     }
 
-    fn stream_wait_event(&self, stream: &Arc<Object<HostQueue>>, event: &Arc<Object<HostEvent>>) -> Result<()> {
+    fn wait_event(stream: &Arc<Object<HostQueue>>, event: &Arc<Object<HostEvent>>) -> Result<()> {
         // VENDOR: the driver's cross-stream wait; it must not block the calling thread.
         stream.wait(event)
     }
 
-    fn stream_synchronize(&self, stream: &Arc<Object<HostQueue>>) -> Result<()> {
-        stream.synchronize()
+    fn synchronize(stream: &Arc<Object<HostQueue>>) -> Result<()> {
+        HostQueue::synchronize(stream)
     }
 
-    fn stream_query(&self, stream: &Arc<Object<HostQueue>>) -> Result<bool> {
-        stream.query()
+    fn query(stream: &Arc<Object<HostQueue>>) -> Result<bool> {
+        HostQueue::query(stream)
     }
+}
 
-    fn event_create(&self, _device: &Arc<Object<()>>, timing: bool) -> Result<HostEvent> {
-        // VENDOR: the driver's event; timing from the device's clock where it has one.
-        Ok(HostEvent::new(timing))
-    }
-
-    fn event_query(&self, event: &Arc<Object<HostEvent>>) -> Result<bool> {
-        event.query()
-    }
-
-    fn event_synchronize(&self, event: &Arc<Object<HostEvent>>) -> Result<()> {
-        event.synchronize()
-    }
-
-    fn event_elapsed_time(&self, start: &Arc<Object<HostEvent>>, end: &Arc<Object<HostEvent>>) -> Result<u64> {
-        HostEvent::elapsed_nanoseconds(start, end)
-    }
-
-    fn module_load(&self, _device: &Arc<Object<()>>, format: KernelFormat, code: &[u8]) -> Result<HostModule> {
+impl DriverModule<HostmemDriver> for HostModule {
+    fn load(
+        driver: &HostmemDriver,
+        _device: &Arc<Object<()>>,
+        format: KernelFormat,
+        code: &[u8],
+    ) -> Result<HostModule> {
         if format != KernelFormat::WGSL {
             // VENDOR: accept the format your compiler takes (list it in `kernel_formats`);
             // the host translates WGSL to it before calling you.
@@ -387,12 +379,14 @@ impl Driver for HostmemDriver {
         }
         // VENDOR: build the module with the driver's compiler. A build error is
         // `InvalidArgument` carrying the compiler's log; `code` is only borrowed for this call.
-        HostModule::load(code, self.kernel_mode.clone()?)
+        HostModule::load(code, driver.kernel_mode.clone()?)
     }
+}
 
-    fn kernel_get(&self, module: &Arc<Object<HostModule>>, name: &str) -> Result<(HostKernel, Vec<KernelBinding>)> {
+impl DriverKernel<HostmemDriver> for Kernel {
+    fn get(driver: &HostmemDriver, module: &Arc<Object<HostModule>>, name: &str) -> Result<Kernel> {
         let kernel = module.kernel(name)?;
         let bindings = kernel.bindings();
-        Ok((kernel, bindings))
+        Ok(Kernel(kernel, bindings, driver.limits.clone()))
     }
 }

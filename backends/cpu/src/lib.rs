@@ -79,9 +79,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use stream::{Event, LiveStreams, Stream};
-use xhal_backend::{
-    Backend, BackendInfo, Checked, DeviceInfo, Driver, KernelFormat, Launch, MemoryUsage, Object, Result,
-};
+use xhal_backend::{Backend, Checked, DeviceInfo, Driver, Result};
 
 /// The CPU reference backend: [`CpuDriver`] behind the checked adapter. Make one with
 /// `CpuBackend::new(CpuDriver::from_env()?)`.
@@ -188,6 +186,7 @@ impl Driver for CpuDriver {
     type Module = Module;
     type Kernel = Kernel;
     const NAME: &'static str = "cpu";
+    const VERSION: &'static str = env!("CARGO_PKG_VERSION");
 
     /// Cancels the work queued on every stream and cuts running kernels short (a `sleep_us`
     /// or a WGSL kernel, which then fails with `Timeout`), so the adapter's synchronisation of
@@ -196,142 +195,15 @@ impl Driver for CpuDriver {
         self.streams.cancel_all();
     }
 
-    fn info(&self) -> BackendInfo {
-        BackendInfo {
-            name: Self::NAME.to_string(),
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            abi_version: (xhal_backend::abi::XHAL_ABI_MAJOR, xhal_backend::abi::XHAL_ABI_MINOR),
-        }
-    }
-
     fn device_count(&self) -> Result<u32> {
         Ok(self.config.devices)
     }
 
-    fn device_info(&self, index: u32) -> Result<DeviceInfo> {
+    fn device_info(&self, index: u32, _opened: Option<&Arc<DeviceMemory>>) -> Result<DeviceInfo> {
         Ok(self.device_memory(index).info())
     }
 
     fn device_open(&self, index: u32) -> Result<Arc<DeviceMemory>> {
         Ok(self.device_memory(index))
-    }
-
-    fn device_memory_usage(&self, device: &Arc<Object<Arc<DeviceMemory>>>) -> Result<MemoryUsage> {
-        Ok(MemoryUsage {
-            free: device.free(),
-            total: self.config.memory_per_device,
-        })
-    }
-
-    fn buffer_allocate(&self, device: &Arc<Object<Arc<DeviceMemory>>>, size: u64) -> Result<Arc<Buffer>> {
-        Buffer::allocate(device, size).map(Arc::new)
-    }
-
-    fn stream_create(&self, device: &Arc<Object<Arc<DeviceMemory>>>) -> Result<Stream> {
-        Stream::spawn(device.device_index(), &self.streams)
-    }
-
-    fn stream_sticky_error(&self, stream: &Arc<Object<Stream>>) -> Result<()> {
-        stream.check_usable()
-    }
-
-    unsafe fn stream_write(
-        &self,
-        stream: &Arc<Object<Stream>>,
-        buffer: &Arc<Object<Arc<Buffer>>>,
-        offset: u64,
-        source: *const u8,
-        size: u64,
-    ) -> Result<()> {
-        // SAFETY: our caller accepted `stream_write`'s contract for `source`, which is what
-        // `Stream::write` asks.
-        unsafe { stream.write(buffer, offset, source, size) }
-    }
-
-    unsafe fn stream_read(
-        &self,
-        stream: &Arc<Object<Stream>>,
-        buffer: &Arc<Object<Arc<Buffer>>>,
-        offset: u64,
-        destination: *mut u8,
-        size: u64,
-    ) -> Result<()> {
-        // SAFETY: our caller accepted `stream_read`'s contract for `destination`, which is
-        // what `Stream::read` asks.
-        unsafe { stream.read(buffer, offset, destination, size) }
-    }
-
-    fn stream_copy(
-        &self,
-        stream: &Arc<Object<Stream>>,
-        source: &Arc<Object<Arc<Buffer>>>,
-        source_offset: u64,
-        destination: &Arc<Object<Arc<Buffer>>>,
-        destination_offset: u64,
-        size: u64,
-    ) -> Result<()> {
-        stream.copy(source, source_offset, destination, destination_offset, size)
-    }
-
-    fn stream_fill(
-        &self,
-        stream: &Arc<Object<Stream>>,
-        buffer: &Arc<Object<Arc<Buffer>>>,
-        offset: u64,
-        size: u64,
-        pattern: &[u8],
-    ) -> Result<()> {
-        stream.fill(buffer, offset, size, pattern)
-    }
-
-    fn stream_launch(&self, stream: &Arc<Object<Stream>>, launch: &Launch<'_, Self>) -> Result<()> {
-        // A failed stream says so before the launch is checked against its kernel.
-        stream.check_usable()?;
-        stream.launch(Kernel::prepare(launch, &self.kernel_timeout, self.strict_bounds)?)
-    }
-
-    fn stream_record_event(&self, stream: &Arc<Object<Stream>>, event: &Arc<Object<Event>>) -> Result<()> {
-        stream.record(event)
-    }
-
-    fn stream_wait_event(&self, stream: &Arc<Object<Stream>>, event: &Arc<Object<Event>>) -> Result<()> {
-        stream.wait(event)
-    }
-
-    fn stream_synchronize(&self, stream: &Arc<Object<Stream>>) -> Result<()> {
-        stream.synchronize()
-    }
-
-    fn stream_query(&self, stream: &Arc<Object<Stream>>) -> Result<bool> {
-        stream.query()
-    }
-
-    fn event_create(&self, _device: &Arc<Object<Arc<DeviceMemory>>>, timing: bool) -> Result<Event> {
-        Ok(Event::new(timing))
-    }
-
-    fn event_query(&self, event: &Arc<Object<Event>>) -> Result<bool> {
-        event.query()
-    }
-
-    fn event_synchronize(&self, event: &Arc<Object<Event>>) -> Result<()> {
-        event.synchronize()
-    }
-
-    fn event_elapsed_time(&self, start: &Arc<Object<Event>>, end: &Arc<Object<Event>>) -> Result<u64> {
-        Event::elapsed_nanoseconds(start, end)
-    }
-
-    fn module_load(
-        &self,
-        _device: &Arc<Object<Arc<DeviceMemory>>>,
-        format: KernelFormat,
-        code: &[u8],
-    ) -> Result<Module> {
-        Module::load(format, code, self.kernel_mode.clone())
-    }
-
-    fn kernel_get(&self, module: &Arc<Object<Module>>, name: &str) -> Result<Kernel> {
-        Module::kernel(module, name)
     }
 }

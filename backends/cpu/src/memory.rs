@@ -4,12 +4,13 @@
 //! `from_le_bytes` / `to_le_bytes`, so a program sees the same bytes on every machine.
 
 use crate::device::DeviceMemory;
+use crate::CpuDriver;
 use parking_lot::RwLock;
 use std::ops::{Deref, DerefMut, Range};
 use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, OnceLock};
 use xhal_backend::error::check_range;
-use xhal_backend::{Error, Object, Result};
+use xhal_backend::{DriverBuffer, Error, Object, Result};
 
 /// What a fresh allocation holds: this `u32`, little-endian, repeated (bytes `EF BE AD DE`),
 /// truncated at the end of the buffer. Real devices hand out whatever was there before; the
@@ -30,32 +31,6 @@ pub struct Buffer {
 }
 
 impl Buffer {
-    /// Takes `size` bytes (more than 0) from the device's budget and from the host, poisoned.
-    pub(crate) fn allocate(memory: &Arc<DeviceMemory>, size: u64) -> Result<Buffer> {
-        let length = usize::try_from(size)
-            .map_err(|_| Error::out_of_memory(format!("requested {size} bytes, more than this host can address")))?;
-        memory.reserve(size)?;
-        let mut bytes = match AlignedBytes::try_new(length) {
-            Ok(bytes) => bytes,
-            Err(reason) => {
-                memory.release(size);
-                return Err(Error::out_of_memory(format!(
-                    "requested {size} bytes, the host could not provide them: {reason}"
-                )));
-            }
-        };
-        let poison = POISON_PATTERN.to_le_bytes();
-        for chunk in bytes.chunks_mut(poison.len()) {
-            chunk.copy_from_slice(&poison[..chunk.len()]);
-        }
-        Ok(Buffer {
-            handle: OnceLock::new(),
-            size,
-            memory: Arc::clone(memory),
-            bytes: RwLock::new(bytes),
-        })
-    }
-
     /// The buffer behind the adapter's object, for queued work to hold; it learns its handle here.
     pub(crate) fn named(object: &Object<Arc<Buffer>>) -> Arc<Buffer> {
         let buffer: &Arc<Buffer> = object;
@@ -166,6 +141,35 @@ impl Buffer {
             target.copy_within(..count, filled);
             filled += count;
         }
+    }
+}
+
+impl DriverBuffer<CpuDriver> for Arc<Buffer> {
+    /// Takes `size` bytes (more than 0) from the device's budget and from the host, poisoned.
+    fn allocate(_driver: &CpuDriver, device: &Arc<Object<Arc<DeviceMemory>>>, size: u64) -> Result<Arc<Buffer>> {
+        let memory: &Arc<DeviceMemory> = device;
+        let length = usize::try_from(size)
+            .map_err(|_| Error::out_of_memory(format!("requested {size} bytes, more than this host can address")))?;
+        memory.reserve(size)?;
+        let mut bytes = match AlignedBytes::try_new(length) {
+            Ok(bytes) => bytes,
+            Err(reason) => {
+                memory.release(size);
+                return Err(Error::out_of_memory(format!(
+                    "requested {size} bytes, the host could not provide them: {reason}"
+                )));
+            }
+        };
+        let poison = POISON_PATTERN.to_le_bytes();
+        for chunk in bytes.chunks_mut(poison.len()) {
+            chunk.copy_from_slice(&poison[..chunk.len()]);
+        }
+        Ok(Arc::new(Buffer {
+            handle: OnceLock::new(),
+            size,
+            memory: Arc::clone(memory),
+            bytes: RwLock::new(bytes),
+        }))
     }
 }
 

@@ -15,8 +15,11 @@
 //! A record always completes, even on a stream that has failed, so nothing waiting on an
 //! event can hang; it then carries the stream's error to whoever waits.
 
+use crate::device::DeviceMemory;
 use crate::kernels::PreparedLaunch;
 use crate::memory::{host_range, Buffer, FillPattern, HostDestination, HostSource};
+use crate::module::Kernel;
+use crate::CpuDriver;
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -24,7 +27,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use xhal_backend::{Error, Object, Result};
+use xhal_backend::{DriverEvent, DriverStream, Error, Launch, Object, Result};
 
 /// One queued operation, owning (through `Arc`s) everything it touches, so that freeing a
 /// handle never frees memory that queued work still uses.
@@ -125,33 +128,6 @@ pub struct Stream {
 }
 
 impl Stream {
-    /// Starts a stream of cpu device `device_index`, known to `live` until it is dropped.
-    pub(crate) fn spawn(device_index: u32, live: &LiveStreams) -> Result<Stream> {
-        let shared = Arc::new(StreamShared::default());
-        let worker_shared = Arc::clone(&shared);
-        let worker = std::thread::Builder::new()
-            .name(format!("xhal-cpu-{device_index}-stream"))
-            .spawn(move || run_worker(device_index, &worker_shared))
-            .map_err(|error| {
-                Error::internal(format!(
-                    "could not start the worker thread of a stream of cpu device {device_index}: {error}"
-                ))
-            })?;
-        live.add(&shared);
-        tracing::debug!(device = device_index, "stream created");
-        Ok(Stream {
-            shared,
-            worker: Mutex::new(Some(worker)),
-        })
-    }
-
-    /// The sticky error, if the stream has one: what every call on a failed stream returns,
-    /// an empty command included.
-    pub(crate) fn check_usable(&self) -> Result<()> {
-        let state = self.shared.state.lock();
-        Self::refuse_if_unusable(&state)
-    }
-
     fn refuse_if_unusable(state: &QueueState) -> Result<()> {
         if let Some(error) = &state.sticky_error {
             return Err(error.clone());
@@ -162,103 +138,6 @@ impl Stream {
             ));
         }
         Ok(())
-    }
-
-    /// Enqueues a write of `size` bytes from `source` to `offset` of `buffer`.
-    ///
-    /// # Safety
-    /// `source` satisfies `Driver::stream_write`'s contract for `size` bytes.
-    pub(crate) unsafe fn write(
-        &self,
-        buffer: &Object<Arc<Buffer>>,
-        offset: u64,
-        source: *const u8,
-        size: u64,
-    ) -> Result<()> {
-        let range = host_range(offset, size)?;
-        // SAFETY: our caller passes `stream_write`'s contract for `source` on, which is
-        // exactly what `HostSource::new` requires.
-        let source = unsafe { HostSource::new(source) };
-        self.enqueue(Operation::Write {
-            buffer: Buffer::named(buffer),
-            range,
-            source,
-        })
-    }
-
-    /// Enqueues a read of `size` bytes at `offset` of `buffer` into `destination`.
-    ///
-    /// # Safety
-    /// `destination` satisfies `Driver::stream_read`'s contract for `size` bytes.
-    pub(crate) unsafe fn read(
-        &self,
-        buffer: &Object<Arc<Buffer>>,
-        offset: u64,
-        destination: *mut u8,
-        size: u64,
-    ) -> Result<()> {
-        let range = host_range(offset, size)?;
-        // SAFETY: our caller passes `stream_read`'s contract for `destination` on, which is
-        // exactly what `HostDestination::new` requires.
-        let destination = unsafe { HostDestination::new(destination) };
-        self.enqueue(Operation::Read {
-            buffer: Buffer::named(buffer),
-            range,
-            destination,
-        })
-    }
-
-    /// Enqueues a copy of `size` bytes between two buffers, or within one.
-    pub(crate) fn copy(
-        &self,
-        source: &Object<Arc<Buffer>>,
-        source_offset: u64,
-        destination: &Object<Arc<Buffer>>,
-        destination_offset: u64,
-        size: u64,
-    ) -> Result<()> {
-        let source_range = host_range(source_offset, size)?;
-        let destination_start = host_range(destination_offset, size)?.start;
-        self.enqueue(Operation::Copy {
-            source: Buffer::named(source),
-            source_range,
-            destination: Buffer::named(destination),
-            destination_start,
-        })
-    }
-
-    /// Enqueues a fill of `size` bytes at `offset` of `buffer` with `pattern`.
-    pub(crate) fn fill(&self, buffer: &Object<Arc<Buffer>>, offset: u64, size: u64, pattern: &[u8]) -> Result<()> {
-        let range = host_range(offset, size)?;
-        self.enqueue(Operation::Fill {
-            buffer: Buffer::named(buffer),
-            range,
-            pattern: FillPattern::new(pattern),
-        })
-    }
-
-    /// Enqueues a launch that was checked against its kernel.
-    pub(crate) fn launch(&self, launch: PreparedLaunch) -> Result<()> {
-        self.enqueue(Operation::Launch(launch))
-    }
-
-    /// Enqueues a new record of `event`.
-    pub(crate) fn record(&self, event: &Event) -> Result<()> {
-        self.enqueue_with(|| {
-            Some(Operation::Record {
-                signal: event.begin_record(),
-            })
-        })
-    }
-
-    /// Makes later work wait for the event's most recent record; nothing, if it has none.
-    pub(crate) fn wait(&self, event: &Object<Event>) -> Result<()> {
-        self.enqueue_with(|| {
-            event.latest().map(|signal| Operation::Wait {
-                event_id: event.handle(),
-                signal,
-            })
-        })
     }
 
     fn enqueue(&self, operation: Operation) -> Result<()> {
@@ -278,19 +157,143 @@ impl Stream {
         }
         Ok(())
     }
+}
+
+impl DriverStream<CpuDriver> for Stream {
+    /// Starts a stream of the device, known to the driver (which cancels it when the backend
+    /// goes) until it is dropped.
+    fn create(driver: &CpuDriver, device: &Arc<Object<Arc<DeviceMemory>>>) -> Result<Stream> {
+        let device_index = device.device_index();
+        let shared = Arc::new(StreamShared::default());
+        let worker_shared = Arc::clone(&shared);
+        let worker = std::thread::Builder::new()
+            .name(format!("xhal-cpu-{device_index}-stream"))
+            .spawn(move || run_worker(device_index, &worker_shared))
+            .map_err(|error| {
+                Error::internal(format!(
+                    "could not start the worker thread of a stream of cpu device {device_index}: {error}"
+                ))
+            })?;
+        driver.streams.add(&shared);
+        tracing::debug!(device = device_index, "stream created");
+        Ok(Stream {
+            shared,
+            worker: Mutex::new(Some(worker)),
+        })
+    }
+
+    /// What every call on a failed stream returns, an empty command included; a stream of a
+    /// backend going away refuses work too.
+    fn sticky_error(stream: &Arc<Object<Stream>>) -> Result<()> {
+        let state = stream.shared.state.lock();
+        Self::refuse_if_unusable(&state)
+    }
+
+    unsafe fn write(
+        stream: &Arc<Object<Stream>>,
+        buffer: &Arc<Object<Arc<Buffer>>>,
+        offset: u64,
+        source: *const u8,
+        size: u64,
+    ) -> Result<()> {
+        let range = host_range(offset, size)?;
+        // SAFETY: our caller passes `DriverStream::write`'s contract for `source` on, which is
+        // exactly what `HostSource::new` requires.
+        let source = unsafe { HostSource::new(source) };
+        stream.enqueue(Operation::Write {
+            buffer: Buffer::named(buffer),
+            range,
+            source,
+        })
+    }
+
+    unsafe fn read(
+        stream: &Arc<Object<Stream>>,
+        buffer: &Arc<Object<Arc<Buffer>>>,
+        offset: u64,
+        destination: *mut u8,
+        size: u64,
+    ) -> Result<()> {
+        let range = host_range(offset, size)?;
+        // SAFETY: our caller passes `DriverStream::read`'s contract for `destination` on, which
+        // is exactly what `HostDestination::new` requires.
+        let destination = unsafe { HostDestination::new(destination) };
+        stream.enqueue(Operation::Read {
+            buffer: Buffer::named(buffer),
+            range,
+            destination,
+        })
+    }
+
+    fn copy(
+        stream: &Arc<Object<Stream>>,
+        source: &Arc<Object<Arc<Buffer>>>,
+        source_offset: u64,
+        destination: &Arc<Object<Arc<Buffer>>>,
+        destination_offset: u64,
+        size: u64,
+    ) -> Result<()> {
+        let source_range = host_range(source_offset, size)?;
+        let destination_start = host_range(destination_offset, size)?.start;
+        stream.enqueue(Operation::Copy {
+            source: Buffer::named(source),
+            source_range,
+            destination: Buffer::named(destination),
+            destination_start,
+        })
+    }
+
+    fn fill(
+        stream: &Arc<Object<Stream>>,
+        buffer: &Arc<Object<Arc<Buffer>>>,
+        offset: u64,
+        size: u64,
+        pattern: &[u8],
+    ) -> Result<()> {
+        let range = host_range(offset, size)?;
+        stream.enqueue(Operation::Fill {
+            buffer: Buffer::named(buffer),
+            range,
+            pattern: FillPattern::new(pattern),
+        })
+    }
+
+    fn launch(stream: &Arc<Object<Stream>>, launch: &Launch<'_, CpuDriver>) -> Result<()> {
+        // A failed stream says so before the launch is checked against its kernel.
+        Self::sticky_error(stream)?;
+        stream.enqueue(Operation::Launch(Kernel::prepare(launch)?))
+    }
+
+    fn record_event(stream: &Arc<Object<Stream>>, event: &Arc<Object<Event>>) -> Result<()> {
+        stream.enqueue_with(|| {
+            Some(Operation::Record {
+                signal: event.begin_record(),
+            })
+        })
+    }
+
+    /// Later work waits for the event's most recent record; nothing, if it has none.
+    fn wait_event(stream: &Arc<Object<Stream>>, event: &Arc<Object<Event>>) -> Result<()> {
+        stream.enqueue_with(|| {
+            event.latest().map(|signal| Operation::Wait {
+                event_id: event.handle(),
+                signal,
+            })
+        })
+    }
 
     /// Blocks until everything enqueued has completed, then returns the sticky error if any.
-    pub(crate) fn synchronize(&self) -> Result<()> {
-        let mut state = self.shared.state.lock();
+    fn synchronize(stream: &Arc<Object<Stream>>) -> Result<()> {
+        let mut state = stream.shared.state.lock();
         while state.completed < state.enqueued {
-            self.shared.progress.wait(&mut state);
+            stream.shared.progress.wait(&mut state);
         }
         state.sticky_error.clone().map_or(Ok(()), Err)
     }
 
     /// True when everything enqueued has completed; the sticky error if any.
-    pub(crate) fn query(&self) -> Result<bool> {
-        let state = self.shared.state.lock();
+    fn query(stream: &Arc<Object<Stream>>) -> Result<bool> {
+        let state = stream.shared.state.lock();
         if let Some(error) = &state.sticky_error {
             return Err(error.clone());
         }
@@ -466,13 +469,6 @@ pub struct Event {
 }
 
 impl Event {
-    pub(crate) fn new(timing: bool) -> Event {
-        Event {
-            timing,
-            latest: Mutex::new(None),
-        }
-    }
-
     /// Starts a new record; the caller must enqueue an operation that completes the signal.
     fn begin_record(&self) -> Arc<Signal> {
         let signal = Arc::new(Signal::default());
@@ -483,48 +479,6 @@ impl Event {
     /// The most recent record, if any.
     fn latest(&self) -> Option<Arc<Signal>> {
         self.latest.lock().clone()
-    }
-
-    /// True when the latest record completed, or none was made; the error a failed stream
-    /// passed on through the record otherwise.
-    pub(crate) fn query(&self) -> Result<bool> {
-        let Some(signal) = self.latest() else {
-            return Ok(true);
-        };
-        match signal.peek() {
-            None => Ok(false),
-            Some(Outcome { error: Some(error), .. }) => Err(error),
-            Some(Outcome { error: None, .. }) => Ok(true),
-        }
-    }
-
-    /// Blocks the calling thread until the latest record completed.
-    pub(crate) fn synchronize(&self) -> Result<()> {
-        match self.latest().map(|signal| signal.wait()) {
-            Some(Outcome { error: Some(error), .. }) => Err(error),
-            _ => Ok(()),
-        }
-    }
-
-    /// Nanoseconds from `start`'s latest record completing to `end`'s.
-    ///
-    /// Misuse is `InvalidArgument`, never `Unsupported` (the device does support timing):
-    /// an event created without timing, one never recorded, one whose latest record has not
-    /// completed yet ("not yet complete"), or an `end` that completed before `start`.
-    pub(crate) fn elapsed_nanoseconds(start: &Object<Event>, end: &Object<Event>) -> Result<u64> {
-        let started = Event::timed_outcome(start, "start")?;
-        let ended = Event::timed_outcome(end, "end")?;
-        let elapsed = ended
-            .completed_at
-            .checked_duration_since(started.completed_at)
-            .ok_or_else(|| {
-                Error::invalid_argument(format!(
-                    "end event {:#x} completed before start event {:#x}",
-                    end.handle(),
-                    start.handle()
-                ))
-            })?;
-        Ok(u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX))
     }
 
     fn timed_outcome(event: &Object<Event>, role: &str) -> Result<Outcome> {
@@ -548,5 +502,56 @@ impl Event {
             Some(Outcome { error: Some(error), .. }) => Err(error),
             Some(outcome) => Ok(outcome),
         }
+    }
+}
+
+impl DriverEvent<CpuDriver> for Event {
+    fn create(_driver: &CpuDriver, _device: &Arc<Object<Arc<DeviceMemory>>>, timing: bool) -> Result<Event> {
+        Ok(Event {
+            timing,
+            latest: Mutex::new(None),
+        })
+    }
+
+    /// True when the latest record completed, or none was made; the error a failed stream
+    /// passed on through the record otherwise.
+    fn query(event: &Arc<Object<Event>>) -> Result<bool> {
+        let Some(signal) = event.latest() else {
+            return Ok(true);
+        };
+        match signal.peek() {
+            None => Ok(false),
+            Some(Outcome { error: Some(error), .. }) => Err(error),
+            Some(Outcome { error: None, .. }) => Ok(true),
+        }
+    }
+
+    /// Blocks the calling thread until the latest record completed.
+    fn synchronize(event: &Arc<Object<Event>>) -> Result<()> {
+        match event.latest().map(|signal| signal.wait()) {
+            Some(Outcome { error: Some(error), .. }) => Err(error),
+            _ => Ok(()),
+        }
+    }
+
+    /// Nanoseconds from `start`'s latest record completing to `end`'s.
+    ///
+    /// Misuse is `InvalidArgument`, never `Unsupported` (the device does support timing):
+    /// an event created without timing, one never recorded, one whose latest record has not
+    /// completed yet ("not yet complete"), or an `end` that completed before `start`.
+    fn elapsed_time(start: &Arc<Object<Event>>, end: &Arc<Object<Event>>) -> Result<u64> {
+        let started = Event::timed_outcome(start, "start")?;
+        let ended = Event::timed_outcome(end, "end")?;
+        let elapsed = ended
+            .completed_at
+            .checked_duration_since(started.completed_at)
+            .ok_or_else(|| {
+                Error::invalid_argument(format!(
+                    "end event {:#x} completed before start event {:#x}",
+                    end.handle(),
+                    start.handle()
+                ))
+            })?;
+        Ok(u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX))
     }
 }

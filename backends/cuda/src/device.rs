@@ -3,10 +3,11 @@
 
 use crate::ffi::{self, call, sys, CUcontext, CUstream};
 use crate::instance::{Adapter, Instance};
+use crate::CudaDriver;
 use parking_lot::Mutex;
 use std::ffi::c_void;
 use std::sync::Arc;
-use xhal_backend::{MemoryUsage, Result};
+use xhal_backend::{DriverDevice, MemoryUsage, Object, Result};
 
 /// Bytes of one pinned staging block: transfers are split into blocks of this size, so the
 /// host copy of one block overlaps the DMA of the one before.
@@ -89,7 +90,8 @@ impl Gpu {
         self.memory_usage().ok().map(|usage| usage.free)
     }
 
-    /// Free and total device memory, as `cuMemGetInfo` reports them now.
+    /// Free and total device memory, as `cuMemGetInfo` reports them now. `device_info` asks
+    /// it of a plain opened device, outside the role trait, so the query lives here.
     pub(crate) fn memory_usage(&self) -> Result<MemoryUsage> {
         self.bind()?;
         let (mut free, mut total) = (0usize, 0usize);
@@ -137,6 +139,12 @@ impl Gpu {
             drop(free);
             block.release();
         }
+    }
+}
+
+impl DriverDevice<CudaDriver> for Arc<Gpu> {
+    fn memory_usage(device: &Arc<Object<Arc<Gpu>>>) -> Result<MemoryUsage> {
+        Gpu::memory_usage(device)
     }
 }
 

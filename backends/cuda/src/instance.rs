@@ -3,21 +3,9 @@
 use crate::ffi::{self, call, raw_call, sys, CUdevice, CUresult};
 use crate::nvrtc;
 use std::ffi::{c_char, c_int};
-use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use xhal_backend::{DeviceInfo, DeviceType, Error, ErrorKind, Features, KernelFormat, Result};
-
-/// Where the CUDA driver library comes from.
-#[derive(Debug, Clone)]
-pub(crate) enum LibrarySource {
-    /// The library the system's loader finds by name (cudarc's search: `libcuda.so`, then
-    /// versioned names down to `libcuda.so.1`).
-    System,
-    /// A library at this path, opened before cudarc's search so that the search finds it by
-    /// its soname.
-    Path(PathBuf),
-}
+use xhal_backend::{DeviceInfo, DeviceType, Error, ErrorKind, Features, KernelFormat, LibrarySource, Result};
 
 /// One CUDA device, as found.
 pub(crate) struct Adapter {

@@ -22,9 +22,10 @@
 //! looked up by `xhal_kernel::c::c_symbol(name)`, then by `name`; the workgroup size comes from
 //! the module (see `reflect`).
 //!
-//! [`CudaDriver`] implements the typed [`Driver`]; the host sees it as [`CudaBackend`], the
-//! driver behind the checked adapter, which does every check of handles, device ownership,
-//! ranges, fill patterns and views before a method here runs.
+//! [`CudaDriver`] implements the typed [`Driver`], and each object type its role trait where
+//! it lives (`device.rs`, `memory.rs`, `stream.rs`, `module.rs`); the host sees it as
+//! [`CudaBackend`], the driver behind the checked adapter, which does every check of handles,
+//! device ownership, ranges, fill patterns and views before a method here runs.
 #![deny(missing_docs)]
 
 mod device;
@@ -37,17 +38,13 @@ mod reflect;
 mod stream;
 
 use device::Gpu;
-use instance::{Instance, LibrarySource};
+use instance::Instance;
 use memory::DeviceBuffer;
 use module::{KernelObject, Module};
-use parking_lot::Mutex;
-use std::collections::HashMap;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::Arc;
 use stream::{Event, Stream};
-use xhal_backend::{
-    Backend, BackendInfo, Checked, DeviceInfo, Driver, KernelFormat, Launch, MemoryUsage, Object, Result,
-};
+use xhal_backend::{Backend, Checked, DeviceInfo, Driver, LazyInstance, LibrarySource, Result};
 
 xhal_backend::register_static_backend!(CudaDriver::NAME, create_static);
 xhal_backend::export_plugin!(create_plugin);
@@ -66,29 +63,16 @@ fn create_plugin() -> Result<CudaBackend> {
 pub type CudaBackend = Checked<CudaDriver>;
 
 /// The CUDA driver. See the crate documentation.
+#[derive(Debug)]
 pub struct CudaDriver {
-    source: LibrarySource,
     /// Made on first use, so constructing the driver never touches the CUDA driver library.
-    instance: OnceLock<Result<Arc<Instance>>>,
-    /// Every open of one device index shares its primary context, allocation stream and
-    /// staging pool; the free-memory figure asks the opened device.
-    opened: Mutex<HashMap<u32, Weak<Gpu>>>,
-}
-
-impl std::fmt::Debug for CudaDriver {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CudaDriver")
-            .field("source", &self.source)
-            .finish_non_exhaustive()
-    }
+    instance: LazyInstance<Instance>,
 }
 
 impl CudaDriver {
     fn with_source(source: LibrarySource) -> CudaDriver {
         CudaDriver {
-            source,
-            instance: OnceLock::new(),
-            opened: Mutex::new(HashMap::new()),
+            instance: LazyInstance::new(source),
         }
     }
 
@@ -103,14 +87,11 @@ impl CudaDriver {
     /// finds it by its soname, and the driver refuses to start when the search lands on
     /// another one.
     pub fn with_library_path(path: impl Into<std::path::PathBuf>) -> CudaDriver {
-        CudaDriver::with_source(LibrarySource::Path(path.into()))
+        CudaDriver::with_source(LibrarySource::path(path))
     }
 
     fn instance(&self) -> Result<&Arc<Instance>> {
-        self.instance
-            .get_or_init(|| Instance::create(&self.source).map(Arc::new))
-            .as_ref()
-            .map_err(Clone::clone)
+        self.instance.get(Instance::create)
     }
 }
 
@@ -123,23 +104,16 @@ impl Driver for CudaDriver {
     type Kernel = KernelObject;
 
     const NAME: &'static str = "cuda";
-
-    fn info(&self) -> BackendInfo {
-        BackendInfo {
-            name: Self::NAME.to_string(),
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            abi_version: (xhal_backend::abi::XHAL_ABI_MAJOR, xhal_backend::abi::XHAL_ABI_MINOR),
-        }
-    }
+    const VERSION: &'static str = env!("CARGO_PKG_VERSION");
 
     fn device_count(&self) -> Result<u32> {
         Ok(self.instance()?.adapters.len() as u32)
     }
 
-    fn device_info(&self, index: u32) -> Result<DeviceInfo> {
+    fn device_info(&self, index: u32, opened: Option<&Arc<Gpu>>) -> Result<DeviceInfo> {
         let adapter = &self.instance()?.adapters[index as usize];
         let mut info = adapter.info.clone();
-        let opened = self.opened.lock().get(&index).and_then(Weak::upgrade);
+        // The free-memory figure asks the opened device, where there is one.
         info.free_memory = opened.and_then(|gpu| gpu.free_memory()).unwrap_or_else(|| {
             info.total_memory
                 .saturating_sub(adapter.allocated.load(Ordering::Relaxed))
@@ -148,122 +122,8 @@ impl Driver for CudaDriver {
     }
 
     fn device_open(&self, index: u32) -> Result<Arc<Gpu>> {
-        let instance = self.instance()?;
-        let mut opened = self.opened.lock();
-        if let Some(gpu) = opened.get(&index).and_then(Weak::upgrade) {
-            return Ok(gpu);
-        }
-        let gpu = Arc::new(Gpu::open(Arc::clone(instance), index as usize)?);
-        opened.insert(index, Arc::downgrade(&gpu));
-        Ok(gpu)
-    }
-
-    fn device_memory_usage(&self, device: &Arc<Object<Arc<Gpu>>>) -> Result<MemoryUsage> {
-        device.memory_usage()
-    }
-
-    fn buffer_allocate(&self, device: &Arc<Object<Arc<Gpu>>>, size: u64) -> Result<DeviceBuffer> {
-        DeviceBuffer::new(device, size)
-    }
-
-    fn stream_create(&self, device: &Arc<Object<Arc<Gpu>>>) -> Result<Stream> {
-        Stream::new(device)
-    }
-
-    fn stream_sticky_error(&self, stream: &Arc<Object<Stream>>) -> Result<()> {
-        stream.sticky_error()
-    }
-
-    unsafe fn stream_write(
-        &self,
-        stream: &Arc<Object<Stream>>,
-        buffer: &Arc<Object<DeviceBuffer>>,
-        offset: u64,
-        source: *const u8,
-        size: u64,
-    ) -> Result<()> {
-        // SAFETY: the caller accepted `Driver::stream_write`'s contract, which is `Stream::write`'s.
-        unsafe { stream.write(buffer, offset, source, size) }
-    }
-
-    unsafe fn stream_read(
-        &self,
-        stream: &Arc<Object<Stream>>,
-        buffer: &Arc<Object<DeviceBuffer>>,
-        offset: u64,
-        destination: *mut u8,
-        size: u64,
-    ) -> Result<()> {
-        // SAFETY: the caller accepted `Driver::stream_read`'s contract, which is `Stream::read`'s.
-        unsafe { stream.read(buffer, offset, destination, size) }
-    }
-
-    fn stream_copy(
-        &self,
-        stream: &Arc<Object<Stream>>,
-        source: &Arc<Object<DeviceBuffer>>,
-        source_offset: u64,
-        destination: &Arc<Object<DeviceBuffer>>,
-        destination_offset: u64,
-        size: u64,
-    ) -> Result<()> {
-        stream.copy(source, source_offset, destination, destination_offset, size)
-    }
-
-    fn stream_fill(
-        &self,
-        stream: &Arc<Object<Stream>>,
-        buffer: &Arc<Object<DeviceBuffer>>,
-        offset: u64,
-        size: u64,
-        pattern: &[u8],
-    ) -> Result<()> {
-        stream.fill(buffer, offset, size, pattern)
-    }
-
-    fn stream_launch(&self, stream: &Arc<Object<Stream>>, launch: &Launch<'_, Self>) -> Result<()> {
-        launch
-            .kernel
-            .launch(stream, launch.workgroups, launch.buffers, launch.scalars)
-    }
-
-    fn stream_record_event(&self, stream: &Arc<Object<Stream>>, event: &Arc<Object<Event>>) -> Result<()> {
-        stream.record_event(event)
-    }
-
-    fn stream_wait_event(&self, stream: &Arc<Object<Stream>>, event: &Arc<Object<Event>>) -> Result<()> {
-        stream.wait_event(event)
-    }
-
-    fn stream_synchronize(&self, stream: &Arc<Object<Stream>>) -> Result<()> {
-        stream.synchronize()
-    }
-
-    fn stream_query(&self, stream: &Arc<Object<Stream>>) -> Result<bool> {
-        stream.query()
-    }
-
-    fn event_create(&self, device: &Arc<Object<Arc<Gpu>>>, timing: bool) -> Result<Event> {
-        Event::new(device, timing)
-    }
-
-    fn event_query(&self, event: &Arc<Object<Event>>) -> Result<bool> {
-        event.query()
-    }
-
-    fn event_synchronize(&self, event: &Arc<Object<Event>>) -> Result<()> {
-        event.synchronize()
-    }
-
-    fn event_elapsed_time(&self, start: &Arc<Object<Event>>, end: &Arc<Object<Event>>) -> Result<u64> {
-        Event::elapsed_nanoseconds(start, start.handle(), end, end.handle())
-    }
-
-    fn module_load(&self, device: &Arc<Object<Arc<Gpu>>>, format: KernelFormat, code: &[u8]) -> Result<Arc<Module>> {
-        Module::load(device, format, code).map(Arc::new)
-    }
-
-    fn kernel_get(&self, module: &Arc<Object<Arc<Module>>>, name: &str) -> Result<KernelObject> {
-        module.kernel(name)
+        // The adapter shares this device among every open of the index: its primary context,
+        // allocation stream and staging pool.
+        Ok(Arc::new(Gpu::open(Arc::clone(self.instance()?), index as usize)?))
     }
 }

@@ -2,9 +2,10 @@
 
 use crate::device::Gpu;
 use crate::ffi::{self, call, sys, CUdeviceptr};
+use crate::CudaDriver;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use xhal_backend::{Error, Result};
+use xhal_backend::{DriverBuffer, Error, Object, Result};
 
 /// A device allocation.
 pub struct DeviceBuffer {
@@ -15,8 +16,16 @@ pub struct DeviceBuffer {
     pooled: bool,
 }
 
+impl DriverBuffer<CudaDriver> for DeviceBuffer {
+    fn allocate(_driver: &CudaDriver, device: &Arc<Object<Arc<Gpu>>>, size: u64) -> Result<DeviceBuffer> {
+        DeviceBuffer::new(device, size)
+    }
+}
+
 impl DeviceBuffer {
     /// `size` bytes: from the device's stream-ordered pool where it has one, else `cuMemAlloc`.
+    /// A stream's overlapping copy allocates its temporary here too, from a plain opened
+    /// device, so the allocation lives outside the role trait.
     pub(crate) fn new(gpu: &Arc<Gpu>, size: u64) -> Result<DeviceBuffer> {
         let adapter = gpu.adapter();
         let bytes = usize::try_from(size)

@@ -1,4 +1,5 @@
-//! Modules from PTX, cubin or CUDA C (through NVRTC), their kernels, and launches.
+//! Modules from PTX, cubin or CUDA C (through NVRTC), their kernels, and the checks of a
+//! launch's arguments against a kernel's parameters (the launch itself is the stream's).
 //!
 //! The argument ABI on CUDA: buffer argument `i` is pointer parameter `i`, given the view's
 //! device address (the buffer's base plus the view's offset); the scalar block, when the
@@ -10,14 +11,13 @@
 
 use crate::device::Gpu;
 use crate::ffi::{self, call, raw_call, sys, CUfunction, CUmodule, CUresult};
-use crate::memory::DeviceBuffer;
 use crate::nvrtc;
 use crate::reflect::{builtin_size, reflect_ptx, reflect_source, SourceReflection};
-use crate::stream::Stream;
+use crate::CudaDriver;
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
 use std::sync::Arc;
-use xhal_backend::{BufferView, Error, KernelFormat, Result};
+use xhal_backend::{DriverKernel, DriverModule, Error, KernelFormat, Object, Result};
 use xhal_kernel::c::c_symbol;
 use xhal_kernel::c_signature::CParameter;
 use xhal_kernel::parameters::{check_parameter_order, ParameterClass};
@@ -95,8 +95,14 @@ fn is_cubin(code: &[u8]) -> bool {
     code.starts_with(b"\x7fELF") || code.starts_with(&0xBA55_ED50u32.to_le_bytes())
 }
 
-impl Module {
-    pub(crate) fn load(gpu: &Arc<Gpu>, format: KernelFormat, code: &[u8]) -> Result<Module> {
+impl DriverModule<CudaDriver> for Arc<Module> {
+    fn load(
+        _driver: &CudaDriver,
+        device: &Arc<Object<Arc<Gpu>>>,
+        format: KernelFormat,
+        code: &[u8],
+    ) -> Result<Arc<Module>> {
+        let gpu: &Arc<Gpu> = device;
         let adapter = gpu.adapter();
         let mut source = None;
         let mut ptx_entries = Vec::new();
@@ -139,15 +145,17 @@ impl Module {
         };
         gpu.bind()?;
         let raw = load_image(gpu, format, &image)?;
-        Ok(Module {
+        Ok(Arc::new(Module {
             gpu: Arc::clone(gpu),
             raw,
             source,
             ptx_entries,
             ptx_sizes,
-        })
+        }))
     }
+}
 
+impl Module {
     fn known_kernels(&self) -> Vec<String> {
         let mut names: Vec<String> = match &self.source {
             Some(source) => source.kernels.keys().cloned().collect(),
@@ -186,15 +194,18 @@ impl Module {
         )?;
         Ok(Some(size))
     }
+}
 
+impl DriverKernel<CudaDriver> for KernelObject {
     /// Finds kernel `name` (a WGSL entry point's, under `c_symbol(name)`, or a native one).
-    pub(crate) fn kernel(self: &Arc<Module>, name: &str) -> Result<KernelObject> {
+    fn get(_driver: &CudaDriver, module: &Arc<Object<Arc<Module>>>, name: &str) -> Result<KernelObject> {
+        let module: &Arc<Module> = module;
         let symbol = c_symbol(name);
         let mut candidates = vec![symbol.clone()];
         if symbol != name {
             candidates.push(name.to_string());
         }
-        self.gpu.bind()?;
+        module.gpu.bind()?;
         let mut found = None;
         for candidate in &candidates {
             let Ok(c_name) = CString::new(candidate.as_str()) else {
@@ -203,7 +214,7 @@ impl Module {
                 )));
             };
             let mut function: CUfunction = std::ptr::null_mut();
-            let raw = self.raw;
+            let raw = module.raw;
             // SAFETY: a lookup by NUL-terminated name in a loaded module.
             match raw_call("cuModuleGetFunction", || unsafe {
                 sys::cuModuleGetFunction(&mut function, raw, c_name.as_ptr())
@@ -221,7 +232,7 @@ impl Module {
             }
         }
         let Some((symbol_found, function)) = found else {
-            let names = self.known_kernels();
+            let names = module.known_kernels();
             let also = if symbol != name {
                 format!(" (nor `{symbol}`, the C name of WGSL entry point `{name}`)")
             } else {
@@ -236,15 +247,15 @@ impl Module {
                 }
             )));
         };
-        let source_kernel = self
+        let source_kernel = module
             .source
             .as_ref()
             .and_then(|source| source.kernels.get(&symbol_found).cloned());
         let workgroup_size = match source_kernel.as_ref().and_then(|kernel| kernel.workgroup_size) {
             Some(size) => size,
-            None => match self.declared_workgroup_size(&symbol_found)? {
+            None => match module.declared_workgroup_size(&symbol_found)? {
                 Some(size) => size,
-                None => self.ptx_sizes.get(&symbol_found).copied().ok_or_else(|| {
+                None => module.ptx_sizes.get(&symbol_found).copied().ok_or_else(|| {
                     Error::invalid_argument(format!(
                         "kernel `{symbol_found}` declares no workgroup size: an xhal launch counts workgroups of a fixed \
                          size, so a CUDA module must give it, as a device global `unsigned int \
@@ -255,13 +266,13 @@ impl Module {
             },
         };
         // `cuFuncGetParamInfo` came with CUDA 12.4 drivers; older ones do not export it.
-        let parameter_sizes = if self.gpu.adapter().driver_version >= 12040 {
+        let parameter_sizes = if module.gpu.adapter().driver_version >= 12040 {
             parameter_sizes(function)
         } else {
             None
         };
         let object = KernelObject {
-            module: Arc::clone(self),
+            module: Arc::clone(module),
             function,
             name: symbol_found,
             workgroup_size,
@@ -302,10 +313,10 @@ fn parameter_sizes(function: CUfunction) -> Option<Vec<usize>> {
 
 /// One kernel of a module.
 pub struct KernelObject {
-    module: Arc<Module>,
-    function: CUfunction,
-    name: String,
-    workgroup_size: [u32; 3],
+    pub(crate) module: Arc<Module>,
+    pub(crate) function: CUfunction,
+    pub(crate) name: String,
+    pub(crate) workgroup_size: [u32; 3],
     /// From the CUDA C signature, where the module came as source.
     parameters: Option<Vec<CParameter>>,
     /// From the driver, where it tells.
@@ -369,7 +380,7 @@ impl KernelObject {
 
     /// Checks a launch's arguments against what is known of the parameters; returns the size
     /// of the scalar parameter where known, and whether the kernel takes the lengths block.
-    fn check_arguments(&self, buffers: usize, scalars: &[u8]) -> Result<(Option<usize>, bool)> {
+    pub(crate) fn check_arguments(&self, buffers: usize, scalars: &[u8]) -> Result<(Option<usize>, bool)> {
         let name = &self.name;
         let Some(parameters) = &self.parameters else {
             // PTX or cubin: the driver's parameter sizes are all there is.
@@ -457,88 +468,6 @@ impl KernelObject {
                 }
             }
         }
-    }
-
-    /// Launches `workgroups` workgroups on `stream`.
-    pub(crate) fn launch(
-        &self,
-        stream: &Stream,
-        workgroups: [u32; 3],
-        buffers: &[BufferView<DeviceBuffer>],
-        scalars: &[u8],
-    ) -> Result<()> {
-        let name = &self.name;
-        let (scalar_size, takes_lengths) = self.check_arguments(buffers.len(), scalars)?;
-        let info = &self.module.gpu.adapter().info;
-        for axis in 0..3 {
-            let count = workgroups[axis];
-            if count == 0 {
-                return Err(Error::invalid_argument(format!(
-                    "kernel `{name}`: workgroup count in {} is 0; every dimension needs at least 1",
-                    ["x", "y", "z"][axis]
-                )));
-            }
-            if count > info.max_workgroup_count[axis] {
-                return Err(Error::invalid_argument(format!(
-                    "kernel `{name}`: {count} workgroups in {}, but {} launches at most {} (CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_{})",
-                    ["x", "y", "z"][axis],
-                    info.name,
-                    info.max_workgroup_count[axis],
-                    ["X", "Y", "Z"][axis]
-                )));
-            }
-        }
-        let mut addresses: Vec<sys::CUdeviceptr> =
-            buffers.iter().map(|view| view.buffer.address(view.offset)).collect();
-        // The driver copies as many bytes as the parameter has; a zero-padded copy of the
-        // block keeps it from reading past the caller's bytes where the size is unknown.
-        let mut scalar_block = vec![0u64; scalars.len().max(scalar_size.unwrap_or(0)).div_ceil(8)];
-        // SAFETY: the block holds at least `scalars.len()` bytes.
-        unsafe {
-            std::ptr::copy_nonoverlapping(scalars.as_ptr(), scalar_block.as_mut_ptr().cast::<u8>(), scalars.len())
-        };
-        let mut lengths: Vec<u64> = buffers.iter().map(|view| view.size).collect();
-        if lengths.is_empty() {
-            lengths.push(0);
-        }
-        let mut parameters: Vec<*mut c_void> = addresses
-            .iter_mut()
-            .map(|address| (address as *mut sys::CUdeviceptr).cast::<c_void>())
-            .collect();
-        if !scalars.is_empty() {
-            parameters.push(scalar_block.as_mut_ptr().cast());
-        }
-        if takes_lengths {
-            parameters.push(lengths.as_mut_ptr().cast());
-        }
-        let size = self.workgroup_size;
-        let function = self.function;
-        stream.enqueue(
-            "cuLaunchKernel",
-            || {
-                format!(
-                    "launching kernel `{name}` with {}x{}x{} workgroups of {}x{}x{}",
-                    workgroups[0], workgroups[1], workgroups[2], size[0], size[1], size[2]
-                )
-            },
-            // SAFETY: one pointer per parameter, each to a value of the parameter's size (checked
-            // above where the sizes are known); the driver copies them before returning.
-            |raw| unsafe {
-                sys::cuLaunchKernel(
-                    function,
-                    workgroups[0],
-                    workgroups[1],
-                    workgroups[2],
-                    size[0],
-                    size[1],
-                    size[2],
-                    0,
-                    raw,
-                    parameters.as_mut_ptr(),
-                    std::ptr::null_mut(),
-                )
-            },
-        )
     }
 }
 

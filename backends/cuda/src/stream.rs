@@ -1,4 +1,5 @@
-//! Streams as non-blocking CUDA streams, events as CUDA events.
+//! Streams as non-blocking CUDA streams, events as CUDA events; kernel launches are the
+//! stream's (the argument ABI and the checks of a launch's arguments are in `module.rs`).
 //!
 //! Host transfers go through pinned staging blocks, so they never block the caller on the
 //! device: a write copies each block's bytes into pinned memory and enqueues its DMA; a read
@@ -14,11 +15,12 @@
 use crate::device::{Gpu, PinnedBlock, STAGING_BLOCK};
 use crate::ffi::{self, call, raw_call, sys, CUevent, CUresult, CUstream};
 use crate::memory::DeviceBuffer;
+use crate::CudaDriver;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::sync::Arc;
-use xhal_backend::{Error, ErrorKind, Result};
+use xhal_backend::{DriverEvent, DriverStream, Error, ErrorKind, Launch, Object, Result};
 
 /// What a stream keeps until the work using it completed.
 enum Retained {
@@ -112,30 +114,9 @@ unsafe extern "C" fn copy_out(user_data: *mut c_void) {
 }
 
 impl Stream {
-    /// A non-blocking stream on the device.
-    pub(crate) fn new(gpu: &Arc<Gpu>) -> Result<Stream> {
-        gpu.bind()?;
-        let mut raw: CUstream = std::ptr::null_mut();
-        call(
-            "cuStreamCreate",
-            || format!("creating a stream on {}", gpu.name()),
-            // SAFETY: writes one stream in the current context.
-            || unsafe { sys::cuStreamCreate(&mut raw, ffi::STREAM_NON_BLOCKING) },
-        )?;
-        Ok(Stream {
-            gpu: Arc::clone(gpu),
-            raw,
-            state: Arc::new(Mutex::new(StreamState {
-                retained: VecDeque::new(),
-                spare_events: Vec::new(),
-                sticky: None,
-            })),
-        })
-    }
-
     /// Enqueues one command through `body` under the stream's lock, after the sticky check,
     /// with the context current. `function` names the driver call for errors.
-    pub(crate) fn enqueue(
+    fn enqueue(
         &self,
         function: &str,
         doing: impl FnOnce() -> String,
@@ -243,111 +224,81 @@ impl Stream {
         }
     }
 
-    /// Blocks until everything enqueued completed.
-    pub(crate) fn synchronize(&self) -> Result<()> {
-        let mut state = self.state.lock();
-        if state.sticky.is_none() {
-            self.gpu.bind()?;
-        }
-        let raw = self.raw;
-        // Drain even with a sticky error known, so no transfer uses host memory after this.
-        // SAFETY: this stream.
-        let result = call(
-            "cuStreamSynchronize",
-            || format!("waiting for a stream on {}", self.gpu.name()),
-            || unsafe { sys::cuStreamSynchronize(raw) },
-        );
-        self.release_all(&mut state);
-        state.usable()?;
-        result.map_err(|error| state.note(error))
-    }
-
-    /// The fault that stuck to the stream, if one did: what an empty command returns.
-    pub(crate) fn sticky_error(&self) -> Result<()> {
-        self.state.lock().usable()
-    }
-
-    /// True when everything enqueued completed.
-    pub(crate) fn query(&self) -> Result<bool> {
-        let mut state = self.state.lock();
-        state.usable()?;
-        self.gpu.bind()?;
-        let raw = self.raw;
-        // SAFETY: this stream.
-        match raw_call("cuStreamQuery", || unsafe { sys::cuStreamQuery(raw) })? {
-            CUresult::CUDA_SUCCESS => {
-                self.release_all(&mut state);
-                Ok(true)
-            }
-            CUresult::CUDA_ERROR_NOT_READY => {
-                self.reclaim(&mut state);
-                state.usable().map(|()| false)
-            }
-            code => Err(state.note(ffi::cuda_error("cuStreamQuery", code, || {
-                format!("asking a stream on {}", self.gpu.name())
-            }))),
-        }
-    }
-
-    /// Records `event` after everything enqueued so far.
-    pub(crate) fn record_event(&self, event: &Event) -> Result<()> {
-        let raw_event = event.raw;
+    fn copy_raw(&self, from: sys::CUdeviceptr, to: sys::CUdeviceptr, size: u64) -> Result<()> {
+        let bytes = host_size(size)?;
         self.enqueue(
-            "cuEventRecord",
-            || format!("recording an event on {}", self.gpu.name()),
-            // SAFETY: an event of this stream's device.
-            |stream| unsafe { sys::cuEventRecord(raw_event, stream) },
-        )?;
-        *event.recorded.lock() = Some(Arc::clone(&self.state));
-        Ok(())
-    }
-
-    /// Makes later work wait for `event`'s most recent record.
-    pub(crate) fn wait_event(&self, event: &Event) -> Result<()> {
-        if event.recorded.lock().is_none() {
-            return self.state.lock().usable();
-        }
-        let raw_event = event.raw;
-        self.enqueue(
-            "cuStreamWaitEvent",
-            || format!("waiting for an event on {}", self.gpu.name()),
-            // SAFETY: an event of this stream's device; flags must be 0.
-            |stream| unsafe { sys::cuStreamWaitEvent(stream, raw_event, 0) },
+            "cuMemcpyDtoDAsync_v2",
+            || format!("copying {size} bytes on {}", self.gpu.name()),
+            // SAFETY: both ranges lie in live buffers (checked by the caller).
+            |stream| unsafe { sys::cuMemcpyDtoDAsync_v2(to, from, bytes, stream) },
         )
     }
 }
 
-/// Copies and fills. The checked adapter has checked the ranges against the buffers.
-impl Stream {
+/// Copies, fills and launches. The checked adapter has checked the ranges against the buffers.
+impl DriverStream<CudaDriver> for Stream {
+    /// A non-blocking stream on the device.
+    fn create(_driver: &CudaDriver, device: &Arc<Object<Arc<Gpu>>>) -> Result<Stream> {
+        let gpu: &Arc<Gpu> = device;
+        gpu.bind()?;
+        let mut raw: CUstream = std::ptr::null_mut();
+        call(
+            "cuStreamCreate",
+            || format!("creating a stream on {}", gpu.name()),
+            // SAFETY: writes one stream in the current context.
+            || unsafe { sys::cuStreamCreate(&mut raw, ffi::STREAM_NON_BLOCKING) },
+        )?;
+        Ok(Stream {
+            gpu: Arc::clone(gpu),
+            raw,
+            state: Arc::new(Mutex::new(StreamState {
+                retained: VecDeque::new(),
+                spare_events: Vec::new(),
+                sticky: None,
+            })),
+        })
+    }
+
+    /// The fault that stuck to the stream, if one did: what an empty command returns.
+    fn sticky_error(stream: &Arc<Object<Stream>>) -> Result<()> {
+        stream.state.lock().usable()
+    }
+
     /// Enqueues a write of `size` bytes from `source`, through pinned staging blocks.
     ///
     /// # Safety
     /// `source` must point to `size` readable bytes (it is copied before this returns).
-    pub(crate) unsafe fn write(&self, buffer: &DeviceBuffer, offset: u64, source: *const u8, size: u64) -> Result<()> {
-        let mut state = self.state.lock();
+    unsafe fn write(
+        stream: &Arc<Object<Stream>>,
+        buffer: &Arc<Object<DeviceBuffer>>,
+        offset: u64,
+        source: *const u8,
+        size: u64,
+    ) -> Result<()> {
+        let mut state = stream.state.lock();
         state.usable()?;
         let total = host_size(size)?;
         let mut done = 0usize;
         while done < total {
             let length = (total - done).min(STAGING_BLOCK);
-            let block = self.gpu.staging_block(length)?;
+            let block = stream.gpu.staging_block(length)?;
             // SAFETY: `length` bytes of the caller's source (its contract) into a block at
             // least that large.
             unsafe { std::ptr::copy_nonoverlapping(source.add(done), block.pointer, length) };
             let destination = buffer.address(offset + done as u64);
             let from = block.pointer.cast::<c_void>().cast_const();
-            let enqueued = self.enqueue_locked(
+            let enqueued = stream.enqueue_locked(
                 &mut state,
                 "cuMemcpyHtoDAsync_v2",
-                || format!("writing {size} bytes at byte {offset} on {}", self.gpu.name()),
+                || format!("writing {size} bytes at byte {offset} on {}", stream.gpu.name()),
                 // SAFETY: pinned memory kept until the copy completes; the range is in the buffer.
-                |stream| unsafe { sys::cuMemcpyHtoDAsync_v2(destination, from, length, stream) },
+                |raw| unsafe { sys::cuMemcpyHtoDAsync_v2(destination, from, length, raw) },
             );
             if let Err(error) = enqueued {
-                self.gpu.recycle_staging(block);
+                stream.gpu.recycle_staging(block);
                 return Err(error);
             }
-            self.retain(&mut state, Retained::Staging(block))?;
+            stream.retain(&mut state, Retained::Staging(block))?;
             done += length;
         }
         Ok(())
@@ -358,32 +309,32 @@ impl Stream {
     /// # Safety
     /// `destination` must point to `size` writable bytes that stay valid, and untouched by
     /// anyone else, until the read completes.
-    pub(crate) unsafe fn read(
-        &self,
-        buffer: &DeviceBuffer,
+    unsafe fn read(
+        stream: &Arc<Object<Stream>>,
+        buffer: &Arc<Object<DeviceBuffer>>,
         offset: u64,
         destination: *mut u8,
         size: u64,
     ) -> Result<()> {
-        let mut state = self.state.lock();
+        let mut state = stream.state.lock();
         state.usable()?;
         let total = host_size(size)?;
         let mut done = 0usize;
         while done < total {
             let length = (total - done).min(STAGING_BLOCK);
-            let block = self.gpu.staging_block(length)?;
+            let block = stream.gpu.staging_block(length)?;
             let source = buffer.address(offset + done as u64);
             let into = block.pointer.cast::<c_void>();
-            let doing = || format!("reading {size} bytes at byte {offset} on {}", self.gpu.name());
-            let enqueued = self.enqueue_locked(
+            let doing = || format!("reading {size} bytes at byte {offset} on {}", stream.gpu.name());
+            let enqueued = stream.enqueue_locked(
                 &mut state,
                 "cuMemcpyDtoHAsync_v2",
                 doing,
                 // SAFETY: pinned memory kept until the copy completes; the range is in the buffer.
-                |stream| unsafe { sys::cuMemcpyDtoHAsync_v2(into, source, length, stream) },
+                |raw| unsafe { sys::cuMemcpyDtoHAsync_v2(into, source, length, raw) },
             );
             if let Err(error) = enqueued {
-                self.gpu.recycle_staging(block);
+                stream.gpu.recycle_staging(block);
                 return Err(error);
             }
             let copy = Box::into_raw(Box::new(HostCopy {
@@ -392,20 +343,20 @@ impl Stream {
                 to: unsafe { destination.add(done) },
                 size: length,
             }));
-            let launched = self.enqueue_locked(
+            let launched = stream.enqueue_locked(
                 &mut state,
                 "cuLaunchHostFunc",
                 doing,
                 // SAFETY: `copy_out` takes ownership of `copy` when the driver runs it.
-                |stream| unsafe { sys::cuLaunchHostFunc(stream, Some(copy_out), copy.cast()) },
+                |raw| unsafe { sys::cuLaunchHostFunc(raw, Some(copy_out), copy.cast()) },
             );
             if let Err(error) = launched {
                 // SAFETY: the driver did not take the function, so the box is still ours.
                 drop(unsafe { Box::from_raw(copy) });
-                self.finish_with(&mut state, Retained::Staging(block));
+                stream.finish_with(&mut state, Retained::Staging(block));
                 return Err(error);
             }
-            self.retain(&mut state, Retained::Staging(block))?;
+            stream.retain(&mut state, Retained::Staging(block))?;
             done += length;
         }
         Ok(())
@@ -413,11 +364,11 @@ impl Stream {
 
     /// Enqueues a device copy; overlapping ranges of one buffer go through a temporary buffer,
     /// since CUDA's copies do not allow overlap.
-    pub(crate) fn copy(
-        &self,
-        source: &DeviceBuffer,
+    fn copy(
+        stream: &Arc<Object<Stream>>,
+        source: &Arc<Object<DeviceBuffer>>,
         source_offset: u64,
-        destination: &DeviceBuffer,
+        destination: &Arc<Object<DeviceBuffer>>,
         destination_offset: u64,
         size: u64,
     ) -> Result<()> {
@@ -425,62 +376,58 @@ impl Stream {
             && source_offset < destination_offset + size
             && destination_offset < source_offset + size;
         if overlapping && source_offset == destination_offset {
-            return self.state.lock().usable();
+            return stream.state.lock().usable();
         }
         if overlapping {
-            let temporary = DeviceBuffer::new(&self.gpu, size)?;
-            self.copy_raw(source.address(source_offset), temporary.address(0), size)?;
-            self.copy_raw(temporary.address(0), destination.address(destination_offset), size)?;
-            let mut state = self.state.lock();
-            return self.retain(&mut state, Retained::Buffer(temporary));
+            let temporary = DeviceBuffer::new(&stream.gpu, size)?;
+            stream.copy_raw(source.address(source_offset), temporary.address(0), size)?;
+            stream.copy_raw(temporary.address(0), destination.address(destination_offset), size)?;
+            let mut state = stream.state.lock();
+            return stream.retain(&mut state, Retained::Buffer(temporary));
         }
-        self.copy_raw(
+        stream.copy_raw(
             source.address(source_offset),
             destination.address(destination_offset),
             size,
         )
     }
 
-    fn copy_raw(&self, from: sys::CUdeviceptr, to: sys::CUdeviceptr, size: u64) -> Result<()> {
-        let bytes = host_size(size)?;
-        self.enqueue(
-            "cuMemcpyDtoDAsync_v2",
-            || format!("copying {size} bytes on {}", self.gpu.name()),
-            // SAFETY: both ranges lie in live buffers (checked by the caller).
-            |stream| unsafe { sys::cuMemcpyDtoDAsync_v2(to, from, bytes, stream) },
-        )
-    }
-
     /// Enqueues a fill with a 1-, 2- or 4-byte pattern; `offset` and `size` are multiples of it.
-    pub(crate) fn fill(&self, buffer: &DeviceBuffer, offset: u64, size: u64, pattern: &[u8]) -> Result<()> {
+    fn fill(
+        stream: &Arc<Object<Stream>>,
+        buffer: &Arc<Object<DeviceBuffer>>,
+        offset: u64,
+        size: u64,
+        pattern: &[u8],
+    ) -> Result<()> {
         let address = buffer.address(offset);
         let count = host_size(size / pattern.len() as u64)?;
         let doing = || {
             format!(
                 "filling {size} bytes at byte {offset} with a {}-byte pattern on {}",
                 pattern.len(),
-                self.gpu.name()
+                stream.gpu.name()
             )
         };
         // The range lies in the buffer, aligned to the pattern: the buffer's base is aligned to
         // 256 bytes and the offset is a multiple of the pattern.
         match *pattern {
             // SAFETY: the range is in the buffer and aligned, as said above.
-            [byte] => self.enqueue("cuMemsetD8Async", doing, |stream| unsafe {
-                sys::cuMemsetD8Async(address, byte, count, stream)
+            [byte] => stream.enqueue("cuMemsetD8Async", doing, |raw| unsafe {
+                sys::cuMemsetD8Async(address, byte, count, raw)
             }),
             [a, b] => {
                 let value = u16::from_ne_bytes([a, b]);
                 // SAFETY: the range is in the buffer and aligned, as said above.
-                self.enqueue("cuMemsetD16Async", doing, |stream| unsafe {
-                    sys::cuMemsetD16Async(address, value, count, stream)
+                stream.enqueue("cuMemsetD16Async", doing, |raw| unsafe {
+                    sys::cuMemsetD16Async(address, value, count, raw)
                 })
             }
             [a, b, c, d] => {
                 let value = u32::from_ne_bytes([a, b, c, d]);
                 // SAFETY: the range is in the buffer and aligned, as said above.
-                self.enqueue("cuMemsetD32Async", doing, |stream| unsafe {
-                    sys::cuMemsetD32Async(address, value, count, stream)
+                stream.enqueue("cuMemsetD32Async", doing, |raw| unsafe {
+                    sys::cuMemsetD32Async(address, value, count, raw)
                 })
             }
             // The checked adapter hands over only patterns of 1, 2 or 4 bytes.
@@ -488,6 +435,152 @@ impl Stream {
                 "a {}-byte fill pattern reached the CUDA driver",
                 pattern.len()
             ))),
+        }
+    }
+
+    /// Launches `launch.workgroups` workgroups of the kernel (see `module.rs` for the
+    /// argument ABI and the checks of the arguments against the kernel's parameters).
+    fn launch(stream: &Arc<Object<Stream>>, launch: &Launch<'_, CudaDriver>) -> Result<()> {
+        let (kernel, workgroups, buffers, scalars) = (launch.kernel, launch.workgroups, launch.buffers, launch.scalars);
+        let name = &kernel.name;
+        let (scalar_size, takes_lengths) = kernel.check_arguments(buffers.len(), scalars)?;
+        let info = &kernel.module.gpu.adapter().info;
+        for axis in 0..3 {
+            let count = workgroups[axis];
+            if count == 0 {
+                return Err(Error::invalid_argument(format!(
+                    "kernel `{name}`: workgroup count in {} is 0; every dimension needs at least 1",
+                    ["x", "y", "z"][axis]
+                )));
+            }
+            if count > info.max_workgroup_count[axis] {
+                return Err(Error::invalid_argument(format!(
+                    "kernel `{name}`: {count} workgroups in {}, but {} launches at most {} (CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_{})",
+                    ["x", "y", "z"][axis],
+                    info.name,
+                    info.max_workgroup_count[axis],
+                    ["X", "Y", "Z"][axis]
+                )));
+            }
+        }
+        let mut addresses: Vec<sys::CUdeviceptr> =
+            buffers.iter().map(|view| view.buffer.address(view.offset)).collect();
+        // The driver copies as many bytes as the parameter has; a zero-padded copy of the
+        // block keeps it from reading past the caller's bytes where the size is unknown.
+        let mut scalar_block = vec![0u64; scalars.len().max(scalar_size.unwrap_or(0)).div_ceil(8)];
+        // SAFETY: the block holds at least `scalars.len()` bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(scalars.as_ptr(), scalar_block.as_mut_ptr().cast::<u8>(), scalars.len())
+        };
+        let mut lengths: Vec<u64> = buffers.iter().map(|view| view.size).collect();
+        if lengths.is_empty() {
+            lengths.push(0);
+        }
+        let mut parameters: Vec<*mut c_void> = addresses
+            .iter_mut()
+            .map(|address| (address as *mut sys::CUdeviceptr).cast::<c_void>())
+            .collect();
+        if !scalars.is_empty() {
+            parameters.push(scalar_block.as_mut_ptr().cast());
+        }
+        if takes_lengths {
+            parameters.push(lengths.as_mut_ptr().cast());
+        }
+        let size = kernel.workgroup_size;
+        let function = kernel.function;
+        stream.enqueue(
+            "cuLaunchKernel",
+            || {
+                format!(
+                    "launching kernel `{name}` with {}x{}x{} workgroups of {}x{}x{}",
+                    workgroups[0], workgroups[1], workgroups[2], size[0], size[1], size[2]
+                )
+            },
+            // SAFETY: one pointer per parameter, each to a value of the parameter's size (checked
+            // above where the sizes are known); the driver copies them before returning.
+            |raw| unsafe {
+                sys::cuLaunchKernel(
+                    function,
+                    workgroups[0],
+                    workgroups[1],
+                    workgroups[2],
+                    size[0],
+                    size[1],
+                    size[2],
+                    0,
+                    raw,
+                    parameters.as_mut_ptr(),
+                    std::ptr::null_mut(),
+                )
+            },
+        )
+    }
+
+    /// Records `event` after everything enqueued so far.
+    fn record_event(stream: &Arc<Object<Stream>>, event: &Arc<Object<Event>>) -> Result<()> {
+        let raw_event = event.raw;
+        stream.enqueue(
+            "cuEventRecord",
+            || format!("recording an event on {}", stream.gpu.name()),
+            // SAFETY: an event of this stream's device.
+            |raw| unsafe { sys::cuEventRecord(raw_event, raw) },
+        )?;
+        *event.recorded.lock() = Some(Arc::clone(&stream.state));
+        Ok(())
+    }
+
+    /// Makes later work wait for `event`'s most recent record.
+    fn wait_event(stream: &Arc<Object<Stream>>, event: &Arc<Object<Event>>) -> Result<()> {
+        if event.recorded.lock().is_none() {
+            return stream.state.lock().usable();
+        }
+        let raw_event = event.raw;
+        stream.enqueue(
+            "cuStreamWaitEvent",
+            || format!("waiting for an event on {}", stream.gpu.name()),
+            // SAFETY: an event of this stream's device; flags must be 0.
+            |raw| unsafe { sys::cuStreamWaitEvent(raw, raw_event, 0) },
+        )
+    }
+
+    /// Blocks until everything enqueued completed.
+    fn synchronize(stream: &Arc<Object<Stream>>) -> Result<()> {
+        let mut state = stream.state.lock();
+        if state.sticky.is_none() {
+            stream.gpu.bind()?;
+        }
+        let raw = stream.raw;
+        // Drain even with a sticky error known, so no transfer uses host memory after this.
+        // SAFETY: this stream.
+        let result = call(
+            "cuStreamSynchronize",
+            || format!("waiting for a stream on {}", stream.gpu.name()),
+            || unsafe { sys::cuStreamSynchronize(raw) },
+        );
+        stream.release_all(&mut state);
+        state.usable()?;
+        result.map_err(|error| state.note(error))
+    }
+
+    /// True when everything enqueued completed.
+    fn query(stream: &Arc<Object<Stream>>) -> Result<bool> {
+        let mut state = stream.state.lock();
+        state.usable()?;
+        stream.gpu.bind()?;
+        let raw = stream.raw;
+        // SAFETY: this stream.
+        match raw_call("cuStreamQuery", || unsafe { sys::cuStreamQuery(raw) })? {
+            CUresult::CUDA_SUCCESS => {
+                stream.release_all(&mut state);
+                Ok(true)
+            }
+            CUresult::CUDA_ERROR_NOT_READY => {
+                stream.reclaim(&mut state);
+                state.usable().map(|()| false)
+            }
+            code => Err(state.note(ffi::cuda_error("cuStreamQuery", code, || {
+                format!("asking a stream on {}", stream.gpu.name())
+            }))),
         }
     }
 }
@@ -522,8 +615,46 @@ impl Drop for Event {
 }
 
 impl Event {
+    /// Turns an execution error into the recording stream's sticky error.
+    fn failed(&self, error: Error) -> Error {
+        match self.recorded.lock().as_ref() {
+            Some(stream) => stream.lock().note(error),
+            None => error,
+        }
+    }
+
+    fn recording_stream_error(&self) -> Result<()> {
+        match self.recorded.lock().as_ref() {
+            Some(stream) => stream.lock().usable(),
+            None => Ok(()),
+        }
+    }
+
+    fn check_timed(event: &Arc<Object<Event>>, role: &str) -> Result<()> {
+        let id = event.handle();
+        if !event.timing {
+            return Err(Error::invalid_argument(format!(
+                "{role} event {id:#x} was created without timing; create it with timing to measure elapsed time"
+            )));
+        }
+        if event.recorded.lock().is_none() {
+            return Err(Error::invalid_argument(format!(
+                "{role} event {id:#x} was never recorded"
+            )));
+        }
+        if !<Event as DriverEvent<CudaDriver>>::query(event)? {
+            return Err(Error::invalid_argument(format!(
+                "{role} event {id:#x}: event not yet complete"
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl DriverEvent<CudaDriver> for Event {
     /// An event, with timing when `timing` is set.
-    pub(crate) fn new(gpu: &Arc<Gpu>, timing: bool) -> Result<Event> {
+    fn create(_driver: &CudaDriver, device: &Arc<Object<Arc<Gpu>>>, timing: bool) -> Result<Event> {
+        let gpu: &Arc<Gpu> = device;
         gpu.bind()?;
         let mut raw: CUevent = std::ptr::null_mut();
         let flags = if timing { 0 } else { ffi::EVENT_DISABLE_TIMING };
@@ -541,74 +672,41 @@ impl Event {
         })
     }
 
-    /// Turns an execution error into the recording stream's sticky error.
-    fn failed(&self, error: Error) -> Error {
-        match self.recorded.lock().as_ref() {
-            Some(stream) => stream.lock().note(error),
-            None => error,
-        }
-    }
-
-    fn recording_stream_error(&self) -> Result<()> {
-        match self.recorded.lock().as_ref() {
-            Some(stream) => stream.lock().usable(),
-            None => Ok(()),
-        }
-    }
-
-    pub(crate) fn query(&self) -> Result<bool> {
-        if self.recorded.lock().is_none() {
+    fn query(event: &Arc<Object<Event>>) -> Result<bool> {
+        if event.recorded.lock().is_none() {
             return Ok(true);
         }
-        self.recording_stream_error()?;
-        self.gpu.bind()?;
-        let raw = self.raw;
+        event.recording_stream_error()?;
+        event.gpu.bind()?;
+        let raw = event.raw;
         // SAFETY: a live event.
         match raw_call("cuEventQuery", || unsafe { sys::cuEventQuery(raw) })? {
             CUresult::CUDA_SUCCESS => Ok(true),
             CUresult::CUDA_ERROR_NOT_READY => Ok(false),
-            code => Err(self.failed(ffi::cuda_error("cuEventQuery", code, ffi::quiet))),
+            code => Err(event.failed(ffi::cuda_error("cuEventQuery", code, ffi::quiet))),
         }
     }
 
-    pub(crate) fn synchronize(&self) -> Result<()> {
-        if self.recorded.lock().is_none() {
+    fn synchronize(event: &Arc<Object<Event>>) -> Result<()> {
+        if event.recorded.lock().is_none() {
             return Ok(());
         }
-        self.gpu.bind()?;
-        let raw = self.raw;
+        event.gpu.bind()?;
+        let raw = event.raw;
         // SAFETY: a live event.
         let waited = call("cuEventSynchronize", ffi::quiet, || unsafe {
             sys::cuEventSynchronize(raw)
         });
-        waited.map_err(|error| self.failed(error))?;
-        self.recording_stream_error()
-    }
-
-    fn check_timed(&self, role: &str, id: u64) -> Result<()> {
-        if !self.timing {
-            return Err(Error::invalid_argument(format!(
-                "{role} event {id:#x} was created without timing; create it with timing to measure elapsed time"
-            )));
-        }
-        if self.recorded.lock().is_none() {
-            return Err(Error::invalid_argument(format!(
-                "{role} event {id:#x} was never recorded"
-            )));
-        }
-        if !self.query()? {
-            return Err(Error::invalid_argument(format!(
-                "{role} event {id:#x}: event not yet complete"
-            )));
-        }
-        Ok(())
+        waited.map_err(|error| event.failed(error))?;
+        event.recording_stream_error()
     }
 
     /// Nanoseconds from `start` to `end` (`cuEventElapsedTime`, about half a microsecond of
     /// resolution).
-    pub(crate) fn elapsed_nanoseconds(start: &Event, start_id: u64, end: &Event, end_id: u64) -> Result<u64> {
-        start.check_timed("start", start_id)?;
-        end.check_timed("end", end_id)?;
+    fn elapsed_time(start: &Arc<Object<Event>>, end: &Arc<Object<Event>>) -> Result<u64> {
+        let (start_id, end_id) = (start.handle(), end.handle());
+        Event::check_timed(start, "start")?;
+        Event::check_timed(end, "end")?;
         start.gpu.bind()?;
         let mut milliseconds = 0f32;
         let (first, last) = (start.raw, end.raw);

@@ -2,8 +2,9 @@
 
 use crate::ffi::{self, ContextHandle};
 use crate::instance::{Adapter, Instance};
+use crate::LevelZeroDriver;
 use std::sync::Arc;
-use xhal_backend::{Error, Result};
+use xhal_backend::{DriverDevice, Error, Result};
 
 /// An opened device: one context of its driver.
 pub struct Gpu {
@@ -56,6 +57,9 @@ impl Gpu {
         &self.adapter().info.name
     }
 }
+
+// `memory_usage` keeps its default: this backend does not report its devices' memory usage.
+impl DriverDevice<LevelZeroDriver> for Arc<Gpu> {}
 
 impl Drop for Gpu {
     fn drop(&mut self) {

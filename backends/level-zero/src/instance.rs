@@ -3,16 +3,7 @@
 use crate::ffi::{self, Api, DeviceHandle, DriverHandle};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use xhal_backend::{DeviceInfo, DeviceType, Error, ErrorKind, Features, KernelFormat, Result};
-
-/// Where the Level Zero loader comes from.
-#[derive(Debug, Clone)]
-pub(crate) enum LoaderSource {
-    /// The system's `libze_loader.so.1`.
-    System,
-    /// A library at this path.
-    Path(std::path::PathBuf),
-}
+use xhal_backend::{DeviceInfo, DeviceType, Error, ErrorKind, Features, KernelFormat, LibrarySource, Result};
 
 /// The alignment this backend asks of a buffer argument's offset: a kernel dereferences the
 /// view's start as a pointer to its element type, and no WGSL type needs more than 16 bytes;
@@ -66,10 +57,10 @@ const INSTALL_HINT: &str = "install a Level Zero driver (intel-level-zero-gpu wi
 
 impl Instance {
     /// Opens the loader, initializes it for GPUs and finds every device of every driver.
-    pub(crate) fn create(source: &LoaderSource) -> Result<Instance> {
+    pub(crate) fn create(source: &LibrarySource) -> Result<Instance> {
         let library = match source {
-            LoaderSource::System => ffi::LOADER_LIBRARY.to_string(),
-            LoaderSource::Path(path) => path.display().to_string(),
+            LibrarySource::System => ffi::LOADER_LIBRARY.to_string(),
+            LibrarySource::Path(path) => path.display().to_string(),
         };
         let api = Api::load(&library)?;
         // SAFETY: zeInit takes only flags; it may be called more than once.

@@ -38,14 +38,12 @@ mod reflect;
 mod stream;
 
 use device::Gpu;
-use instance::{Instance, LoaderSource};
+use instance::Instance;
 use memory::DeviceBuffer;
 use module::{KernelObject, Module};
-use parking_lot::Mutex;
-use std::collections::HashMap;
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::Arc;
 use stream::{Event, Stream};
-use xhal_backend::{Backend, BackendInfo, Checked, DeviceInfo, Driver, KernelFormat, Launch, Object, Result};
+use xhal_backend::{Backend, Checked, DeviceInfo, Driver, LazyInstance, LibrarySource, Result};
 
 /// Names the loader library to open instead of the system's.
 const LOADER_VARIABLE: &str = "XHAL_LEVEL_ZERO_LOADER";
@@ -68,29 +66,16 @@ fn create_plugin() -> Result<LevelZeroBackend> {
 pub type LevelZeroBackend = Checked<LevelZeroDriver>;
 
 /// The Level Zero driver. See the crate documentation.
+#[derive(Debug)]
 pub struct LevelZeroDriver {
-    source: LoaderSource,
     /// Made on first use, so constructing the driver never touches Level Zero.
-    instance: OnceLock<Result<Arc<Instance>>>,
-    /// One context per device index, shared by every open of it: memory of one context
-    /// cannot be used in another, and the adapter lets objects of every open of an index mix.
-    opened: Mutex<HashMap<u32, Weak<Gpu>>>,
-}
-
-impl std::fmt::Debug for LevelZeroDriver {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LevelZeroDriver")
-            .field("source", &self.source)
-            .finish_non_exhaustive()
-    }
+    instance: LazyInstance<Instance>,
 }
 
 impl LevelZeroDriver {
-    fn with_source(source: LoaderSource) -> LevelZeroDriver {
+    fn with_source(source: LibrarySource) -> LevelZeroDriver {
         LevelZeroDriver {
-            source,
-            instance: OnceLock::new(),
-            opened: Mutex::new(HashMap::new()),
+            instance: LazyInstance::new(source),
         }
     }
 
@@ -101,20 +86,17 @@ impl LevelZeroDriver {
     pub fn from_env() -> LevelZeroDriver {
         match std::env::var_os(LOADER_VARIABLE) {
             Some(path) if !path.is_empty() => LevelZeroDriver::with_library_path(path),
-            _ => LevelZeroDriver::with_source(LoaderSource::System),
+            _ => LevelZeroDriver::with_source(LibrarySource::System),
         }
     }
 
     /// The Level Zero loader (or a library exporting the same API) at `path`.
     pub fn with_library_path(path: impl Into<std::path::PathBuf>) -> LevelZeroDriver {
-        LevelZeroDriver::with_source(LoaderSource::Path(path.into()))
+        LevelZeroDriver::with_source(LibrarySource::path(path))
     }
 
     fn instance(&self) -> Result<&Arc<Instance>> {
-        self.instance
-            .get_or_init(|| Instance::create(&self.source).map(Arc::new))
-            .as_ref()
-            .map_err(Clone::clone)
+        self.instance.get(Instance::create)
     }
 }
 
@@ -128,134 +110,20 @@ impl Driver for LevelZeroDriver {
     type Module = Module;
     type Kernel = KernelObject;
     const NAME: &'static str = "level-zero";
-
-    fn info(&self) -> BackendInfo {
-        BackendInfo {
-            name: Self::NAME.to_string(),
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            abi_version: (xhal_backend::abi::XHAL_ABI_MAJOR, xhal_backend::abi::XHAL_ABI_MINOR),
-        }
-    }
+    const VERSION: &'static str = env!("CARGO_PKG_VERSION");
 
     fn device_count(&self) -> Result<u32> {
         Ok(self.instance()?.adapters.len() as u32)
     }
 
-    fn device_info(&self, index: u32) -> Result<DeviceInfo> {
+    fn device_info(&self, index: u32, _opened: Option<&Arc<Gpu>>) -> Result<DeviceInfo> {
         Ok(self.instance()?.adapters[index as usize].describe())
     }
 
     fn device_open(&self, index: u32) -> Result<Arc<Gpu>> {
-        let instance = self.instance()?;
-        let mut opened = self.opened.lock();
-        if let Some(gpu) = opened.get(&index).and_then(Weak::upgrade) {
-            return Ok(gpu);
-        }
-        let gpu = Arc::new(Gpu::open(Arc::clone(instance), index as usize)?);
-        opened.insert(index, Arc::downgrade(&gpu));
-        Ok(gpu)
-    }
-
-    fn buffer_allocate(&self, device: &Arc<Object<Arc<Gpu>>>, size: u64) -> Result<DeviceBuffer> {
-        DeviceBuffer::new(device, size)
-    }
-
-    fn stream_create(&self, device: &Arc<Object<Arc<Gpu>>>) -> Result<Stream> {
-        Stream::new(device)
-    }
-
-    fn stream_sticky_error(&self, stream: &Arc<Object<Stream>>) -> Result<()> {
-        stream.sticky_error()
-    }
-
-    unsafe fn stream_write(
-        &self,
-        stream: &Arc<Object<Stream>>,
-        buffer: &Arc<Object<DeviceBuffer>>,
-        offset: u64,
-        source: *const u8,
-        size: u64,
-    ) -> Result<()> {
-        // SAFETY: the caller accepted `Driver::stream_write`'s contract, which is `Stream::write`'s.
-        unsafe { stream.write(buffer, offset, source, size) }
-    }
-
-    unsafe fn stream_read(
-        &self,
-        stream: &Arc<Object<Stream>>,
-        buffer: &Arc<Object<DeviceBuffer>>,
-        offset: u64,
-        destination: *mut u8,
-        size: u64,
-    ) -> Result<()> {
-        // SAFETY: the caller accepted `Driver::stream_read`'s contract, which is `Stream::read`'s.
-        unsafe { stream.read(buffer, offset, destination, size) }
-    }
-
-    fn stream_copy(
-        &self,
-        stream: &Arc<Object<Stream>>,
-        source: &Arc<Object<DeviceBuffer>>,
-        source_offset: u64,
-        destination: &Arc<Object<DeviceBuffer>>,
-        destination_offset: u64,
-        size: u64,
-    ) -> Result<()> {
-        stream.copy(source, source_offset, destination, destination_offset, size)
-    }
-
-    fn stream_fill(
-        &self,
-        stream: &Arc<Object<Stream>>,
-        buffer: &Arc<Object<DeviceBuffer>>,
-        offset: u64,
-        size: u64,
-        pattern: &[u8],
-    ) -> Result<()> {
-        stream.fill(buffer, offset, size, pattern)
-    }
-
-    fn stream_launch(&self, stream: &Arc<Object<Stream>>, launch: &Launch<'_, Self>) -> Result<()> {
-        KernelObject::launch(launch.kernel, stream, launch.workgroups, launch.buffers, launch.scalars)
-    }
-
-    fn stream_record_event(&self, stream: &Arc<Object<Stream>>, event: &Arc<Object<Event>>) -> Result<()> {
-        stream.record_event(event)
-    }
-
-    fn stream_wait_event(&self, stream: &Arc<Object<Stream>>, event: &Arc<Object<Event>>) -> Result<()> {
-        stream.wait_event(event)
-    }
-
-    fn stream_synchronize(&self, stream: &Arc<Object<Stream>>) -> Result<()> {
-        stream.synchronize()
-    }
-
-    fn stream_query(&self, stream: &Arc<Object<Stream>>) -> Result<bool> {
-        stream.query()
-    }
-
-    fn event_create(&self, device: &Arc<Object<Arc<Gpu>>>, timing: bool) -> Result<Event> {
-        Ok(Event::new(device, timing))
-    }
-
-    fn event_query(&self, event: &Arc<Object<Event>>) -> Result<bool> {
-        event.query()
-    }
-
-    fn event_synchronize(&self, event: &Arc<Object<Event>>) -> Result<()> {
-        event.synchronize()
-    }
-
-    fn event_elapsed_time(&self, start: &Arc<Object<Event>>, end: &Arc<Object<Event>>) -> Result<u64> {
-        Event::elapsed_nanoseconds(start, end)
-    }
-
-    fn module_load(&self, device: &Arc<Object<Arc<Gpu>>>, format: KernelFormat, code: &[u8]) -> Result<Module> {
-        Module::load(device, format, code)
-    }
-
-    fn kernel_get(&self, module: &Arc<Object<Module>>, name: &str) -> Result<KernelObject> {
-        Module::kernel(module, name)
+        // One context per device index, shared by every open of it while any is live (the
+        // adapter does that): memory of one context cannot be used in another, and the adapter
+        // lets objects of every open of an index mix.
+        Gpu::open(Arc::clone(self.instance()?), index as usize).map(Arc::new)
     }
 }

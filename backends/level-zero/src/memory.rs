@@ -2,10 +2,11 @@
 
 use crate::device::Gpu;
 use crate::ffi;
+use crate::LevelZeroDriver;
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use xhal_backend::{Error, Result};
+use xhal_backend::{DriverBuffer, Error, Object, Result};
 
 /// A device allocation (`zeMemAllocDevice`).
 pub struct DeviceBuffer {
@@ -26,7 +27,15 @@ pub(crate) fn host_size(value: u64, what: &str) -> Result<usize> {
     usize::try_from(value).map_err(|_| Error::out_of_bounds(format!("{what}: {value} does not fit in a size_t")))
 }
 
+impl DriverBuffer<LevelZeroDriver> for DeviceBuffer {
+    fn allocate(_driver: &LevelZeroDriver, device: &Arc<Object<Arc<Gpu>>>, size: u64) -> Result<DeviceBuffer> {
+        DeviceBuffer::new(device, size)
+    }
+}
+
 impl DeviceBuffer {
+    /// Allocates `size` bytes on `gpu`: a buffer the adapter asked for, or a copy's temporary
+    /// buffer (`stream.rs`), which has no device object to allocate through.
     pub(crate) fn new(gpu: &Arc<Gpu>, size: u64) -> Result<DeviceBuffer> {
         let adapter = gpu.adapter();
         let limit = adapter.info.max_allocation_size;

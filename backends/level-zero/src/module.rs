@@ -1,5 +1,6 @@
 //! Modules from Kernel SPIR-V (`zeModuleCreate` with `ZE_MODULE_FORMAT_IL_SPIRV`), their
-//! kernels, the kernels' parameters as the argument ABI reads them, and launches.
+//! kernels, and the kernels' parameters as the argument ABI reads them; the stream appends
+//! the launches (`stream.rs`).
 //!
 //! Level Zero reports how many arguments a kernel has but not what they are, so the backend
 //! reads the kernel's parameters and `LocalSize` from the SPIR-V itself (`reflect.rs`): buffer
@@ -11,19 +12,18 @@
 
 use crate::device::Gpu;
 use crate::ffi::{self, KernelHandle, ModuleHandle};
-use crate::memory::DeviceBuffer;
 use crate::reflect::{self, EntryPoint, Parameter};
-use crate::stream::{KeepAlive, Stream};
+use crate::LevelZeroDriver;
 use parking_lot::Mutex;
-use std::ffi::{c_char, c_void, CStr, CString};
+use std::ffi::{c_char, CStr, CString};
 use std::sync::Arc;
-use xhal_backend::{BufferView, Error, KernelFormat, Object, Result};
+use xhal_backend::{DriverKernel, DriverModule, Error, KernelFormat, Object, Result};
 use xhal_kernel::c::c_symbol;
 use xhal_kernel::parameters::check_parameter_order;
 
 /// A built module.
 pub struct Module {
-    gpu: Arc<Gpu>,
+    pub(crate) gpu: Arc<Gpu>,
     module: ModuleHandle,
     entry_points: Vec<EntryPoint>,
 }
@@ -41,9 +41,15 @@ impl Drop for Module {
     }
 }
 
-impl Module {
+impl DriverModule<LevelZeroDriver> for Module {
     /// Builds `code`, Kernel SPIR-V, for the device.
-    pub(crate) fn load(gpu: &Arc<Gpu>, format: KernelFormat, code: &[u8]) -> Result<Module> {
+    fn load(
+        _driver: &LevelZeroDriver,
+        device: &Arc<Object<Arc<Gpu>>>,
+        format: KernelFormat,
+        code: &[u8],
+    ) -> Result<Module> {
+        let gpu: &Arc<Gpu> = device;
         if format != KernelFormat::SPIRV_KERNEL {
             return Err(Error::unsupported(format!(
                 "the Level Zero backend does not load {format} modules; {} accepts: {}",
@@ -98,7 +104,9 @@ impl Module {
             entry_points,
         })
     }
+}
 
+impl Module {
     fn kernel_names(&self) -> Vec<String> {
         let api = self.gpu.api();
         let mut count = 0u32;
@@ -123,10 +131,12 @@ impl Module {
             .map(|name| unsafe { CStr::from_ptr(*name) }.to_string_lossy().into_owned())
             .collect()
     }
+}
 
+impl DriverKernel<LevelZeroDriver> for KernelObject {
     /// Creates kernel `name` of `module`: a WGSL entry point's name, found under the symbol the
     /// Kernel SPIR-V writer gives it (`c_symbol`), or a kernel's own name.
-    pub(crate) fn kernel(module: &Arc<Object<Module>>, name: &str) -> Result<KernelObject> {
+    fn get(_driver: &LevelZeroDriver, module: &Arc<Object<Module>>, name: &str) -> Result<KernelObject> {
         let symbol = c_symbol(name);
         let mut candidates = Vec::with_capacity(2);
         if symbol != name {
@@ -203,12 +213,12 @@ fn build_log(api: &ffi::Api, log: ffi::BuildLogHandle) -> String {
 
 /// One kernel of a module.
 pub struct KernelObject {
-    module: Arc<Object<Module>>,
+    pub(crate) module: Arc<Object<Module>>,
     /// Arguments are set and the launch appended under this lock: a kernel's arguments are
     /// state shared by every thread using it (Level Zero captures them when appended).
-    kernel: Mutex<KernelHandle>,
-    name: String,
-    workgroup_size: [u32; 3],
+    pub(crate) kernel: Mutex<KernelHandle>,
+    pub(crate) name: String,
+    pub(crate) workgroup_size: [u32; 3],
     parameters: Vec<Parameter>,
 }
 
@@ -303,14 +313,14 @@ impl KernelObject {
             .find(|parameter| matches!(parameter, Parameter::Value(_)))
     }
 
-    fn takes_lengths(&self) -> bool {
+    pub(crate) fn takes_lengths(&self) -> bool {
         self.parameters
             .iter()
             .any(|parameter| matches!(parameter, Parameter::Lengths(_)))
     }
 
     /// Checks a launch's arguments against the parameters, host-side.
-    fn check_arguments(&self, buffers: usize, scalars: &[u8]) -> Result<()> {
+    pub(crate) fn check_arguments(&self, buffers: usize, scalars: &[u8]) -> Result<()> {
         let name = &self.name;
         let expected = self.buffer_parameters();
         if buffers != expected {
@@ -331,112 +341,6 @@ impl KernelObject {
             ))),
             _ => Ok(()),
         }
-    }
-
-    /// Sets the arguments of `kernel` and appends the launch to `stream`.
-    pub(crate) fn launch(
-        kernel: &Arc<Object<KernelObject>>,
-        stream: &Stream,
-        workgroups: [u32; 3],
-        buffers: &[BufferView<DeviceBuffer>],
-        scalars: &[u8],
-    ) -> Result<()> {
-        let name = &kernel.name;
-        kernel.check_arguments(buffers.len(), scalars)?;
-        let limits = kernel.module.gpu.adapter().info.max_workgroup_count;
-        for axis in 0..3 {
-            let count = workgroups[axis];
-            if count == 0 {
-                return Err(Error::invalid_argument(format!(
-                    "kernel `{name}`: workgroup count in {} is 0; every dimension needs at least 1",
-                    ["x", "y", "z"][axis]
-                )));
-            }
-            if count > limits[axis] {
-                return Err(Error::invalid_argument(format!(
-                    "kernel `{name}`: {count} workgroups in {} is more than {} allows ({})",
-                    ["x", "y", "z"][axis],
-                    kernel.module.gpu.name(),
-                    limits[axis]
-                )));
-            }
-        }
-        let api = kernel.module.gpu.api();
-        let native = kernel.kernel.lock();
-        let set = |index: usize, size: usize, value: *const c_void, what: &str| -> Result<()> {
-            // SAFETY: `size` readable bytes at `value`; Level Zero copies them.
-            let code = unsafe { (api.kernel_set_argument_value)(*native, index as u32, size, value) };
-            ffi::check(code, "zeKernelSetArgumentValue", || {
-                format!("setting {what} as argument {index} of kernel `{name}`")
-            })
-        };
-        for (index, view) in buffers.iter().enumerate() {
-            let address = view.buffer.address(view.offset);
-            set(
-                index,
-                std::mem::size_of::<*mut c_void>(),
-                (&address as *const *mut c_void).cast(),
-                &format!("buffer argument {index}"),
-            )?;
-        }
-        let mut index = buffers.len();
-        if !scalars.is_empty() {
-            set(
-                index,
-                scalars.len(),
-                scalars.as_ptr().cast(),
-                &format!("the {}-byte scalar block", scalars.len()),
-            )?;
-            index += 1;
-        }
-        if kernel.takes_lengths() {
-            let lengths = lengths_block(buffers.iter().map(|view| view.size));
-            set(
-                index,
-                lengths.len(),
-                lengths.as_ptr().cast(),
-                &format!("the {}-byte buffer lengths", lengths.len()),
-            )?;
-        }
-        let groups = ffi::GroupCount {
-            x: workgroups[0],
-            y: workgroups[1],
-            z: workgroups[2],
-        };
-        let size = kernel.workgroup_size;
-        // Level Zero must not destroy a kernel (or its module) the device still references,
-        // so the launch holds the kernel, and through it the module, as well as its buffers.
-        let mut keep: Vec<KeepAlive> = buffers
-            .iter()
-            .map(|view| Box::new(Arc::clone(&view.buffer)) as KeepAlive)
-            .collect();
-        keep.push(Box::new(Arc::clone(kernel)));
-        stream
-            .enqueue(
-                || {
-                    format!(
-                        "launching kernel `{name}` with {}x{}x{} workgroups of {}x{}x{}",
-                        workgroups[0], workgroups[1], workgroups[2], size[0], size[1], size[2]
-                    )
-                },
-                |list| {
-                    // SAFETY: every argument was set above, under the kernel's lock; the group
-                    // count outlives the call.
-                    let code = unsafe {
-                        (api.command_list_append_launch_kernel)(
-                            list,
-                            *native,
-                            &groups,
-                            std::ptr::null_mut(),
-                            0,
-                            std::ptr::null_mut(),
-                        )
-                    };
-                    ("zeCommandListAppendLaunchKernel", code)
-                },
-                keep,
-            )
-            .map(drop)
     }
 }
 

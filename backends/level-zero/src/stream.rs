@@ -1,4 +1,5 @@
-//! Streams as immediate command lists, events as barriers that signal a Level Zero event.
+//! Streams as immediate command lists, events as barriers that signal a Level Zero event;
+//! kernel launches (the arguments set on the kernel, then an appended launch).
 //!
 //! A stream is one immediate command list on a compute queue group, asynchronous, in order
 //! (`ZE_COMMAND_QUEUE_FLAG_IN_ORDER` where the driver's API is 1.9 or later; on older
@@ -16,11 +17,14 @@
 use crate::device::Gpu;
 use crate::ffi::{self, CommandListHandle, EventHandle, EventPoolHandle};
 use crate::memory::{host_size, DeviceBuffer, HostStaging};
+use crate::module::lengths_block;
+use crate::LevelZeroDriver;
 use parking_lot::Mutex;
 use std::any::Any;
 use std::collections::VecDeque;
+use std::ffi::c_void;
 use std::sync::Arc;
-use xhal_backend::{Error, ErrorKind, Object, Result};
+use xhal_backend::{DriverEvent, DriverStream, Error, ErrorKind, Launch, Object, Result};
 
 /// A Level Zero event in a pool of its own, host-visible, with kernel timestamps when asked.
 pub(crate) struct ZeEvent {
@@ -192,38 +196,6 @@ impl Drop for Stream {
 }
 
 impl Stream {
-    pub(crate) fn new(gpu: &Arc<Gpu>) -> Result<Stream> {
-        let adapter = gpu.adapter();
-        let desc = ffi::CommandQueueDesc {
-            stype: ffi::ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC,
-            p_next: std::ptr::null(),
-            ordinal: adapter.compute_ordinal,
-            index: 0,
-            flags: if adapter.in_order_lists {
-                ffi::ZE_COMMAND_QUEUE_FLAG_IN_ORDER
-            } else {
-                0
-            },
-            mode: ffi::ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS,
-            priority: ffi::ZE_COMMAND_QUEUE_PRIORITY_NORMAL,
-        };
-        let mut list = std::ptr::null_mut();
-        // SAFETY: a live context and its device, a filled descriptor.
-        let code = unsafe { (gpu.api().command_list_create_immediate)(gpu.context, adapter.device, &desc, &mut list) };
-        ffi::check(code, "zeCommandListCreateImmediate", || {
-            format!("creating a stream on {}", gpu.name())
-        })?;
-        Ok(Stream {
-            gpu: Arc::clone(gpu),
-            list,
-            state: Arc::new(Mutex::new(StreamState {
-                pending: VecDeque::new(),
-                next_command: 0,
-                sticky: None,
-            })),
-        })
-    }
-
     /// Appends one command through `call`, which receives the list and returns the name of
     /// the Level Zero call and its result; `doing` names the command for errors. `keep` lives
     /// until the command completes. Returns the command's number.
@@ -326,321 +298,6 @@ impl Stream {
         }
     }
 
-    /// The error that stuck to the stream, if any.
-    pub(crate) fn sticky_error(&self) -> Result<()> {
-        match &self.state.lock().sticky {
-            Some(error) => Err(error.clone()),
-            None => Ok(()),
-        }
-    }
-
-    /// Blocks until everything appended has completed.
-    pub(crate) fn synchronize(&self) -> Result<()> {
-        let mut state = self.state.lock();
-        if let Some(error) = &state.sticky {
-            return Err(error.clone());
-        }
-        if state.pending.is_empty() {
-            return Ok(());
-        }
-        self.wait_idle(&mut state, u64::MAX).map(drop)
-    }
-
-    /// True when everything appended has completed.
-    pub(crate) fn query(&self) -> Result<bool> {
-        let mut state = self.state.lock();
-        if let Some(error) = &state.sticky {
-            return Err(error.clone());
-        }
-        if state.pending.is_empty() {
-            return Ok(true);
-        }
-        self.wait_idle(&mut state, 0)
-    }
-
-    /// Records `event` as a barrier that signals a new Level Zero event when everything
-    /// appended so far has completed.
-    pub(crate) fn record_event(&self, event: &Event) -> Result<()> {
-        let marker = Arc::new(ZeEvent::new(&self.gpu, event.timing)?);
-        let held = Arc::clone(&marker);
-        let number = self.enqueue(
-            || format!("recording an event on {}", self.gpu.name()),
-            |list| {
-                // SAFETY: a barrier signalling a live event, which the command holds.
-                let code = unsafe {
-                    (self.gpu.api().command_list_append_barrier)(list, marker.event, 0, std::ptr::null_mut())
-                };
-                ("zeCommandListAppendBarrier", code)
-            },
-            vec![Box::new(held)],
-        )?;
-        *event.record.lock() = Some(Arc::new(Record {
-            marker,
-            number,
-            stream: Arc::clone(&self.state),
-        }));
-        Ok(())
-    }
-
-    /// Makes later commands wait for `event`'s most recent record.
-    pub(crate) fn wait_event(&self, event: &Event) -> Result<()> {
-        let Some(record) = event.record.lock().clone() else {
-            return Ok(());
-        };
-        let mut handle = record.marker.event;
-        self.enqueue(
-            || format!("waiting for an event on {}", self.gpu.name()),
-            |list| {
-                // SAFETY: a one-event list of a live event, which the command holds.
-                let code = unsafe { (self.gpu.api().command_list_append_wait_on_events)(list, 1, &mut handle) };
-                ("zeCommandListAppendWaitOnEvents", code)
-            },
-            vec![Box::new(Arc::clone(&record))],
-        )
-        .map(drop)
-    }
-}
-
-/// One record of an event: the Level Zero event the barrier signals, the barrier's number on
-/// its stream, and the stream's state, to retire what completed before it.
-pub(crate) struct Record {
-    marker: Arc<ZeEvent>,
-    number: u64,
-    stream: Arc<Mutex<StreamState>>,
-}
-
-impl Record {
-    /// Given that the marker is signalled: the commands before it are complete.
-    fn completed(&self) -> Result<()> {
-        let mut state = self.stream.lock();
-        state.retire(Some(self.number));
-        match &state.sticky {
-            Some(error) => Err(error.clone()),
-            None => Ok(()),
-        }
-    }
-}
-
-/// A point on a stream: its most recent record.
-pub struct Event {
-    gpu: Arc<Gpu>,
-    timing: bool,
-    record: Mutex<Option<Arc<Record>>>,
-}
-
-impl Event {
-    pub(crate) fn new(gpu: &Arc<Gpu>, timing: bool) -> Event {
-        Event {
-            gpu: Arc::clone(gpu),
-            timing,
-            record: Mutex::new(None),
-        }
-    }
-
-    fn latest(&self) -> Option<Arc<Record>> {
-        self.record.lock().clone()
-    }
-
-    pub(crate) fn query(&self) -> Result<bool> {
-        let Some(record) = self.latest() else {
-            return Ok(true);
-        };
-        if !record.marker.is_signalled()? {
-            return Ok(false);
-        }
-        record.completed()?;
-        Ok(true)
-    }
-
-    pub(crate) fn synchronize(&self) -> Result<()> {
-        let Some(record) = self.latest() else {
-            return Ok(());
-        };
-        record.marker.wait()?;
-        record.completed()
-    }
-
-    fn timed_record(&self, role: &str, id: u64) -> Result<Arc<Record>> {
-        if !self.timing {
-            return Err(Error::invalid_argument(format!(
-                "{role} event {id:#x} was created without timing; create it with timing to measure elapsed time"
-            )));
-        }
-        let Some(record) = self.latest() else {
-            return Err(Error::invalid_argument(format!(
-                "{role} event {id:#x} was never recorded"
-            )));
-        };
-        if !record.marker.is_signalled()? {
-            return Err(Error::invalid_argument(format!(
-                "{role} event {id:#x}: event not yet complete"
-            )));
-        }
-        record.completed()?;
-        Ok(record)
-    }
-
-    /// Nanoseconds between the two barriers' ends, from their kernel timestamps and the
-    /// device's timer resolution.
-    pub(crate) fn elapsed_nanoseconds(start: &Object<Event>, end: &Object<Event>) -> Result<u64> {
-        let (start_id, end_id) = (start.handle(), end.handle());
-        let first = start.timed_record("start", start_id)?.marker.end_ticks()?;
-        let last = end.timed_record("end", end_id)?.marker.end_ticks()?;
-        let adapter = start.gpu.adapter();
-        elapsed_from_ticks(first, last, adapter.kernel_timestamp_bits, adapter.timer_resolution_ns).ok_or_else(|| {
-            Error::invalid_argument(format!(
-                "end event {end_id:#x} completed before start event {start_id:#x} (or the device's {}-bit timestamp \
-                 counter wrapped between them)",
-                adapter.kernel_timestamp_bits
-            ))
-        })
-    }
-}
-
-/// Nanoseconds from `first` to `last`, ticks of a counter of which `bits` are valid, of
-/// `resolution_ns` nanoseconds each; `None` where `last` comes before `first`. A counter that
-/// wrapped in between cannot be told from an end before the start, so it is refused too.
-pub(crate) fn elapsed_from_ticks(first: u64, last: u64, bits: u32, resolution_ns: u64) -> Option<u64> {
-    let mask = if bits == 0 || bits >= 64 {
-        u64::MAX
-    } else {
-        (1u64 << bits) - 1
-    };
-    let ticks = (last & mask).checked_sub(first & mask)?;
-    Some(ticks.saturating_mul(resolution_ns))
-}
-
-/// Copies and fills. The checked adapter checked every range against its buffer, and never
-/// hands over a command of 0 bytes.
-impl Stream {
-    /// Copies `size` bytes from `source` into staging memory now, and appends the copy from
-    /// there to the buffer.
-    ///
-    /// # Safety
-    /// `source` must point to `size` readable bytes for the duration of the call.
-    pub(crate) unsafe fn write(
-        &self,
-        buffer: &Arc<Object<DeviceBuffer>>,
-        offset: u64,
-        source: *const u8,
-        size: u64,
-    ) -> Result<()> {
-        let bytes = host_size(size, "write size")?;
-        let staging = HostStaging::new(&self.gpu, bytes)?;
-        // SAFETY: the caller vouches for `source`; the staging memory holds `bytes`.
-        unsafe { std::ptr::copy_nonoverlapping(source, staging.pointer, bytes) };
-        let destination = buffer.address(offset);
-        let from = staging.pointer;
-        self.enqueue(
-            || format!("writing {size} bytes at byte {offset} on {}", self.gpu.name()),
-            |list| {
-                // SAFETY: device memory and host staging memory of this context, in range.
-                let code = unsafe {
-                    (self.gpu.api().command_list_append_memory_copy)(
-                        list,
-                        destination,
-                        from.cast(),
-                        bytes,
-                        std::ptr::null_mut(),
-                        0,
-                        std::ptr::null_mut(),
-                    )
-                };
-                ("zeCommandListAppendMemoryCopy", code)
-            },
-            vec![Box::new(staging), Box::new(Arc::clone(buffer))],
-        )
-        .map(drop)
-    }
-
-    /// Appends a copy from the buffer into staging memory, copied to `destination` when the
-    /// read is seen complete.
-    ///
-    /// # Safety
-    /// `destination` must point to `size` writable bytes that stay valid, and untouched by
-    /// anyone else, until the read completes (a synchronize, or a wait for an event after it).
-    pub(crate) unsafe fn read(
-        &self,
-        buffer: &Arc<Object<DeviceBuffer>>,
-        offset: u64,
-        destination: *mut u8,
-        size: u64,
-    ) -> Result<()> {
-        let bytes = host_size(size, "read size")?;
-        let staging = HostStaging::new(&self.gpu, bytes)?;
-        let source = buffer.address(offset);
-        let into = staging.pointer;
-        let mut state = self.state.lock();
-        self.enqueue_locked(
-            &mut state,
-            || format!("reading {size} bytes at byte {offset} on {}", self.gpu.name()),
-            |list| {
-                // SAFETY: device memory and host staging memory of this context, in range.
-                let code = unsafe {
-                    (self.gpu.api().command_list_append_memory_copy)(
-                        list,
-                        into.cast(),
-                        source,
-                        bytes,
-                        std::ptr::null_mut(),
-                        0,
-                        std::ptr::null_mut(),
-                    )
-                };
-                ("zeCommandListAppendMemoryCopy", code)
-            },
-            vec![Box::new(Arc::clone(buffer))],
-            Some(ReadBack { staging, destination }),
-        )
-        .map(drop)
-    }
-
-    /// Appends a device copy; overlapping ranges of one buffer go through a temporary buffer,
-    /// since Level Zero refuses them.
-    pub(crate) fn copy(
-        &self,
-        source: &Arc<Object<DeviceBuffer>>,
-        source_offset: u64,
-        destination: &Arc<Object<DeviceBuffer>>,
-        destination_offset: u64,
-        size: u64,
-    ) -> Result<()> {
-        let overlapping = Arc::ptr_eq(source, destination)
-            && source_offset < destination_offset + size
-            && destination_offset < source_offset + size;
-        if overlapping && source_offset == destination_offset {
-            // A copy onto itself changes nothing; the list is in order, so nothing to append.
-            return Ok(());
-        }
-        if overlapping {
-            let temporary = Arc::new(DeviceBuffer::new(&self.gpu, size)?);
-            self.copy_raw(
-                source,
-                source_offset,
-                &temporary,
-                0,
-                size,
-                vec![Box::new(Arc::clone(source)), Box::new(Arc::clone(&temporary))],
-            )?;
-            return self.copy_raw(
-                &temporary,
-                0,
-                destination,
-                destination_offset,
-                size,
-                vec![Box::new(Arc::clone(&temporary)), Box::new(Arc::clone(destination))],
-            );
-        }
-        self.copy_raw(
-            source,
-            source_offset,
-            destination,
-            destination_offset,
-            size,
-            vec![Box::new(Arc::clone(source)), Box::new(Arc::clone(destination))],
-        )
-    }
-
     /// Appends one copy between device ranges that do not overlap; `keep` holds both buffers
     /// (a temporary one has no handle, so the caller says what to hold).
     fn copy_raw(
@@ -680,10 +337,186 @@ impl Stream {
         )
         .map(drop)
     }
+}
+
+impl DriverStream<LevelZeroDriver> for Stream {
+    fn create(_driver: &LevelZeroDriver, device: &Arc<Object<Arc<Gpu>>>) -> Result<Stream> {
+        let gpu: &Arc<Gpu> = device;
+        let adapter = gpu.adapter();
+        let desc = ffi::CommandQueueDesc {
+            stype: ffi::ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC,
+            p_next: std::ptr::null(),
+            ordinal: adapter.compute_ordinal,
+            index: 0,
+            flags: if adapter.in_order_lists {
+                ffi::ZE_COMMAND_QUEUE_FLAG_IN_ORDER
+            } else {
+                0
+            },
+            mode: ffi::ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS,
+            priority: ffi::ZE_COMMAND_QUEUE_PRIORITY_NORMAL,
+        };
+        let mut list = std::ptr::null_mut();
+        // SAFETY: a live context and its device, a filled descriptor.
+        let code = unsafe { (gpu.api().command_list_create_immediate)(gpu.context, adapter.device, &desc, &mut list) };
+        ffi::check(code, "zeCommandListCreateImmediate", || {
+            format!("creating a stream on {}", gpu.name())
+        })?;
+        Ok(Stream {
+            gpu: Arc::clone(gpu),
+            list,
+            state: Arc::new(Mutex::new(StreamState {
+                pending: VecDeque::new(),
+                next_command: 0,
+                sticky: None,
+            })),
+        })
+    }
+
+    /// The error that stuck to the stream, if any.
+    fn sticky_error(stream: &Arc<Object<Stream>>) -> Result<()> {
+        match &stream.state.lock().sticky {
+            Some(error) => Err(error.clone()),
+            None => Ok(()),
+        }
+    }
+
+    // Copies and fills. The checked adapter checked every range against its buffer, and never
+    // hands over a command of 0 bytes.
+
+    /// Copies `size` bytes from `source` into staging memory now, and appends the copy from
+    /// there to the buffer.
+    ///
+    /// # Safety
+    /// `source` must point to `size` readable bytes for the duration of the call.
+    unsafe fn write(
+        stream: &Arc<Object<Stream>>,
+        buffer: &Arc<Object<DeviceBuffer>>,
+        offset: u64,
+        source: *const u8,
+        size: u64,
+    ) -> Result<()> {
+        let bytes = host_size(size, "write size")?;
+        let staging = HostStaging::new(&stream.gpu, bytes)?;
+        // SAFETY: the caller vouches for `source`; the staging memory holds `bytes`.
+        unsafe { std::ptr::copy_nonoverlapping(source, staging.pointer, bytes) };
+        let destination = buffer.address(offset);
+        let from = staging.pointer;
+        stream
+            .enqueue(
+                || format!("writing {size} bytes at byte {offset} on {}", stream.gpu.name()),
+                |list| {
+                    // SAFETY: device memory and host staging memory of this context, in range.
+                    let code = unsafe {
+                        (stream.gpu.api().command_list_append_memory_copy)(
+                            list,
+                            destination,
+                            from.cast(),
+                            bytes,
+                            std::ptr::null_mut(),
+                            0,
+                            std::ptr::null_mut(),
+                        )
+                    };
+                    ("zeCommandListAppendMemoryCopy", code)
+                },
+                vec![Box::new(staging), Box::new(Arc::clone(buffer))],
+            )
+            .map(drop)
+    }
+
+    /// Appends a copy from the buffer into staging memory, copied to `destination` when the
+    /// read is seen complete.
+    ///
+    /// # Safety
+    /// `destination` must point to `size` writable bytes that stay valid, and untouched by
+    /// anyone else, until the read completes (a synchronize, or a wait for an event after it).
+    unsafe fn read(
+        stream: &Arc<Object<Stream>>,
+        buffer: &Arc<Object<DeviceBuffer>>,
+        offset: u64,
+        destination: *mut u8,
+        size: u64,
+    ) -> Result<()> {
+        let bytes = host_size(size, "read size")?;
+        let staging = HostStaging::new(&stream.gpu, bytes)?;
+        let source = buffer.address(offset);
+        let into = staging.pointer;
+        let mut state = stream.state.lock();
+        stream
+            .enqueue_locked(
+                &mut state,
+                || format!("reading {size} bytes at byte {offset} on {}", stream.gpu.name()),
+                |list| {
+                    // SAFETY: device memory and host staging memory of this context, in range.
+                    let code = unsafe {
+                        (stream.gpu.api().command_list_append_memory_copy)(
+                            list,
+                            into.cast(),
+                            source,
+                            bytes,
+                            std::ptr::null_mut(),
+                            0,
+                            std::ptr::null_mut(),
+                        )
+                    };
+                    ("zeCommandListAppendMemoryCopy", code)
+                },
+                vec![Box::new(Arc::clone(buffer))],
+                Some(ReadBack { staging, destination }),
+            )
+            .map(drop)
+    }
+
+    /// Appends a device copy; overlapping ranges of one buffer go through a temporary buffer,
+    /// since Level Zero refuses them.
+    fn copy(
+        stream: &Arc<Object<Stream>>,
+        source: &Arc<Object<DeviceBuffer>>,
+        source_offset: u64,
+        destination: &Arc<Object<DeviceBuffer>>,
+        destination_offset: u64,
+        size: u64,
+    ) -> Result<()> {
+        let overlapping = Arc::ptr_eq(source, destination)
+            && source_offset < destination_offset + size
+            && destination_offset < source_offset + size;
+        if overlapping && source_offset == destination_offset {
+            // A copy onto itself changes nothing; the list is in order, so nothing to append.
+            return Ok(());
+        }
+        if overlapping {
+            let temporary = Arc::new(DeviceBuffer::new(&stream.gpu, size)?);
+            stream.copy_raw(
+                source,
+                source_offset,
+                &temporary,
+                0,
+                size,
+                vec![Box::new(Arc::clone(source)), Box::new(Arc::clone(&temporary))],
+            )?;
+            return stream.copy_raw(
+                &temporary,
+                0,
+                destination,
+                destination_offset,
+                size,
+                vec![Box::new(Arc::clone(&temporary)), Box::new(Arc::clone(destination))],
+            );
+        }
+        stream.copy_raw(
+            source,
+            source_offset,
+            destination,
+            destination_offset,
+            size,
+            vec![Box::new(Arc::clone(source)), Box::new(Arc::clone(destination))],
+        )
+    }
 
     /// Appends a fill with a 1-, 2- or 4-byte pattern; `offset` and `size` are multiples of it.
-    pub(crate) fn fill(
-        &self,
+    fn fill(
+        stream: &Arc<Object<Stream>>,
         buffer: &Arc<Object<DeviceBuffer>>,
         offset: u64,
         size: u64,
@@ -691,37 +524,318 @@ impl Stream {
     ) -> Result<()> {
         let bytes = host_size(size, "fill size")?;
         // The pattern lives in host memory the device reads until the fill completes.
-        let staging = HostStaging::new(&self.gpu, pattern.len())?;
+        let staging = HostStaging::new(&stream.gpu, pattern.len())?;
         // SAFETY: the staging memory holds the pattern's length.
         unsafe { std::ptr::copy_nonoverlapping(pattern.as_ptr(), staging.pointer, pattern.len()) };
         let (target, from, length) = (buffer.address(offset), staging.pointer, pattern.len());
-        self.enqueue(
-            || {
-                format!(
-                    "filling {size} bytes at byte {offset} with a {length}-byte pattern on {}",
-                    self.gpu.name()
-                )
-            },
-            |list| {
-                // SAFETY: device memory of this context, in range; the pattern stays alive.
-                let code = unsafe {
-                    (self.gpu.api().command_list_append_memory_fill)(
-                        list,
-                        target,
-                        from.cast_const().cast(),
-                        length,
-                        bytes,
-                        std::ptr::null_mut(),
-                        0,
-                        std::ptr::null_mut(),
+        stream
+            .enqueue(
+                || {
+                    format!(
+                        "filling {size} bytes at byte {offset} with a {length}-byte pattern on {}",
+                        stream.gpu.name()
                     )
-                };
-                ("zeCommandListAppendMemoryFill", code)
-            },
-            vec![Box::new(staging), Box::new(Arc::clone(buffer))],
-        )
-        .map(drop)
+                },
+                |list| {
+                    // SAFETY: device memory of this context, in range; the pattern stays alive.
+                    let code = unsafe {
+                        (stream.gpu.api().command_list_append_memory_fill)(
+                            list,
+                            target,
+                            from.cast_const().cast(),
+                            length,
+                            bytes,
+                            std::ptr::null_mut(),
+                            0,
+                            std::ptr::null_mut(),
+                        )
+                    };
+                    ("zeCommandListAppendMemoryFill", code)
+                },
+                vec![Box::new(staging), Box::new(Arc::clone(buffer))],
+            )
+            .map(drop)
     }
+
+    /// Sets the arguments of the kernel and appends the launch to `stream`.
+    fn launch(stream: &Arc<Object<Stream>>, launch: &Launch<'_, LevelZeroDriver>) -> Result<()> {
+        let (kernel, workgroups, buffers, scalars) = (launch.kernel, launch.workgroups, launch.buffers, launch.scalars);
+        let name = &kernel.name;
+        kernel.check_arguments(buffers.len(), scalars)?;
+        let limits = kernel.module.gpu.adapter().info.max_workgroup_count;
+        for axis in 0..3 {
+            let count = workgroups[axis];
+            if count == 0 {
+                return Err(Error::invalid_argument(format!(
+                    "kernel `{name}`: workgroup count in {} is 0; every dimension needs at least 1",
+                    ["x", "y", "z"][axis]
+                )));
+            }
+            if count > limits[axis] {
+                return Err(Error::invalid_argument(format!(
+                    "kernel `{name}`: {count} workgroups in {} is more than {} allows ({})",
+                    ["x", "y", "z"][axis],
+                    kernel.module.gpu.name(),
+                    limits[axis]
+                )));
+            }
+        }
+        let api = kernel.module.gpu.api();
+        let native = kernel.kernel.lock();
+        let set = |index: usize, size: usize, value: *const c_void, what: &str| -> Result<()> {
+            // SAFETY: `size` readable bytes at `value`; Level Zero copies them.
+            let code = unsafe { (api.kernel_set_argument_value)(*native, index as u32, size, value) };
+            ffi::check(code, "zeKernelSetArgumentValue", || {
+                format!("setting {what} as argument {index} of kernel `{name}`")
+            })
+        };
+        for (index, view) in buffers.iter().enumerate() {
+            let address = view.buffer.address(view.offset);
+            set(
+                index,
+                std::mem::size_of::<*mut c_void>(),
+                (&address as *const *mut c_void).cast(),
+                &format!("buffer argument {index}"),
+            )?;
+        }
+        let mut index = buffers.len();
+        if !scalars.is_empty() {
+            set(
+                index,
+                scalars.len(),
+                scalars.as_ptr().cast(),
+                &format!("the {}-byte scalar block", scalars.len()),
+            )?;
+            index += 1;
+        }
+        if kernel.takes_lengths() {
+            let lengths = lengths_block(buffers.iter().map(|view| view.size));
+            set(
+                index,
+                lengths.len(),
+                lengths.as_ptr().cast(),
+                &format!("the {}-byte buffer lengths", lengths.len()),
+            )?;
+        }
+        let groups = ffi::GroupCount {
+            x: workgroups[0],
+            y: workgroups[1],
+            z: workgroups[2],
+        };
+        let size = kernel.workgroup_size;
+        // Level Zero must not destroy a kernel (or its module) the device still references,
+        // so the launch holds the kernel, and through it the module, as well as its buffers.
+        let mut keep: Vec<KeepAlive> = buffers
+            .iter()
+            .map(|view| Box::new(Arc::clone(&view.buffer)) as KeepAlive)
+            .collect();
+        keep.push(Box::new(Arc::clone(kernel)));
+        stream
+            .enqueue(
+                || {
+                    format!(
+                        "launching kernel `{name}` with {}x{}x{} workgroups of {}x{}x{}",
+                        workgroups[0], workgroups[1], workgroups[2], size[0], size[1], size[2]
+                    )
+                },
+                |list| {
+                    // SAFETY: every argument was set above, under the kernel's lock; the group
+                    // count outlives the call.
+                    let code = unsafe {
+                        (api.command_list_append_launch_kernel)(
+                            list,
+                            *native,
+                            &groups,
+                            std::ptr::null_mut(),
+                            0,
+                            std::ptr::null_mut(),
+                        )
+                    };
+                    ("zeCommandListAppendLaunchKernel", code)
+                },
+                keep,
+            )
+            .map(drop)
+    }
+
+    /// Records `event` as a barrier that signals a new Level Zero event when everything
+    /// appended so far has completed.
+    fn record_event(stream: &Arc<Object<Stream>>, event: &Arc<Object<Event>>) -> Result<()> {
+        let marker = Arc::new(ZeEvent::new(&stream.gpu, event.timing)?);
+        let held = Arc::clone(&marker);
+        let number = stream.enqueue(
+            || format!("recording an event on {}", stream.gpu.name()),
+            |list| {
+                // SAFETY: a barrier signalling a live event, which the command holds.
+                let code = unsafe {
+                    (stream.gpu.api().command_list_append_barrier)(list, marker.event, 0, std::ptr::null_mut())
+                };
+                ("zeCommandListAppendBarrier", code)
+            },
+            vec![Box::new(held)],
+        )?;
+        *event.record.lock() = Some(Arc::new(Record {
+            marker,
+            number,
+            stream: Arc::clone(&stream.state),
+        }));
+        Ok(())
+    }
+
+    /// Makes later commands wait for `event`'s most recent record.
+    fn wait_event(stream: &Arc<Object<Stream>>, event: &Arc<Object<Event>>) -> Result<()> {
+        let Some(record) = event.record.lock().clone() else {
+            return Ok(());
+        };
+        let mut handle = record.marker.event;
+        stream
+            .enqueue(
+                || format!("waiting for an event on {}", stream.gpu.name()),
+                |list| {
+                    // SAFETY: a one-event list of a live event, which the command holds.
+                    let code = unsafe { (stream.gpu.api().command_list_append_wait_on_events)(list, 1, &mut handle) };
+                    ("zeCommandListAppendWaitOnEvents", code)
+                },
+                vec![Box::new(Arc::clone(&record))],
+            )
+            .map(drop)
+    }
+
+    /// Blocks until everything appended has completed.
+    fn synchronize(stream: &Arc<Object<Stream>>) -> Result<()> {
+        let mut state = stream.state.lock();
+        if let Some(error) = &state.sticky {
+            return Err(error.clone());
+        }
+        if state.pending.is_empty() {
+            return Ok(());
+        }
+        stream.wait_idle(&mut state, u64::MAX).map(drop)
+    }
+
+    /// True when everything appended has completed.
+    fn query(stream: &Arc<Object<Stream>>) -> Result<bool> {
+        let mut state = stream.state.lock();
+        if let Some(error) = &state.sticky {
+            return Err(error.clone());
+        }
+        if state.pending.is_empty() {
+            return Ok(true);
+        }
+        stream.wait_idle(&mut state, 0)
+    }
+}
+
+/// One record of an event: the Level Zero event the barrier signals, the barrier's number on
+/// its stream, and the stream's state, to retire what completed before it.
+pub(crate) struct Record {
+    marker: Arc<ZeEvent>,
+    number: u64,
+    stream: Arc<Mutex<StreamState>>,
+}
+
+impl Record {
+    /// Given that the marker is signalled: the commands before it are complete.
+    fn completed(&self) -> Result<()> {
+        let mut state = self.stream.lock();
+        state.retire(Some(self.number));
+        match &state.sticky {
+            Some(error) => Err(error.clone()),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A point on a stream: its most recent record.
+pub struct Event {
+    gpu: Arc<Gpu>,
+    timing: bool,
+    record: Mutex<Option<Arc<Record>>>,
+}
+
+impl Event {
+    fn latest(&self) -> Option<Arc<Record>> {
+        self.record.lock().clone()
+    }
+
+    fn timed_record(&self, role: &str, id: u64) -> Result<Arc<Record>> {
+        if !self.timing {
+            return Err(Error::invalid_argument(format!(
+                "{role} event {id:#x} was created without timing; create it with timing to measure elapsed time"
+            )));
+        }
+        let Some(record) = self.latest() else {
+            return Err(Error::invalid_argument(format!(
+                "{role} event {id:#x} was never recorded"
+            )));
+        };
+        if !record.marker.is_signalled()? {
+            return Err(Error::invalid_argument(format!(
+                "{role} event {id:#x}: event not yet complete"
+            )));
+        }
+        record.completed()?;
+        Ok(record)
+    }
+}
+
+impl DriverEvent<LevelZeroDriver> for Event {
+    fn create(_driver: &LevelZeroDriver, device: &Arc<Object<Arc<Gpu>>>, timing: bool) -> Result<Event> {
+        let gpu: &Arc<Gpu> = device;
+        Ok(Event {
+            gpu: Arc::clone(gpu),
+            timing,
+            record: Mutex::new(None),
+        })
+    }
+
+    fn query(event: &Arc<Object<Event>>) -> Result<bool> {
+        let Some(record) = event.latest() else {
+            return Ok(true);
+        };
+        if !record.marker.is_signalled()? {
+            return Ok(false);
+        }
+        record.completed()?;
+        Ok(true)
+    }
+
+    fn synchronize(event: &Arc<Object<Event>>) -> Result<()> {
+        let Some(record) = event.latest() else {
+            return Ok(());
+        };
+        record.marker.wait()?;
+        record.completed()
+    }
+
+    /// Nanoseconds between the two barriers' ends, from their kernel timestamps and the
+    /// device's timer resolution.
+    fn elapsed_time(start: &Arc<Object<Event>>, end: &Arc<Object<Event>>) -> Result<u64> {
+        let (start_id, end_id) = (start.handle(), end.handle());
+        let first = start.timed_record("start", start_id)?.marker.end_ticks()?;
+        let last = end.timed_record("end", end_id)?.marker.end_ticks()?;
+        let adapter = start.gpu.adapter();
+        elapsed_from_ticks(first, last, adapter.kernel_timestamp_bits, adapter.timer_resolution_ns).ok_or_else(|| {
+            Error::invalid_argument(format!(
+                "end event {end_id:#x} completed before start event {start_id:#x} (or the device's {}-bit timestamp \
+                 counter wrapped between them)",
+                adapter.kernel_timestamp_bits
+            ))
+        })
+    }
+}
+
+/// Nanoseconds from `first` to `last`, ticks of a counter of which `bits` are valid, of
+/// `resolution_ns` nanoseconds each; `None` where `last` comes before `first`. A counter that
+/// wrapped in between cannot be told from an end before the start, so it is refused too.
+pub(crate) fn elapsed_from_ticks(first: u64, last: u64, bits: u32, resolution_ns: u64) -> Option<u64> {
+    let mask = if bits == 0 || bits >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    };
+    let ticks = (last & mask).checked_sub(first & mask)?;
+    Some(ticks.saturating_mul(resolution_ns))
 }
 
 #[cfg(test)]

@@ -2,31 +2,9 @@
 
 use crate::ffi::{self, Context};
 use crate::instance::{Adapter, Instance, DRIVER_LOCK};
-use parking_lot::Mutex;
-use std::collections::HashMap;
-use std::sync::{Arc, Weak};
-use xhal_backend::{Error, Result};
-
-/// The devices open now, by index. Every open of one index shares one context: the checked
-/// adapter lets a buffer, event or kernel made through one device handle be used on a stream
-/// made through another handle of the same index, and OpenCL objects work only within the
-/// context that made them.
-#[derive(Default)]
-pub(crate) struct OpenedDevices(Mutex<HashMap<u32, Weak<Gpu>>>);
-
-impl OpenedDevices {
-    /// Device `index` of `instance` (below its device count): the context already open for
-    /// it, else a new one.
-    pub(crate) fn open(&self, instance: &Arc<Instance>, index: u32) -> Result<Arc<Gpu>> {
-        let mut opened = self.0.lock();
-        if let Some(gpu) = opened.get(&index).and_then(Weak::upgrade) {
-            return Ok(gpu);
-        }
-        let gpu = Arc::new(Gpu::open(Arc::clone(instance), index as usize)?);
-        opened.insert(index, Arc::downgrade(&gpu));
-        Ok(gpu)
-    }
-}
+use crate::OpenClDriver;
+use std::sync::Arc;
+use xhal_backend::{DriverDevice, Error, Result};
 
 /// An opened device: one context holding the one device.
 pub struct Gpu {
@@ -89,6 +67,9 @@ impl Gpu {
         &self.adapter().info.name
     }
 }
+
+// `memory_usage` keeps its default: this backend does not report its devices' memory usage.
+impl DriverDevice<OpenClDriver> for Arc<Gpu> {}
 
 impl Drop for Gpu {
     fn drop(&mut self) {

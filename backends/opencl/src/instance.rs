@@ -4,16 +4,7 @@ use crate::ffi::{self, info_bytes, info_string, info_value, query_of, Api, Devic
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use xhal_backend::{DeviceInfo, DeviceType, Error, ErrorKind, Features, KernelFormat, Result};
-
-/// Where the OpenCL loader comes from.
-#[derive(Debug, Clone)]
-pub(crate) enum LoaderSource {
-    /// The system's `libOpenCL.so.1`.
-    System,
-    /// A library at this path.
-    Path(std::path::PathBuf),
-}
+use xhal_backend::{DeviceInfo, DeviceType, Error, ErrorKind, Features, KernelFormat, LibrarySource, Result};
 
 /// Held while platforms and devices are listed and described, and while a context is made or
 /// released, across every backend instance in the process. Some drivers are not safe there:
@@ -55,10 +46,10 @@ fn driver_unavailable(message: impl Into<String>) -> Error {
 
 impl Instance {
     /// Opens the loader and finds every device of every platform.
-    pub(crate) fn create(source: &LoaderSource) -> Result<Instance> {
+    pub(crate) fn create(source: &LibrarySource) -> Result<Instance> {
         let library = match source {
-            LoaderSource::System => ffi::LOADER_LIBRARY.to_string(),
-            LoaderSource::Path(path) => path.display().to_string(),
+            LibrarySource::System => ffi::LOADER_LIBRARY.to_string(),
+            LibrarySource::Path(path) => path.display().to_string(),
         };
         let api = Api::load(&library)?;
         let _driver = DRIVER_LOCK.lock();

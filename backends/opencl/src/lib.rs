@@ -45,13 +45,13 @@ mod module;
 mod reflect;
 mod stream;
 
-use device::{Gpu, OpenedDevices};
-use instance::{Instance, LoaderSource};
+use device::Gpu;
+use instance::Instance;
 use memory::DeviceBuffer;
 use module::{KernelObject, Module};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use stream::{Event, Stream};
-use xhal_backend::{Backend, BackendInfo, Checked, DeviceInfo, Driver, KernelFormat, Launch, Object, Result};
+use xhal_backend::{Backend, Checked, DeviceInfo, Driver, LazyInstance, LibrarySource, Object, Result};
 
 /// The backend's name.
 const NAME: &str = "opencl";
@@ -73,39 +73,28 @@ fn create_plugin() -> Result<OpenClBackend> {
 }
 
 /// The OpenCL driver. See the crate documentation.
+#[derive(Debug)]
 pub struct OpenClDriver {
-    source: LoaderSource,
     /// Made on first use, so constructing the driver never touches the loader.
-    instance: OnceLock<Result<Arc<Instance>>>,
-    opened: OpenedDevices,
-}
-
-impl std::fmt::Debug for OpenClDriver {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OpenClDriver")
-            .field("source", &self.source)
-            .finish_non_exhaustive()
-    }
+    instance: LazyInstance<Instance>,
 }
 
 impl OpenClDriver {
-    fn with_source(source: LoaderSource) -> OpenClDriver {
+    fn with_source(source: LibrarySource) -> OpenClDriver {
         OpenClDriver {
-            source,
-            instance: OnceLock::new(),
-            opened: OpenedDevices::default(),
+            instance: LazyInstance::new(source),
         }
     }
 
     /// The system's OpenCL loader (`libOpenCL.so.1`), which finds drivers through its own
     /// configuration (`/etc/OpenCL/vendors`, `OCL_ICD_VENDORS`).
     pub fn from_env() -> OpenClDriver {
-        OpenClDriver::with_source(LoaderSource::System)
+        OpenClDriver::with_source(LibrarySource::System)
     }
 
     /// The OpenCL loader (or a driver library exporting the API) at `path`.
     pub fn with_library_path(path: impl Into<std::path::PathBuf>) -> OpenClDriver {
-        OpenClDriver::with_source(LoaderSource::Path(path.into()))
+        OpenClDriver::with_source(LibrarySource::path(path))
     }
 
     /// Makes the stream's next command fail while executing, as a device fault would, so
@@ -116,10 +105,7 @@ impl OpenClDriver {
     }
 
     fn instance(&self) -> Result<&Arc<Instance>> {
-        self.instance
-            .get_or_init(|| Instance::create(&self.source).map(Arc::new))
-            .as_ref()
-            .map_err(Clone::clone)
+        self.instance.get(Instance::create)
     }
 }
 
@@ -133,129 +119,21 @@ impl Driver for OpenClDriver {
     type Module = Arc<Module>;
     type Kernel = KernelObject;
     const NAME: &'static str = NAME;
-
-    fn info(&self) -> BackendInfo {
-        BackendInfo {
-            name: NAME.to_string(),
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            abi_version: (xhal_backend::abi::XHAL_ABI_MAJOR, xhal_backend::abi::XHAL_ABI_MINOR),
-        }
-    }
+    const VERSION: &'static str = env!("CARGO_PKG_VERSION");
 
     fn device_count(&self) -> Result<u32> {
         Ok(self.instance()?.adapters.len() as u32)
     }
 
-    fn device_info(&self, index: u32) -> Result<DeviceInfo> {
+    fn device_info(&self, index: u32, _opened: Option<&Arc<Gpu>>) -> Result<DeviceInfo> {
         Ok(self.instance()?.device_info(index as usize))
     }
 
     fn device_open(&self, index: u32) -> Result<Arc<Gpu>> {
-        self.opened.open(self.instance()?, index)
-    }
-
-    fn buffer_allocate(&self, device: &Arc<Object<Arc<Gpu>>>, size: u64) -> Result<DeviceBuffer> {
-        DeviceBuffer::new(device, size)
-    }
-
-    fn stream_create(&self, device: &Arc<Object<Arc<Gpu>>>) -> Result<Stream> {
-        Stream::new(device)
-    }
-
-    fn stream_sticky_error(&self, stream: &Arc<Object<Stream>>) -> Result<()> {
-        stream.sticky_error()
-    }
-
-    unsafe fn stream_write(
-        &self,
-        stream: &Arc<Object<Stream>>,
-        buffer: &Arc<Object<DeviceBuffer>>,
-        offset: u64,
-        source: *const u8,
-        size: u64,
-    ) -> Result<()> {
-        // SAFETY: the caller accepted `stream_write`'s contract, which `Stream::write` repeats.
-        unsafe { stream.write(buffer, offset, source, size) }
-    }
-
-    unsafe fn stream_read(
-        &self,
-        stream: &Arc<Object<Stream>>,
-        buffer: &Arc<Object<DeviceBuffer>>,
-        offset: u64,
-        destination: *mut u8,
-        size: u64,
-    ) -> Result<()> {
-        // SAFETY: the caller accepted `stream_read`'s contract, which `Stream::read` repeats.
-        unsafe { stream.read(buffer, offset, destination, size) }
-    }
-
-    fn stream_copy(
-        &self,
-        stream: &Arc<Object<Stream>>,
-        source: &Arc<Object<DeviceBuffer>>,
-        source_offset: u64,
-        destination: &Arc<Object<DeviceBuffer>>,
-        destination_offset: u64,
-        size: u64,
-    ) -> Result<()> {
-        stream.copy(source, source_offset, destination, destination_offset, size)
-    }
-
-    fn stream_fill(
-        &self,
-        stream: &Arc<Object<Stream>>,
-        buffer: &Arc<Object<DeviceBuffer>>,
-        offset: u64,
-        size: u64,
-        pattern: &[u8],
-    ) -> Result<()> {
-        stream.fill(buffer, offset, size, pattern)
-    }
-
-    fn stream_launch(&self, stream: &Arc<Object<Stream>>, launch: &Launch<'_, Self>) -> Result<()> {
-        launch
-            .kernel
-            .launch(stream, launch.workgroups, launch.buffers, launch.scalars)
-    }
-
-    fn stream_record_event(&self, stream: &Arc<Object<Stream>>, event: &Arc<Object<Event>>) -> Result<()> {
-        stream.record_event(event)
-    }
-
-    fn stream_wait_event(&self, stream: &Arc<Object<Stream>>, event: &Arc<Object<Event>>) -> Result<()> {
-        stream.wait_event(event)
-    }
-
-    fn stream_synchronize(&self, stream: &Arc<Object<Stream>>) -> Result<()> {
-        stream.synchronize()
-    }
-
-    fn stream_query(&self, stream: &Arc<Object<Stream>>) -> Result<bool> {
-        stream.query()
-    }
-
-    fn event_create(&self, device: &Arc<Object<Arc<Gpu>>>, timing: bool) -> Result<Event> {
-        Event::new(device, timing)
-    }
-
-    fn event_query(&self, event: &Arc<Object<Event>>) -> Result<bool> {
-        event.query()
-    }
-
-    fn event_synchronize(&self, event: &Arc<Object<Event>>) -> Result<()> {
-        event.synchronize()
-    }
-
-    fn event_elapsed_time(&self, start: &Arc<Object<Event>>, end: &Arc<Object<Event>>) -> Result<u64> {
-        Event::elapsed_nanoseconds(start, start.handle(), end, end.handle())
-    }
-
-    fn module_load(&self, device: &Arc<Object<Arc<Gpu>>>, format: KernelFormat, code: &[u8]) -> Result<Arc<Module>> {
-        Module::load(device, format, code).map(Arc::new)
-    }
-
-    fn kernel_get(&self, module: &Arc<Object<Arc<Module>>>, name: &str) -> Result<KernelObject> {
-        module.kernel(name)
+        // The adapter shares this one context among every open of the index while any is live,
+        // which OpenCL needs: it lets a buffer, event or kernel made through one device handle
+        // be used on a stream made through another, and OpenCL objects work only within the
+        // context that made them.
+        Gpu::open(Arc::clone(self.instance()?), index as usize).map(Arc::new)
     }
 }

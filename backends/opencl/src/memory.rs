@@ -2,10 +2,11 @@
 
 use crate::device::Gpu;
 use crate::ffi::{self, Mem};
+use crate::OpenClDriver;
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use xhal_backend::{Error, Result};
+use xhal_backend::{DriverBuffer, Error, Object, Result};
 
 /// A `cl_mem` this backend owns one reference to.
 pub(crate) struct MemObject(pub(crate) Mem);
@@ -23,7 +24,15 @@ pub struct DeviceBuffer {
     pub(crate) size: u64,
 }
 
+impl DriverBuffer<OpenClDriver> for DeviceBuffer {
+    fn allocate(_driver: &OpenClDriver, device: &Arc<Object<Arc<Gpu>>>, size: u64) -> Result<DeviceBuffer> {
+        DeviceBuffer::new(device, size)
+    }
+}
+
 impl DeviceBuffer {
+    /// Allocates `size` bytes on `gpu`: a buffer the adapter asked for, or a copy's temporary
+    /// buffer (`stream.rs`), which has no device object to allocate through.
     pub(crate) fn new(gpu: &Arc<Gpu>, size: u64) -> Result<DeviceBuffer> {
         let adapter = gpu.adapter();
         let limit = adapter.info.max_allocation_size;

@@ -1,5 +1,6 @@
 //! Programs from OpenCL C source (or SPIR-V where the device takes IL), their kernels, and
-//! launches, whose arguments are checked against the kernel's signature (see `reflect`).
+//! the check of a launch's arguments against the kernel's signature (see `reflect`); the
+//! stream enqueues the launch (`stream.rs`).
 //!
 //! The argument ABI on OpenCL: buffer argument `i` is pointer parameter `i` (`__global` or
 //! `__constant`), and the scalar block, when the kernel has scalars, is one more by-value
@@ -15,15 +16,14 @@
 //! `name` (`main` is `main_`), then by `name` itself.
 
 use crate::device::Gpu;
-use crate::ffi::{self, ClUint, Kernel, Program};
-use crate::memory::DeviceBuffer;
+use crate::ffi::{self, Kernel, Program};
 use crate::reflect::{builtin_size, struct_layouts, Layout, Parameter, Signature};
-use crate::stream::Stream;
+use crate::OpenClDriver;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
 use std::sync::Arc;
-use xhal_backend::{BufferView, Error, KernelFormat, Result};
+use xhal_backend::{DriverKernel, DriverModule, Error, KernelFormat, Object, Result};
 use xhal_kernel::c::c_symbol;
 use xhal_kernel::parameters::ParameterClass;
 
@@ -52,9 +52,15 @@ impl Drop for Module {
     }
 }
 
-impl Module {
+impl DriverModule<OpenClDriver> for Arc<Module> {
     /// Creates and builds a program from `code` in `format`.
-    pub(crate) fn load(gpu: &Arc<Gpu>, format: KernelFormat, code: &[u8]) -> Result<Module> {
+    fn load(
+        _driver: &OpenClDriver,
+        device: &Arc<Object<Arc<Gpu>>>,
+        format: KernelFormat,
+        code: &[u8],
+    ) -> Result<Arc<Module>> {
+        let gpu: &Arc<Gpu> = device;
         let adapter = gpu.adapter();
         let mut status = ffi::CL_SUCCESS;
         let mut layouts = HashMap::new();
@@ -120,9 +126,11 @@ impl Module {
                 Error::new(error.kind(), format!("{}; build log:\n{log}", error.message()))
             });
         }
-        Ok(module)
+        Ok(Arc::new(module))
     }
+}
 
+impl Module {
     fn build_log(&self) -> String {
         let device = self.gpu.adapter().device;
         let api = self.gpu.api();
@@ -164,11 +172,14 @@ impl Module {
             self.layouts.get(name).map(|layout| layout.size)
         })
     }
+}
 
+impl DriverKernel<OpenClDriver> for KernelObject {
     /// Creates kernel `name` and reads its parameters and workgroup size. `name` is a WGSL
     /// entry point's name, found under the symbol the C emitter gives it (`c_symbol`), or the
     /// name of a kernel of native OpenCL C.
-    pub(crate) fn kernel(self: &Arc<Module>, name: &str) -> Result<KernelObject> {
+    fn get(_driver: &OpenClDriver, module: &Arc<Object<Arc<Module>>>, name: &str) -> Result<KernelObject> {
+        let module: &Arc<Module> = module;
         let c_name = CString::new(name)
             .map_err(|_| Error::invalid_argument(format!("kernel name {name:?} contains a NUL byte")))?;
         let symbol = c_symbol(name);
@@ -184,13 +195,13 @@ impl Module {
         let mut kernel = std::ptr::null_mut();
         for candidate in &candidates {
             // SAFETY: a built program and a NUL-terminated name.
-            kernel = unsafe { (self.gpu.api().create_kernel)(self.program, candidate.as_ptr(), &mut status) };
+            kernel = unsafe { (module.gpu.api().create_kernel)(module.program, candidate.as_ptr(), &mut status) };
             if status != ffi::CL_INVALID_KERNEL_NAME {
                 break;
             }
         }
         if status == ffi::CL_INVALID_KERNEL_NAME {
-            let names = self.kernel_names();
+            let names = module.kernel_names();
             let also = if symbol != name {
                 format!(" (nor `{symbol}`, the C name of WGSL entry point `{name}`)")
             } else {
@@ -208,24 +219,24 @@ impl Module {
         ffi::check(status, || format!("creating kernel `{name}`"))?;
         // Made before the signature is read, so that a kernel refused there is released.
         let mut object = KernelObject {
-            module: Arc::clone(self),
+            module: Arc::clone(module),
             kernel: Mutex::new(kernel),
             name: name.to_string(),
             signature: Signature::default(),
         };
-        object.signature = Signature::read(self, kernel, name)?;
+        object.signature = Signature::read(module, kernel, name)?;
         Ok(object)
     }
 }
 
 /// One kernel of a module.
 pub struct KernelObject {
-    module: Arc<Module>,
+    pub(crate) module: Arc<Module>,
     /// Arguments are set and the launch enqueued under this lock: a kernel's arguments are
     /// state shared by every thread using it.
-    kernel: Mutex<Kernel>,
-    name: String,
-    signature: Signature,
+    pub(crate) kernel: Mutex<Kernel>,
+    pub(crate) name: String,
+    pub(crate) signature: Signature,
 }
 
 // The kernel object is only touched under its lock.
@@ -243,7 +254,7 @@ impl Drop for KernelObject {
 
 impl KernelObject {
     /// Checks a launch's arguments against the parameters, host-side.
-    fn check_arguments(&self, buffers: usize, scalars: &[u8]) -> Result<()> {
+    pub(crate) fn check_arguments(&self, buffers: usize, scalars: &[u8]) -> Result<()> {
         let name = &self.name;
         if self.signature.parameters.is_empty() {
             // No argument information: only the count can be checked.
@@ -304,137 +315,15 @@ impl KernelObject {
         }
     }
 
-    /// Sets the arguments and enqueues the NDRange on `stream`.
-    pub(crate) fn launch(
-        &self,
-        stream: &Stream,
-        workgroups: [u32; 3],
-        buffers: &[BufferView<DeviceBuffer>],
-        scalars: &[u8],
-    ) -> Result<()> {
-        let name = &self.name;
-        self.check_arguments(buffers.len(), scalars)?;
-        let adapter = self.module.gpu.adapter();
-        let mut global = [0usize; 3];
-        for axis in 0..3 {
-            let count = workgroups[axis];
-            if count == 0 {
-                return Err(Error::invalid_argument(format!(
-                    "kernel `{name}`: workgroup count in {} is 0; every dimension needs at least 1",
-                    ["x", "y", "z"][axis]
-                )));
-            }
-            let items = u64::from(count) * self.signature.workgroup_size[axis] as u64;
-            let limit = if adapter.address_bits >= 64 {
-                u64::MAX
-            } else {
-                (1u64 << adapter.address_bits) - 1
-            };
-            global[axis] = usize::try_from(items).ok().filter(|_| items <= limit).ok_or_else(|| {
-                Error::invalid_argument(format!(
-                    "kernel `{name}`: {count} workgroups of {} in {} are {items} work-items, more than {} addresses \
-                     ({} bits)",
-                    self.signature.workgroup_size[axis],
-                    ["x", "y", "z"][axis],
-                    adapter.info.name,
-                    adapter.address_bits
-                ))
-            })?;
-        }
-        let mut views = Vec::with_capacity(buffers.len());
-        for (index, argument) in buffers.iter().enumerate() {
-            views.push(argument.buffer.view(
-                argument.offset,
-                argument.size,
-                &format!("buffer argument {index} of kernel `{name}`"),
-            )?);
-        }
-        let api = self.module.gpu.api();
-        let kernel = self.kernel.lock();
-        for (index, view) in views.iter().enumerate() {
-            // SAFETY: a cl_mem argument, passed by address as OpenCL requires.
-            let code = unsafe {
-                (api.set_kernel_arg)(
-                    *kernel,
-                    index as ClUint,
-                    std::mem::size_of::<ffi::Mem>(),
-                    (&view.mem as *const ffi::Mem).cast(),
-                )
-            };
-            ffi::check(code, || {
-                format!(
-                    "setting buffer argument {index} of kernel `{name}`{}",
-                    self.parameter_name(index)
-                )
-            })?;
-        }
-        let mut index = views.len();
-        if !scalars.is_empty() {
-            // SAFETY: `scalars.len()` readable bytes; OpenCL copies them.
-            let code =
-                unsafe { (api.set_kernel_arg)(*kernel, index as ClUint, scalars.len(), scalars.as_ptr().cast()) };
-            ffi::check(code, || {
-                format!(
-                    "setting the {}-byte scalar block as parameter {index} of kernel `{name}`{}",
-                    scalars.len(),
-                    self.parameter_name(index)
-                )
-            })?;
-            index += 1;
-        }
-        if self.takes_lengths() {
-            let lengths = lengths_block(buffers.iter().map(|argument| argument.size));
-            // SAFETY: `lengths.len()` readable bytes; OpenCL copies them.
-            let code =
-                unsafe { (api.set_kernel_arg)(*kernel, index as ClUint, lengths.len(), lengths.as_ptr().cast()) };
-            ffi::check(code, || {
-                format!(
-                    "setting the {}-byte buffer lengths as parameter {index} of kernel `{name}`{}",
-                    lengths.len(),
-                    self.parameter_name(index)
-                )
-            })?;
-        }
-        let local = self.signature.workgroup_size;
-        stream
-            .enqueue(
-                || {
-                    format!(
-                        "launching kernel `{name}` with {}x{}x{} workgroups of {}x{}x{}",
-                        workgroups[0], workgroups[1], workgroups[2], local[0], local[1], local[2]
-                    )
-                },
-                |queue, out| {
-                    // SAFETY: every argument was set above, under the kernel's lock; the sizes
-                    // are three-element arrays, as the work dimension says.
-                    unsafe {
-                        (api.enqueue_nd_range_kernel)(
-                            queue,
-                            *kernel,
-                            3,
-                            std::ptr::null(),
-                            global.as_ptr(),
-                            local.as_ptr(),
-                            0,
-                            std::ptr::null(),
-                            out,
-                        )
-                    }
-                },
-            )
-            .map(drop)
-        // The views (and any sub-buffers) are released here; the enqueued launch holds them.
-    }
-
     /// Whether the kernel declares the buffer-lengths parameter.
-    fn takes_lengths(&self) -> bool {
+    pub(crate) fn takes_lengths(&self) -> bool {
         self.signature
             .parameters
             .iter()
             .any(|parameter| parameter.class == ParameterClass::Lengths)
     }
 
-    fn parameter_name(&self, index: usize) -> String {
+    pub(crate) fn parameter_name(&self, index: usize) -> String {
         self.signature
             .parameters
             .get(index)
@@ -445,7 +334,7 @@ impl KernelObject {
 
 /// The buffer-lengths block: one `ulong` per buffer view, the view's byte length, in the
 /// host's byte order as the scalar block; at least one entry (zero where there are no buffers).
-fn lengths_block(sizes: impl Iterator<Item = u64>) -> Vec<u8> {
+pub(crate) fn lengths_block(sizes: impl Iterator<Item = u64>) -> Vec<u8> {
     let mut block: Vec<u8> = sizes.flat_map(u64::to_ne_bytes).collect();
     if block.is_empty() {
         block.resize(8, 0);

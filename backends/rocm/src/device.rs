@@ -2,8 +2,9 @@
 
 use crate::ffi;
 use crate::instance::{Adapter, Instance};
+use crate::RocmDriver;
 use std::sync::Arc;
-use xhal_backend::Result;
+use xhal_backend::{DriverDevice, MemoryUsage, Object, Result};
 
 /// An opened device: a HIP device ordinal.
 pub struct Gpu {
@@ -44,7 +45,8 @@ impl Gpu {
         })
     }
 
-    /// Free and total memory as the runtime sees them (other processes included).
+    /// Free and total memory as the runtime sees them (other processes included). `device_info`
+    /// asks it of a plain opened device, outside the role trait, so the query lives here.
     pub(crate) fn memory_info(&self) -> Result<(u64, u64)> {
         self.bind()?;
         let (mut free, mut total) = (0usize, 0usize);
@@ -54,5 +56,12 @@ impl Gpu {
             format!("reading the free memory of {}", self.name())
         })?;
         Ok((free as u64, total as u64))
+    }
+}
+
+impl DriverDevice<RocmDriver> for Arc<Gpu> {
+    fn memory_usage(device: &Arc<Object<Arc<Gpu>>>) -> Result<MemoryUsage> {
+        let (free, total) = device.memory_info()?;
+        Ok(MemoryUsage { free, total })
     }
 }

@@ -2,19 +2,10 @@
 
 use crate::ffi::{self, attribute, Api, HipDevice, Rtc};
 use std::ffi::{c_char, c_int, CStr};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use xhal_backend::{DeviceInfo, DeviceType, Error, ErrorKind, Features, KernelFormat, Result};
-
-/// Where the HIP runtime comes from.
-#[derive(Debug, Clone)]
-pub(crate) enum LibrarySource {
-    /// The system's `libamdhip64.so`, then `.so.7`, `.so.6`, `.so.5`.
-    System,
-    /// A library at this path.
-    Path(PathBuf),
-}
+use xhal_backend::{DeviceInfo, DeviceType, Error, ErrorKind, Features, KernelFormat, LibrarySource, Result};
 
 /// AMD's PCI vendor id.
 const AMD_VENDOR_ID: u32 = 0x1002;

@@ -2,9 +2,10 @@
 
 use crate::device::Gpu;
 use crate::ffi::{self, DevicePointer};
+use crate::RocmDriver;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use xhal_backend::{Error, Result};
+use xhal_backend::{DriverBuffer, Error, Object, Result};
 
 /// A device allocation.
 pub struct DeviceBuffer {
@@ -19,7 +20,15 @@ unsafe impl Send for DeviceBuffer {}
 // SAFETY: see above.
 unsafe impl Sync for DeviceBuffer {}
 
+impl DriverBuffer<RocmDriver> for DeviceBuffer {
+    fn allocate(_driver: &RocmDriver, device: &Arc<Object<Arc<Gpu>>>, size: u64) -> Result<DeviceBuffer> {
+        DeviceBuffer::new(device, size)
+    }
+}
+
 impl DeviceBuffer {
+    /// `size` bytes with `hipMalloc`. A stream's overlapping copy allocates its temporary here
+    /// too, from a plain opened device, so the allocation lives outside the role trait.
     pub(crate) fn new(gpu: &Arc<Gpu>, size: u64) -> Result<DeviceBuffer> {
         let adapter = gpu.adapter();
         let limit = adapter.info.max_allocation_size;

@@ -1,5 +1,6 @@
 //! Modules from AMD GPU code objects (`hsaco`) or HIP C source compiled by hiprtc (`hip-c`),
-//! their kernels, the kernels' parameters as the argument ABI reads them, and launches.
+//! their kernels, the kernels' parameters as the argument ABI reads them, and the checks of a
+//! launch's arguments against them (the launch itself is the stream's).
 //!
 //! The argument ABI on HIP: buffer argument `i` is pointer parameter `i` (the buffer's
 //! device address plus the view's offset), and the scalar block, when the kernel has
@@ -17,12 +18,11 @@ use crate::code_object::{self, KernelMetadata};
 use crate::device::Gpu;
 use crate::ffi::{self, HipFunction, HipModule};
 use crate::instance::Instance;
-use crate::memory::DeviceBuffer;
-use crate::stream::Stream;
+use crate::RocmDriver;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_void, CString};
 use std::sync::Arc;
-use xhal_backend::{BufferView, Error, KernelFormat, Object, Result};
+use xhal_backend::{DriverKernel, DriverModule, Error, KernelFormat, Object, Result};
 use xhal_kernel::c::c_symbol;
 use xhal_kernel::c_signature::{self, CKernel};
 use xhal_kernel::parameters::{check_parameter_order, ParameterClass};
@@ -148,9 +148,10 @@ fn program_log(rtc: &ffi::Rtc, program: ffi::HiprtcProgram) -> String {
     String::from_utf8_lossy(&log[..end]).trim().to_string()
 }
 
-impl Module {
+impl DriverModule<RocmDriver> for Module {
     /// Loads `code` in `format`: a code object, or HIP C compiled first.
-    pub(crate) fn load(gpu: &Arc<Gpu>, format: KernelFormat, code: &[u8]) -> Result<Module> {
+    fn load(_driver: &RocmDriver, device: &Arc<Object<Arc<Gpu>>>, format: KernelFormat, code: &[u8]) -> Result<Module> {
+        let gpu: &Arc<Gpu> = device;
         let adapter = gpu.adapter();
         let (image, source_kernels, source_sizes) = if format == KernelFormat::HIP_C {
             let Ok(text) = std::str::from_utf8(code) else {
@@ -194,17 +195,21 @@ impl Module {
             metadata,
         })
     }
+}
 
+impl Module {
     fn kernel_names(&self) -> Vec<String> {
         match &self.metadata {
             Ok(kernels) => kernels.iter().map(|kernel| kernel.name.clone()).collect(),
             Err(_) => self.source_kernels.iter().map(|kernel| kernel.name.clone()).collect(),
         }
     }
+}
 
+impl DriverKernel<RocmDriver> for KernelObject {
     /// Finds kernel `name` (a WGSL entry point's name, found under the symbol the C emitter
     /// gives it, or a native kernel's name) and reads its parameters and workgroup size.
-    pub(crate) fn kernel(module: &Arc<Object<Module>>, name: &str) -> Result<KernelObject> {
+    fn get(_driver: &RocmDriver, module: &Arc<Object<Module>>, name: &str) -> Result<KernelObject> {
         let symbol = c_symbol(name);
         let mut candidates = vec![symbol.clone()];
         if symbol != name {
@@ -262,7 +267,9 @@ impl Module {
             parameters: description.parameters,
         })
     }
+}
 
+impl Module {
     /// The parameters and workgroup size of kernel `symbol`, from the source and the
     /// metadata; refuses kernels that do not follow the argument ABI or have no fixed size.
     fn describe(&self, symbol: &str) -> Result<Description> {
@@ -402,10 +409,10 @@ pub(crate) struct Parameter {
 
 /// One kernel of a module.
 pub struct KernelObject {
-    module: Arc<Object<Module>>,
-    function: HipFunction,
-    name: String,
-    workgroup_size: [u32; 3],
+    pub(crate) module: Arc<Object<Module>>,
+    pub(crate) function: HipFunction,
+    pub(crate) name: String,
+    pub(crate) workgroup_size: [u32; 3],
     parameters: Vec<Parameter>,
 }
 
@@ -418,11 +425,11 @@ unsafe impl Sync for KernelObject {}
 /// When the size of a kernel's scalar block is not known host-side, the block is passed in a
 /// zeroed area this large (the largest scalar block a device reports), so that HIP, which
 /// copies as many bytes as the kernel's parameter has, never reads past it.
-const UNSIZED_SCALAR_AREA: usize = 1024;
+pub(crate) const UNSIZED_SCALAR_AREA: usize = 1024;
 
 impl KernelObject {
     /// Checks a launch's arguments against the parameters, host-side.
-    fn check_arguments(&self, buffers: usize, scalars: &[u8]) -> Result<()> {
+    pub(crate) fn check_arguments(&self, buffers: usize, scalars: &[u8]) -> Result<()> {
         let name = &self.name;
         let expected: Vec<&Parameter> = self
             .parameters
@@ -471,102 +478,16 @@ impl KernelObject {
         }
     }
 
-    /// Enqueues the kernel on `stream` with `workgroups` workgroups.
-    pub(crate) fn launch(
-        &self,
-        stream: &Stream,
-        workgroups: [u32; 3],
-        buffers: &[BufferView<DeviceBuffer>],
-        scalars: &[u8],
-    ) -> Result<()> {
-        let name = &self.name;
-        self.check_arguments(buffers.len(), scalars)?;
-        let info = &self.module.gpu.adapter().info;
-        for axis in 0..3 {
-            let count = workgroups[axis];
-            let most = info.max_workgroup_count[axis];
-            if count == 0 || count > most {
-                return Err(Error::invalid_argument(format!(
-                    "kernel `{name}`: {count} workgroups in {}; {} launches 1 to {most} there",
-                    ["x", "y", "z"][axis],
-                    info.name
-                )));
-            }
-            // HIP counts a launch in invocations along each axis, which must fit in 32 bits,
-            // whatever the grid limit says; refused here rather than by the enqueue.
-            let invocations = u64::from(count) * u64::from(self.workgroup_size[axis]);
-            if invocations > u64::from(u32::MAX) {
-                return Err(Error::invalid_argument(format!(
-                    "kernel `{name}`: {count} workgroups of {} invocations in {} make {invocations} invocations; HIP \
-                     launches at most {} along each axis",
-                    self.workgroup_size[axis],
-                    ["x", "y", "z"][axis],
-                    u32::MAX
-                )));
-            }
-        }
-        // kernelParams holds one pointer per parameter, to the parameter's value.
-        let mut addresses: Vec<*mut c_void> = buffers.iter().map(|view| view.buffer.at(view.offset)).collect();
-        let mut scalar_area: Vec<u8> = Vec::new();
-        let scalar_size_known = self
-            .parameters
+    /// Whether the size of the kernel's scalar block is known host-side; where it is not,
+    /// the block is passed in an area of [`UNSIZED_SCALAR_AREA`] bytes.
+    pub(crate) fn scalar_size_known(&self) -> bool {
+        self.parameters
             .iter()
-            .any(|parameter| parameter.class == ParameterClass::Value && parameter.size.is_some());
-        if !scalars.is_empty() {
-            scalar_area.extend_from_slice(scalars);
-            if !scalar_size_known {
-                scalar_area.resize(UNSIZED_SCALAR_AREA, 0);
-            }
-        }
-        let mut lengths = if self.takes_lengths() {
-            lengths_block(buffers.iter().map(|view| view.size))
-        } else {
-            Vec::new()
-        };
-        let mut parameters: Vec<*mut c_void> = addresses
-            .iter_mut()
-            .map(|address| (address as *mut *mut c_void).cast::<c_void>())
-            .collect();
-        if !scalar_area.is_empty() {
-            parameters.push(scalar_area.as_mut_ptr().cast());
-        }
-        if !lengths.is_empty() {
-            parameters.push(lengths.as_mut_ptr().cast());
-        }
-        let size = self.workgroup_size;
-        let api = self.module.gpu.api();
-        stream.enqueue(
-            "hipModuleLaunchKernel",
-            || {
-                format!(
-                    "launching kernel `{name}` with {}x{}x{} workgroups of {}x{}x{}",
-                    workgroups[0], workgroups[1], workgroups[2], size[0], size[1], size[2]
-                )
-            },
-            |raw_stream| {
-                // SAFETY: one pointer per parameter, each to a value of the parameter's
-                // size (checked above); HIP copies the values before returning.
-                unsafe {
-                    (api.module_launch_kernel)(
-                        self.function,
-                        workgroups[0],
-                        workgroups[1],
-                        workgroups[2],
-                        size[0],
-                        size[1],
-                        size[2],
-                        0,
-                        raw_stream,
-                        parameters.as_mut_ptr(),
-                        std::ptr::null_mut(),
-                    )
-                }
-            },
-        )
+            .any(|parameter| parameter.class == ParameterClass::Value && parameter.size.is_some())
     }
 
     /// Whether the kernel declares the buffer-lengths parameter.
-    fn takes_lengths(&self) -> bool {
+    pub(crate) fn takes_lengths(&self) -> bool {
         self.parameters
             .iter()
             .any(|parameter| parameter.class == ParameterClass::Lengths)
@@ -575,7 +496,7 @@ impl KernelObject {
 
 /// The buffer-lengths block: one 64-bit length per buffer view, in the host's byte order as
 /// the scalar block; at least one entry (zero where there are no buffers).
-fn lengths_block(sizes: impl Iterator<Item = u64>) -> Vec<u8> {
+pub(crate) fn lengths_block(sizes: impl Iterator<Item = u64>) -> Vec<u8> {
     let mut block: Vec<u8> = sizes.flat_map(u64::to_ne_bytes).collect();
     if block.is_empty() {
         block.resize(8, 0);

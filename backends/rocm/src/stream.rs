@@ -6,13 +6,19 @@
 //! (a kernel fault, an illegal address, a lost device), whether a synchronize, a query, an
 //! event wait or a later enqueue reports it, becomes the stream's sticky error: every later
 //! call on the stream returns it.
+//!
+//! Kernel launches are the stream's; the argument ABI and the checks of a launch's arguments
+//! against the kernel's parameters are in `module.rs`.
 
 use crate::device::Gpu;
 use crate::ffi::{self, HipEvent, HipStream};
 use crate::memory::DeviceBuffer;
+use crate::module::{lengths_block, UNSIZED_SCALAR_AREA};
+use crate::RocmDriver;
 use parking_lot::Mutex;
+use std::ffi::c_void;
 use std::sync::Arc;
-use xhal_backend::{Error, ErrorKind, Result};
+use xhal_backend::{DriverEvent, DriverStream, Error, ErrorKind, Launch, Object, Result};
 
 /// Whether an error from HIP belongs to the work that executed (and so sticks to the stream)
 /// rather than to the call that reported it.
@@ -68,27 +74,9 @@ impl Drop for Stream {
 }
 
 impl Stream {
-    pub(crate) fn new(gpu: &Arc<Gpu>) -> Result<Stream> {
-        gpu.bind()?;
-        let mut raw: HipStream = std::ptr::null_mut();
-        // SAFETY: writes one stream handle.
-        let code = unsafe { (gpu.api().stream_create_with_flags)(&mut raw, ffi::HIP_STREAM_NON_BLOCKING) };
-        gpu.api().check(code, "hipStreamCreateWithFlags", || {
-            format!("creating a stream on {}", gpu.name())
-        })?;
-        Ok(Stream {
-            gpu: Arc::clone(gpu),
-            raw,
-            state: Arc::new(Mutex::new(StreamState {
-                sticky: None,
-                retained: Vec::new(),
-            })),
-        })
-    }
-
     /// Enqueues one command through `call` (HIP function `function`), which receives the
     /// stream; `doing` names the command for errors.
-    pub(crate) fn enqueue(
+    fn enqueue(
         &self,
         function: &str,
         doing: impl FnOnce() -> String,
@@ -111,20 +99,305 @@ impl Stream {
         Ok(())
     }
 
+    /// Keeps `buffer` alive until the stream is next seen idle.
+    fn retain(&self, buffer: DeviceBuffer) {
+        self.state.lock().retained.push(buffer);
+    }
+
+    fn copy_raw(
+        &self,
+        source: &DeviceBuffer,
+        source_offset: u64,
+        destination: &DeviceBuffer,
+        destination_offset: u64,
+        size: u64,
+    ) -> Result<()> {
+        let bytes = host_size(size, "copy size")?;
+        self.enqueue(
+            "hipMemcpyDtoDAsync",
+            || {
+                format!(
+                    "copying {size} bytes from byte {source_offset} to byte {destination_offset} on {}",
+                    self.gpu.name()
+                )
+            },
+            // SAFETY: both buffers are live and the ranges were checked.
+            |stream| unsafe {
+                (self.gpu.api().memcpy_dtod_async)(
+                    destination.at(destination_offset),
+                    source.at(source_offset),
+                    bytes,
+                    stream,
+                )
+            },
+        )
+    }
+}
+
+/// Copies, fills and launches. The checked adapter hands over ranges of more than 0 bytes that
+/// lie inside their buffers, and fill patterns of 1, 2 or 4 bytes that divide offset and size.
+impl DriverStream<RocmDriver> for Stream {
+    fn create(_driver: &RocmDriver, device: &Arc<Object<Arc<Gpu>>>) -> Result<Stream> {
+        let gpu: &Arc<Gpu> = device;
+        gpu.bind()?;
+        let mut raw: HipStream = std::ptr::null_mut();
+        // SAFETY: writes one stream handle.
+        let code = unsafe { (gpu.api().stream_create_with_flags)(&mut raw, ffi::HIP_STREAM_NON_BLOCKING) };
+        gpu.api().check(code, "hipStreamCreateWithFlags", || {
+            format!("creating a stream on {}", gpu.name())
+        })?;
+        Ok(Stream {
+            gpu: Arc::clone(gpu),
+            raw,
+            state: Arc::new(Mutex::new(StreamState {
+                sticky: None,
+                retained: Vec::new(),
+            })),
+        })
+    }
+
     /// The error found while executing, if any: what an empty command on this stream returns.
-    pub(crate) fn sticky_error(&self) -> Result<()> {
-        self.state.lock().sticky_error().map_or(Ok(()), Err)
+    fn sticky_error(stream: &Arc<Object<Stream>>) -> Result<()> {
+        stream.state.lock().sticky_error().map_or(Ok(()), Err)
+    }
+
+    /// Enqueues a write of `size` bytes from `source`.
+    ///
+    /// # Safety
+    /// `source` must point to `size` readable bytes that stay valid and unchanged until the
+    /// write completes (the Driver trait's contract).
+    unsafe fn write(
+        stream: &Arc<Object<Stream>>,
+        buffer: &Arc<Object<DeviceBuffer>>,
+        offset: u64,
+        source: *const u8,
+        size: u64,
+    ) -> Result<()> {
+        let bytes = host_size(size, "write size")?;
+        stream.enqueue(
+            "hipMemcpyHtoDAsync",
+            || format!("writing {size} bytes at byte {offset} on {}", stream.gpu.name()),
+            // SAFETY: asynchronous; the caller keeps `source` valid until the write completes.
+            // HIP takes the source as `void*` but does not write through it.
+            |raw| unsafe {
+                (stream.gpu.api().memcpy_htod_async)(buffer.at(offset), source.cast_mut().cast(), bytes, raw)
+            },
+        )
+    }
+
+    /// Enqueues a read of `size` bytes into `destination`.
+    ///
+    /// # Safety
+    /// `destination` must point to `size` writable bytes that stay valid, and untouched by
+    /// anyone else, until the read completes.
+    unsafe fn read(
+        stream: &Arc<Object<Stream>>,
+        buffer: &Arc<Object<DeviceBuffer>>,
+        offset: u64,
+        destination: *mut u8,
+        size: u64,
+    ) -> Result<()> {
+        let bytes = host_size(size, "read size")?;
+        stream.enqueue(
+            "hipMemcpyDtoHAsync",
+            || format!("reading {size} bytes at byte {offset} on {}", stream.gpu.name()),
+            // SAFETY: asynchronous; the caller keeps `destination` valid until the read completes.
+            |raw| unsafe { (stream.gpu.api().memcpy_dtoh_async)(destination.cast(), buffer.at(offset), bytes, raw) },
+        )
+    }
+
+    /// Enqueues a device copy. A HIP copy between overlapping ranges is undefined, so those
+    /// go through a temporary allocation, kept until the stream is idle.
+    fn copy(
+        stream: &Arc<Object<Stream>>,
+        source: &Arc<Object<DeviceBuffer>>,
+        source_offset: u64,
+        destination: &Arc<Object<DeviceBuffer>>,
+        destination_offset: u64,
+        size: u64,
+    ) -> Result<()> {
+        let overlapping = Arc::ptr_eq(source, destination)
+            && source_offset < destination_offset + size
+            && destination_offset < source_offset + size;
+        if overlapping && source_offset == destination_offset {
+            // A copy onto itself changes nothing, but still runs in order like a command.
+            return stream.copy_raw(source, source_offset, destination, destination_offset, 0);
+        }
+        if overlapping {
+            let temporary = DeviceBuffer::new(&stream.gpu, size)?;
+            stream.copy_raw(source, source_offset, &temporary, 0, size)?;
+            let copied = stream.copy_raw(&temporary, 0, destination, destination_offset, size);
+            stream.retain(temporary);
+            return copied;
+        }
+        stream.copy_raw(source, source_offset, destination, destination_offset, size)
+    }
+
+    /// Enqueues a fill with a 1-, 2- or 4-byte pattern; `offset` and `size` are multiples of it.
+    fn fill(
+        stream: &Arc<Object<Stream>>,
+        buffer: &Arc<Object<DeviceBuffer>>,
+        offset: u64,
+        size: u64,
+        pattern: &[u8],
+    ) -> Result<()> {
+        let bytes = host_size(size, "fill size")?;
+        let doing = || {
+            format!(
+                "filling {size} bytes at byte {offset} with a {}-byte pattern on {}",
+                pattern.len(),
+                stream.gpu.name()
+            )
+        };
+        let api = stream.gpu.api();
+        let target = buffer.at(offset);
+        match *pattern {
+            // SAFETY: the range lies in a live buffer; the count is in elements.
+            [byte] => stream.enqueue("hipMemsetD8Async", doing, |raw| unsafe {
+                (api.memset_d8_async)(target, byte, bytes, raw)
+            }),
+            // SAFETY: the range lies in a live buffer; the count is in elements.
+            [first, second] => stream.enqueue("hipMemsetD16Async", doing, |raw| unsafe {
+                (api.memset_d16_async)(target, u16::from_ne_bytes([first, second]), bytes / 2, raw)
+            }),
+            // SAFETY: the range lies in a live buffer; the count is in elements.
+            [first, second, third, fourth] => stream.enqueue("hipMemsetD32Async", doing, |raw| unsafe {
+                (api.memset_d32_async)(
+                    target,
+                    i32::from_ne_bytes([first, second, third, fourth]),
+                    bytes / 4,
+                    raw,
+                )
+            }),
+            _ => Err(Error::invalid_argument(format!(
+                "a fill pattern has 1, 2 or 4 bytes, not {}",
+                pattern.len()
+            ))),
+        }
+    }
+
+    /// Enqueues the kernel with `launch.workgroups` workgroups (see `module.rs` for the
+    /// argument ABI and the checks of the arguments against the kernel's parameters).
+    fn launch(stream: &Arc<Object<Stream>>, launch: &Launch<'_, RocmDriver>) -> Result<()> {
+        let (kernel, workgroups, buffers, scalars) = (launch.kernel, launch.workgroups, launch.buffers, launch.scalars);
+        let name = &kernel.name;
+        kernel.check_arguments(buffers.len(), scalars)?;
+        let info = &kernel.module.gpu.adapter().info;
+        for axis in 0..3 {
+            let count = workgroups[axis];
+            let most = info.max_workgroup_count[axis];
+            if count == 0 || count > most {
+                return Err(Error::invalid_argument(format!(
+                    "kernel `{name}`: {count} workgroups in {}; {} launches 1 to {most} there",
+                    ["x", "y", "z"][axis],
+                    info.name
+                )));
+            }
+            // HIP counts a launch in invocations along each axis, which must fit in 32 bits,
+            // whatever the grid limit says; refused here rather than by the enqueue.
+            let invocations = u64::from(count) * u64::from(kernel.workgroup_size[axis]);
+            if invocations > u64::from(u32::MAX) {
+                return Err(Error::invalid_argument(format!(
+                    "kernel `{name}`: {count} workgroups of {} invocations in {} make {invocations} invocations; HIP \
+                     launches at most {} along each axis",
+                    kernel.workgroup_size[axis],
+                    ["x", "y", "z"][axis],
+                    u32::MAX
+                )));
+            }
+        }
+        // kernelParams holds one pointer per parameter, to the parameter's value.
+        let mut addresses: Vec<*mut c_void> = buffers.iter().map(|view| view.buffer.at(view.offset)).collect();
+        let mut scalar_area: Vec<u8> = Vec::new();
+        if !scalars.is_empty() {
+            scalar_area.extend_from_slice(scalars);
+            if !kernel.scalar_size_known() {
+                scalar_area.resize(UNSIZED_SCALAR_AREA, 0);
+            }
+        }
+        let mut lengths = if kernel.takes_lengths() {
+            lengths_block(buffers.iter().map(|view| view.size))
+        } else {
+            Vec::new()
+        };
+        let mut parameters: Vec<*mut c_void> = addresses
+            .iter_mut()
+            .map(|address| (address as *mut *mut c_void).cast::<c_void>())
+            .collect();
+        if !scalar_area.is_empty() {
+            parameters.push(scalar_area.as_mut_ptr().cast());
+        }
+        if !lengths.is_empty() {
+            parameters.push(lengths.as_mut_ptr().cast());
+        }
+        let size = kernel.workgroup_size;
+        let api = kernel.module.gpu.api();
+        stream.enqueue(
+            "hipModuleLaunchKernel",
+            || {
+                format!(
+                    "launching kernel `{name}` with {}x{}x{} workgroups of {}x{}x{}",
+                    workgroups[0], workgroups[1], workgroups[2], size[0], size[1], size[2]
+                )
+            },
+            |raw_stream| {
+                // SAFETY: one pointer per parameter, each to a value of the parameter's
+                // size (checked above); HIP copies the values before returning.
+                unsafe {
+                    (api.module_launch_kernel)(
+                        kernel.function,
+                        workgroups[0],
+                        workgroups[1],
+                        workgroups[2],
+                        size[0],
+                        size[1],
+                        size[2],
+                        0,
+                        raw_stream,
+                        parameters.as_mut_ptr(),
+                        std::ptr::null_mut(),
+                    )
+                }
+            },
+        )
+    }
+
+    /// Records `event` after everything enqueued so far.
+    fn record_event(stream: &Arc<Object<Stream>>, event: &Arc<Object<Event>>) -> Result<()> {
+        stream.enqueue(
+            "hipEventRecord",
+            || format!("recording an event on {}", stream.gpu.name()),
+            // SAFETY: both handles are live and belong to one device.
+            |raw| unsafe { (stream.gpu.api().event_record)(event.raw, raw) },
+        )?;
+        *event.record.lock() = Some(Arc::new(Record {
+            stream: Arc::clone(&stream.state),
+        }));
+        Ok(())
+    }
+
+    /// Makes later commands wait for `event`'s most recent record.
+    fn wait_event(stream: &Arc<Object<Stream>>, event: &Arc<Object<Event>>) -> Result<()> {
+        if event.record.lock().is_none() {
+            return Ok(());
+        }
+        stream.enqueue(
+            "hipStreamWaitEvent",
+            || format!("waiting for an event on {}", stream.gpu.name()),
+            // SAFETY: both handles are live; flags must be 0.
+            |raw| unsafe { (stream.gpu.api().stream_wait_event)(raw, event.raw, 0) },
+        )
     }
 
     /// Blocks until everything enqueued has completed.
-    pub(crate) fn synchronize(&self) -> Result<()> {
-        let mut state = self.state.lock();
-        self.gpu.bind()?;
+    fn synchronize(stream: &Arc<Object<Stream>>) -> Result<()> {
+        let mut state = stream.state.lock();
+        stream.gpu.bind()?;
         // Drain even with a sticky error known, so no command uses host memory after this returns.
         // SAFETY: the stream is live.
-        let code = unsafe { (self.gpu.api().stream_synchronize)(self.raw) };
-        let result = self.gpu.api().check(code, "hipStreamSynchronize", || {
-            format!("waiting for a stream on {}", self.gpu.name())
+        let code = unsafe { (stream.gpu.api().stream_synchronize)(stream.raw) };
+        let result = stream.gpu.api().check(code, "hipStreamSynchronize", || {
+            format!("waiting for a stream on {}", stream.gpu.name())
         });
         state.retained.clear();
         if let Some(error) = state.sticky_error() {
@@ -134,58 +407,26 @@ impl Stream {
     }
 
     /// True when everything enqueued has completed.
-    pub(crate) fn query(&self) -> Result<bool> {
-        let mut state = self.state.lock();
+    fn query(stream: &Arc<Object<Stream>>) -> Result<bool> {
+        let mut state = stream.state.lock();
         if let Some(error) = state.sticky_error() {
             return Err(error);
         }
-        self.gpu.bind()?;
+        stream.gpu.bind()?;
         // SAFETY: the stream is live.
-        let code = unsafe { (self.gpu.api().stream_query)(self.raw) };
+        let code = unsafe { (stream.gpu.api().stream_query)(stream.raw) };
         match code {
             ffi::HIP_SUCCESS => {
                 state.retained.clear();
                 Ok(true)
             }
             ffi::HIP_ERROR_NOT_READY => Ok(false),
-            _ => Err(state.stick(self.gpu.api().error(
-                &format!("asking whether a stream on {} is idle", self.gpu.name()),
+            _ => Err(state.stick(stream.gpu.api().error(
+                &format!("asking whether a stream on {} is idle", stream.gpu.name()),
                 "hipStreamQuery",
                 code,
             ))),
         }
-    }
-
-    /// Keeps `buffer` alive until the stream is next seen idle.
-    fn retain(&self, buffer: DeviceBuffer) {
-        self.state.lock().retained.push(buffer);
-    }
-
-    /// Records `event` after everything enqueued so far.
-    pub(crate) fn record_event(&self, event: &Event) -> Result<()> {
-        self.enqueue(
-            "hipEventRecord",
-            || format!("recording an event on {}", self.gpu.name()),
-            // SAFETY: both handles are live and belong to one device.
-            |stream| unsafe { (self.gpu.api().event_record)(event.raw, stream) },
-        )?;
-        *event.record.lock() = Some(Arc::new(Record {
-            stream: Arc::clone(&self.state),
-        }));
-        Ok(())
-    }
-
-    /// Makes later commands wait for `event`'s most recent record.
-    pub(crate) fn wait_event(&self, event: &Event) -> Result<()> {
-        if event.record.lock().is_none() {
-            return Ok(());
-        }
-        self.enqueue(
-            "hipStreamWaitEvent",
-            || format!("waiting for an event on {}", self.gpu.name()),
-            // SAFETY: both handles are live; flags must be 0.
-            |stream| unsafe { (self.gpu.api().stream_wait_event)(stream, event.raw, 0) },
-        )
     }
 }
 
@@ -230,27 +471,6 @@ impl Drop for Event {
 }
 
 impl Event {
-    pub(crate) fn new(gpu: &Arc<Gpu>, timing: bool) -> Result<Event> {
-        gpu.bind()?;
-        let flags = if timing {
-            ffi::HIP_EVENT_DEFAULT
-        } else {
-            ffi::HIP_EVENT_DISABLE_TIMING
-        };
-        let mut raw: HipEvent = std::ptr::null_mut();
-        // SAFETY: writes one event handle.
-        let code = unsafe { (gpu.api().event_create_with_flags)(&mut raw, flags) };
-        gpu.api().check(code, "hipEventCreateWithFlags", || {
-            format!("creating an event on {}", gpu.name())
-        })?;
-        Ok(Event {
-            gpu: Arc::clone(gpu),
-            raw,
-            timing,
-            record: Mutex::new(None),
-        })
-    }
-
     /// `Some(true)` once the record completed, `Some(false)` while pending, `None` when the
     /// event was never recorded.
     fn poll(&self) -> Result<Option<bool>> {
@@ -271,34 +491,14 @@ impl Event {
         }
     }
 
-    pub(crate) fn query(&self) -> Result<bool> {
-        Ok(self.poll()?.unwrap_or(true))
-    }
-
-    pub(crate) fn synchronize(&self) -> Result<()> {
-        let record = self.record.lock().clone();
-        let Some(record) = record else {
-            return Ok(());
-        };
-        // SAFETY: the event is live.
-        let code = unsafe { (self.gpu.api().event_synchronize)(self.raw) };
-        if code != ffi::HIP_SUCCESS {
-            return Err(record.fail(
-                self.gpu
-                    .api()
-                    .error("waiting for an event", "hipEventSynchronize", code),
-            ));
-        }
-        Ok(())
-    }
-
-    fn check_timed(&self, role: &str, id: u64) -> Result<()> {
-        if !self.timing {
+    fn check_timed(event: &Arc<Object<Event>>, role: &str) -> Result<()> {
+        let id = event.handle();
+        if !event.timing {
             return Err(Error::invalid_argument(format!(
                 "{role} event {id:#x} was created without timing; create it with timing to measure elapsed time"
             )));
         }
-        match self.poll()? {
+        match event.poll()? {
             None => Err(Error::invalid_argument(format!(
                 "{role} event {id:#x} was never recorded"
             ))),
@@ -308,11 +508,58 @@ impl Event {
             Some(true) => Ok(()),
         }
     }
+}
+
+impl DriverEvent<RocmDriver> for Event {
+    fn create(_driver: &RocmDriver, device: &Arc<Object<Arc<Gpu>>>, timing: bool) -> Result<Event> {
+        let gpu: &Arc<Gpu> = device;
+        gpu.bind()?;
+        let flags = if timing {
+            ffi::HIP_EVENT_DEFAULT
+        } else {
+            ffi::HIP_EVENT_DISABLE_TIMING
+        };
+        let mut raw: HipEvent = std::ptr::null_mut();
+        // SAFETY: writes one event handle.
+        let code = unsafe { (gpu.api().event_create_with_flags)(&mut raw, flags) };
+        gpu.api().check(code, "hipEventCreateWithFlags", || {
+            format!("creating an event on {}", gpu.name())
+        })?;
+        Ok(Event {
+            gpu: Arc::clone(gpu),
+            raw,
+            timing,
+            record: Mutex::new(None),
+        })
+    }
+
+    fn query(event: &Arc<Object<Event>>) -> Result<bool> {
+        Ok(event.poll()?.unwrap_or(true))
+    }
+
+    fn synchronize(event: &Arc<Object<Event>>) -> Result<()> {
+        let record = event.record.lock().clone();
+        let Some(record) = record else {
+            return Ok(());
+        };
+        // SAFETY: the event is live.
+        let code = unsafe { (event.gpu.api().event_synchronize)(event.raw) };
+        if code != ffi::HIP_SUCCESS {
+            return Err(record.fail(
+                event
+                    .gpu
+                    .api()
+                    .error("waiting for an event", "hipEventSynchronize", code),
+            ));
+        }
+        Ok(())
+    }
 
     /// Nanoseconds between the two records.
-    pub(crate) fn elapsed_nanoseconds(start: &Event, start_id: u64, end: &Event, end_id: u64) -> Result<u64> {
-        start.check_timed("start", start_id)?;
-        end.check_timed("end", end_id)?;
+    fn elapsed_time(start: &Arc<Object<Event>>, end: &Arc<Object<Event>>) -> Result<u64> {
+        let (start_id, end_id) = (start.handle(), end.handle());
+        Event::check_timed(start, "start")?;
+        Event::check_timed(end, "end")?;
         let mut milliseconds: f32 = 0.0;
         // SAFETY: both events are live, recorded and complete.
         let code = unsafe { (start.gpu.api().event_elapsed_time)(&mut milliseconds, start.raw, end.raw) };
@@ -332,142 +579,4 @@ impl Event {
 /// space, so this only fails on inputs no buffer could have.
 fn host_size(value: u64, what: &str) -> Result<usize> {
     usize::try_from(value).map_err(|_| Error::out_of_bounds(format!("{what}: {value} does not fit in a size_t")))
-}
-
-/// Copies and fills. The checked adapter hands over ranges of more than 0 bytes that lie
-/// inside their buffers, and fill patterns of 1, 2 or 4 bytes that divide offset and size.
-impl Stream {
-    /// Enqueues a write of `size` bytes from `source`.
-    ///
-    /// # Safety
-    /// `source` must point to `size` readable bytes that stay valid and unchanged until the
-    /// write completes (the Driver trait's contract).
-    pub(crate) unsafe fn write(&self, buffer: &DeviceBuffer, offset: u64, source: *const u8, size: u64) -> Result<()> {
-        let bytes = host_size(size, "write size")?;
-        self.enqueue(
-            "hipMemcpyHtoDAsync",
-            || format!("writing {size} bytes at byte {offset} on {}", self.gpu.name()),
-            // SAFETY: asynchronous; the caller keeps `source` valid until the write completes.
-            // HIP takes the source as `void*` but does not write through it.
-            |stream| unsafe {
-                (self.gpu.api().memcpy_htod_async)(buffer.at(offset), source.cast_mut().cast(), bytes, stream)
-            },
-        )
-    }
-
-    /// Enqueues a read of `size` bytes into `destination`.
-    ///
-    /// # Safety
-    /// `destination` must point to `size` writable bytes that stay valid, and untouched by
-    /// anyone else, until the read completes.
-    pub(crate) unsafe fn read(
-        &self,
-        buffer: &DeviceBuffer,
-        offset: u64,
-        destination: *mut u8,
-        size: u64,
-    ) -> Result<()> {
-        let bytes = host_size(size, "read size")?;
-        self.enqueue(
-            "hipMemcpyDtoHAsync",
-            || format!("reading {size} bytes at byte {offset} on {}", self.gpu.name()),
-            // SAFETY: asynchronous; the caller keeps `destination` valid until the read completes.
-            |stream| unsafe {
-                (self.gpu.api().memcpy_dtoh_async)(destination.cast(), buffer.at(offset), bytes, stream)
-            },
-        )
-    }
-
-    /// Enqueues a device copy. A HIP copy between overlapping ranges is undefined, so those
-    /// go through a temporary allocation, kept until the stream is idle.
-    pub(crate) fn copy(
-        &self,
-        source: &DeviceBuffer,
-        source_offset: u64,
-        destination: &DeviceBuffer,
-        destination_offset: u64,
-        size: u64,
-    ) -> Result<()> {
-        let overlapping = std::ptr::eq(source, destination)
-            && source_offset < destination_offset + size
-            && destination_offset < source_offset + size;
-        if overlapping && source_offset == destination_offset {
-            // A copy onto itself changes nothing, but still runs in order like a command.
-            return self.copy_raw(source, source_offset, destination, destination_offset, 0);
-        }
-        if overlapping {
-            let temporary = DeviceBuffer::new(&self.gpu, size)?;
-            self.copy_raw(source, source_offset, &temporary, 0, size)?;
-            let copied = self.copy_raw(&temporary, 0, destination, destination_offset, size);
-            self.retain(temporary);
-            return copied;
-        }
-        self.copy_raw(source, source_offset, destination, destination_offset, size)
-    }
-
-    fn copy_raw(
-        &self,
-        source: &DeviceBuffer,
-        source_offset: u64,
-        destination: &DeviceBuffer,
-        destination_offset: u64,
-        size: u64,
-    ) -> Result<()> {
-        let bytes = host_size(size, "copy size")?;
-        self.enqueue(
-            "hipMemcpyDtoDAsync",
-            || {
-                format!(
-                    "copying {size} bytes from byte {source_offset} to byte {destination_offset} on {}",
-                    self.gpu.name()
-                )
-            },
-            // SAFETY: both buffers are live and the ranges were checked.
-            |stream| unsafe {
-                (self.gpu.api().memcpy_dtod_async)(
-                    destination.at(destination_offset),
-                    source.at(source_offset),
-                    bytes,
-                    stream,
-                )
-            },
-        )
-    }
-
-    /// Enqueues a fill with a 1-, 2- or 4-byte pattern; `offset` and `size` are multiples of it.
-    pub(crate) fn fill(&self, buffer: &DeviceBuffer, offset: u64, size: u64, pattern: &[u8]) -> Result<()> {
-        let bytes = host_size(size, "fill size")?;
-        let doing = || {
-            format!(
-                "filling {size} bytes at byte {offset} with a {}-byte pattern on {}",
-                pattern.len(),
-                self.gpu.name()
-            )
-        };
-        let api = self.gpu.api();
-        let target = buffer.at(offset);
-        match *pattern {
-            // SAFETY: the range lies in a live buffer; the count is in elements.
-            [byte] => self.enqueue("hipMemsetD8Async", doing, |stream| unsafe {
-                (api.memset_d8_async)(target, byte, bytes, stream)
-            }),
-            // SAFETY: the range lies in a live buffer; the count is in elements.
-            [first, second] => self.enqueue("hipMemsetD16Async", doing, |stream| unsafe {
-                (api.memset_d16_async)(target, u16::from_ne_bytes([first, second]), bytes / 2, stream)
-            }),
-            // SAFETY: the range lies in a live buffer; the count is in elements.
-            [first, second, third, fourth] => self.enqueue("hipMemsetD32Async", doing, |stream| unsafe {
-                (api.memset_d32_async)(
-                    target,
-                    i32::from_ne_bytes([first, second, third, fourth]),
-                    bytes / 4,
-                    stream,
-                )
-            }),
-            _ => Err(Error::invalid_argument(format!(
-                "a fill pattern has 1, 2 or 4 bytes, not {}",
-                pattern.len()
-            ))),
-        }
-    }
 }

@@ -3,10 +3,11 @@
 
 use crate::instance::{vk_error, Adapter, Instance};
 use crate::memory::{MemoryType, Pool};
+use crate::VulkanDriver;
 use ash::vk;
 use parking_lot::Mutex;
 use std::sync::Arc;
-use xhal_backend::{Error, Result};
+use xhal_backend::{DriverDevice, Error, Result};
 
 /// An opened device. Shared by every handle to it and by every object made on it, so it is
 /// destroyed only after them.
@@ -29,6 +30,9 @@ impl std::fmt::Debug for Gpu {
         f.debug_struct("Gpu").field("device", &self.adapter.info.name).finish()
     }
 }
+
+/// The device's memory usage is not reported: the default says so.
+impl DriverDevice<VulkanDriver> for Arc<Gpu> {}
 
 impl Drop for Gpu {
     fn drop(&mut self) {

@@ -6,21 +6,12 @@ use parking_lot::Mutex;
 use std::ffi::{c_void, CStr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use xhal_backend::{DeviceInfo, DeviceType, Error, ErrorKind, Features, KernelFormat, Result};
+use xhal_backend::{DeviceInfo, DeviceType, Error, ErrorKind, Features, KernelFormat, LibrarySource, Result};
 
 /// Set to `1` to enable `VK_LAYER_KHRONOS_validation` with a debug-utils messenger.
 pub const VALIDATION_VARIABLE: &str = "XHAL_VULKAN_VALIDATION";
 
 const VALIDATION_LAYER: &CStr = c"VK_LAYER_KHRONOS_validation";
-
-/// Where the Vulkan loader comes from.
-#[derive(Debug, Clone)]
-pub(crate) enum LoaderSource {
-    /// The system's `libvulkan.so.1`.
-    System,
-    /// A library at this path.
-    Path(std::path::PathBuf),
-}
 
 /// Messages from the validation layer, waiting to fail the next call that looks.
 #[derive(Debug, Default)]
@@ -157,18 +148,18 @@ pub(crate) fn vk_error(what: &str, result: vk::Result) -> Error {
 
 impl Instance {
     /// Opens the loader and creates an instance, with validation when `validation` is set.
-    pub(crate) fn create(source: &LoaderSource, validation: bool) -> Result<Instance> {
+    pub(crate) fn create(source: &LibrarySource, validation: bool) -> Result<Instance> {
         // SAFETY: loading libvulkan runs its initialisers, which is what every Vulkan program does.
         let loaded = unsafe {
             match source {
-                LoaderSource::System => ash::Entry::load(),
-                LoaderSource::Path(path) => ash::Entry::load_from(path),
+                LibrarySource::System => ash::Entry::load(),
+                LibrarySource::Path(path) => ash::Entry::load_from(path),
             }
         };
         let entry = loaded.map_err(|error| {
             let library = match source {
-                LoaderSource::System => "libvulkan.so.1".to_string(),
-                LoaderSource::Path(path) => path.display().to_string(),
+                LibrarySource::System => "libvulkan.so.1".to_string(),
+                LibrarySource::Path(path) => path.display().to_string(),
             };
             driver_unavailable(format!(
                 "the Vulkan loader {library} could not be loaded ({error}); install libvulkan1 and a Vulkan driver"

@@ -15,8 +15,9 @@
 //! messages is logged and makes the next call on the device fail, so a test that provokes
 //! one cannot pass.
 //!
-//! [`VulkanDriver`] implements [`Driver`]; [`VulkanBackend`] is the driver behind
-//! xhal-backend's checked adapter, which resolves handles and checks every argument first:
+//! [`VulkanDriver`] implements [`Driver`], and each object type its role trait in the module
+//! below that holds it; [`VulkanBackend`] is the driver behind xhal-backend's checked adapter,
+//! which resolves handles and checks every argument first:
 //! `VulkanBackend::new(VulkanDriver::from_env())`.
 //!
 //! - `instance`: the loader, the instance and the devices described before they are opened;
@@ -41,14 +42,12 @@ pub use instance::VALIDATION_VARIABLE;
 pub const DIRECT_COPIES_VARIABLE: &str = "XHAL_VULKAN_DIRECT_COPIES";
 
 use device::Gpu;
-use instance::{Instance, LoaderSource};
-use memory::{DeviceBuffer, MemoryKind};
+use instance::Instance;
+use memory::DeviceBuffer;
 use module::{Module, Pipeline};
-use parking_lot::Mutex;
-use std::collections::HashMap;
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::Arc;
 use stream::{Event, Stream};
-use xhal_backend::{Backend, BackendInfo, Checked, DeviceInfo, Driver, KernelFormat, Launch, Object, Result};
+use xhal_backend::{Backend, Checked, DeviceInfo, Driver, LazyInstance, LibrarySource, Result};
 
 /// The Vulkan backend as the host sees it: [`VulkanDriver`] behind the checked adapter.
 pub type VulkanBackend = Checked<VulkanDriver>;
@@ -68,39 +67,32 @@ fn create_plugin() -> Result<VulkanBackend> {
 
 /// The Vulkan driver. See the crate documentation.
 pub struct VulkanDriver {
-    source: LoaderSource,
     validation: bool,
     direct_copies: bool,
     /// Made on first use, so constructing the driver never touches the loader.
-    instance: OnceLock<Result<Arc<Instance>>>,
-    /// The device opened for each index, while anything made on it lives: opening an index
-    /// again shares it, so objects of one device index (which the adapter lets meet) are all
-    /// on one `VkDevice`.
-    opened: Mutex<HashMap<u32, Weak<Gpu>>>,
+    instance: LazyInstance<Instance>,
     /// Every pipeline handed out, for tests that look behind a kernel handle core keeps to itself.
     #[cfg(test)]
-    pipelines: Mutex<Vec<Weak<Pipeline>>>,
+    pipelines: parking_lot::Mutex<Vec<std::sync::Weak<Pipeline>>>,
 }
 
 impl std::fmt::Debug for VulkanDriver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("VulkanDriver")
-            .field("source", &self.source)
+            .field("instance", &self.instance)
             .field("validation", &self.validation)
             .finish_non_exhaustive()
     }
 }
 
 impl VulkanDriver {
-    fn with_source(source: LoaderSource, validation: bool) -> VulkanDriver {
+    fn with_source(source: LibrarySource, validation: bool) -> VulkanDriver {
         VulkanDriver {
-            source,
+            instance: LazyInstance::new(source),
             validation,
             direct_copies: true,
-            instance: OnceLock::new(),
-            opened: Mutex::new(HashMap::new()),
             #[cfg(test)]
-            pipelines: Mutex::new(Vec::new()),
+            pipelines: parking_lot::Mutex::new(Vec::new()),
         }
     }
 
@@ -108,12 +100,12 @@ impl VulkanDriver {
     pub fn from_env() -> VulkanDriver {
         let validation = std::env::var(VALIDATION_VARIABLE).is_ok_and(|value| value.trim() == "1");
         let direct_copies = std::env::var(DIRECT_COPIES_VARIABLE).map_or(true, |value| value.trim() != "0");
-        VulkanDriver::with_source(LoaderSource::System, validation).with_direct_copies(direct_copies)
+        VulkanDriver::with_source(LibrarySource::System, validation).with_direct_copies(direct_copies)
     }
 
     /// The Vulkan loader at `path` instead of the system's.
     pub fn with_library_path(path: impl Into<std::path::PathBuf>) -> VulkanDriver {
-        VulkanDriver::with_source(LoaderSource::Path(path.into()), false)
+        VulkanDriver::with_source(LibrarySource::path(path), false)
     }
 
     /// The same driver with the validation layer on or off.
@@ -130,21 +122,22 @@ impl VulkanDriver {
     }
 
     fn instance(&self) -> Result<&Arc<Instance>> {
-        self.instance
-            .get_or_init(|| Instance::create(&self.source, self.validation).map(Arc::new))
-            .as_ref()
-            .map_err(Clone::clone)
+        self.instance.get(|source| Instance::create(source, self.validation))
     }
 
-    /// The pipelines handed out by `kernel_get` that are still alive.
+    /// The pipelines handed out by `DriverKernel::get` that are still alive.
     #[cfg(test)]
     fn live_pipelines(&self) -> Vec<Arc<Pipeline>> {
-        self.pipelines.lock().iter().filter_map(Weak::upgrade).collect()
+        self.pipelines
+            .lock()
+            .iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .collect()
     }
 }
 
 impl Driver for VulkanDriver {
-    /// Shared by every open of one index (see `opened`).
+    /// Held by every object made on the device, so it is destroyed only after them.
     type Device = Arc<Gpu>;
     type Buffer = DeviceBuffer;
     type Stream = Stream;
@@ -154,151 +147,24 @@ impl Driver for VulkanDriver {
     type Kernel = Arc<Pipeline>;
 
     const NAME: &'static str = "vulkan";
-
-    fn info(&self) -> BackendInfo {
-        BackendInfo {
-            name: Self::NAME.to_string(),
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            abi_version: (xhal_backend::abi::XHAL_ABI_MAJOR, xhal_backend::abi::XHAL_ABI_MINOR),
-        }
-    }
+    const VERSION: &'static str = env!("CARGO_PKG_VERSION");
 
     fn device_count(&self) -> Result<u32> {
         Ok(self.instance()?.adapters.len() as u32)
     }
 
-    fn device_info(&self, index: u32) -> Result<DeviceInfo> {
+    fn device_info(&self, index: u32, _opened: Option<&Arc<Gpu>>) -> Result<DeviceInfo> {
         Ok(self.instance()?.adapters[index as usize].info_now())
     }
 
     fn device_open(&self, index: u32) -> Result<Arc<Gpu>> {
         let instance = self.instance()?;
-        let mut opened = self.opened.lock();
-        let gpu = match opened.get(&index).and_then(Weak::upgrade) {
-            Some(gpu) => gpu,
-            None => {
-                let gpu = Arc::new(Gpu::open(
-                    Arc::clone(instance),
-                    instance.adapters[index as usize].clone(),
-                    self.direct_copies,
-                )?);
-                opened.insert(index, Arc::downgrade(&gpu));
-                gpu
-            }
-        };
-        Ok(gpu)
-    }
-
-    fn buffer_allocate(&self, device: &Arc<Object<Arc<Gpu>>>, size: u64) -> Result<DeviceBuffer> {
-        if let Some(error) = device.validation_error() {
-            return Err(error);
-        }
-        DeviceBuffer::new(device, size, MemoryKind::Device)
-    }
-
-    fn stream_create(&self, device: &Arc<Object<Arc<Gpu>>>) -> Result<Stream> {
-        Stream::new(device)
-    }
-
-    fn stream_sticky_error(&self, stream: &Arc<Object<Stream>>) -> Result<()> {
-        stream.sticky_error()
-    }
-
-    unsafe fn stream_write(
-        &self,
-        stream: &Arc<Object<Stream>>,
-        buffer: &Arc<Object<DeviceBuffer>>,
-        offset: u64,
-        source: *const u8,
-        size: u64,
-    ) -> Result<()> {
-        // SAFETY: the caller accepted `stream_write`'s contract, which `Stream::write` shares.
-        unsafe { stream.write(buffer, offset, source, size) }
-    }
-
-    unsafe fn stream_read(
-        &self,
-        stream: &Arc<Object<Stream>>,
-        buffer: &Arc<Object<DeviceBuffer>>,
-        offset: u64,
-        destination: *mut u8,
-        size: u64,
-    ) -> Result<()> {
-        // SAFETY: the caller accepted `stream_read`'s contract, which `Stream::read` shares.
-        unsafe { stream.read(buffer, offset, destination, size) }
-    }
-
-    fn stream_copy(
-        &self,
-        stream: &Arc<Object<Stream>>,
-        source: &Arc<Object<DeviceBuffer>>,
-        source_offset: u64,
-        destination: &Arc<Object<DeviceBuffer>>,
-        destination_offset: u64,
-        size: u64,
-    ) -> Result<()> {
-        stream.copy(source, source_offset, destination, destination_offset, size)
-    }
-
-    fn stream_fill(
-        &self,
-        stream: &Arc<Object<Stream>>,
-        buffer: &Arc<Object<DeviceBuffer>>,
-        offset: u64,
-        size: u64,
-        pattern: &[u8],
-    ) -> Result<()> {
-        stream.fill(buffer, offset, size, pattern)
-    }
-
-    fn stream_launch(&self, stream: &Arc<Object<Stream>>, launch: &Launch<'_, Self>) -> Result<()> {
-        stream.launch(launch.kernel, launch.workgroups, launch.buffers, launch.scalars)
-    }
-
-    fn stream_record_event(&self, stream: &Arc<Object<Stream>>, event: &Arc<Object<Event>>) -> Result<()> {
-        Stream::record_event(stream, event)
-    }
-
-    fn stream_wait_event(&self, stream: &Arc<Object<Stream>>, event: &Arc<Object<Event>>) -> Result<()> {
-        stream.wait_event(event)
-    }
-
-    fn stream_synchronize(&self, stream: &Arc<Object<Stream>>) -> Result<()> {
-        stream.synchronize()
-    }
-
-    fn stream_query(&self, stream: &Arc<Object<Stream>>) -> Result<bool> {
-        stream.query()
-    }
-
-    fn event_create(&self, device: &Arc<Object<Arc<Gpu>>>, timing: bool) -> Result<Event> {
-        Ok(Event::new(device, timing))
-    }
-
-    fn event_query(&self, event: &Arc<Object<Event>>) -> Result<bool> {
-        event.query()
-    }
-
-    fn event_synchronize(&self, event: &Arc<Object<Event>>) -> Result<()> {
-        event.synchronize()
-    }
-
-    fn event_elapsed_time(&self, start: &Arc<Object<Event>>, end: &Arc<Object<Event>>) -> Result<u64> {
-        Event::elapsed_nanoseconds(start, start.handle(), end, end.handle())
-    }
-
-    fn module_load(&self, device: &Arc<Object<Arc<Gpu>>>, format: KernelFormat, code: &[u8]) -> Result<Module> {
-        if let Some(error) = device.validation_error() {
-            return Err(error);
-        }
-        Module::load(device, format, code)
-    }
-
-    fn kernel_get(&self, module: &Arc<Object<Module>>, name: &str) -> Result<Arc<Pipeline>> {
-        let pipeline = module.pipeline(name)?;
-        #[cfg(test)]
-        self.pipelines.lock().push(Arc::downgrade(&pipeline));
-        Ok(pipeline)
+        let gpu = Gpu::open(
+            Arc::clone(instance),
+            instance.adapters[index as usize].clone(),
+            self.direct_copies,
+        )?;
+        Ok(Arc::new(gpu))
     }
 }
 

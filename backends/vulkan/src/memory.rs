@@ -7,11 +7,12 @@
 
 use crate::device::Gpu;
 use crate::instance::vk_error;
+use crate::VulkanDriver;
 use ash::vk;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use xhal_backend::{Error, Result};
+use xhal_backend::{DriverBuffer, Error, Object, Result};
 
 /// Size of a sub-allocation block.
 const BLOCK_SIZE: u64 = 64 << 20;
@@ -324,12 +325,23 @@ pub struct DeviceBuffer {
 }
 
 impl DeviceBuffer {
+    /// An allocation of `kind`: the application's buffers, and a stream's staging and scratch
+    /// memory.
     pub(crate) fn new(gpu: &Arc<Gpu>, size: u64, kind: MemoryKind) -> Result<DeviceBuffer> {
         let allocation = gpu.allocate(size, kind)?;
         Ok(DeviceBuffer {
             gpu: Arc::clone(gpu),
             allocation,
         })
+    }
+}
+
+impl DriverBuffer<VulkanDriver> for DeviceBuffer {
+    fn allocate(_driver: &VulkanDriver, device: &Arc<Object<Arc<Gpu>>>, size: u64) -> Result<DeviceBuffer> {
+        if let Some(error) = device.validation_error() {
+            return Err(error);
+        }
+        DeviceBuffer::new(device, size, MemoryKind::Device)
     }
 }
 

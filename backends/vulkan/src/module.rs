@@ -6,12 +6,13 @@ use crate::device::Gpu;
 use crate::instance::vk_error;
 use crate::memory::DeviceBuffer;
 use crate::reflect::{reflect_spirv, spirv_words, BindingKind, EntryLayout};
+use crate::VulkanDriver;
 use ash::vk;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::sync::Arc;
-use xhal_backend::{BufferView, Error, Features, KernelFormat, Result};
+use xhal_backend::{BufferView, DriverKernel, DriverModule, Error, Features, KernelFormat, Object, Result};
 
 /// `OpSourceContinued`, `OpSource` and `OpSourceExtension`.
 const SOURCE_OPCODES: [u32; 3] = [2, 3, 4];
@@ -113,71 +114,6 @@ impl Pipeline {
 }
 
 impl Module {
-    /// Reflects and loads `code` of `format`.
-    pub(crate) fn load(gpu: &Arc<Gpu>, format: KernelFormat, code: &[u8]) -> Result<Module> {
-        let (words, entries) = match format {
-            KernelFormat::SPIRV_SHADER => {
-                let words = spirv_words(code)?;
-                let entries = reflect_spirv(code)?;
-                (words, entries)
-            }
-            KernelFormat::WGSL => translate_wgsl(gpu, code)?,
-            other => {
-                return Err(Error::unsupported(format!(
-                    "kernel format {other} is not supported by the vulkan backend; accepted formats: {}, {}",
-                    KernelFormat::SPIRV_SHADER,
-                    KernelFormat::WGSL
-                )))
-            }
-        };
-        let mut words = without_source_instructions(&words);
-        if let Some(trimmed) = without_unused_io16_capability(&words) {
-            words = trimmed;
-        }
-        if gpu.adapter.enable.zero_initialize_workgroup_memory {
-            if let Some(native) = zero_workgroup_memory_natively(&words) {
-                words = native;
-            }
-        }
-        let create_info = vk::ShaderModuleCreateInfo::default().code(&words);
-        // SAFETY: the code was parsed and validated by naga above, so the driver gets well-formed SPIR-V.
-        let shader = unsafe { gpu.device.create_shader_module(&create_info, None) }
-            .map_err(|result| vk_error("creating a shader module", result))?;
-        if let Some(error) = gpu.validation_error() {
-            // SAFETY: just created, used by nothing.
-            unsafe { gpu.device.destroy_shader_module(shader, None) };
-            return Err(error);
-        }
-        Ok(Module {
-            gpu: Arc::clone(gpu),
-            shader,
-            entries,
-            pipelines: Mutex::new(HashMap::new()),
-        })
-    }
-
-    /// The pipeline of entry point `name`, made on first use.
-    pub(crate) fn pipeline(&self, name: &str) -> Result<Arc<Pipeline>> {
-        let mut pipelines = self.pipelines.lock();
-        if let Some(pipeline) = pipelines.get(name) {
-            return Ok(Arc::clone(pipeline));
-        }
-        let Some(entry) = self.entries.iter().find(|entry| entry.name == name) else {
-            let names: Vec<&str> = self.entries.iter().map(|entry| entry.name.as_str()).collect();
-            return Err(Error::not_found(format!(
-                "no compute entry point named `{name}`; the module's entry points are: {}",
-                if names.is_empty() {
-                    "(none)".to_string()
-                } else {
-                    names.join(", ")
-                }
-            )));
-        };
-        let pipeline = Arc::new(self.create_pipeline(entry.clone())?);
-        pipelines.insert(name.to_string(), Arc::clone(&pipeline));
-        Ok(pipeline)
-    }
-
     fn create_pipeline(&self, entry: EntryLayout) -> Result<Pipeline> {
         let gpu = &self.gpu;
         let info = &gpu.adapter.info;
@@ -284,6 +220,92 @@ impl Module {
             }
             Ok(made)
         }
+    }
+}
+
+impl DriverModule<VulkanDriver> for Module {
+    /// Reflects and loads `code` of `format`.
+    fn load(
+        _driver: &VulkanDriver,
+        device: &Arc<Object<Arc<Gpu>>>,
+        format: KernelFormat,
+        code: &[u8],
+    ) -> Result<Module> {
+        if let Some(error) = device.validation_error() {
+            return Err(error);
+        }
+        let gpu: &Arc<Gpu> = device;
+        let (words, entries) = match format {
+            KernelFormat::SPIRV_SHADER => {
+                let words = spirv_words(code)?;
+                let entries = reflect_spirv(code)?;
+                (words, entries)
+            }
+            KernelFormat::WGSL => translate_wgsl(gpu, code)?,
+            other => {
+                return Err(Error::unsupported(format!(
+                    "kernel format {other} is not supported by the vulkan backend; accepted formats: {}, {}",
+                    KernelFormat::SPIRV_SHADER,
+                    KernelFormat::WGSL
+                )))
+            }
+        };
+        let mut words = without_source_instructions(&words);
+        if let Some(trimmed) = without_unused_io16_capability(&words) {
+            words = trimmed;
+        }
+        if gpu.adapter.enable.zero_initialize_workgroup_memory {
+            if let Some(native) = zero_workgroup_memory_natively(&words) {
+                words = native;
+            }
+        }
+        let create_info = vk::ShaderModuleCreateInfo::default().code(&words);
+        // SAFETY: the code was parsed and validated by naga above, so the driver gets well-formed SPIR-V.
+        let shader = unsafe { gpu.device.create_shader_module(&create_info, None) }
+            .map_err(|result| vk_error("creating a shader module", result))?;
+        if let Some(error) = gpu.validation_error() {
+            // SAFETY: just created, used by nothing.
+            unsafe { gpu.device.destroy_shader_module(shader, None) };
+            return Err(error);
+        }
+        Ok(Module {
+            gpu: Arc::clone(gpu),
+            shader,
+            entries,
+            pipelines: Mutex::new(HashMap::new()),
+        })
+    }
+}
+
+impl DriverKernel<VulkanDriver> for Arc<Pipeline> {
+    /// The pipeline of entry point `name`, made on first use.
+    fn get(driver: &VulkanDriver, module: &Arc<Object<Module>>, name: &str) -> Result<Arc<Pipeline>> {
+        let mut pipelines = module.pipelines.lock();
+        let pipeline = match pipelines.get(name) {
+            Some(pipeline) => Arc::clone(pipeline),
+            None => {
+                let Some(entry) = module.entries.iter().find(|entry| entry.name == name) else {
+                    let names: Vec<&str> = module.entries.iter().map(|entry| entry.name.as_str()).collect();
+                    return Err(Error::not_found(format!(
+                        "no compute entry point named `{name}`; the module's entry points are: {}",
+                        if names.is_empty() {
+                            "(none)".to_string()
+                        } else {
+                            names.join(", ")
+                        }
+                    )));
+                };
+                let pipeline = Arc::new(module.create_pipeline(entry.clone())?);
+                pipelines.insert(name.to_string(), Arc::clone(&pipeline));
+                pipeline
+            }
+        };
+        drop(pipelines);
+        #[cfg(test)]
+        driver.pipelines.lock().push(Arc::downgrade(&pipeline));
+        #[cfg(not(test))]
+        let _ = driver;
+        Ok(pipeline)
     }
 }
 

@@ -17,11 +17,12 @@ use crate::instance::vk_error;
 use crate::memory::{DeviceBuffer, MappedPtr, MemoryKind};
 use crate::module::Pipeline;
 use crate::reflect::BindingKind;
+use crate::VulkanDriver;
 use ash::vk;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
-use xhal_backend::{BufferView, Error, Features, Object, Result};
+use xhal_backend::{DriverEvent, DriverStream, Error, Features, Launch, Object, Result};
 
 /// Commands recorded before a stream submits without being asked to.
 const BATCH_LIMIT: u32 = 256;
@@ -206,31 +207,6 @@ fn barrier(device: &ash::Device, command_buffer: vk::CommandBuffer) {
 }
 
 impl Stream {
-    pub(crate) fn new(gpu: &Arc<Gpu>) -> Result<Stream> {
-        let timeline = Arc::new(Timeline::new(gpu)?);
-        let pool_info = vk::CommandPoolCreateInfo::default()
-            .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER)
-            .queue_family_index(gpu.adapter.queue_family);
-        // SAFETY: plain object creation on a live device.
-        let command_pool = unsafe { gpu.device.create_command_pool(&pool_info, None) }
-            .map_err(|result| vk_error("creating a command pool", result))?;
-        Ok(Stream {
-            gpu: Arc::clone(gpu),
-            timeline,
-            state: Mutex::new(StreamState {
-                command_pool,
-                spare_command_buffers: Vec::new(),
-                spare_descriptor_pools: Vec::new(),
-                recording: None,
-                unordered_access: false,
-                waits: Vec::new(),
-                submitted: 0,
-                in_flight: VecDeque::new(),
-                sticky: None,
-            }),
-        })
-    }
-
     /// Refuses work on a stream with a sticky error; a validation message becomes one.
     fn check_usable(&self, state: &mut StreamState) -> Result<()> {
         if let Some(error) = self.gpu.validation_error() {
@@ -240,12 +216,6 @@ impl Stream {
             Some(error) => Err(error.clone()),
             None => Ok(()),
         }
-    }
-
-    /// The stream's sticky error, if any (a validation message becomes one): what a command
-    /// with nothing to do returns.
-    pub(crate) fn sticky_error(&self) -> Result<()> {
-        self.check_usable(&mut self.state.lock())
     }
 
     /// The recording command buffer, begun if there is none.
@@ -466,35 +436,110 @@ impl Stream {
         Ok(())
     }
 
+    /// A descriptor set of `layout` from the recording's pools, adding a pool when they are full.
+    fn descriptor_set(&self, state: &mut StreamState, layout: vk::DescriptorSetLayout) -> Result<vk::DescriptorSet> {
+        let device = &self.gpu.device;
+        let layouts = [layout];
+        let current = self.recording(state)?.descriptor_pools.last().copied();
+        if let Some(pool) = current {
+            let allocate_info = vk::DescriptorSetAllocateInfo::default()
+                .descriptor_pool(pool)
+                .set_layouts(&layouts);
+            // SAFETY: the pool is this stream's, used under its lock.
+            if let Ok(sets) = unsafe { device.allocate_descriptor_sets(&allocate_info) } {
+                return Ok(sets[0]);
+            }
+        }
+        let pool = match state.spare_descriptor_pools.pop() {
+            Some(pool) => pool,
+            None => {
+                // Pools are reused by any pipeline, so each holds both kinds; allocation from
+                // a pool short of either kind fails and a fresh pool is taken.
+                let sizes = [BindingKind::Storage, BindingKind::Uniform].map(|kind| vk::DescriptorPoolSize {
+                    ty: kind.descriptor_type(),
+                    descriptor_count: DESCRIPTORS_PER_POOL,
+                });
+                let pool_info = vk::DescriptorPoolCreateInfo::default()
+                    .max_sets(SETS_PER_POOL)
+                    .pool_sizes(&sizes);
+                // SAFETY: plain object creation on a live device.
+                unsafe { device.create_descriptor_pool(&pool_info, None) }
+                    .map_err(|result| vk_error("creating a descriptor pool", result))?
+            }
+        };
+        self.recording(state)?.descriptor_pools.push(pool);
+        let allocate_info = vk::DescriptorSetAllocateInfo::default()
+            .descriptor_pool(pool)
+            .set_layouts(&layouts);
+        // SAFETY: as above; the pool is empty.
+        unsafe { device.allocate_descriptor_sets(&allocate_info) }
+            .map(|sets| sets[0])
+            .map_err(|result| vk_error("allocating a descriptor set", result))
+    }
+}
+
+impl DriverStream<VulkanDriver> for Stream {
+    fn create(_driver: &VulkanDriver, device: &Arc<Object<Arc<Gpu>>>) -> Result<Stream> {
+        let gpu: &Arc<Gpu> = device;
+        let timeline = Arc::new(Timeline::new(gpu)?);
+        let pool_info = vk::CommandPoolCreateInfo::default()
+            .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER)
+            .queue_family_index(gpu.adapter.queue_family);
+        // SAFETY: plain object creation on a live device.
+        let command_pool = unsafe { gpu.device.create_command_pool(&pool_info, None) }
+            .map_err(|result| vk_error("creating a command pool", result))?;
+        Ok(Stream {
+            gpu: Arc::clone(gpu),
+            timeline,
+            state: Mutex::new(StreamState {
+                command_pool,
+                spare_command_buffers: Vec::new(),
+                spare_descriptor_pools: Vec::new(),
+                recording: None,
+                unordered_access: false,
+                waits: Vec::new(),
+                submitted: 0,
+                in_flight: VecDeque::new(),
+                sticky: None,
+            }),
+        })
+    }
+
+    /// The stream's sticky error, if any (a validation message becomes one): what a command
+    /// with nothing to do returns.
+    fn sticky_error(stream: &Arc<Object<Stream>>) -> Result<()> {
+        stream.check_usable(&mut stream.state.lock())
+    }
+
     /// Enqueues a host-to-device copy.
     ///
     /// # Safety
     /// `source` must point to `size` readable bytes for the duration of the call.
-    pub(crate) unsafe fn write(
-        &self,
+    unsafe fn write(
+        stream: &Arc<Object<Stream>>,
         buffer: &Arc<Object<DeviceBuffer>>,
         offset: u64,
         source: *const u8,
         size: u64,
     ) -> Result<()> {
-        let mut state = self.state.lock();
-        self.check_usable(&mut state)?;
+        let mut state = stream.state.lock();
+        stream.check_usable(&mut state)?;
         let length = host_size(size)?;
-        if let Some(mapped) = buffer.allocation.mapped.filter(|_| self.gpu.direct_copies) {
-            if self.idle(&mut state)? {
+        if let Some(mapped) = buffer.allocation.mapped.filter(|_| stream.gpu.direct_copies) {
+            if stream.idle(&mut state)? {
                 // SAFETY: the stream is idle, so nothing it ordered before still uses the
                 // bytes; the range was checked against the buffer; the caller vouches for `source`.
                 unsafe { std::ptr::copy_nonoverlapping(source, mapped.0.add(offset as usize), length) };
                 return Ok(());
             }
         }
-        let staging = Arc::new(DeviceBuffer::new(&self.gpu, size, MemoryKind::Staging)?);
+        let staging = Arc::new(DeviceBuffer::new(&stream.gpu, size, MemoryKind::Staging)?);
         let Some(staging_memory) = staging.allocation.mapped else {
             return Err(Error::internal("staging memory is not mapped"));
         };
         // SAFETY: the staging allocation holds `size` bytes; the caller vouches for `source`.
         unsafe { std::ptr::copy_nonoverlapping(source, staging_memory.0, length) };
-        let recording = self.recording_for_access(&mut state)?;
+        let recording = stream.recording_for_access(&mut state)?;
         let region = [vk::BufferCopy {
             src_offset: staging.allocation.offset,
             dst_offset: buffer.allocation.offset + offset,
@@ -502,7 +547,7 @@ impl Stream {
         }];
         // SAFETY: both ranges lie inside their buffers; the command buffer is recording.
         unsafe {
-            self.gpu.device.cmd_copy_buffer(
+            stream.gpu.device.cmd_copy_buffer(
                 recording.command_buffer,
                 staging.allocation.buffer,
                 buffer.allocation.buffer,
@@ -511,25 +556,25 @@ impl Stream {
         };
         recording.keep.push(staging);
         recording.keep.push(Arc::clone(buffer) as Keep);
-        self.recorded(&mut state)
+        stream.recorded(&mut state)
     }
 
     /// Enqueues a device-to-host copy.
     ///
     /// # Safety
     /// `destination` must point to `size` writable bytes until the read completes.
-    pub(crate) unsafe fn read(
-        &self,
+    unsafe fn read(
+        stream: &Arc<Object<Stream>>,
         buffer: &Arc<Object<DeviceBuffer>>,
         offset: u64,
         destination: *mut u8,
         size: u64,
     ) -> Result<()> {
-        let mut state = self.state.lock();
-        self.check_usable(&mut state)?;
+        let mut state = stream.state.lock();
+        stream.check_usable(&mut state)?;
         let length = host_size(size)?;
-        if let Some(mapped) = buffer.allocation.mapped.filter(|_| self.gpu.direct_copies) {
-            if self.idle(&mut state)? {
+        if let Some(mapped) = buffer.allocation.mapped.filter(|_| stream.gpu.direct_copies) {
+            if stream.idle(&mut state)? {
                 // SAFETY: the stream is idle, so every write it ordered before is done and
                 // visible (each batch ends with a barrier to the host); the caller vouches for
                 // `destination`.
@@ -537,8 +582,8 @@ impl Stream {
                 return Ok(());
             }
         }
-        let staging = Arc::new(DeviceBuffer::new(&self.gpu, size, MemoryKind::Staging)?);
-        let recording = self.recording_for_access(&mut state)?;
+        let staging = Arc::new(DeviceBuffer::new(&stream.gpu, size, MemoryKind::Staging)?);
+        let recording = stream.recording_for_access(&mut state)?;
         let region = [vk::BufferCopy {
             src_offset: buffer.allocation.offset + offset,
             dst_offset: staging.allocation.offset,
@@ -546,7 +591,7 @@ impl Stream {
         }];
         // SAFETY: both ranges lie inside their buffers; the command buffer is recording.
         unsafe {
-            self.gpu.device.cmd_copy_buffer(
+            stream.gpu.device.cmd_copy_buffer(
                 recording.command_buffer,
                 buffer.allocation.buffer,
                 staging.allocation.buffer,
@@ -561,28 +606,28 @@ impl Stream {
         });
         recording.commands += 1;
         // The host copy happens when the submission is seen to complete, so submit now.
-        self.submit(&mut state).map(|_| ())
+        stream.submit(&mut state).map(|_| ())
     }
 
     /// Enqueues a device-to-device copy; the ranges may overlap.
-    pub(crate) fn copy(
-        &self,
+    fn copy(
+        stream: &Arc<Object<Stream>>,
         source: &Arc<Object<DeviceBuffer>>,
         source_offset: u64,
         destination: &Arc<Object<DeviceBuffer>>,
         destination_offset: u64,
         size: u64,
     ) -> Result<()> {
-        let mut state = self.state.lock();
-        self.check_usable(&mut state)?;
+        let mut state = stream.state.lock();
+        stream.check_usable(&mut state)?;
         let overlapping = Arc::ptr_eq(source, destination) && source_offset.abs_diff(destination_offset) < size;
         let bounce = if overlapping {
-            Some(Arc::new(DeviceBuffer::new(&self.gpu, size, MemoryKind::Device)?))
+            Some(Arc::new(DeviceBuffer::new(&stream.gpu, size, MemoryKind::Device)?))
         } else {
             None
         };
-        let device = &self.gpu.device;
-        let recording = self.recording_for_access(&mut state)?;
+        let device = &stream.gpu.device;
+        let recording = stream.recording_for_access(&mut state)?;
         let from = (source.allocation.buffer, source.allocation.offset + source_offset);
         let to = (
             destination.allocation.buffer,
@@ -613,20 +658,20 @@ impl Stream {
         if let Some(bounce) = bounce {
             recording.keep.push(bounce);
         }
-        self.recorded(&mut state)
+        stream.recorded(&mut state)
     }
 
     /// Enqueues a fill with a 1-, 2- or 4-byte pattern; `offset` and `size` are multiples of
     /// the pattern's length.
-    pub(crate) fn fill(
-        &self,
+    fn fill(
+        stream: &Arc<Object<Stream>>,
         buffer: &Arc<Object<DeviceBuffer>>,
         offset: u64,
         size: u64,
         pattern: &[u8],
     ) -> Result<()> {
-        let mut state = self.state.lock();
-        self.check_usable(&mut state)?;
+        let mut state = stream.state.lock();
+        stream.check_usable(&mut state)?;
         let end = offset + size;
         // vkCmdFillBuffer writes whole aligned words; the bytes before and after them go
         // through a small staging copy.
@@ -644,7 +689,7 @@ impl Stream {
                 .iter()
                 .flat_map(|&(start, stop)| (start..stop).map(byte_at))
                 .collect();
-            let staging = Arc::new(DeviceBuffer::new(&self.gpu, bytes.len() as u64, MemoryKind::Staging)?);
+            let staging = Arc::new(DeviceBuffer::new(&stream.gpu, bytes.len() as u64, MemoryKind::Staging)?);
             let Some(memory) = staging.allocation.mapped else {
                 return Err(Error::internal("staging memory is not mapped"));
             };
@@ -652,8 +697,8 @@ impl Stream {
             unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), memory.0, bytes.len()) };
             Some(staging)
         };
-        let device = &self.gpu.device;
-        let recording = self.recording_for_access(&mut state)?;
+        let device = &stream.gpu.device;
+        let recording = stream.recording_for_access(&mut state)?;
         let base = buffer.allocation.offset;
         if words_end > words_start {
             let word = u32::from_le_bytes([
@@ -700,24 +745,20 @@ impl Stream {
             recording.keep.push(staging);
         }
         recording.keep.push(Arc::clone(buffer) as Keep);
-        self.recorded(&mut state)
+        stream.recorded(&mut state)
     }
 
     /// Enqueues a kernel launch.
-    pub(crate) fn launch(
-        &self,
-        pipeline: &Arc<Pipeline>,
-        workgroups: [u32; 3],
-        buffers: &[BufferView<DeviceBuffer>],
-        scalars: &[u8],
-    ) -> Result<()> {
-        let mut state = self.state.lock();
-        self.check_usable(&mut state)?;
+    fn launch(stream: &Arc<Object<Stream>>, launch: &Launch<'_, VulkanDriver>) -> Result<()> {
+        let pipeline: &Arc<Pipeline> = launch.kernel;
+        let (workgroups, buffers, scalars) = (launch.workgroups, launch.buffers, launch.scalars);
+        let mut state = stream.state.lock();
+        stream.check_usable(&mut state)?;
         pipeline.check_launch(workgroups, buffers, scalars)?;
         if workgroups.contains(&0) {
             return Ok(());
         }
-        let device = &self.gpu.device;
+        let device = &stream.gpu.device;
         let bound = Bound {
             pipeline: pipeline.pipeline,
             views: buffers
@@ -731,11 +772,11 @@ impl Stream {
                 })
                 .collect(),
         };
-        let rebind = self.recording(&mut state)?.bound.as_ref() != Some(&bound);
+        let rebind = stream.recording(&mut state)?.bound.as_ref() != Some(&bound);
         let descriptor_set = if buffers.is_empty() || !rebind {
             None
         } else {
-            Some(self.descriptor_set(&mut state, pipeline.set_layout)?)
+            Some(stream.descriptor_set(&mut state, pipeline.set_layout)?)
         };
         if let Some(set) = descriptor_set {
             let infos: Vec<[vk::DescriptorBufferInfo; 1]> = bound
@@ -760,9 +801,9 @@ impl Stream {
         push_constants[..scalars.len()].copy_from_slice(scalars);
         // A kernel without buffer arguments touches only its own workgroup memory.
         let recording = if buffers.is_empty() {
-            self.recording(&mut state)?
+            stream.recording(&mut state)?
         } else {
-            self.recording_for_access(&mut state)?
+            stream.recording_for_access(&mut state)?
         };
         let command_buffer = recording.command_buffer;
         // SAFETY: the pipeline, layout and set are live and kept until the work completes;
@@ -797,52 +838,11 @@ impl Stream {
         for view in buffers {
             recording.keep.push(Arc::clone(&view.buffer) as Keep);
         }
-        self.recorded(&mut state)
-    }
-
-    /// A descriptor set of `layout` from the recording's pools, adding a pool when they are full.
-    fn descriptor_set(&self, state: &mut StreamState, layout: vk::DescriptorSetLayout) -> Result<vk::DescriptorSet> {
-        let device = &self.gpu.device;
-        let layouts = [layout];
-        let current = self.recording(state)?.descriptor_pools.last().copied();
-        if let Some(pool) = current {
-            let allocate_info = vk::DescriptorSetAllocateInfo::default()
-                .descriptor_pool(pool)
-                .set_layouts(&layouts);
-            // SAFETY: the pool is this stream's, used under its lock.
-            if let Ok(sets) = unsafe { device.allocate_descriptor_sets(&allocate_info) } {
-                return Ok(sets[0]);
-            }
-        }
-        let pool = match state.spare_descriptor_pools.pop() {
-            Some(pool) => pool,
-            None => {
-                // Pools are reused by any pipeline, so each holds both kinds; allocation from
-                // a pool short of either kind fails and a fresh pool is taken.
-                let sizes = [BindingKind::Storage, BindingKind::Uniform].map(|kind| vk::DescriptorPoolSize {
-                    ty: kind.descriptor_type(),
-                    descriptor_count: DESCRIPTORS_PER_POOL,
-                });
-                let pool_info = vk::DescriptorPoolCreateInfo::default()
-                    .max_sets(SETS_PER_POOL)
-                    .pool_sizes(&sizes);
-                // SAFETY: plain object creation on a live device.
-                unsafe { device.create_descriptor_pool(&pool_info, None) }
-                    .map_err(|result| vk_error("creating a descriptor pool", result))?
-            }
-        };
-        self.recording(state)?.descriptor_pools.push(pool);
-        let allocate_info = vk::DescriptorSetAllocateInfo::default()
-            .descriptor_pool(pool)
-            .set_layouts(&layouts);
-        // SAFETY: as above; the pool is empty.
-        unsafe { device.allocate_descriptor_sets(&allocate_info) }
-            .map(|sets| sets[0])
-            .map_err(|result| vk_error("allocating a descriptor set", result))
+        stream.recorded(&mut state)
     }
 
     /// Records `event`: it completes when everything enqueued before it has.
-    pub(crate) fn record_event(stream: &Arc<Object<Stream>>, event: &Event) -> Result<()> {
+    fn record_event(stream: &Arc<Object<Stream>>, event: &Arc<Object<Event>>) -> Result<()> {
         let mut state = stream.state.lock();
         stream.check_usable(&mut state)?;
         let timestamp = if event.timing && stream.gpu.adapter.info.features.contains(Features::TIMESTAMPS) {
@@ -878,45 +878,45 @@ impl Stream {
     }
 
     /// Makes later work wait for the event's most recent record.
-    pub(crate) fn wait_event(&self, event: &Event) -> Result<()> {
-        let mut state = self.state.lock();
-        self.check_usable(&mut state)?;
+    fn wait_event(stream: &Arc<Object<Stream>>, event: &Arc<Object<Event>>) -> Result<()> {
+        let mut state = stream.state.lock();
+        stream.check_usable(&mut state)?;
         let Some(record) = event.latest() else {
             return Ok(());
         };
-        if Arc::ptr_eq(&record.timeline, &self.timeline) {
+        if Arc::ptr_eq(&record.timeline, &stream.timeline) {
             // Recorded on this stream: already ordered.
             return Ok(());
         }
         // Work enqueued before the wait must not be held up by it.
         if state.recording.is_some() {
-            self.submit(&mut state)?;
+            stream.submit(&mut state)?;
         }
         state.waits.push((Arc::clone(&record.timeline), record.value));
         Ok(())
     }
 
     /// Blocks until the stream is idle; returns its sticky error if any.
-    pub(crate) fn synchronize(&self) -> Result<()> {
+    fn synchronize(stream: &Arc<Object<Stream>>) -> Result<()> {
         let target = {
-            let mut state = self.state.lock();
+            let mut state = stream.state.lock();
             if state.recording.is_some() || !state.waits.is_empty() {
                 // A failure here is sticky and returned below, after the earlier work is done.
-                let _ = self.submit(&mut state);
+                let _ = stream.submit(&mut state);
             }
             state.submitted
         };
-        let waited = self.timeline.wait(target);
-        let mut state = self.state.lock();
+        let waited = stream.timeline.wait(target);
+        let mut state = stream.state.lock();
         let completed = match waited {
             Ok(()) => target,
             Err(error) => {
                 state.sticky.get_or_insert(error);
-                self.timeline.counter().unwrap_or(0)
+                stream.timeline.counter().unwrap_or(0)
             }
         };
-        self.retire(&mut state, completed);
-        self.check_usable(&mut state)
+        stream.retire(&mut state, completed);
+        stream.check_usable(&mut state)
     }
 
     /// True when everything enqueued has completed.
@@ -924,17 +924,17 @@ impl Stream {
     /// Work still being recorded is submitted once the submitted work is done, not before: a
     /// caller polling the stream still sees it make progress, and one that queries often while
     /// enqueueing (core does, to release what finished work held) does not break the batches.
-    pub(crate) fn query(&self) -> Result<bool> {
-        let mut state = self.state.lock();
-        let mut completed = self.timeline.counter()?;
-        self.retire(&mut state, completed);
+    fn query(stream: &Arc<Object<Stream>>) -> Result<bool> {
+        let mut state = stream.state.lock();
+        let mut completed = stream.timeline.counter()?;
+        stream.retire(&mut state, completed);
         let pending = state.recording.is_some() || !state.waits.is_empty();
         if pending && state.in_flight.is_empty() {
-            let _ = self.submit(&mut state);
-            completed = self.timeline.counter()?;
-            self.retire(&mut state, completed);
+            let _ = stream.submit(&mut state);
+            completed = stream.timeline.counter()?;
+            stream.retire(&mut state, completed);
         }
-        self.check_usable(&mut state)?;
+        stream.check_usable(&mut state)?;
         Ok(completed >= state.submitted && state.recording.is_none() && state.waits.is_empty())
     }
 }
@@ -1013,14 +1013,6 @@ pub struct Event {
 }
 
 impl Event {
-    pub(crate) fn new(gpu: &Arc<Gpu>, timing: bool) -> Event {
-        Event {
-            gpu: Arc::clone(gpu),
-            timing,
-            latest: Mutex::new(None),
-        }
-    }
-
     fn latest(&self) -> Option<Arc<EventRecord>> {
         self.latest.lock().clone()
     }
@@ -1030,45 +1022,6 @@ impl Event {
             Some(error) => Err(error),
             None => Ok(()),
         }
-    }
-
-    /// True when the latest record completed, or none was made.
-    pub(crate) fn query(&self) -> Result<bool> {
-        self.check_validation()?;
-        match self.latest() {
-            None => Ok(true),
-            Some(record) => record.complete(),
-        }
-    }
-
-    /// Blocks until the latest record completed.
-    pub(crate) fn synchronize(&self) -> Result<()> {
-        self.check_validation()?;
-        if let Some(record) = self.latest() {
-            record.timeline.wait(record.value)?;
-            record.complete()?;
-        }
-        self.check_validation()
-    }
-
-    /// Nanoseconds from `start`'s latest record to `end`'s.
-    pub(crate) fn elapsed_nanoseconds(start: &Event, start_id: u64, end: &Event, end_id: u64) -> Result<u64> {
-        let started = start.timed_record("start", start_id)?;
-        let ended = end.timed_record("end", end_id)?;
-        let (Some(first), Some(last)) = (&started.timestamp, &ended.timestamp) else {
-            return Err(Error::unsupported(format!(
-                "{} has no timestamps for compute work",
-                start.gpu.adapter.info.name
-            )));
-        };
-        let (first, last) = (first.ticks()?, last.ticks()?);
-        if last < first {
-            return Err(Error::invalid_argument(format!(
-                "end event {end_id:#x} completed before start event {start_id:#x}"
-            )));
-        }
-        let nanoseconds = (last - first) as f64 * start.gpu.adapter.timestamp_period;
-        Ok(nanoseconds.round() as u64)
     }
 
     fn timed_record(&self, role: &str, id: u64) -> Result<Arc<EventRecord>> {
@@ -1088,5 +1041,56 @@ impl Event {
             )));
         }
         Ok(record)
+    }
+}
+
+impl DriverEvent<VulkanDriver> for Event {
+    fn create(_driver: &VulkanDriver, device: &Arc<Object<Arc<Gpu>>>, timing: bool) -> Result<Event> {
+        let gpu: &Arc<Gpu> = device;
+        Ok(Event {
+            gpu: Arc::clone(gpu),
+            timing,
+            latest: Mutex::new(None),
+        })
+    }
+
+    /// True when the latest record completed, or none was made.
+    fn query(event: &Arc<Object<Event>>) -> Result<bool> {
+        event.check_validation()?;
+        match event.latest() {
+            None => Ok(true),
+            Some(record) => record.complete(),
+        }
+    }
+
+    /// Blocks until the latest record completed.
+    fn synchronize(event: &Arc<Object<Event>>) -> Result<()> {
+        event.check_validation()?;
+        if let Some(record) = event.latest() {
+            record.timeline.wait(record.value)?;
+            record.complete()?;
+        }
+        event.check_validation()
+    }
+
+    /// Nanoseconds from `start`'s latest record to `end`'s.
+    fn elapsed_time(start: &Arc<Object<Event>>, end: &Arc<Object<Event>>) -> Result<u64> {
+        let (start_id, end_id) = (start.handle(), end.handle());
+        let started = start.timed_record("start", start_id)?;
+        let ended = end.timed_record("end", end_id)?;
+        let (Some(first), Some(last)) = (&started.timestamp, &ended.timestamp) else {
+            return Err(Error::unsupported(format!(
+                "{} has no timestamps for compute work",
+                start.gpu.adapter.info.name
+            )));
+        };
+        let (first, last) = (first.ticks()?, last.ticks()?);
+        if last < first {
+            return Err(Error::invalid_argument(format!(
+                "end event {end_id:#x} completed before start event {start_id:#x}"
+            )));
+        }
+        let nanoseconds = (last - first) as f64 * start.gpu.adapter.timestamp_period;
+        Ok(nanoseconds.round() as u64)
     }
 }

@@ -4,10 +4,11 @@
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-use xhal_backend::{DeviceInfo, Error, ErrorKind, Result};
+use xhal_backend::{DeviceInfo, DriverDevice, Error, ErrorKind, Result};
 
 use crate::instance::{AdapterEntry, TRANSFER_IMMEDIATE_BYTES};
 use crate::staging::StagingPool;
+use crate::WgpuDriver;
 
 /// A buffer argument as a bind group sees it: buffer serial, offset, bound size.
 pub(crate) type BindingKey = (u64, u64, u64);
@@ -44,6 +45,9 @@ pub struct DeviceShared {
     /// Idle staging buffers for reads.
     pub(crate) read_staging: Arc<StagingPool>,
 }
+
+/// wgpu does not report memory usage: the default says so.
+impl DriverDevice<WgpuDriver> for Arc<DeviceShared> {}
 
 impl DeviceShared {
     pub(crate) fn open(entry: &AdapterEntry) -> Result<DeviceShared> {

@@ -1,11 +1,7 @@
 //! The wgpu instance: its adapters found and each described as an xhal device, before any is
-//! opened, and the one wgpu device each adapter has open, shared by every open of it.
+//! opened.
 
-use parking_lot::Mutex;
-use std::sync::{Arc, Weak};
 use xhal_backend::{DeviceInfo, DeviceType, Error, ErrorKind, Features, KernelFormat, Result};
-
-use crate::device::DeviceShared;
 
 /// Instance flags chosen on purpose rather than from the build type. In debug builds wgpu
 /// turns on both `DEBUG` (naga then writes the WGSL source into each SPIR-V module's
@@ -25,8 +21,6 @@ pub(crate) struct Instance {
     adapters: Vec<AdapterEntry>,
     /// Why adapters were left out, for the error when none is usable.
     skipped: Vec<String>,
-    /// The open wgpu device of each adapter, shared by every open of it.
-    open: Mutex<Vec<Weak<DeviceShared>>>,
 }
 
 impl std::fmt::Debug for Instance {
@@ -57,12 +51,7 @@ impl Instance {
         crate::wayland_log::quiet_when_unreachable();
         let instance = wgpu::Instance::new(descriptor);
         let (adapters, skipped) = enumerate(&instance);
-        let open = Mutex::new(adapters.iter().map(|_| Weak::new()).collect());
-        Instance {
-            adapters,
-            skipped,
-            open,
-        }
+        Instance { adapters, skipped }
     }
 
     /// The number of usable adapters, or why there is none.
@@ -82,23 +71,12 @@ impl Instance {
     }
 
     /// Adapter `index`, which the checked adapter has kept below `device_count`.
-    fn adapter(&self, index: u32) -> &AdapterEntry {
+    pub(crate) fn adapter(&self, index: u32) -> &AdapterEntry {
         &self.adapters[index as usize]
     }
 
     pub(crate) fn device_info(&self, index: u32) -> DeviceInfo {
         self.adapter(index).info.clone()
-    }
-
-    /// The adapter's open wgpu device, opened now if no open of it is still alive.
-    pub(crate) fn open(&self, index: u32) -> Result<Arc<DeviceShared>> {
-        let mut open = self.open.lock();
-        if let Some(shared) = open[index as usize].upgrade() {
-            return Ok(shared);
-        }
-        let shared = Arc::new(DeviceShared::open(self.adapter(index))?);
-        open[index as usize] = Arc::downgrade(&shared);
-        Ok(shared)
     }
 }
 

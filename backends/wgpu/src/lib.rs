@@ -14,9 +14,10 @@
 //! escapes. The device name carries the wgpu backend, as in `llvmpipe (LLVM 15.0.6, 256
 //! bits) (Vulkan)`, so known-failure declarations can name one API.
 //!
-//! [`WgpuDriver`] implements xhal's typed [`Driver`] and trusts what it is handed; the
-//! backend the host sees, [`WgpuBackend`], is the driver behind xhal's checked adapter, which
-//! checks handles, device ownership, ranges and alignment first:
+//! [`WgpuDriver`] implements xhal's typed [`Driver`], and each object type its role trait in
+//! the module that holds it (`device`, `memory`, `stream`, `module`); they trust what they are
+//! handed. The backend the host sees, [`WgpuBackend`], is the driver behind xhal's checked
+//! adapter, which checks handles, device ownership, ranges and alignment first:
 //! `WgpuBackend::new(WgpuDriver::from_env())`.
 #![deny(missing_docs)]
 
@@ -32,7 +33,7 @@ mod validation;
 mod wayland_log;
 
 use std::sync::Arc;
-use xhal_backend::{BackendInfo, Checked, DeviceInfo, Driver, Error, KernelFormat, Launch, Object, Result};
+use xhal_backend::{Checked, DeviceInfo, Driver, Result};
 
 use device::DeviceShared;
 use instance::Instance;
@@ -79,7 +80,7 @@ impl WgpuDriver {
 }
 
 impl Driver for WgpuDriver {
-    /// Every open of an adapter shares its one wgpu device.
+    /// Held by every object made on the device.
     type Device = Arc<DeviceShared>;
     type Buffer = Buffer;
     type Stream = Stream;
@@ -89,140 +90,17 @@ impl Driver for WgpuDriver {
     type Kernel = Arc<KernelPipeline>;
 
     const NAME: &'static str = "wgpu";
-
-    fn info(&self) -> BackendInfo {
-        BackendInfo {
-            name: Self::NAME.to_string(),
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            abi_version: (xhal_backend::abi::XHAL_ABI_MAJOR, xhal_backend::abi::XHAL_ABI_MINOR),
-        }
-    }
+    const VERSION: &'static str = env!("CARGO_PKG_VERSION");
 
     fn device_count(&self) -> Result<u32> {
         self.instance.device_count()
     }
 
-    fn device_info(&self, index: u32) -> Result<DeviceInfo> {
+    fn device_info(&self, index: u32, _opened: Option<&Arc<DeviceShared>>) -> Result<DeviceInfo> {
         Ok(self.instance.device_info(index))
     }
 
     fn device_open(&self, index: u32) -> Result<Arc<DeviceShared>> {
-        self.instance.open(index)
-    }
-
-    fn buffer_allocate(&self, device: &Arc<Object<Arc<DeviceShared>>>, size: u64) -> Result<Buffer> {
-        Buffer::allocate(device, size)
-    }
-
-    fn stream_create(&self, device: &Arc<Object<Arc<DeviceShared>>>) -> Result<Stream> {
-        Stream::new(Arc::clone(device))
-    }
-
-    fn stream_sticky_error(&self, stream: &Arc<Object<Stream>>) -> Result<()> {
-        stream.check_usable()
-    }
-
-    unsafe fn stream_write(
-        &self,
-        stream: &Arc<Object<Stream>>,
-        buffer: &Arc<Object<Buffer>>,
-        offset: u64,
-        source: *const u8,
-        size: u64,
-    ) -> Result<()> {
-        let length = usize::try_from(size)
-            .map_err(|_| Error::out_of_bounds(format!("a write of {size} bytes exceeds this host's address space")))?;
-        // SAFETY: the caller guarantees `size` readable bytes at `source` until the write
-        // completes; they are copied into wgpu's staging memory before this call returns.
-        let data = unsafe { std::slice::from_raw_parts(source, length) };
-        stream.write(buffer, offset, data)
-    }
-
-    unsafe fn stream_read(
-        &self,
-        stream: &Arc<Object<Stream>>,
-        buffer: &Arc<Object<Buffer>>,
-        offset: u64,
-        destination: *mut u8,
-        size: u64,
-    ) -> Result<()> {
-        // SAFETY: the caller's contract for `destination` is exactly `Stream::read`'s.
-        unsafe { stream.read(buffer, offset, destination, size) }
-    }
-
-    fn stream_copy(
-        &self,
-        stream: &Arc<Object<Stream>>,
-        source: &Arc<Object<Buffer>>,
-        source_offset: u64,
-        destination: &Arc<Object<Buffer>>,
-        destination_offset: u64,
-        size: u64,
-    ) -> Result<()> {
-        stream.copy(source, source_offset, destination, destination_offset, size)
-    }
-
-    fn stream_fill(
-        &self,
-        stream: &Arc<Object<Stream>>,
-        buffer: &Arc<Object<Buffer>>,
-        offset: u64,
-        size: u64,
-        pattern: &[u8],
-    ) -> Result<()> {
-        stream.fill(buffer, offset, size, pattern)
-    }
-
-    fn stream_launch(&self, stream: &Arc<Object<Stream>>, launch: &Launch<'_, Self>) -> Result<()> {
-        stream.launch(launch.kernel, launch.workgroups, launch.buffers, launch.scalars)
-    }
-
-    fn stream_record_event(&self, stream: &Arc<Object<Stream>>, event: &Arc<Object<Event>>) -> Result<()> {
-        event.set_latest(stream.record(event.timing)?);
-        Ok(())
-    }
-
-    fn stream_wait_event(&self, stream: &Arc<Object<Stream>>, event: &Arc<Object<Event>>) -> Result<()> {
-        match event.latest() {
-            Some(signal) => stream.wait_for(&signal, event.handle()),
-            None => stream.check_usable(),
-        }
-    }
-
-    fn stream_synchronize(&self, stream: &Arc<Object<Stream>>) -> Result<()> {
-        stream.synchronize()
-    }
-
-    fn stream_query(&self, stream: &Arc<Object<Stream>>) -> Result<bool> {
-        stream.query()
-    }
-
-    fn event_create(&self, device: &Arc<Object<Arc<DeviceShared>>>, timing: bool) -> Result<Event> {
-        Event::new(Arc::clone(device), timing)
-    }
-
-    fn event_query(&self, event: &Arc<Object<Event>>) -> Result<bool> {
-        event.query(event.handle())
-    }
-
-    fn event_synchronize(&self, event: &Arc<Object<Event>>) -> Result<()> {
-        event.synchronize(event.handle())
-    }
-
-    fn event_elapsed_time(&self, start: &Arc<Object<Event>>, end: &Arc<Object<Event>>) -> Result<u64> {
-        Event::elapsed_time(start, end)
-    }
-
-    fn module_load(
-        &self,
-        device: &Arc<Object<Arc<DeviceShared>>>,
-        format: KernelFormat,
-        code: &[u8],
-    ) -> Result<Module> {
-        Module::load(device, format, code)
-    }
-
-    fn kernel_get(&self, module: &Arc<Object<Module>>, name: &str) -> Result<Arc<KernelPipeline>> {
-        module.kernel(module.handle(), name)
+        DeviceShared::open(self.instance.adapter(index)).map(Arc::new)
     }
 }

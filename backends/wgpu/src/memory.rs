@@ -2,9 +2,10 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use xhal_backend::Result;
+use xhal_backend::{DriverBuffer, Object, Result};
 
 use crate::device::DeviceShared;
+use crate::WgpuDriver;
 
 /// Rounds `bytes` up to wgpu's copy granularity, 4 bytes.
 pub(crate) fn align_up4(bytes: u64) -> u64 {
@@ -28,8 +29,9 @@ pub struct Buffer {
     reserved: u64,
 }
 
-impl Buffer {
-    pub(crate) fn allocate(device: &Arc<DeviceShared>, size: u64) -> Result<Buffer> {
+impl DriverBuffer<WgpuDriver> for Buffer {
+    fn allocate(_driver: &WgpuDriver, device: &Arc<Object<Arc<DeviceShared>>>, size: u64) -> Result<Buffer> {
+        let device: &Arc<DeviceShared> = device;
         device.check_alive()?;
         let reserved = align_up4(size);
         device.reserve(reserved)?;

@@ -3,10 +3,11 @@
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
-use xhal_backend::{Error, ErrorKind, Features, KernelFormat, Result};
+use xhal_backend::{DriverKernel, DriverModule, Error, ErrorKind, Features, KernelFormat, Object, Result};
 use xhal_kernel::{BufferAccess, BufferSpace, EntryPointInfo};
 
 use crate::device::DeviceShared;
+use crate::WgpuDriver;
 
 /// A loaded WGSL module: wgpu compiles it once; each entry point's pipeline is built on first
 /// use and then shared by every kernel handle that names it.
@@ -60,9 +61,14 @@ impl Drop for KernelPipeline {
     }
 }
 
-impl Module {
+impl DriverModule<WgpuDriver> for Module {
     /// Loads `code` in `format`; the backend accepts WGSL only.
-    pub(crate) fn load(device: &Arc<DeviceShared>, format: KernelFormat, code: &[u8]) -> Result<Module> {
+    fn load(
+        _driver: &WgpuDriver,
+        device: &Arc<Object<Arc<DeviceShared>>>,
+        format: KernelFormat,
+        code: &[u8],
+    ) -> Result<Module> {
         if format != KernelFormat::WGSL {
             return Err(Error::unsupported(format!(
                 "kernel format {format} is not supported by the wgpu backend; it accepts {}",
@@ -71,7 +77,29 @@ impl Module {
         }
         Module::load_wgsl(device, code)
     }
+}
 
+impl DriverKernel<WgpuDriver> for Arc<KernelPipeline> {
+    fn get(_driver: &WgpuDriver, module: &Arc<Object<Module>>, name: &str) -> Result<Arc<KernelPipeline>> {
+        let module_id = module.handle();
+        if let Some(found) = module.pipelines.lock().get(name) {
+            return Ok(Arc::clone(found));
+        }
+        let Some(entry) = module.entry_points.iter().find(|entry| entry.name == name) else {
+            let names: Vec<&str> = module.entry_points.iter().map(|entry| entry.name.as_str()).collect();
+            return Err(Error::not_found(format!(
+                "module {module_id:#x} has no compute entry point `{name}`; it has: {}",
+                names.join(", ")
+            )));
+        };
+        let built = Arc::new(module.build(entry)?);
+        Ok(Arc::clone(
+            module.pipelines.lock().entry(name.to_string()).or_insert(built),
+        ))
+    }
+}
+
+impl Module {
     fn load_wgsl(device: &Arc<DeviceShared>, code: &[u8]) -> Result<Module> {
         device.check_alive()?;
         let source = std::str::from_utf8(code)
@@ -105,23 +133,6 @@ impl Module {
             entry_points: Arc::clone(&reflection.entry_points),
             pipelines: Mutex::new(HashMap::new()),
         })
-    }
-
-    pub(crate) fn kernel(&self, module_id: u64, name: &str) -> Result<Arc<KernelPipeline>> {
-        if let Some(found) = self.pipelines.lock().get(name) {
-            return Ok(Arc::clone(found));
-        }
-        let Some(entry) = self.entry_points.iter().find(|entry| entry.name == name) else {
-            let names: Vec<&str> = self.entry_points.iter().map(|entry| entry.name.as_str()).collect();
-            return Err(Error::not_found(format!(
-                "module {module_id:#x} has no compute entry point `{name}`; it has: {}",
-                names.join(", ")
-            )));
-        };
-        let built = Arc::new(self.build(entry)?);
-        Ok(Arc::clone(
-            self.pipelines.lock().entry(name.to_string()).or_insert(built),
-        ))
     }
 
     fn build(&self, entry: &EntryPointInfo) -> Result<KernelPipeline> {

@@ -15,13 +15,14 @@
 
 use parking_lot::Mutex;
 use std::sync::Arc;
-use xhal_backend::{BufferView, Error, ErrorKind, Features, Object, Result};
+use xhal_backend::{DriverEvent, DriverStream, Error, ErrorKind, Features, Launch, Object, Result};
 
 use crate::completion::{settled, Completion};
 use crate::device::{BindingKey, DeviceShared, TRANSFER_WORKGROUP};
 use crate::memory::{align_down4, align_up4, Buffer};
 use crate::module::KernelPipeline;
 use crate::staging::staging_size;
+use crate::WgpuDriver;
 
 /// Commands recorded before a stream submits on its own, so work starts without a sync. A
 /// submission costs tens of microseconds in wgpu; 512 commands make that a fraction of a
@@ -102,14 +103,6 @@ pub struct Stream {
 }
 
 impl Stream {
-    pub(crate) fn new(device: Arc<DeviceShared>) -> Result<Stream> {
-        device.check_alive()?;
-        Ok(Stream {
-            device,
-            state: Mutex::new(StreamState::default()),
-        })
-    }
-
     /// Runs `enqueue` on the stream's state unless the stream has failed; an error it returns
     /// sticks to the stream, since recorded commands may be lost with it.
     fn with_usable<T>(&self, enqueue: impl FnOnce(&Stream, &mut StreamState) -> Result<T>) -> Result<T> {
@@ -123,10 +116,6 @@ impl Stream {
             state.error = Some(error.clone());
         }
         result
-    }
-
-    pub(crate) fn check_usable(&self) -> Result<()> {
-        self.with_usable(|_, _| Ok(()))
     }
 
     fn encoder<'s>(&self, state: &'s mut StreamState) -> &'s mut wgpu::CommandEncoder {
@@ -174,36 +163,6 @@ impl Stream {
         state.last_submission = Some(submission);
         state.in_flight.push(Arc::clone(&completion));
         Ok(completion)
-    }
-
-    pub(crate) fn write(&self, buffer: &Buffer, offset: u64, data: &[u8]) -> Result<()> {
-        self.with_usable(|stream, state| {
-            let size = data.len() as u64;
-            let end = offset + size;
-            let middle_start = align_up4(offset).min(end);
-            let middle_end = align_down4(end).max(middle_start);
-            if middle_end > middle_start {
-                let middle = &data[(middle_start - offset) as usize..(middle_end - offset) as usize];
-                if middle.len() as u64 >= POOLED_WRITE_BYTES {
-                    stream.write_through_pool(state, buffer, middle_start, middle)?;
-                } else {
-                    if state.encoder.is_some() {
-                        stream.submit(state)?;
-                    }
-                    stream.device.capture("writing a buffer", || {
-                        stream.device.queue.write_buffer(&buffer.buffer, middle_start, middle)
-                    })?;
-                    state.unsubmitted_writes = true;
-                }
-            }
-            for (edge_start, edge_end) in [(offset, middle_start), (middle_end.max(middle_start), end)] {
-                if edge_end > edge_start {
-                    let bytes = &data[(edge_start - offset) as usize..(edge_end - offset) as usize];
-                    stream.write_edge(state, buffer, edge_start, bytes)?;
-                }
-            }
-            Ok(())
-        })
     }
 
     /// Copies whole words into a mapped staging buffer from the device's pool (or a new one)
@@ -265,157 +224,6 @@ impl Stream {
                 offset: shift as u64,
             },
         )
-    }
-
-    /// # Safety
-    /// `destination` must stay valid for `size` bytes, untouched by anyone else, until the
-    /// read completes.
-    pub(crate) unsafe fn read(&self, buffer: &Buffer, offset: u64, destination: *mut u8, size: u64) -> Result<()> {
-        self.with_usable(|stream, state| {
-            let start = align_down4(offset);
-            let end = align_up4(offset + size);
-            let length = end - start;
-            let device = &stream.device;
-            let staging = match device.read_staging.take(length) {
-                Some(staging) => staging,
-                None => device.capture("staging a read", || {
-                    device.device.create_buffer(&wgpu::BufferDescriptor {
-                        label: Some("xhal read staging"),
-                        size: staging_size(length),
-                        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                        mapped_at_creation: false,
-                    })
-                })?,
-            };
-            stream
-                .encoder(state)
-                .copy_buffer_to_buffer(&buffer.buffer, start, &staging, 0, length);
-            stream.submit(state)?;
-            let completion = Completion::new();
-            let done = Arc::clone(&completion);
-            let destination = HostDestination(destination);
-            let skip = (offset - start) as usize;
-            let length_on_host = size as usize;
-            let mapped = staging.clone();
-            let pool = Arc::clone(&device.read_staging);
-            device.capture("mapping a read", || {
-                staging.map_async(wgpu::MapMode::Read, ..length, move |result| {
-                    let destination = destination;
-                    let outcome = match result {
-                        Ok(()) => match mapped.get_mapped_range(..length) {
-                            Ok(view) => {
-                                let source = &view[skip..skip + length_on_host];
-                                // SAFETY: `read`'s caller guarantees `length_on_host` writable
-                                // bytes at the destination until this completion is set, and
-                                // the staging buffer is host memory wgpu does not alias with it.
-                                unsafe {
-                                    std::ptr::copy_nonoverlapping(source.as_ptr(), destination.0, length_on_host)
-                                };
-                                drop(view);
-                                mapped.unmap();
-                                pool.give_back(mapped);
-                                Ok(())
-                            }
-                            Err(error) => Err(Error::internal(format!("reading the staging buffer failed: {error}"))),
-                        },
-                        Err(error) => Err(Error::new(
-                            ErrorKind::DeviceLost,
-                            format!("mapping the staging buffer of a read failed: {error}"),
-                        )),
-                    };
-                    done.complete(outcome);
-                })
-            })?;
-            state.in_flight.push(completion);
-            Ok(())
-        })
-    }
-
-    pub(crate) fn copy(
-        &self,
-        source: &Buffer,
-        source_offset: u64,
-        destination: &Buffer,
-        destination_offset: u64,
-        size: u64,
-    ) -> Result<()> {
-        self.with_usable(|stream, state| {
-            let aligned =
-                source_offset.is_multiple_of(4) && destination_offset.is_multiple_of(4) && size.is_multiple_of(4);
-            if source.serial != destination.serial {
-                if aligned {
-                    stream.encoder(state).copy_buffer_to_buffer(
-                        &source.buffer,
-                        source_offset,
-                        &destination.buffer,
-                        destination_offset,
-                        size,
-                    );
-                    return stream.recorded(state);
-                }
-                return stream.transfer(
-                    state,
-                    &destination.buffer,
-                    destination_offset,
-                    size,
-                    TransferSource::Buffer {
-                        buffer: &source.buffer,
-                        offset: source_offset,
-                    },
-                );
-            }
-            // wgpu never copies within one buffer, and the ranges may overlap: go through
-            // a temporary copy of the source words.
-            let start = align_down4(source_offset);
-            let end = align_up4(source_offset + size);
-            let device = &stream.device;
-            let temporary = device.capture("allocating a copy buffer", || {
-                device.device.create_buffer(&wgpu::BufferDescriptor {
-                    label: Some("xhal copy"),
-                    size: end - start,
-                    usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
-                    mapped_at_creation: false,
-                })
-            })?;
-            stream
-                .encoder(state)
-                .copy_buffer_to_buffer(&source.buffer, start, &temporary, 0, end - start);
-            if aligned {
-                stream.encoder(state).copy_buffer_to_buffer(
-                    &temporary,
-                    0,
-                    &destination.buffer,
-                    destination_offset,
-                    size,
-                );
-                return stream.recorded(state);
-            }
-            stream.transfer(
-                state,
-                &destination.buffer,
-                destination_offset,
-                size,
-                TransferSource::Buffer {
-                    buffer: &temporary,
-                    offset: source_offset - start,
-                },
-            )
-        })
-    }
-
-    pub(crate) fn fill(&self, buffer: &Buffer, offset: u64, size: u64, pattern: &[u8]) -> Result<()> {
-        let mut word = [0u8; 4];
-        for (index, byte) in word.iter_mut().enumerate() {
-            *byte = pattern[index % pattern.len()];
-        }
-        let word = u32::from_le_bytes(word);
-        self.with_usable(|stream, state| {
-            if word == 0 && offset.is_multiple_of(4) && size.is_multiple_of(4) {
-                stream.encoder(state).clear_buffer(&buffer.buffer, offset, Some(size));
-                return stream.recorded(state);
-            }
-            stream.transfer(state, &buffer.buffer, offset, size, TransferSource::Pattern(word))
-        })
     }
 
     /// Encodes the transfer kernel over `destination[offset..offset + size]`, in chunks
@@ -512,104 +320,6 @@ impl Stream {
         Ok(())
     }
 
-    pub(crate) fn launch(
-        &self,
-        kernel: &KernelPipeline,
-        workgroups: [u32; 3],
-        buffers: &[BufferView<Buffer>],
-        scalars: &[u8],
-    ) -> Result<()> {
-        kernel.check_launch(workgroups, buffers.len())?;
-        self.with_usable(|stream, state| {
-            let device = &stream.device;
-            let bind_group = match &kernel.bind_group_layout {
-                None => None,
-                Some(layout) => {
-                    // Storage bindings are whole words; every WGSL storage type's stride is a
-                    // multiple of 4, so no element is lost.
-                    let key: Vec<BindingKey> = buffers
-                        .iter()
-                        .map(|view| (view.buffer.serial, view.offset, align_down4(view.size).max(4)))
-                        .collect();
-                    match device.cached_bind_group(kernel.serial, &key) {
-                        Some(group) => Some(group),
-                        None => {
-                            let entries: Vec<wgpu::BindGroupEntry> = buffers
-                                .iter()
-                                .zip(&key)
-                                .enumerate()
-                                .map(|(binding, (view, (_, offset, size)))| wgpu::BindGroupEntry {
-                                    binding: binding as u32,
-                                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                                        buffer: &view.buffer.buffer,
-                                        offset: *offset,
-                                        size: std::num::NonZeroU64::new(*size),
-                                    }),
-                                })
-                                .collect();
-                            let group =
-                                device.capture(&format!("binding the buffers of kernel `{}`", kernel.name), || {
-                                    device.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                                        label: None,
-                                        layout,
-                                        entries: &entries,
-                                    })
-                                })?;
-                            device.cache_bind_group(kernel.serial, key, group.clone());
-                            Some(group)
-                        }
-                    }
-                }
-            };
-            if workgroups.contains(&0) {
-                return Ok(());
-            }
-            let mut immediates = scalars.to_vec();
-            immediates.resize(kernel.immediate_size as usize, 0);
-            {
-                let mut pass = stream
-                    .encoder(state)
-                    .begin_compute_pass(&wgpu::ComputePassDescriptor::default());
-                pass.set_pipeline(&kernel.pipeline);
-                if let Some(bind_group) = &bind_group {
-                    pass.set_bind_group(0, bind_group, &[]);
-                }
-                if !immediates.is_empty() {
-                    pass.set_immediates(0, &immediates);
-                }
-                pass.dispatch_workgroups(workgroups[0], workgroups[1], workgroups[2]);
-            }
-            stream.recorded(state)
-        })
-    }
-
-    /// Submits everything so far and returns the signal an event records; with `timing`,
-    /// a timestamp is written after the stream's earlier commands and read back.
-    pub(crate) fn record(&self, timing: bool) -> Result<Signal> {
-        self.with_usable(|stream, state| {
-            let timestamp = if timing {
-                Some(stream.encode_timestamp(state)?)
-            } else {
-                None
-            };
-            stream.submit(state)?;
-            let ticks = match timestamp {
-                None => None,
-                Some(staging) => Some(stream.read_timestamp(state, staging)?),
-            };
-            state.in_flight.retain(|completion| completion.peek().is_none());
-            let submission = state
-                .last_submission
-                .clone()
-                .ok_or_else(|| Error::internal("a stream submitted work but has no submission index"))?;
-            Ok(Signal {
-                submission,
-                completions: state.in_flight.clone(),
-                timestamp: ticks,
-            })
-        })
-    }
-
     /// Writes the device clock into a query, resolved into a mappable buffer it returns.
     fn encode_timestamp(&self, state: &mut StreamState) -> Result<wgpu::Buffer> {
         let device = &self.device;
@@ -688,12 +398,331 @@ impl Stream {
         state.in_flight.push(completion);
         Ok(slot)
     }
+}
 
-    /// Orders this stream's later work after `signal`. The signal's work is already
-    /// submitted, and this stream's later work is submitted later, so the queue orders them;
-    /// only a failure of the awaited work has to be carried over.
-    pub(crate) fn wait_for(&self, signal: &Signal, event_id: u64) -> Result<()> {
-        self.with_usable(|_, state| {
+impl DriverStream<WgpuDriver> for Stream {
+    fn create(_driver: &WgpuDriver, device: &Arc<Object<Arc<DeviceShared>>>) -> Result<Stream> {
+        let device: &Arc<DeviceShared> = device;
+        device.check_alive()?;
+        Ok(Stream {
+            device: Arc::clone(device),
+            state: Mutex::new(StreamState::default()),
+        })
+    }
+
+    fn sticky_error(stream: &Arc<Object<Stream>>) -> Result<()> {
+        stream.with_usable(|_, _| Ok(()))
+    }
+
+    unsafe fn write(
+        stream: &Arc<Object<Stream>>,
+        buffer: &Arc<Object<Buffer>>,
+        offset: u64,
+        source: *const u8,
+        size: u64,
+    ) -> Result<()> {
+        let length = usize::try_from(size)
+            .map_err(|_| Error::out_of_bounds(format!("a write of {size} bytes exceeds this host's address space")))?;
+        // SAFETY: the caller guarantees `size` readable bytes at `source` until the write
+        // completes; they are copied into wgpu's staging memory before this call returns.
+        let data = unsafe { std::slice::from_raw_parts(source, length) };
+        stream.with_usable(|stream, state| {
+            let end = offset + size;
+            let middle_start = align_up4(offset).min(end);
+            let middle_end = align_down4(end).max(middle_start);
+            if middle_end > middle_start {
+                let middle = &data[(middle_start - offset) as usize..(middle_end - offset) as usize];
+                if middle.len() as u64 >= POOLED_WRITE_BYTES {
+                    stream.write_through_pool(state, buffer, middle_start, middle)?;
+                } else {
+                    if state.encoder.is_some() {
+                        stream.submit(state)?;
+                    }
+                    stream.device.capture("writing a buffer", || {
+                        stream.device.queue.write_buffer(&buffer.buffer, middle_start, middle)
+                    })?;
+                    state.unsubmitted_writes = true;
+                }
+            }
+            for (edge_start, edge_end) in [(offset, middle_start), (middle_end.max(middle_start), end)] {
+                if edge_end > edge_start {
+                    let bytes = &data[(edge_start - offset) as usize..(edge_end - offset) as usize];
+                    stream.write_edge(state, buffer, edge_start, bytes)?;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// # Safety
+    /// `destination` must stay valid for `size` bytes, untouched by anyone else, until the
+    /// read completes.
+    unsafe fn read(
+        stream: &Arc<Object<Stream>>,
+        buffer: &Arc<Object<Buffer>>,
+        offset: u64,
+        destination: *mut u8,
+        size: u64,
+    ) -> Result<()> {
+        stream.with_usable(|stream, state| {
+            let start = align_down4(offset);
+            let end = align_up4(offset + size);
+            let length = end - start;
+            let device = &stream.device;
+            let staging = match device.read_staging.take(length) {
+                Some(staging) => staging,
+                None => device.capture("staging a read", || {
+                    device.device.create_buffer(&wgpu::BufferDescriptor {
+                        label: Some("xhal read staging"),
+                        size: staging_size(length),
+                        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                        mapped_at_creation: false,
+                    })
+                })?,
+            };
+            stream
+                .encoder(state)
+                .copy_buffer_to_buffer(&buffer.buffer, start, &staging, 0, length);
+            stream.submit(state)?;
+            let completion = Completion::new();
+            let done = Arc::clone(&completion);
+            let destination = HostDestination(destination);
+            let skip = (offset - start) as usize;
+            let length_on_host = size as usize;
+            let mapped = staging.clone();
+            let pool = Arc::clone(&device.read_staging);
+            device.capture("mapping a read", || {
+                staging.map_async(wgpu::MapMode::Read, ..length, move |result| {
+                    let destination = destination;
+                    let outcome = match result {
+                        Ok(()) => match mapped.get_mapped_range(..length) {
+                            Ok(view) => {
+                                let source = &view[skip..skip + length_on_host];
+                                // SAFETY: `read`'s caller guarantees `length_on_host` writable
+                                // bytes at the destination until this completion is set, and
+                                // the staging buffer is host memory wgpu does not alias with it.
+                                unsafe {
+                                    std::ptr::copy_nonoverlapping(source.as_ptr(), destination.0, length_on_host)
+                                };
+                                drop(view);
+                                mapped.unmap();
+                                pool.give_back(mapped);
+                                Ok(())
+                            }
+                            Err(error) => Err(Error::internal(format!("reading the staging buffer failed: {error}"))),
+                        },
+                        Err(error) => Err(Error::new(
+                            ErrorKind::DeviceLost,
+                            format!("mapping the staging buffer of a read failed: {error}"),
+                        )),
+                    };
+                    done.complete(outcome);
+                })
+            })?;
+            state.in_flight.push(completion);
+            Ok(())
+        })
+    }
+
+    fn copy(
+        stream: &Arc<Object<Stream>>,
+        source: &Arc<Object<Buffer>>,
+        source_offset: u64,
+        destination: &Arc<Object<Buffer>>,
+        destination_offset: u64,
+        size: u64,
+    ) -> Result<()> {
+        stream.with_usable(|stream, state| {
+            let aligned =
+                source_offset.is_multiple_of(4) && destination_offset.is_multiple_of(4) && size.is_multiple_of(4);
+            if source.serial != destination.serial {
+                if aligned {
+                    stream.encoder(state).copy_buffer_to_buffer(
+                        &source.buffer,
+                        source_offset,
+                        &destination.buffer,
+                        destination_offset,
+                        size,
+                    );
+                    return stream.recorded(state);
+                }
+                return stream.transfer(
+                    state,
+                    &destination.buffer,
+                    destination_offset,
+                    size,
+                    TransferSource::Buffer {
+                        buffer: &source.buffer,
+                        offset: source_offset,
+                    },
+                );
+            }
+            // wgpu never copies within one buffer, and the ranges may overlap: go through
+            // a temporary copy of the source words.
+            let start = align_down4(source_offset);
+            let end = align_up4(source_offset + size);
+            let device = &stream.device;
+            let temporary = device.capture("allocating a copy buffer", || {
+                device.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("xhal copy"),
+                    size: end - start,
+                    usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                })
+            })?;
+            stream
+                .encoder(state)
+                .copy_buffer_to_buffer(&source.buffer, start, &temporary, 0, end - start);
+            if aligned {
+                stream.encoder(state).copy_buffer_to_buffer(
+                    &temporary,
+                    0,
+                    &destination.buffer,
+                    destination_offset,
+                    size,
+                );
+                return stream.recorded(state);
+            }
+            stream.transfer(
+                state,
+                &destination.buffer,
+                destination_offset,
+                size,
+                TransferSource::Buffer {
+                    buffer: &temporary,
+                    offset: source_offset - start,
+                },
+            )
+        })
+    }
+
+    fn fill(
+        stream: &Arc<Object<Stream>>,
+        buffer: &Arc<Object<Buffer>>,
+        offset: u64,
+        size: u64,
+        pattern: &[u8],
+    ) -> Result<()> {
+        let mut word = [0u8; 4];
+        for (index, byte) in word.iter_mut().enumerate() {
+            *byte = pattern[index % pattern.len()];
+        }
+        let word = u32::from_le_bytes(word);
+        stream.with_usable(|stream, state| {
+            if word == 0 && offset.is_multiple_of(4) && size.is_multiple_of(4) {
+                stream.encoder(state).clear_buffer(&buffer.buffer, offset, Some(size));
+                return stream.recorded(state);
+            }
+            stream.transfer(state, &buffer.buffer, offset, size, TransferSource::Pattern(word))
+        })
+    }
+
+    fn launch(stream: &Arc<Object<Stream>>, launch: &Launch<'_, WgpuDriver>) -> Result<()> {
+        let kernel: &KernelPipeline = launch.kernel;
+        let (workgroups, buffers, scalars) = (launch.workgroups, launch.buffers, launch.scalars);
+        kernel.check_launch(workgroups, buffers.len())?;
+        stream.with_usable(|stream, state| {
+            let device = &stream.device;
+            let bind_group = match &kernel.bind_group_layout {
+                None => None,
+                Some(layout) => {
+                    // Storage bindings are whole words; every WGSL storage type's stride is a
+                    // multiple of 4, so no element is lost.
+                    let key: Vec<BindingKey> = buffers
+                        .iter()
+                        .map(|view| (view.buffer.serial, view.offset, align_down4(view.size).max(4)))
+                        .collect();
+                    match device.cached_bind_group(kernel.serial, &key) {
+                        Some(group) => Some(group),
+                        None => {
+                            let entries: Vec<wgpu::BindGroupEntry> = buffers
+                                .iter()
+                                .zip(&key)
+                                .enumerate()
+                                .map(|(binding, (view, (_, offset, size)))| wgpu::BindGroupEntry {
+                                    binding: binding as u32,
+                                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                                        buffer: &view.buffer.buffer,
+                                        offset: *offset,
+                                        size: std::num::NonZeroU64::new(*size),
+                                    }),
+                                })
+                                .collect();
+                            let group =
+                                device.capture(&format!("binding the buffers of kernel `{}`", kernel.name), || {
+                                    device.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                                        label: None,
+                                        layout,
+                                        entries: &entries,
+                                    })
+                                })?;
+                            device.cache_bind_group(kernel.serial, key, group.clone());
+                            Some(group)
+                        }
+                    }
+                }
+            };
+            if workgroups.contains(&0) {
+                return Ok(());
+            }
+            let mut immediates = scalars.to_vec();
+            immediates.resize(kernel.immediate_size as usize, 0);
+            {
+                let mut pass = stream
+                    .encoder(state)
+                    .begin_compute_pass(&wgpu::ComputePassDescriptor::default());
+                pass.set_pipeline(&kernel.pipeline);
+                if let Some(bind_group) = &bind_group {
+                    pass.set_bind_group(0, bind_group, &[]);
+                }
+                if !immediates.is_empty() {
+                    pass.set_immediates(0, &immediates);
+                }
+                pass.dispatch_workgroups(workgroups[0], workgroups[1], workgroups[2]);
+            }
+            stream.recorded(state)
+        })
+    }
+
+    /// Submits everything so far and makes that the event's latest signal; for a timing
+    /// event, a timestamp is written after the stream's earlier commands and read back.
+    fn record_event(stream: &Arc<Object<Stream>>, event: &Arc<Object<Event>>) -> Result<()> {
+        let timing = event.timing;
+        let signal = stream.with_usable(|stream, state| {
+            let timestamp = if timing {
+                Some(stream.encode_timestamp(state)?)
+            } else {
+                None
+            };
+            stream.submit(state)?;
+            let ticks = match timestamp {
+                None => None,
+                Some(staging) => Some(stream.read_timestamp(state, staging)?),
+            };
+            state.in_flight.retain(|completion| completion.peek().is_none());
+            let submission = state
+                .last_submission
+                .clone()
+                .ok_or_else(|| Error::internal("a stream submitted work but has no submission index"))?;
+            Ok(Signal {
+                submission,
+                completions: state.in_flight.clone(),
+                timestamp: ticks,
+            })
+        })?;
+        *event.latest.lock() = Some(signal);
+        Ok(())
+    }
+
+    /// Orders this stream's later work after the event's latest signal. The signal's work is
+    /// already submitted, and this stream's later work is submitted later, so the queue orders
+    /// them; only a failure of the awaited work has to be carried over.
+    fn wait_event(stream: &Arc<Object<Stream>>, event: &Arc<Object<Event>>) -> Result<()> {
+        let Some(signal) = event.latest() else {
+            return Self::sticky_error(stream);
+        };
+        let event_id = event.handle();
+        stream.with_usable(|_, state| {
             if let (_, Some(error)) = settled(&signal.completions) {
                 state.error = Some(error.context(format!(
                     "dependency failed: event {event_id:#x} was recorded on a stream that had failed"
@@ -703,26 +732,26 @@ impl Stream {
         })
     }
 
-    pub(crate) fn synchronize(&self) -> Result<()> {
+    fn synchronize(stream: &Arc<Object<Stream>>) -> Result<()> {
         let (submission, completions) = {
-            let mut state = self.state.lock();
+            let mut state = stream.state.lock();
             if (state.encoder.is_some() || state.unsubmitted_writes) && state.error.is_none() {
-                if let Err(error) = self.submit(&mut state) {
+                if let Err(error) = stream.submit(&mut state) {
                     state.error = Some(error);
                 }
             }
             (state.last_submission.clone(), state.in_flight.clone())
         };
-        let mut failure = self.device.wait(submission).err();
+        let mut failure = stream.device.wait(submission).err();
         for completion in &completions {
-            if let Err(error) = completion.wait(&self.device) {
+            if let Err(error) = completion.wait(&stream.device) {
                 failure.get_or_insert(error);
             }
         }
-        if let Some(error) = self.device.take_uncaptured() {
+        if let Some(error) = stream.device.take_uncaptured() {
             failure.get_or_insert(error);
         }
-        let mut state = self.state.lock();
+        let mut state = stream.state.lock();
         state
             .in_flight
             .retain(|completion| !completions.iter().any(|waited| Arc::ptr_eq(waited, completion)));
@@ -735,17 +764,17 @@ impl Stream {
         }
     }
 
-    pub(crate) fn query(&self) -> Result<bool> {
-        let mut state = self.state.lock();
+    fn query(stream: &Arc<Object<Stream>>) -> Result<bool> {
+        let mut state = stream.state.lock();
         if (state.encoder.is_some() || state.unsubmitted_writes) && state.error.is_none() {
-            if let Err(error) = self.submit(&mut state) {
+            if let Err(error) = stream.submit(&mut state) {
                 state.error = Some(error);
             }
         }
         if let Some(error) = &state.error {
             return Err(error.clone());
         }
-        self.device.poll()?;
+        stream.device.poll()?;
         let (all, error) = settled(&state.in_flight);
         if let Some(error) = error {
             state.error = Some(error.clone());
@@ -759,7 +788,7 @@ impl Stream {
 }
 
 /// An event. Each record replaces the latest signal; waits and queries take the signal
-/// current at the time of the call. Methods take the event's handle for their messages.
+/// current at the time of the call. Messages name the event by its handle.
 pub struct Event {
     pub(crate) device: Arc<DeviceShared>,
     pub(crate) timing: bool,
@@ -767,68 +796,8 @@ pub struct Event {
 }
 
 impl Event {
-    /// An event that was never recorded; `timing` needs a device with timestamps.
-    pub(crate) fn new(device: Arc<DeviceShared>, timing: bool) -> Result<Event> {
-        if timing && !device.info.features.contains(Features::TIMESTAMPS) {
-            return Err(Error::unsupported(format!(
-                "{} has no timestamps; create the event without timing",
-                device.name()
-            )));
-        }
-        Ok(Event {
-            device,
-            timing,
-            latest: Mutex::new(None),
-        })
-    }
-
-    pub(crate) fn set_latest(&self, signal: Signal) {
-        *self.latest.lock() = Some(signal);
-    }
-
-    pub(crate) fn latest(&self) -> Option<Signal> {
+    fn latest(&self) -> Option<Signal> {
         self.latest.lock().clone()
-    }
-
-    pub(crate) fn query(&self, handle: u64) -> Result<bool> {
-        let Some(signal) = self.latest() else {
-            return Ok(true);
-        };
-        match signal.query(&self.device)? {
-            None => Ok(false),
-            Some(Ok(())) => Ok(true),
-            Some(Err(error)) => Err(event_failed(handle, error)),
-        }
-    }
-
-    pub(crate) fn synchronize(&self, handle: u64) -> Result<()> {
-        match self.latest() {
-            None => Ok(()),
-            Some(signal) => signal.wait(&self.device).map_err(|error| event_failed(handle, error)),
-        }
-    }
-
-    /// Nanoseconds from `start`'s latest record to `end`'s; both must be completed timing
-    /// events.
-    pub(crate) fn elapsed_time(start: &Object<Event>, end: &Object<Event>) -> Result<u64> {
-        if !start.timing || !end.timing {
-            return Err(Error::invalid_argument(format!(
-                "elapsed time needs two events created with timing; event {:#x} or {:#x} has none",
-                start.handle(),
-                end.handle()
-            )));
-        }
-        let start_ticks = start.completed_timestamp(start.handle())?;
-        let end_ticks = end.completed_timestamp(end.handle())?;
-        if end_ticks < start_ticks {
-            return Err(Error::invalid_argument(format!(
-                "event {:#x} completed before event {:#x}; elapsed time runs from the earlier to the later",
-                end.handle(),
-                start.handle()
-            )));
-        }
-        let period = f64::from(start.device.queue.get_timestamp_period());
-        Ok(((end_ticks - start_ticks) as f64 * period).round() as u64)
     }
 
     /// The device clock at the latest record, which must have completed.
@@ -847,6 +816,67 @@ impl Event {
                 "event {handle:#x} has not completed yet; wait for it before asking for elapsed time"
             ))
         })
+    }
+}
+
+impl DriverEvent<WgpuDriver> for Event {
+    /// An event that was never recorded; `timing` needs a device with timestamps.
+    fn create(_driver: &WgpuDriver, device: &Arc<Object<Arc<DeviceShared>>>, timing: bool) -> Result<Event> {
+        let device: &Arc<DeviceShared> = device;
+        if timing && !device.info.features.contains(Features::TIMESTAMPS) {
+            return Err(Error::unsupported(format!(
+                "{} has no timestamps; create the event without timing",
+                device.name()
+            )));
+        }
+        Ok(Event {
+            device: Arc::clone(device),
+            timing,
+            latest: Mutex::new(None),
+        })
+    }
+
+    fn query(event: &Arc<Object<Event>>) -> Result<bool> {
+        let handle = event.handle();
+        let Some(signal) = event.latest() else {
+            return Ok(true);
+        };
+        match signal.query(&event.device)? {
+            None => Ok(false),
+            Some(Ok(())) => Ok(true),
+            Some(Err(error)) => Err(event_failed(handle, error)),
+        }
+    }
+
+    fn synchronize(event: &Arc<Object<Event>>) -> Result<()> {
+        let handle = event.handle();
+        match event.latest() {
+            None => Ok(()),
+            Some(signal) => signal.wait(&event.device).map_err(|error| event_failed(handle, error)),
+        }
+    }
+
+    /// Nanoseconds from `start`'s latest record to `end`'s; both must be completed timing
+    /// events.
+    fn elapsed_time(start: &Arc<Object<Event>>, end: &Arc<Object<Event>>) -> Result<u64> {
+        if !start.timing || !end.timing {
+            return Err(Error::invalid_argument(format!(
+                "elapsed time needs two events created with timing; event {:#x} or {:#x} has none",
+                start.handle(),
+                end.handle()
+            )));
+        }
+        let start_ticks = start.completed_timestamp(start.handle())?;
+        let end_ticks = end.completed_timestamp(end.handle())?;
+        if end_ticks < start_ticks {
+            return Err(Error::invalid_argument(format!(
+                "event {:#x} completed before event {:#x}; elapsed time runs from the earlier to the later",
+                end.handle(),
+                start.handle()
+            )));
+        }
+        let period = f64::from(start.device.queue.get_timestamp_period());
+        Ok(((end_ticks - start_ticks) as f64 * period).round() as u64)
     }
 }
 

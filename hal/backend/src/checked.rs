@@ -9,11 +9,14 @@ use crate::backend::{
     Backend, BackendInfo, BufferHandle, DeviceHandle, DeviceInfo, EventHandle, KernelFormat, KernelHandle, LaunchArgs,
     MemoryUsage, ModuleHandle, StreamHandle,
 };
-use crate::driver::{BufferView, Driver, Launch, Object};
+use crate::driver::{
+    BufferView, Driver, DriverBuffer, DriverDevice, DriverEvent, DriverKernel, DriverModule, DriverStream, Launch,
+    Object,
+};
 use crate::error::{check_range, Error, Result};
 use crate::handles::{HandleTable, ObjectKind};
-use parking_lot::RwLock;
-use std::sync::Arc;
+use parking_lot::{Mutex, RwLock};
+use std::sync::{Arc, Weak};
 
 /// A stream and an object on its device, both live, as the driver receives them.
 type OnStream<S, T> = (Arc<Object<S>>, Arc<Object<T>>);
@@ -23,6 +26,9 @@ type OnStream<S, T> = (Arc<Object<S>>, Arc<Object<T>>);
 pub struct Checked<D: Driver> {
     driver: D,
     devices: HandleTable<Object<D::Device>>,
+    /// Each device index's opened device while any handle to it is live: every open of an
+    /// index shares one, as the ABI's devices share their memory and queues.
+    opened: Mutex<Vec<Weak<Object<D::Device>>>>,
     /// Each opened device index's buffer offset alignment, which launches are checked against.
     alignments: RwLock<Vec<u64>>,
     buffers: HandleTable<Object<D::Buffer>>,
@@ -38,6 +44,7 @@ impl<D: Driver> Checked<D> {
         Checked {
             driver,
             devices: HandleTable::new(D::NAME, ObjectKind::Device),
+            opened: Mutex::new(Vec::new()),
             alignments: RwLock::new(Vec::new()),
             buffers: HandleTable::new(D::NAME, ObjectKind::Buffer),
             streams: HandleTable::new(D::NAME, ObjectKind::Stream),
@@ -138,7 +145,7 @@ impl<D: Driver> Checked<D> {
     }
 
     fn synchronize_before_drop(&self, stream: &Arc<Object<D::Stream>>) {
-        if let Err(error) = self.driver.stream_synchronize(stream) {
+        if let Err(error) = D::Stream::synchronize(stream) {
             // The stream's calls already returned this error; its destruction only notes it.
             tracing::debug!(%error, stream = stream.handle(), "a destroyed stream's work failed");
         }
@@ -170,7 +177,11 @@ fn null_pointer(what: &str, size: u64, buffer: u64) -> Error {
 
 impl<D: Driver> Backend for Checked<D> {
     fn info(&self) -> BackendInfo {
-        self.driver.info()
+        BackendInfo {
+            name: D::NAME.to_string(),
+            version: D::VERSION.to_string(),
+            abi_version: (crate::abi::XHAL_ABI_MAJOR, crate::abi::XHAL_ABI_MINOR),
+        }
     }
 
     fn device_count(&self) -> Result<u32> {
@@ -179,12 +190,18 @@ impl<D: Driver> Backend for Checked<D> {
 
     fn device_info(&self, index: u32) -> Result<DeviceInfo> {
         self.device_index(index)?;
-        self.driver.device_info(index)
+        let opened = self.opened.lock().get(index as usize).and_then(Weak::upgrade);
+        self.driver
+            .device_info(index, opened.as_deref().map(|device| &**device))
     }
 
     fn device_open(&self, index: u32) -> Result<DeviceHandle> {
         self.device_index(index)?;
-        let buffer_offset_alignment = u64::from(self.driver.device_info(index)?.buffer_offset_alignment).max(1);
+        let mut opened = self.opened.lock();
+        if let Some(device) = opened.get(index as usize).and_then(Weak::upgrade) {
+            return self.devices.insert_shared(device).map(DeviceHandle);
+        }
+        let buffer_offset_alignment = u64::from(self.driver.device_info(index, None)?.buffer_offset_alignment).max(1);
         let device = self.driver.device_open(index)?;
         {
             let mut alignments = self.alignments.write();
@@ -193,7 +210,12 @@ impl<D: Driver> Backend for Checked<D> {
             }
             alignments[index as usize] = buffer_offset_alignment;
         }
-        Self::insert(&self.devices, index, 0, device).map(DeviceHandle)
+        let handle = Self::insert(&self.devices, index, 0, device)?;
+        if opened.len() <= index as usize {
+            opened.resize_with(index as usize + 1, Weak::new);
+        }
+        opened[index as usize] = Arc::downgrade(&self.devices.get(handle)?);
+        Ok(DeviceHandle(handle))
     }
 
     fn device_close(&self, device: DeviceHandle) {
@@ -201,7 +223,7 @@ impl<D: Driver> Backend for Checked<D> {
     }
 
     fn device_memory_usage(&self, device: DeviceHandle) -> Result<MemoryUsage> {
-        self.driver.device_memory_usage(&self.device(device)?)
+        D::Device::memory_usage(&self.device(device)?)
     }
 
     fn buffer_allocate(&self, device: DeviceHandle, size: u64) -> Result<BufferHandle> {
@@ -209,7 +231,7 @@ impl<D: Driver> Backend for Checked<D> {
         if size == 0 {
             return Err(Error::invalid_argument("a buffer of 0 bytes holds nothing"));
         }
-        let buffer = self.driver.buffer_allocate(&device, size)?;
+        let buffer = D::Buffer::allocate(&self.driver, &device, size)?;
         Self::insert(&self.buffers, device.device_index(), size, buffer).map(BufferHandle)
     }
 
@@ -220,7 +242,7 @@ impl<D: Driver> Backend for Checked<D> {
 
     fn stream_create(&self, device: DeviceHandle) -> Result<StreamHandle> {
         let device = self.device(device)?;
-        let stream = self.driver.stream_create(&device)?;
+        let stream = D::Stream::create(&self.driver, &device)?;
         Self::insert(&self.streams, device.device_index(), 0, stream).map(StreamHandle)
     }
 
@@ -242,14 +264,14 @@ impl<D: Driver> Backend for Checked<D> {
         let (stream, buffer) = self.stream_and_buffer(stream, buffer)?;
         in_buffer("write", offset, size, &buffer)?;
         if size == 0 {
-            return self.driver.stream_sticky_error(&stream);
+            return D::Stream::sticky_error(&stream);
         }
         if source.is_null() {
             return Err(null_pointer("write", size, buffer.handle()));
         }
         // SAFETY: the caller accepted `stream_write`'s contract; the range is in bounds and
         // the pointer non-null, as the driver's contract asks.
-        unsafe { self.driver.stream_write(&stream, &buffer, offset, source, size) }
+        unsafe { D::Stream::write(&stream, &buffer, offset, source, size) }
     }
 
     unsafe fn stream_read(
@@ -263,13 +285,13 @@ impl<D: Driver> Backend for Checked<D> {
         let (stream, buffer) = self.stream_and_buffer(stream, buffer)?;
         in_buffer("read", offset, size, &buffer)?;
         if size == 0 {
-            return self.driver.stream_sticky_error(&stream);
+            return D::Stream::sticky_error(&stream);
         }
         if destination.is_null() {
             return Err(null_pointer("read", size, buffer.handle()));
         }
         // SAFETY: as in `stream_write`.
-        unsafe { self.driver.stream_read(&stream, &buffer, offset, destination, size) }
+        unsafe { D::Stream::read(&stream, &buffer, offset, destination, size) }
     }
 
     fn stream_copy(
@@ -286,10 +308,9 @@ impl<D: Driver> Backend for Checked<D> {
         in_buffer("copy source", source_offset, size, &source)?;
         in_buffer("copy destination", destination_offset, size, &destination)?;
         if size == 0 {
-            return self.driver.stream_sticky_error(&stream);
+            return D::Stream::sticky_error(&stream);
         }
-        self.driver
-            .stream_copy(&stream, &source, source_offset, &destination, destination_offset, size)
+        D::Stream::copy(&stream, &source, source_offset, &destination, destination_offset, size)
     }
 
     fn stream_fill(
@@ -316,9 +337,9 @@ impl<D: Driver> Backend for Checked<D> {
         }
         in_buffer("fill", offset, size, &buffer)?;
         if size == 0 {
-            return self.driver.stream_sticky_error(&stream);
+            return D::Stream::sticky_error(&stream);
         }
-        self.driver.stream_fill(&stream, &buffer, offset, size, pattern)
+        D::Stream::fill(&stream, &buffer, offset, size, pattern)
     }
 
     fn stream_launch(&self, stream: StreamHandle, launch: &LaunchArgs<'_>) -> Result<()> {
@@ -365,30 +386,30 @@ impl<D: Driver> Backend for Checked<D> {
             buffers: &buffers,
             scalars: launch.scalars,
         };
-        self.driver.stream_launch(&stream, &checked)
+        D::Stream::launch(&stream, &checked)
     }
 
     fn stream_record_event(&self, stream: StreamHandle, event: EventHandle) -> Result<()> {
         let (stream, event) = self.stream_and_event(stream, event)?;
-        self.driver.stream_record_event(&stream, &event)
+        D::Stream::record_event(&stream, &event)
     }
 
     fn stream_wait_event(&self, stream: StreamHandle, event: EventHandle) -> Result<()> {
         let (stream, event) = self.stream_and_event(stream, event)?;
-        self.driver.stream_wait_event(&stream, &event)
+        D::Stream::wait_event(&stream, &event)
     }
 
     fn stream_synchronize(&self, stream: StreamHandle) -> Result<()> {
-        self.driver.stream_synchronize(&self.streams.get(stream.0)?)
+        D::Stream::synchronize(&self.streams.get(stream.0)?)
     }
 
     fn stream_query(&self, stream: StreamHandle) -> Result<bool> {
-        self.driver.stream_query(&self.streams.get(stream.0)?)
+        D::Stream::query(&self.streams.get(stream.0)?)
     }
 
     fn event_create(&self, device: DeviceHandle, timing: bool) -> Result<EventHandle> {
         let device = self.device(device)?;
-        let event = self.driver.event_create(&device, timing)?;
+        let event = D::Event::create(&self.driver, &device, timing)?;
         Self::insert(&self.events, device.device_index(), 0, event).map(EventHandle)
     }
 
@@ -397,22 +418,22 @@ impl<D: Driver> Backend for Checked<D> {
     }
 
     fn event_query(&self, event: EventHandle) -> Result<bool> {
-        self.driver.event_query(&self.events.get(event.0)?)
+        D::Event::query(&self.events.get(event.0)?)
     }
 
     fn event_synchronize(&self, event: EventHandle) -> Result<()> {
-        self.driver.event_synchronize(&self.events.get(event.0)?)
+        D::Event::synchronize(&self.events.get(event.0)?)
     }
 
     fn event_elapsed_time(&self, start: EventHandle, end: EventHandle) -> Result<u64> {
         let start = self.events.get(start.0)?;
         let end = self.events.get(end.0)?;
-        self.driver.event_elapsed_time(&start, &end)
+        D::Event::elapsed_time(&start, &end)
     }
 
     fn module_load(&self, device: DeviceHandle, format: KernelFormat, code: &[u8]) -> Result<ModuleHandle> {
         let device = self.device(device)?;
-        let module = self.driver.module_load(&device, format, code)?;
+        let module = D::Module::load(&self.driver, &device, format, code)?;
         Self::insert(&self.modules, device.device_index(), 0, module).map(ModuleHandle)
     }
 
@@ -423,7 +444,7 @@ impl<D: Driver> Backend for Checked<D> {
 
     fn kernel_get(&self, module: ModuleHandle, name: &str) -> Result<KernelHandle> {
         let module = self.modules.get(module.0)?;
-        let kernel = self.driver.kernel_get(&module, name)?;
+        let kernel = D::Kernel::get(&self.driver, &module, name)?;
         Self::insert(&self.kernels, module.device_index(), 0, kernel).map(KernelHandle)
     }
 
@@ -444,18 +465,22 @@ mod tests {
     /// reaches it, so a test can tell that a refused call never did.
     #[derive(Default)]
     struct Toy {
-        calls: AtomicU32,
+        calls: Arc<AtomicU32>,
         synchronized: Arc<AtomicU32>,
-    }
-
-    impl Toy {
-        fn called(&self) {
-            self.calls.fetch_add(1, Ordering::Relaxed);
-        }
+        opens: AtomicU32,
     }
 
     struct ToyStream {
+        calls: Arc<AtomicU32>,
+        synchronized: Arc<AtomicU32>,
         sticky: Mutex<Option<Error>>,
+    }
+
+    impl ToyStream {
+        fn called(&self) -> Result<()> {
+            self.calls.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        }
     }
 
     impl Driver for Toy {
@@ -466,18 +491,12 @@ mod tests {
         type Module = ();
         type Kernel = ();
         const NAME: &'static str = "toy";
+        const VERSION: &'static str = "0";
 
-        fn info(&self) -> BackendInfo {
-            BackendInfo {
-                name: "toy".into(),
-                version: "0".into(),
-                abi_version: (1, 0),
-            }
-        }
         fn device_count(&self) -> Result<u32> {
             Ok(2)
         }
-        fn device_info(&self, index: u32) -> Result<DeviceInfo> {
+        fn device_info(&self, index: u32, _opened: Option<&()>) -> Result<DeviceInfo> {
             Ok(DeviceInfo {
                 name: format!("toy {index}"),
                 vendor: "toy".into(),
@@ -503,110 +522,111 @@ mod tests {
             })
         }
         fn device_open(&self, _index: u32) -> Result<()> {
+            self.opens.fetch_add(1, Ordering::Relaxed);
             Ok(())
         }
-        fn buffer_allocate(&self, _device: &Arc<Object<()>>, size: u64) -> Result<Mutex<Vec<u8>>> {
+    }
+
+    impl DriverDevice<Toy> for () {}
+
+    impl DriverBuffer<Toy> for Mutex<Vec<u8>> {
+        fn allocate(_driver: &Toy, _device: &Arc<Object<()>>, size: u64) -> Result<Self> {
             Ok(Mutex::new(vec![0; size as usize]))
         }
-        fn stream_create(&self, _device: &Arc<Object<()>>) -> Result<ToyStream> {
+    }
+
+    type ToyBuffer = Arc<Object<Mutex<Vec<u8>>>>;
+
+    impl DriverStream<Toy> for ToyStream {
+        fn create(driver: &Toy, _device: &Arc<Object<()>>) -> Result<ToyStream> {
             Ok(ToyStream {
+                calls: Arc::clone(&driver.calls),
+                synchronized: Arc::clone(&driver.synchronized),
                 sticky: Mutex::new(None),
             })
         }
-        fn stream_sticky_error(&self, stream: &Arc<Object<ToyStream>>) -> Result<()> {
+        fn sticky_error(stream: &Arc<Object<ToyStream>>) -> Result<()> {
             stream.sticky.lock().clone().map_or(Ok(()), Err)
         }
-        unsafe fn stream_write(
-            &self,
-            _stream: &Arc<Object<ToyStream>>,
-            buffer: &Arc<Object<Mutex<Vec<u8>>>>,
+        unsafe fn write(
+            stream: &Arc<Object<Self>>,
+            buffer: &ToyBuffer,
             offset: u64,
             source: *const u8,
             size: u64,
         ) -> Result<()> {
-            self.called();
+            stream.called()?;
             // SAFETY: the adapter checked the pointer non-null; the caller keeps the bytes valid.
             let bytes = unsafe { std::slice::from_raw_parts(source, size as usize) };
             buffer.lock()[offset as usize..(offset + size) as usize].copy_from_slice(bytes);
             Ok(())
         }
-        unsafe fn stream_read(
-            &self,
-            _stream: &Arc<Object<ToyStream>>,
-            buffer: &Arc<Object<Mutex<Vec<u8>>>>,
+        unsafe fn read(
+            stream: &Arc<Object<Self>>,
+            buffer: &ToyBuffer,
             offset: u64,
             destination: *mut u8,
             size: u64,
         ) -> Result<()> {
-            self.called();
-            // SAFETY: as in `stream_write`.
+            stream.called()?;
+            // SAFETY: as in `write`.
             let bytes = unsafe { std::slice::from_raw_parts_mut(destination, size as usize) };
             bytes.copy_from_slice(&buffer.lock()[offset as usize..(offset + size) as usize]);
             Ok(())
         }
-        fn stream_copy(
-            &self,
-            _stream: &Arc<Object<ToyStream>>,
-            _source: &Arc<Object<Mutex<Vec<u8>>>>,
-            _source_offset: u64,
-            _destination: &Arc<Object<Mutex<Vec<u8>>>>,
-            _destination_offset: u64,
-            _size: u64,
-        ) -> Result<()> {
-            self.called();
-            Ok(())
+        fn copy(stream: &Arc<Object<Self>>, _: &ToyBuffer, _: u64, _: &ToyBuffer, _: u64, _: u64) -> Result<()> {
+            stream.called()
         }
-        fn stream_fill(
-            &self,
-            _stream: &Arc<Object<ToyStream>>,
-            buffer: &Arc<Object<Mutex<Vec<u8>>>>,
-            offset: u64,
-            size: u64,
-            pattern: &[u8],
-        ) -> Result<()> {
-            self.called();
+        fn fill(stream: &Arc<Object<Self>>, buffer: &ToyBuffer, offset: u64, size: u64, pattern: &[u8]) -> Result<()> {
+            stream.called()?;
             let mut bytes = buffer.lock();
             for chunk in bytes[offset as usize..(offset + size) as usize].chunks_exact_mut(pattern.len()) {
                 chunk.copy_from_slice(pattern);
             }
             Ok(())
         }
-        fn stream_launch(&self, _stream: &Arc<Object<ToyStream>>, launch: &Launch<'_, Self>) -> Result<()> {
-            self.called();
+        fn launch(stream: &Arc<Object<Self>>, launch: &Launch<'_, Toy>) -> Result<()> {
             assert!(launch.buffers.iter().all(|view| view.size > 0));
-            Ok(())
+            stream.called()
         }
-        fn stream_record_event(&self, _stream: &Arc<Object<ToyStream>>, _event: &Arc<Object<()>>) -> Result<()> {
-            self.called();
-            Ok(())
+        fn record_event(stream: &Arc<Object<Self>>, _event: &Arc<Object<()>>) -> Result<()> {
+            stream.called()
         }
-        fn stream_wait_event(&self, _stream: &Arc<Object<ToyStream>>, _event: &Arc<Object<()>>) -> Result<()> {
-            self.called();
-            Ok(())
+        fn wait_event(stream: &Arc<Object<Self>>, _event: &Arc<Object<()>>) -> Result<()> {
+            stream.called()
         }
-        fn stream_synchronize(&self, stream: &Arc<Object<ToyStream>>) -> Result<()> {
-            self.synchronized.fetch_add(1, Ordering::Relaxed);
-            self.stream_sticky_error(stream)
+        fn synchronize(stream: &Arc<Object<Self>>) -> Result<()> {
+            stream.synchronized.fetch_add(1, Ordering::Relaxed);
+            Self::sticky_error(stream)
         }
-        fn stream_query(&self, _stream: &Arc<Object<ToyStream>>) -> Result<bool> {
+        fn query(_stream: &Arc<Object<Self>>) -> Result<bool> {
             Ok(true)
         }
-        fn event_create(&self, _device: &Arc<Object<()>>, _timing: bool) -> Result<()> {
+    }
+
+    impl DriverEvent<Toy> for () {
+        fn create(_driver: &Toy, _device: &Arc<Object<()>>, _timing: bool) -> Result<()> {
             Ok(())
         }
-        fn event_query(&self, _event: &Arc<Object<()>>) -> Result<bool> {
+        fn query(_event: &Arc<Object<()>>) -> Result<bool> {
             Ok(true)
         }
-        fn event_synchronize(&self, _event: &Arc<Object<()>>) -> Result<()> {
+        fn synchronize(_event: &Arc<Object<()>>) -> Result<()> {
             Ok(())
         }
-        fn event_elapsed_time(&self, _start: &Arc<Object<()>>, _end: &Arc<Object<()>>) -> Result<u64> {
+        fn elapsed_time(_start: &Arc<Object<()>>, _end: &Arc<Object<()>>) -> Result<u64> {
             Ok(0)
         }
-        fn module_load(&self, _device: &Arc<Object<()>>, _format: KernelFormat, _code: &[u8]) -> Result<()> {
+    }
+
+    impl DriverModule<Toy> for () {
+        fn load(_driver: &Toy, _device: &Arc<Object<()>>, _format: KernelFormat, _code: &[u8]) -> Result<()> {
             Ok(())
         }
-        fn kernel_get(&self, _module: &Arc<Object<()>>, _name: &str) -> Result<()> {
+    }
+
+    impl DriverKernel<Toy> for () {
+        fn get(_driver: &Toy, _module: &Arc<Object<()>>, _name: &str) -> Result<()> {
             Ok(())
         }
     }
@@ -631,6 +651,25 @@ mod tests {
         }
         assert_eq!(output, [1, 2, 3, 4, 9, 9, 9, 9]);
         assert_eq!(backend.buffer(buffer).unwrap().device_index(), 1);
+    }
+
+    #[test]
+    fn opens_of_one_index_share_one_device_while_any_is_live() {
+        let backend = Checked::new(Toy::default());
+        let opens = || backend.driver().opens.load(Ordering::Relaxed);
+        let first = backend.device_open(0).unwrap();
+        let second = backend.device_open(0).unwrap();
+        assert_ne!(first, second, "each open has its own handle");
+        assert_eq!(opens(), 1, "the second open shares the first's device");
+        backend.device_open(1).unwrap();
+        assert_eq!(opens(), 2, "another index is another device");
+        backend.device_close(first);
+        let buffer = backend.buffer_allocate(second, 4).unwrap();
+        assert_eq!(backend.buffer(buffer).unwrap().device_index(), 0);
+        backend.device_close(second);
+        // No handle to index 0 is live: the next open opens the device again.
+        backend.device_open(0).unwrap();
+        assert_eq!(opens(), 3);
     }
 
     #[test]

@@ -19,7 +19,7 @@
 //! code compiles, whether the arguments fit the kernel's parameters, and the stream's sticky
 //! error.
 
-use crate::backend::{BackendInfo, DeviceInfo, KernelFormat, MemoryUsage};
+use crate::backend::{DeviceInfo, KernelFormat, MemoryUsage};
 use crate::error::{Error, Result};
 use std::ops::Deref;
 use std::sync::Arc;
@@ -92,12 +92,16 @@ pub struct Launch<'a, D: Driver> {
     pub scalars: &'a [u8],
 }
 
-/// A backend's typed implementation. See the module documentation for what the adapter has
-/// checked before each method runs; the driver may rely on all of it.
+/// A backend's typed implementation: the backend as a whole. Each object kind implements its
+/// own role trait ([`DriverDevice`], [`DriverBuffer`], [`DriverStream`], [`DriverEvent`],
+/// [`DriverModule`], [`DriverKernel`]) in the backend's room for it (`device.rs`,
+/// `memory.rs`, `stream.rs`, `module.rs`), so no method is written twice. See the module
+/// documentation for what the adapter has checked before each method runs; the driver may rely
+/// on all of it.
 ///
 /// Every method may be called from any thread, concurrently. Enqueueing methods must not
 /// block on the work they enqueue. Errors found while the work executes stick to the stream:
-/// they are returned by the next `stream_synchronize`, by waits on events recorded after the
+/// they are returned by the next `synchronize`, by waits on events recorded after the
 /// failure, and by every later call on that stream.
 ///
 /// Objects are dropped when the last `Arc` to them goes: a driver releases its native object
@@ -108,23 +112,22 @@ pub struct Launch<'a, D: Driver> {
 /// opaque outside the crate.
 pub trait Driver: Send + Sync + Sized + 'static {
     /// An opened device.
-    type Device: Send + Sync + 'static;
+    type Device: DriverDevice<Self>;
     /// A device allocation.
-    type Buffer: Send + Sync + 'static;
+    type Buffer: DriverBuffer<Self>;
     /// An in-order queue of work.
-    type Stream: Send + Sync + 'static;
+    type Stream: DriverStream<Self>;
     /// A point in a stream.
-    type Event: Send + Sync + 'static;
+    type Event: DriverEvent<Self>;
     /// Loaded kernel code.
-    type Module: Send + Sync + 'static;
+    type Module: DriverModule<Self>;
     /// One entry point of a module.
-    type Kernel: Send + Sync + 'static;
+    type Kernel: DriverKernel<Self>;
 
     /// The backend's name, as selectors and handle errors say it: `cuda`, `vulkan`...
     const NAME: &'static str;
-
-    /// Name, version and ABI version.
-    fn info(&self) -> BackendInfo;
+    /// The backend's version, as `xhal info` shows it: usually `env!("CARGO_PKG_VERSION")`.
+    const VERSION: &'static str;
 
     /// The backend is being dropped: a driver that can cancel queued work (a stopped kernel,
     /// skipped copies whose records still complete) does so here, so that dropping a backend
@@ -134,27 +137,39 @@ pub trait Driver: Send + Sync + Sized + 'static {
 
     /// Number of devices. A missing driver is an error of kind `DriverUnavailable` with the reason.
     fn device_count(&self) -> Result<u32>;
-    /// Describes device `index` without opening it; the index is below `device_count`.
-    fn device_info(&self, index: u32) -> Result<DeviceInfo>;
-    /// Opens device `index`; the index is below `device_count`. Opening twice gives two objects.
+    /// Describes device `index`; the index is below `device_count`. `opened` is the device as
+    /// it is open now, if it is, for figures only an opened device knows (its free memory).
+    fn device_info(&self, index: u32, opened: Option<&Self::Device>) -> Result<DeviceInfo>;
+    /// Opens device `index`; the index is below `device_count` and the device is not open now:
+    /// the adapter shares one opened device among every open of an index while any is live.
     fn device_open(&self, index: u32) -> Result<Self::Device>;
+}
+
+/// An opened device (`device.rs`).
+pub trait DriverDevice<D: Driver>: Sized + Send + Sync + 'static {
     /// The device's free and total memory now. The default says the backend cannot tell.
-    fn device_memory_usage(&self, device: &Arc<Object<Self::Device>>) -> Result<MemoryUsage> {
+    fn memory_usage(device: &Arc<Object<Self>>) -> Result<MemoryUsage> {
         let _ = device;
         Err(Error::unsupported(format!(
             "backend `{}` does not report its devices' memory usage",
-            Self::NAME
+            D::NAME
         )))
     }
+}
 
+/// A device allocation (`memory.rs`).
+pub trait DriverBuffer<D: Driver>: Sized + Send + Sync + 'static {
     /// Allocates `size` bytes, more than 0.
-    fn buffer_allocate(&self, device: &Arc<Object<Self::Device>>, size: u64) -> Result<Self::Buffer>;
+    fn allocate(driver: &D, device: &Arc<Object<D::Device>>, size: u64) -> Result<Self>;
+}
 
+/// An in-order queue of work (`stream.rs`).
+pub trait DriverStream<D: Driver>: Sized + Send + Sync + 'static {
     /// Creates a stream.
-    fn stream_create(&self, device: &Arc<Object<Self::Device>>) -> Result<Self::Stream>;
+    fn create(driver: &D, device: &Arc<Object<D::Device>>) -> Result<Self>;
     /// The stream's sticky error, if any: what a command of 0 bytes returns, since the adapter
     /// does not hand such a command to the driver. The default has no sticky state to report.
-    fn stream_sticky_error(&self, stream: &Arc<Object<Self::Stream>>) -> Result<()> {
+    fn sticky_error(stream: &Arc<Object<Self>>) -> Result<()> {
         let _ = stream;
         Ok(())
     }
@@ -163,10 +178,9 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// # Safety
     /// `source` is non-null and points to `size` readable bytes that stay valid and unchanged
     /// until the write completes.
-    unsafe fn stream_write(
-        &self,
-        stream: &Arc<Object<Self::Stream>>,
-        buffer: &Arc<Object<Self::Buffer>>,
+    unsafe fn write(
+        stream: &Arc<Object<Self>>,
+        buffer: &Arc<Object<D::Buffer>>,
         offset: u64,
         source: *const u8,
         size: u64,
@@ -176,65 +190,67 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// # Safety
     /// `destination` is non-null and points to `size` writable bytes that stay valid, and are
     /// not touched by anyone else, until the read completes.
-    unsafe fn stream_read(
-        &self,
-        stream: &Arc<Object<Self::Stream>>,
-        buffer: &Arc<Object<Self::Buffer>>,
+    unsafe fn read(
+        stream: &Arc<Object<Self>>,
+        buffer: &Arc<Object<D::Buffer>>,
         offset: u64,
         destination: *mut u8,
         size: u64,
     ) -> Result<()>;
     /// Enqueues a device-to-device copy of `size` (> 0) bytes; both ranges are in bounds and
     /// may overlap.
-    fn stream_copy(
-        &self,
-        stream: &Arc<Object<Self::Stream>>,
-        source: &Arc<Object<Self::Buffer>>,
+    fn copy(
+        stream: &Arc<Object<Self>>,
+        source: &Arc<Object<D::Buffer>>,
         source_offset: u64,
-        destination: &Arc<Object<Self::Buffer>>,
+        destination: &Arc<Object<D::Buffer>>,
         destination_offset: u64,
         size: u64,
     ) -> Result<()>;
     /// Enqueues a fill of `size` (> 0) bytes with a 1-, 2- or 4-byte `pattern`; `offset` and
     /// `size` are multiples of the pattern's length and in bounds.
-    fn stream_fill(
-        &self,
-        stream: &Arc<Object<Self::Stream>>,
-        buffer: &Arc<Object<Self::Buffer>>,
+    fn fill(
+        stream: &Arc<Object<Self>>,
+        buffer: &Arc<Object<D::Buffer>>,
         offset: u64,
         size: u64,
         pattern: &[u8],
     ) -> Result<()>;
     /// Enqueues a kernel launch. The driver checks the arguments against the kernel's
     /// parameters (count, kinds, scalar block) and the workgroup counts against its limits.
-    fn stream_launch(&self, stream: &Arc<Object<Self::Stream>>, launch: &Launch<'_, Self>) -> Result<()>;
+    fn launch(stream: &Arc<Object<Self>>, launch: &Launch<'_, D>) -> Result<()>;
     /// Enqueues a record of `event`, made on the stream's device.
-    fn stream_record_event(&self, stream: &Arc<Object<Self::Stream>>, event: &Arc<Object<Self::Event>>) -> Result<()>;
+    fn record_event(stream: &Arc<Object<Self>>, event: &Arc<Object<D::Event>>) -> Result<()>;
     /// Makes later work on `stream` wait for the event's most recent record.
-    fn stream_wait_event(&self, stream: &Arc<Object<Self::Stream>>, event: &Arc<Object<Self::Event>>) -> Result<()>;
+    fn wait_event(stream: &Arc<Object<Self>>, event: &Arc<Object<D::Event>>) -> Result<()>;
     /// Blocks until the stream is idle; returns its sticky error if any.
-    fn stream_synchronize(&self, stream: &Arc<Object<Self::Stream>>) -> Result<()>;
+    fn synchronize(stream: &Arc<Object<Self>>) -> Result<()>;
     /// True when everything enqueued has completed.
-    fn stream_query(&self, stream: &Arc<Object<Self::Stream>>) -> Result<bool>;
+    fn query(stream: &Arc<Object<Self>>) -> Result<bool>;
+}
 
+/// A point in a stream (`stream.rs`, beside the stream that records it).
+pub trait DriverEvent<D: Driver>: Sized + Send + Sync + 'static {
     /// Creates an event; `timing` asks for timestamps.
-    fn event_create(&self, device: &Arc<Object<Self::Device>>, timing: bool) -> Result<Self::Event>;
+    fn create(driver: &D, device: &Arc<Object<D::Device>>, timing: bool) -> Result<Self>;
     /// True when the most recent record completed (or none was made).
-    fn event_query(&self, event: &Arc<Object<Self::Event>>) -> Result<bool>;
+    fn query(event: &Arc<Object<Self>>) -> Result<bool>;
     /// Blocks until the most recent record completed.
-    fn event_synchronize(&self, event: &Arc<Object<Self::Event>>) -> Result<()>;
+    fn synchronize(event: &Arc<Object<Self>>) -> Result<()>;
     /// Nanoseconds from `start` to `end`; the driver checks that both are completed timing
     /// events.
-    fn event_elapsed_time(&self, start: &Arc<Object<Self::Event>>, end: &Arc<Object<Self::Event>>) -> Result<u64>;
+    fn elapsed_time(start: &Arc<Object<Self>>, end: &Arc<Object<Self>>) -> Result<u64>;
+}
 
+/// Loaded kernel code (`module.rs`).
+pub trait DriverModule<D: Driver>: Sized + Send + Sync + 'static {
     /// Loads kernel code; `code` is only borrowed for the call.
-    fn module_load(
-        &self,
-        device: &Arc<Object<Self::Device>>,
-        format: KernelFormat,
-        code: &[u8],
-    ) -> Result<Self::Module>;
+    fn load(driver: &D, device: &Arc<Object<D::Device>>, format: KernelFormat, code: &[u8]) -> Result<Self>;
+}
+
+/// One entry point of a module (`module.rs`).
+pub trait DriverKernel<D: Driver>: Sized + Send + Sync + 'static {
     /// Finds an entry point. The kernel keeps what it needs: destroying the module never
     /// breaks it.
-    fn kernel_get(&self, module: &Arc<Object<Self::Module>>, name: &str) -> Result<Self::Kernel>;
+    fn get(driver: &D, module: &Arc<Object<D::Module>>, name: &str) -> Result<Self>;
 }

@@ -163,6 +163,13 @@ impl<T> HandleTable<T> {
         Ok(raw)
     }
 
+    /// Issues another handle for an object that is live already (a device opened twice).
+    pub fn insert_shared(&self, object: Arc<T>) -> Result<u64> {
+        let raw = issue(self.backend, self.kind)?;
+        self.live.write().insert(raw, object);
+        Ok(raw)
+    }
+
     /// The live object named by `raw`, or an `InvalidHandle` error saying why there is none.
     pub fn get(&self, raw: u64) -> Result<Arc<T>> {
         if let Some(object) = self.live.read().get(&raw) {

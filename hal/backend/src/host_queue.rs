@@ -14,7 +14,7 @@
 //!
 //! Queued work owns what it touches (`Arc`s), so freeing a handle never frees memory in use.
 
-use crate::driver::Object;
+use crate::driver::{Driver, DriverEvent, Object};
 use crate::error::{Error, Result};
 use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
@@ -292,6 +292,26 @@ impl HostEvent {
             ))
         })?;
         Ok(u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX))
+    }
+}
+
+/// A driver whose events are host events gets them whole: creating, polling, waiting and
+/// timing need nothing from the device.
+impl<D: Driver<Event = HostEvent>> DriverEvent<D> for HostEvent {
+    fn create(_driver: &D, _device: &Arc<Object<D::Device>>, timing: bool) -> Result<HostEvent> {
+        Ok(HostEvent::new(timing))
+    }
+
+    fn query(event: &Arc<Object<HostEvent>>) -> Result<bool> {
+        HostEvent::query(event)
+    }
+
+    fn synchronize(event: &Arc<Object<HostEvent>>) -> Result<()> {
+        HostEvent::synchronize(event)
+    }
+
+    fn elapsed_time(start: &Arc<Object<HostEvent>>, end: &Arc<Object<HostEvent>>) -> Result<u64> {
+        HostEvent::elapsed_nanoseconds(start, end)
     }
 }
 

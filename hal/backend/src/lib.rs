@@ -12,7 +12,8 @@
 //! - [`HostQueue`] and [`HostEvent`]: streams and events on a host thread, for a device
 //!   without hardware queues (an emulator, or a device driven by blocking calls).
 //! - [`function_table!`]: a vendor library's entry points, declared by hand and resolved at
-//!   run time ([`ffi`]), for backends that need no vendor SDK to build.
+//!   run time ([`ffi`]), for backends that need no vendor SDK to build; [`LazyInstance`], the
+//!   API loaded from its [`LibrarySource`] on first use.
 //! - [`Error`], [`ErrorKind`], [`handles`] and the ABI itself ([`abi`]).
 //!
 //! ```text
@@ -32,6 +33,7 @@ pub mod export;
 pub mod ffi;
 pub mod handles;
 pub mod host_queue;
+pub mod library;
 mod logging;
 pub mod registry;
 
@@ -40,9 +42,13 @@ pub use backend::{
     KernelFormat, KernelHandle, LaunchArgs, MemoryUsage, ModuleHandle, StreamHandle,
 };
 pub use checked::Checked;
-pub use driver::{BufferView, Driver, Launch, Object};
+pub use driver::{
+    BufferView, Driver, DriverBuffer, DriverDevice, DriverEvent, DriverKernel, DriverModule, DriverStream, Launch,
+    Object,
+};
 pub use error::{Error, ErrorKind, Result};
 pub use host_queue::{HostEvent, HostQueue};
+pub use library::{LazyInstance, LibrarySource};
 pub use logging::init_logging;
 
 #[doc(hidden)]
