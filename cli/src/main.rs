@@ -15,7 +15,7 @@ mod table;
 use clap::{Parser, Subcommand};
 use commands::{
     bench::BenchArgs, devices::DevicesArgs, doctor::DoctorArgs, info::InfoArgs, new_plugin::NewPluginArgs,
-    run::RunArgs, ExitError, Output, EXIT_RUNTIME_ERROR,
+    run::RunArgs, trace::TraceArgs, ExitError, Output, EXIT_RUNTIME_ERROR,
 };
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -33,6 +33,8 @@ Environment:
   XHAL_CACHE_DIR          where compiled kernels are cached (default ~/.cache/xhal)
   XHAL_NVRTC_LIBRARY      the NVRTC the cuda backend opens (default: libnvrtc.so.13, .so.12, ...)
   XHAL_LEVEL_ZERO_LOADER  the loader the level-zero backend opens (default libze_loader.so.1)
+  XHAL_TRACE              write a timeline of the run to this file (Perfetto, `xhal trace summary`)
+  XHAL_TRACE_MAX_MB       cap on the trace file's size in MiB (default 512)
 
 Exit codes: 0 success, 1 runtime error, 2 usage error (also a NAME or --dir new-plugin
 refuses), 3 doctor found problems or bench found no device to measure.";
@@ -86,6 +88,9 @@ enum Command {
     /// xhal-backend and xhal-cpu by path (an xhal checkout) or by version. Refuses an invalid
     /// NAME, a reserved one, and a --dir that exists and is not empty (exit 2).
     NewPlugin(NewPluginArgs),
+    /// Read a trace written by XHAL_TRACE=PATH or `--trace PATH`: `xhal trace summary FILE`
+    /// says where the time went (`--json`, `--svg OUT.svg` draws the timeline).
+    Trace(TraceArgs),
 }
 
 fn main() -> ExitCode {
@@ -108,6 +113,7 @@ fn main() -> ExitCode {
         Command::Run(args) => commands::run::run(args),
         Command::Bench(args) => commands::bench::run(args),
         Command::NewPlugin(args) => commands::new_plugin::run(args),
+        Command::Trace(args) => commands::trace::run(args),
     };
     match result {
         Ok(output) => finish(output),

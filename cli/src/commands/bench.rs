@@ -16,6 +16,7 @@ use anyhow::{anyhow, Context};
 use serde::Serialize;
 use std::hint::black_box;
 use std::io::IsTerminal;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use xhal::cpu::KernelMode;
 use xhal::{Buffer, Device, DeviceEntry, DeviceSelector, Kernel, Launch, Runtime, Selector, Stream};
@@ -74,6 +75,10 @@ Examples:
 
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
+    /// Write a timeline of the run to this file (Chrome/Perfetto trace JSON); read it with
+    /// `xhal trace summary`.
+    #[arg(long, value_name = "PATH")]
+    pub trace: Option<PathBuf>,
     /// Which devices, in the XHAL_DEVICE grammar (`cpu`, `vulkan:0`, `gpu`, `wgpu,!cpu`):
     /// every device it accepts is measured. Default: every device, whatever XHAL_DEVICE says.
     #[arg(long, short = 'd', value_name = "SELECTOR")]
@@ -626,6 +631,8 @@ struct NativeRow {
 }
 
 pub fn run(args: &BenchArgs) -> anyhow::Result<Output> {
+    // Stopped (and the file finished) when this returns, whatever the outcome.
+    let _trace = super::trace::start_for_command(args.trace.as_deref())?;
     let kernels: Vec<KernelName> = if args.kernels.is_empty() {
         KernelName::ALL.to_vec()
     } else {

@@ -7,6 +7,7 @@ pub mod doctor;
 pub mod info;
 pub mod new_plugin;
 pub mod run;
+pub mod trace;
 
 /// Exit status of success.
 pub const EXIT_SUCCESS: u8 = 0;

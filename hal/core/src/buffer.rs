@@ -21,6 +21,9 @@ impl Drop for BufferMemory {
     fn drop(&mut self) {
         if let Some(block) = self.block.take() {
             self.device.allocator.release(block);
+            if crate::trace::is_active() {
+                crate::trace::memory_counter(&self.device);
+            }
         }
     }
 }
@@ -64,6 +67,9 @@ impl<T: bytemuck::Pod> Buffer<T> {
             )));
         }
         let size = bytes_of::<T>(len, "allocation")?;
+        let _span = crate::trace::span("api", "allocate", || {
+            vec![("device", device.label().into()), ("bytes", size.into())]
+        });
         let max = device.info.max_allocation_size;
         if max > 0 && size > max {
             return Err(Error::out_of_memory(format!(
@@ -76,6 +82,9 @@ impl<T: bytemuck::Pod> Buffer<T> {
         } else {
             Some(device.allocator.allocate(size)?)
         };
+        if crate::trace::is_active() {
+            crate::trace::memory_counter(&device);
+        }
         Ok(Buffer {
             memory: Arc::new(BufferMemory { device, block, size }),
             len,

@@ -3,7 +3,7 @@
 use crate::backend::EventHandle;
 use crate::device::DeviceShared;
 use crate::error::{Error, Result};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,6 +13,8 @@ pub(crate) struct EventShared {
     timing: bool,
     /// Set by [`Event::destroy`]; the backend object goes when queued work no longer holds it.
     destroyed: AtomicBool,
+    /// The trace's flow from the latest traced record, for the waits it releases (0: none).
+    trace_flow: AtomicU64,
 }
 
 impl Drop for EventShared {
@@ -45,6 +47,7 @@ impl Event {
                 handle,
                 timing,
                 destroyed: AtomicBool::new(false),
+                trace_flow: AtomicU64::new(0),
             }),
         })
     }
@@ -55,6 +58,18 @@ impl Event {
         } else {
             Ok(())
         }
+    }
+
+    /// Starts a trace flow at a record of this event, for the waits that follow it.
+    pub(crate) fn begin_trace_flow(&self) -> u64 {
+        let id = crate::trace::new_flow_id();
+        self.shared.trace_flow.store(id, Ordering::Relaxed);
+        id
+    }
+
+    /// The trace flow of the latest traced record, if any.
+    pub(crate) fn trace_flow(&self) -> Option<u64> {
+        Some(self.shared.trace_flow.load(Ordering::Relaxed)).filter(|id| *id != 0)
     }
 
     pub(crate) fn device(&self) -> &DeviceShared {

@@ -21,6 +21,7 @@ pub mod plugin;
 mod runtime;
 pub mod select;
 mod stream;
+pub mod trace;
 
 pub use allocator::MemoryStats;
 pub use buffer::{Buffer, BufferSlice};

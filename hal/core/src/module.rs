@@ -61,7 +61,15 @@ impl Module {
                 accepted.join(", ")
             )));
         }
+        let span = crate::trace::span("compile", "load module", || {
+            vec![
+                ("device", device.label().into()),
+                ("format", format.name().into()),
+                ("bytes", code.len().into()),
+            ]
+        });
         let handle = device.backend.module_load(device.handle, format, code)?;
+        span.end();
         Ok(Module {
             shared: Arc::new(ModuleShared {
                 device,
@@ -84,6 +92,13 @@ impl Module {
 
     /// Finds the entry point `name`.
     pub fn kernel(&self, name: &str) -> Result<Kernel> {
+        // A backend may build the entry point here (the CPU backend's C compile).
+        let _span = crate::trace::span("compile", "get kernel", || {
+            vec![
+                ("kernel", name.to_string().into()),
+                ("device", self.shared.device.label().into()),
+            ]
+        });
         let info = match &self.shared.reflection {
             None => None,
             Some(entry_points) => match entry_points.iter().find(|entry| entry.name == name) {

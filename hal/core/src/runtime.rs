@@ -241,6 +241,8 @@ impl RuntimeBuilder {
 
     /// Discovers backends and enumerates their devices.
     pub fn build(self) -> Result<Runtime> {
+        crate::trace::start_from_env()?;
+        let _span = crate::trace::span("runtime", "discover backends", Vec::new);
         let device_selector = match self.device_selector {
             Some(selector) => selector,
             None => device_selector_from_env()?,
@@ -395,6 +397,9 @@ fn loaded_outcome(entry: &BackendEntry) -> PluginOutcome {
 }
 
 fn load_discovered(file: &PluginFile) -> Result<BackendEntry> {
+    let _span = crate::trace::span("plugin", "load plugin", || {
+        vec![("file", file.path.display().to_string().into())]
+    });
     let plugin = loader::load_plugin(&file.path)?;
     let entry = BackendEntry::enumerate(
         plugin.backend.clone(),

@@ -6,7 +6,9 @@ use crate::device::DeviceShared;
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::module::{BufferBinding, Launch};
+use crate::trace::{self, HostSpan, StreamTrace};
 use parking_lot::Mutex;
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// Something queued work needs alive until it completes: a buffer's memory, a kernel, an
@@ -29,6 +31,8 @@ struct StreamState {
     /// running, so a long burst of enqueues pays one query per threshold's worth of objects,
     /// not one per enqueue.
     next_trim_check: usize,
+    /// What the trace being recorded needs of this stream (its device spans).
+    trace: Option<StreamTrace>,
 }
 
 impl StreamState {
@@ -37,11 +41,46 @@ impl StreamState {
         self.in_flight.clear();
         self.next_trim_check = IN_FLIGHT_TRIM_THRESHOLD;
     }
+
+    /// The stream is known idle: its traced operations get their device spans.
+    fn resolve_trace(&mut self, device: &DeviceShared, stream: StreamHandle) {
+        if let Some(trace) = &mut self.trace {
+            trace.resolve_idle(device, stream);
+        }
+    }
+}
+
+/// How the trace shows an enqueued operation.
+struct Traced<'e> {
+    name: &'static str,
+    category: &'static str,
+    bytes: u64,
+    event: Option<(&'e Event, EventRole)>,
+}
+
+/// What an event operation does, for the flows between streams.
+#[derive(Clone, Copy)]
+enum EventRole {
+    Record,
+    Wait,
+}
+
+impl Traced<'_> {
+    const fn transfer(name: &'static str, bytes: u64) -> Traced<'static> {
+        Traced {
+            name,
+            category: "copy",
+            bytes,
+            event: None,
+        }
+    }
 }
 
 pub(crate) struct StreamShared {
     device: Arc<DeviceShared>,
     handle: StreamHandle,
+    /// The stream's number in the process, as traces show it.
+    serial: u64,
     /// Held across each backend call, so destroy cannot race with an enqueue.
     state: Mutex<StreamState>,
 }
@@ -53,8 +92,13 @@ impl Drop for StreamShared {
             // The backend waits for queued work before destroying the stream.
             self.device.backend.stream_destroy(self.handle);
         }
+        if let Some(mut trace) = state.trace.take() {
+            trace.release(&*self.device.backend);
+        }
     }
 }
+
+static NEXT_STREAM_SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// An in-order queue of work on one device. Clones share the same stream, so it can be
 /// handed to several threads; [`Stream::destroy`] ends it for all of them.
@@ -78,12 +122,14 @@ impl Stream {
             shared: Arc::new(StreamShared {
                 device,
                 handle,
+                serial: NEXT_STREAM_SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
                 state: Mutex::new(StreamState {
                     destroyed: false,
                     uniforms: UniformArena::default(),
                     sticky: None,
                     in_flight: Vec::new(),
                     next_trim_check: IN_FLIGHT_TRIM_THRESHOLD,
+                    trace: None,
                 }),
             }),
         })
@@ -99,14 +145,41 @@ impl Stream {
     fn enqueue(
         &self,
         operation: &str,
+        traced: Traced<'_>,
         keep: impl IntoIterator<Item = InFlight>,
         call: impl FnOnce(&DeviceShared, StreamHandle) -> Result<()>,
     ) -> Result<()> {
         let mut state = self.shared.state.lock();
         Self::check_usable(&state, operation)?;
         call(&self.shared.device, self.shared.handle)?;
+        if trace::is_active() {
+            let args = vec![("bytes", traced.bytes.into())];
+            self.trace_enqueued(&mut state, traced.name.into(), traced.category, args, traced.event);
+        }
         self.keep_in_flight(&mut state, keep);
         Ok(())
+    }
+
+    /// Notes an enqueued operation for its device span; a record starts a flow to the waits
+    /// it releases, and a wait ends the flow of the record it waits for.
+    fn trace_enqueued(
+        &self,
+        state: &mut StreamState,
+        name: Cow<'static, str>,
+        category: &'static str,
+        args: trace::Args,
+        event: Option<(&Event, EventRole)>,
+    ) {
+        let device = &self.shared.device;
+        let Some(trace) = StreamTrace::current(&mut state.trace, device, self.shared.serial) else {
+            return;
+        };
+        let (flow_in, flow_out) = match event {
+            Some((event, EventRole::Record)) => (None, Some(event.begin_trace_flow())),
+            Some((event, EventRole::Wait)) => (event.trace_flow(), None),
+            None => (None, None),
+        };
+        trace.enqueued(device, self.shared.handle, name, category, args, flow_in, flow_out);
     }
 
     /// Holds `keep` until the stream is known idle, trimming the list now and then.
@@ -115,6 +188,7 @@ impl Stream {
         if state.in_flight.len() >= state.next_trim_check {
             if let Ok(true) = self.shared.device.backend.stream_query(self.shared.handle) {
                 state.release_in_flight();
+                state.resolve_trace(&self.shared.device, self.shared.handle);
             }
             state.next_trim_check = state.in_flight.len() + IN_FLIGHT_TRIM_THRESHOLD;
         }
@@ -128,6 +202,17 @@ impl Stream {
             return Err(error.clone());
         }
         Ok(())
+    }
+
+    /// The host span of an application call on this stream (nothing while tracing is off).
+    fn span(&self, operation: &'static str, bytes: u64) -> HostSpan {
+        trace::span("api", operation, || {
+            vec![
+                ("device", self.shared.device.label().into()),
+                ("stream", self.shared.serial.into()),
+                ("bytes", bytes.into()),
+            ]
+        })
     }
 
     fn check_buffer<T>(&self, buffer: &Buffer<T>, what: &str) -> Result<()> {
@@ -148,16 +233,22 @@ impl Stream {
         if size == 0 {
             return Ok(());
         }
+        let _span = self.span("write", size);
         let buffer = destination.buffer;
-        self.enqueue("write", [Self::memory_of(buffer)], |device, stream| {
-            let handle = Self::block_of(buffer)?;
-            // SAFETY: `data` outlives the write: this function synchronizes before returning.
-            unsafe {
-                device
-                    .backend
-                    .stream_write(stream, handle, byte_offset, data.as_ptr().cast(), size)
-            }
-        })?;
+        self.enqueue(
+            "write",
+            Traced::transfer("write", size),
+            [Self::memory_of(buffer)],
+            |device, stream| {
+                let handle = Self::block_of(buffer)?;
+                // SAFETY: `data` outlives the write: this function synchronizes before returning.
+                unsafe {
+                    device
+                        .backend
+                        .stream_write(stream, handle, byte_offset, data.as_ptr().cast(), size)
+                }
+            },
+        )?;
         self.synchronize()
     }
 
@@ -174,11 +265,13 @@ impl Stream {
         if size == 0 {
             return Ok(());
         }
+        let _span = self.span("write_owned", size);
         let buffer = destination.buffer;
         let data: Arc<Vec<T>> = Arc::new(data);
         let source = data.as_ptr().cast::<u8>();
         self.enqueue(
             "write",
+            Traced::transfer("write", size),
             [Self::memory_of(buffer), data as InFlight],
             |device, stream| {
                 let handle = Self::block_of(buffer)?;
@@ -199,17 +292,23 @@ impl Stream {
         if size == 0 {
             return Ok(());
         }
+        let _span = self.span("read", size);
         let buffer = source.buffer;
-        self.enqueue("read", [Self::memory_of(buffer)], |device, stream| {
-            let handle = Self::block_of(buffer)?;
-            // SAFETY: `out` is borrowed mutably for this whole function, which synchronizes
-            // before returning, so nothing else touches it while the read is in flight.
-            unsafe {
-                device
-                    .backend
-                    .stream_read(stream, handle, byte_offset, out.as_mut_ptr().cast(), size)
-            }
-        })?;
+        self.enqueue(
+            "read",
+            Traced::transfer("read", size),
+            [Self::memory_of(buffer)],
+            |device, stream| {
+                let handle = Self::block_of(buffer)?;
+                // SAFETY: `out` is borrowed mutably for this whole function, which synchronizes
+                // before returning, so nothing else touches it while the read is in flight.
+                unsafe {
+                    device
+                        .backend
+                        .stream_read(stream, handle, byte_offset, out.as_mut_ptr().cast(), size)
+                }
+            },
+        )?;
         self.synchronize()
     }
 
@@ -237,9 +336,11 @@ impl Stream {
         if size == 0 {
             return Ok(());
         }
+        let _span = self.span("copy", size);
         let (source, destination) = (source.buffer, destination.buffer);
         self.enqueue(
             "copy",
+            Traced::transfer("copy", size),
             [Self::memory_of(source), Self::memory_of(destination)],
             |device, stream| {
                 let from = Self::block_of(source)?;
@@ -268,8 +369,15 @@ impl Stream {
         if size == 0 {
             return Ok(());
         }
+        let _span = self.span("fill", size);
         let buffer = destination.buffer;
-        self.enqueue("fill", [Self::memory_of(buffer)], |device, stream| {
+        let traced = Traced {
+            name: "fill",
+            category: "fill",
+            bytes: size,
+            event: None,
+        };
+        self.enqueue("fill", traced, [Self::memory_of(buffer)], |device, stream| {
             let handle = Self::block_of(buffer)?;
             device.backend.stream_fill(stream, handle, byte_offset, size, pattern)
         })
@@ -279,6 +387,15 @@ impl Stream {
     /// device limits and ownership are checked here.
     pub fn launch(&self, launch: &Launch<'_>) -> Result<()> {
         let kernel = launch.kernel();
+        let _span = trace::span("api", "launch", || {
+            let [x, y, z] = launch.workgroup_count();
+            vec![
+                ("kernel", kernel.name().to_string().into()),
+                ("workgroups", format!("{x}x{y}x{z}").into()),
+                ("device", self.shared.device.label().into()),
+                ("stream", self.shared.serial.into()),
+            ]
+        });
         let device = &self.shared.device;
         device.check_same_device(&kernel.module_device(), &format!("kernel `{}`", kernel.name()))?;
         let scalars = launch.validate_for(device)?;
@@ -352,6 +469,11 @@ impl Stream {
                 },
             )
         })();
+        if queued.is_ok() && trace::is_active() {
+            let [x, y, z] = launch.workgroup_count();
+            let args = vec![("workgroups", format!("{x}x{y}x{z}").into())];
+            self.trace_enqueued(&mut state, kernel.name().to_string().into(), "kernel", args, None);
+        }
         self.keep_in_flight(&mut state, keep);
         queued
     }
@@ -359,8 +481,15 @@ impl Stream {
     /// Queues a record of `event`: it completes when everything queued before it has.
     pub fn record(&self, event: &Event) -> Result<()> {
         event.check_usable("record")?;
+        let _span = self.span("record", 0);
         self.shared.device.check_same_device(event.device(), "event")?;
-        self.enqueue("record event", [event.keepalive()], |device, stream| {
+        let traced = Traced {
+            name: "record",
+            category: "sync",
+            bytes: 0,
+            event: Some((event, EventRole::Record)),
+        };
+        self.enqueue("record event", traced, [event.keepalive()], |device, stream| {
             device.backend.stream_record_event(stream, event.handle())
         })
     }
@@ -369,8 +498,15 @@ impl Stream {
     /// blocks the host.
     pub fn wait(&self, event: &Event) -> Result<()> {
         event.check_usable("wait")?;
+        let _span = self.span("wait", 0);
         self.shared.device.check_same_device(event.device(), "event")?;
-        self.enqueue("wait for event", [event.keepalive()], |device, stream| {
+        let traced = Traced {
+            name: "wait",
+            category: "wait",
+            bytes: 0,
+            event: Some((event, EventRole::Wait)),
+        };
+        self.enqueue("wait for event", traced, [event.keepalive()], |device, stream| {
             device.backend.stream_wait_event(stream, event.handle())
         })
     }
@@ -378,6 +514,7 @@ impl Stream {
     /// Blocks until everything queued has completed. An error found while executing is
     /// returned here and by every later call on this stream.
     pub fn synchronize(&self) -> Result<()> {
+        let _span = self.span("synchronize", 0);
         let mut state = self.shared.state.lock();
         if state.destroyed {
             return Err(Error::invalid_handle("synchronize on a destroyed stream"));
@@ -389,6 +526,7 @@ impl Stream {
         // held (until the stream is destroyed) in case a misbehaving backend still uses them.
         if result.is_ok() {
             state.release_in_flight();
+            state.resolve_trace(&self.shared.device, self.shared.handle);
         }
         if let Some(error) = &state.sticky {
             return Err(error.clone());
@@ -407,6 +545,7 @@ impl Stream {
             Ok(idle) => {
                 if idle {
                     state.release_in_flight();
+                    state.resolve_trace(&self.shared.device, self.shared.handle);
                 }
                 Ok(idle)
             }
@@ -428,6 +567,12 @@ impl Stream {
             Some(error) => Err(error.clone()),
             None => self.shared.device.backend.stream_synchronize(self.shared.handle),
         };
+        if result.is_ok() {
+            state.resolve_trace(&self.shared.device, self.shared.handle);
+        }
+        if let Some(mut trace) = state.trace.take() {
+            trace.release(&*self.shared.device.backend);
+        }
         self.shared.device.backend.stream_destroy(self.shared.handle);
         state.destroyed = true;
         state.release_in_flight();

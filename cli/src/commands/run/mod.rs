@@ -75,6 +75,10 @@ do not fit the kernel, no device, a kernel fault; 2 a usage error.";
 #[derive(Debug, clap::Args)]
 #[command(group(clap::ArgGroup::new("grid").required(true).args(["workgroups", "invocations"])))]
 pub struct RunArgs {
+    /// Write a timeline of the run to this file (Chrome/Perfetto trace JSON); read it with
+    /// `xhal trace summary`.
+    #[arg(long, value_name = "PATH")]
+    pub trace: Option<PathBuf>,
     /// The WGSL file (`-` reads standard input).
     #[arg(value_name = "FILE.wgsl")]
     pub file: PathBuf,
@@ -173,6 +177,8 @@ struct ScalarPlan {
 }
 
 pub fn run(args: &RunArgs) -> anyhow::Result<Output> {
+    // Stopped (and the file finished) when this returns, whatever the outcome.
+    let _trace = super::trace::start_for_command(args.trace.as_deref())?;
     let (file, source) = read_source(&args.file)?;
     // Override values become the overrides' initializers, so everything below (the plan,
     // the reflection, the load) sees one module.
