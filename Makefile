@@ -25,7 +25,7 @@ ROCM_EMULATOR := target/rocm-emulator
 # cuda backend's tests compile every repository kernel with it.
 export XHAL_NVRTC_LIBRARY ?= $(wildcard $(CURDIR)/target/nvrtc/libnvrtc.so.13)
 
-.PHONY: all build plugins drivers demo test cts cuda-emulator level-zero-emulator rocm-emulator gpu-check-emulated fmt-check clippy header bench bench-overhead bench-backends bench-kernels doc clean
+.PHONY: all build plugins drivers demo test cts cuda-emulator level-zero-emulator rocm-emulator gpu-check-emulated fmt-check clippy header bench bench-trace bench-overhead bench-backends bench-kernels doc clean
 
 all: build
 
@@ -46,12 +46,14 @@ plugins:
 
 # Lists every device, then on the best one (the CPU backend loaded as a plugin from
 # target/plugins when nothing else exists) runs a round trip and two WGSL kernels, each
-# verified against Rust.
+# verified against Rust. `XHAL_TRACE=t.json make demo` writes one timeline of all four
+# processes (docs/observability.md).
 demo: build
-	XHAL_PLUGIN_PATH=$(PLUGIN_DIR) target/release/xhal devices
-	XHAL_PLUGIN_PATH=$(PLUGIN_DIR) $(CARGO) run --release --quiet -p xhal --example roundtrip
-	XHAL_PLUGIN_PATH=$(PLUGIN_DIR) $(CARGO) run --release --quiet -p xhal --example saxpy
-	XHAL_PLUGIN_PATH=$(PLUGIN_DIR) $(CARGO) run --release --quiet -p xhal --example matmul
+	@if [ -n "$(XHAL_TRACE)" ]; then rm -f "$(XHAL_TRACE)"; fi
+	XHAL_TRACE_APPEND=1 XHAL_PLUGIN_PATH=$(PLUGIN_DIR) target/release/xhal devices
+	XHAL_TRACE_APPEND=1 XHAL_PLUGIN_PATH=$(PLUGIN_DIR) $(CARGO) run --release --quiet -p xhal --example roundtrip
+	XHAL_TRACE_APPEND=1 XHAL_PLUGIN_PATH=$(PLUGIN_DIR) $(CARGO) run --release --quiet -p xhal --example saxpy
+	XHAL_TRACE_APPEND=1 XHAL_PLUGIN_PATH=$(PLUGIN_DIR) $(CARGO) run --release --quiet -p xhal --example matmul
 
 fmt-check:
 	$(CARGO) fmt --all -- --check
@@ -131,6 +133,14 @@ header:
 bench: bench-overhead bench-backends bench-kernels
 
 # The plugin boundary, the CPU backend's copies and its WGSL interpreter against native loops.
+# What tracing costs per enqueue: a build without the `trace` feature, then one with it,
+# twice in turn; the second of each pair prints the three figures side by side.
+bench-trace:
+	$(CARGO) bench -p xhal --bench trace --no-default-features
+	$(CARGO) bench -p xhal --bench trace
+	$(CARGO) bench -p xhal --bench trace --no-default-features
+	$(CARGO) bench -p xhal --bench trace
+
 bench-overhead: build
 	$(CARGO) bench -p xhal --bench overhead
 	$(CARGO) bench -p xhal --bench kernels

@@ -23,6 +23,8 @@ pub(crate) struct DeviceShared {
     /// Unique in the process: two opened devices never share it, so objects of one device
     /// cannot be handed to another even when both come from the same backend.
     pub(crate) id: u64,
+    /// `backend:index`, made once for the records of a trace.
+    pub(crate) trace_label: Arc<str>,
 }
 
 impl DeviceShared {
@@ -87,6 +89,7 @@ impl Device {
                 info,
                 allocator,
                 id: NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed),
+                trace_label: Arc::from(format!("{backend_name}:{index}")),
             }),
         })
     }

@@ -208,7 +208,7 @@ impl Stream {
     fn span(&self, operation: &'static str, bytes: u64) -> HostSpan {
         trace::span("api", operation, || {
             vec![
-                ("device", self.shared.device.label().into()),
+                ("device", Arc::clone(&self.shared.device.trace_label).into()),
                 ("stream", self.shared.serial.into()),
                 ("bytes", bytes.into()),
             ]
@@ -392,7 +392,7 @@ impl Stream {
             vec![
                 ("kernel", kernel.name().to_string().into()),
                 ("workgroups", format!("{x}x{y}x{z}").into()),
-                ("device", self.shared.device.label().into()),
+                ("device", Arc::clone(&self.shared.device.trace_label).into()),
                 ("stream", self.shared.serial.into()),
             ]
         });

@@ -7,10 +7,6 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// Host threads are process 1 in an xhal trace; devices are processes from 100 on.
-const HOST_PID: u64 = 1;
-const DEVICE_PID_BASE: u64 = 100;
-
 /// One span of a trace.
 #[derive(Debug, Clone)]
 pub struct Span {
@@ -50,8 +46,9 @@ pub struct Trace {
     pub thread_names: BTreeMap<(u64, u64), String>,
     /// Lines that were not whole events (a trace cut short by a killed program ends in one).
     pub unreadable_lines: usize,
-    /// Whether the trace's end record was there (false for a trace cut short).
+    /// Whether every process's end record was there (false for a trace cut short).
     pub complete: bool,
+    pub ended_processes: usize,
     pub dropped: u64,
 }
 
@@ -97,6 +94,12 @@ pub fn read(path: &Path) -> anyhow::Result<Trace> {
         }
     }
     trace.spans.sort_by(|a, b| a.start.total_cmp(&b.start));
+    let hosts = trace
+        .process_names
+        .values()
+        .filter(|name| name.starts_with("host"))
+        .count();
+    trace.complete = trace.ended_processes > 0 && trace.ended_processes >= hosts;
     Ok(trace)
 }
 
@@ -179,8 +182,11 @@ impl Trace {
         format!("{process} / {thread}")
     }
 
-    pub fn is_device(pid: u64) -> bool {
-        pid >= DEVICE_PID_BASE
+    /// Whether `pid` is a device's process (its name begins `device`), not a host's.
+    pub fn is_device(&self, pid: u64) -> bool {
+        self.process_names
+            .get(&pid)
+            .is_some_and(|name| name.starts_with("device"))
     }
 }
 
@@ -266,11 +272,11 @@ pub fn summarise(file: &Path, trace: &Trace, gap_threshold_us: f64) -> Summary {
     let host_spans: Vec<&Span> = trace
         .spans
         .iter()
-        .filter(|span| span.pid == HOST_PID && span.category != "region")
+        .filter(|span| !trace.is_device(span.pid) && span.category != "region")
         .collect();
 
     let mut by_stream: BTreeMap<(u64, u64), Vec<&Span>> = BTreeMap::new();
-    for span in trace.spans.iter().filter(|span| Trace::is_device(span.pid)) {
+    for span in trace.spans.iter().filter(|span| trace.is_device(span.pid)) {
         by_stream.entry((span.pid, span.tid)).or_default().push(span);
     }
     let streams = by_stream
@@ -285,7 +291,7 @@ pub fn summarise(file: &Path, trace: &Trace, gap_threshold_us: f64) -> Summary {
 
     let mut kernels: BTreeMap<&str, (usize, f64)> = BTreeMap::new();
     let mut copies: BTreeMap<&str, (usize, u64, f64)> = BTreeMap::new();
-    for span in trace.spans.iter().filter(|span| Trace::is_device(span.pid)) {
+    for span in trace.spans.iter().filter(|span| trace.is_device(span.pid)) {
         match span.category.as_str() {
             "kernel" => {
                 let entry = kernels.entry(&span.name).or_default();

@@ -11,7 +11,7 @@
 //! the host observed the stream idle as every pending operation's end, marked
 //! `host-observed`.
 
-use super::{DeviceClock, FlowPhase, Track};
+use super::{DeviceClock, FlowPhase, Recorder, Track};
 use crate::backend::{Backend, DeviceHandle, EventHandle, Features, StreamHandle};
 use crate::device::DeviceShared;
 use std::borrow::Cow;
@@ -37,6 +37,7 @@ struct Pending {
 
 /// What a stream keeps for tracing, for one trace.
 pub(crate) struct StreamTrace {
+    recorder: Recorder,
     generation: u64,
     device_track: u64,
     stream_track: u64,
@@ -55,7 +56,8 @@ impl StreamTrace {
         device: &DeviceShared,
         stream_serial: u64,
     ) -> Option<&'a mut StreamTrace> {
-        let generation = super::current_generation()?;
+        let recorder = Recorder::current()?;
+        let generation = recorder.generation();
         if slot.as_ref().is_some_and(|trace| trace.generation != generation) {
             if let Some(mut old) = slot.take() {
                 old.release(&*device.backend);
@@ -65,6 +67,7 @@ impl StreamTrace {
             let (device_track, stream_track) = (device.id, stream_serial);
             super::name_stream(device_track, &device.label(), stream_track);
             *slot = Some(StreamTrace {
+                recorder,
                 generation,
                 device_track,
                 stream_track,
@@ -121,7 +124,8 @@ impl StreamTrace {
         let submitted = Instant::now();
         let flow_in = flow_in.or_else(|| {
             let id = super::new_flow_id();
-            super::flow(id, FlowPhase::Begin, super::thread_track(), submitted);
+            self.recorder
+                .flow(id, FlowPhase::Begin, self.recorder.thread_track(), submitted);
             Some(id)
         });
         let mut event = self.take_event(&*device.backend, device.handle);
@@ -141,10 +145,17 @@ impl StreamTrace {
             flow_out,
             args,
         });
-        super::counter(
+        // Sampled where the queue doubles, so a long burst costs a few records, not one each.
+        if self.pending.len().is_power_of_two() {
+            self.queued_counter(self.pending.len());
+        }
+    }
+
+    fn queued_counter(&self, operations: usize) {
+        self.recorder.counter(
             self.device_track,
             Cow::Owned(format!("stream {} queued", self.stream_track)),
-            vec![("operations", self.pending.len() as u64)],
+            vec![("operations", operations as u64)],
         );
     }
 
@@ -185,21 +196,18 @@ impl StreamTrace {
             self.last_end = Some(end);
             let track = self.track();
             if let Some(id) = pending.flow_in {
-                super::flow(id, FlowPhase::End, track, start);
+                self.recorder.flow(id, FlowPhase::End, track, start);
             }
-            super::device_span(track, pending.name, pending.category, start, end, clock, pending.args);
+            self.recorder
+                .device_span(track, pending.name, pending.category, start, end, clock, pending.args);
             if let Some(id) = pending.flow_out {
-                super::flow(id, FlowPhase::Begin, track, end);
+                self.recorder.flow(id, FlowPhase::Begin, track, end);
             }
         }
         if let Some((anchor_event, _, _)) = anchor {
             self.idle_events.push(anchor_event);
         }
-        super::counter(
-            self.device_track,
-            Cow::Owned(format!("stream {} queued", self.stream_track)),
-            vec![("operations", 0)],
-        );
+        self.queued_counter(0);
     }
 
     /// Records an event on the idle stream and waits for it: its host time, and how long the

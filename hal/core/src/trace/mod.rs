@@ -33,8 +33,16 @@ use crate::error::{Error, Result};
 
 /// The environment variable naming the file a program's trace goes to.
 pub const TRACE_VARIABLE: &str = "XHAL_TRACE";
+/// `1` makes `XHAL_TRACE` add this process's trace to a finished trace already in the file,
+/// so the processes of one job (`make demo`) share one timeline.
+pub const APPEND_VARIABLE: &str = "XHAL_TRACE_APPEND";
 /// The environment variable capping the trace file's size, in MiB.
 pub const MAX_MB_VARIABLE: &str = "XHAL_TRACE_MAX_MB";
+
+/// Timestamps count microseconds from 2024-01-01T00:00:00Z: one clock for every process
+/// writing to a file, and numbers small enough that a double (as trace viewers read them)
+/// keeps nanoseconds, which microseconds since 1970 would not.
+pub const CLOCK_ORIGIN_UNIX_SECONDS: u64 = 1_704_067_200;
 
 /// Whether a trace is being recorded: the only thing an untraced call reads.
 static ACTIVE: AtomicBool = AtomicBool::new(false);
@@ -43,6 +51,9 @@ static TRACER: RwLock<Option<Arc<Tracer>>> = RwLock::new(None);
 /// One trace being recorded.
 struct Tracer {
     epoch: Instant,
+    /// `epoch` as microseconds since [`CLOCK_ORIGIN_UNIX_SECONDS`]: the traces of several
+    /// processes written to one file share this clock.
+    epoch_unix_us: f64,
     writer: Writer,
     next_track: AtomicU64,
 }
@@ -56,6 +67,14 @@ pub enum Value {
     Float(f64),
     /// A name or a label.
     Text(Cow<'static, str>),
+    /// A name shared by many records (a device's label), cloned without copying.
+    Shared(Arc<str>),
+}
+
+impl From<Arc<str>> for Value {
+    fn from(value: Arc<str>) -> Value {
+        Value::Shared(value)
+    }
 }
 
 impl From<u64> for Value {
@@ -100,7 +119,12 @@ pub type Args = Vec<(&'static str, Value)>;
 /// True while a trace is recorded. Callers test it before building a span's arguments.
 #[inline]
 pub fn is_active() -> bool {
-    ACTIVE.load(Ordering::Relaxed)
+    cfg!(feature = "trace") && ACTIVE.load(Ordering::Relaxed)
+}
+
+/// Whether this build has the trace recorder (the `trace` feature, on by default).
+pub const fn built_in() -> bool {
+    cfg!(feature = "trace")
 }
 
 fn tracer() -> Option<Arc<Tracer>> {
@@ -145,6 +169,16 @@ pub fn start(path: impl AsRef<Path>) -> Result<TraceSession> {
 
 /// [`start`] with an explicit cap on the file's size.
 pub fn start_with_cap(path: &Path, max_bytes: u64) -> Result<TraceSession> {
+    start_with(path, max_bytes, false)
+}
+
+fn start_with(path: &Path, max_bytes: u64, append: bool) -> Result<TraceSession> {
+    if !built_in() {
+        return Err(Error::unsupported(format!(
+            "cannot trace to {}: this program was built without xhal's `trace` feature",
+            path.display()
+        )));
+    }
     let mut slot = TRACER.write();
     if let Some(current) = slot.as_ref() {
         return Err(Error::invalid_argument(format!(
@@ -153,9 +187,13 @@ pub fn start_with_cap(path: &Path, max_bytes: u64) -> Result<TraceSession> {
         )));
     }
     let epoch = Instant::now();
-    let writer = Writer::create(path, max_bytes)?;
+    let epoch_unix_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH + Duration::from_secs(CLOCK_ORIGIN_UNIX_SECONDS))
+        .map_or(0.0, |since| since.as_secs_f64() * 1e6);
+    let writer = Writer::create(path, max_bytes, append)?;
     *slot = Some(Arc::new(Tracer {
         epoch,
+        epoch_unix_us,
         writer,
         next_track: AtomicU64::new(1),
     }));
@@ -176,7 +214,9 @@ pub(crate) fn start_from_env() -> Result<()> {
         let Some(path) = std::env::var_os(TRACE_VARIABLE).filter(|path| !path.is_empty()) else {
             return;
         };
-        outcome = start(&path)
+        let append = std::env::var_os(APPEND_VARIABLE).is_some_and(|value| value == "1");
+        outcome = max_bytes_from_env()
+            .and_then(|max_bytes| start_with(Path::new(&path), max_bytes, append))
             .map(|session| {
                 // The trace lasts until the process exits; it is finished then.
                 std::mem::forget(session);
@@ -264,9 +304,12 @@ pub fn flush() {
     }
 }
 
-/// Microseconds since the trace began, on the host clock.
-fn micros_since(epoch: Instant, at: Instant) -> f64 {
-    at.saturating_duration_since(epoch).as_secs_f64() * 1e6
+impl Tracer {
+    /// `at` in microseconds since [`CLOCK_ORIGIN_UNIX_SECONDS`], measured on the monotonic
+    /// clock from the trace's start.
+    fn micros(&self, at: Instant) -> f64 {
+        self.epoch_unix_us + at.saturating_duration_since(self.epoch).as_secs_f64() * 1e6
+    }
 }
 
 /// A host span: from its creation until it is dropped (or [`HostSpan::end`]).
@@ -307,8 +350,8 @@ impl Drop for HostSpan {
             let record = Record::Complete {
                 name: span.name,
                 category: span.category,
-                track: Track::current_thread(),
-                start: micros_since(span.tracer.epoch, span.start),
+                track: Track::thread_of(&span.tracer),
+                start: span.tracer.micros(span.start),
                 duration: end.saturating_duration_since(span.start).as_secs_f64() * 1e6,
                 args: span.args,
             };
@@ -373,9 +416,14 @@ const THREAD_TRACK_BASE: u64 = 1;
 impl Track {
     /// The calling thread's track, named in the trace the first time it is used.
     fn current_thread() -> Track {
-        let Some(tracer) = tracer() else {
-            return Track::Thread(0);
-        };
+        match tracer() {
+            Some(tracer) => Track::thread_of(&tracer),
+            None => Track::Thread(0),
+        }
+    }
+
+    /// The calling thread's track in `tracer`'s trace.
+    fn thread_of(tracer: &Tracer) -> Track {
         let generation = tracer.writer.generation();
         if let Some((id, seen)) = THREAD_TRACK.with(std::cell::Cell::get) {
             if seen == generation {
@@ -434,7 +482,7 @@ pub fn device_span(
         name: name.into(),
         category,
         track,
-        start: micros_since(tracer.epoch, start),
+        start: tracer.micros(start),
         duration: end.saturating_duration_since(start).as_secs_f64() * 1e6,
         args,
     });
@@ -446,7 +494,7 @@ pub fn counter(device: u64, name: Cow<'static, str>, values: Vec<(&'static str, 
     tracer.writer.send(Record::Counter {
         device,
         name,
-        at: micros_since(tracer.epoch, Instant::now()),
+        at: tracer.micros(Instant::now()),
         values,
     });
 }
@@ -459,7 +507,7 @@ pub fn flow(id: u64, phase: FlowPhase, track: Track, at: Instant) {
         id,
         phase,
         track,
-        at: micros_since(tracer.epoch, at),
+        at: tracer.micros(at),
     });
 }
 
@@ -470,6 +518,72 @@ pub enum FlowPhase {
     Begin,
     /// Where the arrow ends.
     End,
+}
+
+/// The trace being recorded, held by an object that records often (a traced stream), so
+/// that each record skips the lookup.
+#[derive(Clone)]
+pub(crate) struct Recorder(Arc<Tracer>);
+
+impl Recorder {
+    /// The trace being recorded now, if any.
+    pub(crate) fn current() -> Option<Recorder> {
+        if !is_active() {
+            return None;
+        }
+        tracer().map(Recorder)
+    }
+
+    pub(crate) fn generation(&self) -> u64 {
+        self.0.writer.generation()
+    }
+
+    /// The calling thread's track.
+    pub(crate) fn thread_track(&self) -> Track {
+        Track::thread_of(&self.0)
+    }
+
+    pub(crate) fn flow(&self, id: u64, phase: FlowPhase, track: Track, at: Instant) {
+        self.0.writer.send(Record::Flow {
+            id,
+            phase,
+            track,
+            at: self.0.micros(at),
+        });
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn device_span(
+        &self,
+        track: Track,
+        name: Cow<'static, str>,
+        category: &'static str,
+        start: Instant,
+        end: Instant,
+        clock: DeviceClock,
+        mut args: Args,
+    ) {
+        if clock == DeviceClock::HostObserved {
+            args.push(("clock", Value::from("host-observed")));
+        }
+        self.0.writer.send(Record::Complete {
+            name,
+            category,
+            track,
+            start: self.0.micros(start),
+            duration: end.saturating_duration_since(start).as_secs_f64() * 1e6,
+            args,
+        });
+    }
+
+    pub(crate) fn counter(&self, device: u64, name: Cow<'static, str>, values: Vec<(&'static str, u64)>) {
+        self.0.writer.send(Record::Counter {
+            device,
+            name,
+            at: self.0.micros(Instant::now()),
+            values,
+        });
+    }
 }
 
 /// The calling thread's track in the current trace.

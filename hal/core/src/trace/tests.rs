@@ -71,9 +71,10 @@ fn spans_regions_counters_and_flows_are_written_as_trace_events() {
     let kernel = &named("saxpy")[0];
     assert_eq!(kernel["args"]["clock"], "host-observed");
     assert!((kernel["dur"].as_f64().unwrap() - 5.0).abs() < 0.01);
-    assert!(named("process_name")
-        .iter()
-        .any(|event| event["args"]["name"] == "device cpu:0"));
+    assert!(named("process_name").iter().any(|event| event["args"]["name"]
+        .as_str()
+        .unwrap()
+        .starts_with("device cpu:0 (process ")));
     assert!(named("thread_name")
         .iter()
         .any(|event| event["tid"] == launch[0]["tid"]));
@@ -140,4 +141,28 @@ fn off_spans_record_nothing_and_do_not_build_their_arguments() {
     let _span = span("api", "write", || {
         unreachable!("arguments are built only while tracing")
     });
+}
+
+#[test]
+fn an_appended_trace_continues_a_finished_one_in_one_list() {
+    let _turn = ONE_AT_A_TIME.lock();
+    let path = temporary("appended.json");
+    let first = start(&path).unwrap();
+    drop(span("api", "first process", Vec::new));
+    first.stop().unwrap();
+    let second = start_with(&path, DEFAULT_MAX_BYTES, true).unwrap();
+    drop(span("api", "second process", Vec::new));
+    second.stop().unwrap();
+    // The file is still one JSON array, holding both traces.
+    let text = std::fs::read_to_string(&path).unwrap();
+    let events: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
+    for name in ["first process", "second process"] {
+        assert_eq!(events.iter().filter(|event| event["name"] == name).count(), 1, "{name}");
+    }
+    assert_eq!(events.iter().filter(|event| event["name"] == "trace end").count(), 2);
+    // A file that is not a finished trace is started afresh.
+    std::fs::write(&path, "[\n{\"name\":\"cut\"").unwrap();
+    start_with(&path, DEFAULT_MAX_BYTES, true).unwrap().stop().unwrap();
+    let events: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert!(events.iter().all(|event| event["name"] != "cut"));
 }

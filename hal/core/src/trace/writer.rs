@@ -8,11 +8,12 @@ use super::{FlowPhase, TraceSummary, Track, Value};
 use crate::error::{Error, ErrorKind, Result};
 use std::borrow::Cow;
 use std::collections::HashSet;
+use std::fmt::Write as _;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -21,9 +22,12 @@ use std::time::Duration;
 pub const DEFAULT_MAX_BYTES: u64 = 512 << 20;
 /// The writer flushes to the file at least this often while records arrive.
 pub const FLUSH_INTERVAL: Duration = Duration::from_millis(100);
-/// Records waiting for the writer at most; a record that finds the queue full is dropped and
-/// counted, so a traced call never waits for the disk.
-pub const QUEUE_CAPACITY: usize = 1 << 16;
+/// Records waiting for the writer at most (about 40 MiB of them); a record that finds the
+/// queue full is dropped and counted, so a traced call never waits for the disk.
+pub const QUEUE_CAPACITY: usize = 1 << 18;
+/// How often the writer takes what is queued. Producers never wake it: a wake-up per record
+/// would cost each traced call a context switch.
+const DRAIN_INTERVAL: Duration = Duration::from_millis(5);
 
 /// How long a flush or the end of a trace waits for the writer before giving up.
 const WRITER_TIMEOUT: Duration = Duration::from_secs(30);
@@ -31,10 +35,9 @@ const WRITER_TIMEOUT: Duration = Duration::from_secs(30);
 /// Bytes kept free under the cap for the trailer.
 const TRAILER_ROOM: u64 = 256;
 
-/// The process id the host's threads are drawn under.
-const HOST_PID: u64 = 1;
-/// Device number `n` is drawn as process `DEVICE_PID_BASE + n`.
-const DEVICE_PID_BASE: u64 = 100;
+/// Device `n` of the process with id `p` is drawn as process `p * DEVICE_PID_SCALE + n`, so
+/// the traces of several processes in one file never share a track.
+const DEVICE_PID_SCALE: u64 = 1000;
 
 /// One thing to write.
 pub(crate) enum Record {
@@ -69,51 +72,74 @@ pub(crate) enum Record {
     },
 }
 
+/// What the writer is asked to do besides taking the queue.
 enum Message {
-    Record(Record),
     Flush(SyncSender<()>),
     Finish(SyncSender<Result<TraceSummary>>),
 }
+
+/// Records waiting for the writer.
+type Queue = parking_lot::Mutex<Vec<Record>>;
 
 /// The sending side, held by the tracer.
 pub(crate) struct Writer {
     path: PathBuf,
     sender: SyncSender<Message>,
+    queue: Arc<Queue>,
     dropped: Arc<AtomicU64>,
     generation: u64,
     thread: parking_lot::Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Writer {
-    /// Creates (or truncates) `path` and starts the writer thread.
-    pub(crate) fn create(path: &Path, max_bytes: u64) -> Result<Writer> {
+    /// Creates (or truncates) `path` and starts the writer thread. With `append`, a file that
+    /// holds a finished trace is continued instead: this process's events join the same list.
+    pub(crate) fn create(path: &Path, max_bytes: u64, append: bool) -> Result<Writer> {
         static GENERATION: AtomicU64 = AtomicU64::new(1);
-        let file = File::create(path).map_err(|error| {
+        let cannot = |error: std::io::Error| {
             Error::invalid_argument(format!("cannot create the trace file {}: {error}", path.display()))
-        })?;
-        let (sender, receiver) = mpsc::sync_channel(QUEUE_CAPACITY);
+        };
+        let (file, continued) = if append {
+            open_to_continue(path).map_err(cannot)?
+        } else {
+            (None, 0)
+        };
+        let first = file.is_none();
+        let file = match file {
+            Some(file) => file,
+            None => File::create(path).map_err(cannot)?,
+        };
+        let (sender, receiver) = mpsc::sync_channel(4);
+        let queue = Arc::new(Queue::new(Vec::with_capacity(1024)));
         let dropped = Arc::new(AtomicU64::new(0));
         let mut output = Output {
             file: BufWriter::with_capacity(1 << 16, file),
             path: path.to_path_buf(),
-            bytes: 0,
+            bytes: continued,
             records: 0,
-            max_bytes,
-            first: true,
+            max_bytes: max_bytes.saturating_add(continued),
+            first,
+            host_pid: u64::from(std::process::id()),
+            last_ts: 0.0,
+            scratch: String::with_capacity(512),
             full: false,
             dirty: false,
             named_devices: HashSet::new(),
             dropped: Arc::clone(&dropped),
             error: None,
         };
-        output.begin();
+        output.begin(first);
         let thread = std::thread::Builder::new()
             .name("xhal-trace-writer".into())
-            .spawn(move || run(output, &receiver))
+            .spawn({
+                let queue = Arc::clone(&queue);
+                move || run(output, &receiver, &queue)
+            })
             .map_err(|error| Error::internal(format!("could not start the trace writer thread: {error}")))?;
         Ok(Writer {
             path: path.to_path_buf(),
             sender,
+            queue,
             dropped,
             generation: GENERATION.fetch_add(1, Ordering::Relaxed),
             thread: parking_lot::Mutex::new(Some(thread)),
@@ -131,13 +157,12 @@ impl Writer {
 
     /// Queues `record`, or counts it dropped when the queue is full. Never blocks.
     pub(crate) fn send(&self, record: Record) {
-        match self.sender.try_send(Message::Record(record)) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) => {
-                self.dropped.fetch_add(1, Ordering::Relaxed);
-            }
-            // The trace stopped while this call was traced.
-            Err(TrySendError::Disconnected(_)) => {}
+        let mut queue = self.queue.lock();
+        if queue.len() < QUEUE_CAPACITY {
+            queue.push(record);
+        } else {
+            drop(queue);
+            self.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -175,6 +200,12 @@ struct Output {
     records: u64,
     max_bytes: u64,
     first: bool,
+    /// This process's id: its host threads are drawn under it.
+    host_pid: u64,
+    /// The latest time written, where the end record goes.
+    last_ts: f64,
+    /// Where a record is encoded before it is written.
+    scratch: String,
     full: bool,
     dirty: bool,
     named_devices: HashSet<u64>,
@@ -183,31 +214,33 @@ struct Output {
     error: Option<std::io::Error>,
 }
 
-fn run(mut output: Output, receiver: &Receiver<Message>) {
+fn run(mut output: Output, receiver: &Receiver<Message>, queue: &Queue) {
+    let mut batch = Vec::with_capacity(1024);
+    let mut last_flush = std::time::Instant::now();
     loop {
-        match receiver.recv_timeout(FLUSH_INTERVAL) {
-            Ok(Message::Record(record)) => output.write(&record),
+        let message = receiver.recv_timeout(DRAIN_INTERVAL);
+        // Everything queued before the message is written before it is answered.
+        std::mem::swap(&mut *queue.lock(), &mut batch);
+        for record in batch.drain(..) {
+            output.write(&record);
+        }
+        match message {
             Ok(Message::Flush(acknowledge)) => {
                 output.flush();
+                last_flush = std::time::Instant::now();
                 let _ = acknowledge.send(());
             }
             Ok(Message::Finish(reply)) => {
-                // Records queued before the finish are in order in the channel: drain them.
-                while let Ok(message) = receiver.try_recv() {
-                    match message {
-                        Message::Record(record) => output.write(&record),
-                        Message::Flush(acknowledge) => {
-                            let _ = acknowledge.send(());
-                        }
-                        Message::Finish(other) => {
-                            let _ = other.send(Err(Error::invalid_argument("the trace was already stopped")));
-                        }
-                    }
-                }
                 let _ = reply.send(output.end());
+                // A second finish finds no writer; the caller reports that.
                 return;
             }
-            Err(RecvTimeoutError::Timeout) => output.flush(),
+            Err(RecvTimeoutError::Timeout) => {
+                if last_flush.elapsed() >= FLUSH_INTERVAL {
+                    output.flush();
+                    last_flush = std::time::Instant::now();
+                }
+            }
             Err(RecvTimeoutError::Disconnected) => {
                 let _ = output.end();
                 return;
@@ -217,13 +250,13 @@ fn run(mut output: Output, receiver: &Receiver<Message>) {
 }
 
 impl Output {
-    fn begin(&mut self) {
-        self.put_raw("[\n");
+    fn begin(&mut self, new_file: bool) {
+        if new_file {
+            self.put_raw("[\n");
+        }
+        let pid = self.host_pid;
         self.put_event(&format!(
-            r#"{{"name":"process_name","ph":"M","pid":{HOST_PID},"tid":0,"args":{{"name":"host"}}}}"#
-        ));
-        self.put_event(&format!(
-            r#"{{"name":"process_sort_index","ph":"M","pid":{HOST_PID},"tid":0,"args":{{"sort_index":0}}}}"#
+            r#"{{"name":"process_name","ph":"M","pid":{pid},"tid":0,"args":{{"name":"host (process {pid})"}}}}"#
         ));
     }
 
@@ -233,6 +266,7 @@ impl Output {
             return;
         }
         let line = match record {
+            // The common records are encoded into one reused buffer: no allocation each.
             Record::Complete {
                 name,
                 category,
@@ -241,10 +275,15 @@ impl Output {
                 duration,
                 args,
             } => {
-                let (pid, tid) = place(*track);
-                let mut line = format!(
-                    r#"{{"name":{},"cat":"{category}","ph":"X","ts":{start:.3},"dur":{duration:.3},"pid":{pid},"tid":{tid}"#,
-                    json_string(name)
+                self.last_ts = self.last_ts.max(start + duration);
+                let (pid, tid) = self.place(*track);
+                let mut line = std::mem::take(&mut self.scratch);
+                line.clear();
+                line.push_str(r#"{"name":"#);
+                push_json_string(&mut line, name);
+                let _ = write!(
+                    line,
+                    r#","cat":"{category}","ph":"X","ts":{start:.3},"dur":{duration:.3},"pid":{pid},"tid":{tid}"#
                 );
                 if !args.is_empty() {
                     line.push_str(r#","args":{"#);
@@ -252,17 +291,20 @@ impl Output {
                         if index > 0 {
                             line.push(',');
                         }
-                        line.push_str(&json_string(key));
+                        push_json_string(&mut line, key);
                         line.push(':');
-                        line.push_str(&json_value(value));
+                        push_json_value(&mut line, value);
                     }
                     line.push('}');
                 }
                 line.push('}');
-                line
+                self.put_event(&line);
+                self.scratch = line;
+                return;
             }
             Record::ThreadName { track, name } => format!(
-                r#"{{"name":"thread_name","ph":"M","pid":{HOST_PID},"tid":{track},"args":{{"name":{}}}}}"#,
+                r#"{{"name":"thread_name","ph":"M","pid":{},"tid":{track},"args":{{"name":{}}}}}"#,
+                self.host_pid,
                 json_string(name)
             ),
             Record::StreamName {
@@ -270,11 +312,11 @@ impl Output {
                 device_label,
                 stream,
             } => {
-                let pid = DEVICE_PID_BASE + device;
+                let pid = self.host_pid * DEVICE_PID_SCALE + device;
                 if self.named_devices.insert(*device) {
                     self.put_event(&format!(
                         r#"{{"name":"process_name","ph":"M","pid":{pid},"tid":0,"args":{{"name":{}}}}}"#,
-                        json_string(&format!("device {device_label}"))
+                        json_string(&format!("device {device_label} (process {})", self.host_pid))
                     ));
                     self.put_event(&format!(
                         r#"{{"name":"process_sort_index","ph":"M","pid":{pid},"tid":0,"args":{{"sort_index":{pid}}}}}"#
@@ -291,7 +333,7 @@ impl Output {
                 at,
                 values,
             } => {
-                let pid = DEVICE_PID_BASE + device;
+                let pid = self.host_pid * DEVICE_PID_SCALE + device;
                 let values: Vec<String> = values
                     .iter()
                     .map(|(key, value)| format!("{}:{value}", json_string(key)))
@@ -303,14 +345,20 @@ impl Output {
                 )
             }
             Record::Flow { id, phase, track, at } => {
-                let (pid, tid) = place(*track);
+                let (pid, tid) = self.place(*track);
                 let phase = match phase {
                     FlowPhase::Begin => "s",
                     FlowPhase::End => "f",
                 };
-                format!(
+                let mut line = std::mem::take(&mut self.scratch);
+                line.clear();
+                let _ = write!(
+                    line,
                     r#"{{"name":"enqueue","cat":"flow","ph":"{phase}","id":{id},"ts":{at:.3},"pid":{pid},"tid":{tid},"bp":"e"}}"#
-                )
+                );
+                self.put_event(&line);
+                self.scratch = line;
+                return;
             }
         };
         self.put_event(&line);
@@ -362,8 +410,8 @@ impl Output {
         let dropped = self.dropped.load(Ordering::Relaxed);
         let full = self.full;
         self.put_line(&format!(
-            r#"{{"name":"trace end","cat":"xhal","ph":"i","s":"g","ts":0,"pid":{HOST_PID},"tid":0,"args":{{"records":{},"dropped":{dropped},"capped":{full}}}}}"#,
-            self.records
+            r#"{{"name":"trace end","cat":"xhal","ph":"i","s":"p","ts":{},"pid":{},"tid":0,"args":{{"records":{},"dropped":{dropped},"capped":{full}}}}}"#,
+            self.last_ts, self.host_pid, self.records
         ));
         self.put_raw("\n]\n");
         self.dirty = true;
@@ -383,15 +431,45 @@ impl Output {
     }
 }
 
-fn place(track: Track) -> (u64, u64) {
-    match track {
-        Track::Thread(id) => (HOST_PID, id),
-        Track::Stream { device, stream } => (DEVICE_PID_BASE + device, stream),
+impl Output {
+    fn place(&self, track: Track) -> (u64, u64) {
+        match track {
+            Track::Thread(id) => (self.host_pid, id),
+            Track::Stream { device, stream } => (self.host_pid * DEVICE_PID_SCALE + device, stream),
+        }
     }
+}
+
+/// Opens `path` to add to the finished trace it holds: the closing `]` is cut off. `None`
+/// when there is no such trace (no file, an empty one, or one not finished).
+fn open_to_continue(path: &Path) -> std::io::Result<(Option<File>, u64)> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok((None, 0)),
+        Err(error) => return Err(error),
+    };
+    let kept = text.trim_end();
+    let Some(body) = kept.strip_suffix(']') else {
+        return Ok((None, 0));
+    };
+    let body = body.trim_end();
+    if !body.trim_start().starts_with('[') || body.trim() == "[" {
+        return Ok((None, 0));
+    }
+    let file = std::fs::OpenOptions::new().write(true).open(path)?;
+    file.set_len(body.len() as u64)?;
+    let mut file = file;
+    std::io::Seek::seek(&mut file, std::io::SeekFrom::End(0))?;
+    Ok((Some(file), body.len() as u64))
 }
 
 fn json_string(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 2);
+    push_json_string(&mut out, text);
+    out
+}
+
+fn push_json_string(out: &mut String, text: &str) {
     out.push('"');
     for character in text.chars() {
         match character {
@@ -400,19 +478,25 @@ fn json_string(text: &str) -> String {
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
-            control if (control as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", control as u32)),
+            control if (control as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", control as u32);
+            }
             other => out.push(other),
         }
     }
     out.push('"');
-    out
 }
 
-fn json_value(value: &Value) -> String {
+fn push_json_value(out: &mut String, value: &Value) {
     match value {
-        Value::Unsigned(number) => number.to_string(),
-        Value::Float(number) if number.is_finite() => format!("{number}"),
-        Value::Float(_) => "null".to_string(),
-        Value::Text(text) => json_string(text),
+        Value::Unsigned(number) => {
+            let _ = write!(out, "{number}");
+        }
+        Value::Float(number) if number.is_finite() => {
+            let _ = write!(out, "{number}");
+        }
+        Value::Float(_) => out.push_str("null"),
+        Value::Text(text) => push_json_string(out, text),
+        Value::Shared(text) => push_json_string(out, text),
     }
 }
