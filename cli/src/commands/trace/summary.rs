@@ -156,9 +156,10 @@ impl Trace {
                     _ => {}
                 }
             }
+            // One per process that finished its trace.
             Some("i") if name == "trace end" => {
-                self.complete = true;
-                self.dropped = args
+                self.ended_processes += 1;
+                self.dropped += args
                     .and_then(|args| args.get("dropped"))
                     .and_then(Value::as_u64)
                     .unwrap_or(0);
