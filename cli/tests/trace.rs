@@ -163,3 +163,37 @@ fn misuse_is_a_clear_error() {
     // XHAL_TRACE_MAX_MB only matters when a trace is recorded.
     assert_exit(&output, 0);
 }
+
+#[test]
+fn one_process_of_an_appended_trace_can_be_summarised_alone() {
+    let sandbox = Sandbox::new("trace-process");
+    sandbox.write("double.wgsl", DOUBLE);
+    let run = ["run", "double.wgsl", "-b", "range:0..256", "-w", "4"];
+    // Two processes, one file: the second adds to the first's finished trace.
+    for _ in 0..2 {
+        let output = sandbox.run(&run, &[("XHAL_TRACE", "two.json"), ("XHAL_TRACE_APPEND", "1")]);
+        assert_exit(&output, 0);
+    }
+    let both = summary_json(&sandbox, "two.json");
+    assert_eq!(both["complete"], true, "both processes ended their traces");
+    assert_eq!(both["kernels"][0]["count"], 2, "{both}");
+    let text = std::fs::read_to_string(sandbox.root().join("two.json")).unwrap();
+    let events: Vec<Value> = serde_json::from_str(&text).unwrap();
+    let hosts: Vec<u64> = events
+        .iter()
+        .filter(|event| event["name"] == "process_name" && event["args"]["name"].as_str().unwrap().starts_with("host"))
+        .map(|event| event["pid"].as_u64().unwrap())
+        .collect();
+    assert_eq!(hosts.len(), 2);
+    let first = hosts[0].to_string();
+    let output = sandbox.run(&["trace", "summary", "two.json", "--json", "--process", &first], &[]);
+    assert_exit(&output, 0);
+    assert_eq!(json(&output)["kernels"][0]["count"], 1);
+    let output = sandbox.run(&["trace", "summary", "two.json", "--process", "1"], &[]);
+    assert_exit(&output, 1);
+    assert!(
+        stderr(&output).contains("the trace has no process 1; its processes are"),
+        "{}",
+        stderr(&output)
+    );
+}

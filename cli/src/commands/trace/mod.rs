@@ -33,6 +33,9 @@ pub struct SummaryArgs {
     /// List idle gaps of at least this many microseconds.
     #[arg(long, value_name = "MICROSECONDS", default_value_t = 100.0)]
     pub gap_us: f64,
+    /// Only the process with this id, in a trace several processes wrote (`make demo`).
+    #[arg(long, value_name = "PID")]
+    pub process: Option<u64>,
     /// Also draw the timeline as an SVG picture at this path.
     #[arg(long, value_name = "OUT.svg")]
     pub svg: Option<PathBuf>,
@@ -60,7 +63,10 @@ fn run_summary(args: &SummaryArgs) -> anyhow::Result<Output> {
             ),
         ));
     }
-    let trace = summary::read(&args.file)?;
+    let mut trace = summary::read(&args.file)?;
+    if let Some(pid) = args.process {
+        trace = trace.only_process(pid)?;
+    }
     let report = summary::summarise(&args.file, &trace, args.gap_us);
     if let Some(path) = &args.svg {
         std::fs::write(path, svg::render(&trace)).with_context(|| format!("cannot write {}", path.display()))?;

@@ -104,6 +104,26 @@ pub fn read(path: &Path) -> anyhow::Result<Trace> {
 }
 
 impl Trace {
+    /// Keeps only process `pid` of a trace several processes wrote: its host threads and its
+    /// devices (processes `pid * 1000 + n`). An error names the processes there are.
+    pub fn only_process(mut self, pid: u64) -> anyhow::Result<Trace> {
+        let belongs = |other: u64| other == pid || other / 1000 == pid;
+        if !self.process_names.keys().any(|other| *other == pid) {
+            let hosts: Vec<String> = self
+                .process_names
+                .iter()
+                .filter(|(_, name)| name.starts_with("host"))
+                .map(|(other, _)| other.to_string())
+                .collect();
+            bail!("the trace has no process {pid}; its processes are {}", hosts.join(", "));
+        }
+        self.spans.retain(|span| belongs(span.pid));
+        self.samples.retain(|sample| belongs(sample.pid));
+        self.process_names.retain(|other, _| belongs(*other));
+        self.thread_names.retain(|(other, _), _| belongs(*other));
+        Ok(self)
+    }
+
     fn add(&mut self, event: &Value) {
         let number = |key: &str| event.get(key).and_then(Value::as_f64);
         let pid = event.get("pid").and_then(Value::as_u64).unwrap_or(0);
