@@ -35,7 +35,8 @@ pub fn render(trace: &Trace) -> String {
     let first = trace.spans.iter().map(|span| span.start).fold(f64::INFINITY, f64::min);
     let last = trace.spans.iter().map(Span::end).fold(f64::NEG_INFINITY, f64::max);
     let (first, last) = if first < last { (first, last) } else { (0.0, 1.0) };
-    let plot = WIDTH - LABEL_WIDTH - 20.0;
+    // Room on the right for the last tick's label.
+    let plot = WIDTH - LABEL_WIDTH - 50.0;
     let x = |time: f64| LABEL_WIDTH + (time - first) / (last - first) * plot;
 
     // Lanes: the host's threads first, then each device's streams.
