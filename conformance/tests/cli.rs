@@ -227,3 +227,23 @@ fn parallel_workers_report_every_test_once_in_catalogue_order() {
     assert_eq!(ids, expected);
     assert_eq!(report["options"]["jobs"], 3);
 }
+
+#[test]
+fn a_trace_folder_that_cannot_be_made_is_a_setup_error_naming_it() {
+    let plugin = cpu_plugin();
+    let output = cts(&[
+        "run",
+        "--plugin",
+        plugin.to_str().unwrap(),
+        "--filter",
+        "plugin.metadata.*",
+        "--trace",
+        "/proc/no-such-folder/traces",
+    ]);
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("--trace /proc/no-such-folder/traces: cannot create the folder"),
+        "{}",
+        stderr(&output)
+    );
+}

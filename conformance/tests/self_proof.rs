@@ -256,3 +256,45 @@ fn a_certificate_carries_the_plugins_real_sha256() {
     assert!(dir.join("junit.xml").exists() && dir.join("report.json").exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_traced_run_keeps_the_trace_of_each_failing_test_and_drops_the_others() {
+    let path = plugin("broken_fill_length");
+    let folder = std::env::temp_dir().join(format!("xhal-cts-traces-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&folder);
+    let run = cts(&[
+        "run",
+        "--plugin",
+        path.to_str().unwrap(),
+        "--filter",
+        "memory.fill.*",
+        "--trace",
+        folder.to_str().unwrap(),
+    ]);
+    assert_eq!(run.status, 1, "{}", run.stderr);
+    let results = results(&run);
+    let kept: Vec<String> = std::fs::read_dir(&folder)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    let failed = with_result(&results, "fail");
+    assert!(!failed.is_empty(), "{results:#?}");
+    for (id, result, _) in &results {
+        let trace = kept.iter().find(|name| name.ends_with(&format!("-0-{id}.json")));
+        match result.as_str() {
+            "fail" => {
+                let trace = trace.unwrap_or_else(|| panic!("no trace kept for failing {id}: {kept:?}"));
+                let text = std::fs::read_to_string(folder.join(trace)).unwrap();
+                let events: Vec<Value> = serde_json::from_str(&text).unwrap();
+                assert!(
+                    events
+                        .iter()
+                        .any(|event| event["cat"] == "api" && event["name"] == "fill"),
+                    "the trace of {id} holds its fills"
+                );
+            }
+            _ => assert!(trace.is_none(), "the trace of {result} test {id} was kept"),
+        }
+    }
+    let _ = std::fs::remove_dir_all(&folder);
+}

@@ -98,6 +98,11 @@ struct RunArgs {
     /// Print the report as JSON on stdout instead of the table.
     #[arg(long)]
     json: bool,
+    /// Record a trace of every test into this folder (`BACKEND-INDEX-TEST.json`, read with
+    /// `xhal trace summary`); the traces of tests that pass or are skipped are removed, those
+    /// of failures, crashes and timeouts kept.
+    #[arg(long, value_name = "DIR")]
+    trace: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -207,6 +212,13 @@ fn run(args: RunArgs) -> ExitCode {
     if args.jobs == 0 {
         eprintln!("error: --jobs must be at least 1");
         return ExitCode::from(EXIT_USAGE);
+    }
+    if let Some(folder) = &args.trace {
+        if let Err(error) = std::fs::create_dir_all(folder) {
+            eprintln!("error: --trace {}: cannot create the folder: {error}", folder.display());
+            return ExitCode::from(EXIT_SETUP);
+        }
+        worker_process::trace_into(folder.clone());
     }
     let tests = match selected(args.filter.as_deref()) {
         Ok(tests) => tests,

@@ -4,7 +4,7 @@
 use crate::protocol::{DescribedDevice, Description, WorkerMessage, PREFIX};
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
-use xhal_conformance::{catalogue, run_test, Target, TargetSpec, TestRecord};
+use xhal_conformance::{catalogue, run_test, Outcome, Target, TargetSpec, TestRecord};
 
 fn send(message: &WorkerMessage) {
     let line = serde_json::to_string(message).unwrap_or_else(|error| {
@@ -45,7 +45,9 @@ pub fn run(spec: TargetSpec) -> ExitCode {
                 let index: u32 = index.parse().unwrap_or(u32::MAX);
                 send(&WorkerMessage::Started(case.id.to_string()));
                 let started = std::time::Instant::now();
+                let trace = start_trace(&target, index, case.id);
                 let outcome = run_test(&target, index, case);
+                finish_trace(trace, &outcome);
                 send(&WorkerMessage::Record(TestRecord {
                     id: case.id.to_string(),
                     area: case.area().to_string(),
@@ -95,4 +97,30 @@ fn describe(target: &Target) -> Result<Description, String> {
             })
             .collect(),
     })
+}
+
+/// Starts the test's trace when the runner asked for traces (`--trace DIR`). A trace that
+/// cannot start is said on stderr and the test runs untraced.
+fn start_trace(target: &Target, index: u32, id: &str) -> Option<(xhal::trace::TraceSession, std::path::PathBuf)> {
+    let folder = std::env::var_os(crate::worker_process::TRACE_FOLDER_VARIABLE)?;
+    let path = std::path::Path::new(&folder).join(format!("{}-{index}-{id}.json", target.backend_name()));
+    match xhal::trace::start(&path) {
+        Ok(session) => Some((session, path)),
+        Err(error) => {
+            eprintln!("xhal-cts: test {id} is not traced: {error}");
+            None
+        }
+    }
+}
+
+/// Ends the test's trace: kept for a failure (a crash or a timeout never gets here, and keeps
+/// what was flushed), removed for a pass or a skip.
+fn finish_trace(trace: Option<(xhal::trace::TraceSession, std::path::PathBuf)>, outcome: &Outcome) {
+    let Some((session, path)) = trace else { return };
+    if let Err(error) = session.stop() {
+        eprintln!("xhal-cts: the trace {} could not be finished: {error}", path.display());
+    }
+    if matches!(outcome, Outcome::Pass | Outcome::Skipped { .. }) {
+        let _ = std::fs::remove_file(&path);
+    }
 }

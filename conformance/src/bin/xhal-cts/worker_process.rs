@@ -13,6 +13,16 @@ use xhal_conformance::TargetSpec;
 /// Lines of the worker's stderr kept for a crash report.
 const STDERR_TAIL: usize = 12;
 
+/// Where workers write each test's trace (`--trace DIR`), handed to them in this variable.
+pub const TRACE_FOLDER_VARIABLE: &str = "XHAL_CTS_TRACE_DIR";
+
+static TRACE_FOLDER: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+/// Every worker started from now on traces each test into `folder`.
+pub fn trace_into(folder: std::path::PathBuf) {
+    let _ = TRACE_FOLDER.set(folder);
+}
+
 pub struct WorkerProcess {
     child: Child,
     stdin: Option<ChildStdin>,
@@ -38,6 +48,9 @@ impl WorkerProcess {
             TargetSpec::Plugin(path) => command.arg("--plugin").arg(path),
             TargetSpec::Backend(name) => command.arg("--backend").arg(name),
         };
+        if let Some(folder) = TRACE_FOLDER.get() {
+            command.env(TRACE_FOLDER_VARIABLE, folder);
+        }
         // The suite tests the backend's own allocation, not the caching allocator in front of it.
         command
             .env("XHAL_CACHING_ALLOCATOR", "0")
