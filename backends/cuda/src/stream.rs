@@ -20,7 +20,7 @@ use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::sync::Arc;
-use xhal_backend::{DriverEvent, DriverStream, Error, ErrorKind, Launch, Object, Result};
+use xhal_backend::{CopyOverlap, DriverEvent, DriverStream, Error, ErrorKind, Launch, Object, Result};
 
 /// What a stream keeps until the work using it completed.
 enum Retained {
@@ -372,13 +372,11 @@ impl DriverStream<CudaDriver> for Stream {
         destination_offset: u64,
         size: u64,
     ) -> Result<()> {
-        let overlapping = source.pointer == destination.pointer
-            && source_offset < destination_offset + size
-            && destination_offset < source_offset + size;
-        if overlapping && source_offset == destination_offset {
+        let overlap = CopyOverlap::of(source, source_offset, destination, destination_offset, size);
+        if overlap == CopyOverlap::SameRange {
             return stream.state.lock().usable();
         }
-        if overlapping {
+        if overlap == CopyOverlap::Overlapping {
             let temporary = DeviceBuffer::new(&stream.gpu, size)?;
             stream.copy_raw(source.address(source_offset), temporary.address(0), size)?;
             stream.copy_raw(temporary.address(0), destination.address(destination_offset), size)?;

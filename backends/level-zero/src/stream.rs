@@ -24,7 +24,7 @@ use std::any::Any;
 use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::sync::Arc;
-use xhal_backend::{DriverEvent, DriverStream, Error, ErrorKind, Launch, Object, Result};
+use xhal_backend::{CopyOverlap, DriverEvent, DriverStream, Error, ErrorKind, Launch, Object, Result};
 
 /// A Level Zero event in a pool of its own, host-visible, with kernel timestamps when asked.
 pub(crate) struct ZeEvent {
@@ -478,14 +478,12 @@ impl DriverStream<LevelZeroDriver> for Stream {
         destination_offset: u64,
         size: u64,
     ) -> Result<()> {
-        let overlapping = Arc::ptr_eq(source, destination)
-            && source_offset < destination_offset + size
-            && destination_offset < source_offset + size;
-        if overlapping && source_offset == destination_offset {
+        let overlap = CopyOverlap::of(source, source_offset, destination, destination_offset, size);
+        if overlap == CopyOverlap::SameRange {
             // A copy onto itself changes nothing; the list is in order, so nothing to append.
             return Ok(());
         }
-        if overlapping {
+        if overlap == CopyOverlap::Overlapping {
             let temporary = Arc::new(DeviceBuffer::new(&stream.gpu, size)?);
             stream.copy_raw(
                 source,

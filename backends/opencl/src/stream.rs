@@ -16,7 +16,7 @@ use crate::module::lengths_block;
 use crate::OpenClDriver;
 use parking_lot::Mutex;
 use std::sync::Arc;
-use xhal_backend::{DriverEvent, DriverStream, Error, Launch, Object, Result};
+use xhal_backend::{CopyOverlap, DriverEvent, DriverStream, Error, Launch, Object, Result};
 
 /// A `cl_event` this backend owns one reference to.
 pub(crate) struct ClEvent {
@@ -366,16 +366,14 @@ impl DriverStream<OpenClDriver> for Stream {
         destination_offset: u64,
         size: u64,
     ) -> Result<()> {
-        let overlapping = Arc::ptr_eq(source, destination)
-            && source_offset < destination_offset + size
-            && destination_offset < source_offset + size;
-        if overlapping && source_offset != destination_offset {
+        let overlap = CopyOverlap::of(source, source_offset, destination, destination_offset, size);
+        if overlap == CopyOverlap::Overlapping {
             let temporary = DeviceBuffer::new(&stream.gpu, size)?;
             stream.copy_raw(source, source_offset, &temporary, 0, size)?;
             // OpenCL keeps the temporary alive until the commands using it finish.
             return stream.copy_raw(&temporary, 0, destination, destination_offset, size);
         }
-        if overlapping {
+        if overlap == CopyOverlap::SameRange {
             // A copy onto itself changes nothing, but still orders like a command.
             return stream
                 .enqueue(

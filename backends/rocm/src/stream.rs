@@ -18,7 +18,7 @@ use crate::RocmDriver;
 use parking_lot::Mutex;
 use std::ffi::c_void;
 use std::sync::Arc;
-use xhal_backend::{DriverEvent, DriverStream, Error, ErrorKind, Launch, Object, Result};
+use xhal_backend::{CopyOverlap, DriverEvent, DriverStream, Error, ErrorKind, Launch, Object, Result};
 
 /// Whether an error from HIP belongs to the work that executed (and so sticks to the stream)
 /// rather than to the call that reported it.
@@ -216,14 +216,12 @@ impl DriverStream<RocmDriver> for Stream {
         destination_offset: u64,
         size: u64,
     ) -> Result<()> {
-        let overlapping = Arc::ptr_eq(source, destination)
-            && source_offset < destination_offset + size
-            && destination_offset < source_offset + size;
-        if overlapping && source_offset == destination_offset {
+        let overlap = CopyOverlap::of(source, source_offset, destination, destination_offset, size);
+        if overlap == CopyOverlap::SameRange {
             // A copy onto itself changes nothing, but still runs in order like a command.
             return stream.copy_raw(source, source_offset, destination, destination_offset, 0);
         }
-        if overlapping {
+        if overlap == CopyOverlap::Overlapping {
             let temporary = DeviceBuffer::new(&stream.gpu, size)?;
             stream.copy_raw(source, source_offset, &temporary, 0, size)?;
             let copied = stream.copy_raw(&temporary, 0, destination, destination_offset, size);

@@ -22,7 +22,7 @@ use ash::vk;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
-use xhal_backend::{DriverEvent, DriverStream, Error, Features, Launch, Object, Result};
+use xhal_backend::{CopyOverlap, DriverEvent, DriverStream, Error, Features, Launch, Object, Result};
 
 /// Commands recorded before a stream submits without being asked to.
 const BATCH_LIMIT: u32 = 256;
@@ -620,12 +620,13 @@ impl DriverStream<VulkanDriver> for Stream {
     ) -> Result<()> {
         let mut state = stream.state.lock();
         stream.check_usable(&mut state)?;
-        let overlapping = Arc::ptr_eq(source, destination) && source_offset.abs_diff(destination_offset) < size;
-        let bounce = if overlapping {
-            Some(Arc::new(DeviceBuffer::new(&stream.gpu, size, MemoryKind::Device)?))
-        } else {
-            None
-        };
+        // Vulkan forbids overlapping regions, a copy onto itself included.
+        let bounce =
+            if CopyOverlap::of(source, source_offset, destination, destination_offset, size) != CopyOverlap::Disjoint {
+                Some(Arc::new(DeviceBuffer::new(&stream.gpu, size, MemoryKind::Device)?))
+            } else {
+                None
+            };
         let device = &stream.gpu.device;
         let recording = stream.recording_for_access(&mut state)?;
         let from = (source.allocation.buffer, source.allocation.offset + source_offset);

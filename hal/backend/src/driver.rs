@@ -80,6 +80,38 @@ pub struct BufferView<B> {
     pub size: u64,
 }
 
+/// How a copy's two ranges relate: most native copies refuse ranges of one buffer that
+/// overlap, so a driver copies those through a temporary, and may skip a copy onto itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CopyOverlap {
+    /// Different buffers, or ranges of one buffer that share no byte.
+    Disjoint,
+    /// The same bytes of the same buffer: the copy changes nothing.
+    SameRange,
+    /// Ranges of one buffer that share bytes.
+    Overlapping,
+}
+
+impl CopyOverlap {
+    /// How `size` bytes from `source_offset` of `source` relate to the same count at
+    /// `destination_offset` of `destination` (both in bounds, as the adapter checked).
+    pub fn of<B>(
+        source: &Arc<Object<B>>,
+        source_offset: u64,
+        destination: &Arc<Object<B>>,
+        destination_offset: u64,
+        size: u64,
+    ) -> CopyOverlap {
+        if !Arc::ptr_eq(source, destination) || source_offset.abs_diff(destination_offset) >= size {
+            CopyOverlap::Disjoint
+        } else if source_offset == destination_offset {
+            CopyOverlap::SameRange
+        } else {
+            CopyOverlap::Overlapping
+        }
+    }
+}
+
 /// A launch whose handles the adapter resolved and checked.
 pub struct Launch<'a, D: Driver> {
     /// The kernel, made on the stream's device.
@@ -253,4 +285,24 @@ pub trait DriverKernel<D: Driver>: Sized + Send + Sync + 'static {
     /// Finds an entry point. The kernel keeps what it needs: destroying the module never
     /// breaks it.
     fn get(driver: &D, module: &Arc<Object<D::Module>>, name: &str) -> Result<Self>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copies_are_classified_by_buffer_and_shared_bytes() {
+        let one = Arc::new(Object::new(1, 0, 64, ()));
+        let other = Arc::new(Object::new(2, 0, 64, ()));
+        assert_eq!(CopyOverlap::of(&one, 0, &other, 0, 64), CopyOverlap::Disjoint);
+        assert_eq!(
+            CopyOverlap::of(&one, 0, &one, 32, 32),
+            CopyOverlap::Disjoint,
+            "touching, not sharing"
+        );
+        assert_eq!(CopyOverlap::of(&one, 0, &one, 31, 32), CopyOverlap::Overlapping);
+        assert_eq!(CopyOverlap::of(&one, 40, &one, 8, 33), CopyOverlap::Overlapping);
+        assert_eq!(CopyOverlap::of(&one, 8, &one, 8, 16), CopyOverlap::SameRange);
+    }
 }

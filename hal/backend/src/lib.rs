@@ -43,8 +43,8 @@ pub use backend::{
 };
 pub use checked::Checked;
 pub use driver::{
-    BufferView, Driver, DriverBuffer, DriverDevice, DriverEvent, DriverKernel, DriverModule, DriverStream, Launch,
-    Object,
+    BufferView, CopyOverlap, Driver, DriverBuffer, DriverDevice, DriverEvent, DriverKernel, DriverModule, DriverStream,
+    Launch, Object,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use host_queue::{HostEvent, HostQueue};
