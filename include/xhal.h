@@ -15,7 +15,7 @@
 #define XHAL_ABI_MAJOR 1
 
 // Minor version of the ABI this crate describes. Minors only append fields and entries.
-#define XHAL_ABI_MINOR 2
+#define XHAL_ABI_MINOR 3
 
 // The device is a CPU.
 #define XHAL_DEVICE_TYPE_CPU 1
@@ -356,6 +356,24 @@ typedef struct XhalPluginApi {
                                     uint64_t *free,
                                     uint64_t *total,
                                     XhalErrorOut error);
+  // Added in 1.3, optional. Reads the device's timestamp clock (the clock of
+  // `event_timestamp`) and the host's monotonic clock (`CLOCK_MONOTONIC` on POSIX) as close
+  // together as the driver can, in nanoseconds: `device_ns` and `host_ns`, and in
+  // `uncertainty_ns` how far apart in time the two reads may lie. The host places device
+  // times on its own clock with it: `host = device + (host_ns - device_ns)`. A plugin whose
+  // devices have no absolute timestamps returns `XHAL_STATUS_UNSUPPORTED` or leaves the entry
+  // null; the host then times operations with `event_elapsed_time` alone.
+  XhalStatus (*device_clock)(struct XhalDevice *device,
+                             uint64_t *device_ns,
+                             uint64_t *host_ns,
+                             uint64_t *uncertainty_ns,
+                             XhalErrorOut error);
+  // Added in 1.3, optional. The time on the device's timestamp clock (`device_clock`), in
+  // nanoseconds, at which the latest record of a timing event completed on the device.
+  // Misuse is `XHAL_STATUS_INVALID_ARGUMENT`, as for `event_elapsed_time`: an event created
+  // without timing, never recorded, or not yet complete (`XHAL_STATUS_NOT_READY` is not
+  // used). Null, or `XHAL_STATUS_UNSUPPORTED`, when `device_clock` is absent.
+  XhalStatus (*event_timestamp)(struct XhalEvent *event, uint64_t *device_ns, XhalErrorOut error);
 } XhalPluginApi;
 
 // The one function a plugin exports, as `xhal_plugin_query`. It returns the plugin's static
@@ -417,6 +435,8 @@ typedef const struct XhalPluginApi *(*XhalPluginQueryFn)(uint32_t host_abi_major
 #define XHAL_ERROR_V1_0_SIZE (offsetof(XhalError, message) + sizeof(XhalStr))
 /* Where the v1.1 part of the table ends (1.1 appended device_memory_usage). */
 #define XHAL_PLUGIN_API_V1_1_SIZE (offsetof(XhalPluginApi, device_memory_usage) + sizeof(void *))
+/* Where the v1.3 part of the table ends (1.3 appended device_clock and event_timestamp). */
+#define XHAL_PLUGIN_API_V1_3_SIZE (offsetof(XhalPluginApi, event_timestamp) + sizeof(void *))
 
 /* The name of the one symbol a plugin exports. */
 #define XHAL_PLUGIN_QUERY_SYMBOL "xhal_plugin_query"

@@ -383,6 +383,25 @@ static XhalStatus plugin_device_memory_usage(struct XhalDevice *device, uint64_t
     return XHAL_STATUS_OK;
 }
 
+/* ABI 1.3: the device's clock read with the host's. Records complete on the stream's worker
+ * thread, stamped with the host's monotonic clock, so the device's clock is the host's and the
+ * two readings are one. A device with a clock of its own reads both as close together as its
+ * driver can, and says how far apart they may be. */
+static XhalStatus plugin_device_clock(struct XhalDevice *device, uint64_t *device_ns, uint64_t *host_ns,
+                                      uint64_t *uncertainty_ns, XhalError **error) {
+    XhalStatus status = check_handle(device, KIND_DEVICE, "device", error);
+    if (status != XHAL_STATUS_OK) {
+        return status;
+    }
+    if (device_ns == NULL || host_ns == NULL || uncertainty_ns == NULL) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT,
+                    "device_clock: device_ns, host_ns and uncertainty_ns must not be null");
+    }
+    *device_ns = *host_ns = now_ns();
+    *uncertainty_ns = 0;
+    return XHAL_STATUS_OK;
+}
+
 static XhalStatus plugin_device_open(uint32_t index, struct XhalDevice **device, XhalError **error) {
     if (device == NULL) {
         return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "device_open: device must not be null");
@@ -1183,30 +1202,37 @@ static XhalStatus plugin_event_synchronize(struct XhalEvent *event, XhalError **
 }
 
 /* The completion time of an event's most recent record, or a refusal naming why there is none. */
-static XhalStatus event_timestamp(struct XhalEvent *event, const char *which, uint64_t *timestamp,
-                                  XhalError **error) {
+static XhalStatus event_timestamp(struct XhalEvent *event, const char *entry, const char *which,
+                                  uint64_t *timestamp, XhalError **error) {
     XhalStatus status = check_handle(event, KIND_EVENT, which, error);
     if (status != XHAL_STATUS_OK) {
         return status;
     }
     if (!event->timing) {
         return fail(error, XHAL_STATUS_INVALID_ARGUMENT,
-                    "event_elapsed_time: the %s event was created without XHAL_EVENT_FLAG_TIMING", which);
+                    "%s: the %s event was created without XHAL_EVENT_FLAG_TIMING", entry, which);
     }
     Record *record = event_latest(event);
     if (record == NULL) {
-        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "event_elapsed_time: the %s event was never recorded",
-                    which);
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "%s: the %s event was never recorded", entry, which);
     }
     if (!record_is_complete(record)) {
         status = fail(error, XHAL_STATUS_INVALID_ARGUMENT,
-                      "event_elapsed_time: the %s event's record has not completed yet", which);
+                      "%s: the %s event's record has not completed yet", entry, which);
     } else {
-        status = record_result(record, "event_elapsed_time", error);
+        status = record_result(record, entry, error);
         *timestamp = record->completed_at_ns;
     }
     record_release(record);
     return status;
+}
+
+/* ABI 1.3: when an event's latest record completed, on this device's clock. */
+static XhalStatus plugin_event_timestamp(struct XhalEvent *event, uint64_t *device_ns, XhalError **error) {
+    if (device_ns == NULL) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "event_timestamp: device_ns must not be null");
+    }
+    return event_timestamp(event, "event_timestamp", "the", device_ns, error);
 }
 
 static XhalStatus plugin_event_elapsed_time(struct XhalEvent *start, struct XhalEvent *end, uint64_t *nanoseconds,
@@ -1216,9 +1242,9 @@ static XhalStatus plugin_event_elapsed_time(struct XhalEvent *start, struct Xhal
     }
     uint64_t started_at = 0;
     uint64_t ended_at = 0;
-    XhalStatus status = event_timestamp(start, "start", &started_at, error);
+    XhalStatus status = event_timestamp(start, "event_elapsed_time", "start", &started_at, error);
     if (status == XHAL_STATUS_OK) {
-        status = event_timestamp(end, "end", &ended_at, error);
+        status = event_timestamp(end, "event_elapsed_time", "end", &ended_at, error);
     }
     if (status != XHAL_STATUS_OK) {
         return status;
@@ -1581,7 +1607,7 @@ static void plugin_kernel_destroy(struct XhalKernel *kernel) {
 /* ------------------------------------------------------------------------------------------ */
 
 static const XhalPluginApi PLUGIN_TABLE = {
-    .struct_size = XHAL_PLUGIN_API_V1_1_SIZE,
+    .struct_size = XHAL_PLUGIN_API_V1_3_SIZE,
     .abi_major = XHAL_ABI_MAJOR,
     .abi_minor = XHAL_ABI_MINOR,
     .plugin_name = {(const uint8_t *)PLUGIN_NAME, sizeof PLUGIN_NAME - 1},
@@ -1614,6 +1640,8 @@ static const XhalPluginApi PLUGIN_TABLE = {
     .kernel_get = plugin_kernel_get,
     .kernel_destroy = plugin_kernel_destroy,
     .device_memory_usage = plugin_device_memory_usage,
+    .device_clock = plugin_device_clock,
+    .event_timestamp = plugin_event_timestamp,
 };
 
 XHAL_PLUGIN_EXPORT const XhalPluginApi *xhal_plugin_query(uint32_t host_abi_major, uint32_t host_abi_minor) {

@@ -20,7 +20,7 @@
 /// Major version of the ABI this crate describes. A host loads a plugin only when the majors match.
 pub const XHAL_ABI_MAJOR: u32 = 1;
 /// Minor version of the ABI this crate describes. Minors only append fields and entries.
-pub const XHAL_ABI_MINOR: u32 = 2;
+pub const XHAL_ABI_MINOR: u32 = 3;
 
 /// Name of the one symbol a plugin exports.
 pub const XHAL_PLUGIN_QUERY_SYMBOL: &str = "xhal_plugin_query";
@@ -436,6 +436,30 @@ pub struct XhalPluginApi {
             error: XhalErrorOut,
         ) -> XhalStatus,
     >,
+
+    /// Added in 1.3, optional. Reads the device's timestamp clock (the clock of
+    /// `event_timestamp`) and the host's monotonic clock (`CLOCK_MONOTONIC` on POSIX) as close
+    /// together as the driver can, in nanoseconds: `device_ns` and `host_ns`, and in
+    /// `uncertainty_ns` how far apart in time the two reads may lie. The host places device
+    /// times on its own clock with it: `host = device + (host_ns - device_ns)`. A plugin whose
+    /// devices have no absolute timestamps returns `XHAL_STATUS_UNSUPPORTED` or leaves the entry
+    /// null; the host then times operations with `event_elapsed_time` alone.
+    pub device_clock: Option<
+        unsafe extern "C" fn(
+            device: *mut XhalDevice,
+            device_ns: *mut u64,
+            host_ns: *mut u64,
+            uncertainty_ns: *mut u64,
+            error: XhalErrorOut,
+        ) -> XhalStatus,
+    >,
+    /// Added in 1.3, optional. The time on the device's timestamp clock (`device_clock`), in
+    /// nanoseconds, at which the latest record of a timing event completed on the device.
+    /// Misuse is `XHAL_STATUS_INVALID_ARGUMENT`, as for `event_elapsed_time`: an event created
+    /// without timing, never recorded, or not yet complete (`XHAL_STATUS_NOT_READY` is not
+    /// used). Null, or `XHAL_STATUS_UNSUPPORTED`, when `device_clock` is absent.
+    pub event_timestamp:
+        Option<unsafe extern "C" fn(event: *mut XhalEvent, device_ns: *mut u64, error: XhalErrorOut) -> XhalStatus>,
 }
 
 /// `struct_size` of an `XhalPluginApi` with every v1.0 entry: where the v1.0 part ends. A host
@@ -445,6 +469,9 @@ pub const XHAL_PLUGIN_API_V1_0_SIZE: usize =
 /// `struct_size` of an `XhalPluginApi` with every v1.1 entry.
 pub const XHAL_PLUGIN_API_V1_1_SIZE: usize =
     core::mem::offset_of!(XhalPluginApi, device_memory_usage) + core::mem::size_of::<usize>();
+/// `struct_size` of an `XhalPluginApi` with every v1.3 entry (1.2 added none).
+pub const XHAL_PLUGIN_API_V1_3_SIZE: usize =
+    core::mem::offset_of!(XhalPluginApi, event_timestamp) + core::mem::size_of::<usize>();
 /// `struct_size` of an `XhalDeviceInfo` with every v1.0 field: where the v1.0 part ends (the
 /// struct's trailing padding is not part of it).
 pub const XHAL_DEVICE_INFO_V1_0_SIZE: usize =
@@ -567,6 +594,8 @@ impl XhalPluginApi {
             kernel_get: None,
             kernel_destroy: None,
             device_memory_usage: None,
+            device_clock: None,
+            event_timestamp: None,
         }
     }
 }

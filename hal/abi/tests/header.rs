@@ -111,6 +111,7 @@ static_assert(XHAL_DEVICE_INFO_V1_0_SIZE == {}, "v1.0 device info size");
 static_assert(XHAL_LAUNCH_INFO_V1_0_SIZE == {}, "v1.0 launch info size");
 static_assert(XHAL_ERROR_V1_0_SIZE == {}, "v1.0 error size");
 static_assert(XHAL_PLUGIN_API_V1_1_SIZE == {}, "v1.1 table size");
+static_assert(XHAL_PLUGIN_API_V1_3_SIZE == {}, "v1.3 table size");
 "#,
         std::mem::size_of::<xhal_abi::XhalPluginApi>(),
         std::mem::size_of::<xhal_abi::XhalDeviceInfo>(),
@@ -122,6 +123,7 @@ static_assert(XHAL_PLUGIN_API_V1_1_SIZE == {}, "v1.1 table size");
         xhal_abi::XHAL_LAUNCH_INFO_V1_0_SIZE,
         xhal_abi::XHAL_ERROR_V1_0_SIZE,
         xhal_abi::XHAL_PLUGIN_API_V1_1_SIZE,
+        xhal_abi::XHAL_PLUGIN_API_V1_3_SIZE,
     );
     let output = compile_c(&source, &dir, &[]);
     assert!(

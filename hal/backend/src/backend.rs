@@ -422,6 +422,16 @@ pub trait Backend: Send + Sync + 'static {
         )))
     }
 
+    /// The device's timestamp clock read together with the host's (ABI 1.3). The default says
+    /// the device has no absolute timestamps.
+    fn device_clock(&self, device: DeviceHandle) -> Result<crate::ClockSample> {
+        let _ = device;
+        Err(crate::Error::unsupported(format!(
+            "backend `{}` has no device clock to calibrate",
+            self.info().name
+        )))
+    }
+
     /// Allocates `size` (> 0) bytes.
     fn buffer_allocate(&self, device: DeviceHandle, size: u64) -> Result<BufferHandle>;
     /// Frees an allocation no queued work uses any more.
@@ -497,6 +507,15 @@ pub trait Backend: Send + Sync + 'static {
     fn event_synchronize(&self, event: EventHandle) -> Result<()>;
     /// Nanoseconds from `start` to `end`; both completed timing events.
     fn event_elapsed_time(&self, start: EventHandle, end: EventHandle) -> Result<u64>;
+    /// When the latest record of a completed timing event completed, on the device's timestamp
+    /// clock, in nanoseconds (ABI 1.3). The default says the device has no absolute timestamps.
+    fn event_timestamp(&self, event: EventHandle) -> Result<u64> {
+        let _ = event;
+        Err(crate::Error::unsupported(format!(
+            "backend `{}` has no absolute event timestamps",
+            self.info().name
+        )))
+    }
 
     /// Loads kernel code.
     fn module_load(&self, device: DeviceHandle, format: KernelFormat, code: &[u8]) -> Result<ModuleHandle>;

@@ -226,6 +226,10 @@ impl<D: Driver> Backend for Checked<D> {
         D::Device::memory_usage(&self.device(device)?)
     }
 
+    fn device_clock(&self, device: DeviceHandle) -> Result<crate::ClockSample> {
+        D::Device::clock(&self.device(device)?)
+    }
+
     fn buffer_allocate(&self, device: DeviceHandle, size: u64) -> Result<BufferHandle> {
         let device = self.device(device)?;
         if size == 0 {
@@ -429,6 +433,10 @@ impl<D: Driver> Backend for Checked<D> {
         let start = self.events.get(start.0)?;
         let end = self.events.get(end.0)?;
         D::Event::elapsed_time(&start, &end)
+    }
+
+    fn event_timestamp(&self, event: EventHandle) -> Result<u64> {
+        D::Event::timestamp(&self.events.get(event.0)?)
     }
 
     fn module_load(&self, device: DeviceHandle, format: KernelFormat, code: &[u8]) -> Result<ModuleHandle> {

@@ -187,6 +187,18 @@ pub trait DriverDevice<D: Driver>: Sized + Send + Sync + 'static {
             D::NAME
         )))
     }
+
+    /// The device's timestamp clock, the clock of [`DriverEvent::timestamp`], read together
+    /// with the host's monotonic clock ([`ClockSample`](crate::ClockSample)). The default
+    /// says the device has no absolute timestamps; the host then times traced operations with
+    /// `elapsed_time` from an anchor it records itself.
+    fn clock(device: &Arc<Object<Self>>) -> Result<crate::ClockSample> {
+        let _ = device;
+        Err(Error::unsupported(format!(
+            "backend `{}` has no device clock to calibrate",
+            D::NAME
+        )))
+    }
 }
 
 /// A device allocation (`memory.rs`).
@@ -272,6 +284,16 @@ pub trait DriverEvent<D: Driver>: Sized + Send + Sync + 'static {
     /// Nanoseconds from `start` to `end`; the driver checks that both are completed timing
     /// events.
     fn elapsed_time(start: &Arc<Object<Self>>, end: &Arc<Object<Self>>) -> Result<u64>;
+    /// When the latest record completed, in nanoseconds on the device's timestamp clock
+    /// ([`DriverDevice::clock`]); misuse as for `elapsed_time`. The default says the device
+    /// has no absolute timestamps.
+    fn timestamp(event: &Arc<Object<Self>>) -> Result<u64> {
+        let _ = event;
+        Err(Error::unsupported(format!(
+            "backend `{}` has no absolute event timestamps",
+            D::NAME
+        )))
+    }
 }
 
 /// Loaded kernel code (`module.rs`).

@@ -67,7 +67,7 @@ pub fn query(
 fn build_api(backend: &dyn Backend) -> XhalPluginApi {
     let info = backend.info();
     XhalPluginApi {
-        struct_size: XHAL_PLUGIN_API_V1_1_SIZE,
+        struct_size: XHAL_PLUGIN_API_V1_3_SIZE,
         abi_major: XHAL_ABI_MAJOR,
         abi_minor: XHAL_ABI_MINOR,
         plugin_name: XhalStr::from_str(intern(&info.name)),
@@ -100,6 +100,8 @@ fn build_api(backend: &dyn Backend) -> XhalPluginApi {
         kernel_get: Some(kernel_get),
         kernel_destroy: Some(kernel_destroy),
         device_memory_usage: Some(device_memory_usage),
+        device_clock: Some(device_clock),
+        event_timestamp: Some(event_timestamp),
     }
 }
 
@@ -331,6 +333,27 @@ unsafe extern "C" fn device_memory_usage(
         unsafe {
             write_out(free, usage.free, "free")?;
             write_out(total, usage.total, "total")
+        }
+    })
+}
+
+unsafe extern "C" fn device_clock(
+    device: *mut XhalDevice,
+    device_ns: *mut u64,
+    host_ns: *mut u64,
+    uncertainty_ns: *mut u64,
+    error: XhalErrorOut,
+) -> XhalStatus {
+    guarded("device_clock", error, |backend| {
+        required(device_ns, "device_ns")?;
+        required(host_ns, "host_ns")?;
+        required(uncertainty_ns, "uncertainty_ns")?;
+        let sample = backend.device_clock(DeviceHandle(handle(device)))?;
+        // SAFETY: all three checked non-null above.
+        unsafe {
+            write_out(device_ns, sample.device_ns, "device_ns")?;
+            write_out(host_ns, sample.host_ns, "host_ns")?;
+            write_out(uncertainty_ns, sample.uncertainty_ns, "uncertainty_ns")
         }
     })
 }
@@ -611,6 +634,15 @@ unsafe extern "C" fn event_elapsed_time(
         let elapsed = backend.event_elapsed_time(EventHandle(handle(start)), EventHandle(handle(end)))?;
         // SAFETY: checked non-null above.
         unsafe { write_out(nanoseconds, elapsed, "nanoseconds") }
+    })
+}
+
+unsafe extern "C" fn event_timestamp(event: *mut XhalEvent, device_ns: *mut u64, error: XhalErrorOut) -> XhalStatus {
+    guarded("event_timestamp", error, |backend| {
+        required(device_ns, "device_ns")?;
+        let timestamp = backend.event_timestamp(EventHandle(handle(event)))?;
+        // SAFETY: checked non-null above.
+        unsafe { write_out(device_ns, timestamp, "device_ns") }
     })
 }
 

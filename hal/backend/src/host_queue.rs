@@ -313,6 +313,13 @@ impl<D: Driver<Event = HostEvent>> DriverEvent<D> for HostEvent {
     fn elapsed_time(start: &Arc<Object<HostEvent>>, end: &Arc<Object<HostEvent>>) -> Result<u64> {
         HostEvent::elapsed_nanoseconds(start, end)
     }
+
+    /// When the latest record completed, on the host's monotonic clock: the clock of a
+    /// device driven from a host thread, whose `DriverDevice::clock` is
+    /// [`ClockSample::host`](crate::ClockSample::host).
+    fn timestamp(event: &Arc<Object<HostEvent>>) -> Result<u64> {
+        Ok(crate::clock::host_ns_of(completed_at(event, "the")?))
+    }
 }
 
 fn completed_at(event: &Object<HostEvent>, role: &str) -> Result<Instant> {

@@ -27,6 +27,7 @@ compile_error!("xhal supports 64-bit targets only");
 
 pub mod backend;
 pub mod checked;
+pub mod clock;
 pub mod driver;
 pub mod error;
 pub mod export;
@@ -42,6 +43,7 @@ pub use backend::{
     KernelFormat, KernelHandle, LaunchArgs, MemoryUsage, ModuleHandle, StreamHandle,
 };
 pub use checked::Checked;
+pub use clock::{ClockSample, ElapsedTimer, ReferenceClock};
 pub use driver::{
     BufferView, CopyOverlap, Driver, DriverBuffer, DriverDevice, DriverEvent, DriverKernel, DriverModule, DriverStream,
     Launch, Object,

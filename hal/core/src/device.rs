@@ -234,6 +234,17 @@ impl Device {
             .map_err(|error| error.context(format!("memory usage of {}", self.label())))
     }
 
+    /// The device's timestamp clock read together with the host's monotonic clock: what places
+    /// [`Event::device_timestamp`](crate::Event::device_timestamp) values on the host's clock
+    /// ([`ClockSample::to_instant`](crate::ClockSample::to_instant)). `Unsupported` from a
+    /// device without absolute timestamps, such as a plugin built before ABI 1.3.
+    pub fn clock(&self) -> Result<crate::ClockSample> {
+        self.shared
+            .backend
+            .device_clock(self.shared.handle)
+            .map_err(|error| error.context(format!("clock of {}", self.label())))
+    }
+
     /// Allocator statistics, as PyTorch names them.
     pub fn memory_stats(&self) -> MemoryStats {
         self.shared.allocator.stats()

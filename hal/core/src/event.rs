@@ -5,7 +5,7 @@ use crate::device::DeviceShared;
 use crate::error::{Error, Result};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub(crate) struct EventShared {
     device: Arc<DeviceShared>,
@@ -122,6 +122,29 @@ impl Event {
             .backend
             .event_elapsed_time(start.shared.handle, self.shared.handle)?;
         Ok(Duration::from_nanos(nanoseconds))
+    }
+
+    /// When the event's latest record completed, in nanoseconds on the device's timestamp
+    /// clock ([`Device::clock`](crate::Device::clock) places it on the host's). The event must
+    /// have timing and be complete. `Unsupported` from a device without absolute timestamps.
+    pub fn device_timestamp(&self) -> Result<u64> {
+        self.check_usable("device timestamp")?;
+        if !self.shared.timing {
+            return Err(Error::invalid_argument(
+                "the event was created without timing; use Device::create_event on a device with the timestamps feature",
+            ));
+        }
+        self.shared.device.backend.event_timestamp(self.shared.handle)
+    }
+
+    /// When the event's latest record completed on the device, on the host's clock: its
+    /// [`device_timestamp`](Event::device_timestamp) placed by a fresh
+    /// [`Device::clock`](crate::Device::clock) reading. For many events, read the clock once
+    /// and convert each timestamp with [`ClockSample::to_instant`](crate::ClockSample::to_instant).
+    pub fn completed_at(&self) -> Result<Instant> {
+        let timestamp = self.device_timestamp()?;
+        let clock = self.shared.device.backend.device_clock(self.shared.device.handle)?;
+        Ok(clock.to_instant(timestamp))
     }
 
     /// Ends the event for every clone: later use fails with `InvalidHandle`. Work already

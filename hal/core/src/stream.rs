@@ -10,6 +10,7 @@ use crate::trace::{self, HostSpan, StreamTrace};
 use parking_lot::Mutex;
 use std::borrow::Cow;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// Something queued work needs alive until it completes: a buffer's memory, a kernel, an
 /// event, or host data handed over for an asynchronous write.
@@ -151,10 +152,13 @@ impl Stream {
     ) -> Result<()> {
         let mut state = self.shared.state.lock();
         Self::check_usable(&state, operation)?;
+        // Taken before the call: the device may run the operation before the call returns.
+        let submitted = trace::is_active().then(Instant::now);
         call(&self.shared.device, self.shared.handle)?;
-        if trace::is_active() {
+        if let Some(submitted) = submitted {
             let args = vec![("bytes", traced.bytes.into())];
-            self.trace_enqueued(&mut state, traced.name.into(), traced.category, args, traced.event);
+            let what = (traced.name.into(), traced.category);
+            self.trace_enqueued(&mut state, what, submitted, args, traced.event);
         }
         self.keep_in_flight(&mut state, keep);
         Ok(())
@@ -165,8 +169,8 @@ impl Stream {
     fn trace_enqueued(
         &self,
         state: &mut StreamState,
-        name: Cow<'static, str>,
-        category: &'static str,
+        (name, category): (Cow<'static, str>, &'static str),
+        submitted: Instant,
         args: trace::Args,
         event: Option<(&Event, EventRole)>,
     ) {
@@ -179,7 +183,14 @@ impl Stream {
             Some((event, EventRole::Wait)) => (event.trace_flow(), None),
             None => (None, None),
         };
-        trace.enqueued(device, self.shared.handle, name, category, args, flow_in, flow_out);
+        trace.enqueued(
+            device,
+            self.shared.handle,
+            (name, category),
+            submitted,
+            args,
+            (flow_in, flow_out),
+        );
     }
 
     /// Holds `keep` until the stream is known idle, trimming the list now and then.
@@ -437,6 +448,7 @@ impl Stream {
         // Each staged value is written into the arena and the launch queued under one lock,
         // so the arena's slots are handed out in the order the stream runs its work: a slot
         // is only reused by a write queued after every launch that read it.
+        let submitted = trace::is_active().then(Instant::now);
         let queued = (|| {
             for (position, bytes) in staged {
                 let (memory, handle, offset) = state.uniforms.place(device, bytes.len() as u64)?;
@@ -469,10 +481,11 @@ impl Stream {
                 },
             )
         })();
-        if queued.is_ok() && trace::is_active() {
+        if let (Ok(()), Some(submitted)) = (&queued, submitted) {
             let [x, y, z] = launch.workgroup_count();
             let args = vec![("workgroups", format!("{x}x{y}x{z}").into())];
-            self.trace_enqueued(&mut state, kernel.name().to_string().into(), "kernel", args, None);
+            let what = (kernel.name().to_string().into(), "kernel");
+            self.trace_enqueued(&mut state, what, submitted, args, None);
         }
         self.keep_in_flight(&mut state, keep);
         queued

@@ -252,6 +252,8 @@ fn a_newer_minor_plugin_with_a_longer_table_loads_and_works() {
             // The 1.1 entry, which this plugin has: called.
             let usage = device.memory_usage().expect("device_memory_usage");
             assert_eq!((usage.free, usage.total), (16 << 20, 64 << 20));
+            // The 1.3 entries, which this plugin has: called.
+            check_device_timestamps(&device);
         },
     );
 }
@@ -282,8 +284,82 @@ fn a_v1_0_table_loads_and_works_and_nothing_beyond_its_struct_size_is_read() {
                 error.message().contains("device_memory_usage is an ABI 1.1 entry"),
                 "{error}"
             );
+            // The 1.3 entries lie in the unreadable page too: unsupported, and a trace still
+            // times the plugin's operations from elapsed times.
+            let error = device.clock().expect_err("a 1.0 plugin has no device_clock");
+            assert_eq!(error.kind(), ErrorKind::Unsupported, "{error}");
+            assert!(error.message().contains("device_clock is an ABI 1.3 entry"), "{error}");
+            let stream = device.create_stream().expect("stream");
+            let event = device.create_event().expect("timing event");
+            stream.record(&event).expect("record");
+            stream.synchronize().expect("synchronize");
+            let error = event
+                .device_timestamp()
+                .expect_err("a 1.0 plugin has no event_timestamp");
+            assert!(
+                error.message().contains("event_timestamp is an ABI 1.3 entry"),
+                "{error}"
+            );
+            let clocks = traced_device_clocks(&device);
+            assert!(
+                !clocks.is_empty() && clocks.iter().all(|clock| clock == "device-elapsed"),
+                "a 1.0 plugin's device spans are timed from elapsed times: {clocks:?}"
+            );
         },
     );
+}
+
+/// The 1.3 entries of a plugin that has them: a clock reading, event timestamps inside the
+/// host's windows, and device spans of a trace that carry no `clock` marker.
+fn check_device_timestamps(device: &Device) {
+    let clock = device.clock().expect("device_clock");
+    let stream = device.create_stream().expect("stream");
+    let event = device.create_event().expect("timing event");
+    let before = std::time::Instant::now();
+    stream.record(&event).expect("record");
+    stream.synchronize().expect("synchronize");
+    let after = std::time::Instant::now();
+    let completed = clock.to_instant(event.device_timestamp().expect("event_timestamp"));
+    assert!(
+        before <= completed && completed <= after,
+        "{before:?} <= {completed:?} <= {after:?}"
+    );
+    let clocks = traced_device_clocks(device);
+    assert!(
+        !clocks.is_empty() && clocks.iter().all(|clock| clock == "device"),
+        "a 1.3 plugin's device spans come from its timestamps: {clocks:?}"
+    );
+}
+
+/// Traces a fill, a launch, a copy and a record on a fresh stream and returns each device
+/// span's clock: its `clock` argument, or `device` where it has none.
+fn traced_device_clocks(device: &Device) -> Vec<String> {
+    let folder = std::env::temp_dir().join(format!("xhal-evolution-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&folder).expect("trace folder");
+    let path = folder.join("trace.json");
+    let session = xhal_core::trace::start(&path).expect("start a trace");
+    let stream = device.create_stream().expect("stream");
+    let buffer = device.alloc::<u32>(4).expect("buffer");
+    let event = device.create_event().expect("timing event");
+    let copy = device.alloc::<u32>(4).expect("buffer");
+    let module = device.load_module(ZOO_KERNEL_FORMAT, b"zoo kernels").expect("module");
+    let add = module.kernel("add_scalar").expect("kernel add_scalar");
+    stream.fill(&buffer, 3u32).expect("fill");
+    stream
+        .launch(&Launch::new(&add).buffer(&buffer).scalar(1u32).workgroups(1, 1, 1))
+        .expect("launch add_scalar");
+    stream.copy(&buffer, &copy).expect("copy");
+    stream.record(&event).expect("record");
+    stream.synchronize().expect("synchronize");
+    session.stop().expect("stop the trace");
+    let text = std::fs::read_to_string(&path).expect("read the trace");
+    let _ = std::fs::remove_dir_all(&folder);
+    let host = u64::from(std::process::id());
+    text.lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line.trim().trim_end_matches(',')).ok())
+        .filter(|record| record["ph"] == "X" && record["pid"].as_u64().is_some_and(|pid| pid != host))
+        .map(|record| record["args"]["clock"].as_str().unwrap_or("device").to_string())
+        .collect()
 }
 
 fn check_truncated_refusal(error: &xhal_core::Error) {

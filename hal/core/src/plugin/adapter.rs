@@ -5,6 +5,7 @@
 //! covers), checks that every v1.0 entry is present, and turns statuses and plugin-owned
 //! errors back into [`Error`]s, freeing each error through the plugin's own `error_free`.
 
+use crate::backend::ClockSample;
 use crate::backend::{
     Backend, BackendInfo, BufferHandle, DeviceHandle, DeviceInfo, DeviceType, EventHandle, Features, KernelFormat,
     KernelHandle, LaunchArgs, MemoryUsage, ModuleHandle, StreamHandle,
@@ -195,6 +196,14 @@ impl AbiBackend {
         Ok(AbiBackend { api, name, version })
     }
 
+    /// The error for a 1.3 entry the plugin's table does not reach or leaves null.
+    fn absent_1_3(&self, entry: &str, what: &str) -> Error {
+        Error::unsupported(format!(
+            "plugin `{}` (ABI {}.{}) {what}: {entry} is an ABI 1.3 entry it does not provide",
+            self.name, self.api.abi_major, self.api.abi_minor
+        ))
+    }
+
     /// Runs one entry and turns its status into a `Result`.
     fn call(&self, entry: &str, body: impl FnOnce(XhalErrorOut) -> XhalStatus) -> Result<()> {
         match self.call_status(entry, body)? {
@@ -375,6 +384,23 @@ impl Backend for AbiBackend {
             function(ptr(device.0), &mut free, &mut total, error)
         })?;
         Ok(MemoryUsage { free, total })
+    }
+
+    fn device_clock(&self, device: DeviceHandle) -> Result<ClockSample> {
+        // Added in 1.3: null in an older table, or left null by a plugin without device clocks.
+        let Some(function) = self.api.device_clock else {
+            return Err(self.absent_1_3("device_clock", "has no device clock to calibrate"));
+        };
+        let (mut device_ns, mut host_ns, mut uncertainty_ns) = (0u64, 0u64, 0u64);
+        // SAFETY: valid out pointers; device came from this plugin.
+        self.call("device_clock", |error| unsafe {
+            function(ptr(device.0), &mut device_ns, &mut host_ns, &mut uncertainty_ns, error)
+        })?;
+        Ok(ClockSample {
+            device_ns,
+            host_ns,
+            uncertainty_ns,
+        })
     }
 
     fn buffer_allocate(&self, device: DeviceHandle, size: u64) -> Result<BufferHandle> {
@@ -597,6 +623,18 @@ impl Backend for AbiBackend {
             function(ptr(start.0), ptr(end.0), &mut nanoseconds, error)
         })?;
         Ok(nanoseconds)
+    }
+
+    fn event_timestamp(&self, event: EventHandle) -> Result<u64> {
+        let Some(function) = self.api.event_timestamp else {
+            return Err(self.absent_1_3("event_timestamp", "has no absolute event timestamps"));
+        };
+        let mut device_ns = 0u64;
+        // SAFETY: valid out pointer; event came from this plugin.
+        self.call("event_timestamp", |error| unsafe {
+            function(ptr(event.0), &mut device_ns, error)
+        })?;
+        Ok(device_ns)
     }
 
     fn module_load(&self, device: DeviceHandle, format: KernelFormat, code: &[u8]) -> Result<ModuleHandle> {

@@ -2,14 +2,24 @@
 //!
 //! While a trace is recorded, every operation a stream enqueues is followed by a record of a
 //! timing event of the stream's own (pooled). When the stream is next known idle (a
-//! synchronize, or a query that finds it idle), one more event, the anchor, is recorded and
-//! waited for: the stream is idle, so the anchor completes at once, at a host time known to
-//! within half the round trip. Each operation's end is then the anchor's host time minus the
-//! device's own elapsed time from the operation's event to the anchor (`event_elapsed_time`,
-//! the device's timestamps), and its start the later of the previous operation's end and its
-//! own enqueue, as an in-order queue runs it. A device without timing events gets the time
-//! the host observed the stream idle as every pending operation's end, marked
-//! `host-observed`.
+//! synchronize, or a query that finds it idle), each operation's end is read from its event,
+//! in one of two ways:
+//!
+//! - **Device timestamps** (ABI 1.3 `device_clock` and `event_timestamp`): the event's
+//!   completion on the device's own clock, placed on the host's clock by one calibration read
+//!   at resolution (`host = device + (host_ns - device_ns)`, good to the `uncertainty_ns` the
+//!   device reports). Nothing is clamped: where the device's times disagree with the host's,
+//!   the trace shows it, and the conformance suite checks that they do not.
+//! - **Elapsed from an anchor** (a plugin without the 1.3 entries): one more event, the
+//!   anchor, is recorded on the idle stream and waited for, so it completes at a host time
+//!   known to within half the round trip; each end is the anchor's time minus the device's
+//!   elapsed time from the operation's event to the anchor, kept inside the operation's
+//!   submission window. Marked `device-elapsed`.
+//!
+//! An operation's start is the later of the previous operation's end and its own submission
+//! (taken just before the enqueue call): the earliest an in-order queue can start it. A device
+//! without timing events gets the time the host observed the stream idle as every pending
+//! operation's end, marked `host-observed`.
 
 use super::{DeviceClock, FlowPhase, Recorder, Track};
 use crate::backend::{Backend, DeviceHandle, EventHandle, Features, StreamHandle};
@@ -21,6 +31,17 @@ use std::time::{Duration, Instant};
 /// Operations a stream holds for resolution at most; beyond it they are not traced on the
 /// device (the host spans still are), so a program that never waits cannot grow the list.
 const MAX_PENDING: usize = 1 << 14;
+
+/// How a stream's trace reads its operations' device times.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Timing {
+    /// The device's absolute timestamps, calibrated against the host clock.
+    Timestamps,
+    /// Elapsed device time back from an anchor event.
+    Elapsed,
+    /// No timing events: the host-observed idle time.
+    None,
+}
 
 /// One enqueued operation, waiting for the stream to go idle.
 struct Pending {
@@ -41,7 +62,7 @@ pub(crate) struct StreamTrace {
     generation: u64,
     device_track: u64,
     stream_track: u64,
-    timing: bool,
+    timing: Timing,
     pending: VecDeque<Pending>,
     idle_events: Vec<EventHandle>,
     /// When the last resolved operation ended, on the host clock.
@@ -71,13 +92,27 @@ impl StreamTrace {
                 generation,
                 device_track,
                 stream_track,
-                timing: device.info.features.contains(Features::TIMESTAMPS),
+                timing: Self::timing_of(device),
                 pending: VecDeque::new(),
                 idle_events: Vec::new(),
                 last_end: None,
             });
         }
         slot.as_mut()
+    }
+
+    /// Timestamps where the device has timing events and a clock to calibrate.
+    fn timing_of(device: &DeviceShared) -> Timing {
+        if !device.info.features.contains(Features::TIMESTAMPS) {
+            return Timing::None;
+        }
+        match device.backend.device_clock(device.handle) {
+            Ok(_) => Timing::Timestamps,
+            Err(error) => {
+                tracing::debug!(%error, "no device clock; device spans are timed back from an anchor");
+                Timing::Elapsed
+            }
+        }
     }
 
     fn track(&self) -> Track {
@@ -88,7 +123,7 @@ impl StreamTrace {
     }
 
     fn take_event(&mut self, backend: &dyn Backend, device: DeviceHandle) -> Option<EventHandle> {
-        if !self.timing {
+        if self.timing == Timing::None {
             return None;
         }
         if let Some(event) = self.idle_events.pop() {
@@ -99,29 +134,27 @@ impl StreamTrace {
             Err(error) => {
                 // Traced without device times from here on; the results are unaffected.
                 tracing::debug!(%error, "no timing event for the trace; device spans are host-observed");
-                self.timing = false;
+                self.timing = Timing::None;
                 None
             }
         }
     }
 
-    /// Notes an operation just enqueued on the stream: records its end event after it, and
-    /// starts a flow from the calling thread to where the device will run it.
-    #[allow(clippy::too_many_arguments)]
+    /// Notes an operation just enqueued on the stream (`submitted` just before the call):
+    /// records its end event after it, and starts a flow from the calling thread to where the
+    /// device will run it, unless `flows` brings one in (a wait, from its record).
     pub(crate) fn enqueued(
         &mut self,
         device: &DeviceShared,
         stream: StreamHandle,
-        name: Cow<'static, str>,
-        category: &'static str,
+        (name, category): (Cow<'static, str>, &'static str),
+        submitted: Instant,
         args: super::Args,
-        flow_in: Option<u64>,
-        flow_out: Option<u64>,
+        (flow_in, flow_out): (Option<u64>, Option<u64>),
     ) {
         if self.pending.len() >= MAX_PENDING {
             return;
         }
-        let submitted = Instant::now();
         let flow_in = flow_in.or_else(|| {
             let id = super::new_flow_id();
             self.recorder
@@ -164,28 +197,22 @@ impl StreamTrace {
         if self.pending.is_empty() {
             return;
         }
-        let backend = &*device.backend;
         let observed = Instant::now();
-        let anchor = self.anchor(backend, device.handle, stream);
-        for pending in std::mem::take(&mut self.pending) {
-            let (end, clock) = match (pending.event, anchor) {
-                (Some(event), Some((anchor_event, anchor_time, round_trip))) => {
-                    match backend.event_elapsed_time(event, anchor_event) {
-                        Ok(nanoseconds) => {
-                            let end = anchor_time
-                                .checked_sub(Duration::from_nanos(nanoseconds))
-                                .unwrap_or(anchor_time)
-                                .clamp(pending.submitted, anchor_time + round_trip);
-                            (end, DeviceClock::Device)
-                        }
-                        Err(error) => {
-                            tracing::debug!(%error, "no device time for a traced operation");
-                            (observed, DeviceClock::HostObserved)
-                        }
-                    }
+        let pending = std::mem::take(&mut self.pending);
+        let ends = match self.timing {
+            Timing::Timestamps => match Self::ends_from_timestamps(device, &pending) {
+                Ok(ends) => ends,
+                Err(error) => {
+                    // Timed back from an anchor from here on; the results are unaffected.
+                    tracing::debug!(%error, "device timestamps failed; device spans are timed back from an anchor");
+                    self.timing = Timing::Elapsed;
+                    self.ends_from_anchor(device, stream, &pending, observed)
                 }
-                _ => (observed, DeviceClock::HostObserved),
-            };
+            },
+            Timing::Elapsed => self.ends_from_anchor(device, stream, &pending, observed),
+            Timing::None => vec![(observed, DeviceClock::HostObserved); pending.len()],
+        };
+        for (pending, (end, clock)) in pending.into_iter().zip(ends) {
             if let Some(event) = pending.event {
                 self.idle_events.push(event);
             }
@@ -204,10 +231,67 @@ impl StreamTrace {
                 self.recorder.flow(id, FlowPhase::Begin, track, end);
             }
         }
+        self.queued_counter(0);
+    }
+
+    /// Each operation's end from its event's device timestamp, placed on the host clock by one
+    /// calibration read. An operation without an event (its record failed) ends with the one
+    /// before it.
+    fn ends_from_timestamps(
+        device: &DeviceShared,
+        pending: &VecDeque<Pending>,
+    ) -> crate::Result<Vec<(Instant, DeviceClock)>> {
+        let backend = &*device.backend;
+        let clock = backend.device_clock(device.handle)?;
+        let mut ends = Vec::with_capacity(pending.len());
+        let mut previous = None;
+        for operation in pending {
+            let end = match operation.event {
+                Some(event) => clock.to_instant(backend.event_timestamp(event)?),
+                None => previous.unwrap_or(operation.submitted),
+            };
+            previous = Some(end);
+            ends.push((end, DeviceClock::Device));
+        }
+        Ok(ends)
+    }
+
+    /// Each operation's end as the anchor's host time minus the device's elapsed time from the
+    /// operation's event to the anchor, kept inside the operation's submission window.
+    fn ends_from_anchor(
+        &mut self,
+        device: &DeviceShared,
+        stream: StreamHandle,
+        pending: &VecDeque<Pending>,
+        observed: Instant,
+    ) -> Vec<(Instant, DeviceClock)> {
+        let backend = &*device.backend;
+        let anchor = self.anchor(backend, device.handle, stream);
+        let ends = pending
+            .iter()
+            .map(|operation| match (operation.event, anchor) {
+                (Some(event), Some((anchor_event, anchor_time, round_trip))) => {
+                    match backend.event_elapsed_time(event, anchor_event) {
+                        Ok(nanoseconds) => {
+                            let end = anchor_time
+                                .checked_sub(Duration::from_nanos(nanoseconds))
+                                .unwrap_or(anchor_time)
+                                .clamp(operation.submitted, anchor_time + round_trip);
+                            (end, DeviceClock::Elapsed)
+                        }
+                        Err(error) => {
+                            tracing::debug!(%error, "no device time for a traced operation");
+                            (observed, DeviceClock::HostObserved)
+                        }
+                    }
+                }
+                _ => (observed, DeviceClock::HostObserved),
+            })
+            .collect();
         if let Some((anchor_event, _, _)) = anchor {
             self.idle_events.push(anchor_event);
         }
-        self.queued_counter(0);
+        ends
     }
 
     /// Records an event on the idle stream and waits for it: its host time, and how long the

@@ -458,10 +458,24 @@ pub fn name_stream(device: u64, device_label: &str, stream: u64) {
 /// How a device span's times were obtained.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeviceClock {
-    /// From the device's own timestamps, placed on the host clock.
+    /// From the device's own timestamps, placed on the host clock by a calibration read.
     Device,
+    /// The device's elapsed time back from an event whose completion the host observed, kept
+    /// inside the operation's submission window.
+    Elapsed,
     /// Observed by the host: the operation completed no later than the end given.
     HostObserved,
+}
+
+impl DeviceClock {
+    /// The `clock` argument a span carries: none for device timestamps.
+    fn marker(self) -> Option<&'static str> {
+        match self {
+            DeviceClock::Device => None,
+            DeviceClock::Elapsed => Some("device-elapsed"),
+            DeviceClock::HostObserved => Some("host-observed"),
+        }
+    }
 }
 
 /// Records work as the device executed it: `start` and `end` on the host clock.
@@ -475,8 +489,8 @@ pub fn device_span(
     mut args: Args,
 ) {
     let Some(tracer) = tracer() else { return };
-    if clock == DeviceClock::HostObserved {
-        args.push(("clock", Value::from("host-observed")));
+    if let Some(name) = clock.marker() {
+        args.push(("clock", Value::from(name)));
     }
     tracer.writer.send(Record::Complete {
         name: name.into(),
@@ -563,8 +577,8 @@ impl Recorder {
         clock: DeviceClock,
         mut args: Args,
     ) {
-        if clock == DeviceClock::HostObserved {
-            args.push(("clock", Value::from("host-observed")));
+        if let Some(name) = clock.marker() {
+            args.push(("clock", Value::from(name)));
         }
         self.0.writer.send(Record::Complete {
             name,

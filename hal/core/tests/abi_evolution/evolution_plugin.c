@@ -229,6 +229,20 @@ ZOO_SOME_VARIANTS static XhalStatus zoo_device_memory_usage(struct XhalDevice *d
     return XHAL_STATUS_OK;
 }
 
+static uint64_t now_nanoseconds(void);
+
+/* The 1.3 entries, filled in by the newer-minor variant only: the zoo's events are stamped
+ * with the host's monotonic clock, so its device clock is the host's. */
+ZOO_SOME_VARIANTS static XhalStatus zoo_device_clock(struct XhalDevice *device, uint64_t *device_ns, uint64_t *host_ns,
+                                                     uint64_t *uncertainty_ns, XhalErrorOut error) {
+    if (device == NULL || device_ns == NULL || host_ns == NULL || uncertainty_ns == NULL) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "device_clock: null device or out pointer");
+    }
+    *device_ns = *host_ns = now_nanoseconds();
+    *uncertainty_ns = 0;
+    return XHAL_STATUS_OK;
+}
+
 static XhalStatus zoo_buffer_allocate(struct XhalDevice *device, uint64_t size, struct XhalBuffer **buffer,
                                       XhalErrorOut error) {
     if (device == NULL || buffer == NULL) {
@@ -426,6 +440,18 @@ static XhalStatus zoo_event_elapsed_time(struct XhalEvent *start, struct XhalEve
     return XHAL_STATUS_OK;
 }
 
+ZOO_SOME_VARIANTS static XhalStatus zoo_event_timestamp(struct XhalEvent *event, uint64_t *device_ns,
+                                                        XhalErrorOut error) {
+    if (event == NULL || device_ns == NULL) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "event_timestamp: null event or out pointer");
+    }
+    if (!(event->flags & XHAL_EVENT_FLAG_TIMING) || !event->recorded) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "event_timestamp: the event has no timing or was never recorded");
+    }
+    *device_ns = event->nanoseconds;
+    return XHAL_STATUS_OK;
+}
+
 static XhalStatus zoo_module_load(struct XhalDevice *device, uint32_t format, const uint8_t *code, size_t size,
                                   struct XhalModule **module, XhalErrorOut error) {
     (void)code, (void)size;
@@ -573,6 +599,8 @@ static void build_table(void) {
 #if defined(ZOO_VARIANT_NEWER_MINOR)
     api->abi_minor = XHAL_ABI_MINOR + 1;
     api->device_memory_usage = zoo_device_memory_usage;
+    api->device_clock = zoo_device_clock;
+    api->event_timestamp = zoo_event_timestamp;
     table.future_entries[0] = trap_future_entry_0;
     table.future_entries[1] = trap_future_entry_1;
     table.future_entries[2] = trap_future_entry_2;
