@@ -13,8 +13,8 @@ use parking_lot::RwLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use xhal_backend::{
-    Checked, DeviceInfo, DeviceType, Driver, DriverBuffer, DriverDevice, DriverKernel, DriverModule, DriverStream,
-    Error, Features, HostEvent, HostQueue, KernelFormat, Launch, Object, Result,
+    Checked, ClockSample, DeviceInfo, DeviceType, Driver, DriverBuffer, DriverDevice, DriverKernel, DriverModule,
+    DriverStream, Error, Features, HostEvent, HostQueue, KernelFormat, Launch, Object, Result,
 };
 use xhal_cpu::executor::{HostArgument, HostKernel, HostLaunch, HostMemory, HostModule, KernelBinding, RunLimits};
 use xhal_cpu::KernelMode;
@@ -163,7 +163,15 @@ impl Driver for HostmemDriver {
 }
 
 /// VENDOR: what an opened device can tell about itself (its free memory) goes here.
-impl DriverDevice<HostmemDriver> for () {}
+impl DriverDevice<HostmemDriver> for () {
+    /// VENDOR: read the device's timestamp clock and the host's monotonic clock together
+    /// (the driver's calibration call, or the round trip of an event on an idle queue), so
+    /// that traces place device times on the host's clock. `HostEvent`s are timed on the host
+    /// clock itself, so this device's clock is the host's.
+    fn clock(_device: &Arc<Object<()>>) -> Result<ClockSample> {
+        Ok(ClockSample::host())
+    }
+}
 
 impl DriverBuffer<HostmemDriver> for Buffer {
     fn allocate(driver: &HostmemDriver, _device: &Arc<Object<()>>, size: u64) -> Result<Buffer> {

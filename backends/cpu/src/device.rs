@@ -3,7 +3,9 @@
 use crate::CpuDriver;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use xhal_backend::{DeviceInfo, DeviceType, DriverDevice, Error, Features, KernelFormat, MemoryUsage, Object, Result};
+use xhal_backend::{
+    ClockSample, DeviceInfo, DeviceType, DriverDevice, Error, Features, KernelFormat, MemoryUsage, Object, Result,
+};
 
 /// Workgroups per dimension a launch may ask for.
 pub(crate) const MAX_WORKGROUP_COUNT: [u32; 3] = [65535; 3];
@@ -90,9 +92,6 @@ impl DeviceMemory {
     }
 }
 
-/// A uuid that depends only on the device index, so a CPU device keeps its identity across
-/// runs and machines: the bytes of "xhal-cpu" with the RFC 9562 version-8 (vendor-defined)
-/// and variant bits set, then the index, big-endian.
 impl DriverDevice<CpuDriver> for Arc<DeviceMemory> {
     fn memory_usage(device: &Arc<Object<Arc<DeviceMemory>>>) -> Result<MemoryUsage> {
         Ok(MemoryUsage {
@@ -100,8 +99,16 @@ impl DriverDevice<CpuDriver> for Arc<DeviceMemory> {
             total: device.total,
         })
     }
+
+    /// The device is the host: its event timestamps are read on the host's monotonic clock.
+    fn clock(_device: &Arc<Object<Arc<DeviceMemory>>>) -> Result<ClockSample> {
+        Ok(ClockSample::host())
+    }
 }
 
+/// A uuid that depends only on the device index, so a CPU device keeps its identity across
+/// runs and machines: the bytes of "xhal-cpu" with the RFC 9562 version-8 (vendor-defined)
+/// and variant bits set, then the index, big-endian.
 pub(crate) fn device_uuid(index: u32) -> [u8; 16] {
     let mut uuid = [0u8; 16];
     uuid[..8].copy_from_slice(b"xhal-cpu");

@@ -554,4 +554,10 @@ impl DriverEvent<CpuDriver> for Event {
             })?;
         Ok(u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX))
     }
+
+    /// When the latest record completed, on the host's monotonic clock: this device's clock.
+    fn timestamp(event: &Arc<Object<Event>>) -> Result<u64> {
+        let outcome = Event::timed_outcome(event, "the")?;
+        Ok(xhal_backend::clock::host_ns_of(outcome.completed_at))
+    }
 }

@@ -1,13 +1,13 @@
 //! An opened device: its primary context, its allocation stream and its pool of pinned
 //! staging memory.
 
-use crate::ffi::{self, call, sys, CUcontext, CUstream};
+use crate::ffi::{self, call, sys, CUcontext, CUevent, CUstream};
 use crate::instance::{Adapter, Instance};
 use crate::CudaDriver;
 use parking_lot::Mutex;
 use std::ffi::c_void;
 use std::sync::Arc;
-use xhal_backend::{DriverDevice, MemoryUsage, Object, Result};
+use xhal_backend::{ClockSample, DriverDevice, ElapsedTimer, MemoryUsage, Object, ReferenceClock, Result};
 
 /// Bytes of one pinned staging block: transfers are split into blocks of this size, so the
 /// host copy of one block overlaps the DMA of the one before.
@@ -23,6 +23,10 @@ pub struct Gpu {
     /// Where pool allocations and frees are ordered, where the device has memory pools.
     pub(crate) allocation_stream: Option<CUstream>,
     staging: Mutex<Vec<PinnedBlock>>,
+    /// The device's clock for traces: CUDA events measure only elapsed time.
+    clock: ReferenceClock<CUevent>,
+    /// The stream the clock's marks are recorded on, made on first use: idle but for them.
+    clock_stream: Mutex<Option<CUstream>>,
 }
 
 // The primary context and the allocation stream may be used from any thread (each call makes
@@ -50,6 +54,8 @@ impl Gpu {
             context,
             allocation_stream: None,
             staging: Mutex::new(Vec::new()),
+            clock: ReferenceClock::default(),
+            clock_stream: Mutex::new(None),
         };
         if adapter.memory_pools {
             gpu.bind()?;
@@ -146,6 +152,84 @@ impl DriverDevice<CudaDriver> for Arc<Gpu> {
     fn memory_usage(device: &Arc<Object<Arc<Gpu>>>) -> Result<MemoryUsage> {
         Gpu::memory_usage(device)
     }
+
+    /// A clock counted from a reference event (CUDA events measure only elapsed time),
+    /// read by the round trip of a timing event on a stream of its own.
+    fn clock(device: &Arc<Object<Arc<Gpu>>>) -> Result<ClockSample> {
+        device.bind()?;
+        let gpu: &Gpu = device;
+        gpu.clock.sample(gpu)
+    }
+}
+
+impl Gpu {
+    /// When a completed timing event completed, on the device's clock.
+    pub(crate) fn event_timestamp(&self, event: CUevent) -> Result<u64> {
+        self.bind()?;
+        self.clock.timestamp(self, event)
+    }
+}
+
+impl ElapsedTimer for Gpu {
+    type Event = CUevent;
+
+    fn mark(&self) -> Result<CUevent> {
+        let stream = {
+            let mut slot = self.clock_stream.lock();
+            match *slot {
+                Some(stream) => stream,
+                None => {
+                    let mut stream: CUstream = std::ptr::null_mut();
+                    call(
+                        "cuStreamCreate",
+                        || format!("creating the clock stream on {}", self.name()),
+                        // SAFETY: writes one stream in the current (primary) context.
+                        || unsafe { sys::cuStreamCreate(&mut stream, ffi::STREAM_NON_BLOCKING) },
+                    )?;
+                    *slot = Some(stream);
+                    stream
+                }
+            }
+        };
+        let mut event: CUevent = std::ptr::null_mut();
+        call(
+            "cuEventCreate",
+            || format!("creating a clock event on {}", self.name()),
+            // SAFETY: writes one timing event in the current context.
+            || unsafe { sys::cuEventCreate(&mut event, 0) },
+        )?;
+        // SAFETY: a live event and stream of this context.
+        let recorded = call("cuEventRecord", ffi::quiet, || unsafe {
+            sys::cuEventRecord(event, stream)
+        })
+        .and_then(|()| {
+            // SAFETY: the event was just recorded.
+            call("cuEventSynchronize", ffi::quiet, || unsafe {
+                sys::cuEventSynchronize(event)
+            })
+        });
+        if let Err(error) = recorded {
+            self.destroy(event);
+            return Err(error);
+        }
+        Ok(event)
+    }
+
+    fn elapsed_ns(&self, from: CUevent, to: CUevent) -> Result<i64> {
+        let mut milliseconds = 0f32;
+        // SAFETY: two completed timing events of this context.
+        call("cuEventElapsedTime", ffi::quiet, || unsafe {
+            sys::cuEventElapsedTime(&mut milliseconds, from, to)
+        })?;
+        Ok((f64::from(milliseconds) * 1e6).round() as i64)
+    }
+
+    fn destroy(&self, event: CUevent) {
+        // SAFETY: an event `mark` made, destroyed once.
+        let _ = call("cuEventDestroy_v2", ffi::quiet, || unsafe {
+            sys::cuEventDestroy_v2(event)
+        });
+    }
 }
 
 impl Drop for Gpu {
@@ -153,6 +237,13 @@ impl Drop for Gpu {
         let _ = self.bind();
         for block in self.staging.get_mut().drain(..) {
             block.release();
+        }
+        self.clock.release(&*self);
+        if let Some(stream) = self.clock_stream.get_mut().take() {
+            // SAFETY: the clock stream's marks were each waited for.
+            let _ = call("cuStreamDestroy_v2", ffi::quiet, || unsafe {
+                sys::cuStreamDestroy_v2(stream)
+            });
         }
         if let Some(stream) = self.allocation_stream {
             // SAFETY: the stream is this device's; every buffer holding the device is gone.

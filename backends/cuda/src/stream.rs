@@ -719,4 +719,10 @@ impl DriverEvent<CudaDriver> for Event {
         }
         Ok((f64::from(milliseconds) * 1e6).round() as u64)
     }
+
+    /// Its elapsed time from the device clock's reference event.
+    fn timestamp(event: &Arc<Object<Event>>) -> Result<u64> {
+        Event::check_timed(event, "the")?;
+        event.gpu.event_timestamp(event.raw)
+    }
 }

@@ -4,7 +4,7 @@ use crate::ffi::{self, ContextHandle};
 use crate::instance::{Adapter, Instance};
 use crate::LevelZeroDriver;
 use std::sync::Arc;
-use xhal_backend::{DriverDevice, Error, Result};
+use xhal_backend::{ClockSample, DriverDevice, Error, Object, Result};
 
 /// An opened device: one context of its driver.
 pub struct Gpu {
@@ -59,7 +59,39 @@ impl Gpu {
 }
 
 // `memory_usage` keeps its default: this backend does not report its devices' memory usage.
-impl DriverDevice<LevelZeroDriver> for Arc<Gpu> {}
+impl DriverDevice<LevelZeroDriver> for Arc<Gpu> {
+    /// The round trip of `zeDeviceGetGlobalTimestamps`: its device timestamp is placed at the
+    /// middle of the call on the host's monotonic clock. Its own host timestamp is not used:
+    /// which host clock that is, is the driver's choice.
+    fn clock(device: &Arc<Object<Arc<Gpu>>>) -> Result<ClockSample> {
+        let resolution = device.adapter().timer_resolution_ns;
+        ClockSample::by_round_trip(CALIBRATION_TRIES, || {
+            Ok(device.global_ticks()?.saturating_mul(resolution))
+        })
+    }
+}
+
+/// Round trips a clock reading takes the shortest of.
+const CALIBRATION_TRIES: usize = 3;
+
+impl Gpu {
+    /// The device's global timestamp counter now, in ticks.
+    pub(crate) fn global_ticks(&self) -> Result<u64> {
+        let Some(read) = self.api().device_get_global_timestamps else {
+            return Err(Error::unsupported(format!(
+                "the Level Zero loader has no zeDeviceGetGlobalTimestamps (API 1.1), so {} has no device clock",
+                self.name()
+            )));
+        };
+        let (mut host, mut device) = (0u64, 0u64);
+        // SAFETY: a device of this driver; two plain out values.
+        let code = unsafe { read(self.adapter().device, &mut host, &mut device) };
+        ffi::check(code, "zeDeviceGetGlobalTimestamps", || {
+            format!("reading the clock of {}", self.name())
+        })?;
+        Ok(device)
+    }
+}
 
 impl Drop for Gpu {
     fn drop(&mut self) {

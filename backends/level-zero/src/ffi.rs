@@ -393,6 +393,8 @@ xhal_backend::function_table! {
         /// `zeDevicePciGetPropertiesExt`, where the loader exports it.
         device_pci_get_properties_ext = "zeDevicePciGetPropertiesExt":
             fn(DeviceHandle, *mut PciExtProperties) -> ZeResult;
+        /// `zeDeviceGetGlobalTimestamps`, where the loader exports it (API 1.1).
+        device_get_global_timestamps = "zeDeviceGetGlobalTimestamps": fn(DeviceHandle, *mut u64, *mut u64) -> ZeResult;
         /// `zeDriverGetLastErrorDescription`, where the loader exports it (API 1.6).
         driver_get_last_error_description = "zeDriverGetLastErrorDescription":
             fn(DriverHandle, *mut *const c_char) -> ZeResult;

@@ -821,6 +821,27 @@ impl DriverEvent<LevelZeroDriver> for Event {
             ))
         })
     }
+
+    /// The barrier's global end timestamp in nanoseconds. A kernel timestamp may have fewer
+    /// valid bits than the device's clock (32 on many GPUs), so it is unwrapped against a
+    /// reading of that clock taken now: the record completed less than one wrap ago.
+    fn timestamp(event: &Arc<Object<Event>>) -> Result<u64> {
+        let ticks = event.timed_record("the", event.handle())?.marker.end_ticks()?;
+        let now = event.gpu.global_ticks()?;
+        let adapter = event.gpu.adapter();
+        let unwrapped = unwrap_ticks(ticks, now, adapter.kernel_timestamp_bits);
+        Ok(unwrapped.saturating_mul(adapter.timer_resolution_ns))
+    }
+}
+
+/// The full counter value, at or before `now`, whose low `bits` are those of `ticks`.
+pub(crate) fn unwrap_ticks(ticks: u64, now: u64, bits: u32) -> u64 {
+    if bits == 0 || bits >= 64 {
+        return ticks;
+    }
+    let mask = (1u64 << bits) - 1;
+    let behind = (now & mask).wrapping_sub(ticks & mask) & mask;
+    now.wrapping_sub(behind)
 }
 
 /// Nanoseconds from `first` to `last`, ticks of a counter of which `bits` are valid, of
@@ -849,5 +870,14 @@ mod tests {
         // An end before the start, or a counter that wrapped, is refused.
         assert_eq!(elapsed_from_ticks(250, 100, 64, 2), None);
         assert_eq!(elapsed_from_ticks(0xffff_fff0, 0x10, 32, 1), None);
+    }
+
+    #[test]
+    fn kernel_timestamps_unwrap_against_the_clock_read_after_them() {
+        assert_eq!(unwrap_ticks(500, 900, 64), 500);
+        // 32 valid bits: the event's low bits, in the latest wrap at or before now.
+        assert_eq!(unwrap_ticks(0x0000_0010, 0x7_0000_0020, 32), 0x7_0000_0010);
+        assert_eq!(unwrap_ticks(0xffff_fff0, 0x7_0000_0020, 32), 0x6_ffff_fff0);
+        assert_eq!(unwrap_ticks(0x20, 0x20, 32), 0x20);
     }
 }

@@ -76,6 +76,25 @@ impl ClEvent {
     }
 }
 
+/// Enqueues a marker on `queue` (idle, with profiling), waits for it, and returns its
+/// `CL_PROFILING_COMMAND_END`: one round trip of a device-clock reading.
+pub(crate) fn marker_end_time(gpu: &Arc<Gpu>, queue: CommandQueue) -> Result<u64> {
+    let mut id: ClEventId = std::ptr::null_mut();
+    // SAFETY: a live queue of this device's context; `id` receives the marker's event.
+    let code = unsafe { (gpu.api().enqueue_marker_with_wait_list)(queue, 0, std::ptr::null(), &mut id) };
+    ffi::check(code, || format!("enqueueing a clock marker on {}", gpu.name()))?;
+    let marker = ClEvent {
+        gpu: Arc::clone(gpu),
+        id,
+    };
+    // SAFETY: a live queue.
+    ffi::check(unsafe { (gpu.api().flush)(queue) }, || {
+        "flushing the clock queue".to_string()
+    })?;
+    marker.wait()?;
+    marker.end_time()
+}
+
 /// The error for a command whose execution status is the negative `status`.
 fn execution_error(status: ClInt) -> Error {
     let error = ffi::cl_error("a command failed while executing", status);
@@ -717,6 +736,11 @@ impl DriverEvent<OpenClDriver> for Event {
             )));
         }
         Ok(last - first)
+    }
+
+    /// The `CL_PROFILING_COMMAND_END` of the record's marker.
+    fn timestamp(event: &Arc<Object<Event>>) -> Result<u64> {
+        event.timed_record("the", event.handle())?.marker.end_time()
     }
 }
 

@@ -1,22 +1,38 @@
 //! An opened device: a HIP device ordinal, made current before each call that needs it.
 
-use crate::ffi;
+use crate::ffi::{self, HipEvent, HipStream};
 use crate::instance::{Adapter, Instance};
 use crate::RocmDriver;
+use parking_lot::Mutex;
 use std::sync::Arc;
-use xhal_backend::{DriverDevice, MemoryUsage, Object, Result};
+use xhal_backend::{ClockSample, DriverDevice, ElapsedTimer, MemoryUsage, Object, ReferenceClock, Result};
 
 /// An opened device: a HIP device ordinal.
 pub struct Gpu {
     pub(crate) instance: Arc<Instance>,
     index: usize,
+    /// The device's clock for traces: HIP events measure only elapsed time.
+    clock: ReferenceClock<HipEvent>,
+    /// The stream the clock's marks are recorded on, made on first use: idle but for them.
+    clock_stream: Mutex<Option<HipStream>>,
 }
+
+// HIP streams and events may be used from any thread; the clock's are behind locks.
+// SAFETY: see above.
+unsafe impl Send for Gpu {}
+// SAFETY: see above.
+unsafe impl Sync for Gpu {}
 
 impl Gpu {
     /// Opens adapter `index`: makes it current once, so a device the runtime cannot use
     /// fails here rather than at the first allocation.
     pub(crate) fn open(instance: Arc<Instance>, index: usize) -> Result<Gpu> {
-        let gpu = Gpu { instance, index };
+        let gpu = Gpu {
+            instance,
+            index,
+            clock: ReferenceClock::default(),
+            clock_stream: Mutex::new(None),
+        };
         gpu.bind()?;
         Ok(gpu)
     }
@@ -63,5 +79,89 @@ impl DriverDevice<RocmDriver> for Arc<Gpu> {
     fn memory_usage(device: &Arc<Object<Arc<Gpu>>>) -> Result<MemoryUsage> {
         let (free, total) = device.memory_info()?;
         Ok(MemoryUsage { free, total })
+    }
+
+    /// A clock counted from a reference event (HIP events measure only elapsed time), read
+    /// by the round trip of a timing event on a stream of its own.
+    fn clock(device: &Arc<Object<Arc<Gpu>>>) -> Result<ClockSample> {
+        device.bind()?;
+        let gpu: &Gpu = device;
+        gpu.clock.sample(gpu)
+    }
+}
+
+impl Gpu {
+    /// When a completed timing event completed, on the device's clock.
+    pub(crate) fn event_timestamp(&self, event: HipEvent) -> Result<u64> {
+        self.bind()?;
+        self.clock.timestamp(self, event)
+    }
+}
+
+impl ElapsedTimer for Gpu {
+    type Event = HipEvent;
+
+    fn mark(&self) -> Result<HipEvent> {
+        let api = self.api();
+        let stream = {
+            let mut slot = self.clock_stream.lock();
+            match *slot {
+                Some(stream) => stream,
+                None => {
+                    let mut stream: HipStream = std::ptr::null_mut();
+                    // SAFETY: writes one stream handle on the current device.
+                    let code = unsafe { (api.stream_create_with_flags)(&mut stream, ffi::HIP_STREAM_NON_BLOCKING) };
+                    api.check(code, "hipStreamCreateWithFlags", || {
+                        format!("creating the clock stream on {}", self.name())
+                    })?;
+                    *slot = Some(stream);
+                    stream
+                }
+            }
+        };
+        let mut event: HipEvent = std::ptr::null_mut();
+        // SAFETY: writes one timing event handle.
+        let code = unsafe { (api.event_create_with_flags)(&mut event, ffi::HIP_EVENT_DEFAULT) };
+        api.check(code, "hipEventCreateWithFlags", || {
+            format!("creating a clock event on {}", self.name())
+        })?;
+        // SAFETY: a live event and stream of this device.
+        let code = unsafe { (api.event_record)(event, stream) };
+        let recorded = api.check(code, "hipEventRecord", String::new).and_then(|()| {
+            // SAFETY: the event was just recorded.
+            let code = unsafe { (api.event_synchronize)(event) };
+            api.check(code, "hipEventSynchronize", String::new)
+        });
+        if let Err(error) = recorded {
+            self.destroy(event);
+            return Err(error);
+        }
+        Ok(event)
+    }
+
+    fn elapsed_ns(&self, from: HipEvent, to: HipEvent) -> Result<i64> {
+        let mut milliseconds = 0f32;
+        // SAFETY: two completed timing events of this device.
+        let code = unsafe { (self.api().event_elapsed_time)(&mut milliseconds, from, to) };
+        self.api().check(code, "hipEventElapsedTime", String::new)?;
+        Ok((f64::from(milliseconds) * 1e6).round() as i64)
+    }
+
+    fn destroy(&self, event: HipEvent) {
+        // SAFETY: an event `mark` made, destroyed once.
+        unsafe { (self.api().event_destroy)(event) };
+    }
+}
+
+impl Drop for Gpu {
+    fn drop(&mut self) {
+        if self.bind().is_err() {
+            return;
+        }
+        self.clock.release(&*self);
+        if let Some(stream) = self.clock_stream.get_mut().take() {
+            // SAFETY: the clock stream's marks were each waited for.
+            unsafe { (self.api().stream_destroy)(stream) };
+        }
     }
 }

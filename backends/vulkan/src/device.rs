@@ -7,7 +7,7 @@ use crate::VulkanDriver;
 use ash::vk;
 use parking_lot::Mutex;
 use std::sync::Arc;
-use xhal_backend::{DriverDevice, Error, Result};
+use xhal_backend::{ClockSample, DriverDevice, Error, Object, Result};
 
 /// An opened device. Shared by every handle to it and by every object made on it, so it is
 /// destroyed only after them.
@@ -23,6 +23,8 @@ pub struct Gpu {
     pub(crate) buffer_usage: vk::BufferUsageFlags,
     /// Whether host copies may go straight through a mapping when the stream is idle.
     pub(crate) direct_copies: bool,
+    /// Reads the device's timestamps with the host's clock, where the device can.
+    calibration: Option<ash::ext::calibrated_timestamps::Device>,
 }
 
 impl std::fmt::Debug for Gpu {
@@ -32,7 +34,30 @@ impl std::fmt::Debug for Gpu {
 }
 
 /// The device's memory usage is not reported: the default says so.
-impl DriverDevice<VulkanDriver> for Arc<Gpu> {}
+impl DriverDevice<VulkanDriver> for Arc<Gpu> {
+    /// `vkGetCalibratedTimestampsEXT` of the device's and the `CLOCK_MONOTONIC` domains.
+    fn clock(device: &Arc<Object<Arc<Gpu>>>) -> Result<ClockSample> {
+        let Some(calibration) = &device.calibration else {
+            return Err(Error::unsupported(format!(
+                "{} cannot read its timestamps together with the host's clock \
+                 (VK_EXT_calibrated_timestamps with the device and CLOCK_MONOTONIC domains)",
+                device.adapter.info.name
+            )));
+        };
+        let domains = [
+            vk::CalibratedTimestampInfoEXT::default().time_domain(vk::TimeDomainEXT::DEVICE),
+            vk::CalibratedTimestampInfoEXT::default().time_domain(vk::TimeDomainEXT::CLOCK_MONOTONIC),
+        ];
+        // SAFETY: the extension is enabled on this live device; both domains are calibrateable.
+        let (timestamps, max_deviation) = unsafe { calibration.get_calibrated_timestamps(&domains) }
+            .map_err(|result| vk_error("reading calibrated timestamps", result))?;
+        Ok(ClockSample {
+            device_ns: device.nanoseconds(device.masked_ticks(timestamps[0])),
+            host_ns: timestamps[1],
+            uncertainty_ns: max_deviation,
+        })
+    }
+}
 
 impl Drop for Gpu {
     fn drop(&mut self) {
@@ -46,6 +71,24 @@ impl Drop for Gpu {
 }
 
 impl Gpu {
+    /// A timestamp with the bits the queue does not write cleared.
+    pub(crate) fn masked_ticks(&self, ticks: u64) -> u64 {
+        match self.adapter.timestamp_valid_bits {
+            bits @ 1..=63 => ticks & ((1u64 << bits) - 1),
+            _ => ticks,
+        }
+    }
+
+    /// Timestamp ticks as nanoseconds of the device's clock.
+    pub(crate) fn nanoseconds(&self, ticks: u64) -> u64 {
+        let period = self.adapter.timestamp_period;
+        if period == 1.0 {
+            ticks
+        } else {
+            (ticks as f64 * period).round() as u64
+        }
+    }
+
     /// Creates the logical device with one compute queue and the features the device's
     /// claims need.
     pub(crate) fn open(instance: Arc<Instance>, adapter: Adapter, direct_copies: bool) -> Result<Gpu> {
@@ -75,8 +118,14 @@ impl Gpu {
         if enable.zero_initialize_workgroup_memory {
             features = features.push_next(&mut features13);
         }
+        let extensions = if adapter.calibrated_timestamps {
+            vec![ash::ext::calibrated_timestamps::NAME.as_ptr()]
+        } else {
+            Vec::new()
+        };
         let create_info = vk::DeviceCreateInfo::default()
             .queue_create_infos(&queue_infos)
+            .enabled_extension_names(&extensions)
             .push_next(&mut features);
         // SAFETY: the physical device belongs to this instance; only features it reported are enabled.
         let device = unsafe { instance.instance.create_device(adapter.physical, &create_info, None) }
@@ -148,10 +197,14 @@ impl Gpu {
             ?staging_memory,
             "opened a Vulkan device"
         );
+        let calibration = adapter
+            .calibrated_timestamps
+            .then(|| ash::ext::calibrated_timestamps::Device::new(&instance.instance, &device));
         Ok(Gpu {
             instance,
             adapter,
             device,
+            calibration,
             queue: Mutex::new(queue),
             device_memory,
             staging_memory,

@@ -81,6 +81,9 @@ pub(crate) struct Adapter {
     pub(crate) max_memory_allocation_size: u64,
     pub(crate) timestamp_period: f64,
     pub(crate) timestamp_valid_bits: u32,
+    /// Whether `VK_EXT_calibrated_timestamps` reads the device's timestamps together with
+    /// `CLOCK_MONOTONIC`: the device clock the ABI's `device_clock` reports.
+    pub(crate) calibrated_timestamps: bool,
     pub(crate) enable: EnabledFeatures,
     /// Bytes this backend holds on the device, for the free-memory figure.
     pub(crate) allocated: Arc<AtomicU64>,
@@ -284,6 +287,13 @@ impl Instance {
                 .any(|extension| extension.extension_name_as_c_str() == Ok(wanted))
         };
         let has_pci_bus_info = has_extension(ash::ext::pci_bus_info::NAME);
+        let calibrated_timestamps = has_extension(ash::ext::calibrated_timestamps::NAME) && {
+            let loader = ash::ext::calibrated_timestamps::Instance::new(&self.entry, instance);
+            // SAFETY: the device lists the extension; a plain query of a live physical device.
+            let domains =
+                unsafe { loader.get_physical_device_calibrateable_time_domains(physical) }.unwrap_or_default();
+            domains.contains(&vk::TimeDomainEXT::DEVICE) && domains.contains(&vk::TimeDomainEXT::CLOCK_MONOTONIC)
+        };
 
         let mut maintenance3 = vk::PhysicalDeviceMaintenance3Properties::default();
         let mut subgroup = vk::PhysicalDeviceSubgroupProperties::default();
@@ -448,6 +458,7 @@ impl Instance {
             max_memory_allocation_size,
             timestamp_period: f64::from(limits.timestamp_period),
             timestamp_valid_bits: family.timestamp_valid_bits,
+            calibrated_timestamps,
             enable,
             allocated,
         })

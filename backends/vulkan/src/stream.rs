@@ -969,12 +969,7 @@ impl TimestampQuery {
                 .get_query_pool_results(self.pool, 0, &mut ticks, vk::QueryResultFlags::TYPE_64)
         }
         .map_err(|result| vk_error("reading a timestamp", result))?;
-        let bits = self.gpu.adapter.timestamp_valid_bits;
-        Ok(if bits >= 64 {
-            ticks[0]
-        } else {
-            ticks[0] & ((1u64 << bits) - 1)
-        })
+        Ok(self.gpu.masked_ticks(ticks[0]))
     }
 }
 
@@ -1093,5 +1088,17 @@ impl DriverEvent<VulkanDriver> for Event {
         }
         let nanoseconds = (last - first) as f64 * start.gpu.adapter.timestamp_period;
         Ok(nanoseconds.round() as u64)
+    }
+
+    /// The record's timestamp query, in nanoseconds of the device's clock.
+    fn timestamp(event: &Arc<Object<Event>>) -> Result<u64> {
+        let record = event.timed_record("the", event.handle())?;
+        let Some(query) = &record.timestamp else {
+            return Err(Error::unsupported(format!(
+                "{} has no timestamps for compute work",
+                event.gpu.adapter.info.name
+            )));
+        };
+        Ok(event.gpu.nanoseconds(query.ticks()?))
     }
 }

@@ -4,7 +4,7 @@
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-use xhal_backend::{DeviceInfo, DriverDevice, Error, ErrorKind, Result};
+use xhal_backend::{ClockSample, DeviceInfo, DriverDevice, Error, ErrorKind, Features, Object, Result};
 
 use crate::instance::{AdapterEntry, TRANSFER_IMMEDIATE_BYTES};
 use crate::staging::StagingPool;
@@ -47,7 +47,35 @@ pub struct DeviceShared {
 }
 
 /// wgpu does not report memory usage: the default says so.
-impl DriverDevice<WgpuDriver> for Arc<DeviceShared> {}
+impl DriverDevice<WgpuDriver> for Arc<DeviceShared> {
+    /// The round trip of a timestamp written on a stream of its own: wgpu has no call that
+    /// reads the device's clock with the host's.
+    fn clock(device: &Arc<Object<Arc<DeviceShared>>>) -> Result<ClockSample> {
+        let device: &Arc<DeviceShared> = device;
+        if !device.info.features.contains(Features::TIMESTAMPS) {
+            return Err(Error::unsupported(format!(
+                "{} has no timestamps, so no device clock",
+                device.name()
+            )));
+        }
+        ClockSample::by_round_trip(CALIBRATION_TRIES, || crate::stream::Stream::clock_mark(device))
+    }
+}
+
+/// Round trips a clock reading takes the shortest of.
+const CALIBRATION_TRIES: usize = 3;
+
+impl DeviceShared {
+    /// Timestamp ticks as nanoseconds of the device's clock.
+    pub(crate) fn nanoseconds(&self, ticks: u64) -> u64 {
+        let period = f64::from(self.queue.get_timestamp_period());
+        if period == 1.0 {
+            ticks
+        } else {
+            (ticks as f64 * period).round() as u64
+        }
+    }
+}
 
 impl DeviceShared {
     pub(crate) fn open(entry: &AdapterEntry) -> Result<DeviceShared> {

@@ -366,6 +366,32 @@ impl Stream {
         Ok(staging)
     }
 
+    /// One reading of the device's clock, in nanoseconds: a timestamp written on a stream of
+    /// its own, submitted, and waited for.
+    pub(crate) fn clock_mark(device: &Arc<DeviceShared>) -> Result<u64> {
+        let stream = Stream {
+            device: Arc::clone(device),
+            state: Mutex::new(StreamState::default()),
+        };
+        let slot = stream.with_usable(|stream, state| {
+            let staging = stream.encode_timestamp(state)?;
+            stream.submit(state)?;
+            stream.read_timestamp(state, staging)
+        })?;
+        let (submission, completions) = {
+            let state = stream.state.lock();
+            (state.last_submission.clone(), state.in_flight.clone())
+        };
+        device.wait(submission)?;
+        for completion in &completions {
+            completion.wait(device)?;
+        }
+        let ticks = slot
+            .lock()
+            .ok_or_else(|| Error::internal("a clock timestamp completed without a value"))?;
+        Ok(device.nanoseconds(ticks))
+    }
+
     /// Maps a submitted timestamp's staging buffer; the returned slot fills when it is read.
     fn read_timestamp(&self, state: &mut StreamState, staging: wgpu::Buffer) -> Result<Arc<Mutex<Option<u64>>>> {
         let slot = Arc::new(Mutex::new(None));
@@ -877,6 +903,18 @@ impl DriverEvent<WgpuDriver> for Event {
         }
         let period = f64::from(start.device.queue.get_timestamp_period());
         Ok(((end_ticks - start_ticks) as f64 * period).round() as u64)
+    }
+
+    /// The record's timestamp, in nanoseconds of the device's clock.
+    fn timestamp(event: &Arc<Object<Event>>) -> Result<u64> {
+        if !event.timing {
+            return Err(Error::invalid_argument(format!(
+                "event {:#x} was created without timing, so it has no timestamp",
+                event.handle()
+            )));
+        }
+        let ticks = event.completed_timestamp(event.handle())?;
+        Ok(event.device.nanoseconds(ticks))
     }
 }
 

@@ -700,6 +700,18 @@ EXPORT ze_result_t zeDeviceGetCommandQueueGroupProperties(void *device, uint32_t
     return OK;
 }
 
+EXPORT ze_result_t zeDeviceGetGlobalTimestamps(void *device, uint64_t *host, uint64_t *device_ticks) {
+    (void)device;
+    if (FAILS("zeDeviceGetGlobalTimestamps")) return UNKNOWN;
+#ifdef STUB_EXECUTE
+    /* The emulator stamps events with the host's monotonic clock. */
+    *host = *device_ticks = now_nanoseconds();
+#else
+    /* The plain stub's clock is a counter that each signalled event advances. */
+    *host = *device_ticks = clock_ticks;
+#endif
+    return OK;
+}
 EXPORT ze_result_t zeDevicePciGetPropertiesExt(void *device, pci_properties_t *p) {
     (void)device;
     p->domain = 0; p->bus = 3; p->device = 0; p->function = 0;
