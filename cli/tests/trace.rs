@@ -70,6 +70,37 @@ fn a_traced_run_is_summarised_and_drawn() {
     assert!(picture.contains("device cpu:0"), "the picture has the stream's lane");
 }
 
+/// A trace of a plugin built for ABI 1.0 (the zoo plugin of hal/core/tests/abi_evolution.rs,
+/// as its 1.0 table test traced it): without the 1.3 clock entries, its device spans are
+/// timed from elapsed times and marked so, and the summary reads them like any other.
+#[test]
+fn a_trace_of_a_plugin_of_an_older_abi_minor_is_summarised() {
+    let sandbox = Sandbox::new("trace-abi-1.0");
+    sandbox.write("abi-1.0.json", include_str!("fixtures/trace-abi-1.0.json"));
+    let summary = summary_json(&sandbox, "abi-1.0.json");
+    assert_eq!(summary["complete"], true, "{summary}");
+    let stream = &summary["streams"][0];
+    assert!(
+        stream["track"].as_str().unwrap().starts_with("device zoo_evolution:0"),
+        "{summary}"
+    );
+    assert_eq!(stream["operations"], 4, "fill, launch, copy and record: {summary}");
+    assert_eq!(stream["device_elapsed"], 4, "{summary}");
+    assert_eq!(stream["host_observed"], 0, "{summary}");
+    assert_eq!(summary["kernels"][0]["name"], "add_scalar", "{summary}");
+    let copies: Vec<&str> = summary["copies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|copy| copy["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(copies, ["copy", "fill"], "{summary}");
+
+    let output = sandbox.run(&["trace", "summary", "abi-1.0.json"], &[]);
+    assert_exit(&output, 0);
+    assert!(stdout(&output).contains("4 device-elapsed"), "{}", stdout(&output));
+}
+
 #[test]
 fn a_trace_of_a_killed_program_is_still_read() {
     let sandbox = Sandbox::new("trace-killed");

@@ -16,7 +16,7 @@ use std::time::Duration;
 use xhal::{ErrorKind, Event, Features};
 
 pub(super) fn tests() -> Vec<TestCase> {
-    vec![
+    let mut tests = vec![
         test_case!(
             "events.wait.orders_work_across_streams",
             "a stream waiting on another stream's event sees the data written before the record",
@@ -133,7 +133,9 @@ pub(super) fn tests() -> Vec<TestCase> {
             "a stream refuses to record or wait on an event of another device",
             event_of_another_device
         ),
-    ]
+    ];
+    tests.extend(super::timestamps::tests());
+    tests
 }
 
 /// Loosest bound any elapsed time in these tests may reach.

@@ -13,6 +13,7 @@ mod memory;
 mod plugin;
 mod streams;
 mod stress;
+mod timestamps;
 mod workloads;
 
 use crate::test_case::TestCase;

@@ -19,6 +19,8 @@ pub struct Span {
     pub duration: f64,
     pub bytes: Option<u64>,
     pub host_observed: bool,
+    /// Timed from the device's elapsed times back from an anchor (a plugin before ABI 1.3).
+    pub device_elapsed: bool,
 }
 
 impl Span {
@@ -135,6 +137,7 @@ impl Trace {
                 let (Some(start), Some(duration)) = (number("ts"), number("dur")) else {
                     return;
                 };
+                let clock = args.and_then(|args| args.get("clock")).and_then(Value::as_str);
                 self.spans.push(Span {
                     name,
                     category: event.get("cat").and_then(Value::as_str).unwrap_or("").to_string(),
@@ -143,8 +146,8 @@ impl Trace {
                     start,
                     duration,
                     bytes: args.and_then(|args| args.get("bytes")).and_then(Value::as_u64),
-                    host_observed: args.and_then(|args| args.get("clock")).and_then(Value::as_str)
-                        == Some("host-observed"),
+                    host_observed: clock == Some("host-observed"),
+                    device_elapsed: clock == Some("device-elapsed"),
                 });
             }
             Some("C") => {
@@ -240,7 +243,21 @@ pub struct StreamSummary {
     pub waiting_us: f64,
     /// Operations whose times the host observed, without device timestamps.
     pub host_observed: usize,
+    /// Operations timed from elapsed times back from an anchor, without a device clock.
+    pub device_elapsed: usize,
     pub gaps: Vec<Gap>,
+}
+
+/// How many of a stream's operations were not timed by the device's own clock.
+fn clock_note(stream: &StreamSummary) -> String {
+    let mut note = String::new();
+    if stream.device_elapsed > 0 {
+        note.push_str(&format!(", {} device-elapsed", stream.device_elapsed));
+    }
+    if stream.host_observed > 0 {
+        note.push_str(&format!(", {} host-observed", stream.host_observed));
+    }
+    note
 }
 
 /// A stretch longer than the threshold in which a stream ran nothing.
@@ -444,6 +461,7 @@ fn stream_summary(track: String, spans: &[&Span], host: &[&Span], threshold: f64
         active_us: last - first,
         waiting_us: waiting,
         host_observed: spans.iter().filter(|span| span.host_observed).count(),
+        device_elapsed: spans.iter().filter(|span| span.device_elapsed).count(),
         gaps,
     }
 }
@@ -509,11 +527,7 @@ pub fn render(summary: &Summary) -> String {
             stream.busy_us,
             stream.active_us,
             stream.waiting_us,
-            if stream.host_observed > 0 {
-                format!(", {} host-observed", stream.host_observed)
-            } else {
-                String::new()
-            }
+            clock_note(stream)
         );
         for gap in &stream.gaps {
             let _ = writeln!(
