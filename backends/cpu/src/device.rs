@@ -1,6 +1,9 @@
 //! One simulated device: its memory budget and the limits it reports.
 
+use crate::memory::AlignedBytes;
 use crate::CpuDriver;
+use parking_lot::Mutex;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use xhal_backend::{
@@ -24,6 +27,18 @@ pub struct DeviceMemory {
     index: u32,
     total: u64,
     used: AtomicU64,
+    /// Blocks of freed buffers that were never written, by length: still poisoned, so the
+    /// next allocation of that length takes one as it is.
+    clean: Mutex<CleanBlocks>,
+}
+
+/// Host memory the clean-block cache of one device may hold.
+const CLEAN_CACHE_BYTES: usize = 64 << 20;
+
+#[derive(Debug, Default)]
+struct CleanBlocks {
+    by_length: HashMap<usize, Vec<AlignedBytes>>,
+    bytes: usize,
 }
 
 impl DeviceMemory {
@@ -32,7 +47,27 @@ impl DeviceMemory {
             index,
             total,
             used: AtomicU64::new(0),
+            clean: Mutex::new(CleanBlocks::default()),
         }
+    }
+
+    /// A cached block of `length` bytes that holds only the poison, if there is one.
+    pub(crate) fn clean_block(&self, length: usize) -> Option<AlignedBytes> {
+        let mut clean = self.clean.lock();
+        let block = clean.by_length.get_mut(&length)?.pop()?;
+        clean.bytes -= block.capacity();
+        Some(block)
+    }
+
+    /// Keeps a block that holds only the poison for the next allocation of its length, while
+    /// the cache has room; frees it otherwise.
+    pub(crate) fn keep_clean_block(&self, block: AlignedBytes) {
+        let mut clean = self.clean.lock();
+        if block.is_empty() || clean.bytes + block.capacity() > CLEAN_CACHE_BYTES {
+            return;
+        }
+        clean.bytes += block.capacity();
+        clean.by_length.entry(block.len()).or_default().push(block);
     }
 
     pub(crate) fn used(&self) -> u64 {

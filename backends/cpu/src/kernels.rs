@@ -440,7 +440,7 @@ impl<'a> LockedViews<'a> {
         for (id, (buffer, writes)) in distinct {
             slot_of.insert(id, guards.len());
             guards.push(if writes {
-                Guard::Exclusive(buffer.bytes().write())
+                Guard::Exclusive(buffer.bytes_mut())
             } else {
                 Guard::Shared(buffer.bytes().read())
             });

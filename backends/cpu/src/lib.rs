@@ -52,7 +52,9 @@ mod kernels;
 mod memory;
 mod module;
 mod native;
+mod pool;
 mod stream;
+mod watchdog;
 mod wgsl;
 
 pub use wgsl::interpreter_fallbacks;

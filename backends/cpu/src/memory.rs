@@ -5,9 +5,9 @@
 
 use crate::device::DeviceMemory;
 use crate::CpuDriver;
-use parking_lot::RwLock;
+use parking_lot::{RwLock, RwLockWriteGuard};
 use std::ops::{Deref, DerefMut, Range};
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 use xhal_backend::error::check_range;
 use xhal_backend::{DriverBuffer, Error, Object, Result};
@@ -28,6 +28,10 @@ pub struct Buffer {
     size: u64,
     memory: Arc<DeviceMemory>,
     bytes: RwLock<AlignedBytes>,
+    /// Set by every path that may change the bytes ([`Buffer::bytes_mut`]): a buffer freed
+    /// without it still holds only the poison, so its block is kept for the next allocation
+    /// of its size instead of being poisoned again.
+    written: AtomicBool,
 }
 
 impl Buffer {
@@ -54,6 +58,13 @@ impl Buffer {
         &self.bytes
     }
 
+    /// The bytes locked for writing: the one way to change them, so the buffer knows it no
+    /// longer holds only the poison.
+    pub(crate) fn bytes_mut(&self) -> RwLockWriteGuard<'_, AlignedBytes> {
+        self.written.store(true, Ordering::Relaxed);
+        self.bytes.write()
+    }
+
     /// Checks `offset..offset + size` against this buffer and converts it to host indices.
     /// `what` names the operation in the error ("write", "copy source"...). Launches still
     /// check their views with it (`kernels`), after the adapter already did.
@@ -63,7 +74,7 @@ impl Buffer {
     }
 
     pub(crate) fn write_from_host(&self, range: Range<usize>, source: HostSource) {
-        let mut bytes = self.bytes.write();
+        let mut bytes = self.bytes_mut();
         // An empty write could come with a null pointer, which even a 0-byte `ptr::copy` forbids
         // (the adapter never hands one over, but this costs nothing).
         let Some(target) = bytes.get_mut(range).filter(|target| !target.is_empty()) else {
@@ -92,7 +103,7 @@ impl Buffer {
         let length = source_range.len();
         let destination_range = destination_start..destination_start + length;
         if source.id() == destination.id() {
-            let mut bytes = destination.bytes.write();
+            let mut bytes = destination.bytes_mut();
             if bytes.get(destination_range).is_some() && bytes.get(source_range.clone()).is_some() {
                 bytes.copy_within(source_range, destination_start);
             }
@@ -102,9 +113,9 @@ impl Buffer {
         // opposite directions on two streams cannot deadlock.
         let (from, mut to) = if source.id() < destination.id() {
             let from = source.bytes.read();
-            (from, destination.bytes.write())
+            (from, destination.bytes_mut())
         } else {
-            let to = destination.bytes.write();
+            let to = destination.bytes_mut();
             (source.bytes.read(), to)
         };
         if let (Some(from), Some(to)) = (from.get(source_range), to.get_mut(destination_range)) {
@@ -113,34 +124,36 @@ impl Buffer {
     }
 
     pub(crate) fn fill(&self, range: Range<usize>, pattern: FillPattern) {
-        let pattern = pattern.as_bytes();
-        let mut bytes = self.bytes.write();
-        let Some(target) = bytes.get_mut(range) else {
-            return;
-        };
-        if target.is_empty() {
-            return;
+        let mut bytes = self.bytes_mut();
+        if let Some(target) = bytes.get_mut(range) {
+            fill_with(target, pattern.as_bytes());
         }
-        // One tiny copy per element would be slow: instead the first block of the target is
-        // built by doubling, and the rest copied from it in block-sized pieces (from a block
-        // still in cache). Every length here is a multiple of the pattern length, because
-        // the adapter checked that the range is a whole number of patterns and BLOCK is a
-        // multiple of every pattern length.
-        const BLOCK: usize = 4096;
-        let unit = pattern.len();
-        target[..unit].copy_from_slice(pattern);
-        let block = target.len().min(BLOCK);
-        let mut filled = unit;
-        while filled < block {
-            let count = filled.min(block - filled);
-            target.copy_within(..count, filled);
-            filled += count;
-        }
-        while filled < target.len() {
-            let count = block.min(target.len() - filled);
-            target.copy_within(..count, filled);
-            filled += count;
-        }
+    }
+}
+
+/// Repeats `pattern` over `target`, cutting the last repeat short where it does not fit.
+///
+/// One tiny copy per element would be slow: instead the first block of the target is built
+/// by doubling, and the rest copied from it in block-sized pieces (from a block still in
+/// cache). BLOCK is a multiple of every pattern length (1, 2 or 4 bytes).
+fn fill_with(target: &mut [u8], pattern: &[u8]) {
+    const BLOCK: usize = 4096;
+    let unit = pattern.len().min(target.len());
+    if unit == 0 {
+        return;
+    }
+    target[..unit].copy_from_slice(&pattern[..unit]);
+    let block = target.len().min(BLOCK);
+    let mut filled = unit;
+    while filled < block {
+        let count = filled.min(block - filled);
+        target.copy_within(..count, filled);
+        filled += count;
+    }
+    while filled < target.len() {
+        let count = block.min(target.len() - filled);
+        target.copy_within(..count, filled);
+        filled += count;
     }
 }
 
@@ -151,31 +164,40 @@ impl DriverBuffer<CpuDriver> for Arc<Buffer> {
         let length = usize::try_from(size)
             .map_err(|_| Error::out_of_memory(format!("requested {size} bytes, more than this host can address")))?;
         memory.reserve(size)?;
-        let mut bytes = match AlignedBytes::try_new(length) {
-            Ok(bytes) => bytes,
-            Err(reason) => {
-                memory.release(size);
-                return Err(Error::out_of_memory(format!(
-                    "requested {size} bytes, the host could not provide them: {reason}"
-                )));
-            }
+        let bytes = match memory.clean_block(length) {
+            Some(bytes) => bytes,
+            None => match AlignedBytes::try_new(length) {
+                Ok(mut bytes) => {
+                    fill_with(&mut bytes, &POISON_PATTERN.to_le_bytes());
+                    bytes
+                }
+                Err(reason) => {
+                    memory.release(size);
+                    return Err(Error::out_of_memory(format!(
+                        "requested {size} bytes, the host could not provide them: {reason}"
+                    )));
+                }
+            },
         };
-        let poison = POISON_PATTERN.to_le_bytes();
-        for chunk in bytes.chunks_mut(poison.len()) {
-            chunk.copy_from_slice(&poison[..chunk.len()]);
-        }
         Ok(Arc::new(Buffer {
             handle: OnceLock::new(),
             size,
             memory: Arc::clone(memory),
             bytes: RwLock::new(bytes),
+            written: AtomicBool::new(false),
         }))
     }
 }
 
 impl Drop for Buffer {
+    /// Returns the bytes to the device's budget, and a block that still holds only the poison
+    /// to the device's cache of clean blocks.
     fn drop(&mut self) {
         self.memory.release(self.size);
+        if !*self.written.get_mut() {
+            let bytes = std::mem::replace(self.bytes.get_mut(), AlignedBytes::empty());
+            self.memory.keep_clean_block(bytes);
+        }
     }
 }
 
@@ -197,6 +219,19 @@ pub(crate) struct AlignedBytes {
 
 impl AlignedBytes {
     /// `len` zero bytes, or why the host could not provide them.
+    /// No bytes, allocating nothing.
+    fn empty() -> AlignedBytes {
+        AlignedBytes {
+            chunks: Box::new([]),
+            len: 0,
+        }
+    }
+
+    /// Bytes of the whole allocation, padding included.
+    pub(crate) fn capacity(&self) -> usize {
+        self.chunks.len() * 16
+    }
+
     fn try_new(len: usize) -> std::result::Result<AlignedBytes, std::collections::TryReserveError> {
         let mut chunks = Vec::new();
         chunks.try_reserve_exact(len.div_ceil(16))?;

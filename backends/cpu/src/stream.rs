@@ -24,6 +24,7 @@ use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -82,6 +83,33 @@ struct StreamShared {
     work_available: Condvar,
     progress: Condvar,
     interrupt: Condvar,
+    /// `QueueState::enqueued` and `completed`, readable without the lock: the worker and a
+    /// synchronizing thread watch them for a moment before they sleep on a condition variable,
+    /// because work usually follows work at once and waking a sleeping thread costs a system
+    /// call on each side.
+    enqueued_hint: AtomicU64,
+    completed_hint: AtomicU64,
+}
+
+/// How long the worker looks for more work before it sleeps.
+const WORKER_SPIN: Duration = Duration::from_micros(50);
+/// How long a synchronize watches for the stream to finish before it sleeps.
+const SYNCHRONIZE_SPIN: Duration = Duration::from_micros(100);
+
+/// Watches `done` for up to `limit`, without the lock; true once it holds.
+fn spin_until(limit: Duration, done: impl Fn() -> bool) -> bool {
+    let started = Instant::now();
+    loop {
+        for _ in 0..64 {
+            if done() {
+                return true;
+            }
+            std::hint::spin_loop();
+        }
+        if started.elapsed() >= limit {
+            return done();
+        }
+    }
 }
 
 impl StreamShared {
@@ -153,6 +181,7 @@ impl Stream {
         if let Some(operation) = build() {
             state.queue.push_back(operation);
             state.enqueued += 1;
+            self.shared.enqueued_hint.store(state.enqueued, Ordering::Release);
             self.shared.work_available.notify_one();
         }
         Ok(())
@@ -284,7 +313,16 @@ impl DriverStream<CpuDriver> for Stream {
 
     /// Blocks until everything enqueued has completed, then returns the sticky error if any.
     fn synchronize(stream: &Arc<Object<Stream>>) -> Result<()> {
-        let mut state = stream.shared.state.lock();
+        let shared = &stream.shared;
+        let mut state = shared.state.lock();
+        if state.completed < state.enqueued {
+            let target = state.enqueued;
+            drop(state);
+            spin_until(SYNCHRONIZE_SPIN, || {
+                shared.completed_hint.load(Ordering::Acquire) >= target
+            });
+            state = shared.state.lock();
+        }
         while state.completed < state.enqueued {
             stream.shared.progress.wait(&mut state);
         }
@@ -319,6 +357,7 @@ fn run_worker(device_index: u32, shared: &StreamShared) {
     loop {
         let (operation, sticky_error, cancelled) = {
             let mut state = shared.state.lock();
+            let mut spun = false;
             loop {
                 if let Some(operation) = state.queue.pop_front() {
                     break (operation, state.sticky_error.clone(), state.cancelled);
@@ -326,7 +365,16 @@ fn run_worker(device_index: u32, shared: &StreamShared) {
                 if state.closing {
                     return;
                 }
-                shared.work_available.wait(&mut state);
+                if spun {
+                    shared.work_available.wait(&mut state);
+                    spun = false;
+                } else {
+                    let seen = state.enqueued;
+                    drop(state);
+                    spin_until(WORKER_SPIN, || shared.enqueued_hint.load(Ordering::Acquire) != seen);
+                    state = shared.state.lock();
+                    spun = true;
+                }
             }
         };
         // The operation (and the buffers it holds) is dropped inside `execute`, before it
@@ -348,6 +396,7 @@ fn run_worker(device_index: u32, shared: &StreamShared) {
             }
         }
         state.completed += 1;
+        shared.completed_hint.store(state.completed, Ordering::Release);
         shared.progress.notify_all();
     }
 }

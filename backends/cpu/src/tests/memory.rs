@@ -102,6 +102,52 @@ fn fresh_buffers_hold_the_poison_pattern() {
 }
 
 #[test]
+fn reused_memory_holds_the_poison_whether_or_not_it_was_written() {
+    let fixture = Fixture::new();
+    let size = 4096usize;
+    let poison: Vec<u8> = POISON_PATTERN
+        .to_le_bytes()
+        .iter()
+        .copied()
+        .cycle()
+        .take(size)
+        .collect();
+    let next = |previous: BufferHandle| {
+        fixture.backend.buffer_free(previous);
+        let buffer = fixture.allocate(size as u64);
+        assert_eq!(
+            fixture.read_now(buffer, 0, size),
+            poison,
+            "a new allocation holds the poison"
+        );
+        buffer
+    };
+    // Read but never written: its block is kept and handed out again as it is.
+    let buffer = fixture.allocate(size as u64);
+    assert_eq!(fixture.read_now(buffer, 0, size), poison);
+    let buffer = next(buffer);
+    // Written by each kind of operation: its block is never handed out again unpoisoned.
+    fixture.write_now(buffer, 0, &vec![0u8; size]);
+    let buffer = next(buffer);
+    fixture
+        .backend
+        .stream_fill(fixture.stream, buffer, 0, size as u64, &[1])
+        .unwrap();
+    fixture.backend.stream_synchronize(fixture.stream).unwrap();
+    let buffer = next(buffer);
+    let zeros = fixture.allocate(size as u64);
+    fixture.write_now(zeros, 0, &vec![0u8; size]);
+    fixture
+        .backend
+        .stream_copy(fixture.stream, zeros, 0, buffer, 0, size as u64)
+        .unwrap();
+    fixture.backend.stream_synchronize(fixture.stream).unwrap();
+    let buffer = next(buffer);
+    fixture.backend.buffer_free(buffer);
+    fixture.backend.buffer_free(zeros);
+}
+
+#[test]
 fn write_read_copy_round_trip_with_offsets_and_odd_lengths() {
     let fixture = Fixture::new();
     let first = fixture.allocate(33);

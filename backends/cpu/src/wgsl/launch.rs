@@ -1,12 +1,13 @@
 //! A WGSL launch: the enqueue-time checks of the argument ABI, then execution on the
-//! stream's worker, workgroups spread over scoped threads.
+//! stream's worker, workgroups spread over it and the pool's helper threads.
 
 use super::exec::{Control, Launch, Machine, Stop};
 use super::host::{HostBytes, HostView};
 use super::program::Program;
 use crate::memory::{AlignedBytes, Buffer};
 use crate::native::{NativeKernel, Scratch, Workgroup};
-use parking_lot::Condvar;
+use crate::pool::Pool;
+use crate::watchdog::{Stopped, Watch};
 use parking_lot::{Mutex, RwLockReadGuard, RwLockWriteGuard};
 use std::collections::BTreeMap;
 use std::ffi::c_void;
@@ -147,7 +148,7 @@ impl WgslLaunch {
             .into_iter()
             .map(|(id, (buffer, writes))| {
                 let guard = if writes {
-                    Guard::Exclusive(buffer.bytes().write())
+                    Guard::Exclusive(buffer.bytes_mut())
                 } else {
                     Guard::Shared(buffer.bytes().read())
                 };
@@ -248,9 +249,10 @@ impl LaunchParts<'_> {
 }
 
 impl LaunchParts<'_> {
-    /// Runs the compiled kernel over every workgroup, on up to `available_parallelism`
-    /// threads, while this thread keeps the time limit: past it (or when the backend shuts
-    /// down) the kernel is told to stop, and its loops end at their next iteration.
+    /// Runs the compiled kernel over every workgroup, on this thread and the pool's helpers
+    /// (up to `available_parallelism` threads), while the watchdog keeps the time limit: past
+    /// it (or when the backend shuts down) the kernel is told to stop, and its loops end at
+    /// their next iteration.
     fn run_native(
         &self,
         native: &NativeKernel,
@@ -267,14 +269,12 @@ impl LaunchParts<'_> {
         let lengths: Vec<u64> = views.iter().map(|view| view.size as u64).collect();
         let [x, y, z] = self.workgroups.map(u64::from);
         let total = x * y * z;
-        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get) as u64;
-        let threads = cores.min(total).max(1);
+        let threads = (Pool::threads() as u64).min(total).max(1);
         let chunk = (total / (threads * 16)).clamp(1, 64);
         let next = AtomicU64::new(0);
         let cancel = AtomicU32::new(0);
         let fault = Mutex::new(None::<Error>);
         let out_of_bounds = AtomicU32::new(0);
-        let finished = (Mutex::new(0u64), Condvar::new());
         let deadline = Instant::now().checked_add(self.limits.timeout);
         let scalars = self.scalars;
         let work = || {
@@ -315,61 +315,32 @@ impl LaunchParts<'_> {
                     *slot = Some(error);
                 }
             }
-            let (count, done) = &finished;
-            *count.lock() += 1;
-            done.notify_all();
         };
-        let mut stopped = None;
-        std::thread::scope(|scope| {
-            let mut started = 0u64;
-            for _ in 0..threads {
-                let spawned = std::thread::Builder::new()
-                    .name("xhal-cpu-kernel".to_string())
-                    .spawn_scoped(scope, work);
-                // A thread the host cannot start only means less parallelism.
-                if spawned.is_ok() {
-                    started += 1;
-                }
+        // The watchdog raises `cancel` past the deadline or when the backend shuts down; the
+        // kernel's loops poll it. This thread works on the launch with the pool's helpers.
+        let watch = Watch::start(deadline, &cancel, cancelled);
+        Pool::get().run(&work, (threads - 1) as usize);
+        let stopped = watch.stopped();
+        drop(watch);
+        match stopped {
+            Some(Stopped::Timeout) => {
+                return Err(Error::new(
+                    xhal_backend::ErrorKind::Timeout,
+                    format!(
+                        "kernel `{}` ran past {}={}s",
+                        self.program.name,
+                        crate::config::KERNEL_TIMEOUT_VARIABLE,
+                        self.limits.timeout.as_secs_f64()
+                    ),
+                ));
             }
-            if started == 0 {
-                work();
-                return;
+            Some(Stopped::Shutdown) => {
+                return Err(Error::internal(format!(
+                    "kernel `{}` was stopped: the backend is shutting down",
+                    self.program.name
+                )));
             }
-            let (count, done) = &finished;
-            let mut finished_threads = count.lock();
-            while *finished_threads < started {
-                let now = Instant::now();
-                if stopped.is_none() {
-                    if deadline.is_some_and(|deadline| now >= deadline) {
-                        stopped = Some(Error::new(
-                            xhal_backend::ErrorKind::Timeout,
-                            format!(
-                                "kernel `{}` ran past {}={}s",
-                                self.program.name,
-                                crate::config::KERNEL_TIMEOUT_VARIABLE,
-                                self.limits.timeout.as_secs_f64()
-                            ),
-                        ));
-                    } else if cancelled() {
-                        stopped = Some(Error::internal(format!(
-                            "kernel `{}` was stopped: the backend is shutting down",
-                            self.program.name
-                        )));
-                    }
-                    if stopped.is_some() {
-                        cancel.store(1, Ordering::Relaxed);
-                    }
-                }
-                let wait = deadline
-                    .map(|deadline| deadline.saturating_duration_since(now))
-                    .unwrap_or(Duration::from_millis(50))
-                    .min(Duration::from_millis(50))
-                    .max(Duration::from_micros(100));
-                done.wait_for(&mut finished_threads, wait);
-            }
-        });
-        if let Some(error) = stopped {
-            return Err(error);
+            None => {}
         }
         if let Some(error) = fault.into_inner() {
             return Err(error);
@@ -394,13 +365,13 @@ enum Guard<'a> {
     Exclusive(RwLockWriteGuard<'a, AlignedBytes>),
 }
 
-/// Hands out workgroups in small chunks to up to `available_parallelism` threads (never more
-/// than there are workgroups); the first error stops every thread.
+/// Hands out workgroups in small chunks to this thread and the pool's helpers, up to
+/// `available_parallelism` threads (never more than there are workgroups); the first error
+/// stops every thread.
 fn run_workgroups(program: &Program, launch: &Launch<'_>) -> Result<()> {
     let [x, y, z] = launch.workgroups.map(u64::from);
     let total = x * y * z;
-    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get) as u64;
-    let threads = cores.min(total).max(1);
+    let threads = (Pool::threads() as u64).min(total).max(1);
     let chunk = (total / (threads * 16)).clamp(1, 64);
     let next = AtomicU64::new(0);
     let failure: Mutex<Option<Error>> = Mutex::new(None);
@@ -436,19 +407,7 @@ fn run_workgroups(program: &Program, launch: &Launch<'_>) -> Result<()> {
             }
         }
     };
-    if threads == 1 {
-        work();
-    } else {
-        std::thread::scope(|scope| {
-            for _ in 1..threads {
-                // A thread the host cannot start only means less parallelism.
-                let _ = std::thread::Builder::new()
-                    .name("xhal-cpu-kernel".to_string())
-                    .spawn_scoped(scope, work);
-            }
-            work();
-        });
-    }
+    Pool::get().run(&work, (threads - 1) as usize);
     match failure.into_inner() {
         Some(error) => Err(error),
         None => Ok(()),
