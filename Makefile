@@ -25,7 +25,7 @@ ROCM_EMULATOR := target/rocm-emulator
 # cuda backend's tests compile every repository kernel with it.
 export XHAL_NVRTC_LIBRARY ?= $(wildcard $(CURDIR)/target/nvrtc/libnvrtc.so.13)
 
-.PHONY: all build plugins drivers demo test cts cuda-emulator level-zero-emulator rocm-emulator gpu-check-emulated fmt-check clippy header bench bench-trace bench-overhead bench-backends bench-kernels doc clean
+.PHONY: all build plugins drivers demo test cts cuda-emulator level-zero-emulator rocm-emulator gpu-check-emulated fmt-check clippy header bench bench-trace bench-ops bench-overhead bench-backends bench-kernels doc clean
 
 all: build
 
@@ -140,6 +140,11 @@ bench-trace:
 	$(CARGO) bench -p xhal --bench trace
 	$(CARGO) bench -p xhal --bench trace --no-default-features
 	$(CARGO) bench -p xhal --bench trace
+
+# What one operation costs on every device: enqueue (and core's share of it), launch round
+# trip, launches and allocations per second, for every plugin in target/plugins.
+bench-ops: build drivers
+	$(CARGO) bench -p xhal --bench ops
 
 bench-overhead: build
 	$(CARGO) bench -p xhal --bench overhead

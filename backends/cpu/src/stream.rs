@@ -97,6 +97,10 @@ const WORKER_SPIN: Duration = Duration::from_micros(50);
 const SYNCHRONIZE_SPIN: Duration = Duration::from_micros(100);
 
 /// Watches `done` for up to `limit`, without the lock; true once it holds.
+///
+/// It yields the processor between short bursts of polling: the thread it waits for may be
+/// queued on this very processor (the scheduler often wakes a thread where its waker runs,
+/// expecting the waker to sleep), and would otherwise wait out the whole spin.
 fn spin_until(limit: Duration, done: impl Fn() -> bool) -> bool {
     let started = Instant::now();
     loop {
@@ -109,6 +113,7 @@ fn spin_until(limit: Duration, done: impl Fn() -> bool) -> bool {
         if started.elapsed() >= limit {
             return done();
         }
+        std::thread::yield_now();
     }
 }
 

@@ -28,9 +28,10 @@ struct StreamState {
     sticky: Option<Error>,
     in_flight: Vec<InFlight>,
     /// The length of `in_flight` at which the next enqueue asks whether the stream went idle.
-    /// It grows by [`IN_FLIGHT_TRIM_THRESHOLD`] after each query that finds work still
-    /// running, so a long burst of enqueues pays one query per threshold's worth of objects,
-    /// not one per enqueue.
+    /// It doubles after each query that finds work still running, so a burst of N enqueues
+    /// pays about log2(N / threshold) queries, not one per threshold's worth of objects: a
+    /// query costs a driver call (tens of microseconds on some), which spread over 1,024
+    /// enqueues was still most of core's share of each.
     next_trim_check: usize,
     /// What the trace being recorded needs of this stream (its device spans).
     trace: Option<StreamTrace>,
@@ -201,7 +202,7 @@ impl Stream {
                 state.release_in_flight();
                 state.resolve_trace(&self.shared.device, self.shared.handle);
             }
-            state.next_trim_check = state.in_flight.len() + IN_FLIGHT_TRIM_THRESHOLD;
+            state.next_trim_check = (state.in_flight.len() * 2).max(IN_FLIGHT_TRIM_THRESHOLD);
         }
     }
 

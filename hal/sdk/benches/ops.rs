@@ -1,0 +1,239 @@
+//! What one operation costs on every device, side by side (`make bench-ops`):
+//!
+//! - a 4-byte fill's enqueue through the application API and through the backend's own entry
+//!   on the same loaded plugin and stream, and the difference: core's share of the enqueue;
+//! - an empty one-invocation launch waited for (the round trip), and launches per second
+//!   queued back to back;
+//! - 64 KiB allocations freed at once, per second, through the API (the caching allocator) and
+//!   through the backend.
+//!
+//! Every plugin in `target/plugins` is measured on each of its devices; one that cannot start
+//! here is listed with its reason. Each figure is the median of several rounds.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+use xhal::backend::{Backend, BufferHandle, StreamHandle};
+use xhal::plugin::load_plugin;
+use xhal::{Launch, Runtime};
+
+const FILLS: usize = 2_000;
+const ROUNDS: usize = 15;
+const ROUND_TRIPS: usize = 200;
+const LAUNCHES: usize = 2_000;
+const ALLOCATIONS: usize = 2_000;
+const ALLOCATION_BYTES: usize = 64 << 10;
+
+const EMPTY: &str = r#"
+@group(0) @binding(0) var<storage, read_write> sink: array<u32>;
+
+@compute @workgroup_size(1)
+fn touch(@builtin(global_invocation_id) id: vec3<u32>) {
+    if id.x == 0u {
+        sink[0] = 1u;
+    }
+}
+"#;
+
+fn plugins_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("bench binary path");
+    exe.ancestors()
+        .nth(3)
+        .expect("target/<profile>/deps/<bench>")
+        .join("plugins")
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// One device's figures, in nanoseconds and per second.
+struct Figures {
+    label: String,
+    fill_api_ns: f64,
+    fill_backend_ns: f64,
+    round_trip_us: f64,
+    /// The 10th and 90th percentiles of the round trips.
+    round_trip_spread: (f64, f64),
+    launches_per_second: f64,
+    allocations_api_per_second: f64,
+    allocations_backend_per_second: f64,
+}
+
+fn measure(backend: &Arc<dyn Backend>, runtime: &Runtime, label: &str, index: u32) -> xhal::Result<Figures> {
+    let device = runtime.open(label)?;
+    let stream = device.create_stream()?;
+    let buffer = device.alloc::<u32>(1024)?;
+
+    // The backend's own entry on a stream and buffer of its own, on the same device.
+    let raw_device = backend.device_open(index)?;
+    let raw_stream: StreamHandle = backend.stream_create(raw_device)?;
+    let raw_buffer: BufferHandle = backend.buffer_allocate(raw_device, 4096)?;
+    let mut fill_api = Vec::new();
+    let mut fill_backend = Vec::new();
+    // The two alternate, and which goes first alternates by round, so neither gains from a
+    // warmer cache or a driver that batches.
+    for round in 0..ROUNDS * 2 {
+        let pattern = (round as u32).to_le_bytes();
+        let through_api = (round % 2 == 0) == (round / 2 % 2 == 0);
+        let started = Instant::now();
+        if through_api {
+            for i in 0..FILLS {
+                stream.fill(buffer.slice(i % 1024..i % 1024 + 1), round as u32)?;
+            }
+        } else {
+            for i in 0..FILLS {
+                backend.stream_fill(raw_stream, raw_buffer, (i % 1024) as u64 * 4, 4, &pattern)?;
+            }
+        }
+        let per_fill = started.elapsed().as_nanos() as f64 / FILLS as f64;
+        if through_api {
+            fill_api.push(per_fill);
+            stream.synchronize()?;
+        } else {
+            fill_backend.push(per_fill);
+            backend.stream_synchronize(raw_stream)?;
+        }
+    }
+
+    let kernel = device.load_wgsl(EMPTY)?.kernel("touch")?;
+    let sink = device.alloc::<u32>(1)?;
+    let launch = Launch::new(&kernel).workgroups(1, 1, 1).buffer(&sink);
+    for _ in 0..20 {
+        stream.launch(&launch)?;
+    }
+    stream.synchronize()?;
+    let mut trips = Vec::with_capacity(ROUND_TRIPS);
+    for _ in 0..ROUND_TRIPS {
+        let started = Instant::now();
+        stream.launch(&launch)?;
+        stream.synchronize()?;
+        trips.push(started.elapsed().as_secs_f64() * 1e6);
+    }
+    trips.sort_by(f64::total_cmp);
+    let round_trip_spread = (trips[ROUND_TRIPS / 10], trips[ROUND_TRIPS * 9 / 10]);
+    let mut rates = Vec::new();
+    for _ in 0..5 {
+        let started = Instant::now();
+        for _ in 0..LAUNCHES {
+            stream.launch(&launch)?;
+        }
+        stream.synchronize()?;
+        rates.push(LAUNCHES as f64 / started.elapsed().as_secs_f64());
+    }
+
+    let mut api_rates = Vec::new();
+    let mut backend_rates = Vec::new();
+    for _ in 0..5 {
+        let started = Instant::now();
+        for _ in 0..ALLOCATIONS {
+            drop(device.alloc::<u8>(ALLOCATION_BYTES)?);
+        }
+        api_rates.push(ALLOCATIONS as f64 / started.elapsed().as_secs_f64());
+        let started = Instant::now();
+        for _ in 0..ALLOCATIONS {
+            let handle = backend.buffer_allocate(raw_device, ALLOCATION_BYTES as u64)?;
+            backend.buffer_free(handle);
+        }
+        backend_rates.push(ALLOCATIONS as f64 / started.elapsed().as_secs_f64());
+    }
+    backend.buffer_free(raw_buffer);
+    backend.stream_destroy(raw_stream);
+    backend.device_close(raw_device);
+    Ok(Figures {
+        label: label.to_string(),
+        fill_api_ns: median(fill_api),
+        fill_backend_ns: median(fill_backend),
+        round_trip_us: median(trips),
+        round_trip_spread,
+        launches_per_second: median(rates),
+        allocations_api_per_second: median(api_rates),
+        allocations_backend_per_second: median(backend_rates),
+    })
+}
+
+fn plugin_figures(path: &Path, figures: &mut Vec<Figures>, notes: &mut Vec<String>) {
+    let name = path
+        .file_stem()
+        .and_then(|stem| stem.to_str())
+        .unwrap_or("?")
+        .trim_start_matches("libxhal_");
+    let plugin = match load_plugin(path) {
+        Ok(plugin) => plugin,
+        Err(error) => return notes.push(format!("{name}: {error}")),
+    };
+    let backend: Arc<dyn Backend> = plugin.backend.clone();
+    let count = match backend.device_count() {
+        Ok(count) => count,
+        Err(error) => return notes.push(format!("{name}: {error}")),
+    };
+    let runtime = match Runtime::builder()
+        .without_plugin_search()
+        .without_static_backends()
+        .backend(Arc::clone(&backend))
+        .device_selector(None)
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => return notes.push(format!("{name}: {error}")),
+    };
+    let backend_name = backend.info().name;
+    for index in 0..count {
+        let label = format!("{backend_name}:{index}");
+        eprintln!("bench-ops: {label}");
+        match measure(&backend, &runtime, &label, index) {
+            Ok(measured) => figures.push(measured),
+            Err(error) => notes.push(format!("{label}: {error}")),
+        }
+    }
+}
+
+fn main() {
+    if std::env::args().any(|argument| argument == "--list") {
+        return;
+    }
+    let folder = plugins_dir();
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(&folder)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|entry| entry.path())
+                .filter(|path| path.extension().is_some_and(|extension| extension == "so"))
+                .collect()
+        })
+        .unwrap_or_default();
+    paths.sort();
+    if paths.is_empty() {
+        eprintln!("bench-ops: no plugins in {}; run `make build` first", folder.display());
+        std::process::exit(2);
+    }
+    let mut figures = Vec::new();
+    let mut notes = Vec::new();
+    for path in &paths {
+        plugin_figures(path, &mut figures, &mut notes);
+    }
+    println!("per-operation figures, medians (fills: {ROUNDS} rounds of {FILLS}; round trip: {ROUND_TRIPS}; launches: 5 x {LAUNCHES}; allocations: 5 x {ALLOCATIONS} of 64 KiB)");
+    println!(
+        "| device | 4-byte fill enqueue, API | same, backend | core's share | empty launch round trip (p10 to p90) | launches/s | 64 KiB alloc+free/s, API | same, backend |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+    for figure in &figures {
+        println!(
+            "| {} | {:.0} ns | {:.0} ns | {:.0} ns | {:.1} µs ({:.1} to {:.1}) | {:.0} | {:.0} | {:.0} |",
+            figure.label,
+            figure.fill_api_ns,
+            figure.fill_backend_ns,
+            figure.fill_api_ns - figure.fill_backend_ns,
+            figure.round_trip_us,
+            figure.round_trip_spread.0,
+            figure.round_trip_spread.1,
+            figure.launches_per_second,
+            figure.allocations_api_per_second,
+            figure.allocations_backend_per_second,
+        );
+    }
+    for note in &notes {
+        println!("not measured: {note}");
+    }
+}
