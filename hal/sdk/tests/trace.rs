@@ -95,7 +95,8 @@ fn a_traced_program_shows_each_launch_on_the_host_and_the_device_and_waits_as_fl
     for pair in device_launches.windows(2) {
         assert_eq!(pair[0]["tid"], pair[1]["tid"]);
         assert!(
-            end(pair[0]) <= start(pair[1]) + 0.01,
+            // Trace times are microseconds since 2024 in doubles, good to about 0.02 µs.
+            end(pair[0]) <= start(pair[1]) + 0.05,
             "{} overlaps {}",
             pair[0],
             pair[1]
@@ -116,7 +117,7 @@ fn a_traced_program_shows_each_launch_on_the_host_and_the_device_and_waits_as_fl
     // The fill ran after the wait, on the consumer.
     let fill = of(&events, "fill", "fill")[0];
     assert_eq!(fill["tid"], wait["tid"]);
-    assert!(start(fill) + 0.01 >= end(wait));
+    assert!(start(fill) + 0.05 >= end(wait));
     // Memory counters and the one-time work are there.
     assert!(events
         .iter()
