@@ -1,5 +1,5 @@
-//! The performance profile a report carries: launch latency, transfer bandwidth and the
-//! allocation rate. Informational only: these figures never pass or fail a run, because
+//! The performance profile a report carries: launch latency and rate, the cost of enqueuing a
+//! small operation, transfer bandwidth and the allocation rate. Informational only: these figures never pass or fail a run, because
 //! they depend on the machine and on what else it is doing.
 
 use serde::{Deserialize, Serialize};
@@ -13,6 +13,10 @@ pub struct PerformanceProfile {
     pub launch_latency_us: Option<f64>,
     /// Empty-kernel launches per second when queued back to back.
     pub launches_per_second: Option<f64>,
+    /// Median time to enqueue a 4-byte fill through the application API, in nanoseconds: what
+    /// each small operation costs the thread that issues it (absent from reports before it).
+    #[serde(default)]
+    pub fill_enqueue_ns: Option<f64>,
     /// Host-to-device bandwidth in GB/s (best of the repetitions).
     pub host_to_device_gb_per_s: Option<f64>,
     /// Device-to-host bandwidth in GB/s.
@@ -83,6 +87,21 @@ fn measure_launches(device: &Device, profile: &mut PerformanceProfile) -> xhal::
     }
     stream.synchronize()?;
     profile.launches_per_second = Some(count as f64 / started.elapsed().as_secs_f64());
+
+    // Ten rounds of 1,000 fills of one word, the stream drained between rounds; the clock
+    // stops before the drain.
+    let words = device.alloc::<u32>(1024)?;
+    let mut per_fill: Vec<f64> = Vec::with_capacity(10);
+    for round in 0..10u32 {
+        let started = Instant::now();
+        for index in 0..1000usize {
+            stream.fill(words.slice(index..index + 1), round)?;
+        }
+        per_fill.push(started.elapsed().as_secs_f64() * 1e9 / 1000.0);
+        stream.synchronize()?;
+    }
+    per_fill.sort_by(f64::total_cmp);
+    profile.fill_enqueue_ns = Some(per_fill[per_fill.len() / 2]);
     Ok(())
 }
 

@@ -434,6 +434,11 @@ pub fn summary_table(report: &RunReport) -> String {
             );
             let _ = writeln!(
                 out,
+                "    enqueue (fill)      {}",
+                figure(performance.fill_enqueue_ns, "ns")
+            );
+            let _ = writeln!(
+                out,
                 "    host to device      {}",
                 figure(performance.host_to_device_gb_per_s, "GB/s")
             );
