@@ -101,17 +101,15 @@ impl StreamTrace {
         slot.as_mut()
     }
 
-    /// Timestamps where the device has timing events and a clock to calibrate.
+    /// Timestamps where the device has timing events. Whether it also has a clock is learnt
+    /// at the first resolution, which reads the clock anyway and falls back to an anchor when
+    /// it cannot: asking first would cost a calibration (round trips on most devices) per
+    /// stream and trace.
     fn timing_of(device: &DeviceShared) -> Timing {
-        if !device.info.features.contains(Features::TIMESTAMPS) {
-            return Timing::None;
-        }
-        match device.backend.device_clock(device.handle) {
-            Ok(_) => Timing::Timestamps,
-            Err(error) => {
-                tracing::debug!(%error, "no device clock; device spans are timed back from an anchor");
-                Timing::Elapsed
-            }
+        if device.info.features.contains(Features::TIMESTAMPS) {
+            Timing::Timestamps
+        } else {
+            Timing::None
         }
     }
 
@@ -204,7 +202,7 @@ impl StreamTrace {
                 Ok(ends) => ends,
                 Err(error) => {
                     // Timed back from an anchor from here on; the results are unaffected.
-                    tracing::debug!(%error, "device timestamps failed; device spans are timed back from an anchor");
+                    tracing::debug!(%error, "no device timestamps; device spans are timed back from an anchor");
                     self.timing = Timing::Elapsed;
                     self.ends_from_anchor(device, stream, &pending, observed)
                 }
