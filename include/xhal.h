@@ -15,7 +15,7 @@
 #define XHAL_ABI_MAJOR 1
 
 // Minor version of the ABI this crate describes. Minors only append fields and entries.
-#define XHAL_ABI_MINOR 3
+#define XHAL_ABI_MINOR 4
 
 // The device is a CPU.
 #define XHAL_DEVICE_TYPE_CPU 1
@@ -100,6 +100,10 @@
 
 // A device allocation. Opaque.
 typedef struct XhalBuffer XhalBuffer;
+
+// Added in 1.4. A recorded, in-order list of copies, fills and launches on one device,
+// submitted to streams any number of times. Opaque.
+typedef struct XhalCommandList XhalCommandList;
 
 // An opened device. Opaque.
 typedef struct XhalDevice XhalDevice;
@@ -374,6 +378,64 @@ typedef struct XhalPluginApi {
   // without timing, never recorded, or not yet complete (`XHAL_STATUS_NOT_READY` is not
   // used). Null, or `XHAL_STATUS_UNSUPPORTED`, when `device_clock` is absent.
   XhalStatus (*event_timestamp)(struct XhalEvent *event, uint64_t *device_ns, XhalErrorOut error);
+  // Added in 1.4, optional, with the seven entries after it: command lists, a device's
+  // native way to record work once and submit it many times (Vulkan command buffers, CUDA
+  // and HIP graphs, Level Zero command lists, `cl_khr_command_buffer`). A plugin provides
+  // all eight or none; the host replays a graph operation by operation on a plugin that
+  // leaves them null or answers `XHAL_STATUS_UNSUPPORTED` here.
+  //
+  // Creates an empty list on `device`, open for appends. The commands of a list run in the
+  // order they were appended, each after the previous one completed, as on a stream.
+  XhalStatus (*command_list_create)(struct XhalDevice *device,
+                                    struct XhalCommandList **list,
+                                    XhalErrorOut error);
+  // Added in 1.4. Appends a device-to-device copy, with the rules of `stream_copy`; the
+  // ranges are checked now, against buffers the host keeps alive while the list exists.
+  XhalStatus (*command_list_append_copy)(struct XhalCommandList *list,
+                                         struct XhalBuffer *source,
+                                         uint64_t source_offset,
+                                         struct XhalBuffer *destination,
+                                         uint64_t destination_offset,
+                                         uint64_t size,
+                                         XhalErrorOut error);
+  // Added in 1.4. Appends a fill, with the rules of `stream_fill`; the plugin copies the
+  // pattern before returning.
+  XhalStatus (*command_list_append_fill)(struct XhalCommandList *list,
+                                         struct XhalBuffer *buffer,
+                                         uint64_t offset,
+                                         uint64_t size,
+                                         const uint8_t *pattern,
+                                         size_t pattern_size,
+                                         XhalErrorOut error);
+  // Added in 1.4. Appends a launch, with the rules of `stream_launch`; the plugin copies the
+  // scalar block and the buffer array before returning.
+  XhalStatus (*command_list_append_launch)(struct XhalCommandList *list,
+                                           const struct XhalLaunchInfo *launch,
+                                           XhalErrorOut error);
+  // Added in 1.4. Closes the list for appends and makes it ready to submit: whatever the
+  // device can check or build ahead of time happens here, once. A list that is not finished
+  // cannot be submitted, and a finished one takes no more appends.
+  XhalStatus (*command_list_finish)(struct XhalCommandList *list, XhalErrorOut error);
+  // Added in 1.4. Replaces the arguments of command `index` (0 for the first command
+  // appended), a launch, for the submissions that follow: the same kernel, the same number
+  // of buffer views each of the same size as before (other buffers, other offsets), and a
+  // scalar block of the same size. The host calls it only on a finished list none of whose
+  // submissions is pending.
+  XhalStatus (*command_list_update_launch)(struct XhalCommandList *list,
+                                           uint32_t index,
+                                           const struct XhalLaunchInfo *launch,
+                                           XhalErrorOut error);
+  // Added in 1.4. Enqueues every command of a finished list on `stream`, made on the list's
+  // device, after the work queued before it; work queued after it waits for all of them.
+  // Never blocks on the work. A list may be submitted again, and to several streams, before
+  // earlier submissions complete. A command that fails makes the stream's error sticky, as
+  // the same command enqueued alone would.
+  XhalStatus (*stream_submit_command_list)(struct XhalStream *stream,
+                                           struct XhalCommandList *list,
+                                           XhalErrorOut error);
+  // Added in 1.4. Destroys a list. The host calls it only when no submission of the list is
+  // pending. Accepts null.
+  void (*command_list_destroy)(struct XhalCommandList *list);
 } XhalPluginApi;
 
 // The one function a plugin exports, as `xhal_plugin_query`. It returns the plugin's static

@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use xhal_backend::{
-    ClockSample, DeviceInfo, DeviceType, DriverDevice, Error, Features, KernelFormat, MemoryUsage, Object, Result,
+    ClockSample, Command, DeviceInfo, DeviceType, DriverCommandList, DriverDevice, Error, Features, KernelFormat,
+    MemoryUsage, Object, Result,
 };
 
 /// Workgroups per dimension a launch may ask for.
@@ -138,6 +139,20 @@ impl DriverDevice<CpuDriver> for Arc<DeviceMemory> {
     /// The device is the host: its event timestamps are read on the host's monotonic clock.
     fn clock(_device: &Arc<Object<Arc<DeviceMemory>>>) -> Result<ClockSample> {
         Ok(ClockSample::host())
+    }
+
+    /// Every command is checked and prepared once, when the list is built: a submission queues
+    /// one operation, however many commands the list holds.
+    fn has_command_lists(_device: &Arc<Object<Arc<DeviceMemory>>>) -> bool {
+        true
+    }
+
+    fn build_command_list(
+        _driver: &CpuDriver,
+        _device: &Arc<Object<Arc<DeviceMemory>>>,
+        commands: &[Command<CpuDriver>],
+    ) -> Result<Box<dyn DriverCommandList<CpuDriver>>> {
+        Ok(Box::new(crate::stream::CommandList::build(commands)?))
     }
 }
 

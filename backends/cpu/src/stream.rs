@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use xhal_backend::{DriverEvent, DriverStream, Error, Launch, Object, Result};
+use xhal_backend::{Command, DriverCommandList, DriverEvent, DriverStream, Error, Launch, Object, OwnedLaunch, Result};
 
 /// One queued operation, owning (through `Arc`s) everything it touches, so that freeing a
 /// handle never frees memory that queued work still uses.
@@ -56,6 +56,8 @@ enum Operation {
         pattern: FillPattern,
     },
     Launch(PreparedLaunch),
+    /// A submission of a command list: the list as it was when submitted.
+    List(Arc<Vec<Arc<ListCommand>>>),
     Record {
         signal: Arc<Signal>,
     },
@@ -451,6 +453,124 @@ fn execute(shared: &StreamShared, operation: Operation, sticky_error: Option<&Er
         Operation::Launch(launch) => launch.execute(&|duration| sleep_unless_cancelled(shared, duration), &|| {
             shared.state.lock().cancelled
         }),
+        Operation::List(commands) => {
+            for (index, command) in commands.iter().enumerate() {
+                command
+                    .execute(shared)
+                    .map_err(|error| error.context(format!("command {index} of a command list")))?;
+                if shared.state.lock().cancelled {
+                    break;
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+/// One command of a CPU command list: checked and prepared once, when the list is built, so a
+/// submission only queues the list.
+#[derive(Debug)]
+pub(crate) enum ListCommand {
+    Copy {
+        source: Arc<Buffer>,
+        source_range: Range<usize>,
+        destination: Arc<Buffer>,
+        destination_start: usize,
+    },
+    Fill {
+        buffer: Arc<Buffer>,
+        range: Range<usize>,
+        pattern: FillPattern,
+    },
+    Launch(PreparedLaunch),
+}
+
+impl ListCommand {
+    fn new(command: &Command<CpuDriver>) -> Result<ListCommand> {
+        Ok(match command {
+            Command::Copy {
+                source,
+                source_offset,
+                destination,
+                destination_offset,
+                size,
+            } => ListCommand::Copy {
+                source: Buffer::named(source),
+                source_range: host_range(*source_offset, *size)?,
+                destination: Buffer::named(destination),
+                destination_start: host_range(*destination_offset, *size)?.start,
+            },
+            Command::Fill {
+                buffer,
+                offset,
+                size,
+                pattern,
+            } => ListCommand::Fill {
+                buffer: Buffer::named(buffer),
+                range: host_range(*offset, *size)?,
+                pattern: FillPattern::new(pattern),
+            },
+            Command::Launch(launch) => ListCommand::Launch(Kernel::prepare(&launch.borrowed())?),
+        })
+    }
+
+    fn execute(&self, shared: &StreamShared) -> Result<()> {
+        match self {
+            ListCommand::Copy {
+                source,
+                source_range,
+                destination,
+                destination_start,
+            } => {
+                Buffer::copy(source, source_range.clone(), destination, *destination_start);
+                Ok(())
+            }
+            ListCommand::Fill { buffer, range, pattern } => {
+                buffer.fill(range.clone(), *pattern);
+                Ok(())
+            }
+            ListCommand::Launch(launch) => launch
+                .execute(&|duration| sleep_unless_cancelled(shared, duration), &|| {
+                    shared.state.lock().cancelled
+                }),
+        }
+    }
+}
+
+/// A CPU command list: its prepared commands, replaced as a whole when a launch is updated so
+/// that submissions already queued keep the commands they were queued with.
+pub(crate) struct CommandList {
+    commands: Mutex<Arc<Vec<Arc<ListCommand>>>>,
+}
+
+impl CommandList {
+    pub(crate) fn build(commands: &[Command<CpuDriver>]) -> Result<CommandList> {
+        let prepared = commands
+            .iter()
+            .map(|command| ListCommand::new(command).map(Arc::new))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(CommandList {
+            commands: Mutex::new(Arc::new(prepared)),
+        })
+    }
+}
+
+impl DriverCommandList<CpuDriver> for CommandList {
+    fn submit(&self, stream: &Arc<Object<Stream>>) -> Result<()> {
+        let commands = Arc::clone(&self.commands.lock());
+        stream.enqueue(Operation::List(commands))
+    }
+
+    fn update_launch(&self, index: usize, launch: &OwnedLaunch<CpuDriver>) -> Result<()> {
+        let prepared = Arc::new(ListCommand::Launch(Kernel::prepare(&launch.borrowed())?));
+        let mut commands = self.commands.lock();
+        let mut updated = Vec::clone(&commands);
+        let slot = updated
+            .get_mut(index)
+            .ok_or_else(|| Error::internal(format!("a cpu command list has no command {index}")))?;
+        *slot = prepared;
+        *commands = Arc::new(updated);
+        Ok(())
     }
 }
 

@@ -8,6 +8,7 @@ mod compute;
 mod concurrency;
 mod device;
 mod events;
+mod graphs;
 mod kernels;
 mod memory;
 mod plugin;
@@ -19,12 +20,13 @@ mod workloads;
 use crate::test_case::TestCase;
 
 /// The areas, in report order.
-pub const AREAS: [&str; 10] = [
+pub const AREAS: [&str; 11] = [
     "plugin",
     "device",
     "memory",
     "streams",
     "events",
+    "graphs",
     "kernels",
     "compute",
     "concurrency",
@@ -40,6 +42,7 @@ pub fn catalogue() -> Vec<TestCase> {
     tests.extend(memory::tests());
     tests.extend(streams::tests());
     tests.extend(events::tests());
+    tests.extend(graphs::tests());
     tests.extend(kernels::tests());
     tests.extend(compute::tests());
     tests.extend(concurrency::tests());

@@ -1,4 +1,4 @@
-//! The xhal plugin ABI, version 1.0.
+//! The xhal plugin ABI, version 1.4.
 //!
 //! This crate is the single source of truth for the C boundary between the xhal host and a
 //! backend plugin. `include/xhal.h` is generated from it by cbindgen; `docs/abi.md` explains
@@ -20,7 +20,7 @@
 /// Major version of the ABI this crate describes. A host loads a plugin only when the majors match.
 pub const XHAL_ABI_MAJOR: u32 = 1;
 /// Minor version of the ABI this crate describes. Minors only append fields and entries.
-pub const XHAL_ABI_MINOR: u32 = 3;
+pub const XHAL_ABI_MINOR: u32 = 4;
 
 /// Name of the one symbol a plugin exports.
 pub const XHAL_PLUGIN_QUERY_SYMBOL: &str = "xhal_plugin_query";
@@ -163,6 +163,11 @@ pub struct XhalModule {
 }
 /// One entry point of a module. Opaque.
 pub struct XhalKernel {
+    _opaque: [u8; 0],
+}
+/// Added in 1.4. A recorded, in-order list of copies, fills and launches on one device,
+/// submitted to streams any number of times. Opaque.
+pub struct XhalCommandList {
     _opaque: [u8; 0],
 }
 
@@ -460,6 +465,86 @@ pub struct XhalPluginApi {
     /// used). Null, or `XHAL_STATUS_UNSUPPORTED`, when `device_clock` is absent.
     pub event_timestamp:
         Option<unsafe extern "C" fn(event: *mut XhalEvent, device_ns: *mut u64, error: XhalErrorOut) -> XhalStatus>,
+
+    /// Added in 1.4, optional, with the seven entries after it: command lists, a device's
+    /// native way to record work once and submit it many times (Vulkan command buffers, CUDA
+    /// and HIP graphs, Level Zero command lists, `cl_khr_command_buffer`). A plugin provides
+    /// all eight or none; the host replays a graph operation by operation on a plugin that
+    /// leaves them null or answers `XHAL_STATUS_UNSUPPORTED` here.
+    ///
+    /// Creates an empty list on `device`, open for appends. The commands of a list run in the
+    /// order they were appended, each after the previous one completed, as on a stream.
+    pub command_list_create: Option<
+        unsafe extern "C" fn(
+            device: *mut XhalDevice,
+            list: *mut *mut XhalCommandList,
+            error: XhalErrorOut,
+        ) -> XhalStatus,
+    >,
+    /// Added in 1.4. Appends a device-to-device copy, with the rules of `stream_copy`; the
+    /// ranges are checked now, against buffers the host keeps alive while the list exists.
+    pub command_list_append_copy: Option<
+        unsafe extern "C" fn(
+            list: *mut XhalCommandList,
+            source: *mut XhalBuffer,
+            source_offset: u64,
+            destination: *mut XhalBuffer,
+            destination_offset: u64,
+            size: u64,
+            error: XhalErrorOut,
+        ) -> XhalStatus,
+    >,
+    /// Added in 1.4. Appends a fill, with the rules of `stream_fill`; the plugin copies the
+    /// pattern before returning.
+    pub command_list_append_fill: Option<
+        unsafe extern "C" fn(
+            list: *mut XhalCommandList,
+            buffer: *mut XhalBuffer,
+            offset: u64,
+            size: u64,
+            pattern: *const u8,
+            pattern_size: usize,
+            error: XhalErrorOut,
+        ) -> XhalStatus,
+    >,
+    /// Added in 1.4. Appends a launch, with the rules of `stream_launch`; the plugin copies the
+    /// scalar block and the buffer array before returning.
+    pub command_list_append_launch: Option<
+        unsafe extern "C" fn(
+            list: *mut XhalCommandList,
+            launch: *const XhalLaunchInfo,
+            error: XhalErrorOut,
+        ) -> XhalStatus,
+    >,
+    /// Added in 1.4. Closes the list for appends and makes it ready to submit: whatever the
+    /// device can check or build ahead of time happens here, once. A list that is not finished
+    /// cannot be submitted, and a finished one takes no more appends.
+    pub command_list_finish:
+        Option<unsafe extern "C" fn(list: *mut XhalCommandList, error: XhalErrorOut) -> XhalStatus>,
+    /// Added in 1.4. Replaces the arguments of command `index` (0 for the first command
+    /// appended), a launch, for the submissions that follow: the same kernel, the same number
+    /// of buffer views each of the same size as before (other buffers, other offsets), and a
+    /// scalar block of the same size. The host calls it only on a finished list none of whose
+    /// submissions is pending.
+    pub command_list_update_launch: Option<
+        unsafe extern "C" fn(
+            list: *mut XhalCommandList,
+            index: u32,
+            launch: *const XhalLaunchInfo,
+            error: XhalErrorOut,
+        ) -> XhalStatus,
+    >,
+    /// Added in 1.4. Enqueues every command of a finished list on `stream`, made on the list's
+    /// device, after the work queued before it; work queued after it waits for all of them.
+    /// Never blocks on the work. A list may be submitted again, and to several streams, before
+    /// earlier submissions complete. A command that fails makes the stream's error sticky, as
+    /// the same command enqueued alone would.
+    pub stream_submit_command_list: Option<
+        unsafe extern "C" fn(stream: *mut XhalStream, list: *mut XhalCommandList, error: XhalErrorOut) -> XhalStatus,
+    >,
+    /// Added in 1.4. Destroys a list. The host calls it only when no submission of the list is
+    /// pending. Accepts null.
+    pub command_list_destroy: Option<unsafe extern "C" fn(list: *mut XhalCommandList)>,
 }
 
 /// `struct_size` of an `XhalPluginApi` with every v1.0 entry: where the v1.0 part ends. A host
@@ -472,6 +557,9 @@ pub const XHAL_PLUGIN_API_V1_1_SIZE: usize =
 /// `struct_size` of an `XhalPluginApi` with every v1.3 entry (1.2 added none).
 pub const XHAL_PLUGIN_API_V1_3_SIZE: usize =
     core::mem::offset_of!(XhalPluginApi, event_timestamp) + core::mem::size_of::<usize>();
+/// `struct_size` of an `XhalPluginApi` with every v1.4 entry.
+pub const XHAL_PLUGIN_API_V1_4_SIZE: usize =
+    core::mem::offset_of!(XhalPluginApi, command_list_destroy) + core::mem::size_of::<usize>();
 /// `struct_size` of an `XhalDeviceInfo` with every v1.0 field: where the v1.0 part ends (the
 /// struct's trailing padding is not part of it).
 pub const XHAL_DEVICE_INFO_V1_0_SIZE: usize =
@@ -596,6 +684,14 @@ impl XhalPluginApi {
             device_memory_usage: None,
             device_clock: None,
             event_timestamp: None,
+            command_list_create: None,
+            command_list_append_copy: None,
+            command_list_append_fill: None,
+            command_list_append_launch: None,
+            command_list_finish: None,
+            command_list_update_launch: None,
+            stream_submit_command_list: None,
+            command_list_destroy: None,
         }
     }
 }

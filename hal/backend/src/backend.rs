@@ -46,6 +46,10 @@ handle_type!(
     /// One entry point of a module.
     KernelHandle
 );
+handle_type!(
+    /// A recorded list of copies, fills and launches (ABI 1.4).
+    CommandListHandle
+);
 
 /// What kind of device this is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -525,4 +529,69 @@ pub trait Backend: Send + Sync + 'static {
     fn kernel_get(&self, module: ModuleHandle, name: &str) -> Result<KernelHandle>;
     /// Releases a kernel.
     fn kernel_destroy(&self, kernel: KernelHandle);
+
+    /// Creates an empty command list on `device`, open for appends (ABI 1.4). The default says
+    /// the backend has none; core then replays graphs operation by operation.
+    fn command_list_create(&self, device: DeviceHandle) -> Result<CommandListHandle> {
+        let _ = device;
+        Err(crate::Error::unsupported(format!(
+            "backend `{}` has no command lists",
+            self.info().name
+        )))
+    }
+    /// Appends a device-to-device copy to an open list, with `stream_copy`'s rules.
+    fn command_list_append_copy(
+        &self,
+        list: CommandListHandle,
+        source: BufferHandle,
+        source_offset: u64,
+        destination: BufferHandle,
+        destination_offset: u64,
+        size: u64,
+    ) -> Result<()> {
+        let _ = (list, source, source_offset, destination, destination_offset, size);
+        Err(no_command_lists(self))
+    }
+    /// Appends a fill to an open list, with `stream_fill`'s rules.
+    fn command_list_append_fill(
+        &self,
+        list: CommandListHandle,
+        buffer: BufferHandle,
+        offset: u64,
+        size: u64,
+        pattern: &[u8],
+    ) -> Result<()> {
+        let _ = (list, buffer, offset, size, pattern);
+        Err(no_command_lists(self))
+    }
+    /// Appends a launch to an open list, with `stream_launch`'s rules.
+    fn command_list_append_launch(&self, list: CommandListHandle, launch: &LaunchArgs<'_>) -> Result<()> {
+        let _ = (list, launch);
+        Err(no_command_lists(self))
+    }
+    /// Closes a list for appends and readies it for submission.
+    fn command_list_finish(&self, list: CommandListHandle) -> Result<()> {
+        let _ = list;
+        Err(no_command_lists(self))
+    }
+    /// Replaces the arguments of launch `index` of a finished list with no pending submission:
+    /// same kernel, same count of views each of the same size, a scalar block of the same size.
+    fn command_list_update_launch(&self, list: CommandListHandle, index: u32, launch: &LaunchArgs<'_>) -> Result<()> {
+        let _ = (list, index, launch);
+        Err(no_command_lists(self))
+    }
+    /// Enqueues every command of a finished list on `stream`.
+    fn stream_submit_command_list(&self, stream: StreamHandle, list: CommandListHandle) -> Result<()> {
+        let _ = (stream, list);
+        Err(no_command_lists(self))
+    }
+    /// Destroys a list with no pending submission.
+    fn command_list_destroy(&self, list: CommandListHandle) {
+        let _ = list;
+    }
+}
+
+/// What a backend without command lists answers to every command-list call.
+fn no_command_lists<B: Backend + ?Sized>(backend: &B) -> crate::Error {
+    crate::Error::unsupported(format!("backend `{}` has no command lists", backend.info().name))
 }

@@ -6,12 +6,12 @@
 //! fails with an error that names the handle, the bound and what was expected.
 
 use crate::backend::{
-    Backend, BackendInfo, BufferHandle, DeviceHandle, DeviceInfo, EventHandle, KernelFormat, KernelHandle, LaunchArgs,
-    MemoryUsage, ModuleHandle, StreamHandle,
+    Backend, BackendInfo, BufferHandle, CommandListHandle, DeviceHandle, DeviceInfo, EventHandle, KernelFormat,
+    KernelHandle, LaunchArgs, MemoryUsage, ModuleHandle, StreamHandle,
 };
 use crate::driver::{
-    BufferView, Driver, DriverBuffer, DriverDevice, DriverEvent, DriverKernel, DriverModule, DriverStream, Launch,
-    Object,
+    BufferView, Command, Driver, DriverBuffer, DriverCommandList, DriverDevice, DriverEvent, DriverKernel,
+    DriverModule, DriverStream, Launch, Object, OwnedLaunch,
 };
 use crate::error::{check_range, Error, Result};
 use crate::handles::{HandleTable, ObjectKind};
@@ -36,6 +36,22 @@ pub struct Checked<D: Driver> {
     events: HandleTable<Object<D::Event>>,
     modules: HandleTable<Object<D::Module>>,
     kernels: HandleTable<Object<D::Kernel>>,
+    command_lists: HandleTable<Object<CommandList<D>>>,
+}
+
+/// A command list as the adapter keeps it: the commands appended so far, then, once finished,
+/// the driver's native list built from them. The commands stay, so updates can be checked
+/// against them and what they name stays alive as long as the list.
+pub struct CommandList<D: Driver> {
+    device: Arc<Object<D::Device>>,
+    state: Mutex<ListState<D>>,
+}
+
+struct ListState<D: Driver> {
+    commands: Vec<Command<D>>,
+    native: Option<Box<dyn DriverCommandList<D>>>,
+    /// Streams a submission of the list may still be pending on; an update waits for them.
+    submitted_to: Vec<Weak<Object<D::Stream>>>,
 }
 
 impl<D: Driver> Checked<D> {
@@ -51,6 +67,7 @@ impl<D: Driver> Checked<D> {
             events: HandleTable::new(D::NAME, ObjectKind::Event),
             modules: HandleTable::new(D::NAME, ObjectKind::Module),
             kernels: HandleTable::new(D::NAME, ObjectKind::Kernel),
+            command_lists: HandleTable::new(D::NAME, ObjectKind::CommandList),
         }
     }
 
@@ -101,17 +118,92 @@ impl<D: Driver> Checked<D> {
         object: Arc<Object<T>>,
         kind: ObjectKind,
     ) -> Result<Arc<Object<T>>> {
-        if object.device_index() == stream.device_index() {
+        Self::on_device(stream.device_index(), "stream", object, kind)
+    }
+
+    /// `object` if it was made on device `device`, where `user` (a stream, a command list) is.
+    fn on_device<T>(device: u32, user: &str, object: Arc<Object<T>>, kind: ObjectKind) -> Result<Arc<Object<T>>> {
+        if object.device_index() == device {
             return Ok(object);
         }
         Err(Error::invalid_handle(format!(
-            "{} {:#x} belongs to {} device {}, the stream is on device {}",
+            "{} {:#x} belongs to {} device {}, the {user} is on device {device}",
             kind.name(),
             object.handle(),
             D::NAME,
             object.device_index(),
-            stream.device_index()
         )))
+    }
+
+    /// The kernel and buffer views of a launch on device `device`, checked as `stream_launch`
+    /// checks them: every object on that device, every view in bounds, non-empty and aligned.
+    fn resolve_launch(&self, device: u32, user: &str, launch: &LaunchArgs<'_>) -> Result<OwnedLaunch<D>> {
+        let kernel = Self::on_device(device, user, self.kernels.get(launch.kernel.0)?, ObjectKind::Kernel)?;
+        let alignment = self.alignments.read().get(device as usize).copied().unwrap_or(1);
+        let mut buffers = Vec::with_capacity(launch.buffers.len());
+        for (index, argument) in launch.buffers.iter().enumerate() {
+            let buffer = Self::on_device(device, user, self.buffers.get(argument.buffer.0)?, ObjectKind::Buffer)?;
+            // The message is only formatted for a view that is refused: launches are hot.
+            if check_range("", argument.offset, argument.size, buffer.size()).is_err() {
+                let what = format!("buffer argument {index} (buffer {:#x})", buffer.handle());
+                check_range(&what, argument.offset, argument.size, buffer.size())?;
+            }
+            if argument.size == 0 {
+                return Err(Error::invalid_argument(format!(
+                    "buffer argument {index} is a view of 0 bytes; a kernel cannot bind no memory"
+                )));
+            }
+            if !argument.offset.is_multiple_of(alignment) {
+                return Err(Error::invalid_argument(format!(
+                    "buffer argument {index} starts at byte {}, which is not a multiple of {alignment}, the buffer \
+                     offset alignment of {} device {device}: a kernel reads the view's types at their alignment from \
+                     its start",
+                    argument.offset,
+                    D::NAME,
+                )));
+            }
+            buffers.push(BufferView {
+                buffer,
+                offset: argument.offset,
+                size: argument.size,
+            });
+        }
+        Ok(OwnedLaunch {
+            kernel,
+            workgroups: launch.workgroups,
+            buffers,
+            scalars: launch.scalars.to_vec(),
+        })
+    }
+
+    /// A fill pattern of 1, 2 or 4 bytes, with `offset` and `size` whole patterns.
+    fn check_fill(buffer: u64, offset: u64, size: u64, pattern: &[u8]) -> Result<()> {
+        if !matches!(pattern.len(), 1 | 2 | 4) {
+            return Err(Error::invalid_argument(format!(
+                "a fill pattern has 1, 2 or 4 bytes, not {}",
+                pattern.len()
+            )));
+        }
+        let width = pattern.len() as u64;
+        if !offset.is_multiple_of(width) || !size.is_multiple_of(width) {
+            return Err(Error::invalid_argument(format!(
+                "fill of buffer {buffer:#x}: offset {offset} and size {size} must be multiples of the {width}-byte pattern"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Appends `command` to the open list `list`.
+    fn append(&self, list: &Object<CommandList<D>>, command: Command<D>) -> Result<()> {
+        let mut state = list.state.lock();
+        if state.native.is_some() {
+            return Err(Error::invalid_argument(format!(
+                "command list {:#x} is finished; a finished list takes no more commands",
+                list.handle()
+            )));
+        }
+        state.commands.push(command);
+        Ok(())
     }
 
     fn stream_and_buffer(&self, stream: StreamHandle, buffer: BufferHandle) -> Result<OnStream<D::Stream, D::Buffer>> {
@@ -161,6 +253,44 @@ impl<D: Driver> Drop for Checked<D> {
             self.synchronize_before_drop(&stream);
         }
     }
+}
+
+/// Checks that `update` may replace launch `index`, `previous`: the same kernel, as many views
+/// each of the same size, and a scalar block of the same size, so the native list's layout
+/// (descriptor sets, argument blocks) still fits.
+fn check_same_shape<D: Driver>(index: u32, previous: &OwnedLaunch<D>, update: &OwnedLaunch<D>) -> Result<()> {
+    if !Arc::ptr_eq(&previous.kernel, &update.kernel) {
+        return Err(Error::invalid_argument(format!(
+            "launch {index} of the command list runs kernel {:#x}; an update may change its arguments, not its kernel \
+             (given {:#x})",
+            previous.kernel.handle(),
+            update.kernel.handle()
+        )));
+    }
+    if previous.buffers.len() != update.buffers.len() {
+        return Err(Error::invalid_argument(format!(
+            "launch {index} of the command list binds {} buffer(s); the update gives {}",
+            previous.buffers.len(),
+            update.buffers.len()
+        )));
+    }
+    for (position, (before, after)) in previous.buffers.iter().zip(&update.buffers).enumerate() {
+        if before.size != after.size {
+            return Err(Error::invalid_argument(format!(
+                "buffer argument {position} of launch {index} is a view of {} bytes; an update must give a view of \
+                 the same size, not {}",
+                before.size, after.size
+            )));
+        }
+    }
+    if previous.scalars.len() != update.scalars.len() {
+        return Err(Error::invalid_argument(format!(
+            "launch {index} of the command list has a scalar block of {} bytes; the update gives {}",
+            previous.scalars.len(),
+            update.scalars.len()
+        )));
+    }
+    Ok(())
 }
 
 /// `check_range` for a range of `buffer`, naming the buffer when the range is refused.
@@ -326,19 +456,7 @@ impl<D: Driver> Backend for Checked<D> {
         pattern: &[u8],
     ) -> Result<()> {
         let (stream, buffer) = self.stream_and_buffer(stream, buffer)?;
-        if !matches!(pattern.len(), 1 | 2 | 4) {
-            return Err(Error::invalid_argument(format!(
-                "a fill pattern has 1, 2 or 4 bytes, not {}",
-                pattern.len()
-            )));
-        }
-        let width = pattern.len() as u64;
-        if !offset.is_multiple_of(width) || !size.is_multiple_of(width) {
-            return Err(Error::invalid_argument(format!(
-                "fill of buffer {:#x}: offset {offset} and size {size} must be multiples of the {width}-byte pattern",
-                buffer.handle()
-            )));
-        }
+        Self::check_fill(buffer.handle(), offset, size, pattern)?;
         in_buffer("fill", offset, size, &buffer)?;
         if size == 0 {
             return D::Stream::sticky_error(&stream);
@@ -359,23 +477,14 @@ impl<D: Driver> Backend for Checked<D> {
         for (index, argument) in launch.buffers.iter().enumerate() {
             let buffer = Self::on_stream_device(&stream, self.buffers.get(argument.buffer.0)?, ObjectKind::Buffer)?;
             // The message is only formatted for a view that is refused: launches are hot.
-            if check_range("", argument.offset, argument.size, buffer.size()).is_err() {
-                let what = format!("buffer argument {index} (buffer {:#x})", buffer.handle());
-                check_range(&what, argument.offset, argument.size, buffer.size())?;
-            }
-            if argument.size == 0 {
-                return Err(Error::invalid_argument(format!(
-                    "buffer argument {index} is a view of 0 bytes; a kernel cannot bind no memory"
-                )));
-            }
-            if !argument.offset.is_multiple_of(alignment) {
-                return Err(Error::invalid_argument(format!(
-                    "buffer argument {index} starts at byte {}, which is not a multiple of {alignment}, the buffer \
-                     offset alignment of {} device {}: a kernel reads the view's types at their alignment from its \
-                     start",
-                    argument.offset,
-                    D::NAME,
-                    stream.device_index()
+            if check_range("", argument.offset, argument.size, buffer.size()).is_err()
+                || argument.size == 0
+                || !argument.offset.is_multiple_of(alignment)
+            {
+                // The slow path names what is wrong, exactly as a command list's append does.
+                self.resolve_launch(stream.device_index(), "stream", launch)?;
+                return Err(Error::internal(format!(
+                    "buffer argument {index} was refused without a reason"
                 )));
             }
             buffers.push(BufferView {
@@ -458,6 +567,175 @@ impl<D: Driver> Backend for Checked<D> {
 
     fn kernel_destroy(&self, kernel: KernelHandle) {
         Self::release(&self.kernels, kernel.0);
+    }
+
+    fn command_list_create(&self, device: DeviceHandle) -> Result<CommandListHandle> {
+        let device = self.device(device)?;
+        if !D::Device::has_command_lists(&device) {
+            return Err(Error::unsupported(format!(
+                "{} device {} has no command lists",
+                D::NAME,
+                device.device_index()
+            )));
+        }
+        let index = device.device_index();
+        let list = CommandList {
+            device,
+            state: Mutex::new(ListState {
+                commands: Vec::new(),
+                native: None,
+                submitted_to: Vec::new(),
+            }),
+        };
+        Self::insert(&self.command_lists, index, 0, list).map(CommandListHandle)
+    }
+
+    fn command_list_append_copy(
+        &self,
+        list: CommandListHandle,
+        source: BufferHandle,
+        source_offset: u64,
+        destination: BufferHandle,
+        destination_offset: u64,
+        size: u64,
+    ) -> Result<()> {
+        let list = self.command_lists.get(list.0)?;
+        let device = list.device_index();
+        let source = Self::on_device(device, "command list", self.buffers.get(source.0)?, ObjectKind::Buffer)?;
+        let destination = Self::on_device(
+            device,
+            "command list",
+            self.buffers.get(destination.0)?,
+            ObjectKind::Buffer,
+        )?;
+        in_buffer("copy source", source_offset, size, &source)?;
+        in_buffer("copy destination", destination_offset, size, &destination)?;
+        if size == 0 {
+            return Err(Error::invalid_argument(
+                "a command list copy of 0 bytes does nothing; leave it out",
+            ));
+        }
+        let command = Command::Copy {
+            source,
+            source_offset,
+            destination,
+            destination_offset,
+            size,
+        };
+        self.append(&list, command)
+    }
+
+    fn command_list_append_fill(
+        &self,
+        list: CommandListHandle,
+        buffer: BufferHandle,
+        offset: u64,
+        size: u64,
+        pattern: &[u8],
+    ) -> Result<()> {
+        let list = self.command_lists.get(list.0)?;
+        let buffer = Self::on_device(
+            list.device_index(),
+            "command list",
+            self.buffers.get(buffer.0)?,
+            ObjectKind::Buffer,
+        )?;
+        Self::check_fill(buffer.handle(), offset, size, pattern)?;
+        in_buffer("fill", offset, size, &buffer)?;
+        if size == 0 {
+            return Err(Error::invalid_argument(
+                "a command list fill of 0 bytes does nothing; leave it out",
+            ));
+        }
+        let command = Command::Fill {
+            buffer,
+            offset,
+            size,
+            pattern: pattern.to_vec(),
+        };
+        self.append(&list, command)
+    }
+
+    fn command_list_append_launch(&self, list: CommandListHandle, launch: &LaunchArgs<'_>) -> Result<()> {
+        let list = self.command_lists.get(list.0)?;
+        let launch = self.resolve_launch(list.device_index(), "command list", launch)?;
+        self.append(&list, Command::Launch(launch))
+    }
+
+    fn command_list_finish(&self, list: CommandListHandle) -> Result<()> {
+        let list = self.command_lists.get(list.0)?;
+        let mut state = list.state.lock();
+        if state.native.is_some() {
+            return Err(Error::invalid_argument(format!(
+                "command list {:#x} is already finished",
+                list.handle()
+            )));
+        }
+        let native = D::Device::build_command_list(&self.driver, &list.device, &state.commands)?;
+        state.native = Some(native);
+        Ok(())
+    }
+
+    fn command_list_update_launch(&self, list: CommandListHandle, index: u32, launch: &LaunchArgs<'_>) -> Result<()> {
+        let list = self.command_lists.get(list.0)?;
+        let launch = self.resolve_launch(list.device_index(), "command list", launch)?;
+        let mut state = list.state.lock();
+        let state = &mut *state;
+        let Some(native) = &state.native else {
+            return Err(Error::invalid_argument(format!(
+                "command list {:#x} is not finished; update a launch once the list is finished",
+                list.handle()
+            )));
+        };
+        let count = state.commands.len();
+        let Some(command) = state.commands.get_mut(index as usize) else {
+            return Err(Error::out_of_bounds(format!(
+                "command list {:#x} has {count} command(s); there is no command {index}",
+                list.handle()
+            )));
+        };
+        let Command::Launch(previous) = command else {
+            return Err(Error::invalid_argument(format!(
+                "command {index} of command list {:#x} is a copy or a fill, not a launch",
+                list.handle()
+            )));
+        };
+        check_same_shape(index, previous, &launch)?;
+        // No submission may be pending while a native list changes under it.
+        for stream in state.submitted_to.drain(..).filter_map(|stream| stream.upgrade()) {
+            self.synchronize_before_drop(&stream);
+        }
+        native.update_launch(index as usize, &launch)?;
+        *previous = launch;
+        Ok(())
+    }
+
+    fn stream_submit_command_list(&self, stream: StreamHandle, list: CommandListHandle) -> Result<()> {
+        let stream = self.streams.get(stream.0)?;
+        let list = Self::on_stream_device(&stream, self.command_lists.get(list.0)?, ObjectKind::CommandList)?;
+        let mut state = list.state.lock();
+        let Some(native) = &state.native else {
+            return Err(Error::invalid_argument(format!(
+                "command list {:#x} is not finished; finish it before submitting it",
+                list.handle()
+            )));
+        };
+        native.submit(&stream)?;
+        if !state
+            .submitted_to
+            .iter()
+            .any(|known| std::ptr::eq(known.as_ptr(), Arc::as_ptr(&stream)))
+        {
+            state.submitted_to.retain(|known| known.strong_count() > 0);
+            state.submitted_to.push(Arc::downgrade(&stream));
+        }
+        Ok(())
+    }
+
+    fn command_list_destroy(&self, list: CommandListHandle) {
+        // Submitted work keeps what it uses alive (the driver's contract), so only the handle
+        // and the adapter's record go.
+        Self::release(&self.command_lists, list.0);
     }
 }
 

@@ -199,6 +199,99 @@ pub trait DriverDevice<D: Driver>: Sized + Send + Sync + 'static {
             D::NAME
         )))
     }
+
+    /// Whether [`build_command_list`](DriverDevice::build_command_list) works on this device.
+    /// The default says no: core then replays graphs operation by operation, which is correct
+    /// everywhere and only costs host time.
+    fn has_command_lists(device: &Arc<Object<Self>>) -> bool {
+        let _ = device;
+        false
+    }
+
+    /// Builds the device's native form of a recorded list of commands, each checked as the
+    /// same command enqueued on a stream would be, to be submitted any number of times. Only
+    /// called where [`has_command_lists`](DriverDevice::has_command_lists) is true.
+    fn build_command_list(
+        driver: &D,
+        device: &Arc<Object<Self>>,
+        commands: &[Command<D>],
+    ) -> Result<Box<dyn DriverCommandList<D>>> {
+        let _ = (driver, device, commands);
+        Err(Error::unsupported(format!(
+            "backend `{}` has no command lists",
+            D::NAME
+        )))
+    }
+}
+
+/// One command of a command list, resolved and checked by the adapter as the same stream
+/// operation would be (ranges in bounds, fill pattern, views aligned and non-empty).
+pub enum Command<D: Driver> {
+    /// A device-to-device copy of `size` (> 0) bytes; the ranges may overlap.
+    Copy {
+        /// Where the bytes come from.
+        source: Arc<Object<D::Buffer>>,
+        /// First byte read.
+        source_offset: u64,
+        /// Where they go.
+        destination: Arc<Object<D::Buffer>>,
+        /// First byte written.
+        destination_offset: u64,
+        /// Bytes copied.
+        size: u64,
+    },
+    /// A fill of `size` (> 0) bytes with `pattern` (1, 2 or 4 bytes).
+    Fill {
+        /// The buffer filled.
+        buffer: Arc<Object<D::Buffer>>,
+        /// First byte, a multiple of the pattern's length.
+        offset: u64,
+        /// Bytes filled, a multiple of the pattern's length.
+        size: u64,
+        /// The pattern.
+        pattern: Vec<u8>,
+    },
+    /// A kernel launch.
+    Launch(OwnedLaunch<D>),
+}
+
+/// A launch the adapter resolved and checked, owning its arguments, as a command list keeps it.
+pub struct OwnedLaunch<D: Driver> {
+    /// The kernel.
+    pub kernel: Arc<Object<D::Kernel>>,
+    /// Workgroups in x, y, z.
+    pub workgroups: [u32; 3],
+    /// Buffer arguments in parameter order.
+    pub buffers: Vec<BufferView<D::Buffer>>,
+    /// The scalar block.
+    pub scalars: Vec<u8>,
+}
+
+impl<D: Driver> OwnedLaunch<D> {
+    /// The launch as a stream's [`DriverStream::launch`] takes it.
+    pub fn borrowed(&self) -> Launch<'_, D> {
+        Launch {
+            kernel: &self.kernel,
+            workgroups: self.workgroups,
+            buffers: &self.buffers,
+            scalars: &self.scalars,
+        }
+    }
+}
+
+/// A device's native command list, built by [`DriverDevice::build_command_list`]. The adapter
+/// keeps the [`Command`]s it was built from alive as long as the list.
+pub trait DriverCommandList<D: Driver>: Send + Sync + 'static {
+    /// Enqueues every command on `stream` (on the list's device), in order, after the work
+    /// already queued; a failing command makes the stream's error sticky. As for any queued
+    /// work, what the submission uses stays alive until it completes, even if the list is
+    /// dropped first: keep the native objects behind an `Arc` the queued work clones.
+    fn submit(&self, stream: &Arc<Object<D::Stream>>) -> Result<()>;
+    /// Replaces launch `index` (its position among all commands) for later submissions. The
+    /// adapter has checked that it is a launch of the same kernel with views of the same sizes
+    /// and a scalar block of the same size, and has waited for every stream the list was
+    /// submitted to, so no submission is pending.
+    fn update_launch(&self, index: usize, launch: &OwnedLaunch<D>) -> Result<()>;
 }
 
 /// A device allocation (`memory.rs`).

@@ -10,8 +10,8 @@
 //! in charge of checking them.
 
 use crate::backend::{
-    Backend, BufferArg, BufferHandle, DeviceHandle, DeviceInfo, EventHandle, KernelFormat, KernelHandle, LaunchArgs,
-    ModuleHandle, StreamHandle,
+    Backend, BufferArg, BufferHandle, CommandListHandle, DeviceHandle, DeviceInfo, EventHandle, KernelFormat,
+    KernelHandle, LaunchArgs, ModuleHandle, StreamHandle,
 };
 use crate::error::{Error, Result};
 use parking_lot::Mutex;
@@ -67,7 +67,7 @@ pub fn query(
 fn build_api(backend: &dyn Backend) -> XhalPluginApi {
     let info = backend.info();
     XhalPluginApi {
-        struct_size: XHAL_PLUGIN_API_V1_3_SIZE,
+        struct_size: XHAL_PLUGIN_API_V1_4_SIZE,
         abi_major: XHAL_ABI_MAJOR,
         abi_minor: XHAL_ABI_MINOR,
         plugin_name: XhalStr::from_str(intern(&info.name)),
@@ -102,6 +102,14 @@ fn build_api(backend: &dyn Backend) -> XhalPluginApi {
         device_memory_usage: Some(device_memory_usage),
         device_clock: Some(device_clock),
         event_timestamp: Some(event_timestamp),
+        command_list_create: Some(command_list_create),
+        command_list_append_copy: Some(command_list_append_copy),
+        command_list_append_fill: Some(command_list_append_fill),
+        command_list_append_launch: Some(command_list_append_launch),
+        command_list_finish: Some(command_list_finish),
+        command_list_update_launch: Some(command_list_update_launch),
+        stream_submit_command_list: Some(stream_submit_command_list),
+        command_list_destroy: Some(command_list_destroy),
     }
 }
 
@@ -481,14 +489,8 @@ unsafe extern "C" fn stream_fill(
     error: XhalErrorOut,
 ) -> XhalStatus {
     guarded("stream_fill", error, |backend| {
-        required(pattern, "pattern")?;
-        if !matches!(pattern_size, 1 | 2 | 4) {
-            return Err(Error::invalid_argument(format!(
-                "pattern_size is {pattern_size}; expected 1, 2 or 4"
-            )));
-        }
-        // SAFETY: non-null, and the caller provides `pattern_size` readable bytes.
-        let pattern = unsafe { std::slice::from_raw_parts(pattern, pattern_size) };
+        // SAFETY: the host passes `pattern_size` readable bytes, or null.
+        let pattern = unsafe { read_pattern(pattern, pattern_size) }?;
         backend.stream_fill(
             StreamHandle(handle(stream)),
             BufferHandle(handle(buffer)),
@@ -500,12 +502,21 @@ unsafe extern "C" fn stream_fill(
     })
 }
 
-unsafe extern "C" fn stream_launch(
-    stream: *mut XhalStream,
-    launch: *const XhalLaunchInfo,
-    error: XhalErrorOut,
-) -> XhalStatus {
-    guarded("stream_launch", error, |backend| {
+/// A launch as the host passed it, read into owned arguments (the scalar block stays borrowed).
+struct AbiLaunch<'a> {
+    kernel: KernelHandle,
+    workgroups: [u32; 3],
+    buffers: Vec<BufferArg>,
+    scalars: &'a [u8],
+}
+
+impl AbiLaunch<'_> {
+    /// Reads `launch`, checking its pointers and `struct_size`.
+    ///
+    /// # Safety
+    /// `launch` must be null or point to a readable `XhalLaunchInfo` whose arrays follow the ABI
+    /// and outlive `'a`.
+    unsafe fn read<'a>(launch: *const XhalLaunchInfo) -> Result<AbiLaunch<'a>> {
         required(launch, "launch")?;
         // SAFETY: checked non-null; the host passes a readable XhalLaunchInfo.
         let raw = unsafe { &*launch };
@@ -536,15 +547,48 @@ unsafe extern "C" fn stream_launch(
             // SAFETY: non-null and `scalar_size` bytes long by the ABI contract.
             unsafe { std::slice::from_raw_parts(raw.scalars, raw.scalar_size) }
         };
-        backend.stream_launch(
-            StreamHandle(handle(stream)),
-            &LaunchArgs {
-                kernel: KernelHandle(handle(raw.kernel)),
-                workgroups: raw.workgroups,
-                buffers: &buffers,
-                scalars,
-            },
-        )?;
+        Ok(AbiLaunch {
+            kernel: KernelHandle(handle(raw.kernel)),
+            workgroups: raw.workgroups,
+            buffers,
+            scalars,
+        })
+    }
+
+    fn args(&self) -> LaunchArgs<'_> {
+        LaunchArgs {
+            kernel: self.kernel,
+            workgroups: self.workgroups,
+            buffers: &self.buffers,
+            scalars: self.scalars,
+        }
+    }
+}
+
+/// A fill pattern as the host passed it.
+///
+/// # Safety
+/// `pattern` must be null or point to `pattern_size` readable bytes that outlive `'a`.
+unsafe fn read_pattern<'a>(pattern: *const u8, pattern_size: usize) -> Result<&'a [u8]> {
+    required(pattern, "pattern")?;
+    if !matches!(pattern_size, 1 | 2 | 4) {
+        return Err(Error::invalid_argument(format!(
+            "pattern_size is {pattern_size}; expected 1, 2 or 4"
+        )));
+    }
+    // SAFETY: non-null, and the caller provides `pattern_size` readable bytes.
+    Ok(unsafe { std::slice::from_raw_parts(pattern, pattern_size) })
+}
+
+unsafe extern "C" fn stream_launch(
+    stream: *mut XhalStream,
+    launch: *const XhalLaunchInfo,
+    error: XhalErrorOut,
+) -> XhalStatus {
+    guarded("stream_launch", error, |backend| {
+        // SAFETY: the host follows the ABI for `launch`, which outlives this call.
+        let launch = unsafe { AbiLaunch::read(launch) }?;
+        backend.stream_launch(StreamHandle(handle(stream)), &launch.args())?;
         ok()
     })
 }
@@ -698,6 +742,115 @@ unsafe extern "C" fn kernel_get(
 unsafe extern "C" fn kernel_destroy(kernel: *mut XhalKernel) {
     guarded_destroy("kernel_destroy", handle(kernel), |backend| {
         backend.kernel_destroy(KernelHandle(handle(kernel)))
+    });
+}
+
+unsafe extern "C" fn command_list_create(
+    device: *mut XhalDevice,
+    list: *mut *mut XhalCommandList,
+    error: XhalErrorOut,
+) -> XhalStatus {
+    guarded("command_list_create", error, |backend| {
+        required(list, "list")?;
+        let created = backend.command_list_create(DeviceHandle(handle(device)))?;
+        // SAFETY: checked non-null above.
+        unsafe { write_out(list, pointer(created.0), "list") }
+    })
+}
+
+unsafe extern "C" fn command_list_append_copy(
+    list: *mut XhalCommandList,
+    source: *mut XhalBuffer,
+    source_offset: u64,
+    destination: *mut XhalBuffer,
+    destination_offset: u64,
+    size: u64,
+    error: XhalErrorOut,
+) -> XhalStatus {
+    guarded("command_list_append_copy", error, |backend| {
+        backend.command_list_append_copy(
+            CommandListHandle(handle(list)),
+            BufferHandle(handle(source)),
+            source_offset,
+            BufferHandle(handle(destination)),
+            destination_offset,
+            size,
+        )?;
+        ok()
+    })
+}
+
+unsafe extern "C" fn command_list_append_fill(
+    list: *mut XhalCommandList,
+    buffer: *mut XhalBuffer,
+    offset: u64,
+    size: u64,
+    pattern: *const u8,
+    pattern_size: usize,
+    error: XhalErrorOut,
+) -> XhalStatus {
+    guarded("command_list_append_fill", error, |backend| {
+        // SAFETY: the host passes `pattern_size` readable bytes, or null.
+        let pattern = unsafe { read_pattern(pattern, pattern_size) }?;
+        backend.command_list_append_fill(
+            CommandListHandle(handle(list)),
+            BufferHandle(handle(buffer)),
+            offset,
+            size,
+            pattern,
+        )?;
+        ok()
+    })
+}
+
+unsafe extern "C" fn command_list_append_launch(
+    list: *mut XhalCommandList,
+    launch: *const XhalLaunchInfo,
+    error: XhalErrorOut,
+) -> XhalStatus {
+    guarded("command_list_append_launch", error, |backend| {
+        // SAFETY: the host follows the ABI for `launch`, which outlives this call.
+        let launch = unsafe { AbiLaunch::read(launch) }?;
+        backend.command_list_append_launch(CommandListHandle(handle(list)), &launch.args())?;
+        ok()
+    })
+}
+
+unsafe extern "C" fn command_list_finish(list: *mut XhalCommandList, error: XhalErrorOut) -> XhalStatus {
+    guarded("command_list_finish", error, |backend| {
+        backend.command_list_finish(CommandListHandle(handle(list)))?;
+        ok()
+    })
+}
+
+unsafe extern "C" fn command_list_update_launch(
+    list: *mut XhalCommandList,
+    index: u32,
+    launch: *const XhalLaunchInfo,
+    error: XhalErrorOut,
+) -> XhalStatus {
+    guarded("command_list_update_launch", error, |backend| {
+        // SAFETY: the host follows the ABI for `launch`, which outlives this call.
+        let launch = unsafe { AbiLaunch::read(launch) }?;
+        backend.command_list_update_launch(CommandListHandle(handle(list)), index, &launch.args())?;
+        ok()
+    })
+}
+
+unsafe extern "C" fn stream_submit_command_list(
+    stream: *mut XhalStream,
+    list: *mut XhalCommandList,
+    error: XhalErrorOut,
+) -> XhalStatus {
+    guarded("stream_submit_command_list", error, |backend| {
+        backend.stream_submit_command_list(StreamHandle(handle(stream)), CommandListHandle(handle(list)))?;
+        ok()
+    })
+}
+
+unsafe extern "C" fn command_list_destroy(list: *mut XhalCommandList) {
+    guarded_destroy("command_list_destroy", handle(list), |backend| {
+        backend.command_list_destroy(CommandListHandle(handle(list)))
     });
 }
 

@@ -50,16 +50,19 @@ pub enum ObjectKind {
     Module,
     /// One entry point of a module.
     Kernel,
+    /// A recorded command list.
+    CommandList,
 }
 
 impl ObjectKind {
-    const ALL: [ObjectKind; 6] = [
+    const ALL: [ObjectKind; 7] = [
         ObjectKind::Device,
         ObjectKind::Buffer,
         ObjectKind::Stream,
         ObjectKind::Event,
         ObjectKind::Module,
         ObjectKind::Kernel,
+        ObjectKind::CommandList,
     ];
 
     /// The value stored in a handle's top byte; 0 is left unused so no handle of any kind is 0.
@@ -71,6 +74,7 @@ impl ObjectKind {
             ObjectKind::Event => 4,
             ObjectKind::Module => 5,
             ObjectKind::Kernel => 6,
+            ObjectKind::CommandList => 7,
         }
     }
 
@@ -87,6 +91,7 @@ impl ObjectKind {
             ObjectKind::Event => "event",
             ObjectKind::Module => "module",
             ObjectKind::Kernel => "kernel",
+            ObjectKind::CommandList => "command list",
         }
     }
 
@@ -98,6 +103,7 @@ impl ObjectKind {
             ObjectKind::Event => "an event",
             ObjectKind::Module => "a module",
             ObjectKind::Kernel => "a kernel",
+            ObjectKind::CommandList => "a command list",
         }
     }
 

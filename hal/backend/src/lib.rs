@@ -39,14 +39,14 @@ mod logging;
 pub mod registry;
 
 pub use backend::{
-    Backend, BackendInfo, BufferArg, BufferHandle, DeviceHandle, DeviceInfo, DeviceType, EventHandle, Features,
-    KernelFormat, KernelHandle, LaunchArgs, MemoryUsage, ModuleHandle, StreamHandle,
+    Backend, BackendInfo, BufferArg, BufferHandle, CommandListHandle, DeviceHandle, DeviceInfo, DeviceType,
+    EventHandle, Features, KernelFormat, KernelHandle, LaunchArgs, MemoryUsage, ModuleHandle, StreamHandle,
 };
 pub use checked::Checked;
 pub use clock::{ClockSample, ElapsedTimer, ReferenceClock};
 pub use driver::{
-    BufferView, CopyOverlap, Driver, DriverBuffer, DriverDevice, DriverEvent, DriverKernel, DriverModule, DriverStream,
-    Launch, Object,
+    BufferView, Command, CopyOverlap, Driver, DriverBuffer, DriverCommandList, DriverDevice, DriverEvent, DriverKernel,
+    DriverModule, DriverStream, Launch, Object, OwnedLaunch,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use host_queue::{HostEvent, HostQueue};

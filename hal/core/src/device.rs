@@ -94,6 +94,11 @@ impl Device {
         })
     }
 
+    /// A builder that records stream work into a [`Graph`](crate::Graph) replayed many times.
+    pub fn graph(&self) -> crate::GraphBuilder {
+        crate::GraphBuilder::new(self.shared.clone())
+    }
+
     /// Everything the backend reported about the device when it was opened.
     pub fn info(&self) -> &DeviceInfo {
         &self.shared.info

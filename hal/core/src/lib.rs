@@ -16,6 +16,7 @@ pub mod allocator;
 mod buffer;
 mod device;
 mod event;
+mod graph;
 mod module;
 pub mod plugin;
 mod runtime;
@@ -28,6 +29,7 @@ pub use buffer::{Buffer, BufferSlice};
 pub use device::Device;
 pub use error::{Error, ErrorKind, Result};
 pub use event::Event;
+pub use graph::{Graph, GraphBuilder, GraphEvent, GraphStream, LaunchNode};
 pub use module::{Kernel, Launch, Module};
 pub use runtime::{
     BackendEntry, BackendSource, DeviceEntry, DiscoveryReport, PluginAttempt, PluginOutcome, Runtime, RuntimeBuilder,

@@ -35,6 +35,9 @@ struct StreamState {
     next_trim_check: usize,
     /// What the trace being recorded needs of this stream (its device spans).
     trace: Option<StreamTrace>,
+    /// The helper streams of graphs replayed here: their work joins this stream's, so an
+    /// error found on one of them is this stream's too.
+    linked: Vec<std::sync::Weak<StreamShared>>,
 }
 
 impl StreamState {
@@ -132,6 +135,7 @@ impl Stream {
                     in_flight: Vec::new(),
                     next_trim_check: IN_FLIGHT_TRIM_THRESHOLD,
                     trace: None,
+                    linked: Vec::new(),
                 }),
             }),
         })
@@ -140,6 +144,56 @@ impl Stream {
     /// `backend:index` of the stream's device.
     pub fn device_label(&self) -> String {
         self.shared.device.label()
+    }
+
+    pub(crate) fn device(&self) -> &DeviceShared {
+        &self.shared.device
+    }
+
+    pub(crate) fn shared_weak(&self) -> std::sync::Weak<StreamShared> {
+        Arc::downgrade(&self.shared)
+    }
+
+    pub(crate) fn from_weak(shared: &std::sync::Weak<StreamShared>) -> Option<Stream> {
+        shared.upgrade().map(|shared| Stream { shared })
+    }
+
+    /// The stream's error, if its work failed: asks the backend without waiting.
+    pub(crate) fn check_sticky(&self) -> Result<()> {
+        self.query().map(|_| ())
+    }
+
+    /// Makes `error` this stream's sticky error, unless it already has one.
+    pub(crate) fn poison(&self, error: Error) {
+        self.shared.state.lock().sticky.get_or_insert(error);
+    }
+
+    /// Notes graph helper streams whose errors this stream takes on at its next synchronize.
+    pub(crate) fn link_helpers(&self, helpers: &[Stream]) {
+        let mut state = self.shared.state.lock();
+        for helper in helpers {
+            let weak = Arc::downgrade(&helper.shared);
+            if !state.linked.iter().any(|known| known.ptr_eq(&weak)) {
+                state.linked.retain(|known| known.strong_count() > 0);
+                state.linked.push(weak);
+            }
+        }
+    }
+
+    /// Enqueues a run of a graph's recorded commands (`call` submits them), keeping `keep`
+    /// alive until they complete.
+    pub(crate) fn enqueue_graph_segment(
+        &self,
+        keep: Option<InFlight>,
+        call: impl FnOnce(&DeviceShared, StreamHandle) -> Result<()>,
+    ) -> Result<()> {
+        let traced = Traced {
+            name: "graph",
+            category: "graph",
+            bytes: 0,
+            event: None,
+        };
+        self.enqueue("graph replay", traced, keep, call)
     }
 
     /// Runs `call` under the stream's lock after the destroyed and sticky checks, then keeps
@@ -541,6 +595,16 @@ impl Stream {
         if result.is_ok() {
             state.release_in_flight();
             state.resolve_trace(&self.shared.device, self.shared.handle);
+            // Graph helpers joined this stream, so their work is done: a failure there is ours.
+            if state.sticky.is_none() {
+                let linked: Vec<Stream> = state.linked.iter().filter_map(Stream::from_weak).collect();
+                for helper in linked {
+                    if let Err(error) = helper.check_sticky() {
+                        state.sticky = Some(error);
+                        break;
+                    }
+                }
+            }
         }
         if let Some(error) = &state.sticky {
             return Err(error.clone());

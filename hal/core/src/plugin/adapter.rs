@@ -7,8 +7,8 @@
 
 use crate::backend::ClockSample;
 use crate::backend::{
-    Backend, BackendInfo, BufferHandle, DeviceHandle, DeviceInfo, DeviceType, EventHandle, Features, KernelFormat,
-    KernelHandle, LaunchArgs, MemoryUsage, ModuleHandle, StreamHandle,
+    Backend, BackendInfo, BufferHandle, CommandListHandle, DeviceHandle, DeviceInfo, DeviceType, EventHandle, Features,
+    KernelFormat, KernelHandle, LaunchArgs, MemoryUsage, ModuleHandle, StreamHandle,
 };
 use crate::error::{Error, ErrorKind, Result};
 use xhal_abi::*;
@@ -202,6 +202,44 @@ impl AbiBackend {
             "plugin `{}` (ABI {}.{}) {what}: {entry} is an ABI 1.3 entry it does not provide",
             self.name, self.api.abi_major, self.api.abi_minor
         ))
+    }
+
+    /// The six or eight 1.4 command-list entries, or why the plugin has none: a plugin provides
+    /// all of them or none (the ABI's rule), so one absent entry means the plugin has none.
+    fn command_lists(&self) -> Result<CommandListEntries> {
+        let api = &self.api;
+        match (
+            api.command_list_create,
+            api.command_list_append_copy,
+            api.command_list_append_fill,
+            api.command_list_append_launch,
+            api.command_list_finish,
+            api.command_list_update_launch,
+            api.stream_submit_command_list,
+        ) {
+            (
+                Some(create),
+                Some(append_copy),
+                Some(append_fill),
+                Some(append_launch),
+                Some(finish),
+                Some(update_launch),
+                Some(submit),
+            ) => Ok(CommandListEntries {
+                create,
+                append_copy,
+                append_fill,
+                append_launch,
+                finish,
+                update_launch,
+                submit,
+            }),
+            _ => Err(Error::unsupported(format!(
+                "plugin `{}` (ABI {}.{}) has no command lists: they are ABI 1.4 entries it does not provide \
+                 (all of command_list_create .. stream_submit_command_list)",
+                self.name, self.api.abi_major, self.api.abi_minor
+            ))),
+        }
     }
 
     /// Runs one entry and turns its status into a `Result`.
@@ -520,34 +558,8 @@ impl Backend for AbiBackend {
 
     fn stream_launch(&self, stream: StreamHandle, launch: &LaunchArgs<'_>) -> Result<()> {
         let function = entry!(self, stream_launch);
-        let buffers: Vec<XhalBufferArg> = launch
-            .buffers
-            .iter()
-            .map(|arg| XhalBufferArg {
-                buffer: ptr(arg.buffer.0),
-                offset: arg.offset,
-                size: arg.size,
-            })
-            .collect();
-        let raw = XhalLaunchInfo {
-            struct_size: XHAL_LAUNCH_INFO_V1_0_SIZE,
-            kernel: ptr(launch.kernel.0),
-            workgroups: launch.workgroups,
-            buffers: if buffers.is_empty() {
-                std::ptr::null()
-            } else {
-                buffers.as_ptr()
-            },
-            buffer_count: u32::try_from(buffers.len()).map_err(|_| {
-                Error::invalid_argument(format!("{} buffer arguments do not fit in u32", buffers.len()))
-            })?,
-            scalars: if launch.scalars.is_empty() {
-                std::ptr::null()
-            } else {
-                launch.scalars.as_ptr()
-            },
-            scalar_size: launch.scalars.len(),
-        };
+        let mut buffers = Vec::new();
+        let raw = raw_launch(launch, &mut buffers)?;
         // SAFETY: raw and the arrays it points to outlive the call; the plugin copies the scalars.
         self.call("stream_launch", |error| unsafe { function(ptr(stream.0), &raw, error) })?;
         Ok(())
@@ -670,6 +682,159 @@ impl Backend for AbiBackend {
             unsafe { function(ptr(kernel.0)) };
         }
     }
+
+    fn command_list_create(&self, device: DeviceHandle) -> Result<CommandListHandle> {
+        let function = self.command_lists()?.create;
+        let mut list: *mut XhalCommandList = std::ptr::null_mut();
+        // SAFETY: valid out pointer; device came from this plugin.
+        self.call("command_list_create", |error| unsafe {
+            function(ptr(device.0), &mut list, error)
+        })?;
+        non_null("command_list_create", list).map(CommandListHandle)
+    }
+
+    fn command_list_append_copy(
+        &self,
+        list: CommandListHandle,
+        source: BufferHandle,
+        source_offset: u64,
+        destination: BufferHandle,
+        destination_offset: u64,
+        size: u64,
+    ) -> Result<()> {
+        let function = self.command_lists()?.append_copy;
+        // SAFETY: handles from this plugin.
+        self.call("command_list_append_copy", |error| unsafe {
+            function(
+                ptr(list.0),
+                ptr(source.0),
+                source_offset,
+                ptr(destination.0),
+                destination_offset,
+                size,
+                error,
+            )
+        })
+    }
+
+    fn command_list_append_fill(
+        &self,
+        list: CommandListHandle,
+        buffer: BufferHandle,
+        offset: u64,
+        size: u64,
+        pattern: &[u8],
+    ) -> Result<()> {
+        let function = self.command_lists()?.append_fill;
+        // SAFETY: pattern is a live slice for the duration of the call; the plugin copies it.
+        self.call("command_list_append_fill", |error| unsafe {
+            function(
+                ptr(list.0),
+                ptr(buffer.0),
+                offset,
+                size,
+                pattern.as_ptr(),
+                pattern.len(),
+                error,
+            )
+        })
+    }
+
+    fn command_list_append_launch(&self, list: CommandListHandle, launch: &LaunchArgs<'_>) -> Result<()> {
+        let function = self.command_lists()?.append_launch;
+        let mut buffers = Vec::new();
+        let raw = raw_launch(launch, &mut buffers)?;
+        // SAFETY: raw and the arrays it points to outlive the call; the plugin copies them.
+        self.call("command_list_append_launch", |error| unsafe {
+            function(ptr(list.0), &raw, error)
+        })
+    }
+
+    fn command_list_finish(&self, list: CommandListHandle) -> Result<()> {
+        let function = self.command_lists()?.finish;
+        // SAFETY: a handle from this plugin.
+        self.call("command_list_finish", |error| unsafe { function(ptr(list.0), error) })
+    }
+
+    fn command_list_update_launch(&self, list: CommandListHandle, index: u32, launch: &LaunchArgs<'_>) -> Result<()> {
+        let function = self.command_lists()?.update_launch;
+        let mut buffers = Vec::new();
+        let raw = raw_launch(launch, &mut buffers)?;
+        // SAFETY: raw and the arrays it points to outlive the call; the plugin copies them.
+        self.call("command_list_update_launch", |error| unsafe {
+            function(ptr(list.0), index, &raw, error)
+        })
+    }
+
+    fn stream_submit_command_list(&self, stream: StreamHandle, list: CommandListHandle) -> Result<()> {
+        let function = self.command_lists()?.submit;
+        // SAFETY: handles from this plugin.
+        self.call("stream_submit_command_list", |error| unsafe {
+            function(ptr(stream.0), ptr(list.0), error)
+        })
+    }
+
+    fn command_list_destroy(&self, list: CommandListHandle) {
+        if let Some(function) = self.api.command_list_destroy {
+            // SAFETY: a handle this plugin gave out, destroyed once.
+            unsafe { function(ptr(list.0)) };
+        }
+    }
+}
+
+/// A plugin's command-list entries, all present.
+struct CommandListEntries {
+    create: unsafe extern "C" fn(*mut XhalDevice, *mut *mut XhalCommandList, XhalErrorOut) -> XhalStatus,
+    append_copy: unsafe extern "C" fn(
+        *mut XhalCommandList,
+        *mut XhalBuffer,
+        u64,
+        *mut XhalBuffer,
+        u64,
+        u64,
+        XhalErrorOut,
+    ) -> XhalStatus,
+    append_fill: unsafe extern "C" fn(
+        *mut XhalCommandList,
+        *mut XhalBuffer,
+        u64,
+        u64,
+        *const u8,
+        usize,
+        XhalErrorOut,
+    ) -> XhalStatus,
+    append_launch: unsafe extern "C" fn(*mut XhalCommandList, *const XhalLaunchInfo, XhalErrorOut) -> XhalStatus,
+    finish: unsafe extern "C" fn(*mut XhalCommandList, XhalErrorOut) -> XhalStatus,
+    update_launch: unsafe extern "C" fn(*mut XhalCommandList, u32, *const XhalLaunchInfo, XhalErrorOut) -> XhalStatus,
+    submit: unsafe extern "C" fn(*mut XhalStream, *mut XhalCommandList, XhalErrorOut) -> XhalStatus,
+}
+
+/// `launch` as the ABI passes it; `buffers` holds the array it points to and must outlive it.
+fn raw_launch(launch: &LaunchArgs<'_>, buffers: &mut Vec<XhalBufferArg>) -> Result<XhalLaunchInfo> {
+    buffers.clear();
+    buffers.extend(launch.buffers.iter().map(|arg| XhalBufferArg {
+        buffer: ptr(arg.buffer.0),
+        offset: arg.offset,
+        size: arg.size,
+    }));
+    Ok(XhalLaunchInfo {
+        struct_size: XHAL_LAUNCH_INFO_V1_0_SIZE,
+        kernel: ptr(launch.kernel.0),
+        workgroups: launch.workgroups,
+        buffers: if buffers.is_empty() {
+            std::ptr::null()
+        } else {
+            buffers.as_ptr()
+        },
+        buffer_count: u32::try_from(buffers.len())
+            .map_err(|_| Error::invalid_argument(format!("{} buffer arguments do not fit in u32", buffers.len())))?,
+        scalars: if launch.scalars.is_empty() {
+            std::ptr::null()
+        } else {
+            launch.scalars.as_ptr()
+        },
+        scalar_size: launch.scalars.len(),
+    })
 }
 
 /// A plugin that reports success must hand out a handle; null would alias "no object".
