@@ -7,7 +7,7 @@ use crate::VulkanDriver;
 use ash::vk;
 use parking_lot::Mutex;
 use std::sync::Arc;
-use xhal_backend::{ClockSample, DriverDevice, Error, Object, Result};
+use xhal_backend::{ClockSample, Command, DriverCommandList, DriverDevice, Error, Object, Result};
 
 /// An opened device. Shared by every handle to it and by every object made on it, so it is
 /// destroyed only after them.
@@ -35,6 +35,19 @@ impl std::fmt::Debug for Gpu {
 
 /// The device's memory usage is not reported: the default says so.
 impl DriverDevice<VulkanDriver> for Arc<Gpu> {
+    /// Command lists are reusable command buffers: a submission is one `vkQueueSubmit`.
+    fn has_command_lists(_device: &Arc<Object<Arc<Gpu>>>) -> bool {
+        true
+    }
+
+    fn build_command_list(
+        _driver: &VulkanDriver,
+        device: &Arc<Object<Arc<Gpu>>>,
+        commands: &[Command<VulkanDriver>],
+    ) -> Result<Box<dyn DriverCommandList<VulkanDriver>>> {
+        Ok(Box::new(crate::command_list::CommandList::build(device, commands)?))
+    }
+
     /// `vkGetCalibratedTimestampsEXT` of the device's and the `CLOCK_MONOTONIC` domains.
     fn clock(device: &Arc<Object<Arc<Gpu>>>) -> Result<ClockSample> {
         let Some(calibration) = &device.calibration else {

@@ -28,6 +28,7 @@
 //! - `reflect`: reading each SPIR-V entry point's bindings, push constants and workgroup memory.
 #![deny(missing_docs)]
 
+mod command_list;
 mod device;
 mod instance;
 mod memory;

@@ -183,7 +183,7 @@ fn host_size(size: u64) -> Result<usize> {
 }
 
 /// A barrier making earlier transfer and shader writes visible to later transfers and shaders.
-fn barrier(device: &ash::Device, command_buffer: vk::CommandBuffer) {
+pub(crate) fn barrier(device: &ash::Device, command_buffer: vk::CommandBuffer) {
     let access = vk::AccessFlags::SHADER_READ
         | vk::AccessFlags::SHADER_WRITE
         | vk::AccessFlags::TRANSFER_READ
@@ -290,6 +290,22 @@ impl Stream {
 
     /// Submits what was recorded and the pending waits, signalling the next timeline value.
     fn submit(&self, state: &mut StreamState) -> Result<u64> {
+        self.submit_with(state, None)
+    }
+
+    /// Enqueues a command list's command buffer: one submission of what the stream recorded
+    /// before it, then the list, which begins with a barrier ordering it after that work.
+    pub(crate) fn submit_list(&self, command_buffer: vk::CommandBuffer, list: Keep) -> Result<()> {
+        let mut state = self.state.lock();
+        self.check_usable(&mut state)?;
+        self.submit_with(&mut state, Some((command_buffer, list)))?;
+        // The list wrote memory: the stream's next access waits for it behind a barrier.
+        state.unordered_access = true;
+        Ok(())
+    }
+
+    /// [`submit`](Stream::submit), with a command list's buffer after the recording.
+    fn submit_with(&self, state: &mut StreamState, list: Option<(vk::CommandBuffer, Keep)>) -> Result<u64> {
         let device = &self.gpu.device;
         let value = state.submitted + 1;
         let recording = state.recording.take();
@@ -319,6 +335,10 @@ impl Stream {
             }
             command_buffers.push(recording.command_buffer);
         }
+        let list_keep = list.map(|(command_buffer, keep)| {
+            command_buffers.push(command_buffer);
+            keep
+        });
         let waits = std::mem::take(&mut state.waits);
         let wait_semaphores: Vec<vk::Semaphore> = waits.iter().map(|(timeline, _)| timeline.semaphore).collect();
         let wait_values: Vec<u64> = waits.iter().map(|(_, value)| *value).collect();
@@ -355,6 +375,7 @@ impl Stream {
             None => (None, Vec::new(), Vec::new(), Vec::new()),
         };
         keep.extend(waits.into_iter().map(|(timeline, _)| timeline as Keep));
+        keep.extend(list_keep);
         state.in_flight.push_back(Submission {
             value,
             command_buffer,

@@ -5,7 +5,10 @@
 //! - an empty one-invocation launch waited for (the round trip), and launches per second
 //!   queued back to back;
 //! - 64 KiB allocations freed at once, per second, through the API (the caching allocator) and
-//!   through the backend.
+//!   through the backend;
+//! - a graph of 1,000 launches: the host's time to replay it against enqueuing the same
+//!   launches one by one, natively (ABI 1.4 command lists) and op by op, and the time until
+//!   the work is done for both.
 //!
 //! Every plugin in `target/plugins` is measured on each of its devices; one that cannot start
 //! here is listed with its reason. Each figure is the median of several rounds.
@@ -23,6 +26,8 @@ const ROUND_TRIPS: usize = 200;
 const LAUNCHES: usize = 2_000;
 const ALLOCATIONS: usize = 2_000;
 const ALLOCATION_BYTES: usize = 64 << 10;
+const GRAPH_LAUNCHES: usize = 1_000;
+const GRAPH_ROUNDS: usize = 7;
 
 const EMPTY: &str = r#"
 @group(0) @binding(0) var<storage, read_write> sink: array<u32>;
@@ -59,6 +64,65 @@ struct Figures {
     launches_per_second: f64,
     allocations_api_per_second: f64,
     allocations_backend_per_second: f64,
+    graph: GraphFigures,
+}
+
+/// A 1,000-launch graph against the same launches enqueued one by one, in microseconds.
+struct GraphFigures {
+    /// Whether the device replays the graph natively.
+    native: bool,
+    eager_host_us: f64,
+    replay_host_us: f64,
+    emulated_host_us: f64,
+    eager_done_us: f64,
+    replay_done_us: f64,
+}
+
+/// Host time to enqueue and time until done of the eager launches and of the two replays,
+/// each the median of several rounds, the three taking turns.
+fn measure_graph(device: &xhal::Device, stream: &xhal::Stream, launch: &Launch<'_>) -> xhal::Result<GraphFigures> {
+    let record = |emulate: bool| -> xhal::Result<xhal::Graph> {
+        let mut graph = device.graph();
+        graph.emulate(emulate);
+        let lane = graph.stream();
+        for _ in 0..GRAPH_LAUNCHES {
+            graph.launch(lane, launch)?;
+        }
+        graph.build()
+    };
+    let native = record(false)?;
+    let emulated = record(true)?;
+    let (mut eager_host, mut replay_host, mut emulated_host) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut eager_done, mut replay_done) = (Vec::new(), Vec::new());
+    for _ in 0..GRAPH_ROUNDS {
+        stream.synchronize()?;
+        let started = Instant::now();
+        for _ in 0..GRAPH_LAUNCHES {
+            stream.launch(launch)?;
+        }
+        eager_host.push(started.elapsed().as_secs_f64() * 1e6);
+        stream.synchronize()?;
+        eager_done.push(started.elapsed().as_secs_f64() * 1e6);
+
+        let started = Instant::now();
+        native.replay(stream)?;
+        replay_host.push(started.elapsed().as_secs_f64() * 1e6);
+        stream.synchronize()?;
+        replay_done.push(started.elapsed().as_secs_f64() * 1e6);
+
+        let started = Instant::now();
+        emulated.replay(stream)?;
+        emulated_host.push(started.elapsed().as_secs_f64() * 1e6);
+        stream.synchronize()?;
+    }
+    Ok(GraphFigures {
+        native: native.is_native(),
+        eager_host_us: median(eager_host),
+        replay_host_us: median(replay_host),
+        emulated_host_us: median(emulated_host),
+        eager_done_us: median(eager_done),
+        replay_done_us: median(replay_done),
+    })
 }
 
 fn measure(backend: &Arc<dyn Backend>, runtime: &Runtime, label: &str, index: u32) -> xhal::Result<Figures> {
@@ -122,6 +186,7 @@ fn measure(backend: &Arc<dyn Backend>, runtime: &Runtime, label: &str, index: u3
         stream.synchronize()?;
         rates.push(LAUNCHES as f64 / started.elapsed().as_secs_f64());
     }
+    let graph = measure_graph(&device, &stream, &launch)?;
 
     let mut api_rates = Vec::new();
     let mut backend_rates = Vec::new();
@@ -150,6 +215,7 @@ fn measure(backend: &Arc<dyn Backend>, runtime: &Runtime, label: &str, index: u3
         launches_per_second: median(rates),
         allocations_api_per_second: median(api_rates),
         allocations_backend_per_second: median(backend_rates),
+        graph,
     })
 }
 
@@ -231,6 +297,28 @@ fn main() {
             figure.launches_per_second,
             figure.allocations_api_per_second,
             figure.allocations_backend_per_second,
+        );
+    }
+    println!();
+    println!(
+        "a graph of {GRAPH_LAUNCHES} empty launches against the same launches enqueued one by one, medians of {GRAPH_ROUNDS} rounds"
+    );
+    println!(
+        "| device | replay | enqueue 1,000 launches (host) | replay (host) | replay / eager | op-by-op replay (host) | eager, enqueue to done | replay, enqueue to done |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+    for figure in &figures {
+        let graph = &figure.graph;
+        println!(
+            "| {} | {} | {:.0} µs | {:.1} µs | {:.3}x | {:.0} µs | {:.0} µs | {:.0} µs |",
+            figure.label,
+            if graph.native { "native" } else { "op by op" },
+            graph.eager_host_us,
+            graph.replay_host_us,
+            graph.replay_host_us / graph.eager_host_us,
+            graph.emulated_host_us,
+            graph.eager_done_us,
+            graph.replay_done_us,
         );
     }
     for note in &notes {
