@@ -98,6 +98,12 @@
 // Events created with this flag record timestamps, so `event_elapsed_time` works on them.
 #define XHAL_EVENT_FLAG_TIMING 1
 
+// Added in 1.4. `buffer_map`: the host reads the mapped bytes.
+#define XHAL_MAP_READ 1
+
+// Added in 1.4. `buffer_map`: the host writes the mapped bytes.
+#define XHAL_MAP_WRITE 2
+
 // A device allocation. Opaque.
 typedef struct XhalBuffer XhalBuffer;
 
@@ -436,6 +442,24 @@ typedef struct XhalPluginApi {
   // Added in 1.4. Destroys a list. The host calls it only when no submission of the list is
   // pending. Accepts null.
   void (*command_list_destroy)(struct XhalCommandList *list);
+  // Added in 1.4, optional, with `buffer_unmap`: host access to device memory without a
+  // copy, on a device that reports `XHAL_FEATURE_HOST_MAPPABLE`. Writes in `host_pointer` the
+  // host address of byte `offset` of `buffer`, valid for `size` (> 0) bytes until the matching
+  // `buffer_unmap`. `flags` is a non-empty set of `XHAL_MAP_READ` and `XHAL_MAP_WRITE`. A read
+  // mapping shows every write of the work that completed before the call; what the host
+  // writes is seen by the work enqueued after the unmap. The host maps a range only while no
+  // queued work uses the buffer, and enqueues no work that uses it until every mapping of it
+  // is unmapped. A buffer may be mapped several times at once.
+  XhalStatus (*buffer_map)(struct XhalBuffer *buffer,
+                           uint64_t offset,
+                           uint64_t size,
+                           uint32_t flags,
+                           uint8_t **host_pointer,
+                           XhalErrorOut error);
+  // Added in 1.4. Ends the mapping that `buffer_map` returned `host_pointer` for; the host
+  // no longer touches the bytes. A pointer that is not a live mapping of the buffer is
+  // `XHAL_STATUS_INVALID_ARGUMENT`.
+  XhalStatus (*buffer_unmap)(struct XhalBuffer *buffer, uint8_t *host_pointer, XhalErrorOut error);
 } XhalPluginApi;
 
 // The one function a plugin exports, as `xhal_plugin_query`. It returns the plugin's static
@@ -499,6 +523,9 @@ typedef const struct XhalPluginApi *(*XhalPluginQueryFn)(uint32_t host_abi_major
 #define XHAL_PLUGIN_API_V1_1_SIZE (offsetof(XhalPluginApi, device_memory_usage) + sizeof(void *))
 /* Where the v1.3 part of the table ends (1.3 appended device_clock and event_timestamp). */
 #define XHAL_PLUGIN_API_V1_3_SIZE (offsetof(XhalPluginApi, event_timestamp) + sizeof(void *))
+/* Where the v1.4 part of the table ends (1.4 appended the command-list entries, buffer_map
+ * and buffer_unmap). */
+#define XHAL_PLUGIN_API_V1_4_SIZE (offsetof(XhalPluginApi, buffer_unmap) + sizeof(void *))
 
 /* The name of the one symbol a plugin exports. */
 #define XHAL_PLUGIN_QUERY_SYMBOL "xhal_plugin_query"

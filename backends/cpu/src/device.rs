@@ -122,7 +122,12 @@ impl DeviceMemory {
             buffer_offset_alignment: BUFFER_OFFSET_ALIGNMENT,
             // What the WGSL interpreter implements: 64-bit integers and floats, `f16`, and
             // 32-bit atomics (64-bit atomics are not implemented).
-            features: Features::F16 | Features::F64 | Features::I64 | Features::ATOMICS_32 | Features::TIMESTAMPS,
+            features: Features::F16
+                | Features::F64
+                | Features::I64
+                | Features::ATOMICS_32
+                | Features::TIMESTAMPS
+                | Features::HOST_MAPPABLE,
             kernel_formats: vec![KernelFormat::WGSL, KernelFormat::CPU_BUILTIN],
         }
     }

@@ -187,6 +187,21 @@ impl DriverBuffer<CpuDriver> for Arc<Buffer> {
             written: AtomicBool::new(false),
         }))
     }
+
+    /// Device memory is host memory: a mapping is the address of the bytes. The host touches
+    /// them only while no queued work uses the buffer (its promise), so no lock is held.
+    fn map(buffer: &Arc<Object<Arc<Buffer>>>, offset: u64, size: u64, write: bool) -> Result<*mut u8> {
+        let range = buffer.byte_range("map", offset, size)?;
+        let mut bytes = if write {
+            buffer.bytes_mut()
+        } else {
+            buffer.bytes.write()
+        };
+        let target = bytes
+            .get_mut(range)
+            .ok_or_else(|| Error::internal("a checked mapping fell outside its buffer"))?;
+        Ok(target.as_mut_ptr())
+    }
 }
 
 impl Drop for Buffer {

@@ -385,6 +385,19 @@ impl Instance {
         if limits.timestamp_compute_and_graphics == vk::TRUE && family.timestamp_valid_bits > 0 {
             features = features | Features::TIMESTAMPS;
         }
+        // The device's storage buffers are host-mappable when the memory type they come from
+        // (the first device-local one, as the opened device picks it) is host-visible and
+        // coherent: lavapipe's and integrated GPUs' memory.
+        let mappable = vk::MemoryPropertyFlags::DEVICE_LOCAL
+            | vk::MemoryPropertyFlags::HOST_VISIBLE
+            | vk::MemoryPropertyFlags::HOST_COHERENT;
+        if memory.memory_types[..memory.memory_type_count as usize]
+            .iter()
+            .find(|kind| kind.property_flags.contains(vk::MemoryPropertyFlags::DEVICE_LOCAL))
+            .is_some_and(|kind| kind.property_flags.contains(mappable))
+        {
+            features = features | Features::HOST_MAPPABLE;
+        }
 
         let mut uuid = id.device_uuid;
         if uuid == [0; 16] {

@@ -343,6 +343,26 @@ impl DriverBuffer<VulkanDriver> for DeviceBuffer {
         }
         DeviceBuffer::new(device, size, MemoryKind::Device)
     }
+
+    /// Device memory that is host-visible and coherent (lavapipe, integrated GPUs) is mapped
+    /// for the allocation's life: a mapping is an address inside it. Every submission ends with
+    /// a barrier to the host, and a submission sees host writes made before it, so a mapping
+    /// needs no flush or invalidation.
+    fn map(buffer: &Arc<Object<DeviceBuffer>>, offset: u64, size: u64, _write: bool) -> Result<*mut u8> {
+        let Some(mapped) = buffer.allocation.mapped else {
+            return Err(Error::unsupported(format!(
+                "{}'s storage-buffer memory is not host-visible and coherent, so its buffers cannot be mapped",
+                buffer.gpu.adapter.info.name
+            )));
+        };
+        let start = usize::try_from(offset)
+            .ok()
+            .filter(|start| start.checked_add(size as usize).is_some())
+            .ok_or_else(|| Error::out_of_bounds(format!("a mapping at byte {offset} does not fit this host")))?;
+        // SAFETY: the adapter checked `offset + size` against the buffer, whose allocation is
+        // mapped from its start for its whole size.
+        Ok(unsafe { mapped.0.add(start) })
+    }
 }
 
 impl Drop for DeviceBuffer {

@@ -10,6 +10,7 @@ mod device;
 mod events;
 mod graphs;
 mod kernels;
+mod mapping;
 mod memory;
 mod plugin;
 mod streams;
@@ -40,6 +41,7 @@ pub fn catalogue() -> Vec<TestCase> {
     tests.extend(plugin::tests());
     tests.extend(device::tests());
     tests.extend(memory::tests());
+    tests.extend(mapping::tests());
     tests.extend(streams::tests());
     tests.extend(events::tests());
     tests.extend(graphs::tests());

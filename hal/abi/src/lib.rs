@@ -116,6 +116,11 @@ pub const XHAL_MAX_KERNEL_FORMATS: usize = 16;
 /// Events created with this flag record timestamps, so `event_elapsed_time` works on them.
 pub const XHAL_EVENT_FLAG_TIMING: u32 = 1;
 
+/// Added in 1.4. `buffer_map`: the host reads the mapped bytes.
+pub const XHAL_MAP_READ: u32 = 1;
+/// Added in 1.4. `buffer_map`: the host writes the mapped bytes.
+pub const XHAL_MAP_WRITE: u32 = 2;
+
 /// A borrowed UTF-8 string: pointer and length in bytes, no terminator required.
 /// Who owns it and for how long is stated wherever a string crosses (see docs/abi.md).
 #[repr(C)]
@@ -545,6 +550,30 @@ pub struct XhalPluginApi {
     /// Added in 1.4. Destroys a list. The host calls it only when no submission of the list is
     /// pending. Accepts null.
     pub command_list_destroy: Option<unsafe extern "C" fn(list: *mut XhalCommandList)>,
+
+    /// Added in 1.4, optional, with `buffer_unmap`: host access to device memory without a
+    /// copy, on a device that reports `XHAL_FEATURE_HOST_MAPPABLE`. Writes in `host_pointer` the
+    /// host address of byte `offset` of `buffer`, valid for `size` (> 0) bytes until the matching
+    /// `buffer_unmap`. `flags` is a non-empty set of `XHAL_MAP_READ` and `XHAL_MAP_WRITE`. A read
+    /// mapping shows every write of the work that completed before the call; what the host
+    /// writes is seen by the work enqueued after the unmap. The host maps a range only while no
+    /// queued work uses the buffer, and enqueues no work that uses it until every mapping of it
+    /// is unmapped. A buffer may be mapped several times at once.
+    pub buffer_map: Option<
+        unsafe extern "C" fn(
+            buffer: *mut XhalBuffer,
+            offset: u64,
+            size: u64,
+            flags: u32,
+            host_pointer: *mut *mut u8,
+            error: XhalErrorOut,
+        ) -> XhalStatus,
+    >,
+    /// Added in 1.4. Ends the mapping that `buffer_map` returned `host_pointer` for; the host
+    /// no longer touches the bytes. A pointer that is not a live mapping of the buffer is
+    /// `XHAL_STATUS_INVALID_ARGUMENT`.
+    pub buffer_unmap:
+        Option<unsafe extern "C" fn(buffer: *mut XhalBuffer, host_pointer: *mut u8, error: XhalErrorOut) -> XhalStatus>,
 }
 
 /// `struct_size` of an `XhalPluginApi` with every v1.0 entry: where the v1.0 part ends. A host
@@ -559,7 +588,7 @@ pub const XHAL_PLUGIN_API_V1_3_SIZE: usize =
     core::mem::offset_of!(XhalPluginApi, event_timestamp) + core::mem::size_of::<usize>();
 /// `struct_size` of an `XhalPluginApi` with every v1.4 entry.
 pub const XHAL_PLUGIN_API_V1_4_SIZE: usize =
-    core::mem::offset_of!(XhalPluginApi, command_list_destroy) + core::mem::size_of::<usize>();
+    core::mem::offset_of!(XhalPluginApi, buffer_unmap) + core::mem::size_of::<usize>();
 /// `struct_size` of an `XhalDeviceInfo` with every v1.0 field: where the v1.0 part ends (the
 /// struct's trailing padding is not part of it).
 pub const XHAL_DEVICE_INFO_V1_0_SIZE: usize =
@@ -692,6 +721,8 @@ impl XhalPluginApi {
             command_list_update_launch: None,
             stream_submit_command_list: None,
             command_list_destroy: None,
+            buffer_map: None,
+            buffer_unmap: None,
         }
     }
 }

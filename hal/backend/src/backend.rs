@@ -589,6 +589,26 @@ pub trait Backend: Send + Sync + 'static {
     fn command_list_destroy(&self, list: CommandListHandle) {
         let _ = list;
     }
+
+    /// Maps `size` (> 0) bytes of `buffer` from `offset` for the host (ABI 1.4): `flags` is a
+    /// non-empty set of `XHAL_MAP_READ` and `XHAL_MAP_WRITE`. No queued work may use the
+    /// buffer while it is mapped. The default says the backend cannot map.
+    fn buffer_map(&self, buffer: BufferHandle, offset: u64, size: u64, flags: u32) -> Result<*mut u8> {
+        let _ = (buffer, offset, size, flags);
+        Err(crate::Error::unsupported(format!(
+            "backend `{}` cannot map device memory for the host",
+            self.info().name
+        )))
+    }
+
+    /// Ends a mapping `buffer_map` returned `pointer` for.
+    fn buffer_unmap(&self, buffer: BufferHandle, pointer: *mut u8) -> Result<()> {
+        let _ = (buffer, pointer);
+        Err(crate::Error::unsupported(format!(
+            "backend `{}` cannot map device memory for the host",
+            self.info().name
+        )))
+    }
 }
 
 /// What a backend without command lists answers to every command-list call.

@@ -37,6 +37,8 @@ pub struct Checked<D: Driver> {
     modules: HandleTable<Object<D::Module>>,
     kernels: HandleTable<Object<D::Kernel>>,
     command_lists: HandleTable<Object<CommandList<D>>>,
+    /// Live mappings: buffer handle and host address.
+    mappings: Mutex<Vec<(u64, usize)>>,
 }
 
 /// A command list as the adapter keeps it: the commands appended so far, then, once finished,
@@ -68,6 +70,7 @@ impl<D: Driver> Checked<D> {
             modules: HandleTable::new(D::NAME, ObjectKind::Module),
             kernels: HandleTable::new(D::NAME, ObjectKind::Kernel),
             command_lists: HandleTable::new(D::NAME, ObjectKind::CommandList),
+            mappings: Mutex::new(Vec::new()),
         }
     }
 
@@ -372,6 +375,8 @@ impl<D: Driver> Backend for Checked<D> {
     fn buffer_free(&self, buffer: BufferHandle) {
         // Only the handle goes: queued work still holding the buffer keeps it alive.
         Self::release(&self.buffers, buffer.0);
+        // Freeing a buffer ends its mappings.
+        self.mappings.lock().retain(|&(handle, _)| handle != buffer.0);
     }
 
     fn stream_create(&self, device: DeviceHandle) -> Result<StreamHandle> {
@@ -730,6 +735,51 @@ impl<D: Driver> Backend for Checked<D> {
             state.submitted_to.push(Arc::downgrade(&stream));
         }
         Ok(())
+    }
+
+    fn buffer_map(&self, buffer: BufferHandle, offset: u64, size: u64, flags: u32) -> Result<*mut u8> {
+        let object = self.buffers.get(buffer.0)?;
+        let known = crate::abi::XHAL_MAP_READ | crate::abi::XHAL_MAP_WRITE;
+        if flags == 0 || flags & !known != 0 {
+            return Err(Error::invalid_argument(format!(
+                "map flags {flags:#x}: expected XHAL_MAP_READ (1), XHAL_MAP_WRITE (2) or both"
+            )));
+        }
+        in_buffer("map", offset, size, &object)?;
+        if size == 0 {
+            return Err(Error::invalid_argument(format!(
+                "a mapping of 0 bytes of buffer {:#x} gives the host nothing to read or write",
+                object.handle()
+            )));
+        }
+        let pointer = D::Buffer::map(&object, offset, size, flags & crate::abi::XHAL_MAP_WRITE != 0)?;
+        if pointer.is_null() {
+            return Err(Error::internal(format!(
+                "{} mapped buffer {:#x} at a null address",
+                D::NAME,
+                object.handle()
+            )));
+        }
+        self.mappings.lock().push((object.handle(), pointer as usize));
+        Ok(pointer)
+    }
+
+    fn buffer_unmap(&self, buffer: BufferHandle, pointer: *mut u8) -> Result<()> {
+        let object = self.buffers.get(buffer.0)?;
+        {
+            let mut mappings = self.mappings.lock();
+            let Some(position) = mappings
+                .iter()
+                .position(|&(handle, address)| handle == object.handle() && address == pointer as usize)
+            else {
+                return Err(Error::invalid_argument(format!(
+                    "{pointer:p} is not a live mapping of buffer {:#x}: unmap only what buffer_map returned, once",
+                    object.handle()
+                )));
+            };
+            mappings.swap_remove(position);
+        }
+        D::Buffer::unmap(&object, pointer)
     }
 
     fn command_list_destroy(&self, list: CommandListHandle) {

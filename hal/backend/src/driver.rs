@@ -298,6 +298,27 @@ pub trait DriverCommandList<D: Driver>: Send + Sync + 'static {
 pub trait DriverBuffer<D: Driver>: Sized + Send + Sync + 'static {
     /// Allocates `size` bytes, more than 0.
     fn allocate(driver: &D, device: &Arc<Object<D::Device>>, size: u64) -> Result<Self>;
+
+    /// The host address of byte `offset` of the buffer, valid for `size` (> 0, in bounds)
+    /// bytes until [`unmap`](DriverBuffer::unmap): for a device whose memory the host can
+    /// address (`Features::HOST_MAPPABLE`). A read mapping (`write` false, or both) shows the
+    /// writes of completed work; the host's writes are seen by work enqueued after the unmap.
+    /// No queued work uses the buffer while it is mapped (the host's promise). The default
+    /// says the device cannot map.
+    fn map(buffer: &Arc<Object<Self>>, offset: u64, size: u64, write: bool) -> Result<*mut u8> {
+        let _ = (buffer, offset, size, write);
+        Err(Error::unsupported(format!(
+            "backend `{}` cannot map device memory for the host",
+            D::NAME
+        )))
+    }
+
+    /// Ends a mapping of the buffer that [`map`](DriverBuffer::map) returned `pointer` for (the
+    /// adapter checked that it is one). The default has nothing to flush.
+    fn unmap(buffer: &Arc<Object<Self>>, pointer: *mut u8) -> Result<()> {
+        let _ = (buffer, pointer);
+        Ok(())
+    }
 }
 
 /// An in-order queue of work (`stream.rs`).

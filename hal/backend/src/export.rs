@@ -110,6 +110,8 @@ fn build_api(backend: &dyn Backend) -> XhalPluginApi {
         command_list_update_launch: Some(command_list_update_launch),
         stream_submit_command_list: Some(stream_submit_command_list),
         command_list_destroy: Some(command_list_destroy),
+        buffer_map: Some(buffer_map),
+        buffer_unmap: Some(buffer_unmap),
     }
 }
 
@@ -852,6 +854,29 @@ unsafe extern "C" fn command_list_destroy(list: *mut XhalCommandList) {
     guarded_destroy("command_list_destroy", handle(list), |backend| {
         backend.command_list_destroy(CommandListHandle(handle(list)))
     });
+}
+
+unsafe extern "C" fn buffer_map(
+    buffer: *mut XhalBuffer,
+    offset: u64,
+    size: u64,
+    flags: u32,
+    host_pointer: *mut *mut u8,
+    error: XhalErrorOut,
+) -> XhalStatus {
+    guarded("buffer_map", error, |backend| {
+        required(host_pointer, "host_pointer")?;
+        let mapped = backend.buffer_map(BufferHandle(handle(buffer)), offset, size, flags)?;
+        // SAFETY: checked non-null above.
+        unsafe { write_out(host_pointer, mapped, "host_pointer") }
+    })
+}
+
+unsafe extern "C" fn buffer_unmap(buffer: *mut XhalBuffer, host_pointer: *mut u8, error: XhalErrorOut) -> XhalStatus {
+    guarded("buffer_unmap", error, |backend| {
+        backend.buffer_unmap(BufferHandle(handle(buffer)), host_pointer)?;
+        ok()
+    })
 }
 
 /// Exports a backend as an xhal plugin, defining the one symbol `xhal_plugin_query`.

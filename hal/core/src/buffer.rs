@@ -4,7 +4,8 @@ use crate::allocator::Block;
 use crate::device::DeviceShared;
 use crate::error::{Error, Result};
 use std::marker::PhantomData;
-use std::ops::{Bound, RangeBounds};
+use std::ops::{Bound, Deref, DerefMut, RangeBounds};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 /// The memory behind a buffer. Streams hold it while queued work uses it, so dropping a
@@ -15,6 +16,39 @@ pub(crate) struct BufferMemory {
     pub(crate) block: Option<Block>,
     /// Size the user asked for, in bytes; accesses are checked against this, not the block.
     pub(crate) size: u64,
+    /// Live host mappings of the memory: while any exists, no work may be queued on it.
+    pub(crate) maps: AtomicU32,
+    /// Queued operations that use the memory and are not yet known complete: while any
+    /// exists, the memory may not be mapped.
+    pub(crate) queued: AtomicU32,
+}
+
+/// One queued operation's use of a buffer's memory, held in its stream's in-flight list until
+/// the stream is known idle. Counting these is what lets a mapping be refused while work may
+/// still touch the memory, and work be refused while the memory is mapped: each side counts
+/// itself first, then looks at the other, so two threads racing cannot both go ahead.
+pub(crate) struct QueuedUse(Arc<BufferMemory>);
+
+impl QueuedUse {
+    /// The use of `memory` by an operation, or an error naming `what` when it is mapped.
+    pub(crate) fn new(memory: &Arc<BufferMemory>, what: &str) -> Result<QueuedUse> {
+        memory.queued.fetch_add(1, Ordering::SeqCst);
+        let queued = QueuedUse(Arc::clone(memory));
+        let maps = memory.maps.load(Ordering::SeqCst);
+        if maps > 0 {
+            return Err(Error::invalid_argument(format!(
+                "{what} is mapped for the host ({maps} live mapping(s)); drop the mapping before queuing work that \
+                 uses the buffer"
+            )));
+        }
+        Ok(queued)
+    }
+}
+
+impl Drop for QueuedUse {
+    fn drop(&mut self) {
+        self.0.queued.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Drop for BufferMemory {
@@ -86,7 +120,13 @@ impl<T: bytemuck::Pod> Buffer<T> {
             crate::trace::memory_counter(&device);
         }
         Ok(Buffer {
-            memory: Arc::new(BufferMemory { device, block, size }),
+            memory: Arc::new(BufferMemory {
+                device,
+                block,
+                size,
+                maps: AtomicU32::new(0),
+                queued: AtomicU32::new(0),
+            }),
             len,
             _element: PhantomData,
         })
@@ -112,6 +152,33 @@ impl<T> Buffer<T> {
     /// `backend:index` of the device the buffer lives on.
     pub fn device_label(&self) -> String {
         self.memory.device.label()
+    }
+
+    /// Maps the whole buffer for the host to read, without a copy: see [`BufferSlice::map`].
+    pub fn map(&self) -> Result<Mapped<'_, T>>
+    where
+        T: bytemuck::Pod,
+    {
+        BufferSlice::from(self).map()
+    }
+
+    /// Maps elements `range` of the buffer for the host to read and write, without a copy, on
+    /// a device whose memory the host can address ([`Features::HOST_MAPPABLE`](crate::Features)).
+    /// The buffer is borrowed mutably while the mapping lives, so no launch or copy can name
+    /// it; work queued before must be known complete ([`Stream::synchronize`](crate::Stream)
+    /// on the streams that used it), or the mapping is refused. What the host writes is seen
+    /// by the work queued after the mapping is dropped.
+    pub fn map_mut(&mut self, range: impl RangeBounds<usize>) -> Result<MappedMut<'_, T>>
+    where
+        T: bytemuck::Pod,
+    {
+        let view = self.slice(range);
+        let (pointer, len) = map_view(&view, true)?;
+        Ok(MappedMut {
+            memory: &self.memory,
+            pointer: pointer.cast::<T>(),
+            len,
+        })
     }
 
     /// A view of elements `range` (`2..6`, `4..`, `..`) of the buffer: what
@@ -194,6 +261,23 @@ impl<'a, T> BufferSlice<'a, T> {
         self.len() == 0
     }
 
+    /// Maps the view for the host to read, without a copy, on a device whose memory the host
+    /// can address ([`Features::HOST_MAPPABLE`](crate::Features)). Work queued before that
+    /// uses the buffer must be known complete ([`Stream::synchronize`](crate::Stream) on the
+    /// streams that used it), or the mapping is refused; while the mapping lives, work that
+    /// names the buffer is refused. Several mappings of one buffer may live at once.
+    pub fn map(&self) -> Result<Mapped<'a, T>>
+    where
+        T: bytemuck::Pod,
+    {
+        let (pointer, len) = map_view(self, false)?;
+        Ok(Mapped {
+            memory: &self.buffer.memory,
+            pointer: pointer.cast::<T>(),
+            len,
+        })
+    }
+
     /// Byte offset and size of the view, checked against the buffer; `what` names the use.
     pub(crate) fn byte_span(&self, what: &str) -> Result<(u64, u64)> {
         if self.start > self.end {
@@ -231,5 +315,146 @@ impl<'a, T> BufferSlice<'a, T> {
             start: self.start,
             end: self.start + count,
         })
+    }
+}
+
+/// Maps `view` through the backend and counts the mapping: the host address of its first
+/// element and its length in elements. An empty view maps to no memory.
+fn map_view<T: bytemuck::Pod>(view: &BufferSlice<'_, T>, write: bool) -> Result<(*mut u8, usize)> {
+    let what = if write { "map for writing" } else { "map" };
+    let (offset, size) = view.byte_span(what)?;
+    let memory = &view.buffer.memory;
+    let device = &memory.device;
+    if !device.info.features.contains(crate::Features::HOST_MAPPABLE) {
+        return Err(Error::unsupported(format!(
+            "{} ({}) cannot map its memory for the host (it lacks the host_mappable feature); move data with \
+             Stream::write and Stream::read",
+            device.label(),
+            device.info.name
+        )));
+    }
+    let Some(block) = memory.block.as_ref().filter(|_| size > 0) else {
+        return Ok((std::ptr::NonNull::<T>::dangling().as_ptr().cast::<u8>(), 0));
+    };
+    memory.maps.fetch_add(1, Ordering::SeqCst);
+    let queued = memory.queued.load(Ordering::SeqCst);
+    if queued > 0 {
+        memory.maps.fetch_sub(1, Ordering::SeqCst);
+        return Err(Error::invalid_argument(format!(
+            "the buffer is used by {queued} queued operation(s) not yet known complete; synchronize the streams \
+             that use it before mapping it"
+        )));
+    }
+    let flags = if write {
+        crate::abi::XHAL_MAP_READ | crate::abi::XHAL_MAP_WRITE
+    } else {
+        crate::abi::XHAL_MAP_READ
+    };
+    let pointer = match device.backend.buffer_map(block.handle, offset, size, flags) {
+        Ok(pointer) => pointer,
+        Err(error) => {
+            memory.maps.fetch_sub(1, Ordering::SeqCst);
+            return Err(error);
+        }
+    };
+    if pointer.align_offset(std::mem::align_of::<T>()) != 0 {
+        unmap(memory, pointer);
+        return Err(Error::internal(format!(
+            "{} mapped the buffer at {pointer:p}, which is not aligned for {}",
+            device.label(),
+            std::any::type_name::<T>()
+        )));
+    }
+    Ok((pointer, view.len()))
+}
+
+/// Ends a mapping made by [`map_view`].
+fn unmap(memory: &BufferMemory, pointer: *mut u8) {
+    if let Some(block) = &memory.block {
+        if let Err(error) = memory.device.backend.buffer_unmap(block.handle, pointer) {
+            tracing::warn!(%error, device = %memory.device.label(), "unmapping a buffer failed");
+        }
+    }
+    memory.maps.fetch_sub(1, Ordering::SeqCst);
+}
+
+/// A range of a buffer mapped for the host to read ([`BufferSlice::map`]): a `&[T]` of the
+/// device's memory. Dropping it ends the mapping.
+pub struct Mapped<'a, T> {
+    memory: &'a Arc<BufferMemory>,
+    pointer: *const T,
+    len: usize,
+}
+
+impl<T> Deref for Mapped<'_, T> {
+    type Target = [T];
+
+    fn deref(&self) -> &[T] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: the backend mapped `len` elements at `pointer`, aligned for `T` (checked),
+        // and no queued work may touch them while the mapping lives (counted both ways).
+        unsafe { std::slice::from_raw_parts(self.pointer, self.len) }
+    }
+}
+
+impl<T> Drop for Mapped<'_, T> {
+    fn drop(&mut self) {
+        if self.len > 0 {
+            unmap(self.memory, self.pointer.cast_mut().cast::<u8>());
+        }
+    }
+}
+
+impl<T: std::fmt::Debug> std::fmt::Debug for Mapped<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+/// A range of a buffer mapped for the host to read and write ([`Buffer::map_mut`]): a
+/// `&mut [T]` of the device's memory. Dropping it ends the mapping, and work queued after sees
+/// what was written.
+pub struct MappedMut<'a, T> {
+    memory: &'a Arc<BufferMemory>,
+    pointer: *mut T,
+    len: usize,
+}
+
+impl<T> Deref for MappedMut<'_, T> {
+    type Target = [T];
+
+    fn deref(&self) -> &[T] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: as for `Mapped`; the buffer is borrowed mutably for the mapping's life.
+        unsafe { std::slice::from_raw_parts(self.pointer, self.len) }
+    }
+}
+
+impl<T> DerefMut for MappedMut<'_, T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        if self.len == 0 {
+            return &mut [];
+        }
+        // SAFETY: as for `Mapped`, and this mapping is the only way to the bytes: the buffer is
+        // borrowed mutably while it lives.
+        unsafe { std::slice::from_raw_parts_mut(self.pointer, self.len) }
+    }
+}
+
+impl<T> Drop for MappedMut<'_, T> {
+    fn drop(&mut self) {
+        if self.len > 0 {
+            unmap(self.memory, self.pointer.cast::<u8>());
+        }
+    }
+}
+
+impl<T: std::fmt::Debug> std::fmt::Debug for MappedMut<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
     }
 }

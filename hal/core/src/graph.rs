@@ -15,7 +15,7 @@
 //! of it.
 
 use crate::backend::{BufferArg, BufferHandle, CommandListHandle, KernelHandle, LaunchArgs};
-use crate::buffer::{Buffer, BufferMemory, BufferSlice};
+use crate::buffer::{Buffer, BufferMemory, BufferSlice, QueuedUse};
 use crate::device::DeviceShared;
 use crate::error::{Error, ErrorKind, Result};
 use crate::event::Event;
@@ -107,7 +107,7 @@ struct LaunchRecord {
     arguments: Vec<ArgumentShape>,
     scalar_size: usize,
     /// The memory its current views name.
-    held: Vec<Held>,
+    held: Vec<Arc<BufferMemory>>,
     /// Where the launch sits once built: segment and position in it.
     position: (usize, usize),
 }
@@ -127,7 +127,8 @@ pub struct GraphBuilder {
     steps: Vec<(usize, Step)>,
     staged: Vec<u8>,
     launches: Vec<LaunchRecord>,
-    held: Vec<Held>,
+    /// The memory the copies, fills and writes name.
+    held: Vec<Arc<BufferMemory>>,
     emulate: bool,
 }
 
@@ -242,7 +243,7 @@ impl GraphBuilder {
         }
         let handle = self.check_buffer(destination.buffer, "write destination")?;
         let source_offset = self.stage(bytemuck::cast_slice(data));
-        self.held.push(destination.buffer.memory.clone() as Held);
+        self.held.push(destination.buffer.memory.clone());
         let command = Command::Copy {
             source: Place::Staged,
             source_offset,
@@ -271,8 +272,8 @@ impl GraphBuilder {
         }
         let from = self.check_buffer(source.buffer, "copy source")?;
         let to = self.check_buffer(destination.buffer, "copy destination")?;
-        self.held.push(source.buffer.memory.clone() as Held);
-        self.held.push(destination.buffer.memory.clone() as Held);
+        self.held.push(source.buffer.memory.clone());
+        self.held.push(destination.buffer.memory.clone());
         let command = Command::Copy {
             source: Place::Memory(from),
             source_offset,
@@ -306,7 +307,7 @@ impl GraphBuilder {
             return Ok(());
         }
         let buffer = self.check_buffer(destination.buffer, "fill destination")?;
-        self.held.push(destination.buffer.memory.clone() as Held);
+        self.held.push(destination.buffer.memory.clone());
         let command = Command::Fill {
             buffer,
             offset,
@@ -333,7 +334,7 @@ impl GraphBuilder {
             match binding {
                 BufferBinding::View { memory, offset, size } => {
                     let handle = view_handle(&device, kernel, position, memory)?;
-                    held.push(memory.clone() as Held);
+                    held.push(memory.clone());
                     arguments.push(ArgumentShape::View { size: *size });
                     staged.push(false);
                     buffers.push(BufferArg {
@@ -534,12 +535,13 @@ impl GraphBuilder {
                 fork,
                 joins,
                 state: Mutex::new(ExecState {
+                    memories: unique_memories(&self.held, &self.launches),
                     segments: built,
                     launches: self.launches,
                     replayed_on: Vec::new(),
                 }),
                 staging,
-                _held: self.held,
+                fixed: self.held,
             }),
         })
     }
@@ -555,6 +557,21 @@ impl GraphBuilder {
         stream.destroy()?;
         Ok(Some(buffer))
     }
+}
+
+/// Each memory of `fixed` and of the launches' views, once.
+fn unique_memories(fixed: &[Arc<BufferMemory>], launches: &[LaunchRecord]) -> Vec<Arc<BufferMemory>> {
+    let mut unique: Vec<Arc<BufferMemory>> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for memory in fixed
+        .iter()
+        .chain(launches.iter().flat_map(|launch| launch.held.iter()))
+    {
+        if seen.insert(Arc::as_ptr(memory)) {
+            unique.push(Arc::clone(memory));
+        }
+    }
+    unique
 }
 
 /// The backend handle of a launch's view, after the checks a stream's launch makes.
@@ -657,6 +674,9 @@ struct Segment {
 }
 
 struct ExecState {
+    /// Every buffer's memory the graph's commands name now, once each: a replay counts as a
+    /// queued use of each (so none can be mapped while it may run).
+    memories: Vec<Arc<BufferMemory>>,
     segments: Vec<Segment>,
     launches: Vec<LaunchRecord>,
     /// Streams a replay may still be running on; an update waits for them.
@@ -675,8 +695,8 @@ pub(crate) struct GraphExec {
     joins: Vec<Event>,
     state: Mutex<ExecState>,
     staging: Option<Buffer<u8>>,
-    /// Memory the recorded commands name, held for as long as the graph.
-    _held: Vec<Held>,
+    /// Memory the recorded copies, fills and writes name, held for as long as the graph.
+    fixed: Vec<Arc<BufferMemory>>,
 }
 
 impl Drop for GraphExec {
@@ -757,7 +777,13 @@ impl Graph {
                 helper.wait(fork)?;
             }
         }
-        let keep = self.exec.clone() as Held;
+        // The replay's uses of every buffer it names, refused while one is mapped.
+        let uses = state
+            .memories
+            .iter()
+            .map(|memory| QueuedUse::new(memory, "a buffer the graph uses"))
+            .collect::<Result<Vec<_>>>()?;
+        let keep = Arc::new((self.exec.clone(), uses)) as Held;
         for step in &exec.schedule {
             match step {
                 Scheduled::Segment { lane, segment } => {
@@ -862,7 +888,7 @@ impl Graph {
                         )));
                     }
                     let handle = view_handle(device, kernel, position, memory)?;
-                    held.push(memory.clone() as Held);
+                    held.push(memory.clone());
                     arguments.push(BufferArg {
                         buffer: handle,
                         offset: *offset,
@@ -957,6 +983,7 @@ impl Graph {
         *recorded = scalars;
         *buffers = arguments;
         state.launches[node.index].held = held;
+        state.memories = unique_memories(&exec.fixed, &state.launches);
         Ok(())
     }
 }

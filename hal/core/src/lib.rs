@@ -25,7 +25,7 @@ mod stream;
 pub mod trace;
 
 pub use allocator::MemoryStats;
-pub use buffer::{Buffer, BufferSlice};
+pub use buffer::{Buffer, BufferSlice, Mapped, MappedMut};
 pub use device::Device;
 pub use error::{Error, ErrorKind, Result};
 pub use event::Event;

@@ -1,7 +1,7 @@
 //! Streams: in-order queues of copies, fills, launches and event operations (CUDA semantics).
 
 use crate::backend::{BufferArg, LaunchArgs, StreamHandle};
-use crate::buffer::{Buffer, BufferMemory, BufferSlice};
+use crate::buffer::{Buffer, BufferMemory, BufferSlice, QueuedUse};
 use crate::device::DeviceShared;
 use crate::error::{Error, Result};
 use crate::event::Event;
@@ -14,7 +14,14 @@ use std::time::Instant;
 
 /// Something queued work needs alive until it completes: a buffer's memory, a kernel, an
 /// event, or host data handed over for an asynchronous write.
-type InFlight = Arc<dyn Send + Sync>;
+// The values are held only for their `Drop`: what they keep alive, and the use they count.
+#[allow(dead_code)]
+enum InFlight {
+    /// A kernel, an event, host data, a graph.
+    Object(Arc<dyn Send + Sync>),
+    /// A buffer's memory, counted as a queued use of it (no allocation beyond the `Arc`).
+    Memory(QueuedUse),
+}
 
 /// When this many objects are held for queued work, a cheap query checks whether the stream
 /// went idle so they can go, instead of letting them pile up until the next synchronize.
@@ -184,7 +191,7 @@ impl Stream {
     /// alive until they complete.
     pub(crate) fn enqueue_graph_segment(
         &self,
-        keep: Option<InFlight>,
+        keep: Option<Arc<dyn Send + Sync>>,
         call: impl FnOnce(&DeviceShared, StreamHandle) -> Result<()>,
     ) -> Result<()> {
         let traced = Traced {
@@ -193,7 +200,7 @@ impl Stream {
             bytes: 0,
             event: None,
         };
-        self.enqueue("graph replay", traced, keep, call)
+        self.enqueue("graph replay", traced, keep.map(InFlight::Object), call)
     }
 
     /// Runs `call` under the stream's lock after the destroyed and sticky checks, then keeps
@@ -285,8 +292,9 @@ impl Stream {
         self.shared.device.check_same_device(&buffer.memory.device, what)
     }
 
-    fn memory_of<T>(buffer: &Buffer<T>) -> InFlight {
-        buffer.memory.clone() as Arc<BufferMemory> as InFlight
+    /// The queued use of a buffer's memory, refused while the buffer is mapped.
+    fn memory_of<T>(buffer: &Buffer<T>, what: &str) -> Result<InFlight> {
+        QueuedUse::new(&buffer.memory, what).map(InFlight::Memory)
     }
 
     /// Copies `data` to the start of `destination` (a [`Buffer`], or a view from
@@ -304,7 +312,7 @@ impl Stream {
         self.enqueue(
             "write",
             Traced::transfer("write", size),
-            [Self::memory_of(buffer)],
+            [Self::memory_of(buffer, "the write destination")?],
             |device, stream| {
                 let handle = Self::block_of(buffer)?;
                 // SAFETY: `data` outlives the write: this function synchronizes before returning.
@@ -338,7 +346,10 @@ impl Stream {
         self.enqueue(
             "write",
             Traced::transfer("write", size),
-            [Self::memory_of(buffer), data as InFlight],
+            [
+                Self::memory_of(buffer, "the write destination")?,
+                InFlight::Object(data),
+            ],
             |device, stream| {
                 let handle = Self::block_of(buffer)?;
                 // SAFETY: the Vec is held in the stream's in-flight list until the stream is
@@ -363,7 +374,7 @@ impl Stream {
         self.enqueue(
             "read",
             Traced::transfer("read", size),
-            [Self::memory_of(buffer)],
+            [Self::memory_of(buffer, "the read source")?],
             |device, stream| {
                 let handle = Self::block_of(buffer)?;
                 // SAFETY: `out` is borrowed mutably for this whole function, which synchronizes
@@ -407,7 +418,10 @@ impl Stream {
         self.enqueue(
             "copy",
             Traced::transfer("copy", size),
-            [Self::memory_of(source), Self::memory_of(destination)],
+            [
+                Self::memory_of(source, "the copy source")?,
+                Self::memory_of(destination, "the copy destination")?,
+            ],
             |device, stream| {
                 let from = Self::block_of(source)?;
                 let to = Self::block_of(destination)?;
@@ -443,10 +457,15 @@ impl Stream {
             bytes: size,
             event: None,
         };
-        self.enqueue("fill", traced, [Self::memory_of(buffer)], |device, stream| {
-            let handle = Self::block_of(buffer)?;
-            device.backend.stream_fill(stream, handle, byte_offset, size, pattern)
-        })
+        self.enqueue(
+            "fill",
+            traced,
+            [Self::memory_of(buffer, "the fill destination")?],
+            |device, stream| {
+                let handle = Self::block_of(buffer)?;
+                device.backend.stream_fill(stream, handle, byte_offset, size, pattern)
+            },
+        )
     }
 
     /// Queues a kernel launch. Arguments were checked when the [`Launch`] was built; the
@@ -484,7 +503,7 @@ impl Stream {
                         offset: *offset,
                         size: *size,
                     });
-                    keep.push(memory.clone() as InFlight);
+                    keep.push(InFlight::Memory(QueuedUse::new(memory, &what)?));
                 }
                 BufferBinding::Staged(bytes) => {
                     staged.push((position, bytes));
@@ -497,7 +516,7 @@ impl Stream {
                 }
             }
         }
-        keep.push(kernel.keepalive());
+        keep.push(InFlight::Object(kernel.keepalive()));
         let mut state = self.shared.state.lock();
         Self::check_usable(&state, "launch")?;
         // Each staged value is written into the arena and the launch queued under one lock,
@@ -509,8 +528,8 @@ impl Stream {
                 let (memory, handle, offset) = state.uniforms.place(device, bytes.len() as u64)?;
                 // Held before the write is queued: should a later step fail, a write already
                 // queued may still read them.
-                keep.push(memory as InFlight);
-                keep.push(Arc::new(Arc::clone(bytes)) as InFlight);
+                keep.push(InFlight::Object(memory));
+                keep.push(InFlight::Object(Arc::new(Arc::clone(bytes))));
                 // SAFETY: the bytes are held in the stream's in-flight list until the stream is
                 // known idle, whether or not the launch is queued, and an `Arc<[u8]>` does not
                 // move them.
@@ -557,9 +576,12 @@ impl Stream {
             bytes: 0,
             event: Some((event, EventRole::Record)),
         };
-        self.enqueue("record event", traced, [event.keepalive()], |device, stream| {
-            device.backend.stream_record_event(stream, event.handle())
-        })
+        self.enqueue(
+            "record event",
+            traced,
+            [InFlight::Object(event.keepalive())],
+            |device, stream| device.backend.stream_record_event(stream, event.handle()),
+        )
     }
 
     /// Makes work queued after this call wait for the event's most recent record. Never
@@ -574,9 +596,12 @@ impl Stream {
             bytes: 0,
             event: Some((event, EventRole::Wait)),
         };
-        self.enqueue("wait for event", traced, [event.keepalive()], |device, stream| {
-            device.backend.stream_wait_event(stream, event.handle())
-        })
+        self.enqueue(
+            "wait for event",
+            traced,
+            [InFlight::Object(event.keepalive())],
+            |device, stream| device.backend.stream_wait_event(stream, event.handle()),
+        )
     }
 
     /// Blocks until everything queued has completed. An error found while executing is

@@ -774,6 +774,41 @@ impl Backend for AbiBackend {
         })
     }
 
+    fn buffer_map(&self, buffer: BufferHandle, offset: u64, size: u64, flags: u32) -> Result<*mut u8> {
+        let (Some(map), Some(_)) = (self.api.buffer_map, self.api.buffer_unmap) else {
+            return Err(Error::unsupported(format!(
+                "plugin `{}` (ABI {}.{}) cannot map device memory for the host: buffer_map and buffer_unmap are \
+                 ABI 1.4 entries it does not provide",
+                self.name, self.api.abi_major, self.api.abi_minor
+            )));
+        };
+        let mut pointer: *mut u8 = std::ptr::null_mut();
+        // SAFETY: a valid out pointer; the buffer came from this plugin.
+        self.call("buffer_map", |error| unsafe {
+            map(ptr(buffer.0), offset, size, flags, &mut pointer, error)
+        })?;
+        if pointer.is_null() {
+            return Err(Error::internal(format!(
+                "plugin `{}` reported a mapping at a null address",
+                self.name
+            )));
+        }
+        Ok(pointer)
+    }
+
+    // The address is only handed back to the plugin that made it, never dereferenced here.
+    #[allow(clippy::not_unsafe_ptr_arg_deref)]
+    fn buffer_unmap(&self, buffer: BufferHandle, pointer: *mut u8) -> Result<()> {
+        let Some(unmap) = self.api.buffer_unmap else {
+            return Err(Error::internal(format!(
+                "plugin `{}` has no buffer_unmap for a mapping it made",
+                self.name
+            )));
+        };
+        // SAFETY: a mapping this plugin made of a buffer it gave out.
+        self.call("buffer_unmap", |error| unsafe { unmap(ptr(buffer.0), pointer, error) })
+    }
+
     fn command_list_destroy(&self, list: CommandListHandle) {
         if let Some(function) = self.api.command_list_destroy {
             // SAFETY: a handle this plugin gave out, destroyed once.
