@@ -6,7 +6,9 @@
  * its queue in order, events are points in those queues stamped with CLOCK_MONOTONIC when the
  * worker reaches them, and kernels are C functions compiled into this file. A module in this
  * plugin's kernel format (C_PLUGIN_KERNEL_FORMAT) is UTF-8 text naming one of those functions
- * per line; see README.md.
+ * per line; see README.md. Command lists (ABI 1.4) are arrays of the same prepared copies,
+ * fills and launches the eager entries enqueue, and a submission enqueues the whole array as
+ * one operation of the stream.
  *
  * Build (what `make c-plugin` runs):
  *   cc -std=c11 -pedantic -Wall -Wextra -Werror -O2 -fPIC -shared -fvisibility=hidden -I include \
@@ -104,6 +106,7 @@ typedef enum ObjectKind {
     KIND_EVENT = 0x0e7e0700,
     KIND_MODULE = 0x0a0d0100,
     KIND_KERNEL = 0x0ce77e10,
+    KIND_COMMAND_LIST = 0x0c0d1157,
 } ObjectKind;
 
 struct XhalDevice {
@@ -187,8 +190,13 @@ typedef enum OperationKind {
     OPERATION_LAUNCH,
     OPERATION_RECORD,
     OPERATION_WAIT,
+    OPERATION_LIST,
 } OperationKind;
 
+typedef struct CommandArray CommandArray;
+
+/* One unit of a stream's queue. A copy, fill or launch is also a command of a command list:
+ * the same struct, prepared by the same function, whichever way it is enqueued. */
 typedef struct Operation {
     struct Operation *next;
     OperationKind kind;
@@ -224,8 +232,31 @@ typedef struct Operation {
             KernelArguments arguments;
         } launch;
         Record *record; /* OPERATION_RECORD and OPERATION_WAIT */
+        CommandArray *list; /* OPERATION_LIST: a submission of a command list, holding a reference */
     } as;
 } Operation;
+
+/* The commands of a command list. A finished list's array is shared, by reference count, by
+ * the list and by every submission of it still queued on a stream: an update gives the list a
+ * new array (copy on write), so a submission queued before the update runs the commands it was
+ * submitted with, and the list may be submitted again, to any stream, at any time. */
+struct CommandArray {
+    atomic_uint references;
+    size_t count;
+    Operation commands[]; /* each of kind OPERATION_COPY, OPERATION_FILL or OPERATION_LAUNCH */
+};
+
+/* A command list. A real device records its native command buffer as the appends come (a
+ * VkCommandBuffer, a CUDA graph, a Level Zero command list) and closes it in `finish`; this
+ * one keeps the prepared commands, which is all its stream worker needs. */
+struct XhalCommandList {
+    ObjectKind kind;
+    struct XhalDevice *device;
+    pthread_mutex_t lock; /* guards the fields below: appends, updates and submissions may race */
+    bool finished;        /* no more appends; submissions and updates allowed */
+    size_t capacity;      /* commands the array has room for while the list is open */
+    CommandArray *commands;
+};
 
 struct XhalStream {
     ObjectKind kind;
@@ -277,12 +308,13 @@ static XhalStatus check_handle(const void *handle, ObjectKind kind, const char *
     return XHAL_STATUS_OK;
 }
 
+/* Checks that `what` was made on `expected`, the device of `owner` (a stream or a command list). */
 static XhalStatus check_same_device(const struct XhalDevice *expected, const struct XhalDevice *actual,
-                                    const char *what, XhalError **error) {
+                                    const char *what, const char *owner, XhalError **error) {
     if (expected != actual) {
         return fail(error, XHAL_STATUS_INVALID_HANDLE,
-                    "%s belongs to another opened device than the stream (device %p, stream's device %p)",
-                    what, (const void *)actual, (const void *)expected);
+                    "%s belongs to another opened device than the %s (device %p, %s's device %p)", what, owner,
+                    (const void *)actual, owner, (const void *)expected);
     }
     return XHAL_STATUS_OK;
 }
@@ -567,9 +599,18 @@ static bool record_is_complete(Record *record) {
 /* Streams                                                                                    */
 /* ------------------------------------------------------------------------------------------ */
 
+static void command_array_release(CommandArray *array) {
+    if (array != NULL && atomic_fetch_sub(&array->references, 1) == 1) {
+        free(array);
+    }
+}
+
 static void operation_free(Operation *operation) {
     if (operation->kind == OPERATION_RECORD || operation->kind == OPERATION_WAIT) {
         record_release(operation->as.record);
+    }
+    if (operation->kind == OPERATION_LIST) {
+        command_array_release(operation->as.list);
     }
     free(operation);
 }
@@ -590,6 +631,34 @@ static void fill_bytes(uint8_t *target, uint64_t size, const uint8_t *pattern, s
     }
     for (uint64_t at = 0; at < size; at += pattern_size) {
         memcpy(target + at, pattern, pattern_size);
+    }
+}
+
+/* Runs one copy, fill or launch on the worker thread, enqueued alone or as a command of a list.
+ * A launch that fails makes the stream's error sticky; the status says whether it did. */
+static XhalStatus command_execute(struct XhalStream *stream, const Operation *command) {
+    switch (command->kind) {
+    case OPERATION_COPY:
+        memmove(command->as.copy.destination->bytes + command->as.copy.destination_offset,
+                command->as.copy.source->bytes + command->as.copy.source_offset, (size_t)command->as.copy.size);
+        return XHAL_STATUS_OK;
+    case OPERATION_FILL:
+        fill_bytes(command->as.fill.buffer->bytes + command->as.fill.offset, command->as.fill.size,
+                   command->as.fill.pattern, command->as.fill.pattern_size);
+        return XHAL_STATUS_OK;
+    case OPERATION_LAUNCH: {
+        char message[256] = "";
+        const KernelDefinition *definition = command->as.launch.definition;
+        XhalStatus status = definition->run(&command->as.launch.arguments, message, sizeof message);
+        if (status != XHAL_STATUS_OK) {
+            char described[FAILURE_MESSAGE_SIZE + 128];
+            snprintf(described, sizeof described, "kernel `%s` failed: %s", definition->name, message);
+            stream_fail(stream, status, described);
+        }
+        return status;
+    }
+    default:
+        return XHAL_STATUS_OK; /* no other kind is a command */
     }
 }
 
@@ -615,22 +684,19 @@ static void operation_execute(struct XhalStream *stream, Operation *operation, X
                (size_t)operation->as.read.size);
         break;
     case OPERATION_COPY:
-        memmove(operation->as.copy.destination->bytes + operation->as.copy.destination_offset,
-                operation->as.copy.source->bytes + operation->as.copy.source_offset,
-                (size_t)operation->as.copy.size);
-        break;
     case OPERATION_FILL:
-        fill_bytes(operation->as.fill.buffer->bytes + operation->as.fill.offset, operation->as.fill.size,
-                   operation->as.fill.pattern, operation->as.fill.pattern_size);
+    case OPERATION_LAUNCH:
+        command_execute(stream, operation);
         break;
-    case OPERATION_LAUNCH: {
-        char message[256] = "";
-        const KernelDefinition *definition = operation->as.launch.definition;
-        XhalStatus status = definition->run(&operation->as.launch.arguments, message, sizeof message);
-        if (status != XHAL_STATUS_OK) {
-            char described[FAILURE_MESSAGE_SIZE + 128];
-            snprintf(described, sizeof described, "kernel `%s` failed: %s", definition->name, message);
-            stream_fail(stream, status, described);
+    case OPERATION_LIST: {
+        /* A submitted list: its commands in order, each after the previous one, as if each had
+         * been enqueued alone. The first that fails has made the stream's error sticky, and the
+         * rest are abandoned, as queued work after a failure is. */
+        const CommandArray *list = operation->as.list;
+        for (size_t index = 0; index < list->count; index++) {
+            if (command_execute(stream, &list->commands[index]) != XHAL_STATUS_OK) {
+                break;
+            }
         }
         break;
     }
@@ -810,20 +876,33 @@ static Operation *operation_new(OperationKind kind, const char *entry, XhalError
     return operation;
 }
 
-static XhalStatus check_buffer_of_stream(struct XhalStream *stream, struct XhalBuffer *buffer, const char *what,
-                                         XhalError **error) {
+/* Checks that `buffer` is a buffer of this plugin made on `device`, the device of `owner` (a
+ * stream or a command list). */
+static XhalStatus check_buffer_on(const struct XhalDevice *device, const char *owner, struct XhalBuffer *buffer,
+                                  const char *what, XhalError **error) {
     XhalStatus status = check_handle(buffer, KIND_BUFFER, what, error);
     if (status != XHAL_STATUS_OK) {
         return status;
     }
-    return check_same_device(stream->device, buffer->device, what, error);
+    return check_same_device(device, buffer->device, what, owner, error);
+}
+
+/* Enqueues a prepared copy, fill or launch: the queue owns a heap copy of it. */
+static XhalStatus stream_enqueue_prepared(struct XhalStream *stream, const Operation *prepared, const char *entry,
+                                          XhalError **error) {
+    Operation *operation = operation_new(prepared->kind, entry, error);
+    if (operation == NULL) {
+        return XHAL_STATUS_OUT_OF_MEMORY;
+    }
+    *operation = *prepared;
+    return stream_enqueue(stream, operation, entry, error);
 }
 
 static XhalStatus plugin_stream_write(struct XhalStream *stream, struct XhalBuffer *buffer, uint64_t offset,
                                       const uint8_t *source, uint64_t size, XhalError **error) {
     XhalStatus status = check_stream_usable(stream, "stream_write", error);
     if (status == XHAL_STATUS_OK) {
-        status = check_buffer_of_stream(stream, buffer, "buffer", error);
+        status = check_buffer_on(stream->device, "stream", buffer, "buffer", error);
     }
     if (status != XHAL_STATUS_OK) {
         return status;
@@ -851,7 +930,7 @@ static XhalStatus plugin_stream_read(struct XhalStream *stream, struct XhalBuffe
                                      uint8_t *destination, uint64_t size, XhalError **error) {
     XhalStatus status = check_stream_usable(stream, "stream_read", error);
     if (status == XHAL_STATUS_OK) {
-        status = check_buffer_of_stream(stream, buffer, "buffer", error);
+        status = check_buffer_on(stream->device, "stream", buffer, "buffer", error);
     }
     if (status != XHAL_STATUS_OK) {
         return status;
@@ -875,91 +954,96 @@ static XhalStatus plugin_stream_read(struct XhalStream *stream, struct XhalBuffe
     return stream_enqueue(stream, operation, "stream_read", error);
 }
 
-static XhalStatus plugin_stream_copy(struct XhalStream *stream, struct XhalBuffer *source, uint64_t source_offset,
-                                     struct XhalBuffer *destination, uint64_t destination_offset, uint64_t size,
-                                     XhalError **error) {
-    XhalStatus status = check_stream_usable(stream, "stream_copy", error);
+/* The three commands a command list can hold are checked and prepared by one function each,
+ * called by the eager entry (stream_copy, stream_fill, stream_launch) and by the list's append
+ * alike, so that both refuse the same arguments with the same messages. `entry` names the
+ * caller in messages; `device` is the device of `owner`, the stream or the command list. The
+ * prepared operation refers to buffers by pointer: the host keeps them alive as long as any
+ * operation or list names them. */
+
+/* A copy: both buffers on the device, both ranges inside them. */
+static XhalStatus prepare_copy(const char *entry, const struct XhalDevice *device, const char *owner,
+                               struct XhalBuffer *source, uint64_t source_offset, struct XhalBuffer *destination,
+                               uint64_t destination_offset, uint64_t size, Operation *copy, XhalError **error) {
+    char what[96];
+    XhalStatus status = check_buffer_on(device, owner, source, "source buffer", error);
     if (status == XHAL_STATUS_OK) {
-        status = check_buffer_of_stream(stream, source, "source buffer", error);
+        status = check_buffer_on(device, owner, destination, "destination buffer", error);
     }
     if (status == XHAL_STATUS_OK) {
-        status = check_buffer_of_stream(stream, destination, "destination buffer", error);
+        snprintf(what, sizeof what, "%s: the source range", entry);
+        status = check_range(source->size, source_offset, size, what, error);
     }
     if (status == XHAL_STATUS_OK) {
-        status = check_range(source->size, source_offset, size, "stream_copy: the source range", error);
+        snprintf(what, sizeof what, "%s: the destination range", entry);
+        status = check_range(destination->size, destination_offset, size, what, error);
     }
-    if (status == XHAL_STATUS_OK) {
-        status = check_range(destination->size, destination_offset, size, "stream_copy: the destination range",
-                             error);
-    }
-    if (status != XHAL_STATUS_OK || size == 0) {
+    if (status != XHAL_STATUS_OK) {
         return status;
     }
-    Operation *operation = operation_new(OPERATION_COPY, "stream_copy", error);
-    if (operation == NULL) {
-        return XHAL_STATUS_OUT_OF_MEMORY;
-    }
-    operation->as.copy.source = source;
-    operation->as.copy.source_offset = source_offset;
-    operation->as.copy.destination = destination;
-    operation->as.copy.destination_offset = destination_offset;
-    operation->as.copy.size = size;
-    return stream_enqueue(stream, operation, "stream_copy", error);
+    memset(copy, 0, sizeof *copy);
+    copy->kind = OPERATION_COPY;
+    copy->as.copy.source = source;
+    copy->as.copy.source_offset = source_offset;
+    copy->as.copy.destination = destination;
+    copy->as.copy.destination_offset = destination_offset;
+    copy->as.copy.size = size;
+    return XHAL_STATUS_OK;
 }
 
-static XhalStatus plugin_stream_fill(struct XhalStream *stream, struct XhalBuffer *buffer, uint64_t offset,
-                                     uint64_t size, const uint8_t *pattern, size_t pattern_size, XhalError **error) {
-    XhalStatus status = check_stream_usable(stream, "stream_fill", error);
-    if (status == XHAL_STATUS_OK) {
-        status = check_buffer_of_stream(stream, buffer, "buffer", error);
-    }
+/* A fill: the buffer on the device, a 1-, 2- or 4-byte pattern (copied), whole patterns
+ * inside the buffer. */
+static XhalStatus prepare_fill(const char *entry, const struct XhalDevice *device, const char *owner,
+                               struct XhalBuffer *buffer, uint64_t offset, uint64_t size, const uint8_t *pattern,
+                               size_t pattern_size, Operation *fill, XhalError **error) {
+    XhalStatus status = check_buffer_on(device, owner, buffer, "buffer", error);
     if (status != XHAL_STATUS_OK) {
         return status;
     }
     if (pattern == NULL) {
-        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "stream_fill: pattern must not be null");
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "%s: pattern must not be null", entry);
     }
     if (pattern_size != 1 && pattern_size != 2 && pattern_size != 4) {
-        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "stream_fill: the pattern is %zu bytes; it must be 1, 2 or 4",
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "%s: the pattern is %zu bytes; it must be 1, 2 or 4", entry,
                     pattern_size);
     }
     if (offset % pattern_size != 0 || size % pattern_size != 0) {
         return fail(error, XHAL_STATUS_INVALID_ARGUMENT,
-                    "stream_fill: offset %llu and size %llu must be multiples of the %zu-byte pattern",
+                    "%s: offset %llu and size %llu must be multiples of the %zu-byte pattern", entry,
                     (unsigned long long)offset, (unsigned long long)size, pattern_size);
     }
-    status = check_range(buffer->size, offset, size, "stream_fill: a fill", error);
-    if (status != XHAL_STATUS_OK || size == 0) {
-        return status;
-    }
-    Operation *operation = operation_new(OPERATION_FILL, "stream_fill", error);
-    if (operation == NULL) {
-        return XHAL_STATUS_OUT_OF_MEMORY;
-    }
-    operation->as.fill.buffer = buffer;
-    operation->as.fill.offset = offset;
-    operation->as.fill.size = size;
-    memcpy(operation->as.fill.pattern, pattern, pattern_size);
-    operation->as.fill.pattern_size = pattern_size;
-    return stream_enqueue(stream, operation, "stream_fill", error);
-}
-
-static XhalStatus plugin_stream_launch(struct XhalStream *stream, const XhalLaunchInfo *launch, XhalError **error) {
-    XhalStatus status = check_stream_usable(stream, "stream_launch", error);
+    char what[96];
+    snprintf(what, sizeof what, "%s: a fill", entry);
+    status = check_range(buffer->size, offset, size, what, error);
     if (status != XHAL_STATUS_OK) {
         return status;
     }
+    memset(fill, 0, sizeof *fill);
+    fill->kind = OPERATION_FILL;
+    fill->as.fill.buffer = buffer;
+    fill->as.fill.offset = offset;
+    fill->as.fill.size = size;
+    memcpy(fill->as.fill.pattern, pattern, pattern_size);
+    fill->as.fill.pattern_size = pattern_size;
+    return XHAL_STATUS_OK;
+}
+
+/* A launch: the kernel on the device, workgroup counts within the limits, the arguments the
+ * kernel takes, every view on the device, aligned and inside its buffer, then the kernel's own
+ * check. The buffer array and the scalar block are copied. */
+static XhalStatus prepare_launch(const char *entry, const struct XhalDevice *device, const char *owner,
+                                 const XhalLaunchInfo *launch, Operation *prepared, XhalError **error) {
     if (launch == NULL) {
-        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "stream_launch: launch must not be null");
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "%s: launch must not be null", entry);
     }
     if (launch->struct_size < XHAL_LAUNCH_INFO_V1_0_SIZE) {
         return fail(error, XHAL_STATUS_INVALID_ARGUMENT,
-                    "stream_launch: launch->struct_size is %zu; it must be at least %zu (the v1.0 size)",
+                    "%s: launch->struct_size is %zu; it must be at least %zu (the v1.0 size)", entry,
                     launch->struct_size, (size_t)XHAL_LAUNCH_INFO_V1_0_SIZE);
     }
-    status = check_handle(launch->kernel, KIND_KERNEL, "kernel", error);
+    XhalStatus status = check_handle(launch->kernel, KIND_KERNEL, "kernel", error);
     if (status == XHAL_STATUS_OK) {
-        status = check_same_device(stream->device, launch->kernel->device, "kernel", error);
+        status = check_same_device(device, launch->kernel->device, "kernel", owner, error);
     }
     if (status != XHAL_STATUS_OK) {
         return status;
@@ -968,51 +1052,47 @@ static XhalStatus plugin_stream_launch(struct XhalStream *stream, const XhalLaun
     for (int axis = 0; axis < 3; axis++) {
         if (launch->workgroups[axis] == 0 || launch->workgroups[axis] > MAX_WORKGROUP_COUNT) {
             return fail(error, XHAL_STATUS_INVALID_ARGUMENT,
-                        "stream_launch: kernel `%s`: workgroup count %u in %c must be 1 to %u", definition->name,
+                        "%s: kernel `%s`: workgroup count %u in %c must be 1 to %u", entry, definition->name,
                         launch->workgroups[axis], "xyz"[axis], MAX_WORKGROUP_COUNT);
         }
     }
     if (launch->buffer_count != definition->buffer_count) {
-        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "stream_launch: kernel `%s` takes %u buffer(s), got %u",
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "%s: kernel `%s` takes %u buffer(s), got %u", entry,
                     definition->name, definition->buffer_count, launch->buffer_count);
     }
     if (launch->buffers == NULL && launch->buffer_count > 0) {
-        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "stream_launch: buffers is null with buffer_count %u",
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "%s: buffers is null with buffer_count %u", entry,
                     launch->buffer_count);
     }
     if (launch->scalar_size != definition->scalar_size) {
-        return fail(error, XHAL_STATUS_INVALID_ARGUMENT,
-                    "stream_launch: kernel `%s` takes a %u-byte scalar block, got %zu bytes", definition->name,
-                    definition->scalar_size, launch->scalar_size);
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "%s: kernel `%s` takes a %u-byte scalar block, got %zu bytes",
+                    entry, definition->name, definition->scalar_size, launch->scalar_size);
     }
     if (launch->scalars == NULL && launch->scalar_size > 0) {
-        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "stream_launch: scalars is null with scalar_size %zu",
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "%s: scalars is null with scalar_size %zu", entry,
                     launch->scalar_size);
     }
-    Operation *operation = operation_new(OPERATION_LAUNCH, "stream_launch", error);
-    if (operation == NULL) {
-        return XHAL_STATUS_OUT_OF_MEMORY;
-    }
-    KernelArguments *arguments = &operation->as.launch.arguments;
+    memset(prepared, 0, sizeof *prepared);
+    prepared->kind = OPERATION_LAUNCH;
+    KernelArguments *arguments = &prepared->as.launch.arguments;
     memcpy(arguments->workgroups, launch->workgroups, sizeof arguments->workgroups);
     arguments->buffer_count = launch->buffer_count;
     for (uint32_t index = 0; index < launch->buffer_count; index++) {
         const XhalBufferArg *argument = &launch->buffers[index];
         char what[32];
         snprintf(what, sizeof what, "buffer argument %u", index);
-        status = check_buffer_of_stream(stream, argument->buffer, what, error);
+        status = check_buffer_on(device, owner, argument->buffer, what, error);
         if (status == XHAL_STATUS_OK && argument->offset % BUFFER_OFFSET_ALIGNMENT != 0) {
             status = fail(error, XHAL_STATUS_INVALID_ARGUMENT,
-                          "stream_launch: %s: offset %llu is not a multiple of the %u-byte buffer offset alignment",
-                          what, (unsigned long long)argument->offset, BUFFER_OFFSET_ALIGNMENT);
+                          "%s: %s: offset %llu is not a multiple of the %u-byte buffer offset alignment", entry, what,
+                          (unsigned long long)argument->offset, BUFFER_OFFSET_ALIGNMENT);
         }
         if (status == XHAL_STATUS_OK) {
-            char range[64];
-            snprintf(range, sizeof range, "stream_launch: the view of %s", what);
+            char range[96];
+            snprintf(range, sizeof range, "%s: the view of %s", entry, what);
             status = check_range(argument->buffer->size, argument->offset, argument->size, range, error);
         }
         if (status != XHAL_STATUS_OK) {
-            operation_free(operation);
             return status;
         }
         arguments->buffers[index] = (BufferView){argument->buffer, argument->offset, argument->size};
@@ -1024,11 +1104,51 @@ static XhalStatus plugin_stream_launch(struct XhalStream *stream, const XhalLaun
     char message[256];
     status = definition->check(arguments, message, sizeof message);
     if (status != XHAL_STATUS_OK) {
-        operation_free(operation);
-        return fail(error, status, "stream_launch: kernel `%s`: %s", definition->name, message);
+        return fail(error, status, "%s: kernel `%s`: %s", entry, definition->name, message);
     }
-    operation->as.launch.definition = definition;
-    return stream_enqueue(stream, operation, "stream_launch", error);
+    prepared->as.launch.definition = definition;
+    return XHAL_STATUS_OK;
+}
+
+static XhalStatus plugin_stream_copy(struct XhalStream *stream, struct XhalBuffer *source, uint64_t source_offset,
+                                     struct XhalBuffer *destination, uint64_t destination_offset, uint64_t size,
+                                     XhalError **error) {
+    Operation copy;
+    XhalStatus status = check_stream_usable(stream, "stream_copy", error);
+    if (status == XHAL_STATUS_OK) {
+        status = prepare_copy("stream_copy", stream->device, "stream", source, source_offset, destination,
+                              destination_offset, size, &copy, error);
+    }
+    if (status != XHAL_STATUS_OK || size == 0) {
+        return status; /* a copy of 0 bytes enqueues nothing */
+    }
+    return stream_enqueue_prepared(stream, &copy, "stream_copy", error);
+}
+
+static XhalStatus plugin_stream_fill(struct XhalStream *stream, struct XhalBuffer *buffer, uint64_t offset,
+                                     uint64_t size, const uint8_t *pattern, size_t pattern_size, XhalError **error) {
+    Operation fill;
+    XhalStatus status = check_stream_usable(stream, "stream_fill", error);
+    if (status == XHAL_STATUS_OK) {
+        status = prepare_fill("stream_fill", stream->device, "stream", buffer, offset, size, pattern, pattern_size,
+                              &fill, error);
+    }
+    if (status != XHAL_STATUS_OK || size == 0) {
+        return status; /* a fill of 0 bytes enqueues nothing */
+    }
+    return stream_enqueue_prepared(stream, &fill, "stream_fill", error);
+}
+
+static XhalStatus plugin_stream_launch(struct XhalStream *stream, const XhalLaunchInfo *launch, XhalError **error) {
+    Operation prepared;
+    XhalStatus status = check_stream_usable(stream, "stream_launch", error);
+    if (status == XHAL_STATUS_OK) {
+        status = prepare_launch("stream_launch", stream->device, "stream", launch, &prepared, error);
+    }
+    if (status != XHAL_STATUS_OK) {
+        return status;
+    }
+    return stream_enqueue_prepared(stream, &prepared, "stream_launch", error);
 }
 
 static XhalStatus plugin_stream_record_event(struct XhalStream *stream, struct XhalEvent *event, XhalError **error) {
@@ -1037,7 +1157,7 @@ static XhalStatus plugin_stream_record_event(struct XhalStream *stream, struct X
         status = check_handle(event, KIND_EVENT, "event", error);
     }
     if (status == XHAL_STATUS_OK) {
-        status = check_same_device(stream->device, event->device, "event", error);
+        status = check_same_device(stream->device, event->device, "event", "stream", error);
     }
     if (status != XHAL_STATUS_OK) {
         return status;
@@ -1080,7 +1200,7 @@ static XhalStatus plugin_stream_wait_event(struct XhalStream *stream, struct Xha
         status = check_handle(event, KIND_EVENT, "event", error);
     }
     if (status == XHAL_STATUS_OK) {
-        status = check_same_device(stream->device, event->device, "event", error);
+        status = check_same_device(stream->device, event->device, "event", "stream", error);
     }
     if (status != XHAL_STATUS_OK) {
         return status;
@@ -1127,6 +1247,312 @@ static XhalStatus plugin_stream_query(struct XhalStream *stream, XhalError **err
     }
     pthread_mutex_unlock(&stream->lock);
     return status;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Command lists (ABI 1.4)                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A list is recorded once and submitted many times. The appends check their arguments exactly
+ * as the eager entries do (prepare_copy, prepare_fill, prepare_launch), so a submission checks
+ * nothing: it enqueues the whole array as one operation, and the stream worker runs its
+ * commands in order. A GPU plugin records its command buffer in the appends, closes it in
+ * `finish`, and submits it with one driver call. */
+
+static CommandArray *command_array_new(size_t capacity) {
+    CommandArray *array = malloc(sizeof *array + capacity * sizeof(Operation));
+    if (array == NULL) {
+        return NULL;
+    }
+    atomic_init(&array->references, 1);
+    array->count = 0;
+    return array;
+}
+
+static CommandArray *command_array_retain(CommandArray *array) {
+    atomic_fetch_add(&array->references, 1);
+    return array;
+}
+
+static XhalStatus plugin_command_list_create(struct XhalDevice *device, struct XhalCommandList **list,
+                                             XhalError **error) {
+    XhalStatus status = check_handle(device, KIND_DEVICE, "device", error);
+    if (status != XHAL_STATUS_OK) {
+        return status;
+    }
+    if (list == NULL) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "command_list_create: list must not be null");
+    }
+    enum { INITIAL_CAPACITY = 8 };
+    struct XhalCommandList *created = calloc(1, sizeof *created);
+    CommandArray *commands = command_array_new(INITIAL_CAPACITY);
+    if (created == NULL || commands == NULL) {
+        free(created);
+        free(commands);
+        return fail(error, XHAL_STATUS_OUT_OF_MEMORY, "command_list_create: no host memory for the command list");
+    }
+    if (pthread_mutex_init(&created->lock, NULL) != 0) {
+        free(created);
+        free(commands);
+        return fail(error, XHAL_STATUS_INTERNAL, "command_list_create: cannot create the command list's lock");
+    }
+    created->kind = KIND_COMMAND_LIST;
+    created->device = device;
+    created->capacity = INITIAL_CAPACITY;
+    created->commands = commands;
+    *list = created;
+    return XHAL_STATUS_OK;
+}
+
+/* Adds a prepared command to the end of an open list. The array is not shared while the list
+ * is open (only finished lists are submitted), so it may move as it grows. */
+static XhalStatus command_list_append(struct XhalCommandList *list, const Operation *command, const char *entry,
+                                      XhalError **error) {
+    XhalStatus status = XHAL_STATUS_OK;
+    pthread_mutex_lock(&list->lock);
+    if (list->finished) {
+        status = fail(error, XHAL_STATUS_INVALID_ARGUMENT,
+                      "%s: the command list is finished; a finished list takes no more commands (record them in a "
+                      "new list)",
+                      entry);
+    } else if (list->commands->count == list->capacity) {
+        size_t capacity = list->capacity * 2;
+        CommandArray *grown = NULL;
+        if (capacity <= (SIZE_MAX - sizeof *grown) / sizeof(Operation)) {
+            grown = realloc(list->commands, sizeof *grown + capacity * sizeof(Operation));
+        }
+        if (grown == NULL) {
+            status = fail(error, XHAL_STATUS_OUT_OF_MEMORY, "%s: no host memory for command %zu of the list", entry,
+                          list->commands->count);
+        } else {
+            list->commands = grown;
+            list->capacity = capacity;
+        }
+    }
+    if (status == XHAL_STATUS_OK) {
+        list->commands->commands[list->commands->count++] = *command;
+    }
+    pthread_mutex_unlock(&list->lock);
+    return status;
+}
+
+static XhalStatus plugin_command_list_append_copy(struct XhalCommandList *list, struct XhalBuffer *source,
+                                                  uint64_t source_offset, struct XhalBuffer *destination,
+                                                  uint64_t destination_offset, uint64_t size, XhalError **error) {
+    static const char ENTRY[] = "command_list_append_copy";
+    Operation copy;
+    XhalStatus status = check_handle(list, KIND_COMMAND_LIST, "command list", error);
+    if (status == XHAL_STATUS_OK) {
+        status = prepare_copy(ENTRY, list->device, "command list", source, source_offset, destination,
+                              destination_offset, size, &copy, error);
+    }
+    if (status == XHAL_STATUS_OK && size == 0) {
+        status = fail(error, XHAL_STATUS_INVALID_ARGUMENT,
+                      "%s: a copy of 0 bytes does nothing; leave it out (a list's copies have at least 1 byte)", ENTRY);
+    }
+    if (status != XHAL_STATUS_OK) {
+        return status;
+    }
+    return command_list_append(list, &copy, ENTRY, error);
+}
+
+static XhalStatus plugin_command_list_append_fill(struct XhalCommandList *list, struct XhalBuffer *buffer,
+                                                  uint64_t offset, uint64_t size, const uint8_t *pattern,
+                                                  size_t pattern_size, XhalError **error) {
+    static const char ENTRY[] = "command_list_append_fill";
+    Operation fill;
+    XhalStatus status = check_handle(list, KIND_COMMAND_LIST, "command list", error);
+    if (status == XHAL_STATUS_OK) {
+        status = prepare_fill(ENTRY, list->device, "command list", buffer, offset, size, pattern, pattern_size,
+                              &fill, error);
+    }
+    if (status == XHAL_STATUS_OK && size == 0) {
+        status = fail(error, XHAL_STATUS_INVALID_ARGUMENT,
+                      "%s: a fill of 0 bytes does nothing; leave it out (a list's fills have at least 1 byte)", ENTRY);
+    }
+    if (status != XHAL_STATUS_OK) {
+        return status;
+    }
+    return command_list_append(list, &fill, ENTRY, error);
+}
+
+static XhalStatus plugin_command_list_append_launch(struct XhalCommandList *list, const XhalLaunchInfo *launch,
+                                                    XhalError **error) {
+    static const char ENTRY[] = "command_list_append_launch";
+    Operation prepared;
+    XhalStatus status = check_handle(list, KIND_COMMAND_LIST, "command list", error);
+    if (status == XHAL_STATUS_OK) {
+        status = prepare_launch(ENTRY, list->device, "command list", launch, &prepared, error);
+    }
+    if (status != XHAL_STATUS_OK) {
+        return status;
+    }
+    return command_list_append(list, &prepared, ENTRY, error);
+}
+
+static XhalStatus plugin_command_list_finish(struct XhalCommandList *list, XhalError **error) {
+    XhalStatus status = check_handle(list, KIND_COMMAND_LIST, "command list", error);
+    if (status != XHAL_STATUS_OK) {
+        return status;
+    }
+    pthread_mutex_lock(&list->lock);
+    if (list->finished) {
+        status = fail(error, XHAL_STATUS_INVALID_ARGUMENT,
+                      "command_list_finish: the command list is already finished; finish a list once");
+    } else {
+        /* Everything was checked as it was appended, so finishing only gives back the room kept
+         * for appends. A GPU plugin ends its command buffer here (vkEndCommandBuffer,
+         * cuGraphInstantiate, zeCommandListClose), so that a submission is one driver call. */
+        size_t count = list->commands->count;
+        CommandArray *fitted = realloc(list->commands, sizeof *fitted + count * sizeof(Operation));
+        if (fitted != NULL) {
+            list->commands = fitted; /* when shrinking fails, the larger array is as good */
+            list->capacity = count;
+        }
+        list->finished = true;
+    }
+    pthread_mutex_unlock(&list->lock);
+    return status;
+}
+
+/* The update rules: the same kernel, as many buffer views each of the same size, a scalar
+ * block of the same size. Only the buffers, offsets, scalar values and workgroup counts change. */
+static XhalStatus check_same_shape(uint32_t index, const Operation *previous, const XhalLaunchInfo *launch,
+                                   XhalError **error) {
+    const KernelDefinition *kernel = previous->as.launch.definition;
+    const KernelArguments *recorded = &previous->as.launch.arguments;
+    if (launch->kernel->definition != kernel) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT,
+                    "command_list_update_launch: command %u launches kernel `%s`; an update must launch the same "
+                    "kernel, not `%s`",
+                    index, kernel->name, launch->kernel->definition->name);
+    }
+    if (launch->buffer_count != recorded->buffer_count) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT,
+                    "command_list_update_launch: command %u binds %u buffer view(s); an update must bind as many, "
+                    "not %u",
+                    index, recorded->buffer_count, launch->buffer_count);
+    }
+    if (launch->scalar_size != recorded->scalar_size) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT,
+                    "command_list_update_launch: command %u has a %zu-byte scalar block; an update must give one of "
+                    "the same size, not %zu bytes",
+                    index, recorded->scalar_size, launch->scalar_size);
+    }
+    for (uint32_t view = 0; launch->buffers != NULL && view < launch->buffer_count; view++) {
+        if (launch->buffers[view].size != recorded->buffers[view].size) {
+            return fail(error, XHAL_STATUS_INVALID_ARGUMENT,
+                        "command_list_update_launch: buffer argument %u of command %u is a view of %llu bytes; an "
+                        "update must give a view of the same size, not %llu bytes",
+                        view, index, (unsigned long long)recorded->buffers[view].size,
+                        (unsigned long long)launch->buffers[view].size);
+        }
+    }
+    return XHAL_STATUS_OK;
+}
+
+static XhalStatus plugin_command_list_update_launch(struct XhalCommandList *list, uint32_t index,
+                                                    const XhalLaunchInfo *launch, XhalError **error) {
+    static const char ENTRY[] = "command_list_update_launch";
+    XhalStatus status = check_handle(list, KIND_COMMAND_LIST, "command list", error);
+    if (status != XHAL_STATUS_OK) {
+        return status;
+    }
+    if (launch == NULL) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "%s: launch must not be null", ENTRY);
+    }
+    if (launch->struct_size < XHAL_LAUNCH_INFO_V1_0_SIZE) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT,
+                    "%s: launch->struct_size is %zu; it must be at least %zu (the v1.0 size)", ENTRY,
+                    launch->struct_size, (size_t)XHAL_LAUNCH_INFO_V1_0_SIZE);
+    }
+    status = check_handle(launch->kernel, KIND_KERNEL, "kernel", error);
+    if (status != XHAL_STATUS_OK) {
+        return status;
+    }
+    pthread_mutex_lock(&list->lock);
+    const CommandArray *current = list->commands;
+    Operation replacement;
+    if (!list->finished) {
+        status = fail(error, XHAL_STATUS_INVALID_ARGUMENT,
+                      "%s: the command list is not finished; finish it before updating its launches", ENTRY);
+    } else if (index >= current->count) {
+        status = fail(error, XHAL_STATUS_OUT_OF_BOUNDS,
+                      "%s: the command list has %zu command(s); there is no command %u", ENTRY, current->count, index);
+    } else if (current->commands[index].kind != OPERATION_LAUNCH) {
+        status = fail(error, XHAL_STATUS_INVALID_ARGUMENT,
+                      "%s: command %u is a %s, not a launch; only launches are updated", ENTRY, index,
+                      current->commands[index].kind == OPERATION_COPY ? "copy" : "fill");
+    } else {
+        status = check_same_shape(index, &current->commands[index], launch, error);
+    }
+    if (status == XHAL_STATUS_OK) {
+        /* Then every check an append of this launch makes. */
+        status = prepare_launch(ENTRY, list->device, "command list", launch, &replacement, error);
+    }
+    if (status == XHAL_STATUS_OK) {
+        /* Copy on write: a submission still queued keeps the array it was submitted with. (The
+         * host only updates lists none of whose submissions is pending, so a GPU plugin may
+         * rewrite its descriptors or kernel arguments in place; this one need not rely on it.) */
+        CommandArray *updated = command_array_new(current->count);
+        if (updated == NULL) {
+            status = fail(error, XHAL_STATUS_OUT_OF_MEMORY, "%s: no host memory for the updated command list", ENTRY);
+        } else {
+            memcpy(updated->commands, current->commands, current->count * sizeof(Operation));
+            updated->count = current->count;
+            updated->commands[index] = replacement;
+            command_array_release(list->commands);
+            list->commands = updated;
+            list->capacity = updated->count;
+        }
+    }
+    pthread_mutex_unlock(&list->lock);
+    return status;
+}
+
+static XhalStatus plugin_stream_submit_command_list(struct XhalStream *stream, struct XhalCommandList *list,
+                                                    XhalError **error) {
+    static const char ENTRY[] = "stream_submit_command_list";
+    /* A failed stream refuses the submission with its sticky error, as it refuses any work. */
+    XhalStatus status = check_stream_usable(stream, ENTRY, error);
+    if (status == XHAL_STATUS_OK) {
+        status = check_handle(list, KIND_COMMAND_LIST, "command list", error);
+    }
+    if (status == XHAL_STATUS_OK) {
+        status = check_same_device(stream->device, list->device, "command list", "stream", error);
+    }
+    if (status != XHAL_STATUS_OK) {
+        return status;
+    }
+    Operation *operation = operation_new(OPERATION_LIST, ENTRY, error);
+    if (operation == NULL) {
+        return XHAL_STATUS_OUT_OF_MEMORY;
+    }
+    pthread_mutex_lock(&list->lock);
+    if (list->finished) {
+        operation->as.list = command_array_retain(list->commands);
+    } else {
+        status = fail(error, XHAL_STATUS_INVALID_ARGUMENT,
+                      "%s: the command list is not finished; call command_list_finish before submitting it", ENTRY);
+    }
+    pthread_mutex_unlock(&list->lock);
+    if (status != XHAL_STATUS_OK) {
+        free(operation);
+        return status;
+    }
+    /* One operation for the whole list; on refusal it is freed, releasing its reference. */
+    return stream_enqueue(stream, operation, ENTRY, error);
+}
+
+static void plugin_command_list_destroy(struct XhalCommandList *list) {
+    if (list == NULL || list->kind != KIND_COMMAND_LIST) {
+        return;
+    }
+    /* Submissions still queued hold the array; it goes with the last of them. */
+    command_array_release(list->commands);
+    pthread_mutex_destroy(&list->lock);
+    list->kind = 0;
+    free(list);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1607,7 +2033,7 @@ static void plugin_kernel_destroy(struct XhalKernel *kernel) {
 /* ------------------------------------------------------------------------------------------ */
 
 static const XhalPluginApi PLUGIN_TABLE = {
-    .struct_size = XHAL_PLUGIN_API_V1_3_SIZE,
+    .struct_size = XHAL_PLUGIN_API_V1_4_SIZE,
     .abi_major = XHAL_ABI_MAJOR,
     .abi_minor = XHAL_ABI_MINOR,
     .plugin_name = {(const uint8_t *)PLUGIN_NAME, sizeof PLUGIN_NAME - 1},
@@ -1642,6 +2068,14 @@ static const XhalPluginApi PLUGIN_TABLE = {
     .device_memory_usage = plugin_device_memory_usage,
     .device_clock = plugin_device_clock,
     .event_timestamp = plugin_event_timestamp,
+    .command_list_create = plugin_command_list_create,
+    .command_list_append_copy = plugin_command_list_append_copy,
+    .command_list_append_fill = plugin_command_list_append_fill,
+    .command_list_append_launch = plugin_command_list_append_launch,
+    .command_list_finish = plugin_command_list_finish,
+    .command_list_update_launch = plugin_command_list_update_launch,
+    .stream_submit_command_list = plugin_stream_submit_command_list,
+    .command_list_destroy = plugin_command_list_destroy,
 };
 
 XHAL_PLUGIN_EXPORT const XhalPluginApi *xhal_plugin_query(uint32_t host_abi_major, uint32_t host_abi_minor) {

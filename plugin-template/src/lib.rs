@@ -8,13 +8,18 @@
 //! here runs (docs/plugin-guide.md lists the checks), so what stays here is what only the
 //! device knows. Any thread may call any method, concurrently; errors are returned, never
 //! panicked; queued work keeps an `Arc` of every object it uses.
+//!
+//! Copies, fills and launches are each checked and prepared once, into an [`Operation`] that
+//! the stream's thread runs: the eager calls enqueue it once, and a [`CommandList`] (ABI 1.4,
+//! what graphs replay) keeps its operations and enqueues them all with one submission.
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use xhal_backend::{
-    Checked, ClockSample, DeviceInfo, DeviceType, Driver, DriverBuffer, DriverDevice, DriverKernel, DriverModule,
-    DriverStream, Error, Features, HostEvent, HostQueue, KernelFormat, Launch, Object, Result,
+    Checked, ClockSample, Command, DeviceInfo, DeviceType, Driver, DriverBuffer, DriverCommandList, DriverDevice,
+    DriverKernel, DriverModule, DriverStream, Error, Features, HostEvent, HostQueue, KernelFormat, Launch, Object,
+    OwnedLaunch, Result,
 };
 use xhal_cpu::executor::{HostArgument, HostKernel, HostLaunch, HostMemory, HostModule, KernelBinding, RunLimits};
 use xhal_cpu::KernelMode;
@@ -171,6 +176,193 @@ impl DriverDevice<HostmemDriver> for () {
     fn clock(_device: &Arc<Object<()>>) -> Result<ClockSample> {
         Ok(ClockSample::host())
     }
+
+    /// VENDOR: true where the device has a native way to record work once and submit it many
+    /// times (Vulkan command buffers, CUDA or HIP graphs, Level Zero regular command lists,
+    /// `cl_khr_command_buffer`). The host then makes each run of a graph's copies, fills and
+    /// launches one [`CommandList`]. Answer false for a device without them: the host replays
+    /// graphs operation by operation, which is correct everywhere and only costs host time.
+    fn has_command_lists(_device: &Arc<Object<()>>) -> bool {
+        true
+    }
+
+    /// The adapter has checked every command as the same stream call would be checked (handles,
+    /// devices, ranges, fill patterns, views), so this only prepares them: each becomes the
+    /// operation the eager call would enqueue, and what only the device can refuse (a launch's
+    /// arguments against its kernel) is refused now, once, rather than at every submission.
+    fn build_command_list(
+        _driver: &HostmemDriver,
+        _device: &Arc<Object<()>>,
+        commands: &[Command<HostmemDriver>],
+    ) -> Result<Box<dyn DriverCommandList<HostmemDriver>>> {
+        // VENDOR: begin the native list here (vkBeginCommandBuffer with SIMULTANEOUS_USE,
+        // cuGraphCreate, zeCommandListCreate), record each command into it in order (a copy, a
+        // fill, a dispatch with its arguments bound), then end it (vkEndCommandBuffer,
+        // cuGraphInstantiate, zeCommandListClose), so that a submission is one driver call.
+        let operations = commands
+            .iter()
+            .map(|command| match command {
+                Command::Copy {
+                    source,
+                    source_offset,
+                    destination,
+                    destination_offset,
+                    size,
+                } => Ok(copy_operation(
+                    source,
+                    *source_offset,
+                    destination,
+                    *destination_offset,
+                    *size,
+                )),
+                Command::Fill {
+                    buffer,
+                    offset,
+                    size,
+                    pattern,
+                } => Ok(fill_operation(buffer, *offset, *size, pattern)),
+                Command::Launch(launch) => launch_operation(&launch.borrowed()),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Box::new(CommandList {
+            operations: Mutex::new(Arc::new(operations)),
+        }))
+    }
+}
+
+/// A copy, fill or launch, checked and bound to its buffers once, for the stream's thread to
+/// run: the eager calls enqueue one, and a [`CommandList`] runs its own at every submission.
+/// An error it returns becomes the stream's sticky error.
+pub type Operation = Arc<dyn Fn() -> Result<()> + Send + Sync>;
+
+/// A command list: the operations of its commands, in order. An update replaces the whole
+/// vector (copy on write), so a submission still queued runs the operations it was submitted
+/// with, and the list may be submitted again, to any stream, before earlier submissions end.
+///
+/// VENDOR: keep the native list here (the `VkCommandBuffer` and its descriptor sets, the
+/// `CUgraphExec`, the `ze_command_list_handle_t`), released in `Drop`. Queued submissions must
+/// keep it alive: hold it behind an `Arc` that `submit` clones into the stream's work, or let
+/// the driver track it as in use (a fence of the last submission).
+pub struct CommandList {
+    operations: Mutex<Arc<Vec<Operation>>>,
+}
+
+impl DriverCommandList<HostmemDriver> for CommandList {
+    fn submit(&self, stream: &Arc<Object<HostQueue>>) -> Result<()> {
+        let operations = Arc::clone(&self.operations.lock());
+        // VENDOR: submit the native list to the stream's queue, without waiting for it
+        // (vkQueueSubmit, cuGraphLaunch, zeCommandQueueExecuteCommandLists). Here one item of
+        // work runs every operation in order; the first that fails stops the list and becomes
+        // the stream's sticky error, as it would had each been enqueued alone.
+        stream.enqueue(move || operations.iter().try_for_each(|operation| operation()))
+    }
+
+    fn update_launch(&self, index: usize, launch: &OwnedLaunch<HostmemDriver>) -> Result<()> {
+        // The adapter checked that command `index` is a launch of the same kernel with views of
+        // the same sizes and a scalar block of the same size, and that no submission of the list
+        // is pending. VENDOR: rewrite that launch's arguments in the native list
+        // (cuGraphExecKernelNodeSetParams, a new descriptor set and push constants).
+        let prepared = launch_operation(&launch.borrowed())?;
+        let mut operations = self.operations.lock();
+        let mut updated = Vec::clone(&operations);
+        let slot = updated
+            .get_mut(index)
+            .ok_or_else(|| Error::internal(format!("a {BACKEND_NAME} command list has no command {index}")))?;
+        *slot = prepared;
+        *operations = Arc::new(updated);
+        Ok(())
+    }
+}
+
+/// The copy of `size` bytes that `DriverStream::copy` enqueues and a command list runs.
+fn copy_operation(
+    source: &Arc<Object<Buffer>>,
+    source_offset: u64,
+    destination: &Arc<Object<Buffer>>,
+    destination_offset: u64,
+    size: u64,
+) -> Operation {
+    let (source, destination) = (Arc::clone(source), Arc::clone(destination));
+    // VENDOR: the driver's device-to-device copy; the ranges may overlap (memmove).
+    Arc::new(move || {
+        // Through a host copy, so no two buffer locks are ever held at once.
+        let bytes = bytemuck::cast_slice::<u32, u8>(&source.words.read())[byte_range(source_offset, size)].to_vec();
+        let mut words = destination.words.write();
+        bytemuck::cast_slice_mut::<u32, u8>(&mut words)[byte_range(destination_offset, size)].copy_from_slice(&bytes);
+        Ok(())
+    })
+}
+
+/// The fill that `DriverStream::fill` enqueues and a command list runs.
+fn fill_operation(buffer: &Arc<Object<Buffer>>, offset: u64, size: u64, pattern: &[u8]) -> Operation {
+    let (buffer, pattern) = (Arc::clone(buffer), pattern.to_vec());
+    // VENDOR: the driver's fill (memset) command.
+    Arc::new(move || {
+        let mut words = buffer.words.write();
+        for chunk in
+            bytemuck::cast_slice_mut::<u32, u8>(&mut words)[byte_range(offset, size)].chunks_exact_mut(pattern.len())
+        {
+            chunk.copy_from_slice(&pattern);
+        }
+        Ok(())
+    })
+}
+
+/// The launch that `DriverStream::launch` enqueues and a command list runs, or why the kernel
+/// refuses these arguments.
+fn launch_operation(launch: &Launch<'_, HostmemDriver>) -> Result<Operation> {
+    // One memory per distinct buffer, in handle order (the order the work locks them in,
+    // so two launches sharing buffers never deadlock); views of one buffer alias.
+    let mut memories: Vec<Arc<Object<Buffer>>> = launch.buffers.iter().map(|view| Arc::clone(&view.buffer)).collect();
+    memories.sort_by_key(|buffer| buffer.handle());
+    memories.dedup_by_key(|buffer| buffer.handle());
+    let arguments: Vec<HostArgument> = launch
+        .buffers
+        .iter()
+        .map(|view| HostArgument {
+            memory: memories.partition_point(|buffer| buffer.handle() < view.buffer.handle()),
+            offset: view.offset as usize,
+            size: view.size as usize,
+        })
+        .collect();
+    let (kernel, scalars, workgroups) = (Arc::clone(launch.kernel), launch.scalars.to_vec(), launch.workgroups);
+    let run = HostLaunch {
+        workgroups,
+        arguments: &arguments,
+        scalars: &scalars,
+        limits: launch.kernel.2.clone()?,
+    };
+    // Everything that can be refused is refused now, by the call that made the mistake.
+    let sizes: Vec<usize> = memories.iter().map(|buffer| buffer.size() as usize).collect();
+    kernel.0.check(&run, &sizes)?;
+    let limits = run.limits;
+    // VENDOR: the driver's kernel launch: bind buffer i to parameter i and pass the scalar
+    // block by value (docs/abi.md, "Argument ABI"). A fault the device reports while
+    // running is returned from the work as `KernelFault`; the stream then makes it sticky.
+    Ok(Arc::new(move || {
+        let mut guards: Vec<_> = memories.iter().map(|buffer| buffer.words.write()).collect();
+        let mut host: Vec<HostMemory<'_>> = Vec::with_capacity(guards.len());
+        for (memory, words) in guards.iter_mut().enumerate() {
+            let size = memories[memory].size() as usize;
+            let bytes = bytemuck::cast_slice_mut::<u32, u8>(words);
+            let bound = arguments
+                .iter()
+                .zip(&kernel.1)
+                .filter(|(argument, _)| argument.memory == memory);
+            host.push(match bound.into_iter().any(|(_, binding)| binding.writes) {
+                // Whole words, so the executor writes in place: the padding is the buffer's own.
+                true => HostMemory::ReadWrite(&mut bytes[..size.div_ceil(4) * 4]),
+                false => HostMemory::ReadOnly(&bytes[..size]),
+            });
+        }
+        let run = HostLaunch {
+            workgroups,
+            arguments: &arguments,
+            scalars: &scalars,
+            limits,
+        };
+        kernel.0.run(&run, &mut host)
+    }))
 }
 
 impl DriverBuffer<HostmemDriver> for Buffer {
@@ -261,16 +453,9 @@ impl DriverStream<HostmemDriver> for HostQueue {
         destination_offset: u64,
         size: u64,
     ) -> Result<()> {
-        let (source, destination) = (Arc::clone(source), Arc::clone(destination));
-        // VENDOR: the driver's device-to-device copy; the ranges may overlap (memmove).
-        stream.enqueue(move || {
-            // Through a host copy, so no two buffer locks are ever held at once.
-            let bytes = bytemuck::cast_slice::<u32, u8>(&source.words.read())[byte_range(source_offset, size)].to_vec();
-            let mut words = destination.words.write();
-            bytemuck::cast_slice_mut::<u32, u8>(&mut words)[byte_range(destination_offset, size)]
-                .copy_from_slice(&bytes);
-            Ok(())
-        })
+        // VENDOR: enqueue the driver's copy on the stream (cuMemcpyAsync, vkCmdCopyBuffer).
+        let copy = copy_operation(source, source_offset, destination, destination_offset, size);
+        stream.enqueue(move || copy())
     }
 
     fn fill(
@@ -280,73 +465,15 @@ impl DriverStream<HostmemDriver> for HostQueue {
         size: u64,
         pattern: &[u8],
     ) -> Result<()> {
-        let (buffer, pattern) = (Arc::clone(buffer), pattern.to_vec());
-        // VENDOR: the driver's fill (memset) command.
-        stream.enqueue(move || {
-            let mut words = buffer.words.write();
-            for chunk in bytemuck::cast_slice_mut::<u32, u8>(&mut words)[byte_range(offset, size)]
-                .chunks_exact_mut(pattern.len())
-            {
-                chunk.copy_from_slice(&pattern);
-            }
-            Ok(())
-        })
+        // VENDOR: enqueue the driver's fill on the stream (cuMemsetD32Async, vkCmdFillBuffer).
+        let fill = fill_operation(buffer, offset, size, pattern);
+        stream.enqueue(move || fill())
     }
 
     fn launch(stream: &Arc<Object<HostQueue>>, launch: &Launch<'_, HostmemDriver>) -> Result<()> {
-        // One memory per distinct buffer, in handle order (the order the work locks them in,
-        // so two launches sharing buffers never deadlock); views of one buffer alias.
-        let mut memories: Vec<Arc<Object<Buffer>>> =
-            launch.buffers.iter().map(|view| Arc::clone(&view.buffer)).collect();
-        memories.sort_by_key(|buffer| buffer.handle());
-        memories.dedup_by_key(|buffer| buffer.handle());
-        let arguments: Vec<HostArgument> = launch
-            .buffers
-            .iter()
-            .map(|view| HostArgument {
-                memory: memories.partition_point(|buffer| buffer.handle() < view.buffer.handle()),
-                offset: view.offset as usize,
-                size: view.size as usize,
-            })
-            .collect();
-        let (kernel, scalars, workgroups) = (Arc::clone(launch.kernel), launch.scalars.to_vec(), launch.workgroups);
-        let run = HostLaunch {
-            workgroups,
-            arguments: &arguments,
-            scalars: &scalars,
-            limits: launch.kernel.2.clone()?,
-        };
-        // Everything that can be refused is refused now, by the call that made the mistake.
-        let sizes: Vec<usize> = memories.iter().map(|buffer| buffer.size() as usize).collect();
-        kernel.0.check(&run, &sizes)?;
-        let limits = run.limits;
-        // VENDOR: the driver's kernel launch: bind buffer i to parameter i and pass the scalar
-        // block by value (docs/abi.md, "Argument ABI"). A fault the device reports while
-        // running is returned from the work as `KernelFault`; the stream then makes it sticky.
-        stream.enqueue(move || {
-            let mut guards: Vec<_> = memories.iter().map(|buffer| buffer.words.write()).collect();
-            let mut host: Vec<HostMemory<'_>> = Vec::with_capacity(guards.len());
-            for (memory, words) in guards.iter_mut().enumerate() {
-                let size = memories[memory].size() as usize;
-                let bytes = bytemuck::cast_slice_mut::<u32, u8>(words);
-                let bound = arguments
-                    .iter()
-                    .zip(&kernel.1)
-                    .filter(|(argument, _)| argument.memory == memory);
-                host.push(match bound.into_iter().any(|(_, binding)| binding.writes) {
-                    // Whole words, so the executor writes in place: the padding is the buffer's own.
-                    true => HostMemory::ReadWrite(&mut bytes[..size.div_ceil(4) * 4]),
-                    false => HostMemory::ReadOnly(&bytes[..size]),
-                });
-            }
-            let run = HostLaunch {
-                workgroups,
-                arguments: &arguments,
-                scalars: &scalars,
-                limits,
-            };
-            kernel.0.run(&run, &mut host)
-        })
+        // VENDOR: enqueue the driver's launch on the stream (cuLaunchKernel, vkCmdDispatch).
+        let launch = launch_operation(launch)?;
+        stream.enqueue(move || launch())
     }
 
     fn record_event(stream: &Arc<Object<HostQueue>>, event: &Arc<Object<HostEvent>>) -> Result<()> {

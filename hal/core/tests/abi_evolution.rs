@@ -10,6 +10,10 @@
 //!
 //! The plugins are compiled here with `$CC` (or `cc`); without a C compiler each test prints
 //! `SKIPPED: ...` on stderr and passes without running.
+//!
+//! Each minor's optional entries are driven on both sides: the newer-minor plugin has them and
+//! the host calls them; the 1.0 table lacks them and the host takes the documented fallback
+//! (`unsupported` naming the entry, or, for 1.4's command lists, graphs replayed op by op).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -20,7 +24,7 @@ use xhal_core::abi::{
 };
 use xhal_core::backend::Backend;
 use xhal_core::plugin::load_plugin;
-use xhal_core::{Device, ErrorKind, KernelFormat, Launch, Runtime};
+use xhal_core::{Device, ErrorKind, Graph, KernelFormat, Launch, Runtime};
 
 /// Set in the child process: the plugin library its test body loads.
 const PLUGIN_UNDER_TEST: &str = "XHAL_ABI_EVOLUTION_PLUGIN";
@@ -236,7 +240,8 @@ fn check_device_info(device: &Device) {
 /// A plugin of the next minor: its table is longer than this host's and ends in entries this
 /// host does not know (traps if called), its errors are a larger `XhalError`, and it knows a
 /// device-info field the host's struct lacks (written only when the host's `struct_size`
-/// has room for it, which the host's does not).
+/// has room for it, which the host's does not). It has the optional entries of 1.1 and 1.3,
+/// and implements the 1.4 command lists: its graphs replay natively.
 #[test]
 fn a_newer_minor_plugin_with_a_longer_table_loads_and_works() {
     in_child_process(
@@ -254,14 +259,19 @@ fn a_newer_minor_plugin_with_a_longer_table_loads_and_works() {
             assert_eq!((usage.free, usage.total), (16 << 20, 64 << 20));
             // The 1.3 entries, which this plugin has: called.
             check_device_timestamps(&device);
+            // The 1.4 entries, which this plugin implements: each graph segment is one of its
+            // command lists, submitted once per replay (two replays, then one after the update).
+            let graph = check_graph(&device);
+            assert!(graph.is_native(), "a plugin with command lists replays graphs natively");
+            assert_eq!(list_submissions(&device), 3, "each replay submitted the plugin's list");
         },
     );
 }
 
 /// A table of exactly the v1.0 size, ending where an unreadable page begins: an older minor
-/// than this 1.1 host. It loads and works, the host answers for the 1.1 entry it lacks
-/// (`device_memory_usage`: unsupported), and the unreadable page proves the host reads none
-/// of the entries beyond its `struct_size`.
+/// than this host. It loads and works, the host answers for the 1.1 and 1.3 entries it lacks
+/// (`unsupported`), replays graphs op by op for lack of the 1.4 command lists, and the
+/// unreadable page proves the host reads none of the entries beyond its `struct_size`.
 #[test]
 fn a_v1_0_table_loads_and_works_and_nothing_beyond_its_struct_size_is_read() {
     in_child_process(
@@ -305,8 +315,74 @@ fn a_v1_0_table_loads_and_works_and_nothing_beyond_its_struct_size_is_read() {
                 !clocks.is_empty() && clocks.iter().all(|clock| clock == "device-elapsed"),
                 "a 1.0 plugin's device spans are timed from elapsed times: {clocks:?}"
             );
+            // The 1.4 command-list entries lie in the unreadable page too: the host replays
+            // each graph segment op by op with the 1.0 entries, with the same results.
+            let graph = check_graph(&device);
+            assert!(!graph.is_native(), "a 1.0 plugin's graphs replay op by op");
+            assert_eq!(list_submissions(&device), 0, "nothing was submitted as a command list");
         },
     );
+}
+
+/// Records a graph of a fill, a launch of `add_scalar` and a copy on one stream, replays it
+/// twice, updates the launch to another buffer and scalar, and replays it once more, checking
+/// the bytes after each step. Returns the graph, so the caller can ask how it replayed.
+fn check_graph(device: &Device) -> Graph {
+    let stream = device.create_stream().expect("stream");
+    let filled = device.alloc::<u32>(4).expect("buffer");
+    let accumulated = device.alloc_from(&stream, &[1u32, 2, 3, 4]).expect("buffer from data");
+    let other = device.alloc_from(&stream, &[0u32; 4]).expect("buffer from data");
+    let copied = device.alloc::<u32>(4).expect("buffer");
+    stream.synchronize().expect("synchronize");
+    let module = device.load_module(ZOO_KERNEL_FORMAT, b"zoo kernels").expect("module");
+    let add = module.kernel("add_scalar").expect("kernel add_scalar");
+
+    let mut builder = device.graph();
+    let lane = builder.stream();
+    builder.fill(lane, &filled, 7u32).expect("record a fill");
+    let node = builder
+        .launch(
+            lane,
+            &Launch::new(&add).buffer(&accumulated).scalar(10u32).workgroups(1, 1, 1),
+        )
+        .expect("record a launch");
+    builder.copy(lane, &accumulated, &copied).expect("record a copy");
+    let graph = builder.build().expect("build the graph");
+
+    // Each replay runs every command again: the launch adds 10 each time.
+    graph.replay(&stream).expect("replay");
+    graph.replay(&stream).expect("replay again");
+    stream.synchronize().expect("synchronize");
+    assert_eq!(stream.read_to_vec(&filled).expect("read"), [7; 4]);
+    assert_eq!(stream.read_to_vec(&accumulated).expect("read"), [21, 22, 23, 24]);
+    assert_eq!(stream.read_to_vec(&copied).expect("read"), [21, 22, 23, 24]);
+
+    // The launch now adds 100 to `other`, a view of the same size; `accumulated` stays.
+    graph
+        .update_launch(
+            node,
+            &Launch::new(&add).buffer(&other).scalar(100u32).workgroups(1, 1, 1),
+        )
+        .expect("update the launch");
+    graph.replay(&stream).expect("replay after the update");
+    stream.synchronize().expect("synchronize");
+    assert_eq!(stream.read_to_vec(&other).expect("read"), [100; 4]);
+    assert_eq!(stream.read_to_vec(&accumulated).expect("read"), [21, 22, 23, 24]);
+    assert_eq!(stream.read_to_vec(&copied).expect("read"), [21, 22, 23, 24]);
+    graph
+}
+
+/// How many command lists the zoo's streams have run so far, as its `report_list_submissions`
+/// kernel reports it.
+fn list_submissions(device: &Device) -> u64 {
+    let stream = device.create_stream().expect("stream");
+    let module = device.load_module(ZOO_KERNEL_FORMAT, b"zoo kernels").expect("module");
+    let report = module
+        .kernel("report_list_submissions")
+        .expect("kernel report_list_submissions");
+    let count = device.alloc::<u64>(1).expect("buffer");
+    stream.launch(&Launch::new(&report).buffer(&count)).expect("launch");
+    stream.read_to_vec(&count).expect("read")[0]
 }
 
 /// The 1.3 entries of a plugin that has them: a clock reading, event timestamps inside the

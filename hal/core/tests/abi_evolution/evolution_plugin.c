@@ -6,6 +6,8 @@
  *   NEWER_MINOR            reports the host's minor + 1; its table is longer than the host's
  *                          and its extra trailing entries are traps; its errors carry a
  *                          larger XhalError; it knows a device-info field the host does not.
+ *                          It has the optional entries of 1.1 and 1.3 and the 1.4 command
+ *                          lists, and counts the lists submitted to its streams.
  *   V1_0_TABLE_AT_PAGE_END reports minor 0 with a table of exactly the v1.0 size, placed so
  *                          that it ends where an unreadable page begins.
  *   TRUNCATED_TRAPPED      struct_size ends before `kernel_get`; the two last v1.0 slots,
@@ -21,12 +23,14 @@
  *
  * The device behind the table is small but real: host memory, streams that complete each
  * operation before returning, timing events, and kernels of a vendor format that name one
- * of the C functions below.
+ * of the C functions below. Its command lists (1.4) keep each command's arguments and run
+ * them through the stream entries when submitted.
  */
 #define _DEFAULT_SOURCE
 #include "xhal.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -493,6 +497,18 @@ static void kernel_report_launch_struct_size(const XhalLaunchInfo *launch) {
     memcpy(launch->buffers[0].buffer->bytes + launch->buffers[0].offset, &size, sizeof size);
 }
 
+/* Command lists submitted to the zoo's streams so far (1.4, newer-minor variant only). */
+static atomic_ulong list_submissions;
+
+/* Writes how many command lists were submitted so far into buffer argument 0, as a u64. */
+static void kernel_report_list_submissions(const XhalLaunchInfo *launch) {
+    if (launch->buffer_count < 1 || launch->buffers[0].size < sizeof(uint64_t)) {
+        return;
+    }
+    uint64_t count = atomic_load(&list_submissions);
+    memcpy(launch->buffers[0].buffer->bytes + launch->buffers[0].offset, &count, sizeof count);
+}
+
 static int name_is(struct XhalStr name, const char *expected) {
     size_t length = strlen(expected);
     return name.len == length && (length == 0 || memcmp(name.ptr, expected, length) == 0);
@@ -508,9 +524,12 @@ static XhalStatus zoo_kernel_get(struct XhalModule *module, struct XhalStr name,
         run = kernel_add_scalar;
     } else if (name_is(name, "report_launch_struct_size")) {
         run = kernel_report_launch_struct_size;
+    } else if (name_is(name, "report_list_submissions")) {
+        run = kernel_report_list_submissions;
     } else {
         return fail(error, XHAL_STATUS_NOT_FOUND,
-                    "kernel_get: no such kernel; the zoo has add_scalar and report_launch_struct_size");
+                    "kernel_get: no such kernel; the zoo has add_scalar, report_launch_struct_size and "
+                    "report_list_submissions");
     }
     struct XhalKernel *made = calloc(1, sizeof(struct XhalKernel));
     if (made == NULL) {
@@ -522,6 +541,237 @@ static XhalStatus zoo_kernel_get(struct XhalModule *module, struct XhalStr name,
 }
 
 static void zoo_kernel_destroy(struct XhalKernel *kernel) { free(kernel); }
+
+
+/* ---- command lists (1.4), filled in by the newer-minor variant only ----------------------- */
+
+#define ZOO_LIST_CAPACITY 16
+#define ZOO_MAX_BUFFERS 8
+#define ZOO_MAX_SCALARS 256
+
+typedef enum ZooCommandKind { ZOO_COPY, ZOO_FILL, ZOO_LAUNCH } ZooCommandKind;
+
+/* One command: the arguments of the stream entry that runs it, copied when appended. */
+typedef struct ZooCommand {
+    ZooCommandKind kind;
+    struct XhalBuffer *source; /* copy */
+    uint64_t source_offset;
+    struct XhalBuffer *destination; /* copy; the filled buffer of a fill */
+    uint64_t destination_offset;
+    uint64_t size;
+    uint8_t pattern[4];
+    size_t pattern_size;
+    XhalLaunchInfo launch; /* its buffers and scalars point into the two arrays below */
+    XhalBufferArg buffers[ZOO_MAX_BUFFERS];
+    uint8_t scalars[ZOO_MAX_SCALARS];
+} ZooCommand;
+
+struct XhalCommandList {
+    int finished;
+    size_t count;
+    ZooCommand commands[ZOO_LIST_CAPACITY];
+};
+
+ZOO_SOME_VARIANTS static XhalStatus zoo_command_list_create(struct XhalDevice *device, struct XhalCommandList **list,
+                                                            XhalErrorOut error) {
+    if (device == NULL || list == NULL) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "command_list_create: null device or out pointer");
+    }
+    *list = calloc(1, sizeof(struct XhalCommandList));
+    return *list ? XHAL_STATUS_OK : fail(error, XHAL_STATUS_OUT_OF_MEMORY, "command_list_create: out of host memory");
+}
+
+/* The next free command of an open list, cleared, or the reason there is none. */
+ZOO_SOME_VARIANTS static XhalStatus zoo_next_command(struct XhalCommandList *list, ZooCommand **command,
+                                                     XhalErrorOut error) {
+    if (list == NULL) {
+        return fail(error, XHAL_STATUS_INVALID_HANDLE, "command list append: null list");
+    }
+    if (list->finished) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "command list append: the list is finished");
+    }
+    if (list->count == ZOO_LIST_CAPACITY) {
+        return fail(error, XHAL_STATUS_OUT_OF_MEMORY, "command list append: a zoo list holds at most 16 commands");
+    }
+    *command = &list->commands[list->count];
+    memset(*command, 0, sizeof **command);
+    return XHAL_STATUS_OK;
+}
+
+ZOO_SOME_VARIANTS static XhalStatus zoo_command_list_append_copy(struct XhalCommandList *list,
+                                                                 struct XhalBuffer *source, uint64_t source_offset,
+                                                                 struct XhalBuffer *destination,
+                                                                 uint64_t destination_offset, uint64_t size,
+                                                                 XhalErrorOut error) {
+    ZooCommand *command = NULL;
+    XhalStatus status = zoo_next_command(list, &command, error);
+    if (status != XHAL_STATUS_OK) {
+        return status;
+    }
+    if (source == NULL || destination == NULL || size == 0) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "command_list_append_copy: null buffer or 0 bytes");
+    }
+    if (out_of_range(source, source_offset, size) || out_of_range(destination, destination_offset, size)) {
+        return fail(error, XHAL_STATUS_OUT_OF_BOUNDS, "command_list_append_copy: range outside a buffer");
+    }
+    command->kind = ZOO_COPY;
+    command->source = source;
+    command->source_offset = source_offset;
+    command->destination = destination;
+    command->destination_offset = destination_offset;
+    command->size = size;
+    list->count++;
+    return XHAL_STATUS_OK;
+}
+
+ZOO_SOME_VARIANTS static XhalStatus zoo_command_list_append_fill(struct XhalCommandList *list,
+                                                                 struct XhalBuffer *buffer, uint64_t offset,
+                                                                 uint64_t size, const uint8_t *pattern,
+                                                                 size_t pattern_size, XhalErrorOut error) {
+    ZooCommand *command = NULL;
+    XhalStatus status = zoo_next_command(list, &command, error);
+    if (status != XHAL_STATUS_OK) {
+        return status;
+    }
+    if (buffer == NULL || pattern == NULL || size == 0) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT,
+                    "command_list_append_fill: null buffer or pattern, or 0 bytes");
+    }
+    if (pattern_size != 1 && pattern_size != 2 && pattern_size != 4) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT,
+                    "command_list_append_fill: the pattern is not 1, 2 or 4 bytes");
+    }
+    if (offset % pattern_size != 0 || size % pattern_size != 0 || out_of_range(buffer, offset, size)) {
+        return fail(error, XHAL_STATUS_OUT_OF_BOUNDS,
+                    "command_list_append_fill: a range outside the buffer or not a whole number of patterns");
+    }
+    command->kind = ZOO_FILL;
+    command->destination = buffer;
+    command->destination_offset = offset;
+    command->size = size;
+    memcpy(command->pattern, pattern, pattern_size);
+    command->pattern_size = pattern_size;
+    list->count++;
+    return XHAL_STATUS_OK;
+}
+
+/* Copies `launch` into `command`, checking what the zoo's stream_launch checks. */
+ZOO_SOME_VARIANTS static XhalStatus zoo_keep_launch(ZooCommand *command, const XhalLaunchInfo *launch,
+                                                    const char *entry, XhalErrorOut error) {
+    char message[160];
+    if (launch == NULL || launch->struct_size < XHAL_LAUNCH_INFO_V1_0_SIZE || launch->kernel == NULL) {
+        snprintf(message, sizeof message, "%s: null launch or kernel, or struct_size below the v1.0 size", entry);
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, message);
+    }
+    if (launch->buffer_count > ZOO_MAX_BUFFERS || launch->scalar_size > ZOO_MAX_SCALARS) {
+        snprintf(message, sizeof message, "%s: more than 8 buffers or 256 scalar bytes", entry);
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, message);
+    }
+    for (uint32_t i = 0; i < launch->buffer_count; i++) {
+        const XhalBufferArg *arg = &launch->buffers[i];
+        if (arg->buffer == NULL || out_of_range(arg->buffer, arg->offset, arg->size)) {
+            snprintf(message, sizeof message, "%s: a buffer argument reaches outside its buffer", entry);
+            return fail(error, XHAL_STATUS_OUT_OF_BOUNDS, message);
+        }
+        command->buffers[i] = *arg;
+    }
+    if (launch->scalar_size > 0) {
+        memcpy(command->scalars, launch->scalars, launch->scalar_size);
+    }
+    command->kind = ZOO_LAUNCH;
+    command->launch.struct_size = launch->struct_size;
+    command->launch.kernel = launch->kernel;
+    memcpy(command->launch.workgroups, launch->workgroups, sizeof command->launch.workgroups);
+    command->launch.buffers = command->buffers;
+    command->launch.buffer_count = launch->buffer_count;
+    command->launch.scalars = command->scalars;
+    command->launch.scalar_size = launch->scalar_size;
+    return XHAL_STATUS_OK;
+}
+
+ZOO_SOME_VARIANTS static XhalStatus zoo_command_list_append_launch(struct XhalCommandList *list,
+                                                                   const XhalLaunchInfo *launch, XhalErrorOut error) {
+    ZooCommand *command = NULL;
+    XhalStatus status = zoo_next_command(list, &command, error);
+    if (status != XHAL_STATUS_OK) {
+        return status;
+    }
+    status = zoo_keep_launch(command, launch, "command_list_append_launch", error);
+    if (status == XHAL_STATUS_OK) {
+        list->count++;
+    }
+    return status;
+}
+
+ZOO_SOME_VARIANTS static XhalStatus zoo_command_list_finish(struct XhalCommandList *list, XhalErrorOut error) {
+    if (list == NULL || list->finished) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "command_list_finish: null or already finished list");
+    }
+    list->finished = 1;
+    return XHAL_STATUS_OK;
+}
+
+ZOO_SOME_VARIANTS static XhalStatus zoo_command_list_update_launch(struct XhalCommandList *list, uint32_t index,
+                                                                   const XhalLaunchInfo *launch, XhalErrorOut error) {
+    if (list == NULL || !list->finished || index >= list->count || list->commands[index].kind != ZOO_LAUNCH) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT,
+                    "command_list_update_launch: not a finished list, or command index is not a launch");
+    }
+    ZooCommand *command = &list->commands[index];
+    if (launch == NULL || launch->kernel != command->launch.kernel ||
+        launch->buffer_count != command->launch.buffer_count || launch->scalar_size != command->launch.scalar_size) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT,
+                    "command_list_update_launch: another kernel, buffer count or scalar block size");
+    }
+    for (uint32_t i = 0; i < launch->buffer_count; i++) {
+        if (launch->buffers[i].size != command->buffers[i].size) {
+            return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "command_list_update_launch: a view of another size");
+        }
+    }
+    /* The host calls this only when no submission is pending, and the zoo's streams complete
+     * each submission before returning, so the command is rewritten in place. */
+    ZooCommand updated;
+    memset(&updated, 0, sizeof updated);
+    XhalStatus status = zoo_keep_launch(&updated, launch, "command_list_update_launch", error);
+    if (status == XHAL_STATUS_OK) {
+        *command = updated;
+        command->launch.buffers = command->buffers;
+        command->launch.scalars = command->scalars;
+    }
+    return status;
+}
+
+ZOO_SOME_VARIANTS static XhalStatus zoo_stream_submit_command_list(struct XhalStream *stream,
+                                                                   struct XhalCommandList *list, XhalErrorOut error) {
+    if (stream == NULL || list == NULL || !list->finished) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "stream_submit_command_list: null stream or unfinished list");
+    }
+    atomic_fetch_add(&list_submissions, 1);
+    /* Each command runs through the stream entry it was appended for, in order. */
+    for (size_t i = 0; i < list->count; i++) {
+        const ZooCommand *command = &list->commands[i];
+        XhalStatus status = XHAL_STATUS_OK;
+        switch (command->kind) {
+        case ZOO_COPY:
+            status = zoo_stream_copy(stream, command->source, command->source_offset, command->destination,
+                                     command->destination_offset, command->size, error);
+            break;
+        case ZOO_FILL:
+            status = zoo_stream_fill(stream, command->destination, command->destination_offset, command->size,
+                                     command->pattern, command->pattern_size, error);
+            break;
+        case ZOO_LAUNCH:
+            status = zoo_stream_launch(stream, &command->launch, error);
+            break;
+        }
+        if (status != XHAL_STATUS_OK) {
+            return status;
+        }
+    }
+    return XHAL_STATUS_OK;
+}
+
+ZOO_SOME_VARIANTS static void zoo_command_list_destroy(struct XhalCommandList *list) { free(list); }
 
 /* ---- the table -------------------------------------------------------------------------- */
 
@@ -601,6 +851,14 @@ static void build_table(void) {
     api->device_memory_usage = zoo_device_memory_usage;
     api->device_clock = zoo_device_clock;
     api->event_timestamp = zoo_event_timestamp;
+    api->command_list_create = zoo_command_list_create;
+    api->command_list_append_copy = zoo_command_list_append_copy;
+    api->command_list_append_fill = zoo_command_list_append_fill;
+    api->command_list_append_launch = zoo_command_list_append_launch;
+    api->command_list_finish = zoo_command_list_finish;
+    api->command_list_update_launch = zoo_command_list_update_launch;
+    api->stream_submit_command_list = zoo_stream_submit_command_list;
+    api->command_list_destroy = zoo_command_list_destroy;
     table.future_entries[0] = trap_future_entry_0;
     table.future_entries[1] = trap_future_entry_1;
     table.future_entries[2] = trap_future_entry_2;
