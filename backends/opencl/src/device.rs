@@ -5,7 +5,7 @@ use crate::instance::{Adapter, Instance, DRIVER_LOCK};
 use crate::OpenClDriver;
 use parking_lot::Mutex;
 use std::sync::Arc;
-use xhal_backend::{ClockSample, DriverDevice, Error, Object, Result};
+use xhal_backend::{ClockSample, Command, DriverCommandList, DriverDevice, Error, Object, Result};
 
 /// An opened device: one context holding the one device.
 pub struct Gpu {
@@ -96,6 +96,25 @@ struct QueueHandle(CommandQueue);
 
 // `memory_usage` keeps its default: this backend does not report its devices' memory usage.
 impl DriverDevice<OpenClDriver> for Arc<Gpu> {
+    /// Where the device has `cl_khr_command_buffer` with simultaneous use.
+    fn has_command_lists(device: &Arc<Object<Arc<Gpu>>>) -> bool {
+        device.adapter().command_buffers.is_some()
+    }
+
+    fn build_command_list(
+        _driver: &OpenClDriver,
+        device: &Arc<Object<Arc<Gpu>>>,
+        commands: &[Command<OpenClDriver>],
+    ) -> Result<Box<dyn DriverCommandList<OpenClDriver>>> {
+        let Some(api) = device.adapter().command_buffers else {
+            return Err(Error::unsupported(format!(
+                "{} has no cl_khr_command_buffer with simultaneous use",
+                device.name()
+            )));
+        };
+        Ok(Box::new(crate::command_list::CommandList::build(api, commands)?))
+    }
+
     /// The round trip of a marker on a queue of the device's own. `clGetDeviceAndHostTimer`
     /// would be the direct way, but its host clock is the platform's choice (and PoCL's CPU
     /// device has none), while a marker's `CL_PROFILING_COMMAND_END` is on the clock events

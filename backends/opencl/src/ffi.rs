@@ -112,6 +112,91 @@ pub(crate) struct PciBusInfo {
 /// `clCreateProgramWithIL` and `clCreateProgramWithILKHR` share this signature.
 pub(crate) type CreateProgramWithIl = unsafe extern "system" fn(Context, *const c_void, usize, *mut ClInt) -> Program;
 
+/// A `cl_command_buffer_khr`.
+pub(crate) type CommandBuffer = *mut c_void;
+
+/// `clCreateCommandBufferKHR`.
+pub(crate) type CreateCommandBuffer =
+    unsafe extern "system" fn(ClUint, *const CommandQueue, *const u64, *mut ClInt) -> CommandBuffer;
+/// `clFinalizeCommandBufferKHR` and `clReleaseCommandBufferKHR`.
+pub(crate) type CommandBufferCall = unsafe extern "system" fn(CommandBuffer) -> ClInt;
+/// `clEnqueueCommandBufferKHR`.
+pub(crate) type EnqueueCommandBuffer = unsafe extern "system" fn(
+    ClUint,
+    *mut CommandQueue,
+    CommandBuffer,
+    ClUint,
+    *const ClEventId,
+    *mut ClEventId,
+) -> ClInt;
+/// `clCommandCopyBufferKHR`.
+pub(crate) type CommandCopyBuffer = unsafe extern "system" fn(
+    CommandBuffer,
+    CommandQueue,
+    Mem,
+    Mem,
+    usize,
+    usize,
+    usize,
+    ClUint,
+    *const ClUint,
+    *mut ClUint,
+    *mut *mut c_void,
+) -> ClInt;
+/// `clCommandFillBufferKHR`.
+pub(crate) type CommandFillBuffer = unsafe extern "system" fn(
+    CommandBuffer,
+    CommandQueue,
+    Mem,
+    *const c_void,
+    usize,
+    usize,
+    usize,
+    ClUint,
+    *const ClUint,
+    *mut ClUint,
+    *mut *mut c_void,
+) -> ClInt;
+/// `clCommandNDRangeKernelKHR`.
+pub(crate) type CommandNdRangeKernel = unsafe extern "system" fn(
+    CommandBuffer,
+    CommandQueue,
+    *const u64,
+    Kernel,
+    ClUint,
+    *const usize,
+    *const usize,
+    *const usize,
+    ClUint,
+    *const ClUint,
+    *mut ClUint,
+    *mut *mut c_void,
+) -> ClInt;
+
+/// `cl_khr_command_buffer`'s entry points (version 0.9, as the Khronos headers of this
+/// platform declare them), found with `clGetExtensionFunctionAddressForPlatform`.
+#[derive(Clone, Copy)]
+pub(crate) struct CommandBufferApi {
+    pub(crate) create: CreateCommandBuffer,
+    pub(crate) finalize: CommandBufferCall,
+    pub(crate) release: CommandBufferCall,
+    pub(crate) enqueue: EnqueueCommandBuffer,
+    pub(crate) copy: CommandCopyBuffer,
+    pub(crate) fill: CommandFillBuffer,
+    pub(crate) nd_range: CommandNdRangeKernel,
+}
+
+/// `CL_DEVICE_COMMAND_BUFFER_CAPABILITIES_KHR`.
+pub(crate) const CL_DEVICE_COMMAND_BUFFER_CAPABILITIES_KHR: ClUint = 0x12A9;
+/// `CL_DEVICE_COMMAND_BUFFER_REQUIRED_QUEUE_PROPERTIES_KHR`.
+pub(crate) const CL_DEVICE_COMMAND_BUFFER_REQUIRED_QUEUE_PROPERTIES_KHR: ClUint = 0x12AA;
+/// `CL_COMMAND_BUFFER_CAPABILITY_SIMULTANEOUS_USE_KHR`.
+pub(crate) const CL_COMMAND_BUFFER_CAPABILITY_SIMULTANEOUS_USE_KHR: u64 = 1 << 2;
+/// `CL_COMMAND_BUFFER_FLAGS_KHR`.
+pub(crate) const CL_COMMAND_BUFFER_FLAGS_KHR: u64 = 0x1293;
+/// `CL_COMMAND_BUFFER_SIMULTANEOUS_USE_KHR`.
+pub(crate) const CL_COMMAND_BUFFER_SIMULTANEOUS_USE_KHR: u64 = 1;
+
 /// The loader's file name.
 pub(crate) const LOADER_LIBRARY: &str = "libOpenCL.so.1";
 

@@ -23,6 +23,9 @@ pub(crate) struct Adapter {
     pub(crate) create_program_with_il: Option<ffi::CreateProgramWithIl>,
     /// `CL_DEVICE_ADDRESS_BITS`: a global work size must fit in this many bits.
     pub(crate) address_bits: u32,
+    /// `cl_khr_command_buffer`, where the device has it with simultaneous use and asks for no
+    /// queue property this backend's queues lack: command lists (ABI 1.4) are built on it.
+    pub(crate) command_buffers: Option<ffi::CommandBufferApi>,
     /// Bytes this backend holds on the device, for the free-memory figure.
     pub(crate) allocated: Arc<AtomicU64>,
 }
@@ -379,6 +382,29 @@ fn describe(api: &Api, platform: PlatformId, device: DeviceId, position: usize) 
         features,
         kernel_formats,
     };
+    let command_buffers = if has("cl_khr_command_buffer") {
+        let capabilities: u64 = query
+            .value(
+                ffi::CL_DEVICE_COMMAND_BUFFER_CAPABILITIES_KHR,
+                "CL_DEVICE_COMMAND_BUFFER_CAPABILITIES_KHR",
+            )
+            .unwrap_or(0);
+        let required: u64 = query
+            .value(
+                ffi::CL_DEVICE_COMMAND_BUFFER_REQUIRED_QUEUE_PROPERTIES_KHR,
+                "CL_DEVICE_COMMAND_BUFFER_REQUIRED_QUEUE_PROPERTIES_KHR",
+            )
+            .unwrap_or(u64::MAX);
+        // The stream queues are in order, with profiling where the device has it.
+        let allowed = if profiling { ffi::CL_QUEUE_PROFILING_ENABLE } else { 0 };
+        if capabilities & ffi::CL_COMMAND_BUFFER_CAPABILITY_SIMULTANEOUS_USE_KHR != 0 && required & !allowed == 0 {
+            command_buffer_entry_points(api, platform)
+        } else {
+            None
+        }
+    } else {
+        None
+    };
     Ok(Adapter {
         platform,
         device,
@@ -386,8 +412,34 @@ fn describe(api: &Api, platform: PlatformId, device: DeviceId, position: usize) 
         profiling,
         create_program_with_il,
         address_bits,
+        command_buffers,
         allocated: Arc::new(AtomicU64::new(0)),
     })
+}
+
+/// `cl_khr_command_buffer`'s entry points on `platform`, or `None` when one is missing.
+fn command_buffer_entry_points(api: &Api, platform: PlatformId) -> Option<ffi::CommandBufferApi> {
+    let lookup = api.get_extension_function_address_for_platform?;
+    let find = |name: &std::ffi::CStr| {
+        // SAFETY: a lookup by NUL-terminated name on a platform the loader listed.
+        let address = unsafe { lookup(platform, name.as_ptr()) };
+        (!address.is_null()).then_some(address)
+    };
+    // SAFETY: each address is the entry point of that name, whose signature cl_khr_command_buffer
+    // documents as the field's type.
+    unsafe {
+        Some(ffi::CommandBufferApi {
+            create: std::mem::transmute::<*mut c_void, ffi::CreateCommandBuffer>(find(c"clCreateCommandBufferKHR")?),
+            finalize: std::mem::transmute::<*mut c_void, ffi::CommandBufferCall>(find(c"clFinalizeCommandBufferKHR")?),
+            release: std::mem::transmute::<*mut c_void, ffi::CommandBufferCall>(find(c"clReleaseCommandBufferKHR")?),
+            enqueue: std::mem::transmute::<*mut c_void, ffi::EnqueueCommandBuffer>(find(c"clEnqueueCommandBufferKHR")?),
+            copy: std::mem::transmute::<*mut c_void, ffi::CommandCopyBuffer>(find(c"clCommandCopyBufferKHR")?),
+            fill: std::mem::transmute::<*mut c_void, ffi::CommandFillBuffer>(find(c"clCommandFillBufferKHR")?),
+            nd_range: std::mem::transmute::<*mut c_void, ffi::CommandNdRangeKernel>(find(
+                c"clCommandNDRangeKernelKHR",
+            )?),
+        })
+    }
 }
 
 /// The loader's `clCreateProgramWithIL`, or the platform's `clCreateProgramWithILKHR`.

@@ -37,6 +37,7 @@
 //! runs: `OpenClBackend::new(OpenClDriver::from_env())`.
 #![deny(missing_docs)]
 
+mod command_list;
 mod device;
 mod ffi;
 mod instance;

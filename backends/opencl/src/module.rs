@@ -193,10 +193,12 @@ impl DriverKernel<OpenClDriver> for KernelObject {
         candidates.push(c_name);
         let mut status = ffi::CL_INVALID_KERNEL_NAME;
         let mut kernel = std::ptr::null_mut();
+        let mut found = CString::default();
         for candidate in &candidates {
             // SAFETY: a built program and a NUL-terminated name.
             kernel = unsafe { (module.gpu.api().create_kernel)(module.program, candidate.as_ptr(), &mut status) };
             if status != ffi::CL_INVALID_KERNEL_NAME {
+                found = candidate.clone();
                 break;
             }
         }
@@ -222,6 +224,7 @@ impl DriverKernel<OpenClDriver> for KernelObject {
             module: Arc::clone(module),
             kernel: Mutex::new(kernel),
             name: name.to_string(),
+            symbol: found,
             signature: Signature::default(),
         };
         object.signature = Signature::read(module, kernel, name)?;
@@ -236,6 +239,8 @@ pub struct KernelObject {
     /// state shared by every thread using it.
     pub(crate) kernel: Mutex<Kernel>,
     pub(crate) name: String,
+    /// The name the program knows the kernel by, for more objects of it.
+    symbol: CString,
     pub(crate) signature: Signature,
 }
 
@@ -252,7 +257,41 @@ impl Drop for KernelObject {
     }
 }
 
+/// A kernel object of its own, whose arguments nobody else sets: a command list's launch
+/// records with one, because a driver may read a shared kernel's arguments when the command
+/// buffer runs rather than when the command was recorded.
+pub(crate) struct OwnKernel {
+    module: Arc<Module>,
+    pub(crate) kernel: Kernel,
+}
+
+// The object is only used by the command list that owns it, under the list's lock.
+// SAFETY: see above.
+unsafe impl Send for OwnKernel {}
+// SAFETY: see above.
+unsafe impl Sync for OwnKernel {}
+
+impl Drop for OwnKernel {
+    fn drop(&mut self) {
+        // SAFETY: this object's one reference; recorded command buffers hold their own.
+        unsafe { (self.module.gpu.api().release_kernel)(self.kernel) };
+    }
+}
+
 impl KernelObject {
+    /// A new kernel object of the same program and entry point.
+    pub(crate) fn own_kernel(&self) -> Result<OwnKernel> {
+        let mut status = ffi::CL_SUCCESS;
+        // SAFETY: the program is built, and made this kernel under the same name.
+        let kernel =
+            unsafe { (self.module.gpu.api().create_kernel)(self.module.program, self.symbol.as_ptr(), &mut status) };
+        ffi::check(status, || format!("creating another object of kernel `{}`", self.name))?;
+        Ok(OwnKernel {
+            module: Arc::clone(&self.module),
+            kernel,
+        })
+    }
+
     /// Checks a launch's arguments against the parameters, host-side.
     pub(crate) fn check_arguments(&self, buffers: usize, scalars: &[u8]) -> Result<()> {
         let name = &self.name;

@@ -11,7 +11,7 @@
 
 use crate::device::Gpu;
 use crate::ffi::{self, ClEventId, ClInt, ClUint, CommandQueue};
-use crate::memory::DeviceBuffer;
+use crate::memory::{DeviceBuffer, View};
 use crate::module::lengths_block;
 use crate::OpenClDriver;
 use parking_lot::Mutex;
@@ -140,6 +140,16 @@ impl Drop for Stream {
 }
 
 impl Stream {
+    /// The stream's command queue.
+    pub(crate) fn queue(&self) -> CommandQueue {
+        self.queue
+    }
+
+    /// The device's name, for messages.
+    pub(crate) fn device_name(&self) -> &str {
+        self.gpu.name()
+    }
+
     /// Enqueues one command through `call`, which receives the queue and where to put the
     /// command's event, and returns the OpenCL status; `doing` names the command for errors.
     /// Returns the command's event and number.
@@ -448,89 +458,11 @@ impl DriverStream<OpenClDriver> for Stream {
     /// Sets the kernel's arguments and enqueues the NDRange on `stream`.
     fn launch(stream: &Arc<Object<Stream>>, launch: &Launch<'_, OpenClDriver>) -> Result<()> {
         let (kernel, workgroups, buffers, scalars) = (launch.kernel, launch.workgroups, launch.buffers, launch.scalars);
-        let name = &kernel.name;
-        kernel.check_arguments(buffers.len(), scalars)?;
-        let adapter = kernel.module.gpu.adapter();
-        let mut global = [0usize; 3];
-        for axis in 0..3 {
-            let count = workgroups[axis];
-            if count == 0 {
-                return Err(Error::invalid_argument(format!(
-                    "kernel `{name}`: workgroup count in {} is 0; every dimension needs at least 1",
-                    ["x", "y", "z"][axis]
-                )));
-            }
-            let items = u64::from(count) * kernel.signature.workgroup_size[axis] as u64;
-            let limit = if adapter.address_bits >= 64 {
-                u64::MAX
-            } else {
-                (1u64 << adapter.address_bits) - 1
-            };
-            global[axis] = usize::try_from(items).ok().filter(|_| items <= limit).ok_or_else(|| {
-                Error::invalid_argument(format!(
-                    "kernel `{name}`: {count} workgroups of {} in {} are {items} work-items, more than {} addresses \
-                     ({} bits)",
-                    kernel.signature.workgroup_size[axis],
-                    ["x", "y", "z"][axis],
-                    adapter.info.name,
-                    adapter.address_bits
-                ))
-            })?;
-        }
-        let mut views = Vec::with_capacity(buffers.len());
-        for (index, argument) in buffers.iter().enumerate() {
-            views.push(argument.buffer.view(
-                argument.offset,
-                argument.size,
-                &format!("buffer argument {index} of kernel `{name}`"),
-            )?);
-        }
+        let (views, global) = prepare_launch(kernel, workgroups, buffers, scalars)?;
         let api = kernel.module.gpu.api();
         let native = kernel.kernel.lock();
-        for (index, view) in views.iter().enumerate() {
-            // SAFETY: a cl_mem argument, passed by address as OpenCL requires.
-            let code = unsafe {
-                (api.set_kernel_arg)(
-                    *native,
-                    index as ClUint,
-                    std::mem::size_of::<ffi::Mem>(),
-                    (&view.mem as *const ffi::Mem).cast(),
-                )
-            };
-            ffi::check(code, || {
-                format!(
-                    "setting buffer argument {index} of kernel `{name}`{}",
-                    kernel.parameter_name(index)
-                )
-            })?;
-        }
-        let mut index = views.len();
-        if !scalars.is_empty() {
-            // SAFETY: `scalars.len()` readable bytes; OpenCL copies them.
-            let code =
-                unsafe { (api.set_kernel_arg)(*native, index as ClUint, scalars.len(), scalars.as_ptr().cast()) };
-            ffi::check(code, || {
-                format!(
-                    "setting the {}-byte scalar block as parameter {index} of kernel `{name}`{}",
-                    scalars.len(),
-                    kernel.parameter_name(index)
-                )
-            })?;
-            index += 1;
-        }
-        if kernel.takes_lengths() {
-            let lengths = lengths_block(buffers.iter().map(|argument| argument.size));
-            // SAFETY: `lengths.len()` readable bytes; OpenCL copies them.
-            let code =
-                unsafe { (api.set_kernel_arg)(*native, index as ClUint, lengths.len(), lengths.as_ptr().cast()) };
-            ffi::check(code, || {
-                format!(
-                    "setting the {}-byte buffer lengths as parameter {index} of kernel `{name}`{}",
-                    lengths.len(),
-                    kernel.parameter_name(index)
-                )
-            })?;
-        }
+        set_arguments(kernel, *native, &views, buffers, scalars)?;
+        let name = &kernel.name;
         let local = kernel.signature.workgroup_size;
         stream
             .enqueue(
@@ -748,4 +680,108 @@ impl DriverEvent<OpenClDriver> for Event {
 /// this address space, so this only fails on inputs no buffer could have.
 fn host_size(value: u64, what: &str) -> Result<usize> {
     usize::try_from(value).map_err(|_| Error::out_of_bounds(format!("{what}: {value} does not fit in a size_t")))
+}
+
+/// Checks a launch against its kernel and the device, and returns the views it binds (sub-buffers
+/// for views at an offset) and its global size.
+pub(crate) fn prepare_launch(
+    kernel: &crate::module::KernelObject,
+    workgroups: [u32; 3],
+    buffers: &[xhal_backend::BufferView<DeviceBuffer>],
+    scalars: &[u8],
+) -> Result<(Vec<View>, [usize; 3])> {
+    let name = &kernel.name;
+    kernel.check_arguments(buffers.len(), scalars)?;
+    let adapter = kernel.module.gpu.adapter();
+    let mut global = [0usize; 3];
+    for axis in 0..3 {
+        let count = workgroups[axis];
+        if count == 0 {
+            return Err(Error::invalid_argument(format!(
+                "kernel `{name}`: workgroup count in {} is 0; every dimension needs at least 1",
+                ["x", "y", "z"][axis]
+            )));
+        }
+        let items = u64::from(count) * kernel.signature.workgroup_size[axis] as u64;
+        let limit = if adapter.address_bits >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << adapter.address_bits) - 1
+        };
+        global[axis] = usize::try_from(items).ok().filter(|_| items <= limit).ok_or_else(|| {
+            Error::invalid_argument(format!(
+                "kernel `{name}`: {count} workgroups of {} in {} are {items} work-items, more than {} addresses \
+                     ({} bits)",
+                kernel.signature.workgroup_size[axis],
+                ["x", "y", "z"][axis],
+                adapter.info.name,
+                adapter.address_bits
+            ))
+        })?;
+    }
+    let mut views = Vec::with_capacity(buffers.len());
+    for (index, argument) in buffers.iter().enumerate() {
+        views.push(argument.buffer.view(
+            argument.offset,
+            argument.size,
+            &format!("buffer argument {index} of kernel `{name}`"),
+        )?);
+    }
+    Ok((views, global))
+}
+
+/// Sets every argument of `native` (the kernel's object, locked by the caller) for a launch
+/// `prepare_launch` accepted: the views, the scalar block, the buffer lengths.
+pub(crate) fn set_arguments(
+    kernel: &crate::module::KernelObject,
+    native: ffi::Kernel,
+    views: &[View],
+    buffers: &[xhal_backend::BufferView<DeviceBuffer>],
+    scalars: &[u8],
+) -> Result<()> {
+    let name = &kernel.name;
+    let api = kernel.module.gpu.api();
+    for (index, view) in views.iter().enumerate() {
+        // SAFETY: a cl_mem argument, passed by address as OpenCL requires.
+        let code = unsafe {
+            (api.set_kernel_arg)(
+                native,
+                index as ClUint,
+                std::mem::size_of::<ffi::Mem>(),
+                (&view.mem as *const ffi::Mem).cast(),
+            )
+        };
+        ffi::check(code, || {
+            format!(
+                "setting buffer argument {index} of kernel `{name}`{}",
+                kernel.parameter_name(index)
+            )
+        })?;
+    }
+    let mut index = views.len();
+    if !scalars.is_empty() {
+        // SAFETY: `scalars.len()` readable bytes; OpenCL copies them.
+        let code = unsafe { (api.set_kernel_arg)(native, index as ClUint, scalars.len(), scalars.as_ptr().cast()) };
+        ffi::check(code, || {
+            format!(
+                "setting the {}-byte scalar block as parameter {index} of kernel `{name}`{}",
+                scalars.len(),
+                kernel.parameter_name(index)
+            )
+        })?;
+        index += 1;
+    }
+    if kernel.takes_lengths() {
+        let lengths = lengths_block(buffers.iter().map(|argument| argument.size));
+        // SAFETY: `lengths.len()` readable bytes; OpenCL copies them.
+        let code = unsafe { (api.set_kernel_arg)(native, index as ClUint, lengths.len(), lengths.as_ptr().cast()) };
+        ffi::check(code, || {
+            format!(
+                "setting the {}-byte buffer lengths as parameter {index} of kernel `{name}`{}",
+                lengths.len(),
+                kernel.parameter_name(index)
+            )
+        })?;
+    }
+    Ok(())
 }
