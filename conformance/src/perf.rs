@@ -1,5 +1,6 @@
 //! The performance profile a report carries: launch latency and rate, the cost of enqueuing a
-//! small operation, transfer bandwidth and the allocation rate. Informational only: these figures never pass or fail a run, because
+//! small operation, of replaying a graph against enqueuing its launches, transfer bandwidth
+//! through streams and through mappings, and the allocation rate. Informational only: these figures never pass or fail a run, because
 //! they depend on the machine and on what else it is doing.
 
 use serde::{Deserialize, Serialize};
@@ -17,12 +18,26 @@ pub struct PerformanceProfile {
     /// each small operation costs the thread that issues it (absent from reports before it).
     #[serde(default)]
     pub fill_enqueue_ns: Option<f64>,
+    /// The host's time to replay a graph of 500 empty launches over its time to enqueue the
+    /// same launches one by one (median of 5 rounds): below 1 where graphs pay off.
+    #[serde(default)]
+    pub graph_replay_ratio: Option<f64>,
+    /// Whether that graph replayed as the device's native command lists (ABI 1.4).
+    #[serde(default)]
+    pub graph_native: Option<bool>,
     /// Host-to-device bandwidth in GB/s (best of the repetitions).
     pub host_to_device_gb_per_s: Option<f64>,
     /// Device-to-host bandwidth in GB/s.
     pub device_to_host_gb_per_s: Option<f64>,
     /// Device-to-device copy bandwidth in GB/s (bytes read plus bytes written).
     pub device_to_device_gb_per_s: Option<f64>,
+    /// Host-to-device bandwidth through a mapping (`Buffer::map_mut`), in GB/s, on devices
+    /// whose memory the host can map.
+    #[serde(default)]
+    pub mapped_upload_gb_per_s: Option<f64>,
+    /// Device-to-host bandwidth through a mapping (`BufferSlice::map`), in GB/s.
+    #[serde(default)]
+    pub mapped_download_gb_per_s: Option<f64>,
     /// Bytes moved per transfer measurement.
     pub transfer_bytes: u64,
     /// Allocate-and-free pairs of 64 KiB per second.
@@ -102,6 +117,30 @@ fn measure_launches(device: &Device, profile: &mut PerformanceProfile) -> xhal::
     }
     per_fill.sort_by(f64::total_cmp);
     profile.fill_enqueue_ns = Some(per_fill[per_fill.len() / 2]);
+
+    let mut graph = device.graph();
+    let lane = graph.stream();
+    for _ in 0..count {
+        graph.launch(lane, &launch)?;
+    }
+    let graph = graph.build()?;
+    let mut ratios = Vec::with_capacity(5);
+    for _ in 0..5 {
+        let started = Instant::now();
+        for _ in 0..count {
+            stream.launch(&launch)?;
+        }
+        let eager = started.elapsed();
+        stream.synchronize()?;
+        let started = Instant::now();
+        graph.replay(&stream)?;
+        let replay = started.elapsed();
+        stream.synchronize()?;
+        ratios.push(replay.as_secs_f64() / eager.as_secs_f64().max(1e-9));
+    }
+    ratios.sort_by(f64::total_cmp);
+    profile.graph_replay_ratio = Some(ratios[ratios.len() / 2]);
+    profile.graph_native = Some(graph.is_native());
     Ok(())
 }
 
@@ -149,6 +188,25 @@ fn measure_transfers(device: &Device, profile: &mut PerformanceProfile) -> xhal:
         profile
             .notes
             .push("the data read back during the bandwidth measurement was wrong".to_string());
+    }
+    if !device.has_features(xhal::Features::HOST_MAPPABLE) {
+        return Ok(());
+    }
+    let mut mapped = first;
+    let upload_seconds = best(Box::new(|| {
+        mapped.map_mut(..)?.copy_from_slice(&host);
+        Ok(())
+    }))?;
+    profile.mapped_upload_gb_per_s = Some(bytes as f64 / upload_seconds / 1e9);
+    let download_seconds = best(Box::new(|| {
+        back.copy_from_slice(&mapped.map()?);
+        Ok(())
+    }))?;
+    profile.mapped_download_gb_per_s = Some(bytes as f64 / download_seconds / 1e9);
+    if back != host {
+        profile
+            .notes
+            .push("the data read back through a mapping was wrong".to_string());
     }
     Ok(())
 }

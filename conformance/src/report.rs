@@ -439,6 +439,16 @@ pub fn summary_table(report: &RunReport) -> String {
             );
             let _ = writeln!(
                 out,
+                "    graph replay        {}{}",
+                figure(performance.graph_replay_ratio, "x the host time of eager launches"),
+                match performance.graph_native {
+                    Some(true) => " (native)",
+                    Some(false) => " (op by op)",
+                    None => "",
+                }
+            );
+            let _ = writeln!(
+                out,
                 "    host to device      {}",
                 figure(performance.host_to_device_gb_per_s, "GB/s")
             );
@@ -452,6 +462,18 @@ pub fn summary_table(report: &RunReport) -> String {
                 "    device to device    {}",
                 figure(performance.device_to_device_gb_per_s, "GB/s")
             );
+            if performance.mapped_upload_gb_per_s.is_some() {
+                let _ = writeln!(
+                    out,
+                    "    mapped upload       {}",
+                    figure(performance.mapped_upload_gb_per_s, "GB/s")
+                );
+                let _ = writeln!(
+                    out,
+                    "    mapped download     {}",
+                    figure(performance.mapped_download_gb_per_s, "GB/s")
+                );
+            }
             let _ = writeln!(
                 out,
                 "    alloc + free        {}",

@@ -8,7 +8,10 @@
 //!   through the backend;
 //! - a graph of 1,000 launches: the host's time to replay it against enqueuing the same
 //!   launches one by one, natively (ABI 1.4 command lists) and op by op, and the time until
-//!   the work is done for both.
+//!   the work is done for both;
+//! - on devices whose memory the host can map, 64 MiB uploaded and downloaded through a
+//!   mapping against `copy_from_slice` between two host vectors (the physical limit of a
+//!   mapping), with `Stream::write` and `Stream::read` beside them.
 //!
 //! Every plugin in `target/plugins` is measured on each of its devices; one that cannot start
 //! here is listed with its reason. Each figure is the median of several rounds.
@@ -28,6 +31,8 @@ const ALLOCATIONS: usize = 2_000;
 const ALLOCATION_BYTES: usize = 64 << 10;
 const GRAPH_LAUNCHES: usize = 1_000;
 const GRAPH_ROUNDS: usize = 7;
+const MAPPED_BYTES: usize = 64 << 20;
+const MAPPED_ROUNDS: usize = 7;
 
 const EMPTY: &str = r#"
 @group(0) @binding(0) var<storage, read_write> sink: array<u32>;
@@ -65,6 +70,53 @@ struct Figures {
     allocations_api_per_second: f64,
     allocations_backend_per_second: f64,
     graph: GraphFigures,
+    mapping: Option<MappingFigures>,
+}
+
+/// 64 MiB moved between host memory and a buffer, in GB/s.
+struct MappingFigures {
+    host_copy: f64,
+    mapped_upload: f64,
+    mapped_download: f64,
+    stream_write: f64,
+    stream_read: f64,
+}
+
+fn measure_mapping(device: &xhal::Device, stream: &xhal::Stream) -> xhal::Result<MappingFigures> {
+    let elements = MAPPED_BYTES / 4;
+    let source: Vec<u32> = (0..elements as u32).collect();
+    let mut host = vec![0u32; elements];
+    let mut buffer = device.alloc::<u32>(elements)?;
+    let rate = |seconds: f64| MAPPED_BYTES as f64 / seconds / 1e9;
+    let mut rounds: [Vec<f64>; 5] = Default::default();
+    for _ in 0..MAPPED_ROUNDS {
+        let started = Instant::now();
+        host.copy_from_slice(&source);
+        rounds[0].push(rate(started.elapsed().as_secs_f64()));
+        let started = Instant::now();
+        buffer.map_mut(..)?.copy_from_slice(&source);
+        rounds[1].push(rate(started.elapsed().as_secs_f64()));
+        let started = Instant::now();
+        host.copy_from_slice(&buffer.map()?);
+        rounds[2].push(rate(started.elapsed().as_secs_f64()));
+        let started = Instant::now();
+        stream.write(&buffer, &source)?;
+        rounds[3].push(rate(started.elapsed().as_secs_f64()));
+        let started = Instant::now();
+        stream.read(&buffer, &mut host)?;
+        rounds[4].push(rate(started.elapsed().as_secs_f64()));
+    }
+    if host != source {
+        return Err(xhal::Error::internal("the mapped round trip changed the data"));
+    }
+    let [host_copy, mapped_upload, mapped_download, stream_write, stream_read] = rounds.map(median);
+    Ok(MappingFigures {
+        host_copy,
+        mapped_upload,
+        mapped_download,
+        stream_write,
+        stream_read,
+    })
 }
 
 /// A 1,000-launch graph against the same launches enqueued one by one, in microseconds.
@@ -187,6 +239,11 @@ fn measure(backend: &Arc<dyn Backend>, runtime: &Runtime, label: &str, index: u3
         rates.push(LAUNCHES as f64 / started.elapsed().as_secs_f64());
     }
     let graph = measure_graph(&device, &stream, &launch)?;
+    let mapping = if device.has_features(xhal::Features::HOST_MAPPABLE) {
+        Some(measure_mapping(&device, &stream)?)
+    } else {
+        None
+    };
 
     let mut api_rates = Vec::new();
     let mut backend_rates = Vec::new();
@@ -216,6 +273,7 @@ fn measure(backend: &Arc<dyn Backend>, runtime: &Runtime, label: &str, index: u3
         allocations_api_per_second: median(api_rates),
         allocations_backend_per_second: median(backend_rates),
         graph,
+        mapping,
     })
 }
 
@@ -319,6 +377,28 @@ fn main() {
             graph.emulated_host_us,
             graph.eager_done_us,
             graph.replay_done_us,
+        );
+    }
+    println!();
+    println!("64 MiB between host memory and a buffer, GB/s, medians of {MAPPED_ROUNDS} rounds (devices whose memory the host can map)");
+    println!(
+        "| device | host copy_from_slice | mapped upload | / host copy | mapped download | / host copy | Stream::write | Stream::read |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+    for figure in &figures {
+        let Some(mapping) = &figure.mapping else {
+            continue;
+        };
+        println!(
+            "| {} | {:.2} | {:.2} | {:.2}x | {:.2} | {:.2}x | {:.2} | {:.2} |",
+            figure.label,
+            mapping.host_copy,
+            mapping.mapped_upload,
+            mapping.mapped_upload / mapping.host_copy,
+            mapping.mapped_download,
+            mapping.mapped_download / mapping.host_copy,
+            mapping.stream_write,
+            mapping.stream_read,
         );
     }
     for note in &notes {
