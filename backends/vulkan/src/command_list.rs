@@ -13,7 +13,7 @@ use crate::instance::vk_error;
 use crate::memory::{DeviceBuffer, MemoryKind};
 use crate::module::Pipeline;
 use crate::reflect::BindingKind;
-use crate::stream::{barrier, Keep, Stream};
+use crate::stream::{barrier, write_descriptor_set, Keep, Stream};
 use crate::VulkanDriver;
 use ash::vk;
 use parking_lot::Mutex;
@@ -311,8 +311,9 @@ fn record(native: &Native, commands: &[Recordable]) -> Result<()> {
 }
 
 /// Records a fill: whole words with `vkCmdFillBuffer`, the bytes before and after them from
-/// staging memory filled now. Returns the staging memory, which the list keeps.
-fn record_fill(
+/// staging memory filled now. Returns the staging memory, which whoever submits the command
+/// buffer keeps until it completes.
+pub(crate) fn record_fill(
     gpu: &Arc<Gpu>,
     command_buffer: vk::CommandBuffer,
     buffer: &DeviceBuffer,
@@ -429,29 +430,7 @@ fn record_launch(native: &Native, launch: &OwnedLaunch<VulkanDriver>, bound: &mu
         // SAFETY: the pool is the list's and was sized for one set per launch with buffers.
         let set = unsafe { device.allocate_descriptor_sets(&allocate_info) }
             .map_err(|result| vk_error("allocating a command list's descriptor set", result))?[0];
-        let infos: Vec<[vk::DescriptorBufferInfo; 1]> = launch
-            .buffers
-            .iter()
-            .map(|view| {
-                [vk::DescriptorBufferInfo {
-                    buffer: view.buffer.allocation.buffer,
-                    offset: view.buffer.allocation.offset + view.offset,
-                    range: view.size,
-                }]
-            })
-            .collect();
-        let writes: Vec<vk::WriteDescriptorSet<'_>> = (0u32..)
-            .zip(infos.iter().zip(&pipeline.entry.bindings))
-            .map(|(binding, (info, kind))| {
-                vk::WriteDescriptorSet::default()
-                    .dst_set(set)
-                    .dst_binding(binding)
-                    .descriptor_type(kind.descriptor_type())
-                    .buffer_info(info)
-            })
-            .collect();
-        // SAFETY: the set is fresh and used by no submitted work; every buffer is live.
-        unsafe { device.update_descriptor_sets(&writes, &[]) };
+        write_descriptor_set(device, set, pipeline, &binding.views);
         Some(set)
     };
     let mut push_constants = vec![0u8; pipeline.push_constant_bytes as usize];

@@ -694,76 +694,10 @@ impl DriverStream<VulkanDriver> for Stream {
     ) -> Result<()> {
         let mut state = stream.state.lock();
         stream.check_usable(&mut state)?;
-        let end = offset + size;
-        // vkCmdFillBuffer writes whole aligned words; the bytes before and after them go
-        // through a small staging copy.
-        let words_start = offset.next_multiple_of(4).min(end);
-        let words_end = (end / 4 * 4).max(words_start);
-        let byte_at = |position: u64| pattern[((position - offset) % pattern.len() as u64) as usize];
-        let edges: Vec<(u64, u64)> = [(offset, words_start), (words_end, end)]
-            .into_iter()
-            .filter(|(start, stop)| stop > start)
-            .collect();
-        let staging = if edges.is_empty() {
-            None
-        } else {
-            let bytes: Vec<u8> = edges
-                .iter()
-                .flat_map(|&(start, stop)| (start..stop).map(byte_at))
-                .collect();
-            let staging = Arc::new(DeviceBuffer::new(&stream.gpu, bytes.len() as u64, MemoryKind::Staging)?);
-            let Some(memory) = staging.allocation.mapped else {
-                return Err(Error::internal("staging memory is not mapped"));
-            };
-            // SAFETY: the staging allocation holds exactly `bytes.len()` bytes.
-            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), memory.0, bytes.len()) };
-            Some(staging)
-        };
-        let device = &stream.gpu.device;
         let recording = stream.recording_for_access(&mut state)?;
-        let base = buffer.allocation.offset;
-        if words_end > words_start {
-            let word = u32::from_le_bytes([
-                byte_at(words_start),
-                byte_at(words_start + 1),
-                byte_at(words_start + 2),
-                byte_at(words_start + 3),
-            ]);
-            // SAFETY: the range is word-aligned (allocations are 256-byte aligned) and inside
-            // the buffer; the command buffer is recording.
-            unsafe {
-                device.cmd_fill_buffer(
-                    recording.command_buffer,
-                    buffer.allocation.buffer,
-                    base + words_start,
-                    words_end - words_start,
-                    word,
-                )
-            };
-        }
+        let staging =
+            crate::command_list::record_fill(&stream.gpu, recording.command_buffer, buffer, offset, size, pattern)?;
         if let Some(staging) = staging {
-            let mut staged = staging.allocation.offset;
-            let regions: Vec<vk::BufferCopy> = edges
-                .iter()
-                .map(|&(start, stop)| {
-                    let region = vk::BufferCopy {
-                        src_offset: staged,
-                        dst_offset: base + start,
-                        size: stop - start,
-                    };
-                    staged += stop - start;
-                    region
-                })
-                .collect();
-            // SAFETY: every region lies inside its buffer; the command buffer is recording.
-            unsafe {
-                device.cmd_copy_buffer(
-                    recording.command_buffer,
-                    staging.allocation.buffer,
-                    buffer.allocation.buffer,
-                    &regions,
-                )
-            };
             recording.keep.push(staging);
         }
         recording.keep.push(Arc::clone(buffer) as Keep);
@@ -801,23 +735,7 @@ impl DriverStream<VulkanDriver> for Stream {
             Some(stream.descriptor_set(&mut state, pipeline.set_layout)?)
         };
         if let Some(set) = descriptor_set {
-            let infos: Vec<[vk::DescriptorBufferInfo; 1]> = bound
-                .views
-                .iter()
-                .map(|&(buffer, offset, range)| [vk::DescriptorBufferInfo { buffer, offset, range }])
-                .collect();
-            let writes: Vec<vk::WriteDescriptorSet<'_>> = (0u32..)
-                .zip(infos.iter().zip(&pipeline.entry.bindings))
-                .map(|(binding, (info, kind))| {
-                    vk::WriteDescriptorSet::default()
-                        .dst_set(set)
-                        .dst_binding(binding)
-                        .descriptor_type(kind.descriptor_type())
-                        .buffer_info(info)
-                })
-                .collect();
-            // SAFETY: the set is fresh and used by no submitted work; every buffer is live.
-            unsafe { device.update_descriptor_sets(&writes, &[]) };
+            write_descriptor_set(device, set, pipeline, &bound.views);
         }
         let mut push_constants = vec![0u8; pipeline.push_constant_bytes as usize];
         push_constants[..scalars.len()].copy_from_slice(scalars);
@@ -1122,4 +1040,31 @@ impl DriverEvent<VulkanDriver> for Event {
         };
         Ok(event.gpu.nanoseconds(query.ticks()?))
     }
+}
+
+/// Points every binding of `set`, a fresh set of `pipeline`'s layout used by no submitted work,
+/// at its view: `(buffer, offset, range)` in binding order.
+pub(crate) fn write_descriptor_set(
+    device: &ash::Device,
+    set: vk::DescriptorSet,
+    pipeline: &Pipeline,
+    views: &[(vk::Buffer, u64, u64)],
+) {
+    let infos: Vec<[vk::DescriptorBufferInfo; 1]> = views
+        .iter()
+        .map(|&(buffer, offset, range)| [vk::DescriptorBufferInfo { buffer, offset, range }])
+        .collect();
+    let writes: Vec<vk::WriteDescriptorSet<'_>> = (0u32..)
+        .zip(infos.iter().zip(&pipeline.entry.bindings))
+        .map(|(binding, (info, kind))| {
+            vk::WriteDescriptorSet::default()
+                .dst_set(set)
+                .dst_binding(binding)
+                .descriptor_type(kind.descriptor_type())
+                .buffer_info(info)
+        })
+        .collect();
+    // SAFETY: the set is fresh and used by no submitted work (the caller's contract); every
+    // buffer is live.
+    unsafe { device.update_descriptor_sets(&writes, &[]) };
 }

@@ -595,45 +595,7 @@ fn native_list(device: &DeviceShared, commands: &[Command]) -> Result<Option<Com
         Err(error) => return Err(error),
     };
     let appended = (|| {
-        for command in commands {
-            match command {
-                Command::Copy {
-                    source,
-                    source_offset,
-                    destination,
-                    destination_offset,
-                    size,
-                } => backend.command_list_append_copy(
-                    list,
-                    placed(*source)?,
-                    *source_offset,
-                    *destination,
-                    *destination_offset,
-                    *size,
-                )?,
-                Command::Fill {
-                    buffer,
-                    offset,
-                    size,
-                    pattern,
-                } => backend.command_list_append_fill(list, *buffer, *offset, *size, pattern)?,
-                Command::Launch {
-                    kernel,
-                    workgroups,
-                    buffers,
-                    scalars,
-                    ..
-                } => backend.command_list_append_launch(
-                    list,
-                    &LaunchArgs {
-                        kernel: *kernel,
-                        workgroups: *workgroups,
-                        buffers,
-                        scalars,
-                    },
-                )?,
-            }
-        }
+        issue(device, Destination::List(list), commands)?;
         backend.command_list_finish(list)
     })();
     match appended {
@@ -791,7 +753,7 @@ impl Graph {
                     let keep = (*lane == 0).then(|| keep.clone());
                     lane_stream(*lane).enqueue_graph_segment(keep, |device, handle| match segment.native {
                         Some(list) => device.backend.stream_submit_command_list(handle, list),
-                        None => enqueue_one_by_one(device, handle, &segment.commands),
+                        None => issue(device, Destination::Stream(handle), &segment.commands),
                     })?;
                 }
                 Scheduled::Record { lane, event } => lane_stream(*lane).record(&exec.events[*event])?,
@@ -988,46 +950,65 @@ impl Graph {
     }
 }
 
-/// Enqueues already-checked commands one by one: the replay of a device without command lists.
-fn enqueue_one_by_one(device: &DeviceShared, stream: crate::backend::StreamHandle, commands: &[Command]) -> Result<()> {
+/// Where [`issue`] sends recorded commands.
+#[derive(Clone, Copy)]
+enum Destination {
+    /// Appended to a command list being built.
+    List(CommandListHandle),
+    /// Enqueued on a stream, one by one: the replay of a device without command lists.
+    Stream(crate::backend::StreamHandle),
+}
+
+/// Appends or enqueues already-checked commands, in order.
+fn issue(device: &DeviceShared, destination: Destination, commands: &[Command]) -> Result<()> {
     let backend = &device.backend;
     for command in commands {
         match command {
             Command::Copy {
                 source,
                 source_offset,
-                destination,
+                destination: to,
                 destination_offset,
                 size,
-            } => backend.stream_copy(
-                stream,
-                placed(*source)?,
-                *source_offset,
-                *destination,
-                *destination_offset,
-                *size,
-            )?,
+            } => {
+                let (from, source_offset, destination_offset, size) =
+                    (placed(*source)?, *source_offset, *destination_offset, *size);
+                match destination {
+                    Destination::List(list) => {
+                        backend.command_list_append_copy(list, from, source_offset, *to, destination_offset, size)?
+                    }
+                    Destination::Stream(stream) => {
+                        backend.stream_copy(stream, from, source_offset, *to, destination_offset, size)?
+                    }
+                }
+            }
             Command::Fill {
                 buffer,
                 offset,
                 size,
                 pattern,
-            } => backend.stream_fill(stream, *buffer, *offset, *size, pattern)?,
+            } => match destination {
+                Destination::List(list) => backend.command_list_append_fill(list, *buffer, *offset, *size, pattern)?,
+                Destination::Stream(stream) => backend.stream_fill(stream, *buffer, *offset, *size, pattern)?,
+            },
             Command::Launch {
                 kernel,
                 workgroups,
                 buffers,
                 scalars,
                 ..
-            } => backend.stream_launch(
-                stream,
-                &LaunchArgs {
+            } => {
+                let launch = LaunchArgs {
                     kernel: *kernel,
                     workgroups: *workgroups,
                     buffers,
                     scalars,
-                },
-            )?,
+                };
+                match destination {
+                    Destination::List(list) => backend.command_list_append_launch(list, &launch)?,
+                    Destination::Stream(stream) => backend.stream_launch(stream, &launch)?,
+                }
+            }
         }
     }
     Ok(())
