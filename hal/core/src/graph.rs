@@ -525,6 +525,14 @@ impl GraphBuilder {
             };
             built.push(Segment { commands, native });
         }
+        tracing::debug!(
+            device = %device.label(),
+            streams = self.lanes,
+            segments = built.len(),
+            native = built.iter().filter(|segment| segment.native.is_some()).count(),
+            emulated = self.emulate,
+            "built a graph: each segment is a run of copies, fills and launches on one stream"
+        );
         Ok(Graph {
             id: self.id,
             exec: Arc::new(GraphExec {
