@@ -460,6 +460,20 @@ typedef struct XhalPluginApi {
   // no longer touches the bytes. A pointer that is not a live mapping of the buffer is
   // `XHAL_STATUS_INVALID_ARGUMENT`.
   XhalStatus (*buffer_unmap)(struct XhalBuffer *buffer, uint8_t *host_pointer, XhalErrorOut error);
+  // Added in 1.4, optional, with `host_memory_free`: `size` (> 0) bytes of host memory the
+  // device's transfers reach directly (page-locked, "pinned"), written to `host_pointer`,
+  // aligned to at least 64 bytes. The host reads and writes it as any memory, and passes
+  // pointers into it to `stream_write` and `stream_read` of this device, which may then copy
+  // without staging and without waiting for the host; it touches a range only while no
+  // transfer queued on it is pending. A device without such memory returns
+  // `XHAL_STATUS_UNSUPPORTED` or leaves both entries null; the host then uses ordinary memory.
+  XhalStatus (*host_memory_allocate)(struct XhalDevice *device,
+                                     uint64_t size,
+                                     uint8_t **host_pointer,
+                                     XhalErrorOut error);
+  // Added in 1.4. Frees memory `host_memory_allocate` returned, once no queued transfer uses
+  // it. Accepts null.
+  void (*host_memory_free)(struct XhalDevice *device, uint8_t *host_pointer);
 } XhalPluginApi;
 
 // The one function a plugin exports, as `xhal_plugin_query`. It returns the plugin's static
@@ -523,9 +537,9 @@ typedef const struct XhalPluginApi *(*XhalPluginQueryFn)(uint32_t host_abi_major
 #define XHAL_PLUGIN_API_V1_1_SIZE (offsetof(XhalPluginApi, device_memory_usage) + sizeof(void *))
 /* Where the v1.3 part of the table ends (1.3 appended device_clock and event_timestamp). */
 #define XHAL_PLUGIN_API_V1_3_SIZE (offsetof(XhalPluginApi, event_timestamp) + sizeof(void *))
-/* Where the v1.4 part of the table ends (1.4 appended the command-list entries, buffer_map
- * and buffer_unmap). */
-#define XHAL_PLUGIN_API_V1_4_SIZE (offsetof(XhalPluginApi, buffer_unmap) + sizeof(void *))
+/* Where the v1.4 part of the table ends (1.4 appended the command-list entries, buffer_map,
+ * buffer_unmap, host_memory_allocate and host_memory_free). */
+#define XHAL_PLUGIN_API_V1_4_SIZE (offsetof(XhalPluginApi, host_memory_free) + sizeof(void *))
 
 /* The name of the one symbol a plugin exports. */
 #define XHAL_PLUGIN_QUERY_SYMBOL "xhal_plugin_query"

@@ -7,7 +7,7 @@ use crate::CudaDriver;
 use parking_lot::Mutex;
 use std::ffi::c_void;
 use std::sync::Arc;
-use xhal_backend::{ClockSample, DriverDevice, ElapsedTimer, MemoryUsage, Object, ReferenceClock, Result};
+use xhal_backend::{ClockSample, DriverDevice, ElapsedTimer, Error, MemoryUsage, Object, ReferenceClock, Result};
 
 /// Bytes of one pinned staging block: transfers are split into blocks of this size, so the
 /// host copy of one block overlaps the DMA of the one before.
@@ -23,6 +23,9 @@ pub struct Gpu {
     /// Where pool allocations and frees are ordered, where the device has memory pools.
     pub(crate) allocation_stream: Option<CUstream>,
     staging: Mutex<Vec<PinnedBlock>>,
+    /// Pinned memory handed to the application (`host_memory_allocate`): start and length.
+    /// Transfers whose host range lies inside one copy directly, without staging.
+    pub(crate) pinned: Mutex<Vec<(usize, usize)>>,
     /// The device's clock for traces: CUDA events measure only elapsed time.
     clock: ReferenceClock<CUevent>,
     /// The stream the clock's marks are recorded on, made on first use: idle but for them.
@@ -54,6 +57,7 @@ impl Gpu {
             context,
             allocation_stream: None,
             staging: Mutex::new(Vec::new()),
+            pinned: Mutex::new(Vec::new()),
             clock: ReferenceClock::default(),
             clock_stream: Mutex::new(None),
         };
@@ -113,6 +117,15 @@ impl Gpu {
         })
     }
 
+    /// Whether `size` bytes at `address` lie inside pinned memory this device handed out, so a
+    /// transfer can use them without staging.
+    pub(crate) fn is_pinned(&self, address: usize, size: usize) -> bool {
+        self.pinned
+            .lock()
+            .iter()
+            .any(|&(start, length)| address >= start && address.saturating_add(size) <= start + length)
+    }
+
     /// A pinned block of at least `size` bytes, from the pool where one is free.
     pub(crate) fn staging_block(&self, size: usize) -> Result<PinnedBlock> {
         {
@@ -151,6 +164,31 @@ impl Gpu {
 impl DriverDevice<CudaDriver> for Arc<Gpu> {
     fn memory_usage(device: &Arc<Object<Arc<Gpu>>>) -> Result<MemoryUsage> {
         Gpu::memory_usage(device)
+    }
+
+    /// `cuMemHostAlloc` (portable): page-locked memory the copy engines read and write directly.
+    fn host_memory_allocate(device: &Arc<Object<Arc<Gpu>>>, size: u64) -> Result<*mut u8> {
+        device.bind()?;
+        let length = usize::try_from(size)
+            .map_err(|_| Error::out_of_memory(format!("{size} bytes of pinned memory do not fit this host")))?;
+        let mut pointer: *mut c_void = std::ptr::null_mut();
+        call(
+            "cuMemHostAlloc",
+            || format!("pinning {size} bytes of host memory for {}", device.name()),
+            // SAFETY: writes one host pointer to `length` pinned bytes.
+            || unsafe { sys::cuMemHostAlloc(&mut pointer, length, ffi::HOST_ALLOC_PORTABLE) },
+        )?;
+        device.pinned.lock().push((pointer as usize, length));
+        Ok(pointer.cast())
+    }
+
+    fn host_memory_free(device: &Arc<Object<Arc<Gpu>>>, pointer: *mut u8) {
+        device.pinned.lock().retain(|&(start, _)| start != pointer as usize);
+        let pointer = pointer.cast::<c_void>();
+        // SAFETY: memory from cuMemHostAlloc that no transfer uses any more (the host's promise).
+        if let Err(error) = call("cuMemFreeHost", ffi::quiet, || unsafe { sys::cuMemFreeHost(pointer) }) {
+            tracing::warn!(%error, "pinned host memory was not freed");
+        }
     }
 
     /// A clock counted from a reference event (CUDA events measure only elapsed time),

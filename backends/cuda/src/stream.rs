@@ -278,6 +278,20 @@ impl DriverStream<CudaDriver> for Stream {
         let mut state = stream.state.lock();
         state.usable()?;
         let total = host_size(size)?;
+        if stream.gpu.is_pinned(source as usize, total) {
+            let destination = buffer.address(offset);
+            let from = source.cast::<c_void>();
+            // Pinned already: the copy engine reads it directly, and the caller keeps it
+            // unchanged until the copy completes (its contract).
+            stream.enqueue_locked(
+                &mut state,
+                "cuMemcpyHtoDAsync_v2",
+                || format!("writing {size} pinned bytes at byte {offset} on {}", stream.gpu.name()),
+                // SAFETY: pinned memory valid until the copy completes; the range is in the buffer.
+                |raw| unsafe { sys::cuMemcpyHtoDAsync_v2(destination, from, total, raw) },
+            )?;
+            return Ok(());
+        }
         let mut done = 0usize;
         while done < total {
             let length = (total - done).min(STAGING_BLOCK);
@@ -319,6 +333,24 @@ impl DriverStream<CudaDriver> for Stream {
         let mut state = stream.state.lock();
         state.usable()?;
         let total = host_size(size)?;
+        if stream.gpu.is_pinned(destination as usize, total) {
+            let source = buffer.address(offset);
+            let into = destination.cast::<c_void>();
+            // Pinned already: the copy engine writes it directly, and the caller leaves it alone
+            // until the read completes (its contract).
+            return stream.enqueue_locked(
+                &mut state,
+                "cuMemcpyDtoHAsync_v2",
+                || {
+                    format!(
+                        "reading {size} bytes at byte {offset} into pinned memory on {}",
+                        stream.gpu.name()
+                    )
+                },
+                // SAFETY: pinned memory valid until the copy completes; the range is in the buffer.
+                |raw| unsafe { sys::cuMemcpyDtoHAsync_v2(into, source, total, raw) },
+            );
+        }
         let mut done = 0usize;
         while done < total {
             let length = (total - done).min(STAGING_BLOCK);

@@ -11,6 +11,9 @@ pub struct Gpu {
     instance: Arc<Instance>,
     index: usize,
     pub(crate) context: ContextHandle,
+    /// Host memory handed to the application (`host_memory_allocate`): start and length.
+    /// Transfers whose host range lies inside one copy directly, without staging.
+    pinned: parking_lot::Mutex<Vec<(usize, usize)>>,
 }
 
 // A Level Zero context may be used from any thread; this backend destroys it once, on drop.
@@ -42,6 +45,7 @@ impl Gpu {
             instance,
             index,
             context,
+            pinned: parking_lot::Mutex::new(Vec::new()),
         })
     }
 
@@ -56,10 +60,50 @@ impl Gpu {
     pub(crate) fn name(&self) -> &str {
         &self.adapter().info.name
     }
+
+    /// Whether `size` bytes at `address` lie inside host memory this device handed out, so a
+    /// transfer can use them without staging.
+    pub(crate) fn is_pinned(&self, address: usize, size: usize) -> bool {
+        self.pinned
+            .lock()
+            .iter()
+            .any(|&(start, length)| address >= start && address.saturating_add(size) <= start + length)
+    }
 }
 
 // `memory_usage` keeps its default: this backend does not report its devices' memory usage.
 impl DriverDevice<LevelZeroDriver> for Arc<Gpu> {
+    /// `zeMemAllocHost`: host memory the device's copy engines read and write directly.
+    fn host_memory_allocate(device: &Arc<Object<Arc<Gpu>>>, size: u64) -> Result<*mut u8> {
+        let length = usize::try_from(size)
+            .map_err(|_| Error::out_of_memory(format!("{size} bytes of host memory do not fit this host")))?;
+        let desc = ffi::HostMemAllocDesc {
+            stype: ffi::ZE_STRUCTURE_TYPE_HOST_MEM_ALLOC_DESC,
+            p_next: std::ptr::null(),
+            flags: 0,
+        };
+        let mut pointer = std::ptr::null_mut();
+        // SAFETY: a live context, a filled descriptor, a place for the pointer; page alignment.
+        let code = unsafe { (device.api().mem_alloc_host)(device.context, &desc, length, 4096, &mut pointer) };
+        ffi::check(code, "zeMemAllocHost", || {
+            format!("allocating {size} bytes of host memory for {}", device.name())
+        })?;
+        if pointer.is_null() {
+            return Err(Error::internal(format!(
+                "zeMemAllocHost returned no memory for {size} bytes for {}",
+                device.name()
+            )));
+        }
+        device.pinned.lock().push((pointer as usize, length));
+        Ok(pointer.cast())
+    }
+
+    fn host_memory_free(device: &Arc<Object<Arc<Gpu>>>, pointer: *mut u8) {
+        device.pinned.lock().retain(|&(start, _)| start != pointer as usize);
+        // SAFETY: allocated by this context; no queued transfer uses it any more (the host's promise).
+        unsafe { (device.api().mem_free)(device.context, pointer.cast()) };
+    }
+
     /// The round trip of `zeDeviceGetGlobalTimestamps`: its device timestamp is placed at the
     /// middle of the call on the host's monotonic clock. Its own host timestamp is not used:
     /// which host clock that is, is the driver's choice.

@@ -397,6 +397,36 @@ impl DriverStream<LevelZeroDriver> for Stream {
         size: u64,
     ) -> Result<()> {
         let bytes = host_size(size, "write size")?;
+        if stream.gpu.is_pinned(source as usize, bytes) {
+            let destination = buffer.address(offset);
+            return stream
+                .enqueue(
+                    || {
+                        format!(
+                            "writing {size} bytes from host memory at byte {offset} on {}",
+                            stream.gpu.name()
+                        )
+                    },
+                    |list| {
+                        // SAFETY: device memory and host memory of this context, in range; the
+                        // caller keeps the source unchanged until the copy completes.
+                        let code = unsafe {
+                            (stream.gpu.api().command_list_append_memory_copy)(
+                                list,
+                                destination,
+                                source.cast(),
+                                bytes,
+                                std::ptr::null_mut(),
+                                0,
+                                std::ptr::null_mut(),
+                            )
+                        };
+                        ("zeCommandListAppendMemoryCopy", code)
+                    },
+                    vec![Box::new(Arc::clone(buffer))],
+                )
+                .map(drop);
+        }
         let staging = HostStaging::new(&stream.gpu, bytes)?;
         // SAFETY: the caller vouches for `source`; the staging memory holds `bytes`.
         unsafe { std::ptr::copy_nonoverlapping(source, staging.pointer, bytes) };
@@ -439,6 +469,36 @@ impl DriverStream<LevelZeroDriver> for Stream {
         size: u64,
     ) -> Result<()> {
         let bytes = host_size(size, "read size")?;
+        if stream.gpu.is_pinned(destination as usize, bytes) {
+            let source = buffer.address(offset);
+            return stream
+                .enqueue(
+                    || {
+                        format!(
+                            "reading {size} bytes at byte {offset} into host memory on {}",
+                            stream.gpu.name()
+                        )
+                    },
+                    |list| {
+                        // SAFETY: device memory and host memory of this context, in range; the
+                        // caller leaves the destination alone until the copy completes.
+                        let code = unsafe {
+                            (stream.gpu.api().command_list_append_memory_copy)(
+                                list,
+                                destination.cast(),
+                                source,
+                                bytes,
+                                std::ptr::null_mut(),
+                                0,
+                                std::ptr::null_mut(),
+                            )
+                        };
+                        ("zeCommandListAppendMemoryCopy", code)
+                    },
+                    vec![Box::new(Arc::clone(buffer))],
+                )
+                .map(drop);
+        }
         let staging = HostStaging::new(&stream.gpu, bytes)?;
         let source = buffer.address(offset);
         let into = staging.pointer;

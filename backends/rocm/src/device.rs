@@ -5,7 +5,7 @@ use crate::instance::{Adapter, Instance};
 use crate::RocmDriver;
 use parking_lot::Mutex;
 use std::sync::Arc;
-use xhal_backend::{ClockSample, DriverDevice, ElapsedTimer, MemoryUsage, Object, ReferenceClock, Result};
+use xhal_backend::{ClockSample, DriverDevice, ElapsedTimer, Error, MemoryUsage, Object, ReferenceClock, Result};
 
 /// An opened device: a HIP device ordinal.
 pub struct Gpu {
@@ -79,6 +79,40 @@ impl DriverDevice<RocmDriver> for Arc<Gpu> {
     fn memory_usage(device: &Arc<Object<Arc<Gpu>>>) -> Result<MemoryUsage> {
         let (free, total) = device.memory_info()?;
         Ok(MemoryUsage { free, total })
+    }
+
+    /// `hipHostMalloc` (portable): page-locked memory HIP's copies reach without staging.
+    fn host_memory_allocate(device: &Arc<Object<Arc<Gpu>>>, size: u64) -> Result<*mut u8> {
+        let api = device.api();
+        let (Some(malloc), Some(_)) = (api.host_malloc, api.host_free) else {
+            return Err(Error::unsupported(format!(
+                "this HIP runtime has no hipHostMalloc for {}",
+                device.name()
+            )));
+        };
+        device.bind()?;
+        let length = usize::try_from(size)
+            .map_err(|_| Error::out_of_memory(format!("{size} bytes of pinned memory do not fit this host")))?;
+        let mut pointer: *mut std::ffi::c_void = std::ptr::null_mut();
+        // SAFETY: writes one host pointer to `length` page-locked bytes; 1 is hipHostMallocPortable.
+        let code = unsafe { malloc(&mut pointer, length, 1) };
+        api.check(code, "hipHostMalloc", || {
+            format!("pinning {size} bytes of host memory for {}", device.name())
+        })?;
+        Ok(pointer.cast())
+    }
+
+    fn host_memory_free(device: &Arc<Object<Arc<Gpu>>>, pointer: *mut u8) {
+        if let Some(free) = device.api().host_free {
+            // SAFETY: memory from hipHostMalloc that no transfer uses any more (the host's promise).
+            let code = unsafe { free(pointer.cast()) };
+            if let Err(error) = device
+                .api()
+                .check(code, "hipHostFree", || "freeing pinned host memory".to_string())
+            {
+                tracing::warn!(%error, "pinned host memory was not freed");
+            }
+        }
     }
 
     /// A clock counted from a reference event (HIP events measure only elapsed time), read

@@ -141,6 +141,9 @@ xhal_backend::function_table! {
     }
     optional {
         device_get_uuid = "hipDeviceGetUuid": fn(*mut HipUuid, HipDevice) -> HipError;
+        /// Page-locked host memory (`hipHostMallocPortable` and friends in `flags`).
+        host_malloc = "hipHostMalloc": fn(*mut *mut c_void, usize, u32) -> HipError;
+        host_free = "hipHostFree": fn(*mut c_void) -> HipError;
     }
 }
 

@@ -239,6 +239,18 @@ hipError_t hipMalloc(void** pointer, size_t size) {
     *pointer = (char*)block + ALLOCATION_HEADER;
     return 0;
 }
+/* Page-locked host memory: page-aligned host memory here. */
+hipError_t hipHostMalloc(void** pointer, size_t size, unsigned flags) {
+    FAIL_ON_CUE("hipHostMalloc");
+    (void)flags;
+    *pointer = aligned_alloc(4096, ((size ? size : 1) + 4095) / 4096 * 4096);
+    return *pointer ? 0 : 2;
+}
+hipError_t hipHostFree(void* pointer) {
+    FAIL_ON_CUE("hipHostFree");
+    free(pointer);
+    return 0;
+}
 hipError_t hipFree(void* pointer) {
     FAIL_ON_CUE("hipFree");
     if (!pointer) return 0;

@@ -182,3 +182,127 @@ fn follows_the_feature(context: &TestContext) -> TestResult {
         format!("the refusal does not name the feature: {message}")
     })
 }
+
+/// Host memory for transfers (ABI 1.4 `host_memory_allocate`, ordinary memory where the device
+/// has none): transfers from and to it are queued without waiting, keep it alive, and keep the
+/// host's hands off it until they complete.
+pub(super) fn pinned_tests() -> Vec<TestCase> {
+    vec![
+        test_case!(
+            "memory.pinned.round_trip_without_waiting",
+            "data written from pinned memory, stepped by a kernel and read back into pinned memory arrives unchanged, \
+             every transfer queued without the host waiting",
+            pinned_round_trip
+        ),
+        test_case!(
+            "memory.pinned.host_waits_for_transfers",
+            "pinned memory a queued read will write cannot be read, nor memory a queued write reads be changed, until \
+             the stream is synchronized",
+            pinned_host_waits
+        ),
+        test_case!(
+            "memory.pinned.dropped_while_queued",
+            "pinned memory dropped while a write from it is queued behind long work still arrives",
+            pinned_dropped_while_queued
+        ),
+    ]
+}
+
+fn pinned_round_trip(context: &TestContext) -> TestResult {
+    let device = context.device();
+    let stream = context.stream();
+    let step = step_kernel(context)?;
+    let data = context.random_u32(41, 3000);
+    let mut upload = device.alloc_pinned::<u32>(3000)?;
+    upload.as_mut_slice()?.copy_from_slice(&data);
+    let source = device.alloc::<u32>(3000)?;
+    let stepped = device.alloc::<u32>(3000)?;
+    stream.write_from_pinned(&source, &upload)?;
+    stream.launch(
+        &Launch::new(&step)
+            .workgroups(47, 1, 1)
+            .buffer(&source)
+            .buffer(&stepped)
+            .scalar(3u32)
+            .scalar(5u32),
+    )?;
+    let mut download = device.alloc_pinned::<u32>(3000)?;
+    stream.read_into_pinned(&stepped, &mut download)?;
+    stream.synchronize()?;
+    let expected: Vec<u32> = data.iter().map(|value| value.wrapping_mul(3).wrapping_add(5)).collect();
+    check_slice_eq(download.as_slice()?, &expected, "pinned memory after the round trip")?;
+    // A view reads into the front of the pinned buffer.
+    stream.read_into_pinned(source.slice(10..20), &mut download)?;
+    stream.synchronize()?;
+    check_slice_eq(
+        &download.as_slice()?[..10],
+        &data[10..20],
+        "a view read into pinned memory",
+    )
+}
+
+fn pinned_host_waits(context: &TestContext) -> TestResult {
+    let device = context.device();
+    let stream = context.stream();
+    let busy = busy_kernel(context)?;
+    let buffer = device.alloc::<u32>(256)?;
+    let mut pinned = device.alloc_pinned::<u32>(256)?;
+    queue_busy(stream, &busy, &buffer, BUSY_ITERATIONS, 3)?;
+    stream.read_into_pinned(&buffer, &mut pinned)?;
+    let invalid = [ErrorKind::InvalidArgument];
+    let message = expect_error(
+        pinned.as_slice().map(<[u32]>::len),
+        &invalid,
+        "reading pinned memory a queued read writes",
+    )?;
+    check(message.contains("synchronize"), || {
+        format!("the refusal does not say what to do: {message}")
+    })?;
+    expect_error(
+        pinned.as_mut_slice().map(|slice| slice.len()),
+        &invalid,
+        "changing pinned memory a queued read writes",
+    )?;
+    stream.synchronize()?;
+    check_slice_eq(
+        pinned.as_slice()?,
+        &super::streams::busy_expected(256, BUSY_ITERATIONS, 3),
+        "pinned memory once the read completed",
+    )?;
+    queue_busy(stream, &busy, &buffer, BUSY_ITERATIONS, 4)?;
+    stream.write_from_pinned(&buffer, &pinned)?;
+    // Reading memory a queued write only reads is fine; changing it is not.
+    check(pinned.as_slice().is_ok(), || {
+        "reading pinned memory a queued write reads was refused".to_string()
+    })?;
+    expect_error(
+        pinned.as_mut_slice().map(|slice| slice.len()),
+        &invalid,
+        "changing pinned memory a queued write reads",
+    )?;
+    stream.synchronize()?;
+    check(pinned.as_mut_slice().is_ok(), || {
+        "pinned memory stayed refused after a synchronize".to_string()
+    })
+}
+
+fn pinned_dropped_while_queued(context: &TestContext) -> TestResult {
+    let device = context.device();
+    let stream = context.stream();
+    let busy = busy_kernel(context)?;
+    let data = context.random_u32(42, 256);
+    let target = device.alloc::<u32>(256)?;
+    let scratch = device.alloc::<u32>(256)?;
+    {
+        let mut pinned = device.alloc_pinned::<u32>(256)?;
+        pinned.as_mut_slice()?.copy_from_slice(&data);
+        queue_busy(stream, &busy, &scratch, BUSY_ITERATIONS, 5)?;
+        stream.write_from_pinned(&target, &pinned)?;
+    }
+    stream.synchronize()?;
+    check_slice_eq(
+        &stream.read_to_vec(&target)?,
+        &data,
+        "a write from pinned memory dropped while it was queued",
+    )
+}

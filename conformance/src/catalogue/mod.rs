@@ -42,6 +42,7 @@ pub fn catalogue() -> Vec<TestCase> {
     tests.extend(device::tests());
     tests.extend(memory::tests());
     tests.extend(mapping::tests());
+    tests.extend(mapping::pinned_tests());
     tests.extend(streams::tests());
     tests.extend(events::tests());
     tests.extend(graphs::tests());

@@ -574,6 +574,25 @@ pub struct XhalPluginApi {
     /// `XHAL_STATUS_INVALID_ARGUMENT`.
     pub buffer_unmap:
         Option<unsafe extern "C" fn(buffer: *mut XhalBuffer, host_pointer: *mut u8, error: XhalErrorOut) -> XhalStatus>,
+
+    /// Added in 1.4, optional, with `host_memory_free`: `size` (> 0) bytes of host memory the
+    /// device's transfers reach directly (page-locked, "pinned"), written to `host_pointer`,
+    /// aligned to at least 64 bytes. The host reads and writes it as any memory, and passes
+    /// pointers into it to `stream_write` and `stream_read` of this device, which may then copy
+    /// without staging and without waiting for the host; it touches a range only while no
+    /// transfer queued on it is pending. A device without such memory returns
+    /// `XHAL_STATUS_UNSUPPORTED` or leaves both entries null; the host then uses ordinary memory.
+    pub host_memory_allocate: Option<
+        unsafe extern "C" fn(
+            device: *mut XhalDevice,
+            size: u64,
+            host_pointer: *mut *mut u8,
+            error: XhalErrorOut,
+        ) -> XhalStatus,
+    >,
+    /// Added in 1.4. Frees memory `host_memory_allocate` returned, once no queued transfer uses
+    /// it. Accepts null.
+    pub host_memory_free: Option<unsafe extern "C" fn(device: *mut XhalDevice, host_pointer: *mut u8)>,
 }
 
 /// `struct_size` of an `XhalPluginApi` with every v1.0 entry: where the v1.0 part ends. A host
@@ -588,7 +607,7 @@ pub const XHAL_PLUGIN_API_V1_3_SIZE: usize =
     core::mem::offset_of!(XhalPluginApi, event_timestamp) + core::mem::size_of::<usize>();
 /// `struct_size` of an `XhalPluginApi` with every v1.4 entry.
 pub const XHAL_PLUGIN_API_V1_4_SIZE: usize =
-    core::mem::offset_of!(XhalPluginApi, buffer_unmap) + core::mem::size_of::<usize>();
+    core::mem::offset_of!(XhalPluginApi, host_memory_free) + core::mem::size_of::<usize>();
 /// `struct_size` of an `XhalDeviceInfo` with every v1.0 field: where the v1.0 part ends (the
 /// struct's trailing padding is not part of it).
 pub const XHAL_DEVICE_INFO_V1_0_SIZE: usize =
@@ -723,6 +742,8 @@ impl XhalPluginApi {
             command_list_destroy: None,
             buffer_map: None,
             buffer_unmap: None,
+            host_memory_allocate: None,
+            host_memory_free: None,
         }
     }
 }

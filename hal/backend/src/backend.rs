@@ -601,6 +601,21 @@ pub trait Backend: Send + Sync + 'static {
         )))
     }
 
+    /// `size` (> 0) bytes of host memory the device's transfers reach directly (ABI 1.4). The
+    /// default says the device has none; core then uses ordinary host memory.
+    fn host_memory_allocate(&self, device: DeviceHandle, size: u64) -> Result<*mut u8> {
+        let _ = (device, size);
+        Err(crate::Error::unsupported(format!(
+            "backend `{}` has no host memory of its own (pinned memory)",
+            self.info().name
+        )))
+    }
+
+    /// Frees memory `host_memory_allocate` returned, once no queued transfer uses it.
+    fn host_memory_free(&self, device: DeviceHandle, pointer: *mut u8) {
+        let _ = (device, pointer);
+    }
+
     /// Ends a mapping `buffer_map` returned `pointer` for.
     fn buffer_unmap(&self, buffer: BufferHandle, pointer: *mut u8) -> Result<()> {
         let _ = (buffer, pointer);

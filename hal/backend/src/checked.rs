@@ -39,6 +39,8 @@ pub struct Checked<D: Driver> {
     command_lists: HandleTable<Object<CommandList<D>>>,
     /// Live mappings: buffer handle and host address.
     mappings: Mutex<Vec<(u64, usize)>>,
+    /// Live host memory: device index and address.
+    host_memory: Mutex<Vec<(u32, usize)>>,
 }
 
 /// A command list as the adapter keeps it: the commands appended so far, then, once finished,
@@ -71,6 +73,7 @@ impl<D: Driver> Checked<D> {
             kernels: HandleTable::new(D::NAME, ObjectKind::Kernel),
             command_lists: HandleTable::new(D::NAME, ObjectKind::CommandList),
             mappings: Mutex::new(Vec::new()),
+            host_memory: Mutex::new(Vec::new()),
         }
     }
 
@@ -762,6 +765,44 @@ impl<D: Driver> Backend for Checked<D> {
         }
         self.mappings.lock().push((object.handle(), pointer as usize));
         Ok(pointer)
+    }
+
+    fn host_memory_allocate(&self, device: DeviceHandle, size: u64) -> Result<*mut u8> {
+        let device = self.device(device)?;
+        if size == 0 {
+            return Err(Error::invalid_argument("host memory of 0 bytes holds nothing"));
+        }
+        let pointer = D::Device::host_memory_allocate(&device, size)?;
+        if pointer.is_null() || !(pointer as usize).is_multiple_of(64) {
+            return Err(Error::internal(format!(
+                "{} device {} returned host memory at {pointer:p}: null, or not 64-byte aligned",
+                D::NAME,
+                device.device_index()
+            )));
+        }
+        self.host_memory.lock().push((device.device_index(), pointer as usize));
+        Ok(pointer)
+    }
+
+    fn host_memory_free(&self, device: DeviceHandle, pointer: *mut u8) {
+        if pointer.is_null() {
+            return;
+        }
+        let Ok(device) = self.device(device) else {
+            tracing::warn!("host memory freed through a device that is not open; ignored");
+            return;
+        };
+        let mut live = self.host_memory.lock();
+        let Some(position) = live
+            .iter()
+            .position(|&(index, address)| index == device.device_index() && address == pointer as usize)
+        else {
+            tracing::warn!(?pointer, "freeing host memory this device did not allocate; ignored");
+            return;
+        };
+        live.swap_remove(position);
+        drop(live);
+        D::Device::host_memory_free(&device, pointer);
     }
 
     fn buffer_unmap(&self, buffer: BufferHandle, pointer: *mut u8) -> Result<()> {

@@ -200,6 +200,24 @@ pub trait DriverDevice<D: Driver>: Sized + Send + Sync + 'static {
         )))
     }
 
+    /// `size` (> 0) bytes of host memory this device's transfers reach directly (page-locked:
+    /// `cuMemHostAlloc`, `hipHostMalloc`, `zeMemAllocHost`), at least 64-byte aligned. Writes
+    /// and reads whose host range lies inside it may copy without staging. The default says the
+    /// device has none.
+    fn host_memory_allocate(device: &Arc<Object<Self>>, size: u64) -> Result<*mut u8> {
+        let _ = (device, size);
+        Err(Error::unsupported(format!(
+            "backend `{}` has no host memory of its own (pinned memory)",
+            D::NAME
+        )))
+    }
+
+    /// Frees memory [`host_memory_allocate`](DriverDevice::host_memory_allocate) returned (the
+    /// adapter checked that it did, on this device); no queued transfer uses it any more.
+    fn host_memory_free(device: &Arc<Object<Self>>, pointer: *mut u8) {
+        let _ = (device, pointer);
+    }
+
     /// Whether [`build_command_list`](DriverDevice::build_command_list) works on this device.
     /// The default says no: core then replays graphs operation by operation, which is correct
     /// everywhere and only costs host time.

@@ -112,6 +112,8 @@ fn build_api(backend: &dyn Backend) -> XhalPluginApi {
         command_list_destroy: Some(command_list_destroy),
         buffer_map: Some(buffer_map),
         buffer_unmap: Some(buffer_unmap),
+        host_memory_allocate: Some(host_memory_allocate),
+        host_memory_free: Some(host_memory_free),
     }
 }
 
@@ -877,6 +879,26 @@ unsafe extern "C" fn buffer_unmap(buffer: *mut XhalBuffer, host_pointer: *mut u8
         backend.buffer_unmap(BufferHandle(handle(buffer)), host_pointer)?;
         ok()
     })
+}
+
+unsafe extern "C" fn host_memory_allocate(
+    device: *mut XhalDevice,
+    size: u64,
+    host_pointer: *mut *mut u8,
+    error: XhalErrorOut,
+) -> XhalStatus {
+    guarded("host_memory_allocate", error, |backend| {
+        required(host_pointer, "host_pointer")?;
+        let allocated = backend.host_memory_allocate(DeviceHandle(handle(device)), size)?;
+        // SAFETY: checked non-null above.
+        unsafe { write_out(host_pointer, allocated, "host_pointer") }
+    })
+}
+
+unsafe extern "C" fn host_memory_free(device: *mut XhalDevice, host_pointer: *mut u8) {
+    guarded_destroy("host_memory_free", host_pointer as usize as u64, |backend| {
+        backend.host_memory_free(DeviceHandle(handle(device)), host_pointer)
+    });
 }
 
 /// Exports a backend as an xhal plugin, defining the one symbol `xhal_plugin_query`.

@@ -94,6 +94,15 @@ impl Device {
         })
     }
 
+    /// `len` zeroed elements of host memory for transfers: page-locked where the device has
+    /// such memory (ABI 1.4, [`PinnedBuffer::is_pinned`](crate::PinnedBuffer::is_pinned)),
+    /// ordinary host memory where it does not. [`Stream::write_from_pinned`](crate::Stream::write_from_pinned)
+    /// and [`Stream::read_into_pinned`](crate::Stream::read_into_pinned) queue transfers from
+    /// and to it without waiting.
+    pub fn alloc_pinned<T: bytemuck::Pod>(&self, len: usize) -> Result<crate::PinnedBuffer<T>> {
+        crate::PinnedBuffer::allocate(self.shared.clone(), len)
+    }
+
     /// A builder that records stream work into a [`Graph`](crate::Graph) replayed many times.
     pub fn graph(&self) -> crate::GraphBuilder {
         crate::GraphBuilder::new(self.shared.clone())

@@ -18,6 +18,7 @@ mod device;
 mod event;
 mod graph;
 mod module;
+mod pinned;
 pub mod plugin;
 mod runtime;
 pub mod select;
@@ -31,6 +32,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use event::Event;
 pub use graph::{Graph, GraphBuilder, GraphEvent, GraphStream, LaunchNode};
 pub use module::{Kernel, Launch, Module};
+pub use pinned::PinnedBuffer;
 pub use runtime::{
     BackendEntry, BackendSource, DeviceEntry, DiscoveryReport, PluginAttempt, PluginOutcome, Runtime, RuntimeBuilder,
     StaticFailure,

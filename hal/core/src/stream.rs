@@ -6,6 +6,7 @@ use crate::device::DeviceShared;
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::module::{BufferBinding, Launch};
+use crate::pinned::PinnedBuffer;
 use crate::trace::{self, HostSpan, StreamTrace};
 use parking_lot::Mutex;
 use std::borrow::Cow;
@@ -355,6 +356,89 @@ impl Stream {
                 // SAFETY: the Vec is held in the stream's in-flight list until the stream is
                 // known idle, and its heap storage does not move.
                 unsafe { device.backend.stream_write(stream, handle, byte_offset, source, size) }
+            },
+        )
+    }
+
+    /// Queues a copy of every element of `source` (host memory for transfers, from
+    /// [`Device::alloc_pinned`](crate::Device::alloc_pinned)) to the start of `destination`,
+    /// which must hold them, and returns at once: the stream holds `source` until the copy
+    /// completes, and [`PinnedBuffer::as_mut_slice`] is refused until then.
+    pub fn write_from_pinned<'a, T: bytemuck::Pod>(
+        &self,
+        destination: impl Into<BufferSlice<'a, T>>,
+        source: &PinnedBuffer<T>,
+    ) -> Result<()> {
+        self.shared
+            .device
+            .check_same_device(source.device(), "the pinned source")?;
+        let destination = destination.into().prefix(source.len(), "write")?;
+        self.check_buffer(destination.buffer, "write destination")?;
+        let (byte_offset, size) = destination.byte_span("write")?;
+        if size == 0 {
+            return Ok(());
+        }
+        let _span = self.span("write_from_pinned", size);
+        let buffer = destination.buffer;
+        let (address, _, held) = source.queue_use(0..source.len(), false)?;
+        self.enqueue(
+            "write",
+            Traced::transfer("write", size),
+            [
+                Self::memory_of(buffer, "the write destination")?,
+                InFlight::Object(Arc::new(held)),
+            ],
+            |device, stream| {
+                let handle = Self::block_of(buffer)?;
+                // SAFETY: the pinned memory is held, and counted as read, in the stream's
+                // in-flight list until the stream is known idle; the host cannot change it
+                // meanwhile (`as_mut_slice` is refused while the count is not 0).
+                unsafe { device.backend.stream_write(stream, handle, byte_offset, address, size) }
+            },
+        )
+    }
+
+    /// Queues a copy of the elements of `source` into the start of `destination` (host memory
+    /// for transfers), which must hold them, and returns at once: the stream holds
+    /// `destination` until the copy completes, and [`PinnedBuffer::as_slice`] is refused until
+    /// then (synchronize the stream, then read it).
+    pub fn read_into_pinned<'a, T: bytemuck::Pod>(
+        &self,
+        source: impl Into<BufferSlice<'a, T>>,
+        destination: &mut PinnedBuffer<T>,
+    ) -> Result<()> {
+        self.shared
+            .device
+            .check_same_device(destination.device(), "the pinned destination")?;
+        let source = source.into();
+        if source.len() > destination.len() {
+            return Err(Error::out_of_bounds(format!(
+                "read: {} elements do not fit a pinned buffer of {}",
+                source.len(),
+                destination.len()
+            )));
+        }
+        self.check_buffer(source.buffer, "read source")?;
+        let (byte_offset, size) = source.byte_span("read")?;
+        if size == 0 {
+            return Ok(());
+        }
+        let _span = self.span("read_into_pinned", size);
+        let buffer = source.buffer;
+        let (address, _, held) = destination.queue_use(0..source.len(), true)?;
+        self.enqueue(
+            "read",
+            Traced::transfer("read", size),
+            [
+                Self::memory_of(buffer, "the read source")?,
+                InFlight::Object(Arc::new(held)),
+            ],
+            |device, stream| {
+                let handle = Self::block_of(buffer)?;
+                // SAFETY: the pinned memory is held, and counted as written, in the stream's
+                // in-flight list until the stream is known idle; the host cannot touch it
+                // meanwhile (`as_slice` and `as_mut_slice` are refused while the count is not 0).
+                unsafe { device.backend.stream_read(stream, handle, byte_offset, address, size) }
             },
         )
     }

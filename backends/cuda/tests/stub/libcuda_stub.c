@@ -567,7 +567,9 @@ CUresult cuMemFreeAsync(CUdeviceptr pointer, CUstream stream) {
 CUresult cuMemHostAlloc(void **pointer, size_t size, unsigned flags) {
     CUE_CONTEXT("cuMemHostAlloc");
     (void)flags;
-    *pointer = malloc(size ? size : 1);
+    /* Page-aligned, as CUDA's pinned memory is. */
+    size_t rounded = ((size ? size : 1) + 4095) / 4096 * 4096;
+    *pointer = aligned_alloc(4096, rounded);
     if (!*pointer) return 2;
     pthread_mutex_lock(&stub_lock);
     if (pinned_count == pinned_capacity) {

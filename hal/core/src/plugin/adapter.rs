@@ -774,6 +774,37 @@ impl Backend for AbiBackend {
         })
     }
 
+    fn host_memory_allocate(&self, device: DeviceHandle, size: u64) -> Result<*mut u8> {
+        let (Some(allocate), Some(_)) = (self.api.host_memory_allocate, self.api.host_memory_free) else {
+            return Err(Error::unsupported(format!(
+                "plugin `{}` (ABI {}.{}) has no host memory of its own: host_memory_allocate and host_memory_free \
+                 are ABI 1.4 entries it does not provide",
+                self.name, self.api.abi_major, self.api.abi_minor
+            )));
+        };
+        let mut pointer: *mut u8 = std::ptr::null_mut();
+        // SAFETY: a valid out pointer; the device came from this plugin.
+        self.call("host_memory_allocate", |error| unsafe {
+            allocate(ptr(device.0), size, &mut pointer, error)
+        })?;
+        if pointer.is_null() || !(pointer as usize).is_multiple_of(64) {
+            return Err(Error::internal(format!(
+                "plugin `{}` returned host memory at {pointer:p}: null, or not 64-byte aligned as the ABI asks",
+                self.name
+            )));
+        }
+        Ok(pointer)
+    }
+
+    // The address is only handed back to the plugin that made it, never dereferenced here.
+    #[allow(clippy::not_unsafe_ptr_arg_deref)]
+    fn host_memory_free(&self, device: DeviceHandle, pointer: *mut u8) {
+        if let Some(free) = self.api.host_memory_free {
+            // SAFETY: memory this plugin allocated on this device, freed once.
+            unsafe { free(ptr(device.0), pointer) };
+        }
+    }
+
     fn buffer_map(&self, buffer: BufferHandle, offset: u64, size: u64, flags: u32) -> Result<*mut u8> {
         let (Some(map), Some(_)) = (self.api.buffer_map, self.api.buffer_unmap) else {
             return Err(Error::unsupported(format!(
