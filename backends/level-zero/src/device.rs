@@ -83,8 +83,10 @@ impl DriverDevice<LevelZeroDriver> for Arc<Gpu> {
             flags: 0,
         };
         let mut pointer = std::ptr::null_mut();
-        // SAFETY: a live context, a filled descriptor, a place for the pointer; page alignment.
-        let code = unsafe { (device.api().mem_alloc_host)(device.context, &desc, length, 4096, &mut pointer) };
+        // SAFETY: a live context, a filled descriptor, a place for the pointer. 64 bytes is
+        // the ABI's alignment; drivers align host allocations to pages anyway, and asking for
+        // more than a driver supports fails the allocation.
+        let code = unsafe { (device.api().mem_alloc_host)(device.context, &desc, length, 64, &mut pointer) };
         ffi::check(code, "zeMemAllocHost", || {
             format!("allocating {size} bytes of host memory for {}", device.name())
         })?;
