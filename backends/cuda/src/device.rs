@@ -7,7 +7,10 @@ use crate::CudaDriver;
 use parking_lot::Mutex;
 use std::ffi::c_void;
 use std::sync::Arc;
-use xhal_backend::{ClockSample, DriverDevice, ElapsedTimer, Error, MemoryUsage, Object, ReferenceClock, Result};
+use xhal_backend::{
+    ClockSample, Command, DriverCommandList, DriverDevice, ElapsedTimer, Error, MemoryUsage, Object, ReferenceClock,
+    Result,
+};
 
 /// Bytes of one pinned staging block: transfers are split into blocks of this size, so the
 /// host copy of one block overlaps the DMA of the one before.
@@ -164,6 +167,19 @@ impl Gpu {
 impl DriverDevice<CudaDriver> for Arc<Gpu> {
     fn memory_usage(device: &Arc<Object<Arc<Gpu>>>) -> Result<MemoryUsage> {
         Gpu::memory_usage(device)
+    }
+
+    /// Where the driver has stream capture and executable graphs (CUDA 11.4 and later).
+    fn has_command_lists(device: &Arc<Object<Arc<Gpu>>>) -> bool {
+        device.adapter().graphs
+    }
+
+    fn build_command_list(
+        _driver: &CudaDriver,
+        device: &Arc<Object<Arc<Gpu>>>,
+        commands: &[Command<CudaDriver>],
+    ) -> Result<Box<dyn DriverCommandList<CudaDriver>>> {
+        Ok(Box::new(crate::command_list::CommandList::build(device, commands)?))
     }
 
     /// `cuMemHostAlloc` (portable): page-locked memory the copy engines read and write directly.

@@ -17,6 +17,9 @@ pub(crate) struct Adapter {
     pub(crate) memory_pools: bool,
     /// `cuDriverGetVersion`: `12040` for CUDA 12.4.
     pub(crate) driver_version: i32,
+    /// The driver has stream capture and executable graphs (CUDA 11.4 and later): command
+    /// lists (ABI 1.4) are graphs captured from a stream of their own.
+    pub(crate) graphs: bool,
     /// Bytes this backend holds on the device, for the free-memory figure.
     pub(crate) allocated: Arc<AtomicU64>,
 }
@@ -298,15 +301,37 @@ fn describe(ordinal: c_int, driver_version: c_int, nvrtc: Option<(i32, i32)>) ->
         features,
         kernel_formats,
     };
-    tracing::debug!(name = %info.name, compute_capability, multiprocessors, memory_pools, "CUDA device found");
+    let graphs = has_graph_entry_points();
+    tracing::debug!(name = %info.name, compute_capability, multiprocessors, memory_pools, graphs, "CUDA device found");
     Ok(Adapter {
         device,
         info,
         compute_capability,
         memory_pools,
         driver_version,
+        graphs,
         allocated: Arc::new(AtomicU64::new(0)),
     })
+}
+
+/// Whether the loaded driver exports every entry point command lists use; cudarc would panic
+/// on a call to a missing one.
+fn has_graph_entry_points() -> bool {
+    const ENTRY_POINTS: [&[u8]; 6] = [
+        b"cuStreamBeginCapture_v2\0",
+        b"cuStreamEndCapture\0",
+        b"cuGraphInstantiateWithFlags\0",
+        b"cuGraphLaunch\0",
+        b"cuGraphExecDestroy\0",
+        b"cuGraphDestroy\0",
+    ];
+    // SAFETY: the library is the one cudarc loaded (preloaded and checked before); only the
+    // presence of each symbol is read.
+    let library = unsafe { sys::culib() };
+    ENTRY_POINTS
+        .iter()
+        // SAFETY: as above; the symbol is not called here.
+        .all(|name| unsafe { library.get::<*const ()>(*name) }.is_ok())
 }
 
 #[cfg(test)]

@@ -28,6 +28,7 @@
 //! device ownership, ranges, fill patterns and views before a method here runs.
 #![deny(missing_docs)]
 
+mod command_list;
 mod device;
 mod ffi;
 mod instance;

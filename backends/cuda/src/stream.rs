@@ -116,7 +116,7 @@ unsafe extern "C" fn copy_out(user_data: *mut c_void) {
 impl Stream {
     /// Enqueues one command through `body` under the stream's lock, after the sticky check,
     /// with the context current. `function` names the driver call for errors.
-    fn enqueue(
+    pub(crate) fn enqueue(
         &self,
         function: &str,
         doing: impl FnOnce() -> String,
@@ -471,79 +471,11 @@ impl DriverStream<CudaDriver> for Stream {
     /// Launches `launch.workgroups` workgroups of the kernel (see `module.rs` for the
     /// argument ABI and the checks of the arguments against the kernel's parameters).
     fn launch(stream: &Arc<Object<Stream>>, launch: &Launch<'_, CudaDriver>) -> Result<()> {
-        let (kernel, workgroups, buffers, scalars) = (launch.kernel, launch.workgroups, launch.buffers, launch.scalars);
-        let name = &kernel.name;
-        let (scalar_size, takes_lengths) = kernel.check_arguments(buffers.len(), scalars)?;
-        let info = &kernel.module.gpu.adapter().info;
-        for axis in 0..3 {
-            let count = workgroups[axis];
-            if count == 0 {
-                return Err(Error::invalid_argument(format!(
-                    "kernel `{name}`: workgroup count in {} is 0; every dimension needs at least 1",
-                    ["x", "y", "z"][axis]
-                )));
-            }
-            if count > info.max_workgroup_count[axis] {
-                return Err(Error::invalid_argument(format!(
-                    "kernel `{name}`: {count} workgroups in {}, but {} launches at most {} (CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_{})",
-                    ["x", "y", "z"][axis],
-                    info.name,
-                    info.max_workgroup_count[axis],
-                    ["X", "Y", "Z"][axis]
-                )));
-            }
-        }
-        let mut addresses: Vec<sys::CUdeviceptr> =
-            buffers.iter().map(|view| view.buffer.address(view.offset)).collect();
-        // The driver copies as many bytes as the parameter has; a zero-padded copy of the
-        // block keeps it from reading past the caller's bytes where the size is unknown.
-        let mut scalar_block = vec![0u64; scalars.len().max(scalar_size.unwrap_or(0)).div_ceil(8)];
-        // SAFETY: the block holds at least `scalars.len()` bytes.
-        unsafe {
-            std::ptr::copy_nonoverlapping(scalars.as_ptr(), scalar_block.as_mut_ptr().cast::<u8>(), scalars.len())
-        };
-        let mut lengths: Vec<u64> = buffers.iter().map(|view| view.size).collect();
-        if lengths.is_empty() {
-            lengths.push(0);
-        }
-        let mut parameters: Vec<*mut c_void> = addresses
-            .iter_mut()
-            .map(|address| (address as *mut sys::CUdeviceptr).cast::<c_void>())
-            .collect();
-        if !scalars.is_empty() {
-            parameters.push(scalar_block.as_mut_ptr().cast());
-        }
-        if takes_lengths {
-            parameters.push(lengths.as_mut_ptr().cast());
-        }
-        let size = kernel.workgroup_size;
-        let function = kernel.function;
-        stream.enqueue(
-            "cuLaunchKernel",
-            || {
-                format!(
-                    "launching kernel `{name}` with {}x{}x{} workgroups of {}x{}x{}",
-                    workgroups[0], workgroups[1], workgroups[2], size[0], size[1], size[2]
-                )
-            },
-            // SAFETY: one pointer per parameter, each to a value of the parameter's size (checked
-            // above where the sizes are known); the driver copies them before returning.
-            |raw| unsafe {
-                sys::cuLaunchKernel(
-                    function,
-                    workgroups[0],
-                    workgroups[1],
-                    workgroups[2],
-                    size[0],
-                    size[1],
-                    size[2],
-                    0,
-                    raw,
-                    parameters.as_mut_ptr(),
-                    std::ptr::null_mut(),
-                )
-            },
-        )
+        let mut parameters = LaunchParameters::new(launch.kernel, launch.workgroups, launch.buffers, launch.scalars)?;
+        let doing = parameters.describe();
+        // SAFETY: the parameters were checked against the kernel, and the driver copies them
+        // before returning.
+        stream.enqueue("cuLaunchKernel", || doing, |raw| unsafe { parameters.launch(raw) })
     }
 
     /// Records `event` after everything enqueued so far.
@@ -756,5 +688,125 @@ impl DriverEvent<CudaDriver> for Event {
     fn timestamp(event: &Arc<Object<Event>>) -> Result<u64> {
         Event::check_timed(event, "the")?;
         event.gpu.event_timestamp(event.raw)
+    }
+}
+
+/// A launch's parameters as `cuLaunchKernel` takes them, checked against the kernel and the
+/// device's limits: the buffers' addresses, the scalar block (zero-padded to the parameter's
+/// size where it is known) and, where the kernel takes them, the buffers' lengths.
+pub(crate) struct LaunchParameters {
+    function: sys::CUfunction,
+    name: String,
+    workgroups: [u32; 3],
+    size: [u32; 3],
+    addresses: Vec<sys::CUdeviceptr>,
+    scalar_block: Vec<u64>,
+    has_scalars: bool,
+    lengths: Vec<u64>,
+    takes_lengths: bool,
+}
+
+// The function handle is a driver object usable from any thread; the rest is plain data.
+// SAFETY: see above.
+unsafe impl Send for LaunchParameters {}
+// SAFETY: see above.
+unsafe impl Sync for LaunchParameters {}
+
+impl LaunchParameters {
+    pub(crate) fn new(
+        kernel: &crate::module::KernelObject,
+        workgroups: [u32; 3],
+        buffers: &[xhal_backend::BufferView<DeviceBuffer>],
+        scalars: &[u8],
+    ) -> Result<LaunchParameters> {
+        let name = &kernel.name;
+        let (scalar_size, takes_lengths) = kernel.check_arguments(buffers.len(), scalars)?;
+        let info = &kernel.module.gpu.adapter().info;
+        for axis in 0..3 {
+            let count = workgroups[axis];
+            if count == 0 {
+                return Err(Error::invalid_argument(format!(
+                    "kernel `{name}`: workgroup count in {} is 0; every dimension needs at least 1",
+                    ["x", "y", "z"][axis]
+                )));
+            }
+            if count > info.max_workgroup_count[axis] {
+                return Err(Error::invalid_argument(format!(
+                    "kernel `{name}`: {count} workgroups in {}, but {} launches at most {} (CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_{})",
+                    ["x", "y", "z"][axis],
+                    info.name,
+                    info.max_workgroup_count[axis],
+                    ["X", "Y", "Z"][axis]
+                )));
+            }
+        }
+        // The driver copies as many bytes as the parameter has; a zero-padded copy of the
+        // block keeps it from reading past the caller's bytes where the size is unknown.
+        let mut scalar_block = vec![0u64; scalars.len().max(scalar_size.unwrap_or(0)).div_ceil(8)];
+        // SAFETY: the block holds at least `scalars.len()` bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(scalars.as_ptr(), scalar_block.as_mut_ptr().cast::<u8>(), scalars.len())
+        };
+        let mut lengths: Vec<u64> = buffers.iter().map(|view| view.size).collect();
+        if lengths.is_empty() {
+            lengths.push(0);
+        }
+        Ok(LaunchParameters {
+            function: kernel.function,
+            name: name.clone(),
+            workgroups,
+            size: kernel.workgroup_size,
+            addresses: buffers.iter().map(|view| view.buffer.address(view.offset)).collect(),
+            scalar_block,
+            has_scalars: !scalars.is_empty(),
+            lengths,
+            takes_lengths,
+        })
+    }
+
+    /// What the launch is, for errors.
+    pub(crate) fn describe(&self) -> String {
+        let (workgroups, size) = (self.workgroups, self.size);
+        format!(
+            "launching kernel `{}` with {}x{}x{} workgroups of {}x{}x{}",
+            self.name, workgroups[0], workgroups[1], workgroups[2], size[0], size[1], size[2]
+        )
+    }
+
+    /// `cuLaunchKernel` on `stream`.
+    ///
+    /// # Safety
+    /// The context is current and `stream` is a live stream of it.
+    pub(crate) unsafe fn launch(&mut self, stream: CUstream) -> CUresult {
+        let mut parameters: Vec<*mut c_void> = self
+            .addresses
+            .iter_mut()
+            .map(|address| (address as *mut sys::CUdeviceptr).cast::<c_void>())
+            .collect();
+        if self.has_scalars {
+            parameters.push(self.scalar_block.as_mut_ptr().cast());
+        }
+        if self.takes_lengths {
+            parameters.push(self.lengths.as_mut_ptr().cast());
+        }
+        let (workgroups, size) = (self.workgroups, self.size);
+        // SAFETY: one pointer per parameter, each to a value of the parameter's size (checked
+        // in `new` where the sizes are known); the driver copies them before returning; the
+        // caller vouches for the stream.
+        unsafe {
+            sys::cuLaunchKernel(
+                self.function,
+                workgroups[0],
+                workgroups[1],
+                workgroups[2],
+                size[0],
+                size[1],
+                size[2],
+                0,
+                stream,
+                parameters.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        }
     }
 }

@@ -278,6 +278,9 @@ typedef struct Work {
 
 typedef struct StubStream {
     int asynchronous;
+    /* Between cuStreamBeginCapture_v2 and cuStreamEndCapture: work is recorded, not run. */
+    int capturing;
+    Work *captured_head, *captured_tail;
     Work *head, *tail;
     int busy, stop;
     CUresult error; /* a launch that failed while running; returned by the next sync or query */
@@ -393,6 +396,13 @@ static void synchronize_all(void) {
    legacy default stream (NULL), which waits for every other stream first. */
 static CUresult submit(CUstream handle, Work *work) {
     StubStream *stream = handle;
+    if (stream && stream->capturing) {
+        /* Captured into the stream's graph: the launch's parameter block goes with it. */
+        if (stream->captured_tail) stream->captured_tail->next = work;
+        else stream->captured_head = work;
+        stream->captured_tail = work;
+        return CUDA_SUCCESS;
+    }
     if (!stream || !stream->asynchronous) {
         if (!stream) synchronize_all();
         /* A wait here has nothing to wait for: whatever it names ran when it was submitted. */
@@ -624,6 +634,84 @@ CUresult cuMemsetD32Async(CUdeviceptr to, unsigned value, size_t count, CUstream
     CUE("cuMemsetD32Async");
     return submit_fill(stream, to, 4, value, count);
 }
+/* Graphs through stream capture: a graph is the list of work captured, an executable graph
+   names it, and a launch submits a copy of each piece of work (the parameter blocks stay the
+   graph's). Only copies between device memory, fills and kernel launches are captured here. */
+typedef struct StubGraph {
+    Work *head;
+} StubGraph;
+typedef struct StubGraphExec {
+    StubGraph *graph;
+} StubGraphExec;
+
+CUresult cuStreamBeginCapture_v2(CUstream handle, int mode) {
+    CUE_CONTEXT("cuStreamBeginCapture_v2");
+    (void)mode;
+    StubStream *stream = handle;
+    if (!stream || stream->capturing) return CUDA_ERROR_INVALID_VALUE;
+    synchronize_stream(stream);
+    stream->capturing = 1;
+    stream->captured_head = stream->captured_tail = NULL;
+    return CUDA_SUCCESS;
+}
+CUresult cuStreamEndCapture(CUstream handle, void **graph) {
+    CUE_CONTEXT("cuStreamEndCapture");
+    StubStream *stream = handle;
+    if (!stream || !stream->capturing || !graph) return CUDA_ERROR_INVALID_VALUE;
+    StubGraph *made = calloc(1, sizeof *made);
+    if (!made) return 2;
+    made->head = stream->captured_head;
+    stream->captured_head = stream->captured_tail = NULL;
+    stream->capturing = 0;
+    *graph = made;
+    return CUDA_SUCCESS;
+}
+CUresult cuGraphInstantiateWithFlags(void **exec, void *graph, unsigned long long flags) {
+    CUE_CONTEXT("cuGraphInstantiateWithFlags");
+    (void)flags;
+    if (!exec || !graph) return CUDA_ERROR_INVALID_VALUE;
+    StubGraphExec *made = calloc(1, sizeof *made);
+    if (!made) return 2;
+    made->graph = graph;
+    *exec = made;
+    return CUDA_SUCCESS;
+}
+CUresult cuGraphLaunch(void *exec, CUstream stream) {
+    CUE_CONTEXT("cuGraphLaunch");
+    StubGraphExec *graph_exec = exec;
+    if (!graph_exec) return CUDA_ERROR_INVALID_VALUE;
+    for (Work *work = graph_exec->graph->head; work; work = work->next) {
+        Work *copy = new_work(work->kind);
+        if (!copy) return 2;
+        *copy = *work;
+        copy->next = NULL;
+        copy->owned = NULL;
+        CUresult code = submit(stream, copy);
+        if (code != CUDA_SUCCESS) return code;
+    }
+    return CUDA_SUCCESS;
+}
+CUresult cuGraphExecDestroy(void *exec) {
+    CUE_CONTEXT("cuGraphExecDestroy");
+    free(exec);
+    return CUDA_SUCCESS;
+}
+/* Waits for the device first: launches of the graph may still read its parameter blocks. */
+CUresult cuGraphDestroy(void *graph) {
+    CUE_CONTEXT("cuGraphDestroy");
+    StubGraph *stub = graph;
+    if (!stub) return CUDA_SUCCESS;
+    synchronize_all();
+    for (Work *work = stub->head; work;) {
+        Work *next = work->next;
+        free(work->owned);
+        free(work);
+        work = next;
+    }
+    free(stub);
+    return CUDA_SUCCESS;
+}
+
 CUresult cuLaunchHostFunc(CUstream stream, CUhostFn function, void *data) {
     CUE("cuLaunchHostFunc");
     Work *work = new_work(WORK_HOST);
