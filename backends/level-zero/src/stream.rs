@@ -320,18 +320,7 @@ impl Stream {
             },
             |list| {
                 // SAFETY: device memory of this context, in range, not overlapping.
-                let code = unsafe {
-                    (self.gpu.api().command_list_append_memory_copy)(
-                        list,
-                        to,
-                        from.cast_const(),
-                        bytes,
-                        std::ptr::null_mut(),
-                        0,
-                        std::ptr::null_mut(),
-                    )
-                };
-                ("zeCommandListAppendMemoryCopy", code)
+                unsafe { append_copy(self.gpu.api(), list, to, from.cast_const(), bytes) }
             },
             keep,
         )
@@ -410,18 +399,7 @@ impl DriverStream<LevelZeroDriver> for Stream {
                     |list| {
                         // SAFETY: device memory and host memory of this context, in range; the
                         // caller keeps the source unchanged until the copy completes.
-                        let code = unsafe {
-                            (stream.gpu.api().command_list_append_memory_copy)(
-                                list,
-                                destination,
-                                source.cast(),
-                                bytes,
-                                std::ptr::null_mut(),
-                                0,
-                                std::ptr::null_mut(),
-                            )
-                        };
-                        ("zeCommandListAppendMemoryCopy", code)
+                        unsafe { append_copy(stream.gpu.api(), list, destination, source.cast(), bytes) }
                     },
                     vec![Box::new(Arc::clone(buffer))],
                 )
@@ -437,18 +415,7 @@ impl DriverStream<LevelZeroDriver> for Stream {
                 || format!("writing {size} bytes at byte {offset} on {}", stream.gpu.name()),
                 |list| {
                     // SAFETY: device memory and host staging memory of this context, in range.
-                    let code = unsafe {
-                        (stream.gpu.api().command_list_append_memory_copy)(
-                            list,
-                            destination,
-                            from.cast(),
-                            bytes,
-                            std::ptr::null_mut(),
-                            0,
-                            std::ptr::null_mut(),
-                        )
-                    };
-                    ("zeCommandListAppendMemoryCopy", code)
+                    unsafe { append_copy(stream.gpu.api(), list, destination, from.cast(), bytes) }
                 },
                 vec![Box::new(staging), Box::new(Arc::clone(buffer))],
             )
@@ -482,18 +449,7 @@ impl DriverStream<LevelZeroDriver> for Stream {
                     |list| {
                         // SAFETY: device memory and host memory of this context, in range; the
                         // caller leaves the destination alone until the copy completes.
-                        let code = unsafe {
-                            (stream.gpu.api().command_list_append_memory_copy)(
-                                list,
-                                destination.cast(),
-                                source,
-                                bytes,
-                                std::ptr::null_mut(),
-                                0,
-                                std::ptr::null_mut(),
-                            )
-                        };
-                        ("zeCommandListAppendMemoryCopy", code)
+                        unsafe { append_copy(stream.gpu.api(), list, destination.cast(), source, bytes) }
                     },
                     vec![Box::new(Arc::clone(buffer))],
                 )
@@ -509,18 +465,7 @@ impl DriverStream<LevelZeroDriver> for Stream {
                 || format!("reading {size} bytes at byte {offset} on {}", stream.gpu.name()),
                 |list| {
                     // SAFETY: device memory and host staging memory of this context, in range.
-                    let code = unsafe {
-                        (stream.gpu.api().command_list_append_memory_copy)(
-                            list,
-                            into.cast(),
-                            source,
-                            bytes,
-                            std::ptr::null_mut(),
-                            0,
-                            std::ptr::null_mut(),
-                        )
-                    };
-                    ("zeCommandListAppendMemoryCopy", code)
+                    unsafe { append_copy(stream.gpu.api(), list, into.cast(), source, bytes) }
                 },
                 vec![Box::new(Arc::clone(buffer))],
                 Some(ReadBack { staging, destination }),
@@ -915,6 +860,26 @@ pub(crate) fn elapsed_from_ticks(first: u64, last: u64, bits: u32, resolution_ns
     };
     let ticks = (last & mask).checked_sub(first & mask)?;
     Some(ticks.saturating_mul(resolution_ns))
+}
+
+/// Appends a copy of `bytes` bytes from `from` to `to` on `list`, and names the call, as
+/// `Stream::enqueue` takes it.
+///
+/// # Safety
+/// Both ranges are memory of the list's context that the device may access, in range, and
+/// they do not overlap.
+unsafe fn append_copy(
+    api: &ffi::Api,
+    list: ffi::CommandListHandle,
+    to: *mut std::ffi::c_void,
+    from: *const std::ffi::c_void,
+    bytes: usize,
+) -> (&'static str, ffi::ZeResult) {
+    // SAFETY: the caller's contract; no signal event and no waits.
+    let code = unsafe {
+        (api.command_list_append_memory_copy)(list, to, from, bytes, std::ptr::null_mut(), 0, std::ptr::null_mut())
+    };
+    ("zeCommandListAppendMemoryCopy", code)
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use crate::instance::vk_error;
 use crate::memory::{DeviceBuffer, MemoryKind};
 use crate::module::Pipeline;
 use crate::reflect::BindingKind;
-use crate::stream::{barrier, write_descriptor_set, Keep, Stream};
+use crate::stream::{barrier, record_dispatch, write_descriptor_set, Keep, Stream};
 use crate::VulkanDriver;
 use ash::vk;
 use parking_lot::Mutex;
@@ -433,35 +433,19 @@ fn record_launch(native: &Native, launch: &OwnedLaunch<VulkanDriver>, bound: &mu
         write_descriptor_set(device, set, pipeline, &binding.views);
         Some(set)
     };
-    let mut push_constants = vec![0u8; pipeline.push_constant_bytes as usize];
-    push_constants[..launch.scalars.len()].copy_from_slice(&launch.scalars);
     // SAFETY: the pipeline, layout and set are live as long as the list (which holds the
-    // kernel and the buffers); the push-constant bytes match the layout's range.
+    // kernel and the buffers); the command buffer is recording.
     unsafe {
-        if rebind {
-            device.cmd_bind_pipeline(command_buffer, vk::PipelineBindPoint::COMPUTE, pipeline.pipeline);
-        }
-        if let Some(set) = descriptor_set {
-            device.cmd_bind_descriptor_sets(
-                command_buffer,
-                vk::PipelineBindPoint::COMPUTE,
-                pipeline.layout,
-                0,
-                &[set],
-                &[],
-            );
-        }
-        if !push_constants.is_empty() {
-            device.cmd_push_constants(
-                command_buffer,
-                pipeline.layout,
-                vk::ShaderStageFlags::COMPUTE,
-                0,
-                &push_constants,
-            );
-        }
-        device.cmd_dispatch(command_buffer, workgroups[0], workgroups[1], workgroups[2]);
-    }
+        record_dispatch(
+            device,
+            command_buffer,
+            pipeline,
+            rebind,
+            descriptor_set,
+            &launch.scalars,
+            workgroups,
+        )
+    };
     *bound = Some(binding);
     Ok(())
 }

@@ -737,42 +737,25 @@ impl DriverStream<VulkanDriver> for Stream {
         if let Some(set) = descriptor_set {
             write_descriptor_set(device, set, pipeline, &bound.views);
         }
-        let mut push_constants = vec![0u8; pipeline.push_constant_bytes as usize];
-        push_constants[..scalars.len()].copy_from_slice(scalars);
         // A kernel without buffer arguments touches only its own workgroup memory.
         let recording = if buffers.is_empty() {
             stream.recording(&mut state)?
         } else {
             stream.recording_for_access(&mut state)?
         };
-        let command_buffer = recording.command_buffer;
-        // SAFETY: the pipeline, layout and set are live and kept until the work completes;
-        // the push-constant bytes match the layout's range; the command buffer is recording.
+        // SAFETY: the pipeline, layout and set are live and kept until the work completes; the
+        // command buffer is recording.
         unsafe {
-            if rebind {
-                device.cmd_bind_pipeline(command_buffer, vk::PipelineBindPoint::COMPUTE, pipeline.pipeline);
-            }
-            if let Some(set) = descriptor_set {
-                device.cmd_bind_descriptor_sets(
-                    command_buffer,
-                    vk::PipelineBindPoint::COMPUTE,
-                    pipeline.layout,
-                    0,
-                    &[set],
-                    &[],
-                );
-            }
-            if !push_constants.is_empty() {
-                device.cmd_push_constants(
-                    command_buffer,
-                    pipeline.layout,
-                    vk::ShaderStageFlags::COMPUTE,
-                    0,
-                    &push_constants,
-                );
-            }
-            device.cmd_dispatch(command_buffer, workgroups[0], workgroups[1], workgroups[2]);
-        }
+            record_dispatch(
+                device,
+                recording.command_buffer,
+                pipeline,
+                rebind,
+                descriptor_set,
+                scalars,
+                workgroups,
+            )
+        };
         recording.bound = Some(bound);
         recording.keep.push(Arc::clone(pipeline) as Keep);
         for view in buffers {
@@ -1067,4 +1050,49 @@ pub(crate) fn write_descriptor_set(
     // SAFETY: the set is fresh and used by no submitted work (the caller's contract); every
     // buffer is live.
     unsafe { device.update_descriptor_sets(&writes, &[]) };
+}
+
+/// Records a dispatch of `pipeline`: binds it (when `rebind`) and `set` (when given), pushes
+/// `scalars` as push constants zero-padded to the layout's range, and dispatches `workgroups`.
+///
+/// # Safety
+/// `command_buffer` is recording; the pipeline, its layout and `set` stay live until the
+/// commands recorded complete; `scalars` fit the pipeline's push-constant range.
+pub(crate) unsafe fn record_dispatch(
+    device: &ash::Device,
+    command_buffer: vk::CommandBuffer,
+    pipeline: &Pipeline,
+    rebind: bool,
+    set: Option<vk::DescriptorSet>,
+    scalars: &[u8],
+    workgroups: [u32; 3],
+) {
+    let mut push_constants = vec![0u8; pipeline.push_constant_bytes as usize];
+    push_constants[..scalars.len()].copy_from_slice(scalars);
+    // SAFETY: the caller's contract; the push-constant bytes are the layout's range.
+    unsafe {
+        if rebind {
+            device.cmd_bind_pipeline(command_buffer, vk::PipelineBindPoint::COMPUTE, pipeline.pipeline);
+        }
+        if let Some(set) = set {
+            device.cmd_bind_descriptor_sets(
+                command_buffer,
+                vk::PipelineBindPoint::COMPUTE,
+                pipeline.layout,
+                0,
+                &[set],
+                &[],
+            );
+        }
+        if !push_constants.is_empty() {
+            device.cmd_push_constants(
+                command_buffer,
+                pipeline.layout,
+                vk::ShaderStageFlags::COMPUTE,
+                0,
+                &push_constants,
+            );
+        }
+        device.cmd_dispatch(command_buffer, workgroups[0], workgroups[1], workgroups[2]);
+    }
 }
