@@ -747,18 +747,27 @@ impl Graph {
                 helper.wait(fork)?;
             }
         }
-        // The replay's uses of every buffer it names, refused while one is mapped.
-        let uses = state
-            .memories
-            .iter()
-            .map(|memory| QueuedUse::new(memory, "a buffer the graph uses"))
-            .collect::<Result<Vec<_>>>()?;
-        let keep = Arc::new((self.exec.clone(), uses)) as Held;
+        // The replay's uses of every buffer it names, refused while one is mapped. Every stream
+        // that runs part of the replay holds them, so they end when the last part is known done;
+        // the replay stream also holds the graph (the graph's own streams do not: it owns them).
+        let uses: Arc<Vec<QueuedUse>> = Arc::new(
+            state
+                .memories
+                .iter()
+                .map(|memory| QueuedUse::new(memory, "a buffer the graph uses"))
+                .collect::<Result<Vec<_>>>()?,
+        );
+        let keep = Arc::new((self.exec.clone(), Arc::clone(&uses))) as Held;
         for step in &exec.schedule {
             match step {
                 Scheduled::Segment { lane, segment } => {
                     let segment = &state.segments[*segment];
-                    let keep = (*lane == 0).then(|| keep.clone());
+                    let keep = if *lane == 0 {
+                        keep.clone()
+                    } else {
+                        Arc::clone(&uses) as Held
+                    };
+                    let keep = Some(keep);
                     lane_stream(*lane).enqueue_graph_segment(keep, |device, handle| match segment.native {
                         Some(list) => device.backend.stream_submit_command_list(handle, list),
                         None => issue(device, Destination::Stream(handle), &segment.commands),
@@ -773,6 +782,12 @@ impl Graph {
         for (helper, join) in exec.helpers.iter().zip(&exec.joins) {
             helper.record(join)?;
             stream.wait(join)?;
+        }
+        if !exec.helpers.is_empty() {
+            // The replay stream now waits for every helper's part, so it is idle only once the
+            // whole replay is done: it holds the graph and the uses until then, even where none
+            // of the replay's runs is its own.
+            stream.hold_until_idle(keep);
         }
         if !exec.helpers.is_empty() {
             stream.link_helpers(&exec.helpers);

@@ -188,6 +188,12 @@ impl Stream {
         }
     }
 
+    /// Keeps `keep` alive until the stream is known idle, as queued work's objects are.
+    pub(crate) fn hold_until_idle(&self, keep: Arc<dyn Send + Sync>) {
+        let mut state = self.shared.state.lock();
+        self.keep_in_flight(&mut state, [InFlight::Object(keep)]);
+    }
+
     /// Enqueues a run of a graph's recorded commands (`call` submits them), keeping `keep`
     /// alive until they complete.
     pub(crate) fn enqueue_graph_segment(

@@ -120,3 +120,26 @@ fn objects_of_another_device_and_destroyed_streams_are_refused() {
     assert_eq!(error.kind(), ErrorKind::InvalidHandle, "{error}");
     assert!(error.message().contains("destroyed"), "{error}");
 }
+
+#[test]
+fn buffers_a_graph_stream_of_its_own_writes_stay_unmappable_until_the_replay_stream_synchronizes() {
+    let device = cpu_device();
+    let buffer = device.alloc::<u32>(64).unwrap();
+    let mut graph = device.graph();
+    let main = graph.stream();
+    let side = graph.stream();
+    let forked = graph.event();
+    graph.record(main, forked).unwrap();
+    graph.wait(side, forked).unwrap();
+    graph.fill(side, &buffer, 9u32).unwrap();
+    let graph = graph.build().unwrap();
+    let stream = device.create_stream().unwrap();
+    graph.replay(&stream).unwrap();
+    // Dropped at once: the replay stream holds it, and the uses of its buffers, until idle.
+    drop(graph);
+    let error = buffer.map().unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidArgument, "{error}");
+    assert!(error.message().contains("synchronize"), "{error}");
+    stream.synchronize().unwrap();
+    assert_eq!(*buffer.map().unwrap(), [9u32; 64]);
+}
