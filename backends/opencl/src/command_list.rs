@@ -49,11 +49,11 @@ enum Recordable {
 /// One recorded command buffer, for one stream's queue.
 struct Recorded {
     stream: Weak<Object<Stream>>,
-    queue: CommandQueue,
-    buffer: Arc<NativeBuffer>,
+    buffer: NativeBuffer,
 }
 
-/// A `cl_command_buffer_khr` this backend owns one reference to; submissions hold it.
+/// A `cl_command_buffer_khr` this backend owns one reference to; OpenCL keeps it for enqueued
+/// submissions itself.
 struct NativeBuffer {
     api: CommandBufferApi,
     buffer: CommandBuffer,
@@ -316,37 +316,32 @@ impl CommandList {
 
 impl DriverCommandList<OpenClDriver> for CommandList {
     fn submit(&self, stream: &Arc<Object<Stream>>) -> Result<()> {
-        let native = {
-            let mut state = self.state.lock();
-            state.recorded.retain(|recorded| recorded.stream.strong_count() > 0);
-            let queue = stream.queue();
-            match state.recorded.iter().find(|recorded| {
-                recorded.queue == queue
-                    && recorded
-                        .stream
-                        .upgrade()
-                        .is_some_and(|known| Arc::ptr_eq(&known, stream))
-            }) {
-                Some(recorded) => Arc::clone(&recorded.buffer),
-                None => {
-                    let buffer = Arc::new(self.record(&state.commands, queue, stream.device_name())?);
-                    state.recorded.push(Recorded {
-                        stream: Arc::downgrade(stream),
-                        queue,
-                        buffer: Arc::clone(&buffer),
-                    });
-                    buffer
-                }
+        let mut state = self.state.lock();
+        let state = &mut *state;
+        state.recorded.retain(|recorded| recorded.stream.strong_count() > 0);
+        let known = state
+            .recorded
+            .iter()
+            .position(|recorded| std::ptr::eq(recorded.stream.as_ptr(), Arc::as_ptr(stream)));
+        let position = match known {
+            Some(position) => position,
+            None => {
+                let buffer = self.record(&state.commands, stream.queue(), stream.device_name())?;
+                state.recorded.push(Recorded {
+                    stream: Arc::downgrade(stream),
+                    buffer,
+                });
+                state.recorded.len() - 1
             }
         };
-        let api = self.api;
+        let (api, buffer) = (self.api, state.recorded[position].buffer.buffer);
         stream
             .enqueue(
                 || format!("submitting a command list on {}", stream.device_name()),
                 |_queue, out| {
                     // SAFETY: a finalized command buffer recorded for this stream's queue, enqueued
                     // on it (no queue list: the one it was recorded with).
-                    unsafe { (api.enqueue)(0, std::ptr::null_mut(), native.buffer, 0, std::ptr::null(), out) }
+                    unsafe { (api.enqueue)(0, std::ptr::null_mut(), buffer, 0, std::ptr::null(), out) }
                 },
             )
             .map(drop)

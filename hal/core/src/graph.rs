@@ -788,8 +788,6 @@ impl Graph {
             // whole replay is done: it holds the graph and the uses until then, even where none
             // of the replay's runs is its own.
             stream.hold_until_idle(keep);
-        }
-        if !exec.helpers.is_empty() {
             stream.link_helpers(&exec.helpers);
         }
         let shared = stream.shared_weak();
@@ -925,18 +923,6 @@ impl Graph {
         for helper in &exec.helpers {
             let _ = helper.synchronize();
         }
-        if !staged_writes.is_empty() {
-            let staging = exec
-                .staging
-                .as_ref()
-                .ok_or_else(|| Error::internal("a staged value has no staging buffer"))?;
-            let writer = Stream::create(device.clone())?;
-            for (offset, bytes) in &staged_writes {
-                let start = *offset as usize;
-                writer.write(staging.slice(start..start + bytes.len()), bytes)?;
-            }
-            writer.destroy()?;
-        }
         let (segment, position) = state.launches[node.index].position;
         let segment = &mut state.segments[segment];
         let Some(Command::Launch {
@@ -963,6 +949,19 @@ impl Graph {
                     scalars: &scalars,
                 },
             )?;
+        }
+        // Written after the plugin accepted the update, which is the step that can refuse it.
+        if !staged_writes.is_empty() {
+            let staging = exec
+                .staging
+                .as_ref()
+                .ok_or_else(|| Error::internal("a staged value has no staging buffer"))?;
+            let writer = Stream::create(device.clone())?;
+            for (offset, bytes) in &staged_writes {
+                let start = *offset as usize;
+                writer.write(staging.slice(start..start + bytes.len()), bytes)?;
+            }
+            writer.destroy()?;
         }
         *workgroups = launch.workgroup_count();
         *recorded = scalars;

@@ -221,9 +221,9 @@ impl<T: bytemuck::Pod> PinnedBuffer<T> {
         &self.memory.device
     }
 
-    /// Counts a queued transfer's use of elements `range`, and returns their address and size
-    /// in bytes with the use to hold until it completes.
-    pub(crate) fn queue_use(&self, range: std::ops::Range<usize>, writes: bool) -> Result<(*mut u8, u64, PinnedUse)> {
+    /// Counts a queued transfer's use of elements `range`, and returns their address with the
+    /// use to hold until it completes.
+    pub(crate) fn queue_use(&self, range: std::ops::Range<usize>, writes: bool) -> Result<(*mut u8, PinnedUse)> {
         if range.start > range.end || range.end > self.len {
             return Err(Error::out_of_bounds(format!(
                 "elements {}..{} of a pinned buffer of {} elements",
@@ -243,6 +243,6 @@ impl<T: bytemuck::Pod> PinnedBuffer<T> {
         let element = std::mem::size_of::<T>();
         // SAFETY: `range.start` elements lie inside the allocation (checked above).
         let address = unsafe { self.memory.pointer.as_ptr().add(range.start * element) };
-        Ok((address, (range.len() * element) as u64, held))
+        Ok((address, held))
     }
 }

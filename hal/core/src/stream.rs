@@ -386,7 +386,7 @@ impl Stream {
         }
         let _span = self.span("write_from_pinned", size);
         let buffer = destination.buffer;
-        let (address, _, held) = source.queue_use(0..source.len(), false)?;
+        let (address, held) = source.queue_use(0..source.len(), false)?;
         self.enqueue(
             "write",
             Traced::transfer("write", size),
@@ -431,7 +431,7 @@ impl Stream {
         }
         let _span = self.span("read_into_pinned", size);
         let buffer = source.buffer;
-        let (address, _, held) = destination.queue_use(0..source.len(), true)?;
+        let (address, held) = destination.queue_use(0..source.len(), true)?;
         self.enqueue(
             "read",
             Traced::transfer("read", size),

@@ -204,7 +204,7 @@ impl AbiBackend {
         ))
     }
 
-    /// The six or eight 1.4 command-list entries, or why the plugin has none: a plugin provides
+    /// The 1.4 command-list entries the host calls, or why the plugin has none: a plugin provides
     /// all of them or none (the ABI's rule), so one absent entry means the plugin has none.
     fn command_lists(&self) -> Result<CommandListEntries> {
         let api = &self.api;
