@@ -190,11 +190,12 @@ fn a_command_list_runs_in_order_at_every_submission_and_an_update_changes_later_
     let late = backend.command_list_append_copy(list, data, 0, copy, 0, 4).unwrap_err();
     assert!(late.message().contains("finished"), "{late}");
 
-    // Twice on one stream and once on another: each submission runs the whole list.
-    for stream in [first, first, second] {
-        backend.stream_submit_command_list(stream, list).unwrap();
-    }
+    // Twice on one stream, then on another: each submission runs the whole list. The streams
+    // take turns: submissions on two streams at once would race on the same buffers.
+    backend.stream_submit_command_list(first, list).unwrap();
+    backend.stream_submit_command_list(first, list).unwrap();
     backend.stream_synchronize(first).unwrap();
+    backend.stream_submit_command_list(second, list).unwrap();
     backend.stream_synchronize(second).unwrap();
     assert_eq!(read_words(&backend, device, copy, 100), [6; 100]);
 
