@@ -1,9 +1,11 @@
 //! What one operation costs on every device, side by side (`make bench-ops`):
 //!
 //! - a 4-byte fill's enqueue through the application API and through the backend's own entry
-//!   on the same loaded plugin and stream, and the difference: core's share of the enqueue;
+//!   on the same loaded plugin and stream, and the difference: core's share of the enqueue,
+//!   in wall time and in the calling thread's CPU time (which leaves out the time a driver's
+//!   own threads, started by work the API path lets begin sooner, take from the two cores);
 //! - an empty one-invocation launch waited for (the round trip), and launches per second
-//!   queued back to back;
+//!   queued back to back; for OpenCL, the same through the raw API beside it;
 //! - 64 KiB allocations freed at once, per second, through the API (the caching allocator) and
 //!   through the backend;
 //! - a graph of 1,000 launches: the host's time to replay it against enqueuing the same
@@ -22,6 +24,14 @@ use std::time::Instant;
 use xhal::backend::{Backend, BufferHandle, StreamHandle};
 use xhal::plugin::load_plugin;
 use xhal::{Launch, Runtime};
+
+#[path = "support/null_fill.rs"]
+mod null_fill;
+#[path = "support/raw_opencl.rs"]
+mod raw_opencl;
+#[path = "support/thread_time.rs"]
+mod thread_time;
+use thread_time::thread_cpu_nanoseconds;
 
 const FILLS: usize = 2_000;
 const ROUNDS: usize = 15;
@@ -63,6 +73,13 @@ struct Figures {
     label: String,
     fill_api_ns: f64,
     fill_backend_ns: f64,
+    /// The same, in the calling thread's CPU time.
+    fill_api_cpu_ns: f64,
+    fill_backend_cpu_ns: f64,
+    /// Core's own share, over a backend whose fills do nothing (see `null_fill`): the
+    /// calling thread's CPU time per fill through the API, less the same through that
+    /// backend's entry.
+    core_alone_ns: f64,
     round_trip_us: f64,
     /// The 10th and 90th percentiles of the round trips.
     round_trip_spread: (f64, f64),
@@ -177,7 +194,53 @@ fn measure_graph(device: &xhal::Device, stream: &xhal::Stream, launch: &Launch<'
     })
 }
 
+/// Core's own share of a 4-byte fill's enqueue, over `null` (a backend whose fills do
+/// nothing): the calling thread's CPU time through the API less that through `null`'s entry,
+/// medians of rounds that alternate the two.
+fn measure_core_alone(null: &Arc<dyn Backend>, label: &str, index: u32) -> xhal::Result<f64> {
+    let runtime = Runtime::builder()
+        .without_plugin_search()
+        .without_static_backends()
+        .backend(Arc::clone(null))
+        .device_selector(None)
+        .build()?;
+    let device = runtime.open(label)?;
+    let stream = device.create_stream()?;
+    let buffer = device.alloc::<u32>(1024)?;
+    let raw_device = null.device_open(index)?;
+    let raw_stream = null.stream_create(raw_device)?;
+    let raw_buffer = null.buffer_allocate(raw_device, 4096)?;
+    let (mut api, mut direct) = (Vec::new(), Vec::new());
+    for round in 0..ROUNDS * 2 {
+        let started = thread_cpu_nanoseconds();
+        if round % 2 == 0 {
+            for i in 0..FILLS {
+                stream.fill(buffer.slice(i % 1024..i % 1024 + 1), round as u32)?;
+            }
+            api.push((thread_cpu_nanoseconds() - started) / FILLS as f64);
+            stream.synchronize()?;
+        } else {
+            let pattern = (round as u32).to_le_bytes();
+            for i in 0..FILLS {
+                null.stream_fill(raw_stream, raw_buffer, (i % 1024) as u64 * 4, 4, &pattern)?;
+            }
+            direct.push((thread_cpu_nanoseconds() - started) / FILLS as f64);
+        }
+    }
+    null.buffer_free(raw_buffer);
+    null.stream_destroy(raw_stream);
+    null.device_close(raw_device);
+    Ok(median(api) - median(direct))
+}
+
 fn measure(backend: &Arc<dyn Backend>, runtime: &Runtime, label: &str, index: u32) -> xhal::Result<Figures> {
+    let core_alone_ns = measure_core_alone(
+        &(Arc::new(null_fill::NullFill {
+            inner: Arc::clone(backend),
+        }) as Arc<dyn Backend>),
+        label,
+        index,
+    )?;
     let device = runtime.open(label)?;
     let stream = device.create_stream()?;
     let buffer = device.alloc::<u32>(1024)?;
@@ -188,12 +251,14 @@ fn measure(backend: &Arc<dyn Backend>, runtime: &Runtime, label: &str, index: u3
     let raw_buffer: BufferHandle = backend.buffer_allocate(raw_device, 4096)?;
     let mut fill_api = Vec::new();
     let mut fill_backend = Vec::new();
+    let mut fill_api_cpu = Vec::new();
+    let mut fill_backend_cpu = Vec::new();
     // The two alternate, and which goes first alternates by round, so neither gains from a
     // warmer cache or a driver that batches.
     for round in 0..ROUNDS * 2 {
         let pattern = (round as u32).to_le_bytes();
         let through_api = (round % 2 == 0) == (round / 2 % 2 == 0);
-        let started = Instant::now();
+        let (started, cpu_started) = (Instant::now(), thread_cpu_nanoseconds());
         if through_api {
             for i in 0..FILLS {
                 stream.fill(buffer.slice(i % 1024..i % 1024 + 1), round as u32)?;
@@ -204,11 +269,14 @@ fn measure(backend: &Arc<dyn Backend>, runtime: &Runtime, label: &str, index: u3
             }
         }
         let per_fill = started.elapsed().as_nanos() as f64 / FILLS as f64;
+        let cpu_per_fill = (thread_cpu_nanoseconds() - cpu_started) / FILLS as f64;
         if through_api {
             fill_api.push(per_fill);
+            fill_api_cpu.push(cpu_per_fill);
             stream.synchronize()?;
         } else {
             fill_backend.push(per_fill);
+            fill_backend_cpu.push(cpu_per_fill);
             backend.stream_synchronize(raw_stream)?;
         }
     }
@@ -267,6 +335,9 @@ fn measure(backend: &Arc<dyn Backend>, runtime: &Runtime, label: &str, index: u3
         label: label.to_string(),
         fill_api_ns: median(fill_api),
         fill_backend_ns: median(fill_backend),
+        fill_api_cpu_ns: median(fill_api_cpu),
+        fill_backend_cpu_ns: median(fill_backend_cpu),
+        core_alone_ns,
         round_trip_us: median(trips),
         round_trip_spread,
         launches_per_second: median(rates),
@@ -313,6 +384,33 @@ fn plugin_figures(path: &Path, figures: &mut Vec<Figures>, notes: &mut Vec<Strin
     }
 }
 
+/// OpenCL launches through xhal against the same launches through the raw API, measured
+/// after xhal's in the same run.
+fn print_raw_opencl(figures: &[Figures], notes: &mut Vec<String>) {
+    let Some(through_xhal) = figures.iter().find(|figure| figure.label == "opencl:0") else {
+        return;
+    };
+    let raw = match raw_opencl::RawOpencl::new().and_then(|raw| raw.measure(ROUND_TRIPS, LAUNCHES)) {
+        Ok(raw) => raw,
+        Err(error) => return notes.push(format!("raw OpenCL baseline: {error}")),
+    };
+    println!();
+    println!("an empty one-work-item kernel through xhal and through the raw OpenCL API (clEnqueueNDRangeKernel, clFinish), same device");
+    println!("| path | round trip | launches/s |");
+    println!("| --- | --- | --- |");
+    println!(
+        "| raw OpenCL | {:.1} µs | {:.0} |",
+        raw.round_trip_us, raw.launches_per_second
+    );
+    println!(
+        "| xhal opencl:0 | {:.1} µs ({:.2}x raw) | {:.0} ({:.2}x raw) |",
+        through_xhal.round_trip_us,
+        through_xhal.round_trip_us / raw.round_trip_us,
+        through_xhal.launches_per_second,
+        through_xhal.launches_per_second / raw.launches_per_second
+    );
+}
+
 fn main() {
     if std::env::args().any(|argument| argument == "--list") {
         return;
@@ -339,16 +437,20 @@ fn main() {
     }
     println!("per-operation figures, medians (fills: {ROUNDS} rounds of {FILLS}; round trip: {ROUND_TRIPS}; launches: 5 x {LAUNCHES}; allocations: 5 x {ALLOCATIONS} of 64 KiB)");
     println!(
-        "| device | 4-byte fill enqueue, API | same, backend | core's share | empty launch round trip (p10 to p90) | launches/s | 64 KiB alloc+free/s, API | same, backend |"
+        "| device | 4-byte fill enqueue, API | same, backend | core's share | core's share, calling thread's CPU | core alone (fills that do nothing) | empty launch round trip (p10 to p90) | launches/s | 64 KiB alloc+free/s, API | same, backend |"
     );
-    println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     for figure in &figures {
         println!(
-            "| {} | {:.0} ns | {:.0} ns | {:.0} ns | {:.1} µs ({:.1} to {:.1}) | {:.0} | {:.0} | {:.0} |",
+            "| {} | {:.0} ns | {:.0} ns | {:.0} ns | {:.0} ns ({:.0} against {:.0}) | {:.0} ns | {:.1} µs ({:.1} to {:.1}) | {:.0} | {:.0} | {:.0} |",
             figure.label,
             figure.fill_api_ns,
             figure.fill_backend_ns,
             figure.fill_api_ns - figure.fill_backend_ns,
+            figure.fill_api_cpu_ns - figure.fill_backend_cpu_ns,
+            figure.fill_api_cpu_ns,
+            figure.fill_backend_cpu_ns,
+            figure.core_alone_ns,
             figure.round_trip_us,
             figure.round_trip_spread.0,
             figure.round_trip_spread.1,
@@ -357,6 +459,7 @@ fn main() {
             figure.allocations_backend_per_second,
         );
     }
+    print_raw_opencl(&figures, &mut notes);
     println!();
     println!(
         "a graph of {GRAPH_LAUNCHES} empty launches against the same launches enqueued one by one, medians of {GRAPH_ROUNDS} rounds"

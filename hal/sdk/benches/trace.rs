@@ -29,28 +29,9 @@ fn median(mut values: Vec<f64>) -> f64 {
     values[values.len() / 2]
 }
 
-/// CPU time the calling thread has used, in nanoseconds: what a traced call costs the
-/// caller, apart from the other threads (the stream's worker, the trace writer) that share
-/// this machine's cores with it.
-fn thread_cpu_nanoseconds() -> f64 {
-    #[repr(C)]
-    struct Timespec {
-        seconds: i64,
-        nanoseconds: i64,
-    }
-    extern "C" {
-        fn clock_gettime(clock: i32, time: *mut Timespec) -> i32;
-    }
-    const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
-    let mut time = Timespec {
-        seconds: 0,
-        nanoseconds: 0,
-    };
-    // SAFETY: `time` is a valid, writable timespec, as the C library's clock_gettime takes.
-    let status = unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mut time) };
-    assert_eq!(status, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
-    time.seconds as f64 * 1e9 + time.nanoseconds as f64
-}
+#[path = "support/thread_time.rs"]
+mod thread_time;
+use thread_time::thread_cpu_nanoseconds;
 
 /// Nanoseconds per enqueued fill, enqueue only: (wall time, the calling thread's CPU time).
 fn round(stream: &xhal::Stream, buffer: &xhal::Buffer<u32>) -> (f64, f64) {
