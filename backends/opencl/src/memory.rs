@@ -3,6 +3,7 @@
 use crate::device::Gpu;
 use crate::ffi::{self, Mem};
 use crate::OpenClDriver;
+use parking_lot::Mutex;
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -17,11 +18,18 @@ unsafe impl Send for MemObject {}
 // SAFETY: see above.
 unsafe impl Sync for MemObject {}
 
+/// How many sub-buffers a buffer keeps for the views launched on most recently.
+const SUB_BUFFER_CACHE: usize = 16;
+
 /// A device allocation.
 pub struct DeviceBuffer {
     pub(crate) gpu: Arc<Gpu>,
     pub(crate) mem: MemObject,
     pub(crate) size: u64,
+    /// The sub-buffers of recent views, as `(offset, size, sub-buffer)`, oldest first: a view
+    /// launched on again (a caching allocator's block, a loop's slice) reuses its sub-buffer
+    /// instead of making and releasing one per launch, which costs more than the launch.
+    sub_buffers: Mutex<Vec<(u64, u64, Arc<SubBuffer>)>>,
 }
 
 impl DriverBuffer<OpenClDriver> for DeviceBuffer {
@@ -61,6 +69,7 @@ impl DeviceBuffer {
             gpu: Arc::clone(gpu),
             mem: MemObject(mem),
             size,
+            sub_buffers: Mutex::new(Vec::new()),
         })
     }
 
@@ -73,6 +82,13 @@ impl DeviceBuffer {
             return Ok(View {
                 mem: self.mem.0,
                 _sub_buffer: None,
+            });
+        }
+        let mut cached = self.sub_buffers.lock();
+        if let Some((_, _, sub_buffer)) = cached.iter().find(|(at, length, _)| (*at, *length) == (offset, size)) {
+            return Ok(View {
+                mem: sub_buffer.mem.0,
+                _sub_buffer: Some(Arc::clone(sub_buffer)),
             });
         }
         let region = ffi::BufferRegion {
@@ -93,12 +109,18 @@ impl DeviceBuffer {
         ffi::check(code, || {
             format!("making a sub-buffer of bytes {offset}..{} for {what}", offset + size)
         })?;
+        let sub_buffer = Arc::new(SubBuffer {
+            gpu: Arc::clone(&self.gpu),
+            mem: MemObject(mem),
+        });
+        if cached.len() == SUB_BUFFER_CACHE {
+            // Commands enqueued with the oldest keep it alive until they finish.
+            cached.remove(0);
+        }
+        cached.push((offset, size, Arc::clone(&sub_buffer)));
         Ok(View {
             mem,
-            _sub_buffer: Some(SubBuffer {
-                gpu: Arc::clone(&self.gpu),
-                mem: MemObject(mem),
-            }),
+            _sub_buffer: Some(sub_buffer),
         })
     }
 }
@@ -106,13 +128,15 @@ impl DeviceBuffer {
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
         self.gpu.adapter().allocated.fetch_sub(self.size, Ordering::Relaxed);
+        // The sub-buffers go first: a buffer is deleted only after its sub-buffers.
+        self.sub_buffers.get_mut().clear();
         // SAFETY: this backend's one reference; OpenCL keeps the memory until queued commands
         // that use it have finished.
         unsafe { (self.gpu.api().release_mem_object)(self.mem.0) };
     }
 }
 
-/// A sub-buffer made for one launch.
+/// A sub-buffer of a view, shared by the launches that bind it.
 pub(crate) struct SubBuffer {
     gpu: Arc<Gpu>,
     mem: MemObject,
@@ -128,6 +152,6 @@ impl Drop for SubBuffer {
 /// What a kernel argument binds: a buffer or a sub-buffer of it.
 pub(crate) struct View {
     pub(crate) mem: Mem,
-    /// The sub-buffer, released when the view goes (after the launch is enqueued).
-    _sub_buffer: Option<SubBuffer>,
+    /// The sub-buffer, held while the view is (the enqueued launch holds the `cl_mem`).
+    _sub_buffer: Option<Arc<SubBuffer>>,
 }

@@ -248,6 +248,46 @@ fn saxpy_follows_the_argument_abi() {
     assert_eq!(stream.read_to_vec(&data).unwrap(), vec![1.0f32; 64]);
 }
 
+/// Launches on more views than a buffer keeps sub-buffers for, twice round, so that views
+/// are bound from a kept sub-buffer, made again after being dropped from the cache, and
+/// dropped while launches that bind them are still queued: every result must be right.
+#[test]
+fn views_launched_again_and_again_reuse_their_sub_buffers_correctly() {
+    let Some(runtime) = runtime() else {
+        return;
+    };
+    let device = runtime.open("opencl:0").unwrap();
+    let stream = device.create_stream().unwrap();
+    let kernel = device
+        .load_module(KernelFormat::OPENCL_C, SAXPY.as_bytes())
+        .unwrap()
+        .kernel("saxpy")
+        .unwrap();
+    let width = (device.info().buffer_offset_alignment as usize / 4).max(1);
+    let views = 20usize;
+    let x_buffer = device.alloc_from(&stream, &vec![1.0f32; width * views]).unwrap();
+    let y_buffer = device.alloc_from(&stream, &vec![0.0f32; width * views]).unwrap();
+    for _ in 0..2 {
+        for view in 0..views {
+            let range = view * width..(view + 1) * width;
+            stream
+                .launch(
+                    &Launch::new(&kernel)
+                        .workgroups(width.div_ceil(64) as u32, 1, 1)
+                        .buffer(x_buffer.slice(range.clone()))
+                        .buffer(y_buffer.slice(range))
+                        .scalar((view + 1) as f32)
+                        .scalar(width as u32),
+                )
+                .unwrap();
+        }
+    }
+    let back = stream.read_to_vec(&y_buffer).unwrap();
+    for (i, value) in back.iter().enumerate() {
+        assert_eq!(*value, 2.0 * (i / width + 1) as f32, "element {i} (view {})", i / width);
+    }
+}
+
 #[test]
 fn offsets_off_the_base_address_alignment_are_refused_naming_it() {
     let Some(backend) = backend() else {
