@@ -9,6 +9,25 @@
  * to read back. Each test loads its own copy of the file, so each copy's settings (below) are
  * its own.
  *
+ * Graphs through stream capture, with the rules of AMD's runtime (ROCm's clr, hip_graph.cpp):
+ * between hipStreamBeginCapture and hipStreamEndCapture, copies, fills and kernel launches on
+ * the stream are recorded into its graph instead of running, a launch's argument values copied
+ * at the call; hipGraphInstantiate makes an executable graph of its own copy of that work, and
+ * hipGraphLaunch runs it, in order. As in HIP: a capture cannot begin on the null stream
+ * (hipErrorStreamCaptureUnsupported) or on a stream already capturing (hipErrorIllegalState);
+ * synchronizing or querying a capturing stream fails with hipErrorStreamCaptureUnsupported;
+ * hipMalloc, hipFree, hipHostMalloc and hipHostFree fail the same way, and invalidate the
+ * capture, while any capture in global mode is open, or one the calling thread began in
+ * thread-local mode (relaxed mode allows them); work on an invalidated capture fails with
+ * hipErrorStreamCaptureInvalidated, and so does its hipStreamEndCapture, which gives no graph;
+ * a capture not in relaxed mode ends on the thread that began it
+ * (hipErrorStreamCaptureWrongThread); a handle that is not a live executable graph does not
+ * launch (hipErrorInvalidValue), and a graph destroyed twice is hipErrorIllegalState. Where
+ * HIP would capture something this stub does not (an event record or wait, a graph launch on a
+ * capturing stream), the call fails with hipErrorStreamCaptureUnsupported and invalidates the
+ * capture. Built with -DSTUB_NO_GRAPHS, the library has no graph entry points at all, as a
+ * runtime without graphs.
+ *
  * Settings, through the exported stub_* functions:
  *   stub_set_devices(n)                devices reported (0: hipGetDeviceCount answers
  *                                      hipErrorNoDevice)
@@ -18,6 +37,10 @@
  *   stub_set_parameter_sizes(n, sizes) sizes of the parameters a launch reads
  *   stub_set_compiled_code(bytes, n)   what the fake hiprtc "compiles" every source to
  *   stub_set_compile_failure(log)      the fake hiprtc fails to compile, with this log
+ * and what the tests read back: stub_launches() and the last launch's grid, block and argument
+ * bytes, stub_graph_launches() (hipGraphLaunch calls that ran), stub_last_capture_mode() (the
+ * mode of the last hipStreamBeginCapture, -1 before any) and stub_graph_objects() (graphs and
+ * executable graphs not yet destroyed).
  *
  * The emulated HIP device (backends/cuda/tests/emulator/README.md): a module whose image is a
  * shared object for this machine, as the emulator's hiprtc makes from HIP C, is opened with
@@ -44,6 +67,10 @@ typedef void* hipEvent_t;
 typedef void* hipModule_t;
 typedef void* hipFunction_t;
 typedef void* hipDeviceptr_t;
+typedef void* hipGraph_t;
+typedef void* hipGraphExec_t;
+typedef void* hipGraphNode_t;
+typedef int hipStreamCaptureMode; /* a C enum */
 typedef struct { char bytes[16]; } hipUUID;
 typedef int hiprtcResult;
 typedef void* hiprtcProgram;
@@ -101,6 +128,10 @@ void stub_launch_parameter(int index, unsigned char* out, size_t size) {
 }
 const char* stub_compile_options(void) { return compile_options; }
 size_t stub_allocated(void) { return __atomic_load_n(&allocated, __ATOMIC_RELAXED); }
+static int graph_launches = 0;
+static int last_capture_mode = -1;
+int stub_graph_launches(void) { return __atomic_load_n(&graph_launches, __ATOMIC_RELAXED); }
+int stub_last_capture_mode(void) { return __atomic_load_n(&last_capture_mode, __ATOMIC_RELAXED); }
 
 /* Whether call `name` fails now (counting its calls). */
 static int fails(const char* name) {
@@ -120,6 +151,166 @@ static int devices(void) {
     return count ? atoi(count) : 0;
 }
 static int valid_device(int ordinal) { return ordinal >= 0 && ordinal < devices(); }
+
+/* The HIP error codes of stream capture (hip_runtime_api.h). */
+#define HIP_ERROR_INVALID_VALUE 1
+#define HIP_ERROR_OUT_OF_MEMORY 2
+#define HIP_ERROR_ILLEGAL_STATE 401
+#define HIP_ERROR_STREAM_CAPTURE_UNSUPPORTED 900
+#define HIP_ERROR_STREAM_CAPTURE_INVALIDATED 901
+#define HIP_ERROR_STREAM_CAPTURE_WRONG_THREAD 908
+/* hipStreamCaptureMode. */
+enum { CAPTURE_GLOBAL = 0, CAPTURE_THREAD_LOCAL = 1, CAPTURE_RELAXED = 2 };
+
+/* One lock for the capture and graph registries below: spun, as the stub needs no pthreads. */
+static char registry_lock;
+static void lock_registry(void) {
+    while (__atomic_test_and_set(&registry_lock, __ATOMIC_ACQUIRE)) {
+    }
+}
+static void unlock_registry(void) { __atomic_clear(&registry_lock, __ATOMIC_RELEASE); }
+
+/* The calling thread, as the address of a variable each thread has its own of. */
+static _Thread_local char thread_identity;
+#define THIS_THREAD ((const void*)&thread_identity)
+
+/* Work a stream runs, or that a graph holds: a copy, a fill of `size` patterns of `width`
+   bytes, or a launch with its own copy of the argument values. */
+typedef struct StubFunction StubFunction;
+static hipError_t run_launch(StubFunction* function, const unsigned* dims, void** parameters);
+enum { WORK_COPY, WORK_FILL, WORK_LAUNCH };
+#define MAX_PARAMETERS 64
+typedef struct Work {
+    struct Work* next;
+    int kind;
+    void* to;
+    const void* from;
+    size_t size;
+    unsigned width;
+    unsigned char pattern[4];
+    StubFunction* function;
+    unsigned dims[6];
+    int parameter_count;
+    size_t parameter_offsets[MAX_PARAMETERS];
+    unsigned char* values;
+    size_t values_size;
+} Work;
+
+static Work* new_work(int kind) {
+    Work* work = calloc(1, sizeof(Work));
+    if (work) work->kind = kind;
+    return work;
+}
+static void free_works(Work* work) {
+    while (work) {
+        Work* next = work->next;
+        free(work->values);
+        free(work);
+        work = next;
+    }
+}
+static hipError_t run_work(const Work* work) {
+    switch (work->kind) {
+        case WORK_COPY: memcpy(work->to, work->from, work->size); return 0;
+        case WORK_FILL:
+            for (size_t i = 0; i < work->size; i++)
+                memcpy((char*)work->to + (size_t)work->width * i, work->pattern, work->width);
+            return 0;
+        default: {
+            void* parameters[MAX_PARAMETERS];
+            for (int i = 0; i < work->parameter_count; i++) parameters[i] = work->values + work->parameter_offsets[i];
+            return run_launch(work->function, work->dims, parameters);
+        }
+    }
+}
+
+/* A stream: its capture, where one is open. */
+typedef struct {
+    int capturing;
+    /* A call broke the capture's rules: its work and its end fail. */
+    int invalidated;
+    int mode;
+    /* The thread that began the capture. */
+    const void* thread;
+    Work *captured_head, *captured_tail;
+} StubStream;
+
+/* Every stream capturing now, for the calls that check them all. */
+#define MAX_CAPTURES 256
+static StubStream* captures[MAX_CAPTURES];
+static int capture_count = 0;
+
+static void forget_capture(StubStream* stream) {
+    lock_registry();
+    for (int i = 0; i < capture_count; i++) {
+        if (captures[i] == stream) {
+            captures[i] = captures[--capture_count];
+            break;
+        }
+    }
+    unlock_registry();
+    stream->capturing = 0;
+    free_works(stream->captured_head);
+    stream->captured_head = stream->captured_tail = NULL;
+}
+
+/* HIP's check before a call that is unsafe during capture (hipMalloc, hipFree, hipHostMalloc,
+   hipHostFree), for a thread in the default (global) capture mode: every capture in global
+   mode, and every one this thread began in thread-local mode, is invalidated, and the call
+   fails. Relaxed captures are left alone. */
+static int refused_during_capture(void) {
+    int refused = 0;
+    lock_registry();
+    for (int i = 0; i < capture_count; i++) {
+        StubStream* stream = captures[i];
+        if (stream->mode == CAPTURE_GLOBAL || (stream->mode == CAPTURE_THREAD_LOCAL && stream->thread == THIS_THREAD)) {
+            stream->invalidated = 1;
+            refused = 1;
+        }
+    }
+    unlock_registry();
+    return refused;
+}
+#define REFUSED_DURING_CAPTURE() \
+    if (refused_during_capture()) return HIP_ERROR_STREAM_CAPTURE_UNSUPPORTED
+
+/* Runs `work` at once, or records it where the stream is capturing; takes `work`. */
+static hipError_t submit(hipStream_t handle, Work* work) {
+    StubStream* stream = handle;
+    if (!work) return HIP_ERROR_OUT_OF_MEMORY;
+    if (stream && stream->capturing) {
+        if (stream->invalidated) {
+            free_works(work);
+            return HIP_ERROR_STREAM_CAPTURE_INVALIDATED;
+        }
+        if (stream->captured_tail) stream->captured_tail->next = work;
+        else stream->captured_head = work;
+        stream->captured_tail = work;
+        return 0;
+    }
+    hipError_t code = run_work(work);
+    free_works(work);
+    return code;
+}
+static Work* copy_work(void* to, const void* from, size_t size) {
+    Work* work = new_work(WORK_COPY);
+    if (work) work->to = to, work->from = from, work->size = size;
+    return work;
+}
+static Work* fill_work(void* to, unsigned width, const void* pattern, size_t count) {
+    Work* work = new_work(WORK_FILL);
+    if (!work) return NULL;
+    work->to = to, work->width = width, work->size = count;
+    memcpy(work->pattern, pattern, width);
+    return work;
+}
+/* What HIP refuses on a capturing stream that it would capture, and this stub does not. */
+static int refused_while_capturing(hipStream_t handle) {
+    StubStream* stream = handle;
+    if (!stream || !stream->capturing) return 0;
+    stream->invalidated = 1;
+    return 1;
+}
 
 hipError_t hipInit(unsigned int flags) {
     FAIL_ON_CUE("hipInit");
@@ -198,10 +389,15 @@ const char* hipGetErrorName(hipError_t code) {
         case 100: return "hipErrorNoDevice";
         case 101: return "hipErrorInvalidDevice";
         case 209: return "hipErrorNoBinaryForGpu";
+        case 400: return "hipErrorInvalidHandle";
+        case 401: return "hipErrorIllegalState";
         case 500: return "hipErrorNotFound";
         case 600: return "hipErrorNotReady";
         case 700: return "hipErrorIllegalAddress";
         case 719: return "hipErrorLaunchFailure";
+        case 900: return "hipErrorStreamCaptureUnsupported";
+        case 901: return "hipErrorStreamCaptureInvalidated";
+        case 908: return "hipErrorStreamCaptureWrongThread";
         default: return "hipErrorUnknown";
     }
 }
@@ -225,6 +421,7 @@ hipError_t hipMemGetInfo(size_t* free_bytes, size_t* total) {
 #define ALLOCATION_HEADER 256
 hipError_t hipMalloc(void** pointer, size_t size) {
     FAIL_ON_CUE("hipMalloc");
+    REFUSED_DURING_CAPTURE();
     size_t before = __atomic_fetch_add(&allocated, size, __ATOMIC_RELAXED);
     if (size > total_memory || before + size > total_memory) {
         __atomic_fetch_sub(&allocated, size, __ATOMIC_RELAXED);
@@ -242,17 +439,20 @@ hipError_t hipMalloc(void** pointer, size_t size) {
 /* Page-locked host memory: page-aligned host memory here. */
 hipError_t hipHostMalloc(void** pointer, size_t size, unsigned flags) {
     FAIL_ON_CUE("hipHostMalloc");
+    REFUSED_DURING_CAPTURE();
     (void)flags;
     *pointer = aligned_alloc(4096, ((size ? size : 1) + 4095) / 4096 * 4096);
     return *pointer ? 0 : 2;
 }
 hipError_t hipHostFree(void* pointer) {
     FAIL_ON_CUE("hipHostFree");
+    REFUSED_DURING_CAPTURE();
     free(pointer);
     return 0;
 }
 hipError_t hipFree(void* pointer) {
     FAIL_ON_CUE("hipFree");
+    REFUSED_DURING_CAPTURE();
     if (!pointer) return 0;
     size_t* block = (size_t*)((char*)pointer - ALLOCATION_HEADER);
     __atomic_fetch_sub(&allocated, block[0], __ATOMIC_RELAXED);
@@ -262,62 +462,56 @@ hipError_t hipFree(void* pointer) {
 
 hipError_t hipMemcpyHtoDAsync(hipDeviceptr_t destination, void* source, size_t size, hipStream_t stream) {
     FAIL_ON_CUE("hipMemcpyHtoDAsync");
-    (void)stream;
-    memcpy(destination, source, size);
-    return 0;
+    return submit(stream, copy_work(destination, source, size));
 }
 hipError_t hipMemcpyDtoHAsync(void* destination, hipDeviceptr_t source, size_t size, hipStream_t stream) {
     FAIL_ON_CUE("hipMemcpyDtoHAsync");
-    (void)stream;
-    memcpy(destination, source, size);
-    return 0;
+    return submit(stream, copy_work(destination, source, size));
 }
 hipError_t hipMemcpyDtoDAsync(hipDeviceptr_t destination, hipDeviceptr_t source, size_t size, hipStream_t stream) {
     FAIL_ON_CUE("hipMemcpyDtoDAsync");
-    (void)stream;
-    memcpy(destination, source, size);
-    return 0;
+    return submit(stream, copy_work(destination, source, size));
 }
 hipError_t hipMemsetD8Async(hipDeviceptr_t destination, unsigned char value, size_t count, hipStream_t stream) {
     FAIL_ON_CUE("hipMemsetD8Async");
-    (void)stream;
-    memset(destination, value, count);
-    return 0;
+    return submit(stream, fill_work(destination, 1, &value, count));
 }
 hipError_t hipMemsetD16Async(hipDeviceptr_t destination, unsigned short value, size_t count, hipStream_t stream) {
     FAIL_ON_CUE("hipMemsetD16Async");
-    (void)stream;
-    for (size_t i = 0; i < count; i++) memcpy((char*)destination + 2 * i, &value, 2);
-    return 0;
+    return submit(stream, fill_work(destination, 2, &value, count));
 }
 hipError_t hipMemsetD32Async(hipDeviceptr_t destination, int value, size_t count, hipStream_t stream) {
     FAIL_ON_CUE("hipMemsetD32Async");
-    (void)stream;
-    for (size_t i = 0; i < count; i++) memcpy((char*)destination + 4 * i, &value, 4);
-    return 0;
+    return submit(stream, fill_work(destination, 4, &value, count));
 }
 
 hipError_t hipStreamCreateWithFlags(hipStream_t* stream, unsigned int flags) {
     FAIL_ON_CUE("hipStreamCreateWithFlags");
     if (flags != 1) return 1; /* the backend asks for hipStreamNonBlocking */
-    *stream = malloc(1);
+    *stream = calloc(1, sizeof(StubStream));
+    return *stream ? 0 : HIP_ERROR_OUT_OF_MEMORY;
+}
+/* A capture still open ends with the stream, its graph discarded. */
+hipError_t hipStreamDestroy(hipStream_t stream) {
+    if (!stream) return 400;
+    if (((StubStream*)stream)->capturing) forget_capture(stream);
+    free(stream);
     return 0;
 }
-hipError_t hipStreamDestroy(hipStream_t stream) { free(stream); return 0; }
 hipError_t hipStreamSynchronize(hipStream_t stream) {
     FAIL_ON_CUE("hipStreamSynchronize");
-    (void)stream;
+    if (stream && ((StubStream*)stream)->capturing) return HIP_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     return 0;
 }
 hipError_t hipStreamQuery(hipStream_t stream) {
     FAIL_ON_CUE("hipStreamQuery");
-    (void)stream;
+    if (stream && ((StubStream*)stream)->capturing) return HIP_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     return 0;
 }
 hipError_t hipStreamWaitEvent(hipStream_t stream, hipEvent_t event, unsigned int flags) {
     FAIL_ON_CUE("hipStreamWaitEvent");
-    (void)stream;
     (void)event;
+    if (refused_while_capturing(stream)) return HIP_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     return flags == 0 ? 0 : 1;
 }
 
@@ -337,7 +531,7 @@ hipError_t hipEventCreateWithFlags(hipEvent_t* event, unsigned flags) {
 hipError_t hipEventDestroy(hipEvent_t event) { free(event); return 0; }
 hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream) {
     FAIL_ON_CUE("hipEventRecord");
-    (void)stream;
+    if (refused_while_capturing(stream)) return HIP_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     ((StubEvent*)event)->milliseconds = now_milliseconds();
     return 0;
 }
@@ -363,10 +557,13 @@ hipError_t hipEventElapsedTime(float* milliseconds, hipEvent_t start, hipEvent_t
 /* A module: an executable one (from the emulator's hiprtc) is opened; any other image's
    kernels are the names stub_set_kernels lists. Its functions are freed with it. */
 typedef int (*StubLaunch)(const unsigned* grid, const unsigned* block, void** parameters);
-typedef struct StubFunction {
+/* The offset and size of an executable kernel's parameter `index`; nonzero past the last. */
+typedef int (*StubParameter)(size_t index, size_t* offset, size_t* size);
+struct StubFunction {
     StubLaunch launch;
+    StubParameter parameter;
     struct StubFunction* next;
-} StubFunction;
+};
 typedef struct {
     void* executable;
     StubFunction* functions;
@@ -415,17 +612,21 @@ hipError_t hipModuleGetFunction(hipFunction_t* function, hipModule_t module, con
     FAIL_ON_CUE("hipModuleGetFunction");
     StubModule* loaded = module;
     StubLaunch launch = NULL;
+    StubParameter parameter = NULL;
     if (loaded->executable) {
         char entry[160];
         snprintf(entry, sizeof entry, "xhemu_launch_%s", name);
         launch = (StubLaunch)(uintptr_t)dlsym(loaded->executable, entry);
-        if (!launch) return 500;
+        snprintf(entry, sizeof entry, "xhemu_parameter_%s", name);
+        parameter = (StubParameter)(uintptr_t)dlsym(loaded->executable, entry);
+        if (!launch || !parameter) return 500;
     } else if (!listed_kernel(name)) {
         return 500;
     }
     StubFunction* found = calloc(1, sizeof(StubFunction));
     if (!found) return 2;
     found->launch = launch;
+    found->parameter = parameter;
     /* Functions may be looked up from several threads at once. */
     found->next = __atomic_load_n(&loaded->functions, __ATOMIC_RELAXED);
     while (!__atomic_compare_exchange_n(&loaded->functions, &found->next, found, 0, __ATOMIC_RELEASE,
@@ -434,12 +635,59 @@ hipError_t hipModuleGetFunction(hipFunction_t* function, hipModule_t module, con
     *function = found;
     return 0;
 }
+/* Runs a launch: an executable kernel runs; any other records its grid, block and the bytes
+   of the parameters stub_set_parameter_sizes names. */
+static hipError_t run_launch(StubFunction* function, const unsigned* dims, void** parameters) {
+    if (function->launch) return function->launch(dims, dims + 3, parameters);
+    memcpy(launch_dims, dims, sizeof launch_dims);
+    for (int i = 0; i < parameter_count; i++) memcpy(launch_parameters[i], parameters[i], parameter_sizes[i]);
+    launches++;
+    return 0;
+}
+
+/* A launch as work, with a copy of each parameter's value, as HIP reads them at the call: an
+   executable kernel's parameters are those its `xhemu_parameter_<name>` describes, any other's
+   those stub_set_parameter_sizes names. */
+static hipError_t launch_work(StubFunction* function, const unsigned* dims, void** parameters, Work** out) {
+    size_t sizes[MAX_PARAMETERS];
+    int count = 0;
+    if (function->parameter) {
+        size_t offset, size;
+        while (function->parameter((size_t)count, &offset, &size) == 0) {
+            if (count == MAX_PARAMETERS) return HIP_ERROR_INVALID_VALUE;
+            sizes[count++] = size;
+        }
+    } else {
+        count = parameter_count;
+        memcpy(sizes, parameter_sizes, sizeof sizes);
+    }
+    Work* work = new_work(WORK_LAUNCH);
+    size_t total = 0;
+    for (int i = 0; i < count; i++) {
+        if (work) work->parameter_offsets[i] = total;
+        total += (sizes[i] + 15) / 16 * 16;
+    }
+    unsigned char* values = total ? malloc(total) : NULL;
+    if (!work || (total && !values)) {
+        free(work);
+        free(values);
+        return HIP_ERROR_OUT_OF_MEMORY;
+    }
+    for (int i = 0; i < count; i++) memcpy(values + work->parameter_offsets[i], parameters[i], sizes[i]);
+    work->function = function;
+    memcpy(work->dims, dims, sizeof work->dims);
+    work->parameter_count = count;
+    work->values = values;
+    work->values_size = total;
+    *out = work;
+    return 0;
+}
+
 hipError_t hipModuleLaunchKernel(hipFunction_t function, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                                  unsigned by, unsigned bz, unsigned shared, hipStream_t stream, void** parameters,
                                  void** extra) {
     FAIL_ON_CUE("hipModuleLaunchKernel");
     (void)shared;
-    (void)stream;
     if (extra) return 1;
     StubFunction* found = function;
     if (found->launch) {
@@ -451,15 +699,179 @@ hipError_t hipModuleLaunchKernel(hipFunction_t function, unsigned gx, unsigned g
         if ((unsigned long long)gx * bx > 0xffffffffull || (unsigned long long)gy * by > 0xffffffffull ||
             (unsigned long long)gz * bz > 0xffffffffull)
             return 9; /* hipErrorInvalidConfiguration */
-        const unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
-        return found->launch(grid, block, parameters);
     }
-    unsigned dims[6] = {gx, gy, gz, bx, by, bz};
-    memcpy(launch_dims, dims, sizeof dims);
-    for (int i = 0; i < parameter_count; i++) memcpy(launch_parameters[i], parameters[i], parameter_sizes[i]);
-    launches++;
+    const unsigned dims[6] = {gx, gy, gz, bx, by, bz};
+    Work* work = NULL;
+    hipError_t code = launch_work(found, dims, parameters, &work);
+    if (code != 0) return code;
+    return submit(stream, work);
+}
+
+#ifndef STUB_NO_GRAPHS
+/* A copy of the list `work` starts, argument values and all; NULL when memory ran out. */
+static Work* copy_works(const Work* work, int* failed) {
+    Work *head = NULL, **tail = &head;
+    *failed = 0;
+    for (; work; work = work->next) {
+        Work* copy = malloc(sizeof(Work));
+        unsigned char* values = work->values_size ? malloc(work->values_size) : NULL;
+        if (!copy || (work->values_size && !values)) {
+            free(copy);
+            free(values);
+            free_works(head);
+            *failed = 1;
+            return NULL;
+        }
+        *copy = *work;
+        copy->next = NULL;
+        copy->values = values;
+        if (values) memcpy(values, work->values, work->values_size);
+        *tail = copy;
+        tail = &copy->next;
+    }
+    return head;
+}
+/* Graphs and executable graphs: each holds its own list of work. Every one not yet destroyed
+   is in a registry, so a handle that is not one is refused rather than read. */
+enum { GRAPH, GRAPH_EXEC };
+typedef struct StubGraph {
+    int kind;
+    Work* work;
+    struct StubGraph* next;
+} StubGraph;
+static StubGraph* live_graphs = NULL;
+
+static StubGraph* new_graph(int kind, Work* work) {
+    StubGraph* graph = calloc(1, sizeof(StubGraph));
+    if (!graph) return NULL;
+    graph->kind = kind;
+    graph->work = work;
+    lock_registry();
+    graph->next = live_graphs;
+    live_graphs = graph;
+    unlock_registry();
+    return graph;
+}
+static int is_live(const void* handle, int kind) {
+    int found = 0;
+    lock_registry();
+    for (StubGraph* graph = live_graphs; graph && !found; graph = graph->next) found = graph == handle && graph->kind == kind;
+    unlock_registry();
+    return found;
+}
+/* Removes `handle` from the registry and frees it; 0 where it was no live graph of `kind`. */
+static int destroy_graph(void* handle, int kind) {
+    StubGraph* found = NULL;
+    lock_registry();
+    for (StubGraph** at = &live_graphs; *at; at = &(*at)->next) {
+        if (*at == handle && (*at)->kind == kind) {
+            found = *at;
+            *at = found->next;
+            break;
+        }
+    }
+    unlock_registry();
+    if (!found) return 0;
+    free_works(found->work);
+    free(found);
+    return 1;
+}
+int stub_graph_objects(void) {
+    int count = 0;
+    lock_registry();
+    for (StubGraph* graph = live_graphs; graph; graph = graph->next) count++;
+    unlock_registry();
+    return count;
+}
+
+hipError_t hipStreamBeginCapture(hipStream_t handle, hipStreamCaptureMode mode) {
+    FAIL_ON_CUE("hipStreamBeginCapture");
+    StubStream* stream = handle;
+    if (!stream) return HIP_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    if (mode < CAPTURE_GLOBAL || mode > CAPTURE_RELAXED) return HIP_ERROR_INVALID_VALUE;
+    if (stream->capturing) return HIP_ERROR_ILLEGAL_STATE;
+    lock_registry();
+    if (capture_count == MAX_CAPTURES) {
+        unlock_registry();
+        return HIP_ERROR_OUT_OF_MEMORY;
+    }
+    captures[capture_count++] = stream;
+    stream->capturing = 1;
+    stream->invalidated = 0;
+    stream->mode = mode;
+    stream->thread = THIS_THREAD;
+    stream->captured_head = stream->captured_tail = NULL;
+    unlock_registry();
+    __atomic_store_n(&last_capture_mode, mode, __ATOMIC_RELAXED);
     return 0;
 }
+hipError_t hipStreamEndCapture(hipStream_t handle, hipGraph_t* graph) {
+    FAIL_ON_CUE("hipStreamEndCapture");
+    StubStream* stream = handle;
+    if (!graph) return HIP_ERROR_INVALID_VALUE;
+    if (!stream || !stream->capturing) return HIP_ERROR_ILLEGAL_STATE;
+    if (stream->mode != CAPTURE_RELAXED && stream->thread != THIS_THREAD) return HIP_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+    *graph = NULL;
+    if (stream->invalidated) {
+        forget_capture(stream);
+        return HIP_ERROR_STREAM_CAPTURE_INVALIDATED;
+    }
+    StubGraph* made = new_graph(GRAPH, stream->captured_head);
+    if (!made) {
+        forget_capture(stream);
+        return HIP_ERROR_OUT_OF_MEMORY;
+    }
+    /* The work is the graph's now. */
+    stream->captured_head = stream->captured_tail = NULL;
+    forget_capture(stream);
+    *graph = made;
+    return 0;
+}
+/* An executable graph holds a copy of the graph's work, so it outlives the graph, as in HIP. */
+hipError_t hipGraphInstantiate(hipGraphExec_t* exec, hipGraph_t graph, hipGraphNode_t* error_node, char* log,
+                               size_t log_size) {
+    FAIL_ON_CUE("hipGraphInstantiate");
+    if (error_node) *error_node = NULL;
+    if (log && log_size) log[0] = 0;
+    if (!exec || !graph || !is_live(graph, GRAPH)) return HIP_ERROR_INVALID_VALUE;
+    int failed;
+    Work* work = copy_works(((StubGraph*)graph)->work, &failed);
+    if (failed) return HIP_ERROR_OUT_OF_MEMORY;
+    StubGraph* made = new_graph(GRAPH_EXEC, work);
+    if (!made) {
+        free_works(work);
+        return HIP_ERROR_OUT_OF_MEMORY;
+    }
+    *exec = made;
+    return 0;
+}
+/* Runs the executable graph's work in order, at once like all this stub's work; the first
+   failure stops it. */
+hipError_t hipGraphLaunch(hipGraphExec_t exec, hipStream_t stream) {
+    FAIL_ON_CUE("hipGraphLaunch");
+    if (!exec || !is_live(exec, GRAPH_EXEC)) return HIP_ERROR_INVALID_VALUE;
+    if (refused_while_capturing(stream)) return HIP_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    __atomic_fetch_add(&graph_launches, 1, __ATOMIC_RELAXED);
+    for (const Work* work = ((StubGraph*)exec)->work; work; work = work->next) {
+        hipError_t code = run_work(work);
+        if (code != 0) return code;
+    }
+    return 0;
+}
+hipError_t hipGraphExecDestroy(hipGraphExec_t exec) {
+    FAIL_ON_CUE("hipGraphExecDestroy");
+    if (!exec || !destroy_graph(exec, GRAPH_EXEC)) return HIP_ERROR_INVALID_VALUE;
+    return 0;
+}
+hipError_t hipGraphDestroy(hipGraph_t graph) {
+    FAIL_ON_CUE("hipGraphDestroy");
+    if (!graph) return HIP_ERROR_INVALID_VALUE;
+    if (!destroy_graph(graph, GRAPH)) return HIP_ERROR_ILLEGAL_STATE;
+    return 0;
+}
+#else
+int stub_graph_objects(void) { return 0; }
+#endif
 
 /* hiprtc, as the runtime carried it before ROCm 5.3. */
 hiprtcResult hiprtcCreateProgram(hiprtcProgram* program, const char* source, const char* name, int headers,
