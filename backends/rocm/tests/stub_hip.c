@@ -37,6 +37,8 @@
  *   stub_set_parameter_sizes(n, sizes) sizes of the parameters a launch reads
  *   stub_set_compiled_code(bytes, n)   what the fake hiprtc "compiles" every source to
  *   stub_set_compile_failure(log)      the fake hiprtc fails to compile, with this log
+ *   stub_set_runtime_version(v)        what hipRuntimeGetVersion and hipDriverGetVersion
+ *                                      report (HIP_VERSION; 60241134, HIP 6.2.41134, by default)
  * and what the tests read back: stub_launches() and the last launch's grid, block and argument
  * bytes, stub_graph_launches() (hipGraphLaunch calls that ran), stub_last_capture_mode() (the
  * mode of the last hipStreamBeginCapture, -1 before any) and stub_graph_objects() (graphs and
@@ -378,8 +380,10 @@ hipError_t hipDeviceGetUuid(hipUUID* uuid, hipDevice_t device) {
     for (int i = 0; i < 16; i++) uuid->bytes[i] = (char)(0xa0 + i + device);
     return 0;
 }
-hipError_t hipDriverGetVersion(int* version) { *version = 60241134; return 0; }
-hipError_t hipRuntimeGetVersion(int* version) { *version = 60241134; return 0; }
+static int runtime_version = 60241134; /* HIP_VERSION: HIP 6.2.41134 */
+void stub_set_runtime_version(int version) { runtime_version = version; }
+hipError_t hipDriverGetVersion(int* version) { *version = runtime_version; return 0; }
+hipError_t hipRuntimeGetVersion(int* version) { *version = runtime_version; return 0; }
 
 const char* hipGetErrorName(hipError_t code) {
     switch (code) {
@@ -468,8 +472,12 @@ hipError_t hipMemcpyDtoHAsync(void* destination, hipDeviceptr_t source, size_t s
     FAIL_ON_CUE("hipMemcpyDtoHAsync");
     return submit(stream, copy_work(destination, source, size));
 }
+/* A copy between overlapping ranges is undefined in HIP; refused here, so no caller relies on
+   whatever a runtime happens to do. */
 hipError_t hipMemcpyDtoDAsync(hipDeviceptr_t destination, hipDeviceptr_t source, size_t size, hipStream_t stream) {
     FAIL_ON_CUE("hipMemcpyDtoDAsync");
+    const char *to = destination, *from = source;
+    if (size && to < from + size && from < to + size) return HIP_ERROR_INVALID_VALUE;
     return submit(stream, copy_work(destination, source, size));
 }
 hipError_t hipMemsetD8Async(hipDeviceptr_t destination, unsigned char value, size_t count, hipStream_t stream) {
