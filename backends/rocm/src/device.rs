@@ -5,7 +5,10 @@ use crate::instance::{Adapter, Instance};
 use crate::RocmDriver;
 use parking_lot::Mutex;
 use std::sync::Arc;
-use xhal_backend::{ClockSample, DriverDevice, ElapsedTimer, Error, MemoryUsage, Object, ReferenceClock, Result};
+use xhal_backend::{
+    ClockSample, Command, DriverCommandList, DriverDevice, ElapsedTimer, Error, MemoryUsage, Object, ReferenceClock,
+    Result,
+};
 
 /// An opened device: a HIP device ordinal.
 pub struct Gpu {
@@ -79,6 +82,20 @@ impl DriverDevice<RocmDriver> for Arc<Gpu> {
     fn memory_usage(device: &Arc<Object<Arc<Gpu>>>) -> Result<MemoryUsage> {
         let (free, total) = device.memory_info()?;
         Ok(MemoryUsage { free, total })
+    }
+
+    /// Where the runtime has stream capture and executable graphs, and captures kernel
+    /// launches (ROCm 5.3 and later).
+    fn has_command_lists(device: &Arc<Object<Arc<Gpu>>>) -> bool {
+        device.instance.graphs.is_some()
+    }
+
+    fn build_command_list(
+        _driver: &RocmDriver,
+        device: &Arc<Object<Arc<Gpu>>>,
+        commands: &[Command<RocmDriver>],
+    ) -> Result<Box<dyn DriverCommandList<RocmDriver>>> {
+        Ok(Box::new(crate::command_list::CommandList::build(device, commands)?))
     }
 
     /// `hipHostMalloc` (portable): page-locked memory HIP's copies reach without staging.

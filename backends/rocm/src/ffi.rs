@@ -5,7 +5,9 @@
 //! declared. `hipDeviceProp_t` is never read: its layout changed between ROCm 5, 6 and 7
 //! (`hipGetDeviceProperties` became `hipGetDevicePropertiesR0600`); every property comes from
 //! `hipDeviceGetAttribute`, whose attribute numbers below are the same in each of those
-//! releases' `hip_runtime_api.h`. `hipDeviceGetUuid` (ROCm 5.1) is optional.
+//! releases' `hip_runtime_api.h`. `hipDeviceGetUuid` (ROCm 5.1) is optional, and so are the
+//! stream capture and graph calls of command lists ([`GraphApi`]; HIP 4.3 and later, used from
+//! ROCm 5.3), so a runtime without them still loads.
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use xhal_backend::ffi::LoadError;
@@ -25,6 +27,12 @@ pub(crate) type HipEvent = *mut c_void;
 pub(crate) type HipModule = *mut c_void;
 /// `hipFunction_t`.
 pub(crate) type HipFunction = *mut c_void;
+/// `hipGraph_t`.
+pub(crate) type HipGraph = *mut c_void;
+/// `hipGraphExec_t`.
+pub(crate) type HipGraphExec = *mut c_void;
+/// `hipGraphNode_t`.
+pub(crate) type HipGraphNode = *mut c_void;
 /// `hiprtcProgram`.
 pub(crate) type HiprtcProgram = *mut c_void;
 /// `hiprtcResult` (a C enum: an `int`).
@@ -44,6 +52,9 @@ pub(crate) const HIP_STREAM_NON_BLOCKING: c_uint = 0x01;
 pub(crate) const HIP_EVENT_DEFAULT: c_uint = 0x0;
 /// `hipEventDisableTiming`.
 pub(crate) const HIP_EVENT_DISABLE_TIMING: c_uint = 0x2;
+/// `hipStreamCaptureModeRelaxed` (a C enum: an `int`): the capture leaves other threads' calls
+/// alone, and this thread's calls that are unsafe during a capture (`hipMalloc`) are allowed.
+pub(crate) const HIP_STREAM_CAPTURE_MODE_RELAXED: c_int = 2;
 
 /// `hipDeviceAttribute_t` values (the same from ROCm 5.0 to ROCm 7).
 pub(crate) mod attribute {
@@ -144,7 +155,33 @@ xhal_backend::function_table! {
         /// Page-locked host memory (`hipHostMallocPortable` and friends in `flags`).
         host_malloc = "hipHostMalloc": fn(*mut *mut c_void, usize, u32) -> HipError;
         host_free = "hipHostFree": fn(*mut c_void) -> HipError;
+        /// Stream capture and executable graphs, for command lists (see [`GraphApi`]).
+        stream_begin_capture = "hipStreamBeginCapture": fn(HipStream, c_int) -> HipError;
+        stream_end_capture = "hipStreamEndCapture": fn(HipStream, *mut HipGraph) -> HipError;
+        graph_instantiate = "hipGraphInstantiate": fn(
+            *mut HipGraphExec,
+            HipGraph,
+            *mut HipGraphNode,
+            *mut c_char,
+            usize,
+        ) -> HipError;
+        graph_launch = "hipGraphLaunch": fn(HipGraphExec, HipStream) -> HipError;
+        graph_exec_destroy = "hipGraphExecDestroy": fn(HipGraphExec) -> HipError;
+        graph_destroy = "hipGraphDestroy": fn(HipGraph) -> HipError;
     }
+}
+
+/// The runtime's stream capture and graph entry points, all of them: command lists are built
+/// only where every one is there.
+#[derive(Clone, Copy)]
+pub(crate) struct GraphApi {
+    pub(crate) stream_begin_capture: unsafe extern "C" fn(HipStream, c_int) -> HipError,
+    pub(crate) stream_end_capture: unsafe extern "C" fn(HipStream, *mut HipGraph) -> HipError,
+    pub(crate) graph_instantiate:
+        unsafe extern "C" fn(*mut HipGraphExec, HipGraph, *mut HipGraphNode, *mut c_char, usize) -> HipError,
+    pub(crate) graph_launch: unsafe extern "C" fn(HipGraphExec, HipStream) -> HipError,
+    pub(crate) graph_exec_destroy: unsafe extern "C" fn(HipGraphExec) -> HipError,
+    pub(crate) graph_destroy: unsafe extern "C" fn(HipGraph) -> HipError,
 }
 
 xhal_backend::function_table! {
@@ -170,6 +207,18 @@ xhal_backend::function_table! {
 }
 
 impl Api {
+    /// The graph entry points, where the runtime exports every one.
+    pub(crate) fn graphs(&self) -> Option<GraphApi> {
+        Some(GraphApi {
+            stream_begin_capture: self.stream_begin_capture?,
+            stream_end_capture: self.stream_end_capture?,
+            graph_instantiate: self.graph_instantiate?,
+            graph_launch: self.graph_launch?,
+            graph_exec_destroy: self.graph_exec_destroy?,
+            graph_destroy: self.graph_destroy?,
+        })
+    }
+
     /// Opens the first of `candidates` that loads and resolves every required entry point.
     pub(crate) fn load(candidates: &[String]) -> Result<Api> {
         let mut failures = Vec::new();
@@ -339,6 +388,7 @@ pub(crate) fn known_error_name(code: HipError) -> &'static str {
         302 => "hipErrorSharedObjectSymbolNotFound",
         303 => "hipErrorSharedObjectInitFailed",
         400 => "hipErrorInvalidHandle",
+        401 => "hipErrorIllegalState",
         500 => "hipErrorNotFound",
         600 => "hipErrorNotReady",
         700 => "hipErrorIllegalAddress",
@@ -347,6 +397,16 @@ pub(crate) fn known_error_name(code: HipError) -> &'static str {
         710 => "hipErrorAssert",
         719 => "hipErrorLaunchFailure",
         801 => "hipErrorNotSupported",
+        900 => "hipErrorStreamCaptureUnsupported",
+        901 => "hipErrorStreamCaptureInvalidated",
+        902 => "hipErrorStreamCaptureMerge",
+        903 => "hipErrorStreamCaptureUnmatched",
+        904 => "hipErrorStreamCaptureUnjoined",
+        905 => "hipErrorStreamCaptureIsolation",
+        906 => "hipErrorStreamCaptureImplicit",
+        907 => "hipErrorCapturedEvent",
+        908 => "hipErrorStreamCaptureWrongThread",
+        910 => "hipErrorGraphExecUpdateFailure",
         999 => "hipErrorUnknown",
         1052 => "hipErrorRuntimeMemory",
         1053 => "hipErrorRuntimeOther",

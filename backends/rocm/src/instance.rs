@@ -1,6 +1,6 @@
 //! The HIP runtime, hiprtc where it loads, every device, and what each device is and can do.
 
-use crate::ffi::{self, attribute, Api, HipDevice, Rtc};
+use crate::ffi::{self, attribute, Api, GraphApi, HipDevice, Rtc};
 use std::ffi::{c_char, c_int, CStr};
 use std::path::Path;
 use std::sync::atomic::AtomicU64;
@@ -39,8 +39,16 @@ pub(crate) struct Instance {
     pub(crate) api: Api,
     /// hiprtc, where it loads: `hip-c` is offered only then.
     pub(crate) rtc: Option<Rtc>,
+    /// Stream capture and graphs, where the runtime captures everything a command list holds:
+    /// command lists (ABI 1.4) are offered only then.
+    pub(crate) graphs: Option<GraphApi>,
     pub(crate) adapters: Vec<Adapter>,
 }
+
+/// `HIP_VERSION` of ROCm 5.3, the first runtime whose stream capture records
+/// `hipModuleLaunchKernel` (hipamd's SWDEV-352951). Before it, that launch on a capturing
+/// stream ran at once and was left out of the graph, while copies and fills were captured.
+const FIRST_RUNTIME_CAPTURING_MODULE_LAUNCHES: c_int = 50_300_000;
 
 fn driver_unavailable(message: impl Into<String>) -> Error {
     Error::new(ErrorKind::DriverUnavailable, message)
@@ -112,8 +120,34 @@ impl Instance {
                 refused.join("; ")
             )));
         }
-        Ok(Instance { api, rtc, adapters })
+        let graphs = graphs(&api);
+        Ok(Instance {
+            api,
+            rtc,
+            graphs,
+            adapters,
+        })
     }
+}
+
+/// The runtime's graph calls, where it exports them all and captures kernel launches.
+fn graphs(api: &Api) -> Option<GraphApi> {
+    let Some(graphs) = api.graphs() else {
+        tracing::info!("the HIP runtime has no stream capture or graphs; graphs replay operation by operation");
+        return None;
+    };
+    let mut version: c_int = 0;
+    // SAFETY: writes one int.
+    let code = unsafe { (api.runtime_get_version)(&mut version) };
+    if code != ffi::HIP_SUCCESS || version < FIRST_RUNTIME_CAPTURING_MODULE_LAUNCHES {
+        tracing::info!(
+            version,
+            "this HIP runtime (before ROCm 5.3) does not capture hipModuleLaunchKernel; graphs replay operation \
+             by operation"
+        );
+        return None;
+    }
+    Some(graphs)
 }
 
 /// The error for a runtime that loaded but has no device.

@@ -21,7 +21,8 @@
 //!
 //! Streams are non-blocking HIP streams, events are HIP events (with timing when asked).
 //! HIP's current device belongs to each thread, so every call that depends on it sets it
-//! first. Errors found while executing stick to the stream.
+//! first. Errors found while executing stick to the stream. Command lists (ABI 1.4) are HIP
+//! graphs captured from a stream of their own, where the runtime has the graph calls.
 //!
 //! [`RocmDriver`] implements the typed [`Driver`] trait, and each object type its role trait
 //! where it lives (`device.rs`, `memory.rs`, `stream.rs`, `module.rs`); they trust what they
@@ -33,6 +34,7 @@
 // The driver's object types are `pub` inside these private modules: `impl Driver` names them,
 // and nothing outside the crate can.
 mod code_object;
+mod command_list;
 mod device;
 mod ffi;
 mod instance;

@@ -8,17 +8,19 @@
 //! call on the stream returns it.
 //!
 //! Kernel launches are the stream's; the argument ABI and the checks of a launch's arguments
-//! against the kernel's parameters are in `module.rs`.
+//! against the kernel's parameters are in `module.rs`. [`LaunchParameters`] is a launch checked
+//! and laid out for `hipModuleLaunchKernel`, which command lists (`command_list.rs`) capture too.
 
+use crate::command_list::Executable;
 use crate::device::Gpu;
-use crate::ffi::{self, HipEvent, HipStream};
+use crate::ffi::{self, HipEvent, HipFunction, HipStream};
 use crate::memory::DeviceBuffer;
-use crate::module::{lengths_block, UNSIZED_SCALAR_AREA};
+use crate::module::{lengths_block, KernelObject, UNSIZED_SCALAR_AREA};
 use crate::RocmDriver;
 use parking_lot::Mutex;
 use std::ffi::c_void;
 use std::sync::Arc;
-use xhal_backend::{CopyOverlap, DriverEvent, DriverStream, Error, ErrorKind, Launch, Object, Result};
+use xhal_backend::{BufferView, CopyOverlap, DriverEvent, DriverStream, Error, ErrorKind, Launch, Object, Result};
 
 /// Whether an error from HIP belongs to the work that executed (and so sticks to the stream)
 /// rather than to the call that reported it.
@@ -35,9 +37,19 @@ pub(crate) struct StreamState {
     /// Temporary allocations that queued commands use, freed once the stream is idle:
     /// freeing sooner would wait for the device (hipFree synchronises).
     retained: Vec<DeviceBuffer>,
+    /// Executable graphs launched here, kept until the stream is idle: older HIP runtimes
+    /// (ROCm 5's `delete pGraphExec`) free an executable graph at once in hipGraphExecDestroy,
+    /// launches pending or not.
+    launched_graphs: Vec<Arc<Executable>>,
 }
 
 impl StreamState {
+    /// Whatever queued work used is no longer in use.
+    fn idle(&mut self) {
+        self.retained.clear();
+        self.launched_graphs.clear();
+    }
+
     fn stick(&mut self, error: Error) -> Error {
         self.sticky.get_or_insert(error).clone()
     }
@@ -69,14 +81,14 @@ impl Drop for Stream {
         // SAFETY: the stream is live and only released here. The checked adapter synchronised
         // it before letting it go, so no queued work still uses the retained temporaries.
         unsafe { (self.gpu.api().stream_destroy)(self.raw) };
-        self.state.lock().retained.clear();
+        self.state.lock().idle();
     }
 }
 
 impl Stream {
     /// Enqueues one command through `call` (HIP function `function`), which receives the
     /// stream; `doing` names the command for errors.
-    fn enqueue(
+    pub(crate) fn enqueue(
         &self,
         function: &str,
         doing: impl FnOnce() -> String,
@@ -102,6 +114,14 @@ impl Stream {
     /// Keeps `buffer` alive until the stream is next seen idle.
     fn retain(&self, buffer: DeviceBuffer) {
         self.state.lock().retained.push(buffer);
+    }
+
+    /// Keeps `graph`, just launched here, alive until the stream is next seen idle.
+    pub(crate) fn retain_graph(&self, graph: &Arc<Executable>) {
+        let mut state = self.state.lock();
+        if !state.launched_graphs.iter().any(|kept| Arc::ptr_eq(kept, graph)) {
+            state.launched_graphs.push(Arc::clone(graph));
+        }
     }
 
     fn copy_raw(
@@ -152,6 +172,7 @@ impl DriverStream<RocmDriver> for Stream {
             state: Arc::new(Mutex::new(StreamState {
                 sticky: None,
                 retained: Vec::new(),
+                launched_graphs: Vec::new(),
             })),
         })
     }
@@ -277,86 +298,16 @@ impl DriverStream<RocmDriver> for Stream {
     /// Enqueues the kernel with `launch.workgroups` workgroups (see `module.rs` for the
     /// argument ABI and the checks of the arguments against the kernel's parameters).
     fn launch(stream: &Arc<Object<Stream>>, launch: &Launch<'_, RocmDriver>) -> Result<()> {
-        let (kernel, workgroups, buffers, scalars) = (launch.kernel, launch.workgroups, launch.buffers, launch.scalars);
-        let name = &kernel.name;
-        kernel.check_arguments(buffers.len(), scalars)?;
-        let info = &kernel.module.gpu.adapter().info;
-        for axis in 0..3 {
-            let count = workgroups[axis];
-            let most = info.max_workgroup_count[axis];
-            if count == 0 || count > most {
-                return Err(Error::invalid_argument(format!(
-                    "kernel `{name}`: {count} workgroups in {}; {} launches 1 to {most} there",
-                    ["x", "y", "z"][axis],
-                    info.name
-                )));
-            }
-            // HIP counts a launch in invocations along each axis, which must fit in 32 bits,
-            // whatever the grid limit says; refused here rather than by the enqueue.
-            let invocations = u64::from(count) * u64::from(kernel.workgroup_size[axis]);
-            if invocations > u64::from(u32::MAX) {
-                return Err(Error::invalid_argument(format!(
-                    "kernel `{name}`: {count} workgroups of {} invocations in {} make {invocations} invocations; HIP \
-                     launches at most {} along each axis",
-                    kernel.workgroup_size[axis],
-                    ["x", "y", "z"][axis],
-                    u32::MAX
-                )));
-            }
-        }
-        // kernelParams holds one pointer per parameter, to the parameter's value.
-        let mut addresses: Vec<*mut c_void> = buffers.iter().map(|view| view.buffer.at(view.offset)).collect();
-        let mut scalar_area: Vec<u8> = Vec::new();
-        if !scalars.is_empty() {
-            scalar_area.extend_from_slice(scalars);
-            if !kernel.scalar_size_known() {
-                scalar_area.resize(UNSIZED_SCALAR_AREA, 0);
-            }
-        }
-        let mut lengths = if kernel.takes_lengths() {
-            lengths_block(buffers.iter().map(|view| view.size))
-        } else {
-            Vec::new()
-        };
-        let mut parameters: Vec<*mut c_void> = addresses
-            .iter_mut()
-            .map(|address| (address as *mut *mut c_void).cast::<c_void>())
-            .collect();
-        if !scalar_area.is_empty() {
-            parameters.push(scalar_area.as_mut_ptr().cast());
-        }
-        if !lengths.is_empty() {
-            parameters.push(lengths.as_mut_ptr().cast());
-        }
-        let size = kernel.workgroup_size;
-        let api = kernel.module.gpu.api();
+        let mut parameters = LaunchParameters::new(launch.kernel, launch.workgroups, launch.buffers, launch.scalars)?;
+        let api = launch.kernel.module.gpu.api();
+        let doing = parameters.describe();
+        // SAFETY: the parameters were checked against the kernel; the stream is live and of
+        // the kernel's device, which `enqueue` made current; HIP copies the values before
+        // returning.
         stream.enqueue(
             "hipModuleLaunchKernel",
-            || {
-                format!(
-                    "launching kernel `{name}` with {}x{}x{} workgroups of {}x{}x{}",
-                    workgroups[0], workgroups[1], workgroups[2], size[0], size[1], size[2]
-                )
-            },
-            |raw_stream| {
-                // SAFETY: one pointer per parameter, each to a value of the parameter's
-                // size (checked above); HIP copies the values before returning.
-                unsafe {
-                    (api.module_launch_kernel)(
-                        kernel.function,
-                        workgroups[0],
-                        workgroups[1],
-                        workgroups[2],
-                        size[0],
-                        size[1],
-                        size[2],
-                        0,
-                        raw_stream,
-                        parameters.as_mut_ptr(),
-                        std::ptr::null_mut(),
-                    )
-                }
-            },
+            || doing,
+            |raw| unsafe { parameters.launch(api, raw) },
         )
     }
 
@@ -397,7 +348,7 @@ impl DriverStream<RocmDriver> for Stream {
         let result = stream.gpu.api().check(code, "hipStreamSynchronize", || {
             format!("waiting for a stream on {}", stream.gpu.name())
         });
-        state.retained.clear();
+        state.idle();
         if let Some(error) = state.sticky_error() {
             return Err(error);
         }
@@ -415,7 +366,7 @@ impl DriverStream<RocmDriver> for Stream {
         let code = unsafe { (stream.gpu.api().stream_query)(stream.raw) };
         match code {
             ffi::HIP_SUCCESS => {
-                state.retained.clear();
+                state.idle();
                 Ok(true)
             }
             ffi::HIP_ERROR_NOT_READY => Ok(false),
@@ -583,4 +534,128 @@ impl DriverEvent<RocmDriver> for Event {
 /// space, so this only fails on inputs no buffer could have.
 fn host_size(value: u64, what: &str) -> Result<usize> {
     usize::try_from(value).map_err(|_| Error::out_of_bounds(format!("{what}: {value} does not fit in a size_t")))
+}
+
+/// A launch's parameters as `hipModuleLaunchKernel` takes them, checked against the kernel and
+/// the device's limits: the buffers' addresses (with the views' offsets), the scalar block
+/// (in an area of [`UNSIZED_SCALAR_AREA`] bytes where the kernel's does not say its size) and,
+/// where the kernel takes them, the buffers' lengths.
+pub(crate) struct LaunchParameters {
+    function: HipFunction,
+    name: String,
+    workgroups: [u32; 3],
+    size: [u32; 3],
+    addresses: Vec<*mut c_void>,
+    scalar_area: Vec<u8>,
+    lengths: Vec<u8>,
+}
+
+// The function handle is a runtime object usable from any thread; the rest is plain data (the
+// addresses are device addresses, never dereferenced here).
+// SAFETY: see above.
+unsafe impl Send for LaunchParameters {}
+// SAFETY: see above.
+unsafe impl Sync for LaunchParameters {}
+
+impl LaunchParameters {
+    pub(crate) fn new(
+        kernel: &KernelObject,
+        workgroups: [u32; 3],
+        buffers: &[BufferView<DeviceBuffer>],
+        scalars: &[u8],
+    ) -> Result<LaunchParameters> {
+        let name = &kernel.name;
+        kernel.check_arguments(buffers.len(), scalars)?;
+        let info = &kernel.module.gpu.adapter().info;
+        for axis in 0..3 {
+            let count = workgroups[axis];
+            let most = info.max_workgroup_count[axis];
+            if count == 0 || count > most {
+                return Err(Error::invalid_argument(format!(
+                    "kernel `{name}`: {count} workgroups in {}; {} launches 1 to {most} there",
+                    ["x", "y", "z"][axis],
+                    info.name
+                )));
+            }
+            // HIP counts a launch in invocations along each axis, which must fit in 32 bits,
+            // whatever the grid limit says; refused here rather than by the enqueue.
+            let invocations = u64::from(count) * u64::from(kernel.workgroup_size[axis]);
+            if invocations > u64::from(u32::MAX) {
+                return Err(Error::invalid_argument(format!(
+                    "kernel `{name}`: {count} workgroups of {} invocations in {} make {invocations} invocations; HIP \
+                     launches at most {} along each axis",
+                    kernel.workgroup_size[axis],
+                    ["x", "y", "z"][axis],
+                    u32::MAX
+                )));
+            }
+        }
+        let mut scalar_area: Vec<u8> = Vec::new();
+        if !scalars.is_empty() {
+            scalar_area.extend_from_slice(scalars);
+            if !kernel.scalar_size_known() {
+                scalar_area.resize(UNSIZED_SCALAR_AREA, 0);
+            }
+        }
+        let lengths = if kernel.takes_lengths() {
+            lengths_block(buffers.iter().map(|view| view.size))
+        } else {
+            Vec::new()
+        };
+        Ok(LaunchParameters {
+            function: kernel.function,
+            name: name.clone(),
+            workgroups,
+            size: kernel.workgroup_size,
+            addresses: buffers.iter().map(|view| view.buffer.at(view.offset)).collect(),
+            scalar_area,
+            lengths,
+        })
+    }
+
+    /// What the launch is, for errors.
+    pub(crate) fn describe(&self) -> String {
+        let (workgroups, size) = (self.workgroups, self.size);
+        format!(
+            "launching kernel `{}` with {}x{}x{} workgroups of {}x{}x{}",
+            self.name, workgroups[0], workgroups[1], workgroups[2], size[0], size[1], size[2]
+        )
+    }
+
+    /// `hipModuleLaunchKernel` on `stream`.
+    ///
+    /// # Safety
+    /// The kernel's device is current, and `stream` is a live stream of it.
+    pub(crate) unsafe fn launch(&mut self, api: &ffi::Api, stream: HipStream) -> ffi::HipError {
+        // kernelParams holds one pointer per parameter, to the parameter's value.
+        let mut parameters: Vec<*mut c_void> = self
+            .addresses
+            .iter_mut()
+            .map(|address| (address as *mut *mut c_void).cast::<c_void>())
+            .collect();
+        if !self.scalar_area.is_empty() {
+            parameters.push(self.scalar_area.as_mut_ptr().cast());
+        }
+        if !self.lengths.is_empty() {
+            parameters.push(self.lengths.as_mut_ptr().cast());
+        }
+        let (workgroups, size) = (self.workgroups, self.size);
+        // SAFETY: one pointer per parameter, each to a value of the parameter's size (checked
+        // in `new`); HIP copies the values before returning; the caller vouches for the stream.
+        unsafe {
+            (api.module_launch_kernel)(
+                self.function,
+                workgroups[0],
+                workgroups[1],
+                workgroups[2],
+                size[0],
+                size[1],
+                size[2],
+                0,
+                stream,
+                parameters.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        }
+    }
 }

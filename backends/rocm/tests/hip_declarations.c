@@ -49,6 +49,12 @@ CHECK(hipModuleUnload, hipError_t (*)(hipModule_t))
 CHECK(hipModuleGetFunction, hipError_t (*)(hipFunction_t*, hipModule_t, const char*))
 CHECK(hipModuleLaunchKernel, hipError_t (*)(hipFunction_t, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, hipStream_t, void**, void**))
 CHECK(hipDeviceGetUuid, hipError_t (*)(hipUUID*, hipDevice_t))
+CHECK(hipStreamBeginCapture, hipError_t (*)(hipStream_t, hipStreamCaptureMode))
+CHECK(hipStreamEndCapture, hipError_t (*)(hipStream_t, hipGraph_t*))
+CHECK(hipGraphInstantiate, hipError_t (*)(hipGraphExec_t*, hipGraph_t, hipGraphNode_t*, char*, size_t))
+CHECK(hipGraphLaunch, hipError_t (*)(hipGraphExec_t, hipStream_t))
+CHECK(hipGraphExecDestroy, hipError_t (*)(hipGraphExec_t))
+CHECK(hipGraphDestroy, hipError_t (*)(hipGraph_t))
 CHECK(hiprtcCreateProgram, hiprtcResult (*)(hiprtcProgram*, const char*, const char*, int, const char**, const char**))
 CHECK(hiprtcCompileProgram, hiprtcResult (*)(hiprtcProgram, int, const char**))
 CHECK(hiprtcDestroyProgram, hiprtcResult (*)(hiprtcProgram*))
@@ -64,4 +70,7 @@ _Static_assert(hipDeviceAttributeMaxThreadsPerBlock == 56 && hipDeviceAttributeM
 _Static_assert(hipDeviceAttributePciDeviceId == 68 && hipDeviceAttributeMaxSharedMemoryPerBlock == 74 && hipDeviceAttributeWarpSize == 87, "device attribute numbers");
 _Static_assert(hipStreamNonBlocking == 1 && hipEventDefault == 0 && hipEventDisableTiming == 2, "the stream and event flags");
 _Static_assert(hipErrorNoDevice == 100 && hipErrorInvalidDevice == 101 && hipErrorNotFound == 500 && hipErrorNotReady == 600, "error codes");
+_Static_assert(sizeof(hipStreamCaptureMode) == sizeof(int) && hipStreamCaptureModeRelaxed == 2, "the capture mode is an int");
+_Static_assert(sizeof(hipGraph_t) == sizeof(void*) && sizeof(hipGraphExec_t) == sizeof(void*) && sizeof(hipGraphNode_t) == sizeof(void*), "graph handles are pointers");
+_Static_assert(hipErrorIllegalState == 401 && hipErrorStreamCaptureUnsupported == 900 && hipErrorStreamCaptureInvalidated == 901 && hipErrorStreamCaptureWrongThread == 908, "capture error codes");
 _Static_assert(HIPRTC_SUCCESS == 0 && HIPRTC_ERROR_COMPILATION == 6, "hiprtc results");
