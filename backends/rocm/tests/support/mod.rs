@@ -6,7 +6,7 @@
 use std::ffi::{c_char, c_int, CString};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::OnceLock;
+use std::sync::Mutex;
 
 /// Fails when CI requires the backend (`XHAL_REQUIRE_BACKENDS` names `rocm`) and what a test
 /// needs is missing: a missing prerequisite must never pass as a quiet skip there.
@@ -33,29 +33,41 @@ pub fn open_device(backend: xhal_rocm::RocmBackend) -> xhal_core::Device {
 }
 
 /// The stub library built once per test process, or why it could not be: only a missing C
-/// compiler is a reason; a stub that does not compile fails the test.
-fn built_stub() -> &'static Result<PathBuf, String> {
-    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let folder = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("rocm-stub-{}", std::process::id()));
-        std::fs::create_dir_all(&folder).map_err(|error| format!("cannot create {}: {error}", folder.display()))?;
-        let output = folder.join("libamdhip64_stub.so");
-        let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/stub_hip.c");
-        let compiler = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
-        let result = std::process::Command::new(&compiler)
-            .args(["-shared", "-fPIC", "-O1", "-std=c11", "-Wall", "-Werror", "-o"])
-            .arg(&output)
-            .arg(&source)
-            .output()
-            .map_err(|error| format!("no C compiler `{compiler}` to build the HIP stub: {error}"))?;
-        assert!(
-            result.status.success(),
-            "`{compiler}` could not build {}: {}",
-            source.display(),
-            String::from_utf8_lossy(&result.stderr)
-        );
-        Ok(output)
-    })
+/// compiler is a reason; a stub that does not compile fails the test. `defines` are passed to
+/// the compiler (`-DSTUB_NO_GRAPHS`); each set of them is built once.
+fn built_stub(defines: &[&str]) -> Result<PathBuf, String> {
+    static BUILT: Mutex<Vec<(String, Result<PathBuf, String>)>> = Mutex::new(Vec::new());
+    let key = defines.join(" ");
+    let mut built = BUILT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some((_, result)) = built.iter().find(|(known, _)| *known == key) {
+        return result.clone();
+    }
+    let result = build_stub(defines, built.len());
+    built.push((key, result.clone()));
+    result
+}
+
+fn build_stub(defines: &[&str], variant: usize) -> Result<PathBuf, String> {
+    let folder = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("rocm-stub-{}-{variant}", std::process::id()));
+    std::fs::create_dir_all(&folder).map_err(|error| format!("cannot create {}: {error}", folder.display()))?;
+    let output = folder.join("libamdhip64_stub.so");
+    let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/stub_hip.c");
+    let compiler = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
+    let result = std::process::Command::new(&compiler)
+        .args(["-shared", "-fPIC", "-O1", "-std=c11", "-Wall", "-Werror"])
+        .args(defines.iter().map(|define| format!("-D{define}")))
+        .arg("-o")
+        .arg(&output)
+        .arg(&source)
+        .output()
+        .map_err(|error| format!("no C compiler `{compiler}` to build the HIP stub: {error}"))?;
+    assert!(
+        result.status.success(),
+        "`{compiler}` could not build {}: {}",
+        source.display(),
+        String::from_utf8_lossy(&result.stderr)
+    );
+    Ok(output)
 }
 
 /// One test's own copy of the stub (its settings are its own), opened so the test can set
@@ -68,11 +80,21 @@ pub struct Stub {
 impl Stub {
     /// A fresh copy, or `None` (after saying why) where no C compiler is at hand.
     pub fn new() -> Option<Stub> {
+        Stub::built_with(&[])
+    }
+
+    /// A fresh copy of the stub built without stream capture and graphs, as a HIP runtime
+    /// that lacks them.
+    pub fn without_graphs() -> Option<Stub> {
+        Stub::built_with(&["STUB_NO_GRAPHS"])
+    }
+
+    fn built_with(defines: &[&str]) -> Option<Stub> {
         static COPIES: AtomicUsize = AtomicUsize::new(0);
-        let built = match built_stub() {
+        let built = match built_stub(defines) {
             Ok(built) => built,
             Err(reason) => {
-                require_unless_absent(reason);
+                require_unless_absent(&reason);
                 eprintln!("SKIPPED: the HIP stub library could not be built, so this test checked nothing: {reason}");
                 return None;
             }
@@ -84,21 +106,29 @@ impl Stub {
             .join(format!("copy-{}", COPIES.fetch_add(1, Ordering::Relaxed)));
         std::fs::create_dir_all(&folder).expect("a folder for the copy");
         let path = folder.join("libamdhip64.so");
-        std::fs::copy(built, &path).expect("copying the stub");
+        std::fs::copy(&built, &path).expect("copying the stub");
         // SAFETY: the stub's initialisers do nothing.
         let library = unsafe { libloading::Library::new(&path) }.expect("opening the stub");
         Some(Stub { path, library })
     }
 
-    fn function<T: Copy>(&self, name: &str) -> T {
+    /// The stub's function `name`, as type `T`, which must be its C signature.
+    pub fn function<T: Copy>(&self, name: &str) -> T {
         // SAFETY: each caller names a function of the stub with the type it has there.
-        unsafe { *self.library.get::<T>(name.as_bytes()).expect("a stub setting") }
+        unsafe { *self.library.get::<T>(name.as_bytes()).expect("a stub function") }
     }
 
     pub fn set_devices(&self, count: c_int) {
         let set = self.function::<unsafe extern "C" fn(c_int)>("stub_set_devices");
         // SAFETY: a plain setter.
         unsafe { set(count) }
+    }
+
+    /// What hipRuntimeGetVersion reports (`HIP_VERSION`: major * 10^7 + minor * 10^5 + patch).
+    pub fn set_runtime_version(&self, version: c_int) {
+        let set = self.function::<unsafe extern "C" fn(c_int)>("stub_set_runtime_version");
+        // SAFETY: a plain setter.
+        unsafe { set(version) }
     }
 
     pub fn set_init_result(&self, code: c_int) {
@@ -172,6 +202,27 @@ impl Stub {
             .to_string_lossy()
             .trim()
             .to_string()
+    }
+
+    /// hipGraphLaunch calls that ran.
+    pub fn graph_launches(&self) -> c_int {
+        let get = self.function::<unsafe extern "C" fn() -> c_int>("stub_graph_launches");
+        // SAFETY: a plain getter.
+        unsafe { get() }
+    }
+
+    /// The mode of the last hipStreamBeginCapture (2: relaxed), -1 before any.
+    pub fn last_capture_mode(&self) -> c_int {
+        let get = self.function::<unsafe extern "C" fn() -> c_int>("stub_last_capture_mode");
+        // SAFETY: a plain getter.
+        unsafe { get() }
+    }
+
+    /// Graphs and executable graphs not yet destroyed.
+    pub fn graph_objects(&self) -> c_int {
+        let get = self.function::<unsafe extern "C" fn() -> c_int>("stub_graph_objects");
+        // SAFETY: a plain getter.
+        unsafe { get() }
     }
 
     pub fn allocated(&self) -> usize {
