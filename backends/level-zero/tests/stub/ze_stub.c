@@ -1,9 +1,18 @@
 /*
  * A test double of the Level Zero loader for xhal's Level Zero backend tests: it exports the
  * entry points the backend resolves and pretends to be one integrated GPU whose memory is
- * host memory. Commands run synchronously when appended (copies and fills really copy and
- * fill); a kernel launch runs nothing, but records its group count, group size and argument
- * bytes, which a test reads back with xhal_ze_stub_last_launch.
+ * host memory. Commands appended to an immediate list run synchronously when appended (copies
+ * and fills really copy and fill); a kernel launch runs nothing, but records its group count,
+ * group size and argument bytes, which a test reads back with xhal_ze_stub_last_launch.
+ *
+ * Regular command lists (zeCommandListCreate) behave as a driver's do: appending records a
+ * command, taking a launch's arguments and group size as they are at the append; a closed
+ * list refuses appends until it is reset; only a closed list can be executed, through
+ * zeCommandListImmediateAppendCommandListsExp (the ZE_experimental_immediate_command_list_append
+ * extension, listed by zeDriverGetExtensionProperties), and its commands run then, each time
+ * it is executed. A list created without ZE_COMMAND_LIST_FLAG_IN_ORDER may run the commands
+ * between two barriers in any order, and this device runs them last first, so that a missing
+ * barrier changes results.
  *
  * Built by the tests with `cc -shared -fPIC`, once per scenario, with these macros:
  *   STUB_MODE_NO_DRIVER   zeDriverGet lists no driver
@@ -11,6 +20,10 @@
  *   STUB_MODE_INIT_FAILS  zeInit answers ZE_RESULT_ERROR_DEVICE_LOST
  *   STUB_FAIL="zeXxx"     that entry point fails (with the error a driver would give it)
  *   STUB_NO_HOST_SYNC     zeCommandListHostSynchronize is not exported (an API 1.5 loader)
+ *   STUB_NO_APPEND_LISTS  zeCommandListImmediateAppendCommandListsExp is not exported (a loader
+ *                         older than API 1.9)
+ *   STUB_NO_APPEND_LISTS_EXTENSION  the driver does not list the extension, and the entry point
+ *                         answers ZE_RESULT_ERROR_UNSUPPORTED_FEATURE (a new loader, an old driver)
  *   STUB_EXECUTE          the emulated device: kernels really run (below)
  *
  * STUB_EXECUTE makes this the emulated Level Zero device that `make level-zero-emulator`
@@ -25,6 +38,7 @@
  * neither's headers.
  */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -34,7 +48,6 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -57,6 +70,9 @@ typedef uint32_t ze_result_t;
 #define INVALID_GROUP_SIZE_DIMENSION 0x78000013u
 #define INVALID_KERNEL_ARGUMENT_INDEX 0x78000015u
 #define INVALID_KERNEL_ARGUMENT_SIZE 0x78000016u
+#define UNSUPPORTED_FEATURE 0x78000003u
+#define INVALID_NULL_POINTER 0x78000007u
+#define INVALID_ENUMERATION 0x7800000cu
 
 #ifndef STUB_FAIL
 #define STUB_FAIL ""
@@ -91,6 +107,8 @@ typedef struct {
     uint8_t uuid[32];
 } kernel_properties_t;
 typedef struct { uint32_t stype; const void *pNext; uint32_t ordinal, index, flags, mode, priority; } queue_desc_t;
+typedef struct { uint32_t stype; const void *pNext; uint32_t commandQueueGroupOrdinal, flags; } list_desc_t;
+typedef struct { char name[256]; uint32_t version; } extension_properties_t;
 typedef struct { uint32_t x, y, z; } group_count_t;
 typedef struct { uint64_t globalStart, globalEnd, contextStart, contextEnd; } kernel_timestamp_t;
 
@@ -110,16 +128,84 @@ static int driver_object, device_object, context_object;
 
 typedef struct { int signalled; uint64_t end; } stub_event_t;
 typedef struct { uint8_t *code; size_t size; void *program; } stub_module_t;
+/* What a launch runs with: a kernel's arguments and group size as they are set, or a copy of
+ * them that a regular list's launch took when it was appended. */
 typedef struct {
-    stub_module_t *module; char name[128]; uint32_t group_size[3]; uint32_t arg_count;
-    uint64_t arg_size[MAX_ARGS]; uint8_t arg_value[MAX_ARGS][MAX_ARG_BYTES];
-    /* Which parameters are CrossWorkgroup pointers, and which arguments were set. */
-    uint8_t pointer[MAX_ARGS], set[MAX_ARGS];
+    uint32_t count, group_size[3];
+    uint64_t size[MAX_ARGS];
+    uint8_t set[MAX_ARGS];
+    uint8_t *bytes[MAX_ARGS];
+} arguments_t;
+typedef struct {
+    stub_module_t *module; char name[128];
+    arguments_t arguments;
+    /* Which parameters are CrossWorkgroup pointers. */
+    uint8_t pointer[MAX_ARGS];
+    /* Held while the arguments change and while a launch runs with them: the emulator sets
+     * them on one OpenCL kernel, which launches from several lists share. */
+    pthread_mutex_t lock;
     void *cl_kernel;
 } stub_kernel_t;
-typedef struct { void *queue; } stub_list_t;
+
+/* A command of a regular list, run when the list is executed. */
+typedef enum { COMMAND_COPY, COMMAND_FILL, COMMAND_BARRIER, COMMAND_LAUNCH, COMMAND_WAIT } command_kind_t;
+typedef struct {
+    command_kind_t kind;
+    void *signal;
+    uint32_t wait_count;
+    void **waits;
+    void *to;
+    const void *from; /* a copy's source, a fill's pattern (read when the fill runs) */
+    size_t size, pattern_size;
+    stub_kernel_t *kernel;
+    group_count_t groups;
+    arguments_t arguments;
+} command_t;
+typedef struct {
+    int immediate, closed, in_order;
+    void *queue;
+    command_t *commands;
+    size_t count, room;
+} stub_list_t;
 
 EXPORT void xhal_ze_stub_last_launch(stub_launch_t *out) { *out = last_launch; }
+
+static void arguments_free(arguments_t *a) {
+    for (uint32_t i = 0; i < MAX_ARGS; i++) {
+        free(a->bytes[i]);
+        a->bytes[i] = NULL;
+    }
+}
+
+/* `from` copied into `to`, with bytes of its own: what a launch appended to a regular list
+ * keeps, so that arguments set afterwards do not reach it. 0 without memory. */
+static int arguments_copy(arguments_t *to, const arguments_t *from) {
+    *to = *from;
+    for (uint32_t i = 0; i < MAX_ARGS; i++) to->bytes[i] = NULL;
+    for (uint32_t i = 0; i < from->count && i < MAX_ARGS; i++) {
+        if (!from->bytes[i]) continue;
+        if (!(to->bytes[i] = malloc(from->size[i] ? from->size[i] : 1))) {
+            arguments_free(to);
+            return 0;
+        }
+        memcpy(to->bytes[i], from->bytes[i], from->size[i]);
+    }
+    return 1;
+}
+
+/* What the tests read back: a launch ran with `a` over `groups`. */
+static void record_launch(const arguments_t *a, const group_count_t *groups) {
+    last_launch.launches++;
+    last_launch.groups[0] = groups->x; last_launch.groups[1] = groups->y; last_launch.groups[2] = groups->z;
+    memcpy(last_launch.group_size, a->group_size, sizeof a->group_size);
+    last_launch.arg_count = a->count;
+    memset(last_launch.arg_size, 0, sizeof last_launch.arg_size);
+    memset(last_launch.arg_value, 0, sizeof last_launch.arg_value);
+    for (uint32_t i = 0; i < a->count && i < MAX_ARGS; i++) {
+        last_launch.arg_size[i] = a->size[i];
+        if (a->bytes[i]) memcpy(last_launch.arg_value[i], a->bytes[i], a->size[i] < MAX_ARG_BYTES ? a->size[i] : MAX_ARG_BYTES);
+    }
+}
 
 /* What zeDriverGetLastErrorDescription answers: per thread, as Level Zero specifies. */
 static __thread char last_error[2048];
@@ -540,7 +626,9 @@ static ze_result_t emulator_build(stub_module_t *m, char **log) {
     return OK;
 }
 
-static ze_result_t emulator_set_argument(stub_kernel_t *k, uint32_t index, size_t size, const void *value) {
+/* Sets one argument on the OpenCL kernel, whose own size check is the one a driver makes;
+ * the caller holds the kernel's lock. */
+static ze_result_t emulator_apply_argument(stub_kernel_t *k, uint32_t index, size_t size, const void *value) {
     cl_int error;
     if (k->pointer[index]) {
         if (size != sizeof(void *))
@@ -553,28 +641,35 @@ static ze_result_t emulator_set_argument(stub_kernel_t *k, uint32_t index, size_
     if (error == CL_INVALID_ARG_SIZE)
         return failure(INVALID_KERNEL_ARGUMENT_SIZE, "argument %u of kernel %s does not take %zu bytes", index, k->name, size);
     if (error) return failure(INVALID_ARGUMENT, "setting argument %u of kernel %s: OpenCL error %d", index, k->name, error);
-    k->set[index] = 1;
     return OK;
 }
 
-/* Runs the kernel with the arguments set so far, and waits for it. */
-static ze_result_t emulator_launch(stub_list_t *list, stub_kernel_t *k, const group_count_t *groups) {
+/* Runs kernel `k` with arguments `a` (its own, or those a regular list's launch took), and
+ * waits for it. */
+static ze_result_t emulator_launch(stub_list_t *list, stub_kernel_t *k, const group_count_t *groups, const arguments_t *a) {
     char what[200];
-    for (uint32_t i = 0; i < k->arg_count; i++) {
-        if (!k->set[i]) return failure(INVALID_ARGUMENT, "argument %u of kernel %s was never set", i, k->name);
+    for (uint32_t i = 0; i < a->count; i++) {
+        if (!a->set[i]) return failure(INVALID_ARGUMENT, "argument %u of kernel %s was never set", i, k->name);
         /* Level Zero would take host memory too, but xhal's buffers are device allocations:
          * host memory here is staging memory taken for a buffer. */
         snprintf(what, sizeof what, "pointer argument %u of kernel %s", i, k->name);
-        if (k->pointer[i] && !emulator_owns(*(void *const *)k->arg_value[i], 1, 1, what)) return INVALID_ARGUMENT;
+        if (k->pointer[i] && !emulator_owns(*(void *const *)a->bytes[i], 1, 1, what)) return INVALID_ARGUMENT;
     }
     size_t local[3], global[3];
     uint32_t count[3] = {groups->x, groups->y, groups->z};
     for (int axis = 0; axis < 3; axis++) {
-        if (k->group_size[axis] == 0) return failure(INVALID_GROUP_SIZE_DIMENSION, "kernel %s has no group size", k->name);
-        local[axis] = k->group_size[axis];
+        if (a->group_size[axis] == 0) return failure(INVALID_GROUP_SIZE_DIMENSION, "kernel %s has no group size", k->name);
+        local[axis] = a->group_size[axis];
         global[axis] = (size_t)count[axis] * local[axis];
     }
-    cl_int error = cl.EnqueueNDRangeKernel(list->queue, k->cl_kernel, 3, NULL, global, local, 0, NULL, NULL);
+    /* The OpenCL kernel is shared: another launch may have set other arguments on it since,
+     * so this launch's go on again, and OpenCL takes them when the kernel is enqueued. */
+    pthread_mutex_lock(&k->lock);
+    ze_result_t applied = OK;
+    for (uint32_t i = 0; i < a->count && applied == OK; i++) applied = emulator_apply_argument(k, i, a->size[i], a->bytes[i]);
+    cl_int error = applied == OK ? cl.EnqueueNDRangeKernel(list->queue, k->cl_kernel, 3, NULL, global, local, 0, NULL, NULL) : 0;
+    pthread_mutex_unlock(&k->lock);
+    if (applied != OK) return applied;
     if (error)
         return failure(error == CL_OUT_OF_RESOURCES || error == CL_OUT_OF_HOST_MEMORY ? OUT_OF_HOST_MEMORY : INVALID_ARGUMENT,
                        "clEnqueueNDRangeKernel failed for kernel %s: OpenCL error %d", k->name, error);
@@ -756,24 +851,28 @@ EXPORT ze_result_t zeMemFree(void *context, void *pointer) {
     return OK;
 }
 
+/* The API version the driver reports, for the checks a driver's validation makes on flags. */
+static ze_result_t api_version(uint32_t *version) { return zeDriverGetApiVersion(&driver_object, version); }
+
 EXPORT ze_result_t zeCommandListCreateImmediate(void *context, void *device, const queue_desc_t *desc, void **list) {
     (void)context; (void)device; (void)desc;
 #ifdef STUB_EXECUTE
     /* What a driver's validation refuses: a queue group it does not have, and flags newer than
      * its API (ZE_COMMAND_QUEUE_FLAG_IN_ORDER came with 1.9). */
     uint32_t version;
-    ze_result_t asked = zeDriverGetApiVersion(&driver_object, &version);
+    ze_result_t asked = api_version(&version);
     if (asked != OK) return asked;
     if (desc->ordinal != 0 || desc->index != 0)
         return failure(INVALID_ARGUMENT, "queue group %u, queue %u: the device has one group of one queue", desc->ordinal,
                        desc->index);
     uint32_t known = version >= ((1u << 16) | 9) ? 3u : 1u;
     if (desc->flags & ~known)
-        return failure(0x7800000cu, "queue flags %#x are not all flags of API %u.%u", desc->flags, version >> 16,
+        return failure(INVALID_ENUMERATION, "queue flags %#x are not all flags of API %u.%u", desc->flags, version >> 16,
                        version & 0xffff);
 #endif
     stub_list_t *l = calloc(1, sizeof *l);
     if (!l) return OUT_OF_HOST_MEMORY;
+    l->immediate = 1;
 #ifdef STUB_EXECUTE
     /* A queue of the list's own: a launch waits for its own kernel, not for other lists'. */
     cl_int error = 0;
@@ -786,11 +885,88 @@ EXPORT ze_result_t zeCommandListCreateImmediate(void *context, void *device, con
     *list = l;
     return OK;
 }
+
+/* A regular list: its commands are recorded, and run each time it is executed. */
+EXPORT ze_result_t zeCommandListCreate(void *context, void *device, const list_desc_t *desc, void **list) {
+    (void)context; (void)device;
+    if (!desc || !list) return INVALID_NULL_POINTER;
+    /* What a driver's validation refuses: a queue group it does not have, and flags newer than
+     * its API (ZE_COMMAND_LIST_FLAG_IN_ORDER, taken from 1.9 as for immediate lists). */
+    uint32_t version;
+    ze_result_t asked = api_version(&version);
+    if (asked != OK) return asked;
+    if (desc->commandQueueGroupOrdinal != 0)
+        return failure(INVALID_ARGUMENT, "queue group %u: the device has one group", desc->commandQueueGroupOrdinal);
+    uint32_t known = version >= ((1u << 16) | 9) ? 0xfu : 0x7u;
+    if (desc->flags & ~known)
+        return failure(INVALID_ENUMERATION, "command list flags %#x are not all flags of API %u.%u", desc->flags,
+                       version >> 16, version & 0xffff);
+    stub_list_t *l = calloc(1, sizeof *l);
+    if (!l) return OUT_OF_HOST_MEMORY;
+    l->in_order = (desc->flags & 8u) != 0;
+    *list = l;
+    return OK;
+}
+
+static void forget_commands(stub_list_t *l) {
+    for (size_t i = 0; i < l->count; i++) {
+        free(l->commands[i].waits);
+        arguments_free(&l->commands[i].arguments);
+    }
+    l->count = 0;
+}
+
 EXPORT ze_result_t zeCommandListDestroy(void *list) {
+    stub_list_t *l = list;
 #ifdef STUB_EXECUTE
-    cl.ReleaseCommandQueue(((stub_list_t *)list)->queue);
+    if (l->queue) cl.ReleaseCommandQueue(l->queue);
 #endif
-    free(list);
+    forget_commands(l);
+    free(l->commands);
+    free(l);
+    return OK;
+}
+
+EXPORT ze_result_t zeCommandListClose(void *list) {
+    stub_list_t *l = list;
+    if (l->immediate) return failure(INVALID_ARGUMENT, "command list %p is immediate: it is never closed", list);
+    if (l->closed) return failure(INVALID_ARGUMENT, "command list %p is closed already", list);
+    l->closed = 1;
+    return OK;
+}
+
+EXPORT ze_result_t zeCommandListReset(void *list) {
+    stub_list_t *l = list;
+    forget_commands(l);
+    l->closed = 0;
+    return OK;
+}
+
+/* Records `command` at the end of regular list `l`, with copies of its wait list; the list
+ * then owns the launch arguments the command holds. */
+static ze_result_t record_command(stub_list_t *l, command_t command, uint32_t wait_count, void **waits) {
+    ze_result_t result = OK;
+    if (l->closed)
+        result = failure(INVALID_ARGUMENT, "command list %p is closed: reset it before appending to it again", (void *)l);
+    else if (wait_count > 0 && !waits)
+        result = failure(0x78000008u, "%u events to wait for, but no list of them", wait_count);
+    if (result == OK && l->count == l->room) {
+        size_t room = l->room ? l->room * 2 : 16;
+        command_t *larger = realloc(l->commands, room * sizeof *larger);
+        if (larger) { l->commands = larger; l->room = room; }
+        else result = OUT_OF_HOST_MEMORY;
+    }
+    command.wait_count = wait_count;
+    command.waits = NULL;
+    if (result == OK && wait_count > 0) {
+        if ((command.waits = malloc(wait_count * sizeof *command.waits))) memcpy(command.waits, waits, wait_count * sizeof *waits);
+        else result = OUT_OF_HOST_MEMORY;
+    }
+    if (result != OK) {
+        arguments_free(&command.arguments);
+        return result;
+    }
+    l->commands[l->count++] = command;
     return OK;
 }
 
@@ -803,55 +979,198 @@ static void signal_event(void *event) {
     clock_ticks += 7;
 }
 
-EXPORT ze_result_t zeCommandListAppendMemoryCopy(void *list, void *to, const void *from, size_t size, void *signal, uint32_t n, void **wait) {
-    (void)list; (void)n; (void)wait;
-    if (FAILS("zeCommandListAppendMemoryCopy")) return INVALID_ARGUMENT;
+/* Every event of the list signalled: this device runs what it is given at once, so an event
+ * nothing signalled yet would never be. */
+static ze_result_t events_signalled(uint32_t count, void **events) {
+    for (uint32_t i = 0; i < count; i++)
+        if (!((stub_event_t *)events[i])->signalled) return failure(UNKNOWN, "a command waits for an event that nothing signals");
+    return OK;
+}
+
+static ze_result_t run_copy(void *to, const void *from, size_t size) {
 #ifdef STUB_EXECUTE
     if (!emulator_owns(to, size, 0, "a copy's destination") || !emulator_owns(from, size, 0, "a copy's source"))
         return INVALID_ARGUMENT;
 #endif
     memcpy(to, from, size);
-    signal_event(signal);
     return OK;
 }
-EXPORT ze_result_t zeCommandListAppendMemoryFill(void *list, void *to, const void *pattern, size_t pattern_size, size_t size, void *signal, uint32_t n, void **wait) {
-    (void)list; (void)n; (void)wait;
+
+static ze_result_t run_fill(void *to, const void *pattern, size_t pattern_size, size_t size) {
 #ifdef STUB_EXECUTE
     if (!emulator_owns(to, size, 0, "a fill")) return INVALID_ARGUMENT;
     if (pattern_size == 0 || size % pattern_size)
         return failure(INVALID_SIZE, "a fill of %zu bytes with a %zu-byte pattern", size, pattern_size);
 #endif
     for (size_t at = 0; at < size; at += pattern_size) memcpy((uint8_t *)to + at, pattern, pattern_size);
-    signal_event(signal);
     return OK;
 }
+
+static ze_result_t run_launch(stub_list_t *list, stub_kernel_t *kernel, const group_count_t *groups, const arguments_t *a) {
+#ifdef STUB_EXECUTE
+    return emulator_launch(list, kernel, groups, a);
+#endif
+    (void)list; (void)kernel;
+    record_launch(a, groups);
+    return OK;
+}
+
+/* Runs one recorded command of a regular list executed from `immediate`. */
+static ze_result_t run_command(stub_list_t *immediate, const command_t *c) {
+    ze_result_t result = events_signalled(c->wait_count, c->waits);
+    if (result != OK) return result;
+    switch (c->kind) {
+    case COMMAND_COPY: result = run_copy(c->to, c->from, c->size); break;
+    case COMMAND_FILL: result = run_fill(c->to, c->from, c->pattern_size, c->size); break;
+    case COMMAND_LAUNCH: result = run_launch(immediate, c->kernel, &c->groups, &c->arguments); break;
+    case COMMAND_BARRIER: case COMMAND_WAIT: break;
+    }
+    if (result == OK) signal_event(c->signal);
+    return result;
+}
+
+/* Runs regular list `l` from `immediate`. In an in-order list each command follows the one
+ * before it; otherwise only barriers order commands, and the commands between two barriers
+ * run last first. */
+static ze_result_t run_list(stub_list_t *immediate, const stub_list_t *l) {
+    size_t start = 0;
+    while (start < l->count) {
+        size_t end = start + 1;
+        if (!l->in_order)
+            for (end = start; end < l->count && l->commands[end].kind != COMMAND_BARRIER; end++) {}
+        for (size_t i = end; i > start; i--) {
+            ze_result_t result = run_command(immediate, &l->commands[i - 1]);
+            if (result != OK) return result;
+        }
+        if (!l->in_order && end < l->count) {
+            ze_result_t result = run_command(immediate, &l->commands[end]);
+            if (result != OK) return result;
+            end++;
+        }
+        start = end;
+    }
+    return OK;
+}
+
+/* Without STUB_NO_APPEND_LISTS the entry point is exported; with it, the library is a loader
+ * older than API 1.9, which has none. */
+#ifdef STUB_NO_APPEND_LISTS
+#define APPEND_LISTS_ENTRY __attribute__((unused)) static
+#else
+#define APPEND_LISTS_ENTRY EXPORT
+#endif
+
+/* ZE_experimental_immediate_command_list_append: closed regular lists run from an immediate
+ * list, after everything appended to it before (this device has run that already). */
+APPEND_LISTS_ENTRY ze_result_t zeCommandListImmediateAppendCommandListsExp(void *immediate, uint32_t count, void **lists,
+                                                                          void *signal, uint32_t wait_count, void **waits) {
+#ifdef STUB_NO_APPEND_LISTS_EXTENSION
+    /* A loader that has the entry point, over a driver that has not. */
+    return failure(UNSUPPORTED_FEATURE, "the driver has no ZE_experimental_immediate_command_list_append");
+#endif
+    stub_list_t *to = immediate;
+    if (!to || !to->immediate)
+        return failure(INVALID_ARGUMENT, "command lists run from an immediate list; %p is a regular one", immediate);
+    if (!lists) return INVALID_NULL_POINTER;
+    if (wait_count > 0 && !waits) return failure(0x78000008u, "%u events to wait for, but no list of them", wait_count);
+    for (uint32_t i = 0; i < count; i++) {
+        const stub_list_t *l = lists[i];
+        if (!l || l->immediate)
+            return failure(INVALID_ARGUMENT, "command list %u of %u is immediate; only regular lists run from another", i,
+                           count);
+        if (!l->closed)
+            return failure(INVALID_ARGUMENT, "command list %p is not closed: close it before executing it", lists[i]);
+    }
+    ze_result_t result = events_signalled(wait_count, waits);
+    for (uint32_t i = 0; i < count && result == OK; i++) result = run_list(to, lists[i]);
+    if (result == OK) signal_event(signal);
+    return result;
+}
+
+EXPORT ze_result_t zeDriverGetExtensionProperties(void *driver, uint32_t *count, extension_properties_t *properties) {
+    (void)driver;
+    static const char *const names[] = {
+        "ZE_extension_pci_properties",
+#ifndef STUB_NO_APPEND_LISTS_EXTENSION
+        "ZE_experimental_immediate_command_list_append",
+#endif
+    };
+    uint32_t known = (uint32_t)(sizeof names / sizeof names[0]);
+    if (!count) return INVALID_NULL_POINTER;
+    if (properties) {
+        for (uint32_t i = 0; i < known && i < *count; i++) {
+            memset(properties[i].name, 0, sizeof properties[i].name);
+            snprintf(properties[i].name, sizeof properties[i].name, "%s", names[i]);
+            properties[i].version = 1u << 16;
+        }
+        if (*count > known) *count = known;
+    } else {
+        *count = known;
+    }
+    return OK;
+}
+
+EXPORT ze_result_t zeCommandListAppendMemoryCopy(void *list, void *to, const void *from, size_t size, void *signal, uint32_t n, void **wait) {
+    stub_list_t *l = list;
+    if (FAILS("zeCommandListAppendMemoryCopy")) return INVALID_ARGUMENT;
+    if (!l->immediate) {
+#ifdef STUB_EXECUTE
+        /* The validation layer checks the ranges at the append; they are checked again when
+         * the copy runs, since memory may be freed in between. */
+        if (!emulator_owns(to, size, 0, "a copy's destination") || !emulator_owns(from, size, 0, "a copy's source"))
+            return INVALID_ARGUMENT;
+#endif
+        return record_command(l, (command_t){.kind = COMMAND_COPY, .signal = signal, .to = to, .from = from, .size = size}, n,
+                              wait);
+    }
+    ze_result_t result = run_copy(to, from, size);
+    if (result == OK) signal_event(signal);
+    return result;
+}
+EXPORT ze_result_t zeCommandListAppendMemoryFill(void *list, void *to, const void *pattern, size_t pattern_size, size_t size, void *signal, uint32_t n, void **wait) {
+    stub_list_t *l = list;
+    if (!l->immediate) {
+        if (pattern_size == 0 || size % pattern_size)
+            return failure(INVALID_SIZE, "a fill of %zu bytes with a %zu-byte pattern", size, pattern_size);
+#ifdef STUB_EXECUTE
+        if (!emulator_owns(to, size, 0, "a fill")) return INVALID_ARGUMENT;
+#endif
+        return record_command(l,
+                              (command_t){.kind = COMMAND_FILL, .signal = signal, .to = to, .from = pattern, .size = size,
+                                          .pattern_size = pattern_size},
+                              n, wait);
+    }
+    ze_result_t result = run_fill(to, pattern, pattern_size, size);
+    if (result == OK) signal_event(signal);
+    return result;
+}
 EXPORT ze_result_t zeCommandListAppendBarrier(void *list, void *signal, uint32_t n, void **wait) {
-    (void)list; (void)n; (void)wait;
+    stub_list_t *l = list;
+    if (!l->immediate) return record_command(l, (command_t){.kind = COMMAND_BARRIER, .signal = signal}, n, wait);
     signal_event(signal);
     return OK;
 }
 EXPORT ze_result_t zeCommandListAppendWaitOnEvents(void *list, uint32_t n, void **events) {
-    (void)list;
+    stub_list_t *l = list;
+    if (!l->immediate) return record_command(l, (command_t){.kind = COMMAND_WAIT}, n, events);
     for (uint32_t i = 0; i < n; i++) if (!((stub_event_t *)events[i])->signalled) return UNKNOWN;
     return OK;
 }
 EXPORT ze_result_t zeCommandListAppendLaunchKernel(void *list, void *kernel_handle, const group_count_t *groups, void *signal, uint32_t n, void **wait) {
-    (void)list; (void)n; (void)wait;
+    stub_list_t *l = list;
     stub_kernel_t *kernel = kernel_handle;
-#ifdef STUB_EXECUTE
-    ze_result_t result = emulator_launch(list, kernel, groups);
-    if (result != OK) return result;
-    signal_event(signal);
-    return OK;
-#endif
-    last_launch.launches++;
-    last_launch.groups[0] = groups->x; last_launch.groups[1] = groups->y; last_launch.groups[2] = groups->z;
-    memcpy(last_launch.group_size, kernel->group_size, sizeof kernel->group_size);
-    last_launch.arg_count = kernel->arg_count;
-    memcpy(last_launch.arg_size, kernel->arg_size, sizeof kernel->arg_size);
-    memcpy(last_launch.arg_value, kernel->arg_value, sizeof kernel->arg_value);
-    signal_event(signal);
-    return OK;
+    if (!l->immediate) {
+        /* The arguments and group size as they are now are the ones this launch runs with. */
+        command_t command = {.kind = COMMAND_LAUNCH, .signal = signal, .kernel = kernel, .groups = *groups};
+        for (uint32_t i = 0; i < kernel->arguments.count; i++)
+            if (!kernel->arguments.set[i])
+                return failure(INVALID_ARGUMENT, "argument %u of kernel %s was never set", i, kernel->name);
+        if (!arguments_copy(&command.arguments, &kernel->arguments)) return OUT_OF_HOST_MEMORY;
+        return record_command(l, command, n, wait);
+    }
+    ze_result_t result = run_launch(l, kernel, groups, &kernel->arguments);
+    if (result == OK) signal_event(signal);
+    return result;
 }
 #ifndef STUB_NO_HOST_SYNC
 EXPORT ze_result_t zeCommandListHostSynchronize(void *list, uint64_t timeout) {
@@ -873,6 +1192,10 @@ EXPORT ze_result_t zeEventCreate(void *pool, const void *desc, void **event) {
     return OK;
 }
 EXPORT ze_result_t zeEventDestroy(void *event) { free(event); return OK; }
+EXPORT ze_result_t zeEventHostReset(void *event) {
+    ((stub_event_t *)event)->signalled = 0;
+    return OK;
+}
 EXPORT ze_result_t zeEventHostSynchronize(void *event, uint64_t timeout) {
     if (FAILS("zeEventHostSynchronize")) return DEVICE_LOST;
     if (((stub_event_t *)event)->signalled) return OK;
@@ -945,14 +1268,17 @@ EXPORT ze_result_t zeKernelCreate(void *module, const kernel_desc_t *desc, void 
     if (!spirv_entry(module, desc->pKernelName, &parameters, pointer)) return INVALID_KERNEL_NAME;
     if (parameters > MAX_ARGS) return UNKNOWN;
     stub_kernel_t *k = calloc(1, sizeof *k);
+    if (!k) return OUT_OF_HOST_MEMORY;
     k->module = module;
     strncpy(k->name, desc->pKernelName, sizeof k->name - 1);
-    k->arg_count = parameters;
+    k->arguments.count = parameters;
     memcpy(k->pointer, pointer, sizeof pointer);
+    pthread_mutex_init(&k->lock, NULL);
 #ifdef STUB_EXECUTE
     cl_int error = 0;
     k->cl_kernel = cl.CreateKernel(((stub_module_t *)module)->program, desc->pKernelName, &error);
     if (error || !k->cl_kernel) {
+        pthread_mutex_destroy(&k->lock);
         free(k);
         return failure(INVALID_KERNEL_NAME, "clCreateKernel found no kernel %s: OpenCL error %d", desc->pKernelName, error);
     }
@@ -962,32 +1288,49 @@ EXPORT ze_result_t zeKernelCreate(void *module, const kernel_desc_t *desc, void 
     return OK;
 }
 EXPORT ze_result_t zeKernelDestroy(void *kernel) {
+    stub_kernel_t *k = kernel;
 #ifdef STUB_EXECUTE
-    cl.ReleaseKernel(((stub_kernel_t *)kernel)->cl_kernel);
+    cl.ReleaseKernel(k->cl_kernel);
 #endif
-    free(kernel);
+    arguments_free(&k->arguments);
+    pthread_mutex_destroy(&k->lock);
+    free(k);
     __atomic_sub_fetch(&last_launch.kernels_alive, 1, __ATOMIC_RELAXED);
     return OK;
 }
 EXPORT ze_result_t zeKernelSetGroupSize(void *kernel, uint32_t x, uint32_t y, uint32_t z) {
     stub_kernel_t *k = kernel;
-    k->group_size[0] = x; k->group_size[1] = y; k->group_size[2] = z;
+    k->arguments.group_size[0] = x; k->arguments.group_size[1] = y; k->arguments.group_size[2] = z;
     return OK;
 }
 EXPORT ze_result_t zeKernelSetArgumentValue(void *kernel, uint32_t index, size_t size, const void *value) {
     stub_kernel_t *k = kernel;
-    if (index >= k->arg_count) return INVALID_KERNEL_ARGUMENT_INDEX;
-#ifdef STUB_EXECUTE
-    ze_result_t result = emulator_set_argument(k, index, size, value);
-    if (result != OK || size > MAX_ARG_BYTES) return result;
-#endif
+    if (index >= k->arguments.count) return INVALID_KERNEL_ARGUMENT_INDEX;
+#ifndef STUB_EXECUTE
     if (size > MAX_ARG_BYTES) return INVALID_KERNEL_ARGUMENT_SIZE;
-    k->arg_size[index] = size;
-    memcpy(k->arg_value[index], value, size);
-    return OK;
+#endif
+    /* A null value is a null argument: zero bytes. */
+    uint8_t *bytes = calloc(1, size ? size : 1);
+    if (!bytes) return OUT_OF_HOST_MEMORY;
+    if (value) memcpy(bytes, value, size);
+    ze_result_t result = OK;
+    pthread_mutex_lock(&k->lock);
+#ifdef STUB_EXECUTE
+    result = emulator_apply_argument(k, index, size, bytes);
+#endif
+    if (result == OK) {
+        free(k->arguments.bytes[index]);
+        k->arguments.bytes[index] = bytes;
+        k->arguments.size[index] = size;
+        k->arguments.set[index] = 1;
+    } else {
+        free(bytes);
+    }
+    pthread_mutex_unlock(&k->lock);
+    return result;
 }
 EXPORT ze_result_t zeKernelGetProperties(void *kernel, kernel_properties_t *p) {
     stub_kernel_t *k = kernel;
-    p->numKernelArgs = k->arg_count;
+    p->numKernelArgs = k->arguments.count;
     return OK;
 }
