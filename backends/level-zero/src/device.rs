@@ -4,7 +4,7 @@ use crate::ffi::{self, ContextHandle};
 use crate::instance::{Adapter, Instance};
 use crate::LevelZeroDriver;
 use std::sync::Arc;
-use xhal_backend::{ClockSample, DriverDevice, Error, Object, Result};
+use xhal_backend::{ClockSample, Command, DriverCommandList, DriverDevice, Error, Object, Result};
 
 /// An opened device: one context of its driver.
 pub struct Gpu {
@@ -104,6 +104,27 @@ impl DriverDevice<LevelZeroDriver> for Arc<Gpu> {
         device.pinned.lock().retain(|&(start, _)| start != pointer as usize);
         // SAFETY: allocated by this context; no queued transfer uses it any more (the host's promise).
         unsafe { (device.api().mem_free)(device.context, pointer.cast()) };
+    }
+
+    /// Where the loader exports `zeCommandListImmediateAppendCommandListsExp` and the driver
+    /// lists its extension (`command_list.rs`).
+    fn has_command_lists(device: &Arc<Object<Arc<Gpu>>>) -> bool {
+        device.adapter().command_lists
+    }
+
+    fn build_command_list(
+        _driver: &LevelZeroDriver,
+        device: &Arc<Object<Arc<Gpu>>>,
+        commands: &[Command<LevelZeroDriver>],
+    ) -> Result<Box<dyn DriverCommandList<LevelZeroDriver>>> {
+        if !device.adapter().command_lists {
+            return Err(Error::unsupported(format!(
+                "{} cannot run regular command lists from its streams (no {} in its Level Zero driver and loader)",
+                device.name(),
+                crate::ffi::ZE_IMMEDIATE_COMMAND_LIST_APPEND_EXP_NAME
+            )));
+        }
+        Ok(Box::new(crate::command_list::CommandList::build(device, commands)?))
     }
 
     /// The round trip of `zeDeviceGetGlobalTimestamps`: its device timestamp is placed at the

@@ -3,10 +3,14 @@
 //! and resolved from the loader `libze_loader.so.1` at run time, so that nothing Level Zero
 //! is needed to build the crate.
 //!
-//! Three entry points are optional: `zeCommandListHostSynchronize` (API 1.6; without it a
+//! Some entry points are optional: `zeCommandListHostSynchronize` (API 1.6; without it a
 //! stream synchronizes through a barrier that signals an event), `zeDevicePciGetPropertiesExt`
-//! (the PCI extension; without it a device has no PCI bus id) and
-//! `zeDriverGetLastErrorDescription` (API 1.6; without it an error is its result code alone).
+//! (the PCI extension; without it a device has no PCI bus id),
+//! `zeDeviceGetGlobalTimestamps` (API 1.1; without it a device has no clock),
+//! `zeDriverGetLastErrorDescription` (API 1.6; without it an error is its result code alone)
+//! and `zeCommandListImmediateAppendCommandListsExp` (loaders of API 1.9; without it, or
+//! without a driver that lists its extension, the device has no native command lists and core
+//! replays graphs operation by operation).
 
 use std::ffi::{c_char, c_void};
 use xhal_backend::ffi::LoadError;
@@ -39,6 +43,7 @@ pub(crate) const ZE_STRUCTURE_TYPE_COMMAND_QUEUE_GROUP_PROPERTIES: u32 = 0x6;
 pub(crate) const ZE_STRUCTURE_TYPE_DEVICE_MEMORY_PROPERTIES: u32 = 0x7;
 pub(crate) const ZE_STRUCTURE_TYPE_CONTEXT_DESC: u32 = 0xd;
 pub(crate) const ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC: u32 = 0xe;
+pub(crate) const ZE_STRUCTURE_TYPE_COMMAND_LIST_DESC: u32 = 0xf;
 pub(crate) const ZE_STRUCTURE_TYPE_EVENT_POOL_DESC: u32 = 0x10;
 pub(crate) const ZE_STRUCTURE_TYPE_EVENT_DESC: u32 = 0x11;
 pub(crate) const ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC: u32 = 0x15;
@@ -63,6 +68,8 @@ pub(crate) const ZE_COMMAND_QUEUE_GROUP_PROPERTY_FLAG_COMPUTE: u32 = 1 << 0;
 /// for drivers of API 1.9 or later; older ones get barriers between commands instead (see
 /// `stream.rs`), since their validation refuses unknown flags.
 pub(crate) const ZE_COMMAND_QUEUE_FLAG_IN_ORDER: u32 = 1 << 1;
+/// `ZE_COMMAND_LIST_FLAG_IN_ORDER`, set on regular lists under the same rule as the queue flag.
+pub(crate) const ZE_COMMAND_LIST_FLAG_IN_ORDER: u32 = 1 << 3;
 pub(crate) const ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS: u32 = 2;
 pub(crate) const ZE_COMMAND_QUEUE_PRIORITY_NORMAL: u32 = 0;
 
@@ -77,6 +84,11 @@ pub(crate) const ZE_MODULE_FORMAT_IL_SPIRV: u32 = 0;
 pub(crate) const ZE_API_VERSION_1_9: u32 = (1 << 16) | 9;
 
 pub(crate) const ZE_MAX_DEVICE_NAME: usize = 256;
+pub(crate) const ZE_MAX_EXTENSION_NAME: usize = 256;
+
+/// `ZE_IMMEDIATE_COMMAND_LIST_APPEND_EXP_NAME`: the extension of
+/// `zeCommandListImmediateAppendCommandListsExp`.
+pub(crate) const ZE_IMMEDIATE_COMMAND_LIST_APPEND_EXP_NAME: &str = "ZE_experimental_immediate_command_list_append";
 pub(crate) const ZE_SUBGROUPSIZE_COUNT: usize = 8;
 
 /// `ze_device_properties_t`.
@@ -207,6 +219,23 @@ pub(crate) struct CommandQueueDesc {
     pub(crate) priority: u32,
 }
 
+/// `ze_command_list_desc_t`.
+#[repr(C)]
+pub(crate) struct CommandListDesc {
+    pub(crate) stype: u32,
+    pub(crate) p_next: *const c_void,
+    pub(crate) command_queue_group_ordinal: u32,
+    pub(crate) flags: u32,
+}
+
+/// `ze_driver_extension_properties_t`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct DriverExtensionProperties {
+    pub(crate) name: [c_char; ZE_MAX_EXTENSION_NAME],
+    pub(crate) version: u32,
+}
+
 /// `ze_event_pool_desc_t`.
 #[repr(C)]
 pub(crate) struct EventPoolDesc {
@@ -326,6 +355,8 @@ xhal_backend::function_table! {
         init = "zeInit": fn(u32) -> ZeResult;
         driver_get = "zeDriverGet": fn(*mut u32, *mut DriverHandle) -> ZeResult;
         driver_get_api_version = "zeDriverGetApiVersion": fn(DriverHandle, *mut u32) -> ZeResult;
+        driver_get_extension_properties = "zeDriverGetExtensionProperties":
+            fn(DriverHandle, *mut u32, *mut DriverExtensionProperties) -> ZeResult;
         device_get = "zeDeviceGet": fn(DriverHandle, *mut u32, *mut DeviceHandle) -> ZeResult;
         device_get_properties = "zeDeviceGetProperties": fn(DeviceHandle, *mut DeviceProperties) -> ZeResult;
         device_get_compute_properties = "zeDeviceGetComputeProperties":
@@ -345,6 +376,10 @@ xhal_backend::function_table! {
         mem_free = "zeMemFree": fn(ContextHandle, *mut c_void) -> ZeResult;
         command_list_create_immediate = "zeCommandListCreateImmediate":
             fn(ContextHandle, DeviceHandle, *const CommandQueueDesc, *mut CommandListHandle) -> ZeResult;
+        command_list_create = "zeCommandListCreate":
+            fn(ContextHandle, DeviceHandle, *const CommandListDesc, *mut CommandListHandle) -> ZeResult;
+        command_list_close = "zeCommandListClose": fn(CommandListHandle) -> ZeResult;
+        command_list_reset = "zeCommandListReset": fn(CommandListHandle) -> ZeResult;
         command_list_destroy = "zeCommandListDestroy": fn(CommandListHandle) -> ZeResult;
         command_list_append_memory_copy = "zeCommandListAppendMemoryCopy":
             fn(CommandListHandle, *mut c_void, *const c_void, usize, EventHandle, u32, *mut EventHandle) -> ZeResult;
@@ -371,6 +406,7 @@ xhal_backend::function_table! {
         event_create = "zeEventCreate": fn(EventPoolHandle, *const EventDesc, *mut EventHandle) -> ZeResult;
         event_destroy = "zeEventDestroy": fn(EventHandle) -> ZeResult;
         event_host_synchronize = "zeEventHostSynchronize": fn(EventHandle, u64) -> ZeResult;
+        event_host_reset = "zeEventHostReset": fn(EventHandle) -> ZeResult;
         event_query_status = "zeEventQueryStatus": fn(EventHandle) -> ZeResult;
         event_query_kernel_timestamp = "zeEventQueryKernelTimestamp":
             fn(EventHandle, *mut KernelTimestampResult) -> ZeResult;
@@ -398,6 +434,10 @@ xhal_backend::function_table! {
         /// `zeDriverGetLastErrorDescription`, where the loader exports it (API 1.6).
         driver_get_last_error_description = "zeDriverGetLastErrorDescription":
             fn(DriverHandle, *mut *const c_char) -> ZeResult;
+        /// `zeCommandListImmediateAppendCommandListsExp`, where the loader exports it (API 1.9):
+        /// usable where the driver also lists `ZE_experimental_immediate_command_list_append`.
+        command_list_immediate_append_command_lists_exp = "zeCommandListImmediateAppendCommandListsExp":
+            fn(CommandListHandle, u32, *mut CommandListHandle, EventHandle, u32, *mut EventHandle) -> ZeResult;
     }
 }
 
@@ -548,6 +588,10 @@ mod tests {
         assert_eq!(size_of::<HostMemAllocDesc>(), 24);
         assert_eq!(offset_of!(CommandQueueDesc, priority), 32);
         assert_eq!(size_of::<CommandQueueDesc>(), 40);
+        assert_eq!(offset_of!(CommandListDesc, command_queue_group_ordinal), 16);
+        assert_eq!(size_of::<CommandListDesc>(), 24);
+        assert_eq!(offset_of!(DriverExtensionProperties, version), 256);
+        assert_eq!(size_of::<DriverExtensionProperties>(), 260);
         assert_eq!(size_of::<EventPoolDesc>(), 24);
         assert_eq!(size_of::<EventDesc>(), 32);
         assert_eq!(offset_of!(ModuleDesc, input_size), 24);

@@ -19,6 +19,9 @@ pub(crate) struct Adapter {
     pub(crate) compute_ordinal: u32,
     /// The driver's API version is 1.9 or later: immediate lists are created in order.
     pub(crate) in_order_lists: bool,
+    /// Regular command lists can run from a stream's immediate list
+    /// (`zeCommandListImmediateAppendCommandListsExp`): the device has native command lists.
+    pub(crate) command_lists: bool,
     /// Nanoseconds per timestamp tick.
     pub(crate) timer_resolution_ns: u64,
     /// Valid bits of a kernel timestamp.
@@ -321,10 +324,69 @@ fn describe(api: &Api, driver: DriverHandle, device: DeviceHandle) -> Result<Ada
         info,
         compute_ordinal,
         in_order_lists: api_version >= ffi::ZE_API_VERSION_1_9,
+        command_lists: appends_command_lists(api, driver),
         timer_resolution_ns: properties.timer_resolution.max(1),
         kernel_timestamp_bits: properties.kernel_timestamp_valid_bits,
         allocated: Arc::new(AtomicU64::new(0)),
     })
+}
+
+/// Whether `driver` runs regular command lists from immediate ones: the loader exports
+/// `zeCommandListImmediateAppendCommandListsExp` and the driver lists its extension. Both are
+/// needed, since a loader of API 1.9 exports the entry point over every driver and answers
+/// `ZE_RESULT_ERROR_UNSUPPORTED_FEATURE` for a driver without it.
+fn appends_command_lists(api: &Api, driver: DriverHandle) -> bool {
+    if api.command_list_immediate_append_command_lists_exp.is_none() {
+        tracing::debug!(
+            "the Level Zero loader has no zeCommandListImmediateAppendCommandListsExp: no native command lists"
+        );
+        return false;
+    }
+    match extensions(api, driver) {
+        Ok(extensions) => {
+            let listed = extensions
+                .iter()
+                .any(|(name, version)| name == ffi::ZE_IMMEDIATE_COMMAND_LIST_APPEND_EXP_NAME && version >> 16 == 1);
+            if !listed {
+                tracing::debug!(
+                    "the Level Zero driver does not list {}: no native command lists",
+                    ffi::ZE_IMMEDIATE_COMMAND_LIST_APPEND_EXP_NAME
+                );
+            }
+            listed
+        }
+        Err(error) => {
+            tracing::debug!(%error, "no native command lists");
+            false
+        }
+    }
+}
+
+/// The extensions `driver` lists: name and version.
+fn extensions(api: &Api, driver: DriverHandle) -> Result<Vec<(String, u32)>> {
+    let mut count = 0u32;
+    // SAFETY: asks for the count only, of a driver the loader listed.
+    let code = unsafe { (api.driver_get_extension_properties)(driver, &mut count, std::ptr::null_mut()) };
+    ffi::check(code, "zeDriverGetExtensionProperties", || {
+        "counting a driver's extensions".to_string()
+    })?;
+    let empty = ffi::DriverExtensionProperties {
+        name: [0; ffi::ZE_MAX_EXTENSION_NAME],
+        version: 0,
+    };
+    let mut properties = vec![empty; count as usize];
+    if count > 0 {
+        // SAFETY: the vector holds `count` entries.
+        let code = unsafe { (api.driver_get_extension_properties)(driver, &mut count, properties.as_mut_ptr()) };
+        ffi::check(code, "zeDriverGetExtensionProperties", || {
+            "listing a driver's extensions".to_string()
+        })?;
+        properties.truncate(count as usize);
+    }
+    Ok(properties
+        .iter()
+        .map(|extension| (ffi::c_string(&extension.name), extension.version))
+        .collect())
 }
 
 /// The first command queue group that computes.

@@ -12,6 +12,10 @@
 //! pool (with kernel timestamps when timing is asked), and elapsed time is the difference of
 //! their global end timestamps times the device's timer resolution.
 //!
+//! Command lists (ABI 1.4) are regular command lists, recorded once and run from a stream's
+//! immediate list with `zeCommandListImmediateAppendCommandListsExp`, where the loader and the
+//! driver have that extension; elsewhere core replays graphs operation by operation.
+//!
 //! Kernels arrive as Kernel SPIR-V (`spirv-kernel`), which xhal-kernel writes from WGSL. They
 //! follow the xhal argument ABI: buffer argument `i` is pointer parameter `i`, set with
 //! `zeKernelSetArgumentValue` to the view's device address (base plus offset), and the scalar
@@ -29,6 +33,7 @@
 //! left, builds, parameters and workgroup limits.
 #![deny(missing_docs)]
 
+mod command_list;
 mod device;
 mod ffi;
 mod instance;

@@ -82,7 +82,7 @@ impl ZeEvent {
     }
 
     /// Whether the event is signalled.
-    fn is_signalled(&self) -> Result<bool> {
+    pub(crate) fn is_signalled(&self) -> Result<bool> {
         // SAFETY: a live event.
         let code = unsafe { (self.gpu.api().event_query_status)(self.event) };
         match code {
@@ -97,11 +97,22 @@ impl ZeEvent {
     }
 
     /// Blocks until the event is signalled.
-    fn wait(&self) -> Result<()> {
+    pub(crate) fn wait(&self) -> Result<()> {
         // SAFETY: a live event; UINT64_MAX waits without a timeout.
         let code = unsafe { (self.gpu.api().event_host_synchronize)(self.event, u64::MAX) };
         ffi::check(code, "zeEventHostSynchronize", || {
             format!("waiting for an event on {}", self.gpu.name())
+        })
+    }
+
+    /// Makes a signalled event unsignalled again, for a command that signals it next.
+    ///
+    /// The caller knows that no queued command signals or waits for it.
+    pub(crate) fn reset(&self) -> Result<()> {
+        // SAFETY: a live event that no queued command uses (the caller's promise).
+        let code = unsafe { (self.gpu.api().event_host_reset)(self.event) };
+        ffi::check(code, "zeEventHostReset", || {
+            format!("resetting an event on {}", self.gpu.name())
         })
     }
 
@@ -175,7 +186,7 @@ impl StreamState {
 
 /// An immediate command list.
 pub struct Stream {
-    gpu: Arc<Gpu>,
+    pub(crate) gpu: Arc<Gpu>,
     list: CommandListHandle,
     /// Shared with the records of events on this stream.
     state: Arc<Mutex<StreamState>>,
@@ -562,101 +573,20 @@ impl DriverStream<LevelZeroDriver> for Stream {
 
     /// Sets the arguments of the kernel and appends the launch to `stream`.
     fn launch(stream: &Arc<Object<Stream>>, launch: &Launch<'_, LevelZeroDriver>) -> Result<()> {
-        let (kernel, workgroups, buffers, scalars) = (launch.kernel, launch.workgroups, launch.buffers, launch.scalars);
-        let name = &kernel.name;
-        kernel.check_arguments(buffers.len(), scalars)?;
-        let limits = kernel.module.gpu.adapter().info.max_workgroup_count;
-        for axis in 0..3 {
-            let count = workgroups[axis];
-            if count == 0 {
-                return Err(Error::invalid_argument(format!(
-                    "kernel `{name}`: workgroup count in {} is 0; every dimension needs at least 1",
-                    ["x", "y", "z"][axis]
-                )));
-            }
-            if count > limits[axis] {
-                return Err(Error::invalid_argument(format!(
-                    "kernel `{name}`: {count} workgroups in {} is more than {} allows ({})",
-                    ["x", "y", "z"][axis],
-                    kernel.module.gpu.name(),
-                    limits[axis]
-                )));
-            }
-        }
-        let api = kernel.module.gpu.api();
-        let native = kernel.kernel.lock();
-        let set = |index: usize, size: usize, value: *const c_void, what: &str| -> Result<()> {
-            // SAFETY: `size` readable bytes at `value`; Level Zero copies them.
-            let code = unsafe { (api.kernel_set_argument_value)(*native, index as u32, size, value) };
-            ffi::check(code, "zeKernelSetArgumentValue", || {
-                format!("setting {what} as argument {index} of kernel `{name}`")
-            })
-        };
-        for (index, view) in buffers.iter().enumerate() {
-            let address = view.buffer.address(view.offset);
-            set(
-                index,
-                std::mem::size_of::<*mut c_void>(),
-                (&address as *const *mut c_void).cast(),
-                &format!("buffer argument {index}"),
-            )?;
-        }
-        let mut index = buffers.len();
-        if !scalars.is_empty() {
-            set(
-                index,
-                scalars.len(),
-                scalars.as_ptr().cast(),
-                &format!("the {}-byte scalar block", scalars.len()),
-            )?;
-            index += 1;
-        }
-        if kernel.takes_lengths() {
-            let lengths = lengths_block(buffers.iter().map(|view| view.size));
-            set(
-                index,
-                lengths.len(),
-                lengths.as_ptr().cast(),
-                &format!("the {}-byte buffer lengths", lengths.len()),
-            )?;
-        }
-        let groups = ffi::GroupCount {
-            x: workgroups[0],
-            y: workgroups[1],
-            z: workgroups[2],
-        };
-        let size = kernel.workgroup_size;
-        // Level Zero must not destroy a kernel (or its module) the device still references,
-        // so the launch holds the kernel, and through it the module, as well as its buffers.
-        let mut keep: Vec<KeepAlive> = buffers
-            .iter()
-            .map(|view| Box::new(Arc::clone(&view.buffer)) as KeepAlive)
-            .collect();
-        keep.push(Box::new(Arc::clone(kernel)));
+        check_launch(launch)?;
+        let api = stream.gpu.api();
+        let native = launch.kernel.kernel.lock();
+        set_arguments(*native, launch)?;
+        let workgroups = launch.workgroups;
         stream
             .enqueue(
-                || {
-                    format!(
-                        "launching kernel `{name}` with {}x{}x{} workgroups of {}x{}x{}",
-                        workgroups[0], workgroups[1], workgroups[2], size[0], size[1], size[2]
-                    )
-                },
+                || describe_launch(launch),
                 |list| {
-                    // SAFETY: every argument was set above, under the kernel's lock; the group
-                    // count outlives the call.
-                    let code = unsafe {
-                        (api.command_list_append_launch_kernel)(
-                            list,
-                            *native,
-                            &groups,
-                            std::ptr::null_mut(),
-                            0,
-                            std::ptr::null_mut(),
-                        )
-                    };
-                    ("zeCommandListAppendLaunchKernel", code)
+                    // SAFETY: every argument was set above, under the kernel's lock, which is
+                    // held until the launch is appended.
+                    unsafe { append_launch(api, list, *native, workgroups) }
                 },
-                keep,
+                launch_holds(launch),
             )
             .map(drop)
     }
@@ -862,13 +792,132 @@ pub(crate) fn elapsed_from_ticks(first: u64, last: u64, bits: u32, resolution_ns
     Some(ticks.saturating_mul(resolution_ns))
 }
 
+/// Checks a launch's arguments against its kernel's parameters, and its workgroup counts
+/// against the device's limits: what Level Zero would refuse less clearly, or not at all.
+pub(crate) fn check_launch(launch: &Launch<'_, LevelZeroDriver>) -> Result<()> {
+    let kernel = launch.kernel;
+    let name = &kernel.name;
+    kernel.check_arguments(launch.buffers.len(), launch.scalars)?;
+    let limits = kernel.module.gpu.adapter().info.max_workgroup_count;
+    for axis in 0..3 {
+        let count = launch.workgroups[axis];
+        if count == 0 {
+            return Err(Error::invalid_argument(format!(
+                "kernel `{name}`: workgroup count in {} is 0; every dimension needs at least 1",
+                ["x", "y", "z"][axis]
+            )));
+        }
+        if count > limits[axis] {
+            return Err(Error::invalid_argument(format!(
+                "kernel `{name}`: {count} workgroups in {} is more than {} allows ({})",
+                ["x", "y", "z"][axis],
+                kernel.module.gpu.name(),
+                limits[axis]
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Sets the arguments of `launch` on `native`, its kernel's handle: the view addresses, the
+/// scalar block and the buffer lengths. The caller holds the kernel's lock from here until the
+/// launch is appended, since Level Zero takes the arguments when a launch is appended, to a
+/// stream or to a command list, and they are state shared by every launch of the kernel.
+pub(crate) fn set_arguments(native: ffi::KernelHandle, launch: &Launch<'_, LevelZeroDriver>) -> Result<()> {
+    let (kernel, buffers, scalars) = (launch.kernel, launch.buffers, launch.scalars);
+    let name = &kernel.name;
+    let api = kernel.module.gpu.api();
+    let set = |index: usize, size: usize, value: *const c_void, what: &str| -> Result<()> {
+        // SAFETY: `size` readable bytes at `value`; Level Zero copies them.
+        let code = unsafe { (api.kernel_set_argument_value)(native, index as u32, size, value) };
+        ffi::check(code, "zeKernelSetArgumentValue", || {
+            format!("setting {what} as argument {index} of kernel `{name}`")
+        })
+    };
+    for (index, view) in buffers.iter().enumerate() {
+        let address = view.buffer.address(view.offset);
+        set(
+            index,
+            std::mem::size_of::<*mut c_void>(),
+            (&address as *const *mut c_void).cast(),
+            &format!("buffer argument {index}"),
+        )?;
+    }
+    let mut index = buffers.len();
+    if !scalars.is_empty() {
+        set(
+            index,
+            scalars.len(),
+            scalars.as_ptr().cast(),
+            &format!("the {}-byte scalar block", scalars.len()),
+        )?;
+        index += 1;
+    }
+    if kernel.takes_lengths() {
+        let lengths = lengths_block(buffers.iter().map(|view| view.size));
+        set(
+            index,
+            lengths.len(),
+            lengths.as_ptr().cast(),
+            &format!("the {}-byte buffer lengths", lengths.len()),
+        )?;
+    }
+    Ok(())
+}
+
+/// What a launch holds until it completes: Level Zero must not destroy a kernel (or its
+/// module) the device still references, nor free the memory it reads, so its buffers and its
+/// kernel, and through it the module.
+pub(crate) fn launch_holds(launch: &Launch<'_, LevelZeroDriver>) -> Vec<KeepAlive> {
+    let mut keep: Vec<KeepAlive> = launch
+        .buffers
+        .iter()
+        .map(|view| Box::new(Arc::clone(&view.buffer)) as KeepAlive)
+        .collect();
+    keep.push(Box::new(Arc::clone(launch.kernel)));
+    keep
+}
+
+/// A launch in words, for the error of a failed append.
+pub(crate) fn describe_launch(launch: &Launch<'_, LevelZeroDriver>) -> String {
+    let (workgroups, size) = (launch.workgroups, launch.kernel.workgroup_size);
+    format!(
+        "launching kernel `{}` with {}x{}x{} workgroups of {}x{}x{}",
+        launch.kernel.name, workgroups[0], workgroups[1], workgroups[2], size[0], size[1], size[2]
+    )
+}
+
+/// Appends a launch of `native` over `workgroups` to `list`, and names the call, as
+/// `Stream::enqueue` takes it.
+///
+/// # Safety
+/// `native` is a live kernel of the list's context whose every argument is set, and whose lock
+/// the caller holds.
+pub(crate) unsafe fn append_launch(
+    api: &ffi::Api,
+    list: CommandListHandle,
+    native: ffi::KernelHandle,
+    workgroups: [u32; 3],
+) -> (&'static str, ffi::ZeResult) {
+    let groups = ffi::GroupCount {
+        x: workgroups[0],
+        y: workgroups[1],
+        z: workgroups[2],
+    };
+    // SAFETY: the caller's contract; the group count outlives the call; no events.
+    let code = unsafe {
+        (api.command_list_append_launch_kernel)(list, native, &groups, std::ptr::null_mut(), 0, std::ptr::null_mut())
+    };
+    ("zeCommandListAppendLaunchKernel", code)
+}
+
 /// Appends a copy of `bytes` bytes from `from` to `to` on `list`, and names the call, as
 /// `Stream::enqueue` takes it.
 ///
 /// # Safety
 /// Both ranges are memory of the list's context that the device may access, in range, and
 /// they do not overlap.
-unsafe fn append_copy(
+pub(crate) unsafe fn append_copy(
     api: &ffi::Api,
     list: ffi::CommandListHandle,
     to: *mut std::ffi::c_void,

@@ -1,0 +1,585 @@
+//! Command lists (ABI 1.4) as Level Zero regular command lists, run from a stream's immediate
+//! command list with `zeCommandListImmediateAppendCommandListsExp`.
+//!
+//! A list's copies, fills and launches are appended once to a regular command list
+//! (`zeCommandListCreate` on the compute queue group the streams use), in order:
+//! `ZE_COMMAND_LIST_FLAG_IN_ORDER` where the driver's API is 1.9 or later, as for the streams'
+//! immediate lists, otherwise a barrier between every two commands. The list is then closed. A
+//! submission is one call, `zeCommandListImmediateAppendCommandListsExp` on the stream's
+//! immediate list (the `ZE_experimental_immediate_command_list_append` extension): the
+//! regular list runs as one more command of the stream, after the work before it and before
+//! the work after it, with no event between them, and the stream's synchronize and events
+//! cover it as they cover every other command.
+//!
+//! That is the cheaper of the two ways Level Zero offers. The other, a command queue of the
+//! stream's own (`zeCommandQueueExecuteCommandLists`), is ordered with the immediate list only
+//! through events: a barrier on the immediate list signalling one the regular list waits for,
+//! and another the stream's next work waits for, each reset between submissions, so one extra
+//! command and two events per submission, and a second queue per stream. Drivers without the
+//! extension (or loaders older than API 1.9, which lack its entry point) get no native lists:
+//! core replays graphs operation by operation there, which is correct everywhere.
+//!
+//! Level Zero takes a launch's arguments when the launch is appended ("the argument values
+//! will be used when a zeCommandListAppendLaunchKernel variant is called"), so a launch sets
+//! its kernel's arguments and is appended under the kernel's lock, as on a stream, and one
+//! kernel serves every launch of it in any list.
+//!
+//! The driver may change a regular list when it runs it (`zeCommandQueueExecuteCommandLists`:
+//! "the implementation is allowed to modify the contents of the command list for submission"),
+//! so a list is not submitted again while the device may still run it. Each recording of the
+//! list signals an event of its own when a submission completes; a submission takes a
+//! recording whose event says it is idle, records another while fewer than [`MAX_RECORDINGS`]
+//! exist, and only beyond that waits on the host for the oldest submission. A replay loop
+//! therefore keeps the device busy, where oneAPI's own adapter waits on the host for the
+//! previous submission of a command buffer before each next one. The wait beyond the limit is
+//! back-pressure, never a deadlock: everything appended to an immediate list is already on its
+//! way to the device, and a stream only waits for events recorded before.
+//!
+//! An update records the list again (`zeCommandListReset`, then every command with the new
+//! arguments): the adapter has waited for every submission first. Each submission holds its
+//! recording, and the recording holds the buffers, kernels and fill patterns it names, until
+//! the stream sees the submission complete, so a list dropped with submissions queued stays
+//! valid for them.
+
+use crate::device::Gpu;
+use crate::ffi::{self, CommandListHandle};
+use crate::memory::{host_size, DeviceBuffer, HostStaging};
+use crate::stream::{
+    append_copy, append_launch, check_launch, describe_launch, launch_holds, set_arguments, KeepAlive, Stream, ZeEvent,
+};
+use crate::LevelZeroDriver;
+use parking_lot::Mutex;
+use std::sync::Arc;
+use xhal_backend::{BufferView, Command, CopyOverlap, DriverCommandList, Error, Object, OwnedLaunch, Result};
+
+/// How many recordings of one list may be in flight at once before a submission waits on the
+/// host for the oldest: enough for replay loops on a few streams to keep the device busy, few
+/// enough that a list of many launches does not hold many copies of itself.
+pub(crate) const MAX_RECORDINGS: usize = 8;
+
+/// A command as the list keeps it, to record again after an update.
+enum Step {
+    Copy {
+        source: Arc<Object<DeviceBuffer>>,
+        source_offset: u64,
+        destination: Arc<Object<DeviceBuffer>>,
+        destination_offset: u64,
+        bytes: usize,
+        overlap: CopyOverlap,
+        /// Where an overlapping copy goes on its way: Level Zero refuses overlapping ranges.
+        bounce: Option<Arc<DeviceBuffer>>,
+    },
+    Fill {
+        buffer: Arc<Object<DeviceBuffer>>,
+        offset: u64,
+        bytes: usize,
+        /// The pattern, in host memory the device reads when the fill runs.
+        pattern: Arc<HostStaging>,
+    },
+    Launch(OwnedLaunch<LevelZeroDriver>),
+}
+
+fn owned(launch: &OwnedLaunch<LevelZeroDriver>) -> OwnedLaunch<LevelZeroDriver> {
+    OwnedLaunch {
+        kernel: Arc::clone(&launch.kernel),
+        workgroups: launch.workgroups,
+        buffers: launch
+            .buffers
+            .iter()
+            .map(|view| BufferView {
+                buffer: Arc::clone(&view.buffer),
+                offset: view.offset,
+                size: view.size,
+            })
+            .collect(),
+        scalars: launch.scalars.clone(),
+    }
+}
+
+fn step(gpu: &Arc<Gpu>, command: &Command<LevelZeroDriver>) -> Result<Step> {
+    Ok(match command {
+        Command::Copy {
+            source,
+            source_offset,
+            destination,
+            destination_offset,
+            size,
+        } => {
+            let overlap = CopyOverlap::of(source, *source_offset, destination, *destination_offset, *size);
+            let bounce = match overlap {
+                CopyOverlap::Overlapping => Some(Arc::new(DeviceBuffer::new(gpu, *size)?)),
+                _ => None,
+            };
+            Step::Copy {
+                source: Arc::clone(source),
+                source_offset: *source_offset,
+                destination: Arc::clone(destination),
+                destination_offset: *destination_offset,
+                bytes: host_size(*size, "copy size")?,
+                overlap,
+                bounce,
+            }
+        }
+        Command::Fill {
+            buffer,
+            offset,
+            size,
+            pattern,
+        } => {
+            let staging = HostStaging::new(gpu, pattern.len())?;
+            // SAFETY: the staging memory holds the pattern's length.
+            unsafe { std::ptr::copy_nonoverlapping(pattern.as_ptr(), staging.pointer, pattern.len()) };
+            Step::Fill {
+                buffer: Arc::clone(buffer),
+                offset: *offset,
+                bytes: host_size(*size, "fill size")?,
+                pattern: Arc::new(staging),
+            }
+        }
+        Command::Launch(launch) => {
+            check_launch(&launch.borrowed())?;
+            Step::Launch(owned(launch))
+        }
+    })
+}
+
+/// One regular command list holding every step, and the event its submissions signal.
+struct Recording {
+    gpu: Arc<Gpu>,
+    list: CommandListHandle,
+    /// Signalled when a submission of the list completes; reset before the next one.
+    done: ZeEvent,
+    /// What the recorded commands name: buffers, kernels, fill patterns, bounce buffers.
+    holds: Mutex<Vec<KeepAlive>>,
+}
+
+// A regular list may be used from any thread; this backend appends to it and submits it under
+// the command list's lock only.
+// SAFETY: see above.
+unsafe impl Send for Recording {}
+// SAFETY: see above.
+unsafe impl Sync for Recording {}
+
+impl Drop for Recording {
+    fn drop(&mut self) {
+        // SAFETY: every submission holds the recording until the stream saw it complete, so
+        // the device no longer references the list; the memory it names goes after it.
+        unsafe { (self.gpu.api().command_list_destroy)(self.list) };
+    }
+}
+
+/// Appends commands to an open regular list, a barrier between every two where the list is
+/// not in order.
+struct Recorder<'a> {
+    gpu: &'a Gpu,
+    list: CommandListHandle,
+    in_order: bool,
+    appended: usize,
+}
+
+impl Recorder<'_> {
+    fn append(
+        &mut self,
+        doing: impl FnOnce() -> String,
+        call: impl FnOnce(CommandListHandle) -> (&'static str, ffi::ZeResult),
+    ) -> Result<()> {
+        let name = self.gpu.name();
+        if !self.in_order && self.appended > 0 {
+            // SAFETY: a barrier with no events on an open list.
+            let code = unsafe {
+                (self.gpu.api().command_list_append_barrier)(self.list, std::ptr::null_mut(), 0, std::ptr::null_mut())
+            };
+            ffi::check(code, "zeCommandListAppendBarrier", || {
+                format!("ordering the commands of a command list on {name}")
+            })?;
+        }
+        let (function, code) = call(self.list);
+        ffi::check(code, function, || {
+            format!("recording a command list on {name}: {}", doing())
+        })?;
+        self.appended += 1;
+        Ok(())
+    }
+}
+
+impl Recording {
+    /// A new, empty regular list on the streams' compute queue group, and its event.
+    fn new(gpu: &Arc<Gpu>) -> Result<Recording> {
+        let adapter = gpu.adapter();
+        let desc = ffi::CommandListDesc {
+            stype: ffi::ZE_STRUCTURE_TYPE_COMMAND_LIST_DESC,
+            p_next: std::ptr::null(),
+            command_queue_group_ordinal: adapter.compute_ordinal,
+            flags: if adapter.in_order_lists {
+                ffi::ZE_COMMAND_LIST_FLAG_IN_ORDER
+            } else {
+                0
+            },
+        };
+        let done = ZeEvent::new(gpu, false)?;
+        let mut list = std::ptr::null_mut();
+        // SAFETY: a live context and its device, a filled descriptor.
+        let code = unsafe { (gpu.api().command_list_create)(gpu.context, adapter.device, &desc, &mut list) };
+        ffi::check(code, "zeCommandListCreate", || {
+            format!("creating a command list on {}", gpu.name())
+        })?;
+        if list.is_null() {
+            return Err(Error::internal(format!(
+                "zeCommandListCreate returned no command list on {}",
+                gpu.name()
+            )));
+        }
+        Ok(Recording {
+            gpu: Arc::clone(gpu),
+            list,
+            done,
+            holds: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Appends every step to the list, which is open (new or reset), closes it, and holds what
+    /// the steps name.
+    fn record(&self, steps: &[Step]) -> Result<()> {
+        let api = self.gpu.api();
+        let mut recorder = Recorder {
+            gpu: &self.gpu,
+            list: self.list,
+            in_order: self.gpu.adapter().in_order_lists,
+            appended: 0,
+        };
+        let mut holds: Vec<KeepAlive> = Vec::with_capacity(steps.len() * 2);
+        for (index, step) in steps.iter().enumerate() {
+            match step {
+                Step::Copy {
+                    source,
+                    source_offset,
+                    destination,
+                    destination_offset,
+                    bytes,
+                    overlap,
+                    bounce,
+                } => {
+                    let (from, to) = (source.address(*source_offset), destination.address(*destination_offset));
+                    let mut copy = |to: *mut std::ffi::c_void, from: *mut std::ffi::c_void| {
+                        recorder.append(
+                            || format!("command {index}, a copy of {bytes} bytes"),
+                            |list| {
+                                // SAFETY: device memory of this context, in range (the adapter
+                                // checked), not overlapping; the recording holds both buffers.
+                                unsafe { append_copy(api, list, to, from.cast_const(), *bytes) }
+                            },
+                        )
+                    };
+                    match (overlap, bounce) {
+                        // A copy onto itself changes nothing.
+                        (CopyOverlap::SameRange, _) => {}
+                        (_, Some(bounce)) => {
+                            copy(bounce.address(0), from)?;
+                            copy(to, bounce.address(0))?;
+                            holds.push(Box::new(Arc::clone(bounce)));
+                        }
+                        (_, None) => copy(to, from)?,
+                    }
+                    holds.push(Box::new(Arc::clone(source)));
+                    holds.push(Box::new(Arc::clone(destination)));
+                }
+                Step::Fill {
+                    buffer,
+                    offset,
+                    bytes,
+                    pattern,
+                } => {
+                    let (target, from, length) = (buffer.address(*offset), pattern.pointer, pattern.size);
+                    recorder.append(
+                        || format!("command {index}, a fill of {bytes} bytes with a {length}-byte pattern"),
+                        |list| {
+                            // SAFETY: device memory of this context, in range and aligned to the
+                            // pattern (the adapter checked); the recording holds the buffer and
+                            // the pattern, which the device reads when the fill runs.
+                            let code = unsafe {
+                                (api.command_list_append_memory_fill)(
+                                    list,
+                                    target,
+                                    from.cast_const().cast(),
+                                    length,
+                                    *bytes,
+                                    std::ptr::null_mut(),
+                                    0,
+                                    std::ptr::null_mut(),
+                                )
+                            };
+                            ("zeCommandListAppendMemoryFill", code)
+                        },
+                    )?;
+                    holds.push(Box::new(Arc::clone(buffer)));
+                    holds.push(Box::new(Arc::clone(pattern)));
+                }
+                Step::Launch(launch) => {
+                    let launch = launch.borrowed();
+                    let native = launch.kernel.kernel.lock();
+                    set_arguments(*native, &launch)?;
+                    let workgroups = launch.workgroups;
+                    recorder.append(
+                        || format!("command {index}, {}", describe_launch(&launch)),
+                        |list| {
+                            // SAFETY: every argument was set just above, under the kernel's
+                            // lock, which is held until the launch is appended.
+                            unsafe { append_launch(api, list, *native, workgroups) }
+                        },
+                    )?;
+                    holds.extend(launch_holds(&launch));
+                }
+            }
+        }
+        // SAFETY: an open list, appended to by this thread only (the command list's lock).
+        let code = unsafe { (api.command_list_close)(self.list) };
+        ffi::check(code, "zeCommandListClose", || {
+            format!("closing a command list on {}", self.gpu.name())
+        })?;
+        *self.holds.lock() = holds;
+        Ok(())
+    }
+
+    /// Empties the list for recording again; the device no longer references it.
+    fn reset(&self) -> Result<()> {
+        // SAFETY: a list no submission still runs (the caller waited for its event).
+        let code = unsafe { (self.gpu.api().command_list_reset)(self.list) };
+        ffi::check(code, "zeCommandListReset", || {
+            format!("resetting a command list on {}", self.gpu.name())
+        })
+    }
+}
+
+/// A recording and where its submissions stand.
+struct Slot {
+    recording: Arc<Recording>,
+    /// Submitted, and not yet seen complete. An idle slot's event is unsignalled.
+    in_flight: bool,
+    /// The number of its latest submission, to find the oldest.
+    submitted: u64,
+}
+
+/// What a submission does to find a recording to submit.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Choice {
+    /// Submit this recording, idle (its event reset where it had completed).
+    Take(usize),
+    /// Record another.
+    Record,
+    /// Wait for this recording's submission, the oldest, then submit it.
+    WaitFor(usize),
+}
+
+/// Where each recording stands, as a submission finds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SlotState {
+    /// Never submitted, or its submission failed.
+    Idle,
+    /// Its latest submission completed.
+    Completed,
+    /// Its latest submission, number `.0`, may still run.
+    Running(u64),
+}
+
+/// The recording a submission takes: the first that is idle or completed, else a new one while
+/// there are fewer than [`MAX_RECORDINGS`], else the oldest still running, once it completes.
+pub(crate) fn choose(slots: &[SlotState]) -> Choice {
+    if let Some(index) = slots
+        .iter()
+        .position(|state| matches!(state, SlotState::Idle | SlotState::Completed))
+    {
+        return Choice::Take(index);
+    }
+    let oldest = slots
+        .iter()
+        .enumerate()
+        .filter_map(|(index, state)| match state {
+            SlotState::Running(number) => Some((*number, index)),
+            _ => None,
+        })
+        .min();
+    match oldest {
+        Some((_, index)) if slots.len() >= MAX_RECORDINGS => Choice::WaitFor(index),
+        _ => Choice::Record,
+    }
+}
+
+struct State {
+    steps: Vec<Step>,
+    slots: Vec<Slot>,
+    /// Submissions so far, to number them.
+    submissions: u64,
+}
+
+/// A Level Zero command list: its commands, and the regular lists recorded from them.
+pub(crate) struct CommandList {
+    gpu: Arc<Gpu>,
+    state: Mutex<State>,
+}
+
+impl CommandList {
+    /// Checks `commands` and records them once, so that a refused command fails the build.
+    pub(crate) fn build(gpu: &Arc<Gpu>, commands: &[Command<LevelZeroDriver>]) -> Result<CommandList> {
+        let steps = commands
+            .iter()
+            .map(|command| step(gpu, command))
+            .collect::<Result<Vec<_>>>()?;
+        let recording = Recording::new(gpu)?;
+        recording.record(&steps)?;
+        Ok(CommandList {
+            gpu: Arc::clone(gpu),
+            state: Mutex::new(State {
+                steps,
+                slots: vec![Slot {
+                    recording: Arc::new(recording),
+                    in_flight: false,
+                    submitted: 0,
+                }],
+                submissions: 0,
+            }),
+        })
+    }
+
+    /// The index of an idle recording to submit, recorded now or waited for where it must be.
+    fn idle_slot(&self, state: &mut State) -> Result<usize> {
+        let mut states = Vec::with_capacity(state.slots.len());
+        for slot in &state.slots {
+            states.push(match slot.in_flight {
+                false => SlotState::Idle,
+                true if slot.recording.done.is_signalled()? => SlotState::Completed,
+                true => SlotState::Running(slot.submitted),
+            });
+        }
+        let index = match choose(&states) {
+            Choice::Take(index) => index,
+            Choice::Record => {
+                let recording = Recording::new(&self.gpu)?;
+                recording.record(&state.steps)?;
+                state.slots.push(Slot {
+                    recording: Arc::new(recording),
+                    in_flight: false,
+                    submitted: 0,
+                });
+                return Ok(state.slots.len() - 1);
+            }
+            Choice::WaitFor(index) => {
+                state.slots[index].recording.done.wait()?;
+                index
+            }
+        };
+        let slot = &mut state.slots[index];
+        if slot.in_flight {
+            slot.recording.done.reset()?;
+            slot.in_flight = false;
+        }
+        Ok(index)
+    }
+}
+
+impl DriverCommandList<LevelZeroDriver> for CommandList {
+    fn submit(&self, stream: &Arc<Object<Stream>>) -> Result<()> {
+        let Some(append_lists) = self.gpu.api().command_list_immediate_append_command_lists_exp else {
+            return Err(Error::internal(format!(
+                "a command list was built on {}, whose Level Zero loader has no \
+                 zeCommandListImmediateAppendCommandListsExp",
+                self.gpu.name()
+            )));
+        };
+        let mut state = self.state.lock();
+        let index = self.idle_slot(&mut state)?;
+        state.submissions += 1;
+        let number = state.submissions;
+        let slot = &mut state.slots[index];
+        slot.in_flight = true;
+        slot.submitted = number;
+        let recording = Arc::clone(&slot.recording);
+        let (list, done) = (recording.list, recording.done.event);
+        let submitted = stream.enqueue(
+            || format!("submitting a command list on {}", self.gpu.name()),
+            |immediate| {
+                let mut lists = [list];
+                // SAFETY: a closed regular list of this context and the streams' queue group,
+                // which no other submission runs (its event said so), from a live immediate list;
+                // the submission holds the recording, and so the list and its event, until the
+                // stream sees it complete.
+                let code = unsafe { append_lists(immediate, 1, lists.as_mut_ptr(), done, 0, std::ptr::null_mut()) };
+                ("zeCommandListImmediateAppendCommandListsExp", code)
+            },
+            vec![Box::new(Arc::clone(&recording))],
+        );
+        if submitted.is_err() {
+            // Nothing will signal its event: the recording is idle again.
+            state.slots[index].in_flight = false;
+        }
+        submitted.map(drop)
+    }
+
+    fn update_launch(&self, index: usize, launch: &OwnedLaunch<LevelZeroDriver>) -> Result<()> {
+        check_launch(&launch.borrowed())?;
+        let mut state = self.state.lock();
+        let state = &mut *state;
+        let Some(step) = state.steps.get_mut(index) else {
+            return Err(Error::internal(format!(
+                "a Level Zero command list has no command {index}"
+            )));
+        };
+        if !matches!(step, Step::Launch(_)) {
+            return Err(Error::internal(format!(
+                "command {index} of a Level Zero command list is not a launch"
+            )));
+        }
+        let previous = std::mem::replace(step, Step::Launch(owned(launch)));
+        let recorded = (|| {
+            for slot in &mut state.slots {
+                // The adapter waited for every stream the list was submitted to, so the event
+                // is signalled; waiting on it makes sure before the list is reset.
+                if slot.in_flight {
+                    slot.recording.done.wait()?;
+                    slot.recording.done.reset()?;
+                    slot.in_flight = false;
+                }
+                slot.recording.reset()?;
+                slot.recording.record(&state.steps)?;
+            }
+            Ok(())
+        })();
+        if let Err(error) = recorded {
+            // The previous launch stays, as the adapter keeps it; the recordings, reset or half
+            // recorded, go, and the next submission records one again.
+            state.steps[index] = previous;
+            state.slots.clear();
+            return Err(error);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_submission_takes_an_idle_recording_first() {
+        assert_eq!(choose(&[SlotState::Idle]), Choice::Take(0));
+        assert_eq!(
+            choose(&[SlotState::Running(3), SlotState::Completed, SlotState::Idle]),
+            Choice::Take(1)
+        );
+    }
+
+    #[test]
+    fn a_submission_records_again_while_every_recording_runs_and_there_are_few() {
+        assert_eq!(choose(&[]), Choice::Record, "after a failed update");
+        assert_eq!(choose(&[SlotState::Running(1)]), Choice::Record);
+        let running: Vec<SlotState> = (0..MAX_RECORDINGS as u64 - 1).map(SlotState::Running).collect();
+        assert_eq!(choose(&running), Choice::Record);
+    }
+
+    #[test]
+    fn beyond_the_limit_a_submission_waits_for_the_oldest() {
+        let running: Vec<SlotState> = (0..MAX_RECORDINGS as u64)
+            .map(|index| SlotState::Running(if index == 2 { 1 } else { 10 + index }))
+            .collect();
+        assert_eq!(choose(&running), Choice::WaitFor(2));
+    }
+}
