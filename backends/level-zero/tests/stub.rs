@@ -8,76 +8,12 @@
 //! Zero API expects (device addresses with view offsets, the scalar block, buffer lengths,
 //! group counts and sizes).
 
-use std::path::PathBuf;
+mod common;
+
+use common::{last_launch, spirv, stub, SAXPY};
 use std::sync::Arc;
 use xhal_backend::{Backend, BufferArg, ErrorKind, KernelFormat, LaunchArgs};
 use xhal_level_zero::{LevelZeroBackend, LevelZeroDriver};
-
-/// Builds the stub with `defines` as `NAME.so` in a folder of this test process; `None`
-/// (after saying why) where there is no C compiler.
-fn stub(name: &str, defines: &[&str]) -> Option<PathBuf> {
-    let folder = std::env::temp_dir().join(format!("xhal-level-zero-stub-{}", std::process::id()));
-    std::fs::create_dir_all(&folder).expect("a temporary folder");
-    let output = folder.join(format!("{name}.so"));
-    let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/stub/ze_stub.c");
-    let compiler = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
-    let status = std::process::Command::new(&compiler)
-        .args(["-shared", "-fPIC", "-O1", "-o"])
-        .arg(&output)
-        .arg(&source)
-        .args(defines.iter().map(|define| format!("-D{define}")))
-        .status();
-    match status {
-        Ok(status) if status.success() => Some(output),
-        Ok(status) => panic!("{compiler} could not build the Level Zero stub: {status}"),
-        Err(error) => {
-            let required = std::env::var("XHAL_REQUIRE_BACKENDS").unwrap_or_default();
-            assert!(
-                !required.split(',').any(|name| name.trim() == "level-zero"),
-                "XHAL_REQUIRE_BACKENDS names level-zero, but no C compiler ({compiler}) builds its stub: {error}"
-            );
-            eprintln!("SKIPPED: no C compiler ({compiler}: {error}), so the Level Zero stub was not built");
-            None
-        }
-    }
-}
-
-/// `stub_launch_t` of the stub.
-#[repr(C)]
-struct LastLaunch {
-    launches: u32,
-    groups: [u32; 3],
-    group_size: [u32; 3],
-    arg_count: u32,
-    arg_size: [u64; 64],
-    arg_value: [[u8; 256]; 64],
-    kernels_alive: u32,
-    modules_alive: u32,
-}
-
-fn last_launch(path: &PathBuf) -> Box<LastLaunch> {
-    // SAFETY: the stub the backend already loaded (the same library, so the same record);
-    // the function fills the struct it is given, declared above as the C declares it.
-    unsafe {
-        let library = libloading::Library::new(path).expect("the stub loads");
-        let read: libloading::Symbol<unsafe extern "C" fn(*mut LastLaunch)> =
-            library.get(b"xhal_ze_stub_last_launch\0").expect("the stub's record");
-        let mut record: Box<LastLaunch> = Box::new(std::mem::zeroed());
-        read(&mut *record);
-        std::mem::forget(library);
-        record
-    }
-}
-
-fn spirv(source: &str) -> Vec<u8> {
-    xhal_kernel::parse_wgsl(source)
-        .expect("parses")
-        .to_spirv_kernel(None)
-        .expect("emits Kernel SPIR-V")
-        .to_bytes()
-}
-
-const SAXPY: &str = include_str!("../../../examples/kernels/saxpy.wgsl");
 
 #[test]
 fn no_driver_is_zero_devices_and_a_reason() {

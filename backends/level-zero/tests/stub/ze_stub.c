@@ -1068,6 +1068,8 @@ APPEND_LISTS_ENTRY ze_result_t zeCommandListImmediateAppendCommandListsExp(void 
     /* A loader that has the entry point, over a driver that has not. */
     return failure(UNSUPPORTED_FEATURE, "the driver has no ZE_experimental_immediate_command_list_append");
 #endif
+    if (FAILS("zeCommandListImmediateAppendCommandListsExp"))
+        return failure(DEVICE_LOST, "the stub's device was lost running a command list");
     stub_list_t *to = immediate;
     if (!to || !to->immediate)
         return failure(INVALID_ARGUMENT, "command lists run from an immediate list; %p is a regular one", immediate);
