@@ -4,7 +4,8 @@
  * signatures of AMD's hip_runtime_api.h and hiprtc.h.
  *
  * It pretends: "device memory" is host memory from malloc, and every copy, fill, record and
- * launch happens at once on the calling thread. Nothing here runs GPU code: a launch of a
+ * launch happens at once on the calling thread (on a deferred stream, when something waits for
+ * it: see stub_set_deferred below). Nothing here runs GPU code: a launch of a
  * kernel from any other image than the emulator's (below) records its arguments for the test
  * to read back. Each test loads its own copy of the file, so each copy's settings (below) are
  * its own.
@@ -39,10 +40,13 @@
  *   stub_set_compile_failure(log)      the fake hiprtc fails to compile, with this log
  *   stub_set_runtime_version(v)        what hipRuntimeGetVersion and hipDriverGetVersion
  *                                      report (HIP_VERSION; 60241134, HIP 6.2.41134, by default)
+ *   stub_set_deferred(on)              streams created afterwards queue their work until it is
+ *                                      waited for, as a GPU runs it (see "Deferred streams")
  * and what the tests read back: stub_launches() and the last launch's grid, block and argument
  * bytes, stub_graph_launches() (hipGraphLaunch calls that ran), stub_last_capture_mode() (the
  * mode of the last hipStreamBeginCapture, -1 before any) and stub_graph_objects() (graphs and
- * executable graphs not yet destroyed).
+ * executable graphs not yet destroyed), stub_released_uses() (queued work that ran after
+ * what it uses was released: a kernel of an unloaded module, a destroyed executable graph).
  *
  * The emulated HIP device (backends/cuda/tests/emulator/README.md): a module whose image is a
  * shared object for this machine, as the emulator's hiprtc makes from HIP C, is opened with
@@ -177,10 +181,13 @@ static _Thread_local char thread_identity;
 #define THIS_THREAD ((const void*)&thread_identity)
 
 /* Work a stream runs, or that a graph holds: a copy, a fill of `size` patterns of `width`
-   bytes, or a launch with its own copy of the argument values. */
+   bytes, or a launch with its own copy of the argument values; and, queued on a deferred
+   stream only, a launch of an executable graph or a wait for another stream's work. */
 typedef struct StubFunction StubFunction;
 static hipError_t run_launch(StubFunction* function, const unsigned* dims, void** parameters);
-enum { WORK_COPY, WORK_FILL, WORK_LAUNCH };
+static hipError_t run_graph(void* exec);
+static void wait_for(unsigned long stream, unsigned long long sequence);
+enum { WORK_COPY, WORK_FILL, WORK_LAUNCH, WORK_GRAPH, WORK_WAIT };
 #define MAX_PARAMETERS 64
 typedef struct Work {
     struct Work* next;
@@ -196,6 +203,11 @@ typedef struct Work {
     size_t parameter_offsets[MAX_PARAMETERS];
     unsigned char* values;
     size_t values_size;
+    /* WORK_GRAPH: the executable graph. WORK_WAIT: the stream (its id) and how much of its
+       work (a count of its queued items) to wait for. */
+    void* exec;
+    unsigned long wait_stream;
+    unsigned long long wait_sequence;
 } Work;
 
 static Work* new_work(int kind) {
@@ -218,6 +230,8 @@ static hipError_t run_work(const Work* work) {
             for (size_t i = 0; i < work->size; i++)
                 memcpy((char*)work->to + (size_t)work->width * i, work->pattern, work->width);
             return 0;
+        case WORK_GRAPH: return run_graph(work->exec);
+        case WORK_WAIT: wait_for(work->wait_stream, work->wait_sequence); return 0;
         default: {
             void* parameters[MAX_PARAMETERS];
             for (int i = 0; i < work->parameter_count; i++) parameters[i] = work->values + work->parameter_offsets[i];
@@ -226,8 +240,8 @@ static hipError_t run_work(const Work* work) {
     }
 }
 
-/* A stream: its capture, where one is open. */
-typedef struct {
+/* A stream: its capture, where one is open, and on a deferred stream the work it queued. */
+typedef struct StubStream {
     int capturing;
     /* A call broke the capture's rules: its work and its end fail. */
     int invalidated;
@@ -235,6 +249,15 @@ typedef struct {
     /* The thread that began the capture. */
     const void* thread;
     Work *captured_head, *captured_tail;
+    /* Deferred streams (see stub_set_deferred) only: a number of its own, the work queued and
+       not run yet, how many items were ever queued and how many ran, the first failure of
+       queued work (what the next hipStreamSynchronize reports), and the next deferred stream. */
+    int deferred;
+    unsigned long id;
+    Work *queued_head, *queued_tail;
+    unsigned long long enqueued, completed;
+    hipError_t error;
+    struct StubStream* next;
 } StubStream;
 
 /* Every stream capturing now, for the calls that check them all. */
@@ -276,7 +299,58 @@ static int refused_during_capture(void) {
 #define REFUSED_DURING_CAPTURE() \
     if (refused_during_capture()) return HIP_ERROR_STREAM_CAPTURE_UNSUPPORTED
 
-/* Runs `work` at once, or records it where the stream is capturing; takes `work`. */
+/* Deferred streams, with stub_set_deferred(1): a stream created afterwards queues its copies,
+   fills, launches and graph launches instead of running them, as a GPU does, and runs them,
+   in order, only when something waits for them: hipStreamSynchronize and hipStreamDestroy (all
+   of the stream's work), hipEventSynchronize (the work before the record), another stream's
+   run reaching a hipStreamWaitEvent for it, and hipFree and hipHostFree (every stream's work:
+   HIP's free waits for the device). hipStreamQuery and hipEventQuery answer hipErrorNotReady
+   while that work is queued. Nothing else waits: hipModuleUnload and hipGraphExecDestroy
+   release at once, as in HIP, so queued work that runs after what it uses was released fails
+   (hipErrorLaunchFailure) and is counted (stub_released_uses()) rather than read freed memory.
+   Meant for tests that drive the runtime from one thread. */
+static int deferred_mode = 0;
+static unsigned long last_stream_id = 0;
+static StubStream* deferred_streams = NULL;
+static int released_uses = 0;
+void stub_set_deferred(int on) { deferred_mode = on; }
+int stub_released_uses(void) { return __atomic_load_n(&released_uses, __ATOMIC_RELAXED); }
+
+static StubStream* deferred_stream(unsigned long id) {
+    StubStream* found = NULL;
+    lock_registry();
+    for (StubStream* stream = deferred_streams; stream && !found; stream = stream->next)
+        if (stream->id == id) found = stream;
+    unlock_registry();
+    return found;
+}
+/* Runs `stream`'s queued work until `sequence` of its items have run; the first failure is
+   kept for the next hipStreamSynchronize. */
+static void run_queued(StubStream* stream, unsigned long long sequence) {
+    while (stream->completed < sequence && stream->queued_head) {
+        Work* work = stream->queued_head;
+        stream->queued_head = work->next;
+        if (!stream->queued_head) stream->queued_tail = NULL;
+        work->next = NULL;
+        hipError_t code = run_work(work);
+        if (code != 0 && stream->error == 0) stream->error = code;
+        free_works(work);
+        stream->completed++;
+    }
+}
+/* A wait for the first `sequence` items of stream `id` (none once the stream is gone: it ran
+   all its work before it went). */
+static void wait_for(unsigned long id, unsigned long long sequence) {
+    StubStream* stream = deferred_stream(id);
+    if (stream) run_queued(stream, sequence);
+}
+static void run_every_stream(void) {
+    for (StubStream* stream = deferred_streams; stream; stream = stream->next) run_queued(stream, stream->enqueued);
+}
+static void released_in_use(void) { __atomic_fetch_add(&released_uses, 1, __ATOMIC_RELAXED); }
+
+/* Runs `work` at once, queues it on a deferred stream, or records it where the stream is
+   capturing; takes `work`. */
 static hipError_t submit(hipStream_t handle, Work* work) {
     StubStream* stream = handle;
     if (!work) return HIP_ERROR_OUT_OF_MEMORY;
@@ -288,6 +362,13 @@ static hipError_t submit(hipStream_t handle, Work* work) {
         if (stream->captured_tail) stream->captured_tail->next = work;
         else stream->captured_head = work;
         stream->captured_tail = work;
+        return 0;
+    }
+    if (stream && stream->deferred) {
+        if (stream->queued_tail) stream->queued_tail->next = work;
+        else stream->queued_head = work;
+        stream->queued_tail = work;
+        stream->enqueued++;
         return 0;
     }
     hipError_t code = run_work(work);
@@ -390,6 +471,7 @@ const char* hipGetErrorName(hipError_t code) {
         case 0: return "hipSuccess";
         case 1: return "hipErrorInvalidValue";
         case 2: return "hipErrorOutOfMemory";
+        case 98: return "hipErrorInvalidDeviceFunction";
         case 100: return "hipErrorNoDevice";
         case 101: return "hipErrorInvalidDevice";
         case 209: return "hipErrorNoBinaryForGpu";
@@ -451,12 +533,14 @@ hipError_t hipHostMalloc(void** pointer, size_t size, unsigned flags) {
 hipError_t hipHostFree(void* pointer) {
     FAIL_ON_CUE("hipHostFree");
     REFUSED_DURING_CAPTURE();
+    run_every_stream();
     free(pointer);
     return 0;
 }
 hipError_t hipFree(void* pointer) {
     FAIL_ON_CUE("hipFree");
     REFUSED_DURING_CAPTURE();
+    run_every_stream();
     if (!pointer) return 0;
     size_t* block = (size_t*)((char*)pointer - ALLOCATION_HEADER);
     __atomic_fetch_sub(&allocated, block[0], __ATOMIC_RELAXED);
@@ -496,61 +580,119 @@ hipError_t hipMemsetD32Async(hipDeviceptr_t destination, int value, size_t count
 hipError_t hipStreamCreateWithFlags(hipStream_t* stream, unsigned int flags) {
     FAIL_ON_CUE("hipStreamCreateWithFlags");
     if (flags != 1) return 1; /* the backend asks for hipStreamNonBlocking */
-    *stream = calloc(1, sizeof(StubStream));
-    return *stream ? 0 : HIP_ERROR_OUT_OF_MEMORY;
+    StubStream* created = calloc(1, sizeof(StubStream));
+    if (!created) return HIP_ERROR_OUT_OF_MEMORY;
+    if (deferred_mode) {
+        created->deferred = 1;
+        lock_registry();
+        created->id = ++last_stream_id;
+        created->next = deferred_streams;
+        deferred_streams = created;
+        unlock_registry();
+    }
+    *stream = created;
+    return 0;
 }
-/* A capture still open ends with the stream, its graph discarded. */
-hipError_t hipStreamDestroy(hipStream_t stream) {
+/* A capture still open ends with the stream, its graph discarded; queued work runs first. */
+hipError_t hipStreamDestroy(hipStream_t handle) {
+    StubStream* stream = handle;
     if (!stream) return 400;
-    if (((StubStream*)stream)->capturing) forget_capture(stream);
+    if (stream->capturing) forget_capture(stream);
+    if (stream->deferred) {
+        run_queued(stream, stream->enqueued);
+        lock_registry();
+        for (StubStream** at = &deferred_streams; *at; at = &(*at)->next) {
+            if (*at == stream) {
+                *at = stream->next;
+                break;
+            }
+        }
+        unlock_registry();
+    }
     free(stream);
     return 0;
 }
-hipError_t hipStreamSynchronize(hipStream_t stream) {
+hipError_t hipStreamSynchronize(hipStream_t handle) {
     FAIL_ON_CUE("hipStreamSynchronize");
-    if (stream && ((StubStream*)stream)->capturing) return HIP_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    return 0;
+    StubStream* stream = handle;
+    if (stream && stream->capturing) return HIP_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    if (!stream || !stream->deferred) return 0;
+    run_queued(stream, stream->enqueued);
+    hipError_t code = stream->error;
+    stream->error = 0;
+    return code;
 }
-hipError_t hipStreamQuery(hipStream_t stream) {
+hipError_t hipStreamQuery(hipStream_t handle) {
     FAIL_ON_CUE("hipStreamQuery");
-    if (stream && ((StubStream*)stream)->capturing) return HIP_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    StubStream* stream = handle;
+    if (stream && stream->capturing) return HIP_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    if (stream && stream->completed < stream->enqueued) return 600; /* hipErrorNotReady */
     return 0;
-}
-hipError_t hipStreamWaitEvent(hipStream_t stream, hipEvent_t event, unsigned int flags) {
-    FAIL_ON_CUE("hipStreamWaitEvent");
-    (void)event;
-    if (refused_while_capturing(stream)) return HIP_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    return flags == 0 ? 0 : 1;
 }
 
-typedef struct { unsigned flags; double milliseconds; } StubEvent;
+/* An event: its timing flag, when it was recorded and, recorded on a deferred stream, that
+   stream (its id) and the count of its items the record follows. */
+typedef struct {
+    unsigned flags;
+    double milliseconds;
+    unsigned long stream;
+    unsigned long long sequence;
+} StubEvent;
 static double now_milliseconds(void) {
     struct timespec time;
     clock_gettime(CLOCK_MONOTONIC, &time);
     return (double)time.tv_sec * 1e3 + (double)time.tv_nsec / 1e6;
 }
+/* Waits for the most recent record, as HIP's does: on a deferred stream, the wait is queued;
+   on any other, the work recorded runs now, since what follows the wait runs at once. */
+hipError_t hipStreamWaitEvent(hipStream_t stream, hipEvent_t event, unsigned int flags) {
+    FAIL_ON_CUE("hipStreamWaitEvent");
+    if (refused_while_capturing(stream)) return HIP_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    if (flags != 0 || !event) return 1;
+    StubEvent* awaited = event;
+    if (!awaited->stream) return 0;
+    StubStream* waiting = stream;
+    if (waiting && waiting->deferred) {
+        Work* work = new_work(WORK_WAIT);
+        if (work) work->wait_stream = awaited->stream, work->wait_sequence = awaited->sequence;
+        return submit(stream, work);
+    }
+    wait_for(awaited->stream, awaited->sequence);
+    return 0;
+}
 hipError_t hipEventCreateWithFlags(hipEvent_t* event, unsigned flags) {
     FAIL_ON_CUE("hipEventCreateWithFlags");
     StubEvent* created = calloc(1, sizeof(StubEvent));
+    if (!created) return HIP_ERROR_OUT_OF_MEMORY;
     created->flags = flags;
     *event = created;
     return 0;
 }
 hipError_t hipEventDestroy(hipEvent_t event) { free(event); return 0; }
-hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream) {
+hipError_t hipEventRecord(hipEvent_t event, hipStream_t handle) {
     FAIL_ON_CUE("hipEventRecord");
-    if (refused_while_capturing(stream)) return HIP_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    ((StubEvent*)event)->milliseconds = now_milliseconds();
+    if (refused_while_capturing(handle)) return HIP_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    StubEvent* recorded = event;
+    StubStream* stream = handle;
+    recorded->milliseconds = now_milliseconds();
+    recorded->stream = stream && stream->deferred ? stream->id : 0;
+    recorded->sequence = stream ? stream->enqueued : 0;
     return 0;
+}
+/* Whether the work before the event's record is queued still. */
+static int event_pending(const StubEvent* event) {
+    if (!event->stream) return 0;
+    StubStream* stream = deferred_stream(event->stream);
+    return stream && stream->completed < event->sequence;
 }
 hipError_t hipEventQuery(hipEvent_t event) {
     FAIL_ON_CUE("hipEventQuery");
-    (void)event;
-    return 0;
+    return event_pending(event) ? 600 : 0;
 }
 hipError_t hipEventSynchronize(hipEvent_t event) {
     FAIL_ON_CUE("hipEventSynchronize");
-    (void)event;
+    StubEvent* awaited = event;
+    if (awaited->stream) wait_for(awaited->stream, awaited->sequence);
     return 0;
 }
 hipError_t hipEventElapsedTime(float* milliseconds, hipEvent_t start, hipEvent_t stop) {
@@ -570,12 +712,16 @@ typedef int (*StubParameter)(size_t index, size_t* offset, size_t* size);
 struct StubFunction {
     StubLaunch launch;
     StubParameter parameter;
+    /* Its module was unloaded: the function is kept (never freed), so a launch of it queued
+       before the unload is caught when it runs rather than reading freed memory. */
+    int unloaded;
     struct StubFunction* next;
 };
 typedef struct {
     void* executable;
     StubFunction* functions;
 } StubModule;
+static StubFunction* unloaded_functions = NULL;
 
 hipError_t hipModuleLoadData(hipModule_t* module, const void* image) {
     FAIL_ON_CUE("hipModuleLoadData");
@@ -593,9 +739,16 @@ hipError_t hipModuleLoadData(hipModule_t* module, const void* image) {
 hipError_t hipModuleUnload(hipModule_t module) {
     StubModule* loaded = module;
     if (!loaded) return 400;
+    /* The functions go on the list of unloaded ones, kept (see StubFunction). */
     for (StubFunction* function = loaded->functions; function;) {
         StubFunction* next = function->next;
-        free(function);
+        function->launch = NULL;
+        function->parameter = NULL;
+        __atomic_store_n(&function->unloaded, 1, __ATOMIC_RELAXED);
+        lock_registry();
+        function->next = unloaded_functions;
+        unloaded_functions = function;
+        unlock_registry();
         function = next;
     }
     if (loaded->executable) dlclose(loaded->executable);
@@ -646,6 +799,10 @@ hipError_t hipModuleGetFunction(hipFunction_t* function, hipModule_t module, con
 /* Runs a launch: an executable kernel runs; any other records its grid, block and the bytes
    of the parameters stub_set_parameter_sizes names. */
 static hipError_t run_launch(StubFunction* function, const unsigned* dims, void** parameters) {
+    if (__atomic_load_n(&function->unloaded, __ATOMIC_RELAXED)) {
+        released_in_use();
+        return 719; /* hipErrorLaunchFailure */
+    }
     if (function->launch) return function->launch(dims, dims + 3, parameters);
     memcpy(launch_dims, dims, sizeof launch_dims);
     for (int i = 0; i < parameter_count; i++) memcpy(launch_parameters[i], parameters[i], parameter_sizes[i]);
@@ -698,6 +855,10 @@ hipError_t hipModuleLaunchKernel(hipFunction_t function, unsigned gx, unsigned g
     (void)shared;
     if (extra) return 1;
     StubFunction* found = function;
+    if (__atomic_load_n(&found->unloaded, __ATOMIC_RELAXED)) {
+        released_in_use();
+        return 98; /* hipErrorInvalidDeviceFunction */
+    }
     if (found->launch) {
         /* The device's limits (hipDeviceGetAttribute above). */
         if (!gx || !gy || !gz || !bx || !by || !bz || bx > 1024 || by > 1024 || bz > 1024 ||
@@ -853,18 +1014,29 @@ hipError_t hipGraphInstantiate(hipGraphExec_t* exec, hipGraph_t graph, hipGraphN
     *exec = made;
     return 0;
 }
-/* Runs the executable graph's work in order, at once like all this stub's work; the first
-   failure stops it. */
-hipError_t hipGraphLaunch(hipGraphExec_t exec, hipStream_t stream) {
-    FAIL_ON_CUE("hipGraphLaunch");
-    if (!exec || !is_live(exec, GRAPH_EXEC)) return HIP_ERROR_INVALID_VALUE;
-    if (refused_while_capturing(stream)) return HIP_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+/* Runs the executable graph's work in order; the first failure stops it. A graph destroyed
+   before a launch of it queued on a deferred stream ran does not run. */
+static hipError_t run_graph(void* exec) {
+    if (!is_live(exec, GRAPH_EXEC)) {
+        released_in_use();
+        return 719; /* hipErrorLaunchFailure */
+    }
     __atomic_fetch_add(&graph_launches, 1, __ATOMIC_RELAXED);
     for (const Work* work = ((StubGraph*)exec)->work; work; work = work->next) {
         hipError_t code = run_work(work);
         if (code != 0) return code;
     }
     return 0;
+}
+/* Runs the executable graph at once like all this stub's work, or queues the launch on a
+   deferred stream. */
+hipError_t hipGraphLaunch(hipGraphExec_t exec, hipStream_t stream) {
+    FAIL_ON_CUE("hipGraphLaunch");
+    if (!exec || !is_live(exec, GRAPH_EXEC)) return HIP_ERROR_INVALID_VALUE;
+    if (refused_while_capturing(stream)) return HIP_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    Work* work = new_work(WORK_GRAPH);
+    if (work) work->exec = exec;
+    return submit(stream, work);
 }
 hipError_t hipGraphExecDestroy(hipGraphExec_t exec) {
     FAIL_ON_CUE("hipGraphExecDestroy");
@@ -879,6 +1051,11 @@ hipError_t hipGraphDestroy(hipGraph_t graph) {
 }
 #else
 int stub_graph_objects(void) { return 0; }
+/* Never queued: the library has no hipGraphLaunch. */
+static hipError_t run_graph(void* exec) {
+    (void)exec;
+    return HIP_ERROR_INVALID_VALUE;
+}
 #endif
 
 /* hiprtc, as the runtime carried it before ROCm 5.3. */

@@ -230,6 +230,22 @@ impl Stub {
         // SAFETY: a plain getter.
         unsafe { get() }
     }
+
+    /// Makes streams created afterwards queue their work until something waits for it, as a
+    /// GPU runs it (the stub's "Deferred streams"), rather than run it at once.
+    pub fn set_deferred(&self, on: bool) {
+        let set = self.function::<unsafe extern "C" fn(c_int)>("stub_set_deferred");
+        // SAFETY: a plain setter.
+        unsafe { set(c_int::from(on)) }
+    }
+
+    /// Queued work that ran after what it uses was released: a kernel of an unloaded module,
+    /// or a destroyed executable graph.
+    pub fn released_uses(&self) -> c_int {
+        let get = self.function::<unsafe extern "C" fn() -> c_int>("stub_released_uses");
+        // SAFETY: a plain getter.
+        unsafe { get() }
+    }
 }
 
 /// MessagePack and ELF, in the shapes the AMDGPU compiler writes its kernel metadata.
