@@ -7,6 +7,12 @@
 //! arguments: the adapter has waited for every submission first. HIP copies a launch's
 //! argument values when it is captured, so the list keeps only what it captures again.
 //!
+//! A stream keeps the executable graph it launched until it is idle, even once the list is
+//! gone, and the executable graph keeps the kernels it launches, which keep their modules:
+//! `hipModuleUnload` does not wait for pending launches, so a module must not be unloaded
+//! while a queued submission may still run one of its kernels. (The buffers a graph uses need
+//! no such care: `hipFree` waits for the device.)
+//!
 //! The graph calls are optional entry points of the runtime (HIP 4.3 and later), and only
 //! ROCm 5.3 and later capture `hipModuleLaunchKernel`; a runtime without any of the calls, or
 //! older, has no command lists, and core replays graphs operation by operation.
@@ -14,6 +20,7 @@
 use crate::device::Gpu;
 use crate::ffi::{self, GraphApi, HipGraph, HipGraphExec, HipStream};
 use crate::memory::DeviceBuffer;
+use crate::module::KernelObject;
 use crate::stream::{LaunchParameters, Stream};
 use crate::RocmDriver;
 use parking_lot::Mutex;
@@ -35,7 +42,11 @@ enum Recordable {
         pattern: Vec<u8>,
         count: usize,
     },
-    Launch(LaunchParameters),
+    Launch {
+        parameters: LaunchParameters,
+        /// The kernel, which holds its module: a capture hands it on to its executable graph.
+        kernel: Arc<Object<KernelObject>>,
+    },
 }
 
 // Device addresses and runtime handles, usable from any thread; the list is behind its lock.
@@ -51,6 +62,10 @@ pub(crate) struct Executable {
     graphs: GraphApi,
     graph: HipGraph,
     exec: HipGraphExec,
+    /// The kernels the graph launches, each holding its module, released after the graphs:
+    /// hipModuleUnload does not wait for pending launches, so the module of a kernel a pending
+    /// launch runs must stay loaded even once the application destroyed list, kernel and module.
+    _kernels: Vec<Arc<Object<KernelObject>>>,
 }
 
 // SAFETY: HIP graph handles may be used and destroyed from any thread.
@@ -126,7 +141,10 @@ fn recordable(gpu: &Arc<Gpu>, command: &Command<RocmDriver>) -> Result<Recordabl
             pattern: pattern.clone(),
             count: host(*size / pattern.len() as u64, "fill size")?,
         },
-        Command::Launch(launch) => Recordable::Launch(parameters(launch)?),
+        Command::Launch(launch) => Recordable::Launch {
+            parameters: parameters(launch)?,
+            kernel: Arc::clone(&launch.kernel),
+        },
     })
 }
 
@@ -194,7 +212,7 @@ fn issue(gpu: &Gpu, command: &mut Recordable, stream: HipStream) -> Result<()> {
                 ))),
             }
         }
-        Recordable::Launch(parameters) => {
+        Recordable::Launch { parameters, .. } => {
             // SAFETY: the device is current and the stream live; the parameters were checked
             // against the kernel, and HIP copies their values into the graph.
             let code = unsafe { parameters.launch(api, stream) };
@@ -268,11 +286,20 @@ fn capture_on(gpu: &Arc<Gpu>, graphs: GraphApi, commands: &mut [Recordable], str
         destroy_graph(graph);
         return Err(error);
     }
+    let mut kernels: Vec<Arc<Object<KernelObject>>> = Vec::new();
+    for command in commands.iter() {
+        if let Recordable::Launch { kernel, .. } = command {
+            if !kernels.iter().any(|kept| Arc::ptr_eq(kept, kernel)) {
+                kernels.push(Arc::clone(kernel));
+            }
+        }
+    }
     Ok(Executable {
         gpu: Arc::clone(gpu),
         graphs,
         graph,
         exec,
+        _kernels: kernels,
     })
 }
 
@@ -314,14 +341,17 @@ impl DriverCommandList<RocmDriver> for CommandList {
     }
 
     fn update_launch(&self, index: usize, launch: &OwnedLaunch<RocmDriver>) -> Result<()> {
-        let updated = parameters(launch)?;
+        let updated = Recordable::Launch {
+            parameters: parameters(launch)?,
+            kernel: Arc::clone(&launch.kernel),
+        };
         let mut state = self.state.lock();
         let state = &mut *state;
         let slot = state
             .commands
             .get_mut(index)
             .ok_or_else(|| Error::internal(format!("a HIP command list has no command {index}")))?;
-        let previous = std::mem::replace(slot, Recordable::Launch(updated));
+        let previous = std::mem::replace(slot, updated);
         match capture(&self.gpu, self.graphs, &mut state.commands) {
             Ok(executable) => {
                 // The old graph goes once no stream holds it; no submission of it is pending

@@ -6,7 +6,10 @@ mod support;
 
 use std::ffi::{c_int, c_uint, c_void};
 use support::{code_object, open_device, Stub};
-use xhal_core::backend::{Backend, BufferArg, BufferHandle, DeviceHandle, KernelHandle, LaunchArgs, StreamHandle};
+use xhal_core::backend::{
+    Backend, BufferArg, BufferHandle, CommandListHandle, DeviceHandle, KernelHandle, LaunchArgs, ModuleHandle,
+    StreamHandle,
+};
 use xhal_core::{Buffer, Device, ErrorKind, GraphBuilder, GraphStream, KernelFormat, Stream};
 use xhal_rocm::{RocmBackend, RocmDriver};
 
@@ -167,11 +170,13 @@ fn runtimes_before_rocm_5_3_have_no_command_lists() {
 }
 
 /// The stub's device, a recording kernel `scale` (two buffers and an 8-byte scalar block,
-/// workgroups of 64x2), a stream and two 256-byte buffers, the first holding 0..=255.
+/// workgroups of 64x2) and its module, a stream and two 256-byte buffers, the first holding
+/// 0..=255.
 struct Recording {
     stub: Stub,
     backend: RocmBackend,
     device: DeviceHandle,
+    module: ModuleHandle,
     kernel: KernelHandle,
     stream: StreamHandle,
     data: BufferHandle,
@@ -179,7 +184,17 @@ struct Recording {
 }
 
 fn recording() -> Option<Recording> {
+    recording_on(Stub::new()?)
+}
+
+/// `recording`, on streams that run their work only once something waits for it.
+fn deferred_recording() -> Option<Recording> {
     let stub = Stub::new()?;
+    stub.set_deferred(true);
+    recording_on(stub)
+}
+
+fn recording_on(stub: Stub) -> Option<Recording> {
     stub.set_devices(1);
     let backend = RocmBackend::new(RocmDriver::with_library_path(&stub.path));
     let device = backend.device_open(0).unwrap();
@@ -207,6 +222,7 @@ fn recording() -> Option<Recording> {
         stub,
         backend,
         device,
+        module,
         kernel,
         stream,
         data,
@@ -241,7 +257,7 @@ impl Recording {
     }
 
     /// A finished list of a fill of `out` and one launch (command 1).
-    fn list(&self, scalars: &[u8]) -> xhal_core::Result<xhal_core::backend::CommandListHandle> {
+    fn list(&self, scalars: &[u8]) -> xhal_core::Result<CommandListHandle> {
         let backend = &self.backend;
         let list = backend.command_list_create(self.device)?;
         backend.command_list_append_fill(list, self.out, 0, 256, &[7])?;
@@ -418,6 +434,27 @@ fn a_fault_in_a_launched_graph_sticks_to_the_stream() {
         error
     );
     backend.command_list_destroy(list);
+}
+
+/// A list whose launch is queued keeps its kernel, and so the kernel's module, loaded until
+/// the launch has run, however soon the application destroys list, kernel and module
+/// (hipModuleUnload does not wait for the device).
+#[test]
+fn a_queued_submission_keeps_its_kernels_module_loaded() {
+    let Some(setup) = deferred_recording() else {
+        return;
+    };
+    let (backend, stub) = (&setup.backend, &setup.stub);
+    let list = setup.list(&[0; 8]).unwrap();
+    backend.stream_submit_command_list(setup.stream, list).unwrap();
+    backend.command_list_destroy(list);
+    backend.kernel_destroy(setup.kernel);
+    backend.module_destroy(setup.module);
+    assert_eq!(stub.launches(), 0, "the submission is queued still");
+    backend.stream_synchronize(setup.stream).unwrap();
+    assert_eq!(stub.launches(), 1);
+    assert_eq!(stub.released_uses(), 0, "the launch ran with its module loaded");
+    assert_eq!(stub.graph_objects(), 0, "the graphs went once the stream was idle");
 }
 
 type StreamCreate = unsafe extern "C" fn(*mut *mut c_void, c_uint) -> c_int;
