@@ -13,19 +13,35 @@
 //! while a queued submission may still run one of its kernels. (The buffers a graph uses need
 //! no such care: `hipFree` waits for the device.)
 //!
+//! A copy between overlapping ranges goes through a buffer the list allocates once (a HIP
+//! copy between overlapping ranges is undefined), which every submission of the list uses.
+//! CUDA orders the launches of one executable graph with each other, but HIP documents no such
+//! thing for `hipGraphLaunch`, and the ABI (docs/abi.md) lets a list be submitted to several
+//! streams before earlier submissions complete: two submissions on two streams could then use
+//! the buffer at once. So the submissions of a list with such a buffer are ordered on the
+//! device, without the host waiting: each records an event of the list's executable graph
+//! after its `hipGraphLaunch`, and the next one's stream waits for that record
+//! (`hipStreamWaitEvent` waits for the record made before it, not for later ones) before its
+//! own launch, so each submission follows all those before it. Where the record fails after
+//! the launch, the next submission could not wait for this one, so the host waits for the
+//! stream before the error is returned. A list without such a buffer has nothing of its own
+//! that two submissions could share (a launch's arguments are values in the graph), and its
+//! submissions are ordered only by their streams, like any work.
+//!
 //! The graph calls are optional entry points of the runtime (HIP 4.3 and later), and only
 //! ROCm 5.3 and later capture `hipModuleLaunchKernel`; a runtime without any of the calls, or
 //! older, has no command lists, and core replays graphs operation by operation.
 
 use crate::device::Gpu;
-use crate::ffi::{self, GraphApi, HipGraph, HipGraphExec, HipStream};
+use crate::ffi::{self, GraphApi, HipEvent, HipGraph, HipGraphExec, HipStream};
 use crate::memory::DeviceBuffer;
 use crate::module::KernelObject;
 use crate::stream::{LaunchParameters, Stream};
 use crate::RocmDriver;
 use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use xhal_backend::{Command, CopyOverlap, DriverCommandList, Error, Object, OwnedLaunch, Result};
+use xhal_backend::{Command, CopyOverlap, DriverCommandList, DriverStream, Error, Object, OwnedLaunch, Result};
 
 /// A command as the list keeps it, to capture again after an update.
 enum Recordable {
@@ -66,6 +82,17 @@ pub(crate) struct Executable {
     /// hipModuleUnload does not wait for pending launches, so the module of a kernel a pending
     /// launch runs must stay loaded even once the application destroyed list, kernel and module.
     _kernels: Vec<Arc<Object<KernelObject>>>,
+    /// Where the list has a bounce buffer: what orders its submissions (see the module's
+    /// comment).
+    order: Option<Order>,
+}
+
+/// An event recorded after each launch of an executable graph, which the next launch waits
+/// for. It goes with the executable graph, once no stream holds it: no wait for it is pending.
+struct Order {
+    event: HipEvent,
+    /// Whether a submission recorded it: the first has nothing to wait for.
+    recorded: AtomicBool,
 }
 
 // SAFETY: HIP graph handles may be used and destroyed from any thread.
@@ -90,6 +117,16 @@ impl Drop for Executable {
             "destroying a command list's graph".to_string()
         }) {
             tracing::warn!(%error, "a graph was not destroyed");
+        }
+        if let Some(order) = &self.order {
+            // SAFETY: the event this executable graph made, destroyed once, with no submission
+            // pending that records or waits for it.
+            let code = unsafe { (self.gpu.api().event_destroy)(order.event) };
+            if let Err(error) = self.gpu.api().check(code, "hipEventDestroy", || {
+                "destroying the event that orders a command list's submissions".to_string()
+            }) {
+                tracing::warn!(%error, "an event was not destroyed");
+            }
         }
     }
 }
@@ -233,7 +270,15 @@ fn capture(gpu: &Arc<Gpu>, graphs: GraphApi, commands: &mut [Recordable]) -> Res
     api.check(code, "hipStreamCreateWithFlags", || {
         format!("creating a capture stream on {}", gpu.name())
     })?;
-    let captured = capture_on(gpu, graphs, commands, stream);
+    let captured = capture_on(gpu, graphs, commands, stream).and_then(|mut executable| {
+        let bounces = commands
+            .iter()
+            .any(|command| matches!(command, Recordable::Copy { bounce: Some(_), .. }));
+        if bounces {
+            executable.order = Some(order(gpu)?);
+        }
+        Ok(executable)
+    });
     // SAFETY: the capture stream, out of capture mode, with nothing queued (captured work is
     // not executed).
     let code = unsafe { (api.stream_destroy)(stream) };
@@ -300,6 +345,26 @@ fn capture_on(gpu: &Arc<Gpu>, graphs: GraphApi, commands: &mut [Recordable], str
         graph,
         exec,
         _kernels: kernels,
+        order: None,
+    })
+}
+
+/// An event to order the submissions of a list with a bounce buffer, on the current device
+/// `gpu`.
+fn order(gpu: &Gpu) -> Result<Order> {
+    let api = gpu.api();
+    let mut event: HipEvent = std::ptr::null_mut();
+    // SAFETY: writes one event handle on the current device.
+    let code = unsafe { (api.event_create_with_flags)(&mut event, ffi::HIP_EVENT_DISABLE_TIMING) };
+    api.check(code, "hipEventCreateWithFlags", || {
+        format!(
+            "creating the event that orders a command list's submissions on {}",
+            gpu.name()
+        )
+    })?;
+    Ok(Order {
+        event,
+        recorded: AtomicBool::new(false),
     })
 }
 
@@ -326,9 +391,30 @@ impl CommandList {
 }
 
 impl DriverCommandList<RocmDriver> for CommandList {
+    /// One `hipGraphLaunch`; for a list with a bounce buffer, after a wait for the previous
+    /// submission and before a record for the next (see the module's comment). The list's lock
+    /// keeps submissions from racing between the wait and the record.
     fn submit(&self, stream: &Arc<Object<Stream>>) -> Result<()> {
         let state = self.state.lock();
         let executable = &state.executable;
+        let api = self.gpu.api();
+        if let Some(order) = executable
+            .order
+            .as_ref()
+            .filter(|order| order.recorded.load(Ordering::Acquire))
+        {
+            stream.enqueue(
+                "hipStreamWaitEvent",
+                || {
+                    format!(
+                        "ordering a command list's submission after the one before on {}",
+                        self.gpu.name()
+                    )
+                },
+                // SAFETY: a live event and stream of this device; flags must be 0.
+                |raw| unsafe { (api.stream_wait_event)(raw, order.event, 0) },
+            )?;
+        }
         let launch = self.graphs.graph_launch;
         stream.enqueue(
             "hipGraphLaunch",
@@ -337,6 +423,27 @@ impl DriverCommandList<RocmDriver> for CommandList {
             |raw| unsafe { launch(executable.exec, raw) },
         )?;
         stream.retain_graph(executable);
+        if let Some(order) = &executable.order {
+            let recorded = stream.enqueue(
+                "hipEventRecord",
+                || {
+                    format!(
+                        "recording the end of a command list's submission on {}",
+                        self.gpu.name()
+                    )
+                },
+                // SAFETY: a live event and stream of this device.
+                |raw| unsafe { (api.event_record)(order.event, raw) },
+            );
+            if let Err(error) = recorded {
+                // The next submission cannot wait for this one on the device: the host does.
+                if let Err(waited) = Stream::synchronize(stream) {
+                    tracing::warn!(%waited, "a command list's submission could not be waited for");
+                }
+                return Err(error);
+            }
+            order.recorded.store(true, Ordering::Release);
+        }
         Ok(())
     }
 

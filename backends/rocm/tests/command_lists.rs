@@ -457,6 +457,117 @@ fn a_queued_submission_keeps_its_kernels_module_loaded() {
     assert_eq!(stub.graph_objects(), 0, "the graphs went once the stream was idle");
 }
 
+/// Copies `size` bytes of `bytes` from `from` to `to`, as a copy between overlapping ranges
+/// does: through a copy of the source.
+fn copy_within(bytes: &mut [u8], from: usize, to: usize, size: usize) {
+    let source = bytes[from..from + size].to_vec();
+    bytes[to..to + size].copy_from_slice(&source);
+}
+
+/// A list with a copy between overlapping ranges copies through a buffer of its own, which
+/// every submission of the list uses. Submissions to different streams therefore run one
+/// after the other on the device (each waits for the one before): nothing orders the launches
+/// of one executable graph in HIP. Lists without such a buffer are not held back.
+#[test]
+fn submissions_of_a_list_with_a_bounce_buffer_run_in_order() {
+    let Some(stub) = Stub::new() else {
+        return;
+    };
+    stub.set_devices(1);
+    stub.set_deferred(true);
+    let backend = RocmBackend::new(RocmDriver::with_library_path(&stub.path));
+    let device = backend.device_open(0).unwrap();
+    let (first, second) = (
+        backend.stream_create(device).unwrap(),
+        backend.stream_create(device).unwrap(),
+    );
+    let buffer = backend.buffer_allocate(device, 256).unwrap();
+    let mut expected: Vec<u8> = (0..=255).collect();
+    // SAFETY: `expected` is unchanged until the synchronize.
+    unsafe { backend.stream_write(first, buffer, 0, expected.as_ptr(), 256).unwrap() };
+    backend.stream_synchronize(first).unwrap();
+    let list = |from: u64, to: u64| {
+        let list = backend.command_list_create(device).unwrap();
+        backend
+            .command_list_append_copy(list, buffer, from, buffer, to, 128)
+            .unwrap();
+        backend.command_list_append_fill(list, buffer, 252, 4, &[9]).unwrap();
+        backend.command_list_finish(list).unwrap();
+        list
+    };
+
+    let overlapping = list(0, 64);
+    backend.stream_submit_command_list(first, overlapping).unwrap();
+    backend.stream_submit_command_list(second, overlapping).unwrap();
+    assert_eq!(stub.graph_launches(), 0, "both submissions are queued");
+    backend.stream_synchronize(second).unwrap();
+    assert_eq!(
+        stub.graph_launches(),
+        2,
+        "the second submission ran after the first, which it waited for"
+    );
+    assert!(
+        backend.stream_query(first).unwrap(),
+        "the first stream's submission ran for the second's"
+    );
+    for _ in 0..2 {
+        copy_within(&mut expected, 0, 64, 128);
+        expected[252..].fill(9);
+    }
+    let mut contents = [0u8; 256];
+    // SAFETY: `contents` outlives the synchronize.
+    unsafe {
+        backend
+            .stream_read(first, buffer, 0, contents.as_mut_ptr(), 256)
+            .unwrap()
+    };
+    backend.stream_synchronize(first).unwrap();
+    assert_eq!(contents.to_vec(), expected);
+
+    // A list without a buffer of its own is submitted as it is.
+    let apart = list(0, 128);
+    let launches = stub.graph_launches();
+    backend.stream_submit_command_list(first, apart).unwrap();
+    backend.stream_submit_command_list(second, apart).unwrap();
+    backend.stream_synchronize(second).unwrap();
+    assert_eq!(
+        stub.graph_launches(),
+        launches + 1,
+        "only the second stream's submission ran"
+    );
+    backend.stream_synchronize(first).unwrap();
+    assert_eq!(stub.graph_launches(), launches + 2);
+
+    // Where the record after a launch fails, the next submission could not wait for the
+    // launch: the host waits for it instead, before reporting the failure.
+    stub.fail("hipEventRecord", 1, 0);
+    let launches = stub.graph_launches();
+    let error = backend.stream_submit_command_list(first, overlapping).unwrap_err();
+    assert!(
+        error
+            .message()
+            .contains("hipEventRecord failed: hipErrorInvalidValue (1)"),
+        "{error}"
+    );
+    assert_eq!(
+        stub.graph_launches(),
+        launches + 1,
+        "the launch ran before the error came back"
+    );
+    stub.fail("", 0, 0);
+    backend.stream_submit_command_list(second, overlapping).unwrap();
+    backend.stream_synchronize(second).unwrap();
+    assert_eq!(stub.graph_launches(), launches + 2);
+
+    for list in [overlapping, apart] {
+        backend.command_list_destroy(list);
+    }
+    backend.buffer_free(buffer);
+    backend.stream_destroy(first);
+    backend.stream_destroy(second);
+    assert_eq!(stub.released_uses(), 0);
+}
+
 type StreamCreate = unsafe extern "C" fn(*mut *mut c_void, c_uint) -> c_int;
 type BeginCapture = unsafe extern "C" fn(*mut c_void, c_int) -> c_int;
 type EndCapture = unsafe extern "C" fn(*mut c_void, *mut *mut c_void) -> c_int;
