@@ -41,6 +41,9 @@ pub(crate) struct StreamState {
     /// (ROCm 5's `delete pGraphExec`) free an executable graph at once in hipGraphExecDestroy,
     /// launches pending or not.
     launched_graphs: Vec<Arc<Executable>>,
+    /// Kernels launched here, each holding its module, kept until the stream is idle:
+    /// `hipModuleUnload` does not wait for pending launches.
+    launched_kernels: Vec<Arc<Object<KernelObject>>>,
 }
 
 impl StreamState {
@@ -48,6 +51,7 @@ impl StreamState {
     fn idle(&mut self) {
         self.retained.clear();
         self.launched_graphs.clear();
+        self.launched_kernels.clear();
     }
 
     fn stick(&mut self, error: Error) -> Error {
@@ -173,6 +177,7 @@ impl DriverStream<RocmDriver> for Stream {
                 sticky: None,
                 retained: Vec::new(),
                 launched_graphs: Vec::new(),
+                launched_kernels: Vec::new(),
             })),
         })
     }
@@ -296,19 +301,29 @@ impl DriverStream<RocmDriver> for Stream {
     }
 
     /// Enqueues the kernel with `launch.workgroups` workgroups (see `module.rs` for the
-    /// argument ABI and the checks of the arguments against the kernel's parameters).
+    /// argument ABI and the checks of the arguments against the kernel's parameters). The
+    /// stream keeps the kernel, and so its module, until it is idle.
     fn launch(stream: &Arc<Object<Stream>>, launch: &Launch<'_, RocmDriver>) -> Result<()> {
         let mut parameters = LaunchParameters::new(launch.kernel, launch.workgroups, launch.buffers, launch.scalars)?;
         let api = launch.kernel.module.gpu.api();
         let doing = parameters.describe();
-        // SAFETY: the parameters were checked against the kernel; the stream is live and of
-        // the kernel's device, which `enqueue` made current; HIP copies the values before
-        // returning.
         stream.enqueue(
             "hipModuleLaunchKernel",
             || doing,
+            // SAFETY: the parameters were checked against the kernel; the stream is live and
+            // of the kernel's device, which `enqueue` made current; HIP copies the values
+            // before returning.
             |raw| unsafe { parameters.launch(api, raw) },
-        )
+        )?;
+        let mut state = stream.state.lock();
+        if !state
+            .launched_kernels
+            .iter()
+            .any(|kept| Arc::ptr_eq(kept, launch.kernel))
+        {
+            state.launched_kernels.push(Arc::clone(launch.kernel));
+        }
+        Ok(())
     }
 
     /// Records `event` after everything enqueued so far.

@@ -457,6 +457,26 @@ fn a_queued_submission_keeps_its_kernels_module_loaded() {
     assert_eq!(stub.graph_objects(), 0, "the graphs went once the stream was idle");
 }
 
+/// The same holds for a launch made directly on a stream: its kernel's module stays loaded
+/// until the stream has run it.
+#[test]
+fn a_queued_launch_keeps_its_kernels_module_loaded() {
+    let Some(setup) = deferred_recording() else {
+        return;
+    };
+    let (backend, stub) = (&setup.backend, &setup.stub);
+    let views = setup.views(0);
+    backend
+        .stream_launch(setup.stream, &setup.launch(&views, [1, 1, 1], &[0; 8]))
+        .unwrap();
+    backend.kernel_destroy(setup.kernel);
+    backend.module_destroy(setup.module);
+    assert_eq!(stub.launches(), 0, "the launch is queued still");
+    backend.stream_synchronize(setup.stream).unwrap();
+    assert_eq!(stub.launches(), 1);
+    assert_eq!(stub.released_uses(), 0, "the launch ran with its module loaded");
+}
+
 /// Copies `size` bytes of `bytes` from `from` to `to`, as a copy between overlapping ranges
 /// does: through a copy of the source.
 fn copy_within(bytes: &mut [u8], from: usize, to: usize, size: usize) {
