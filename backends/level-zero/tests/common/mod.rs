@@ -45,6 +45,10 @@ pub struct LastLaunch {
     pub arg_value: [[u8; 256]; 64],
     pub kernels_alive: u32,
     pub modules_alive: u32,
+    /// Regular command lists created and not yet destroyed.
+    pub regular_lists_alive: u32,
+    /// Memory allocations (device and host) not yet freed.
+    pub allocations_alive: u32,
 }
 
 pub fn last_launch(path: &Path) -> Box<LastLaunch> {
@@ -58,6 +62,35 @@ pub fn last_launch(path: &Path) -> Box<LastLaunch> {
         read(&mut *record);
         std::mem::forget(library);
         record
+    }
+}
+
+/// Makes the next `times` calls of entry point `name` of the stub at `path` (already loaded by
+/// the backend) fail with `code`.
+pub fn fail_next(path: &Path, name: &str, code: u32, times: u32) {
+    let name = std::ffi::CString::new(name).expect("an entry point's name");
+    // SAFETY: as for `last_launch`; the stub copies the name.
+    unsafe {
+        let library = libloading::Library::new(path).expect("the stub loads");
+        let fail: libloading::Symbol<unsafe extern "C" fn(*const std::ffi::c_char, u32, u32)> = library
+            .get(b"xhal_ze_stub_fail_next\0")
+            .expect("the stub's failure hook");
+        fail(name.as_ptr(), code, times);
+        std::mem::forget(library);
+    }
+}
+
+/// Makes the stub at `path` (already loaded by the backend) signal the events of executed
+/// regular lists only at the next `zeCommandListHostSynchronize` (`on`), or at once.
+pub fn defer_completion(path: &Path, on: bool) {
+    // SAFETY: as for `last_launch`.
+    unsafe {
+        let library = libloading::Library::new(path).expect("the stub loads");
+        let defer: libloading::Symbol<unsafe extern "C" fn(i32)> = library
+            .get(b"xhal_ze_stub_defer_completion\0")
+            .expect("the stub's deferral");
+        defer(i32::from(on));
+        std::mem::forget(library);
     }
 }
 

@@ -26,6 +26,13 @@
  *                         answers ZE_RESULT_ERROR_UNSUPPORTED_FEATURE (a new loader, an old driver)
  *   STUB_EXECUTE          the emulated device: kernels really run (below)
  *
+ * A test may also make the next calls of one entry point fail while it runs, with
+ * xhal_ze_stub_fail_next (the entry points that call fail_next below), and reads how many
+ * regular lists and memory allocations are alive in the record of xhal_ze_stub_last_launch.
+ * With xhal_ze_stub_defer_completion(1), executed regular lists still run at once, but the
+ * event their execution signals is signalled only by the next zeCommandListHostSynchronize:
+ * the list may still be running until then, as on a device that is behind the host.
+ *
  * STUB_EXECUTE makes this the emulated Level Zero device that `make level-zero-emulator`
  * builds (../emulator.md). Kernels run on an OpenCL device that takes SPIR 1.2 bitcode (PoCL):
  * a module's SPIR-V becomes bitcode through `llvm-spirv -r`, since such a device reads no
@@ -120,6 +127,9 @@ typedef struct {
     uint64_t arg_size[MAX_ARGS];
     uint8_t arg_value[MAX_ARGS][MAX_ARG_BYTES];
     uint32_t kernels_alive, modules_alive;
+    /* Regular command lists created and not yet destroyed; allocations (device and host) not
+     * yet freed. */
+    uint32_t regular_lists_alive, allocations_alive;
 } stub_launch_t;
 
 static stub_launch_t last_launch;
@@ -218,6 +228,34 @@ static ze_result_t failure(ze_result_t code, const char *format, ...) {
     va_end(arguments);
     return code;
 }
+
+/* The failure a test asked for with xhal_ze_stub_fail_next: the entry point, its result, and
+ * how many more calls of it fail. */
+static char fail_name[128];
+static ze_result_t fail_code;
+static uint32_t fail_times;
+
+EXPORT void xhal_ze_stub_fail_next(const char *name, ze_result_t code, uint32_t times) {
+    snprintf(fail_name, sizeof fail_name, "%s", name);
+    fail_code = code;
+    fail_times = times;
+}
+
+/* OK, or the result of a call of `name` that the test made fail. */
+static ze_result_t fail_next(const char *name) {
+    if (fail_times == 0 || strcmp(fail_name, name) != 0) return OK;
+    fail_times--;
+    return failure(fail_code, "%s failed because the test asked it to", name);
+}
+
+/* With completion deferred: the events executions of regular lists signal at the next host
+ * synchronization. */
+#define MAX_DEFERRED 256
+static int defer_completion;
+static void *deferred[MAX_DEFERRED];
+static uint32_t deferred_count;
+
+EXPORT void xhal_ze_stub_defer_completion(int on) { defer_completion = on; }
 
 EXPORT ze_result_t zeDriverGetLastErrorDescription(void *driver, const char **text) {
     (void)driver;
@@ -823,7 +861,9 @@ EXPORT ze_result_t zeContextDestroy(void *context) { (void)context; return OK; }
 
 static void *allocate(size_t size, size_t alignment) {
     if (alignment < 64) alignment = 64;
-    return aligned_alloc(alignment, (size + alignment - 1) / alignment * alignment);
+    void *memory = aligned_alloc(alignment, (size + alignment - 1) / alignment * alignment);
+    if (memory) __atomic_add_fetch(&last_launch.allocations_alive, 1, __ATOMIC_RELAXED);
+    return memory;
 }
 EXPORT ze_result_t zeMemAllocDevice(void *context, const void *desc, size_t size, size_t alignment, void *device, void **out) {
     (void)context; (void)desc; (void)device;
@@ -847,6 +887,7 @@ EXPORT ze_result_t zeMemFree(void *context, void *pointer) {
 #ifdef STUB_EXECUTE
     return emulator_free(pointer);
 #endif
+    if (pointer) __atomic_sub_fetch(&last_launch.allocations_alive, 1, __ATOMIC_RELAXED);
     free(pointer);
     return OK;
 }
@@ -901,9 +942,12 @@ EXPORT ze_result_t zeCommandListCreate(void *context, void *device, const list_d
     if (desc->flags & ~known)
         return failure(INVALID_ENUMERATION, "command list flags %#x are not all flags of API %u.%u", desc->flags,
                        version >> 16, version & 0xffff);
+    ze_result_t failed = fail_next("zeCommandListCreate");
+    if (failed != OK) return failed;
     stub_list_t *l = calloc(1, sizeof *l);
     if (!l) return OUT_OF_HOST_MEMORY;
     l->in_order = (desc->flags & 8u) != 0;
+    __atomic_add_fetch(&last_launch.regular_lists_alive, 1, __ATOMIC_RELAXED);
     *list = l;
     return OK;
 }
@@ -921,6 +965,7 @@ EXPORT ze_result_t zeCommandListDestroy(void *list) {
 #ifdef STUB_EXECUTE
     if (l->queue) cl.ReleaseCommandQueue(l->queue);
 #endif
+    if (!l->immediate) __atomic_sub_fetch(&last_launch.regular_lists_alive, 1, __ATOMIC_RELAXED);
     forget_commands(l);
     free(l->commands);
     free(l);
@@ -931,12 +976,16 @@ EXPORT ze_result_t zeCommandListClose(void *list) {
     stub_list_t *l = list;
     if (l->immediate) return failure(INVALID_ARGUMENT, "command list %p is immediate: it is never closed", list);
     if (l->closed) return failure(INVALID_ARGUMENT, "command list %p is closed already", list);
+    ze_result_t failed = fail_next("zeCommandListClose");
+    if (failed != OK) return failed;
     l->closed = 1;
     return OK;
 }
 
 EXPORT ze_result_t zeCommandListReset(void *list) {
     stub_list_t *l = list;
+    ze_result_t failed = fail_next("zeCommandListReset");
+    if (failed != OK) return failed;
     forget_commands(l);
     l->closed = 0;
     return OK;
@@ -1070,6 +1119,8 @@ APPEND_LISTS_ENTRY ze_result_t zeCommandListImmediateAppendCommandListsExp(void 
 #endif
     if (FAILS("zeCommandListImmediateAppendCommandListsExp"))
         return failure(DEVICE_LOST, "the stub's device was lost running a command list");
+    ze_result_t failed = fail_next("zeCommandListImmediateAppendCommandListsExp");
+    if (failed != OK) return failed;
     stub_list_t *to = immediate;
     if (!to || !to->immediate)
         return failure(INVALID_ARGUMENT, "command lists run from an immediate list; %p is a regular one", immediate);
@@ -1085,7 +1136,12 @@ APPEND_LISTS_ENTRY ze_result_t zeCommandListImmediateAppendCommandListsExp(void 
     }
     ze_result_t result = events_signalled(wait_count, waits);
     for (uint32_t i = 0; i < count && result == OK; i++) result = run_list(to, lists[i]);
-    if (result == OK) signal_event(signal);
+    if (result == OK && signal && defer_completion) {
+        if (deferred_count == MAX_DEFERRED) return failure(OUT_OF_HOST_MEMORY, "more than %d deferred events", MAX_DEFERRED);
+        deferred[deferred_count++] = signal;
+    } else if (result == OK) {
+        signal_event(signal);
+    }
     return result;
 }
 
@@ -1131,6 +1187,8 @@ EXPORT ze_result_t zeCommandListAppendMemoryCopy(void *list, void *to, const voi
 }
 EXPORT ze_result_t zeCommandListAppendMemoryFill(void *list, void *to, const void *pattern, size_t pattern_size, size_t size, void *signal, uint32_t n, void **wait) {
     stub_list_t *l = list;
+    ze_result_t failed = fail_next("zeCommandListAppendMemoryFill");
+    if (failed != OK) return failed;
     if (!l->immediate) {
         if (pattern_size == 0 || size % pattern_size)
             return failure(INVALID_SIZE, "a fill of %zu bytes with a %zu-byte pattern", size, pattern_size);
@@ -1161,6 +1219,8 @@ EXPORT ze_result_t zeCommandListAppendWaitOnEvents(void *list, uint32_t n, void 
 EXPORT ze_result_t zeCommandListAppendLaunchKernel(void *list, void *kernel_handle, const group_count_t *groups, void *signal, uint32_t n, void **wait) {
     stub_list_t *l = list;
     stub_kernel_t *kernel = kernel_handle;
+    ze_result_t failed = fail_next("zeCommandListAppendLaunchKernel");
+    if (failed != OK) return failed;
     if (!l->immediate) {
         /* The arguments and group size as they are now are the ones this launch runs with. */
         command_t command = {.kind = COMMAND_LAUNCH, .signal = signal, .kernel = kernel, .groups = *groups};
@@ -1178,6 +1238,8 @@ EXPORT ze_result_t zeCommandListAppendLaunchKernel(void *list, void *kernel_hand
 EXPORT ze_result_t zeCommandListHostSynchronize(void *list, uint64_t timeout) {
     (void)list; (void)timeout;
     if (FAILS("zeCommandListHostSynchronize")) return DEVICE_LOST;
+    for (uint32_t i = 0; i < deferred_count; i++) signal_event(deferred[i]);
+    deferred_count = 0;
     return OK;
 }
 #endif
@@ -1193,7 +1255,12 @@ EXPORT ze_result_t zeEventCreate(void *pool, const void *desc, void **event) {
     *event = calloc(1, sizeof(stub_event_t));
     return OK;
 }
-EXPORT ze_result_t zeEventDestroy(void *event) { free(event); return OK; }
+EXPORT ze_result_t zeEventDestroy(void *event) {
+    for (uint32_t i = 0; i < deferred_count; i++)
+        if (deferred[i] == event) return failure(0x78000006u, "event %p is destroyed while a running list signals it", event);
+    free(event);
+    return OK;
+}
 EXPORT ze_result_t zeEventHostReset(void *event) {
     ((stub_event_t *)event)->signalled = 0;
     return OK;
