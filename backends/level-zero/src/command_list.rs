@@ -27,7 +27,9 @@
 //! The driver may change a regular list when it runs it (`zeCommandQueueExecuteCommandLists`:
 //! "the implementation is allowed to modify the contents of the command list for submission"),
 //! so a list is not submitted again while the device may still run it. Each recording of the
-//! list signals an event of its own when a submission completes; a submission takes a
+//! list signals an event of its own when a submission completes, and has a bounce buffer of its
+//! own for each copy between overlapping ranges (which Level Zero refuses), since submissions of
+//! two recordings may run at the same time on two streams; a submission takes a
 //! recording whose event says it is idle, records another while fewer than [`MAX_RECORDINGS`]
 //! exist, and only beyond that waits on the host for the oldest submission. A replay loop
 //! therefore keeps the device busy, where oneAPI's own adapter waits on the host for the
@@ -66,8 +68,6 @@ enum Step {
         destination_offset: u64,
         bytes: usize,
         overlap: CopyOverlap,
-        /// Where an overlapping copy goes on its way: Level Zero refuses overlapping ranges.
-        bounce: Option<Arc<DeviceBuffer>>,
     },
     Fill {
         buffer: Arc<Object<DeviceBuffer>>,
@@ -96,6 +96,19 @@ fn owned(launch: &OwnedLaunch<LevelZeroDriver>) -> OwnedLaunch<LevelZeroDriver> 
     }
 }
 
+/// The sizes of the buffers the overlapping copies go through on their way, one per such copy,
+/// in order: Level Zero refuses overlapping ranges.
+fn bounce_sizes(steps: &[Step]) -> impl Iterator<Item = usize> + '_ {
+    steps.iter().filter_map(|step| match step {
+        Step::Copy {
+            overlap: CopyOverlap::Overlapping,
+            bytes,
+            ..
+        } => Some(*bytes),
+        _ => None,
+    })
+}
+
 fn step(gpu: &Arc<Gpu>, command: &Command<LevelZeroDriver>) -> Result<Step> {
     Ok(match command {
         Command::Copy {
@@ -104,22 +117,14 @@ fn step(gpu: &Arc<Gpu>, command: &Command<LevelZeroDriver>) -> Result<Step> {
             destination,
             destination_offset,
             size,
-        } => {
-            let overlap = CopyOverlap::of(source, *source_offset, destination, *destination_offset, *size);
-            let bounce = match overlap {
-                CopyOverlap::Overlapping => Some(Arc::new(DeviceBuffer::new(gpu, *size)?)),
-                _ => None,
-            };
-            Step::Copy {
-                source: Arc::clone(source),
-                source_offset: *source_offset,
-                destination: Arc::clone(destination),
-                destination_offset: *destination_offset,
-                bytes: host_size(*size, "copy size")?,
-                overlap,
-                bounce,
-            }
-        }
+        } => Step::Copy {
+            source: Arc::clone(source),
+            source_offset: *source_offset,
+            destination: Arc::clone(destination),
+            destination_offset: *destination_offset,
+            bytes: host_size(*size, "copy size")?,
+            overlap: CopyOverlap::of(source, *source_offset, destination, *destination_offset, *size),
+        },
         Command::Fill {
             buffer,
             offset,
@@ -143,13 +148,17 @@ fn step(gpu: &Arc<Gpu>, command: &Command<LevelZeroDriver>) -> Result<Step> {
     })
 }
 
-/// One regular command list holding every step, and the event its submissions signal.
+/// One regular command list holding every step, the event its submissions signal, and the
+/// buffers its overlapping copies go through.
 struct Recording {
     gpu: Arc<Gpu>,
     list: CommandListHandle,
     /// Signalled when a submission of the list completes; reset before the next one.
     done: ZeEvent,
-    /// What the recorded commands name: buffers, kernels, fill patterns, bounce buffers.
+    /// One per overlapping copy, in order, this recording's own: submissions of other
+    /// recordings may run at the same time, on other streams.
+    bounces: Vec<DeviceBuffer>,
+    /// What the recorded commands name: buffers, kernels, fill patterns.
     holds: Mutex<Vec<KeepAlive>>,
 }
 
@@ -163,7 +172,8 @@ unsafe impl Sync for Recording {}
 impl Drop for Recording {
     fn drop(&mut self) {
         // SAFETY: every submission holds the recording until the stream saw it complete, so
-        // the device no longer references the list; the memory it names goes after it.
+        // the device no longer references the list; the memory it names (the bounce buffers
+        // too) goes after it.
         unsafe { (self.gpu.api().command_list_destroy)(self.list) };
     }
 }
@@ -203,8 +213,9 @@ impl Recorder<'_> {
 }
 
 impl Recording {
-    /// A new, empty regular list on the streams' compute queue group, and its event.
-    fn new(gpu: &Arc<Gpu>) -> Result<Recording> {
+    /// A new regular list on the streams' compute queue group, its event and its bounce
+    /// buffers, with `steps` recorded.
+    fn new(gpu: &Arc<Gpu>, steps: &[Step]) -> Result<Recording> {
         let adapter = gpu.adapter();
         let desc = ffi::CommandListDesc {
             stype: ffi::ZE_STRUCTURE_TYPE_COMMAND_LIST_DESC,
@@ -217,6 +228,9 @@ impl Recording {
             },
         };
         let done = ZeEvent::new(gpu, false)?;
+        let bounces = bounce_sizes(steps)
+            .map(|bytes| DeviceBuffer::new(gpu, bytes as u64))
+            .collect::<Result<Vec<_>>>()?;
         let mut list = std::ptr::null_mut();
         // SAFETY: a live context and its device, a filled descriptor.
         let code = unsafe { (gpu.api().command_list_create)(gpu.context, adapter.device, &desc, &mut list) };
@@ -229,12 +243,15 @@ impl Recording {
                 gpu.name()
             )));
         }
-        Ok(Recording {
+        let recording = Recording {
             gpu: Arc::clone(gpu),
             list,
             done,
+            bounces,
             holds: Mutex::new(Vec::new()),
-        })
+        };
+        recording.record(steps)?;
+        Ok(recording)
     }
 
     /// Appends every step to the list, which is open (new or reset), closes it, and holds what
@@ -248,6 +265,7 @@ impl Recording {
             appended: 0,
         };
         let mut holds: Vec<KeepAlive> = Vec::with_capacity(steps.len() * 2);
+        let mut bounces = self.bounces.iter();
         for (index, step) in steps.iter().enumerate() {
             match step {
                 Step::Copy {
@@ -257,7 +275,6 @@ impl Recording {
                     destination_offset,
                     bytes,
                     overlap,
-                    bounce,
                 } => {
                     let (from, to) = (source.address(*source_offset), destination.address(*destination_offset));
                     let mut copy = |to: *mut std::ffi::c_void, from: *mut std::ffi::c_void| {
@@ -270,15 +287,21 @@ impl Recording {
                             },
                         )
                     };
-                    match (overlap, bounce) {
+                    match overlap {
                         // A copy onto itself changes nothing.
-                        (CopyOverlap::SameRange, _) => {}
-                        (_, Some(bounce)) => {
+                        CopyOverlap::SameRange => {}
+                        CopyOverlap::Overlapping => {
+                            // The steps' copies never change (an update replaces a launch), so
+                            // there is a bounce buffer for each.
+                            let Some(bounce) = bounces.next() else {
+                                return Err(Error::internal(format!(
+                                    "command {index} of a Level Zero command list has no bounce buffer"
+                                )));
+                            };
                             copy(bounce.address(0), from)?;
                             copy(to, bounce.address(0))?;
-                            holds.push(Box::new(Arc::clone(bounce)));
                         }
-                        (_, None) => copy(to, from)?,
+                        CopyOverlap::Disjoint => copy(to, from)?,
                     }
                     holds.push(Box::new(Arc::clone(source)));
                     holds.push(Box::new(Arc::clone(destination)));
@@ -424,8 +447,7 @@ impl CommandList {
             .iter()
             .map(|command| step(gpu, command))
             .collect::<Result<Vec<_>>>()?;
-        let recording = Recording::new(gpu)?;
-        recording.record(&steps)?;
+        let recording = Recording::new(gpu, &steps)?;
         Ok(CommandList {
             gpu: Arc::clone(gpu),
             state: Mutex::new(State {
@@ -453,8 +475,7 @@ impl CommandList {
         let index = match choose(&states) {
             Choice::Take(index) => index,
             Choice::Record => {
-                let recording = Recording::new(&self.gpu)?;
-                recording.record(&state.steps)?;
+                let recording = Recording::new(&self.gpu, &state.steps)?;
                 state.slots.push(Slot {
                     recording: Arc::new(recording),
                     in_flight: false,

@@ -564,6 +564,107 @@ fn a_refused_submission_names_the_call_and_frees_the_recording() {
     backend.stream_destroy(stream);
 }
 
+/// Two streams and a list of one copy between overlapping ranges of a buffer, which goes
+/// through a bounce buffer; the counts of regular lists and allocations the stub has after it.
+struct Overlapping {
+    backend: LevelZeroBackend,
+    streams: [xhal_backend::StreamHandle; 2],
+    list: xhal_backend::CommandListHandle,
+    buffer: BufferHandle,
+    /// The same copies enqueued eagerly.
+    eager: BufferHandle,
+    allocations: u32,
+}
+
+impl Overlapping {
+    fn new(path: &Path) -> Overlapping {
+        let (backend, device) = open(path);
+        let streams = [
+            backend.stream_create(device).unwrap(),
+            backend.stream_create(device).unwrap(),
+        ];
+        let initial: Vec<u8> = (0..64).collect();
+        let (eager, buffer) = (
+            backend.buffer_allocate(device, 64).unwrap(),
+            backend.buffer_allocate(device, 64).unwrap(),
+        );
+        write(&backend, streams[0], eager, &initial);
+        write(&backend, streams[0], buffer, &initial);
+        let list = backend.command_list_create(device).unwrap();
+        backend
+            .command_list_append_copy(list, buffer, 0, buffer, 8, 32)
+            .unwrap();
+        backend.command_list_finish(list).unwrap();
+        let (lists, allocations) = counts(path);
+        assert_eq!(lists, 1);
+        Overlapping {
+            backend,
+            streams,
+            list,
+            buffer,
+            eager,
+            allocations,
+        }
+    }
+
+    /// Checks that the buffer holds what `submissions` copies enqueued eagerly leave.
+    fn check(&self, submissions: usize) {
+        for stream in self.streams {
+            self.backend.stream_synchronize(stream).unwrap();
+        }
+        for _ in 0..submissions {
+            self.backend
+                .stream_copy(self.streams[0], self.eager, 0, self.eager, 8, 32)
+                .unwrap();
+        }
+        assert_eq!(
+            read(&self.backend, self.streams[0], self.buffer, 64),
+            read(&self.backend, self.streams[0], self.eager, 64),
+            "every submission ran"
+        );
+    }
+
+    fn destroy(self, path: &Path) {
+        self.backend.command_list_destroy(self.list);
+        for stream in self.streams {
+            self.backend.stream_destroy(stream);
+        }
+        assert_eq!(counts(path).0, 0);
+    }
+}
+
+/// The regular lists and the allocations the stub at `path` has alive.
+fn counts(path: &Path) -> (u32, u32) {
+    let record = last_launch(path);
+    (record.regular_lists_alive, record.allocations_alive)
+}
+
+/// Submissions that may still run when the next comes, here on two streams, use recordings of
+/// their own, each with its own bounce buffer for a copy between overlapping ranges.
+#[test]
+fn recordings_that_may_run_together_have_bounce_buffers_of_their_own() {
+    let Some(path) = stub("lists-bounces", &[]) else { return };
+    let lists = Overlapping::new(&path);
+    common::defer_completion(&path, true);
+    lists
+        .backend
+        .stream_submit_command_list(lists.streams[0], lists.list)
+        .unwrap();
+    assert_eq!(counts(&path), (1, lists.allocations), "the list's recording");
+    lists
+        .backend
+        .stream_submit_command_list(lists.streams[1], lists.list)
+        .unwrap();
+    assert_eq!(
+        counts(&path),
+        (2, lists.allocations + 1),
+        "a second recording, with its own bounce buffer"
+    );
+    common::defer_completion(&path, false);
+    lists.check(2);
+    lists.destroy(&path);
+}
+
 /// Without the entry point (a loader older than API 1.9), or with it over a driver that does
 /// not list the extension, the device has no command lists: core replays graphs op by op.
 #[test]
