@@ -26,19 +26,23 @@
 //!
 //! The driver may change a regular list when it runs it (`zeCommandQueueExecuteCommandLists`:
 //! "the implementation is allowed to modify the contents of the command list for submission"),
-//! so a list is not submitted again while the device may still run it. Each recording of the
-//! list signals an event of its own when a submission completes, and has a bounce buffer of its
-//! own for each copy between overlapping ranges (which Level Zero refuses), since submissions of
-//! two recordings may run at the same time on two streams; a submission takes a
-//! recording whose event says it is idle, records another while fewer than [`MAX_RECORDINGS`]
-//! exist, and only beyond that waits on the host for the oldest submission. A replay loop
-//! therefore keeps the device busy, where oneAPI's own adapter waits on the host for the
-//! previous submission of a command buffer before each next one. The wait beyond the limit is
-//! back-pressure, never a deadlock: everything appended to an immediate list is already on its
-//! way to the device, and a stream only waits for events recorded before.
+//! so a list is not submitted again while the device may still run it. A list therefore keeps
+//! recordings: a regular list, an event its submissions signal when they complete, and, for
+//! each copy between overlapping ranges (which Level Zero refuses), a bounce buffer of its own,
+//! since its submissions may run alongside another recording's on another stream. A submission
+//! takes the first recording whose event says it is idle, and records another when every one
+//! may still run. It never waits: a list holds as many recordings as it has submissions
+//! outstanding, and a replay loop keeps the device busy, where oneAPI's own adapter waits on
+//! the host for the previous submission of a command buffer before each next one. Recordings a
+//! submission finds idle beyond [`SPARE_RECORDINGS`] are destroyed, so what a burst of
+//! overlapping submissions took is given back once they complete. A submission queries the
+//! event of each recording in flight, one query per outstanding submission.
 //!
 //! An update records the list again (`zeCommandListReset`, then every command with the new
-//! arguments): the adapter has waited for every submission first. Each submission holds its
+//! arguments) in the recordings it keeps, at most [`SPARE_RECORDINGS`] and one: the adapter has
+//! waited for every submission first, and a recording whose event is somehow still unsignalled
+//! is left to the submission holding it, never reset. An update that fails keeps the previous
+//! launch and no recording; the next submission records one. Each submission holds its
 //! recording, and the recording holds the buffers, kernels and fill patterns it names, until
 //! the stream sees the submission complete, so a list dropped with submissions queued stays
 //! valid for them.
@@ -54,10 +58,11 @@ use parking_lot::Mutex;
 use std::sync::Arc;
 use xhal_backend::{BufferView, Command, CopyOverlap, DriverCommandList, Error, Object, OwnedLaunch, Result};
 
-/// How many recordings of one list may be in flight at once before a submission waits on the
-/// host for the oldest: enough for replay loops on a few streams to keep the device busy, few
-/// enough that a list of many launches does not hold many copies of itself.
-pub(crate) const MAX_RECORDINGS: usize = 8;
+/// How many idle recordings a list keeps besides the one a submission takes, for the
+/// submissions after it; an update records at most this many plus one. More are destroyed as
+/// submissions find them idle, so a list that many submissions overlapped once does not hold
+/// that many copies of itself ever after.
+pub(crate) const SPARE_RECORDINGS: usize = 4;
 
 /// A command as the list keeps it, to record again after an update.
 enum Step {
@@ -378,19 +383,6 @@ struct Slot {
     recording: Arc<Recording>,
     /// Submitted, and not yet seen complete. An idle slot's event is unsignalled.
     in_flight: bool,
-    /// The number of its latest submission, to find the oldest.
-    submitted: u64,
-}
-
-/// What a submission does to find a recording to submit.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Choice {
-    /// Submit this recording, idle (its event reset where it had completed).
-    Take(usize),
-    /// Record another.
-    Record,
-    /// Wait for this recording's submission, the oldest, then submit it.
-    WaitFor(usize),
 }
 
 /// Where each recording stands, as a submission finds it.
@@ -400,38 +392,38 @@ pub(crate) enum SlotState {
     Idle,
     /// Its latest submission completed.
     Completed,
-    /// Its latest submission, number `.0`, may still run.
-    Running(u64),
+    /// Its latest submission may still run.
+    Running,
 }
 
-/// The recording a submission takes: the first that is idle or completed, else a new one while
-/// there are fewer than [`MAX_RECORDINGS`], else the oldest still running, once it completes.
+/// What a submission does with the recordings it finds.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Choice {
+    /// The recording to submit, idle or completed; `None`: record another.
+    pub(crate) take: Option<usize>,
+    /// Idle or completed recordings beyond the spares, to destroy: ascending, each after `take`.
+    pub(crate) release: Vec<usize>,
+}
+
+/// The first recording that is idle or completed, else a new one: never a wait. Of the other
+/// idle or completed recordings, the first [`SPARE_RECORDINGS`] stay for later submissions
+/// and the rest go.
 pub(crate) fn choose(slots: &[SlotState]) -> Choice {
-    if let Some(index) = slots
-        .iter()
-        .position(|state| matches!(state, SlotState::Idle | SlotState::Completed))
-    {
-        return Choice::Take(index);
-    }
-    let oldest = slots
+    let mut free = slots
         .iter()
         .enumerate()
-        .filter_map(|(index, state)| match state {
-            SlotState::Running(number) => Some((*number, index)),
-            _ => None,
-        })
-        .min();
-    match oldest {
-        Some((_, index)) if slots.len() >= MAX_RECORDINGS => Choice::WaitFor(index),
-        _ => Choice::Record,
+        .filter(|(_, state)| **state != SlotState::Running)
+        .map(|(index, _)| index);
+    let take = free.next();
+    Choice {
+        take,
+        release: free.skip(SPARE_RECORDINGS).collect(),
     }
 }
 
 struct State {
     steps: Vec<Step>,
     slots: Vec<Slot>,
-    /// Submissions so far, to number them.
-    submissions: u64,
 }
 
 /// A Level Zero command list: its commands, and the regular lists recorded from them.
@@ -455,38 +447,34 @@ impl CommandList {
                 slots: vec![Slot {
                     recording: Arc::new(recording),
                     in_flight: false,
-                    submitted: 0,
                 }],
-                submissions: 0,
             }),
         })
     }
 
-    /// The index of an idle recording to submit, recorded now or waited for where it must be.
+    /// The index of an idle recording to submit: one whose submission is seen complete, or one
+    /// recorded now. Recordings idle beyond the spares are destroyed (once the streams that ran
+    /// them let go of them).
     fn idle_slot(&self, state: &mut State) -> Result<usize> {
         let mut states = Vec::with_capacity(state.slots.len());
         for slot in &state.slots {
             states.push(match slot.in_flight {
                 false => SlotState::Idle,
                 true if slot.recording.done.is_signalled()? => SlotState::Completed,
-                true => SlotState::Running(slot.submitted),
+                true => SlotState::Running,
             });
         }
-        let index = match choose(&states) {
-            Choice::Take(index) => index,
-            Choice::Record => {
-                let recording = Recording::new(&self.gpu, &state.steps)?;
-                state.slots.push(Slot {
-                    recording: Arc::new(recording),
-                    in_flight: false,
-                    submitted: 0,
-                });
-                return Ok(state.slots.len() - 1);
-            }
-            Choice::WaitFor(index) => {
-                state.slots[index].recording.done.wait()?;
-                index
-            }
+        let choice = choose(&states);
+        for &index in choice.release.iter().rev() {
+            state.slots.remove(index);
+        }
+        let Some(index) = choice.take else {
+            let recording = Recording::new(&self.gpu, &state.steps)?;
+            state.slots.push(Slot {
+                recording: Arc::new(recording),
+                in_flight: false,
+            });
+            return Ok(state.slots.len() - 1);
         };
         let slot = &mut state.slots[index];
         if slot.in_flight {
@@ -508,11 +496,8 @@ impl DriverCommandList<LevelZeroDriver> for CommandList {
         };
         let mut state = self.state.lock();
         let index = self.idle_slot(&mut state)?;
-        state.submissions += 1;
-        let number = state.submissions;
         let slot = &mut state.slots[index];
         slot.in_flight = true;
-        slot.submitted = number;
         let recording = Arc::clone(&slot.recording);
         let (list, done) = (recording.list, recording.done.event);
         let submitted = stream.enqueue(
@@ -551,56 +536,94 @@ impl DriverCommandList<LevelZeroDriver> for CommandList {
         }
         let previous = std::mem::replace(step, Step::Launch(owned(launch)));
         let recorded = (|| {
-            for slot in &mut state.slots {
-                // The adapter waited for every stream the list was submitted to, so the event
-                // is signalled; waiting on it makes sure before the list is reset.
+            let mut kept = Vec::new();
+            for slot in std::mem::take(&mut state.slots) {
+                if kept.len() > SPARE_RECORDINGS {
+                    break;
+                }
                 if slot.in_flight {
-                    slot.recording.done.wait()?;
+                    // The adapter waited for every stream the list was submitted to, so the
+                    // event is signalled. Were it not, the device might still run the list: it
+                    // is left to the submission that holds it, never reset.
+                    if !slot.recording.done.is_signalled()? {
+                        continue;
+                    }
                     slot.recording.done.reset()?;
-                    slot.in_flight = false;
                 }
                 slot.recording.reset()?;
                 slot.recording.record(&state.steps)?;
+                kept.push(Slot {
+                    recording: slot.recording,
+                    in_flight: false,
+                });
             }
-            Ok(())
+            if kept.is_empty() {
+                kept.push(Slot {
+                    recording: Arc::new(Recording::new(&self.gpu, &state.steps)?),
+                    in_flight: false,
+                });
+            }
+            Ok(kept)
         })();
-        if let Err(error) = recorded {
-            // The previous launch stays, as the adapter keeps it; the recordings, reset or half
-            // recorded, go, and the next submission records one again.
-            state.steps[index] = previous;
-            state.slots.clear();
-            return Err(error);
+        match recorded {
+            Ok(kept) => {
+                state.slots = kept;
+                Ok(())
+            }
+            Err(error) => {
+                // The previous launch stays, as the adapter keeps it; the recordings, reset or
+                // half recorded, are gone, and the next submission records one again.
+                state.steps[index] = previous;
+                Err(error)
+            }
         }
-        Ok(())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use SlotState::{Completed, Idle, Running};
 
     #[test]
-    fn a_submission_takes_an_idle_recording_first() {
-        assert_eq!(choose(&[SlotState::Idle]), Choice::Take(0));
+    fn a_submission_takes_the_first_idle_or_completed_recording() {
         assert_eq!(
-            choose(&[SlotState::Running(3), SlotState::Completed, SlotState::Idle]),
-            Choice::Take(1)
+            choose(&[Idle]),
+            Choice {
+                take: Some(0),
+                release: vec![]
+            }
         );
+        assert_eq!(choose(&[Running, Completed, Idle]).take, Some(1));
     }
 
     #[test]
-    fn a_submission_records_again_while_every_recording_runs_and_there_are_few() {
-        assert_eq!(choose(&[]), Choice::Record, "after a failed update");
-        assert_eq!(choose(&[SlotState::Running(1)]), Choice::Record);
-        let running: Vec<SlotState> = (0..MAX_RECORDINGS as u64 - 1).map(SlotState::Running).collect();
-        assert_eq!(choose(&running), Choice::Record);
+    fn a_submission_records_again_whenever_every_recording_may_run() {
+        assert_eq!(choose(&[]).take, None, "after a failed update");
+        for count in [1, 8, 100] {
+            let running = vec![Running; count];
+            assert_eq!(
+                choose(&running),
+                Choice {
+                    take: None,
+                    release: vec![]
+                },
+                "{count} running: no wait, however many"
+            );
+        }
     }
 
     #[test]
-    fn beyond_the_limit_a_submission_waits_for_the_oldest() {
-        let running: Vec<SlotState> = (0..MAX_RECORDINGS as u64)
-            .map(|index| SlotState::Running(if index == 2 { 1 } else { 10 + index }))
-            .collect();
-        assert_eq!(choose(&running), Choice::WaitFor(2));
+    fn idle_recordings_beyond_the_spares_go() {
+        let mut slots = vec![Running, Completed];
+        slots.extend(vec![Idle; SPARE_RECORDINGS]);
+        slots.extend([Running, Completed, Idle]);
+        let choice = choose(&slots);
+        assert_eq!(choice.take, Some(1));
+        assert_eq!(
+            choice.release,
+            vec![SPARE_RECORDINGS + 3, SPARE_RECORDINGS + 4],
+            "the recording taken and {SPARE_RECORDINGS} spares stay; running ones are never released"
+        );
     }
 }

@@ -665,6 +665,39 @@ fn recordings_that_may_run_together_have_bounce_buffers_of_their_own() {
     lists.destroy(&path);
 }
 
+/// A submission never waits for earlier ones, however many may still run: it records another
+/// recording. Once they complete, recordings beyond the spares go.
+#[test]
+fn a_submission_never_waits_and_idle_recordings_beyond_the_spares_go() {
+    let Some(path) = stub("lists-never-wait", &[]) else {
+        return;
+    };
+    let lists = Overlapping::new(&path);
+    common::defer_completion(&path, true);
+    let submissions = 12u32;
+    for submission in 0..submissions {
+        lists
+            .backend
+            .stream_submit_command_list(lists.streams[submission as usize % 2], lists.list)
+            .unwrap_or_else(|error| panic!("submission {submission}: {error}"));
+        assert_eq!(
+            counts(&path),
+            (submission + 1, lists.allocations + submission),
+            "submission {submission}: a recording for each submission that may run"
+        );
+    }
+    common::defer_completion(&path, false);
+    lists.check(submissions as usize);
+    // Every recording is idle now: the next submission takes one, and four spares stay.
+    lists
+        .backend
+        .stream_submit_command_list(lists.streams[1], lists.list)
+        .unwrap();
+    lists.backend.stream_synchronize(lists.streams[1]).unwrap();
+    assert_eq!(counts(&path), (5, lists.allocations + 4));
+    lists.destroy(&path);
+}
+
 /// Without the entry point (a loader older than API 1.9), or with it over a driver that does
 /// not list the extension, the device has no command lists: core replays graphs op by op.
 #[test]
