@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{last_launch, spirv, stub, SAXPY};
+use common::{fail_next, last_launch, spirv, stub, SAXPY};
 use std::ffi::{c_char, c_void, CStr};
 use std::path::Path;
 use xhal_backend::{Backend, BufferArg, BufferHandle, DeviceHandle, ErrorKind, KernelFormat, LaunchArgs};
@@ -20,6 +20,7 @@ type ZeResult = u32;
 type Handle = *mut c_void;
 
 const ZE_RESULT_SUCCESS: ZeResult = 0;
+const ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY: ZeResult = 0x7000_0002;
 const ZE_RESULT_ERROR_INVALID_ARGUMENT: ZeResult = 0x7800_0004;
 const ZE_RESULT_ERROR_INVALID_ENUMERATION: ZeResult = 0x7800_000c;
 const ZE_COMMAND_LIST_FLAG_IN_ORDER: u32 = 1 << 3;
@@ -534,34 +535,58 @@ fn a_submitted_list_holds_what_it_names_until_the_submission_completes() {
     backend.stream_destroy(stream);
 }
 
+/// How many regular lists of the stub at `path` are alive.
+fn regular_lists(path: &Path) -> u32 {
+    last_launch(path).regular_lists_alive
+}
+
 /// A submission the driver refuses returns its error, and leaves the list's recording free for
-/// the next one: nothing will signal its event, so waiting for it would never end.
+/// the next one: nothing will signal its event, so a recording left marked in flight would
+/// never be taken again, and each later submission would record another list.
 #[test]
 fn a_refused_submission_names_the_call_and_frees_the_recording() {
-    let Some(path) = stub(
-        "lists-refused",
-        &["STUB_FAIL=\"zeCommandListImmediateAppendCommandListsExp\""],
-    ) else {
-        return;
-    };
+    let Some(path) = stub("lists-refused", &[]) else { return };
     let (backend, device) = open(&path);
     let stream = backend.stream_create(device).unwrap();
     let buffer = backend.buffer_allocate(device, 16).unwrap();
     let list = backend.command_list_create(device).unwrap();
     backend.command_list_append_fill(list, buffer, 0, 16, &[3]).unwrap();
     backend.command_list_finish(list).unwrap();
-    for attempt in 0..6 {
+    assert_eq!(regular_lists(&path), 1);
+    // Out of host memory refuses the submission without failing the stream, so every attempt
+    // reaches the driver.
+    let attempts = 12;
+    fail_next(
+        &path,
+        "zeCommandListImmediateAppendCommandListsExp",
+        ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY,
+        attempts,
+    );
+    for attempt in 0..attempts {
         let error = backend.stream_submit_command_list(stream, list).unwrap_err();
-        assert_eq!(error.kind(), ErrorKind::DeviceLost, "attempt {attempt}: {error}");
+        assert_eq!(error.kind(), ErrorKind::OutOfMemory, "attempt {attempt}: {error}");
         assert!(
             error
                 .message()
                 .contains("zeCommandListImmediateAppendCommandListsExp failed"),
             "attempt {attempt}: {error}"
         );
+        assert_eq!(
+            regular_lists(&path),
+            1,
+            "attempt {attempt}: the refused submission's recording is taken again"
+        );
     }
+    backend.stream_submit_command_list(stream, list).unwrap();
+    assert_eq!(
+        read(&backend, stream, buffer, 16),
+        [3; 16],
+        "the stream and the list still work"
+    );
+    assert_eq!(regular_lists(&path), 1);
     backend.command_list_destroy(list);
     backend.stream_destroy(stream);
+    assert_eq!(regular_lists(&path), 0);
 }
 
 /// Two streams and a list of one copy between overlapping ranges of a buffer, which goes
