@@ -21,6 +21,7 @@ type Handle = *mut c_void;
 
 const ZE_RESULT_SUCCESS: ZeResult = 0;
 const ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY: ZeResult = 0x7000_0002;
+const ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY: ZeResult = 0x7000_0003;
 const ZE_RESULT_ERROR_INVALID_ARGUMENT: ZeResult = 0x7800_0004;
 const ZE_RESULT_ERROR_INVALID_ENUMERATION: ZeResult = 0x7800_000c;
 const ZE_COMMAND_LIST_FLAG_IN_ORDER: u32 = 1 << 3;
@@ -721,6 +722,68 @@ fn a_submission_never_waits_and_idle_recordings_beyond_the_spares_go() {
     lists.backend.stream_synchronize(lists.streams[1]).unwrap();
     assert_eq!(counts(&path), (5, lists.allocations + 4));
     lists.destroy(&path);
+}
+
+/// An update the driver fails part way (closing, resetting or appending to a regular list)
+/// returns the driver's error; the list keeps replaying its previous launch, and a later update
+/// succeeds.
+#[test]
+fn a_list_recovers_from_an_update_the_driver_fails() {
+    let Some(path) = stub("lists-update-fails", &[]) else {
+        return;
+    };
+    let (backend, device) = open(&path);
+    let stream = backend.stream_create(device).unwrap();
+    let module = backend
+        .module_load(device, KernelFormat::SPIRV_KERNEL, &spirv(SAXPY))
+        .unwrap();
+    let kernel = backend.kernel_get(module, "saxpy").unwrap();
+    let (x, y) = (
+        backend.buffer_allocate(device, 64).unwrap(),
+        backend.buffer_allocate(device, 64).unwrap(),
+    );
+    let list = backend.command_list_create(device).unwrap();
+    let mut current = scalars(1.0, 16);
+    backend
+        .command_list_append_launch(list, &saxpy(kernel, &views(x, y), &current))
+        .unwrap();
+    backend.command_list_finish(list).unwrap();
+    let replayed = |backend: &LevelZeroBackend| {
+        backend.stream_submit_command_list(stream, list).unwrap();
+        backend.stream_synchronize(stream).unwrap();
+        last_launch(&path).arg_value[2][..8].to_vec()
+    };
+    for (round, call) in [
+        "zeCommandListClose",
+        "zeCommandListReset",
+        "zeCommandListAppendLaunchKernel",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        // Several recordings, so that the update records more than one.
+        common::defer_completion(&path, true);
+        for _ in 0..3 {
+            backend.stream_submit_command_list(stream, list).unwrap();
+        }
+        common::defer_completion(&path, false);
+        let refused = scalars(round as f32 + 2.0, 16);
+        fail_next(&path, call, ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY, 1);
+        let error = backend
+            .command_list_update_launch(list, 0, &saxpy(kernel, &views(x, y), &refused))
+            .unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::OutOfMemory, "{call}: {error}");
+        assert!(error.message().contains(&format!("{call} failed")), "{call}: {error}");
+        assert_eq!(replayed(&backend), current, "{call}: the previous launch replays");
+        assert_eq!(regular_lists(&path), 1, "{call}: the recordings the update left went");
+        current = scalars(-(round as f32) - 2.0, 16);
+        backend
+            .command_list_update_launch(list, 0, &saxpy(kernel, &views(x, y), &current))
+            .unwrap();
+        assert_eq!(replayed(&backend), current, "{call}: a later update succeeds");
+    }
+    backend.command_list_destroy(list);
+    backend.stream_destroy(stream);
 }
 
 /// Without the entry point (a loader older than API 1.9), or with it over a driver that does
