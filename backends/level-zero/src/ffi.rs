@@ -31,6 +31,9 @@ pub(crate) type KernelHandle = *mut c_void;
 
 pub(crate) const ZE_RESULT_SUCCESS: ZeResult = 0;
 pub(crate) const ZE_RESULT_NOT_READY: ZeResult = 1;
+pub(crate) const ZE_RESULT_ERROR_DEVICE_LOST: ZeResult = 0x7000_0001;
+pub(crate) const ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY: ZeResult = 0x7000_0003;
+pub(crate) const ZE_RESULT_ERROR_DEVICE_REQUIRES_RESET: ZeResult = 0x7000_0006;
 pub(crate) const ZE_RESULT_ERROR_UNINITIALIZED: ZeResult = 0x7800_0001;
 pub(crate) const ZE_RESULT_ERROR_INVALID_KERNEL_NAME: ZeResult = 0x7800_0011;
 
@@ -537,6 +540,21 @@ pub(crate) fn ze_error(call: &str, doing: impl std::fmt::Display, code: ZeResult
     )
 }
 
+/// Whether `code`, returned by an append to an immediate command list, says that the device or
+/// the work failed, rather than that the command was refused. An immediate list submits what
+/// is appended as it is appended, so the append reports what the submission met: a lost
+/// device, one that must be reset, or device memory the submission could not get (making its
+/// allocations resident, its scratch space). The stream's work may be gone or half done then,
+/// so these stick to it. The other results refuse the command before it reaches the device:
+/// validation (a bad argument, size, handle, enumeration), an unsupported feature, host memory
+/// the driver could not get to build the command. Nothing was enqueued, and the stream goes on.
+pub(crate) fn is_execution_failure(code: ZeResult) -> bool {
+    matches!(
+        code,
+        ZE_RESULT_ERROR_DEVICE_LOST | ZE_RESULT_ERROR_DEVICE_REQUIRES_RESET | ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY
+    )
+}
+
 /// `Ok` for `ZE_RESULT_SUCCESS`, else [`ze_error`].
 pub(crate) fn check(code: ZeResult, call: &str, doing: impl FnOnce() -> String) -> Result<()> {
     if code == ZE_RESULT_SUCCESS {
@@ -603,6 +621,25 @@ mod tests {
         assert_eq!(size_of::<KernelProperties>(), 96);
         assert_eq!(size_of::<GroupCount>(), 12);
         assert_eq!(size_of::<KernelTimestampResult>(), 32);
+    }
+
+    #[test]
+    fn only_failures_of_the_device_or_the_work_stick() {
+        for code in [0x7000_0001, 0x7000_0003, 0x7000_0006] {
+            assert!(is_execution_failure(code), "{}", result_name(code));
+        }
+        // Refusals: host memory for the command, validation, an unsupported feature.
+        for code in [
+            0,
+            0x7000_0002,
+            0x7800_0003,
+            0x7800_0004,
+            0x7800_0005,
+            0x7800_0008,
+            0x7800_000c,
+        ] {
+            assert!(!is_execution_failure(code), "{}", result_name(code));
+        }
     }
 
     #[test]

@@ -11,8 +11,10 @@
 //! the command complete: at a synchronize, a query that finds the list idle, or a wait for an
 //! event recorded after it. Writes are copied into host staging memory when they are
 //! enqueued; reads land in host staging memory and are copied to their destination when
-//! their completion is seen. Errors come from the list's host synchronization and stick to
-//! the stream.
+//! their completion is seen. Errors from the list's host synchronization stick to the stream,
+//! and so do those an append reports of the device or the work (a lost device, device memory
+//! a submission could not get: [`ffi::is_execution_failure`]); an append refused for any other
+//! reason enqueued nothing and leaves the stream as it was.
 
 use crate::device::Gpu;
 use crate::ffi::{self, CommandListHandle, EventHandle, EventPoolHandle};
@@ -165,6 +167,17 @@ pub(crate) struct StreamState {
 }
 
 impl StreamState {
+    /// The error of an append to the stream's list that `function` answered with `code`: it
+    /// sticks to the stream where it says that the device or the work failed.
+    fn append_failed(&mut self, function: &str, doing: impl std::fmt::Display, code: ffi::ZeResult) -> Error {
+        let error = ffi::ze_error(function, doing, code);
+        if ffi::is_execution_failure(code) {
+            self.sticky.get_or_insert(error).clone()
+        } else {
+            error
+        }
+    }
+
     /// Retires the commands numbered below `bound` (all with `None`): their reads are copied
     /// out and what they used is released.
     fn retire(&mut self, bound: Option<u64>) {
@@ -236,12 +249,15 @@ impl Stream {
             let code = unsafe {
                 (self.gpu.api().command_list_append_barrier)(self.list, std::ptr::null_mut(), 0, std::ptr::null_mut())
             };
-            ffi::check(code, "zeCommandListAppendBarrier", || {
-                format!("ordering the commands of a stream on {}", self.gpu.name())
-            })?;
+            if code != ffi::ZE_RESULT_SUCCESS {
+                let doing = format!("ordering the commands of a stream on {}", self.gpu.name());
+                return Err(state.append_failed("zeCommandListAppendBarrier", doing, code));
+            }
         }
         let (function, code) = call(self.list);
-        ffi::check(code, function, doing)?;
+        if code != ffi::ZE_RESULT_SUCCESS {
+            return Err(state.append_failed(function, doing(), code));
+        }
         let number = state.next_command;
         state.next_command += 1;
         state.pending.push_back(Pending {
@@ -265,9 +281,10 @@ impl Stream {
                 // SAFETY: a barrier signalling a live event.
                 let code =
                     unsafe { (api.command_list_append_barrier)(self.list, marker.event, 0, std::ptr::null_mut()) };
-                ffi::check(code, "zeCommandListAppendBarrier", || {
-                    format!("marking the end of a stream's work on {}", self.gpu.name())
-                })?;
+                if code != ffi::ZE_RESULT_SUCCESS {
+                    let doing = format!("marking the end of a stream's work on {}", self.gpu.name());
+                    return Err(state.append_failed("zeCommandListAppendBarrier", doing, code));
+                }
                 // SAFETY: a live event.
                 let code = unsafe { (api.event_host_synchronize)(marker.event, timeout) };
                 if code == ffi::ZE_RESULT_NOT_READY {

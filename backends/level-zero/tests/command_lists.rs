@@ -20,6 +20,7 @@ type ZeResult = u32;
 type Handle = *mut c_void;
 
 const ZE_RESULT_SUCCESS: ZeResult = 0;
+const ZE_RESULT_ERROR_DEVICE_LOST: ZeResult = 0x7000_0001;
 const ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY: ZeResult = 0x7000_0002;
 const ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY: ZeResult = 0x7000_0003;
 const ZE_RESULT_ERROR_INVALID_ARGUMENT: ZeResult = 0x7800_0004;
@@ -588,6 +589,51 @@ fn a_refused_submission_names_the_call_and_frees_the_recording() {
     backend.command_list_destroy(list);
     backend.stream_destroy(stream);
     assert_eq!(regular_lists(&path), 0);
+}
+
+/// A lost device reported by the submission itself is an execution-time error: it sticks to the
+/// stream, as it would from the stream's synchronize, while the list stays usable elsewhere.
+#[test]
+fn a_device_lost_submitting_a_list_sticks_to_the_stream() {
+    let Some(path) = stub("lists-lost", &[]) else { return };
+    let (backend, device) = open(&path);
+    let (lost, other) = (
+        backend.stream_create(device).unwrap(),
+        backend.stream_create(device).unwrap(),
+    );
+    let buffer = backend.buffer_allocate(device, 16).unwrap();
+    let list = backend.command_list_create(device).unwrap();
+    backend.command_list_append_fill(list, buffer, 0, 16, &[5]).unwrap();
+    backend.command_list_finish(list).unwrap();
+    fail_next(
+        &path,
+        "zeCommandListImmediateAppendCommandListsExp",
+        ZE_RESULT_ERROR_DEVICE_LOST,
+        1,
+    );
+    let error = backend.stream_submit_command_list(lost, list).unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::DeviceLost, "{error}");
+    assert!(
+        error
+            .message()
+            .contains("zeCommandListImmediateAppendCommandListsExp failed"),
+        "{error}"
+    );
+    // The driver would accept the next calls; the stream refuses them with its error.
+    assert_eq!(backend.stream_submit_command_list(lost, list).unwrap_err(), error);
+    assert_eq!(backend.stream_fill(lost, buffer, 0, 16, &[1]).unwrap_err(), error);
+    assert_eq!(backend.stream_query(lost).unwrap_err(), error);
+    assert_eq!(backend.stream_synchronize(lost).unwrap_err(), error);
+    backend.stream_submit_command_list(other, list).unwrap();
+    assert_eq!(read(&backend, other, buffer, 16), [5; 16]);
+    assert_eq!(
+        regular_lists(&path),
+        1,
+        "the failed submission's recording was taken again"
+    );
+    backend.command_list_destroy(list);
+    backend.stream_destroy(lost);
+    backend.stream_destroy(other);
 }
 
 /// Two streams and a list of one copy between overlapping ranges of a buffer, which goes

@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{last_launch, spirv, stub, SAXPY};
+use common::{fail_next, last_launch, spirv, stub, SAXPY};
 use std::sync::Arc;
 use xhal_backend::{Backend, BufferArg, ErrorKind, KernelFormat, LaunchArgs};
 use xhal_level_zero::{LevelZeroBackend, LevelZeroDriver};
@@ -428,6 +428,54 @@ fn a_lost_device_sticks_to_the_stream() {
     );
     assert_eq!(backend.stream_fill(stream, buffer, 0, 16, &[2]).unwrap_err(), error);
     assert_eq!(backend.stream_query(stream).unwrap_err(), error);
+}
+
+/// An append reports what its submission met, since an immediate list submits as it appends: a
+/// lost device, or device memory the submission could not get, sticks to the stream as a failed
+/// synchronize does; a refused command (validation, host memory) enqueued nothing, and the stream
+/// goes on.
+#[test]
+fn an_append_that_fails_the_device_or_the_work_sticks_and_a_refused_one_does_not() {
+    let Some(path) = stub("fail-append", &[]) else {
+        return;
+    };
+    let backend = LevelZeroBackend::new(LevelZeroDriver::with_library_path(&path));
+    let device = backend.device_open(0).unwrap();
+    let buffer = backend.buffer_allocate(device, 16).unwrap();
+    for (code, kind, sticks) in [
+        (0x7000_0001, ErrorKind::DeviceLost, true),
+        (0x7000_0006, ErrorKind::DeviceLost, true),
+        (0x7000_0003, ErrorKind::OutOfMemory, true),
+        (0x7000_0002, ErrorKind::OutOfMemory, false),
+        (0x7800_0004, ErrorKind::InvalidArgument, false),
+        (0x7800_0008, ErrorKind::InvalidArgument, false),
+        (0x7800_0003, ErrorKind::Unsupported, false),
+    ] {
+        let stream = backend.stream_create(device).unwrap();
+        fail_next(&path, "zeCommandListAppendMemoryFill", code, 1);
+        let error = backend.stream_fill(stream, buffer, 0, 16, &[1]).unwrap_err();
+        assert_eq!(error.kind(), kind, "{code:#x}: {error}");
+        assert!(
+            error.message().contains("zeCommandListAppendMemoryFill failed"),
+            "{error}"
+        );
+        // The driver would take the next fill.
+        let next = backend.stream_fill(stream, buffer, 0, 16, &[2]);
+        if sticks {
+            assert_eq!(next.unwrap_err(), error, "{code:#x}");
+            assert_eq!(backend.stream_query(stream).unwrap_err(), error, "{code:#x}");
+            assert_eq!(backend.stream_synchronize(stream).unwrap_err(), error, "{code:#x}");
+        } else {
+            next.unwrap_or_else(|next| panic!("{code:#x}: {next}"));
+            backend.stream_synchronize(stream).unwrap();
+            let mut bytes = [0u8; 16];
+            // SAFETY: `bytes` outlives the synchronize.
+            unsafe { backend.stream_read(stream, buffer, 0, bytes.as_mut_ptr(), 16).unwrap() };
+            backend.stream_synchronize(stream).unwrap();
+            assert_eq!(bytes, [2; 16], "{code:#x}");
+        }
+        backend.stream_destroy(stream);
+    }
 }
 
 /// A loader without `zeCommandListHostSynchronize` (before API 1.6): a stream synchronizes
