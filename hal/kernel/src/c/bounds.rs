@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use naga::{
-    AddressSpace, ArraySize, BinaryOperator as Bin, Expression, Function, Handle, Literal, ScalarKind, TypeInner,
-    UnaryOperator,
+    AddressSpace, ArraySize, BinaryOperator as Bin, Expression, Function, Handle, Literal, ScalarKind, Statement,
+    TypeInner, UnaryOperator,
 };
 
 use super::workgroup::CONTROL;
@@ -21,6 +21,16 @@ type Res<T> = Result<T, KernelError>;
 /// An index into a runtime-sized array that is `base + c * li` in the invocation index
 /// `li`: the index expression and `c`.
 pub(super) type IndexSite = (Handle<Expression>, i64);
+
+/// The condition of [`Writer::entry_prefix_guard`]: invocation `li` works when `x < limit`, and `x`
+/// is its value in the first invocation plus `step * li`.
+pub(super) struct PrefixGuard {
+    x: Handle<Expression>,
+    limit: Handle<Expression>,
+    step: i64,
+    /// The entry point's function with the condition taken out.
+    pub(super) unguarded: Function,
+}
 
 impl<'a> Writer<'a> {
     /// Host C's out-of-bounds flag: a local of the region in workgroup mode (a register,
@@ -255,6 +265,156 @@ impl<'a> Writer<'a> {
         }
         text.push_str("        }\n    }\n    return 1;\n}\n");
         Ok(Some((text, bases)))
+    }
+
+    /// For an entry point with an unchecked body whose work is all under one condition that
+    /// holds for a prefix of the workgroup's invocations (`if i < n { ... }`, or `if i >= n
+    /// { return; }` before it, with `i` moving up with the invocation index and `n` the same
+    /// in every invocation): the condition, and the entry point's function without it. The
+    /// unchecked body then runs for that prefix alone, a loop with no condition in it, where
+    /// the C compiler needs no masked loads and stores (slow on some processors) for a
+    /// workgroup that is all active.
+    pub(super) fn entry_prefix_guard(&self, i: usize) -> Option<PrefixGuard> {
+        let ep = &self.m.entry_points[i];
+        let f = &ep.function;
+        let fi = self.info.get_entry_point(i);
+        let wg = ep.workgroup_size;
+        if wg[1] > 1 || wg[2] > 1 {
+            return None;
+        }
+        let total = i64::from(wg[0].max(1));
+        let statements: Vec<(&Statement, &naga::Span)> = f.body.span_iter().collect();
+        let position = statements.iter().position(|(s, _)| !matches!(s, Statement::Emit(_)))?;
+        let Statement::If {
+            condition,
+            accept,
+            reject,
+        } = statements[position].0
+        else {
+            return None;
+        };
+        let returns_only = |block: &[&Statement]| block.iter().all(|s| matches!(s, Statement::Return { value: None }));
+        let accept_list: Vec<&Statement> = accept.iter().collect();
+        let reject_list: Vec<&Statement> = reject.iter().collect();
+        let after: Vec<&Statement> = statements[position + 1..].iter().map(|(s, _)| *s).collect();
+        let Expression::Binary { op, left, right } = f.expressions[*condition] else {
+            return None;
+        };
+        // `active` holds for the invocations that run the work: `x < limit`.
+        let (x, limit, rest) = match op {
+            Bin::Less if returns_only(&reject_list) && returns_only(&after) => (left, right, accept),
+            Bin::Greater if returns_only(&reject_list) && returns_only(&after) => (right, left, accept),
+            Bin::GreaterEqual if returns_only(&accept_list) && !accept_list.is_empty() && reject_list.is_empty() => {
+                (left, right, &f.body)
+            }
+            Bin::LessEqual if returns_only(&accept_list) && !accept_list.is_empty() && reject_list.is_empty() => {
+                (right, left, &f.body)
+            }
+            _ => return None,
+        };
+        let unsigned = |h: Handle<Expression>| {
+            matches!(
+                fi[h].ty.inner_with(&self.m.types),
+                TypeInner::Scalar(naga::Scalar {
+                    kind: ScalarKind::Uint,
+                    width: 4
+                })
+            )
+        };
+        if !unsigned(x) || !unsigned(limit) {
+            return None;
+        }
+        let step = self
+            .affine(f, x, true)
+            .filter(|&c| c > 0 && c.saturating_mul(total) < 1 << 30)?;
+        if self.affine(f, limit, true) != Some(0) {
+            return None;
+        }
+        let mut body = naga::Block::new();
+        for (statement, span) in &statements[..position] {
+            body.push((*statement).clone(), **span);
+        }
+        if std::ptr::eq(rest, &f.body) {
+            for (statement, span) in &statements[position + 1..] {
+                body.push((*statement).clone(), **span);
+            }
+        } else {
+            for (statement, span) in rest.span_iter() {
+                body.push(statement.clone(), *span);
+            }
+            body.push(Statement::Return { value: None }, naga::Span::default());
+        }
+        let mut unguarded = f.clone();
+        unguarded.body = body;
+        Some(PrefixGuard {
+            x,
+            limit,
+            step,
+            unguarded,
+        })
+    }
+
+    /// `static xh_u32 NAME_active(ctx, wid, nwg)`: how many invocations, from the first, the
+    /// prefix guard lets through in this workgroup, or `0xFFFFFFFFu` when the condition's
+    /// value does not move by its step over the workgroup (wrapped around), and the checked
+    /// body must run instead.
+    pub(super) fn write_active_count(&self, i: usize, inner: &str, guard: &PrefixGuard) -> Res<String> {
+        let ep = &self.m.entry_points[i];
+        let f = &ep.function;
+        let fi = self.info.get_entry_point(i);
+        let total = ep.workgroup_size[0].max(1);
+        let fx = Fx {
+            f,
+            fi,
+            baked: HashMap::new(),
+            locals: HashMap::new(),
+            args: f
+                .arguments
+                .iter()
+                .enumerate()
+                .map(|(k, arg)| format!("a_{}{k}", ident(arg.name.as_deref(), "arg")))
+                .collect(),
+            entry: true,
+            indent: 1,
+            wg: None,
+            unchecked: false,
+            sites: HashMap::new(),
+        };
+        let mut text = format!(
+            "static xh_u32 {inner}_active(xh_ctx* ctx, xh_u32x3 wid, xh_u32x3 nwg) {{
+    xh_u32 li, k;
+    xh_u32 x[2] = {{0u, 0u}}, limit = 0u;
+    (void)nwg;
+    for (k = 0; k < 2u; k++) {{
+        li = k == 0u ? 0u : {}u;
+",
+            total - 1
+        );
+        text.push_str(&self.builtins_of_li(ep.workgroup_size, "        ", false));
+        for (k, arg) in f.arguments.iter().enumerate() {
+            let _ = writeln!(
+                text,
+                "        XH_UNUSED {} {} = {};",
+                self.type_name(arg.ty)?,
+                fx.args[k],
+                self.builtin_name(arg, &ep.name)?
+            );
+        }
+        let _ = writeln!(text, "        x[k] = (xh_u32)({});", self.expr(&fx, guard.x)?);
+        let _ = writeln!(text, "        limit = (xh_u32)({});", self.expr(&fx, guard.limit)?);
+        let span = guard.step as u64 * u64::from(total - 1);
+        let _ = write!(
+            text,
+            "    }}
+    if (x[1] < x[0] || (xh_u64)(x[1] - x[0]) != {span}u) return 0xFFFFFFFFu;
+    if (limit <= x[0]) return 0u;
+    {{ xh_u64 active = ((xh_u64)(limit - x[0]) + {step}u - 1u) / {step}u;
+    return active < {total}u ? (xh_u32)active : {total}u; }}
+}}
+",
+            step = guard.step
+        );
+        Ok(text)
     }
 
     fn runtime_array_binding_of(&self, f: &Function, array: Handle<Expression>) -> Option<u32> {

@@ -485,6 +485,32 @@ mod tests {
         assert!(host.contains("XH_UNUSED xh_u32 i_l1 = 0u;"), "{host}");
     }
 
+    #[test]
+    fn host_c_runs_a_guarded_body_for_the_prefix_of_invocations_it_guards() {
+        let source = include_str!("../../../../examples/kernels/saxpy.wgsl");
+        let host = emit(source, Dialect::HostC);
+        // `if i < params.n { ... }` with `i` one step per invocation: the unchecked body runs
+        // for the invocations below the limit, with no condition left in it.
+        assert!(host.contains("static xh_u32 xh_ep_saxpy_active("), "{host}");
+        assert!(host.contains("for (li = 0; li < xh_active; li++) {"), "{host}");
+        let fast = host
+            .split("XH_FN void xh_ep_saxpy_fast(")
+            .nth(1)
+            .and_then(|rest| rest.split("\n}\n").next())
+            .unwrap_or_default();
+        assert!(!fast.is_empty() && !fast.contains("if ("), "{host}");
+        // A condition that is not a prefix (`i` falls as the invocation index rises) keeps
+        // its check in the body.
+        let source = "@group(0) @binding(0) var<storage, read_write> d: array<u32>;\n\
+                      @compute @workgroup_size(64)\n\
+                      fn f(@builtin(global_invocation_id) id: vec3<u32>) {\n\
+                          let i = 4096u - id.x;\n\
+                          if i < arrayLength(&d) { d[i] = 1u; }\n\
+                      }\n";
+        let host = emit(source, Dialect::HostC);
+        assert!(!host.contains("_active("), "{host}");
+    }
+
     const HALF: &str = r#"
         enable f16;
         struct Item { a: f16, v: vec3<f16>, b: f16, m: mat3x3<f16>, w: vec2<f16> }

@@ -276,9 +276,13 @@ impl Writer<'_> {
             for arg in &ep.function.arguments {
                 call_args.push(self.builtin_name(arg, name)?.to_owned());
             }
-            let run = |function: &str, fast: bool| {
+            let run = |function: &str, fast: bool, prefix: bool| {
                 let mut text = "    { XH_UNUSED xh_u32 li, lx, ly, lz;\n".to_owned();
-                text.push_str(&Self::invocation_loop(wg, "    "));
+                if prefix {
+                    text.push_str("    XH_INVOCATIONS\n    for (li = 0; li < xh_active; li++) {\n");
+                } else {
+                    text.push_str(&Self::invocation_loop(wg, "    "));
+                }
                 for line in w.private_init.lines() {
                     let _ = writeln!(text, "    {line}");
                 }
@@ -300,12 +304,25 @@ impl Writer<'_> {
                     bases.max(1),
                     w.inner
                 );
-                out.push_str(&run(&format!("{}_fast", w.inner), true));
+                if self.prefix_entries.contains(&w.index) {
+                    // Only the invocations the condition lets through run, without it.
+                    let _ = writeln!(
+                        out,
+                        "    xh_u32 xh_active = {}_active(&c, wid, nwg);\n    if (xh_active <= {total}u) {{",
+                        w.inner
+                    );
+                    out.push_str(&run(&format!("{}_fast", w.inner), true, true));
+                    out.push_str("    } else {\n");
+                    out.push_str(&run(w.inner, false, false));
+                    out.push_str("    }\n");
+                } else {
+                    out.push_str(&run(&format!("{}_fast", w.inner), true, false));
+                }
                 out.push_str("    } else {\n");
-                out.push_str(&run(w.inner, false));
+                out.push_str(&run(w.inner, false, false));
                 out.push_str("    }\n");
             } else {
-                out.push_str(&run(w.inner, false));
+                out.push_str(&run(w.inner, false, false));
             }
             out.push_str("    if (c.oob_) __atomic_store_n(group->out_of_bounds, 1u, __ATOMIC_RELAXED);\n}\n");
         }

@@ -58,6 +58,9 @@ pub(super) struct Writer<'a> {
     /// Host C entry points with a second, unchecked body and the check that picks it.
     /// Entry points with an unchecked body, and how many index bases its check works out.
     pub(super) fast_entries: HashMap<usize, usize>,
+    /// Of those, the ones whose unchecked body runs for a prefix of the invocations only
+    /// (see [`Writer::entry_prefix_guard`]).
+    pub(super) prefix_entries: HashSet<usize>,
 }
 
 /// Per-function state.
@@ -146,6 +149,7 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
         wg_entries: HashSet::new(),
         wg_private_ctx: HashSet::new(),
         fast_entries: HashMap::new(),
+        prefix_entries: HashSet::new(),
     };
     w.check_types()?;
     let selected: Vec<usize> = compute_entries(m, entry);
@@ -311,9 +315,15 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
             let mut text = w.write_function(&ep.function, fi, inner.clone(), true, None)?;
             if d == Dialect::HostC {
                 if let Some((check, sites)) = w.write_bounds_check(i, &inner)? {
-                    let fast = w.write_function(&ep.function, fi, format!("{inner}_fast"), true, Some(&sites))?;
+                    let guard = w.entry_prefix_guard(i);
+                    let body = guard.as_ref().map_or(&ep.function, |guard| &guard.unguarded);
+                    let fast = w.write_function(body, fi, format!("{inner}_fast"), true, Some(&sites))?;
                     text.push_str(&fast);
                     text.push_str(&check);
+                    if let Some(guard) = &guard {
+                        text.push_str(&w.write_active_count(i, &inner, guard)?);
+                        w.prefix_entries.insert(i);
+                    }
                     w.fast_entries.insert(i, sites.len());
                 }
             }
