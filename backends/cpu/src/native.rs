@@ -243,6 +243,9 @@ fn find_toolchain() -> std::result::Result<Toolchain, String> {
             tracing::debug!(compiler = %compiler, "cpu: the compiler takes no {NATIVE_TARGET_FLAG}; kernels are built for its default target")
         }
     }
+    if accepts(&compiler, CHEAP_VECTORS_FLAG) {
+        flags.push(CHEAP_VECTORS_FLAG.to_owned());
+    }
     if let Ok(extra) = std::env::var(CFLAGS_VARIABLE) {
         flags.extend(extra.split_whitespace().map(str::to_owned));
     }
@@ -258,6 +261,22 @@ fn find_toolchain() -> std::result::Result<Toolchain, String> {
 /// OpenCL driver for CPUs does; a flag of [`CFLAGS_VARIABLE`] such as `-march=x86-64`
 /// comes after it and wins.
 const NATIVE_TARGET_FLAG: &str = "-march=native";
+
+/// GCC's `-O2` vectorises a loop only when it needs no remainder loop and no run-time
+/// checks (its "very cheap" cost model), so a loop over the invocations a condition lets
+/// through (a count known only at run time) stays scalar; the "cheap" model vectorises it
+/// with a remainder, as clang's `-O2` does. Given only to a compiler that takes it without
+/// a warning.
+const CHEAP_VECTORS_FLAG: &str = "-fvect-cost-model=cheap";
+
+/// Whether `compiler` compiles an empty file with `flag` and no warning about it.
+fn accepts(compiler: &str, flag: &str) -> bool {
+    Command::new(compiler)
+        .env("PATH", search_path())
+        .args([flag, "-Werror", "-x", "c", "-c", "/dev/null", "-o", "/dev/null"])
+        .output()
+        .is_ok_and(|output| output.status.success())
+}
 
 /// What [`NATIVE_TARGET_FLAG`] means to `compiler` on this machine (the processor and its
 /// features, as the compiler driver expands them), or `None` when the compiler refuses it.
