@@ -472,6 +472,63 @@ fn shift(@builtin(global_invocation_id) id: vec3<u32>) {
     assert_eq!(lenient(KernelMode::Compile), lenient(KernelMode::Interpret));
 }
 
+/// The unchecked body of a kernel with barriers: workgroups whose affine indices stay in
+/// bounds run it, one reaching past the end still faults (strict) or clamps as the
+/// interpreter does (lenient), and a value the workgroup shares, computed in one region and
+/// read in the next, gets there.
+#[test]
+fn the_unchecked_body_of_a_kernel_with_barriers_still_faults_past_the_end() {
+    if !compiler_present() {
+        println!("skipped: no C compiler (cc or $CC); the compiled mode cannot be tested here");
+        return;
+    }
+    const STAGED: &str = r#"
+struct Params { shift: u32 }
+var<immediate> params: Params;
+@group(0) @binding(0) var<storage, read> x: array<u32>;
+@group(0) @binding(1) var<storage, read_write> y: array<u32>;
+var<workgroup> staged: array<u32, 64>;
+@compute @workgroup_size(64)
+fn staged_shift(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) group: vec3<u32>) {
+    let base = group.x * 64u + params.shift;
+    staged[lane] = x[group.x * 64u + lane] * 3u;
+    workgroupBarrier();
+    y[base + lane] = staged[63u - lane] + base;
+}
+"#;
+    let x: Vec<u32> = (0..128).map(|i| i * 7 + 1).collect();
+    let inputs = [words(&x), vec![0; 128 * 4]];
+    let strict = Fixture::with_driver(driver(KernelMode::Compile)).dispatch(
+        STAGED,
+        "staged_shift",
+        [2, 1, 1],
+        &inputs,
+        &words(&[3]),
+    );
+    let error = strict.expect_err("index 130 of a 128-element `y` faults");
+    assert_eq!(error.kind(), ErrorKind::KernelFault, "{error}");
+    assert!(error.message().contains("out of bounds"), "{error}");
+    let outputs = agree(
+        STAGED,
+        "staged_shift",
+        [2, 1, 1],
+        &[words(&x), vec![0; 131 * 4]],
+        &words(&[3]),
+    );
+    let y: Vec<u32> = outputs[1]
+        .chunks(4)
+        .map(|w| u32::from_le_bytes(w.try_into().unwrap()))
+        .collect();
+    assert_eq!(y[3], x[63] * 3 + 3, "the first workgroup's first store");
+    assert_eq!(y[130], x[64] * 3 + 67, "the second workgroup's last store");
+    let lenient = |mode| {
+        Fixture::with_driver(driver(mode).with_strict_bounds(false))
+            .dispatch(STAGED, "staged_shift", [2, 1, 1], &inputs, &words(&[3]))
+            .unwrap()
+    };
+    assert_eq!(lenient(KernelMode::Compile), lenient(KernelMode::Interpret));
+}
+
 #[test]
 fn barriers_in_called_functions_and_in_switches_are_compiled() {
     // Host C inlines the function and turns the switch into `if`s before it splits the entry

@@ -444,13 +444,16 @@ mod tests {
                       }\n";
         for dialect in [Dialect::HostC, Dialect::OpenclC, Dialect::CudaC] {
             let text = emit(source, dialect);
-            // Only `lane + 1u` can reach past the end (in invocation 63).
+            // Only `lane + 1u` can reach past the end (in invocation 63). Host C writes the
+            // body twice, with and without the checks of `d`'s (affine) indices; both keep
+            // that one clamp, which no check at the workgroup's start replaces.
             let clamps = text.matches(if dialect == Dialect::HostC {
                 "xh_fx_index(&"
             } else {
                 "xh_min_u32((xh_u32)("
             });
-            assert_eq!(clamps.count(), 1, "{}: {text}", dialect.name());
+            let bodies = if dialect == Dialect::HostC { 2 } else { 1 };
+            assert_eq!(clamps.count(), bodies, "{}: {text}", dialect.name());
         }
     }
 
@@ -509,6 +512,27 @@ mod tests {
                       }\n";
         let host = emit(source, Dialect::HostC);
         assert!(!host.contains("_active("), "{host}");
+    }
+
+    #[test]
+    fn host_c_gives_a_kernel_with_barriers_an_unchecked_body_and_stores_shared_values_once() {
+        let source = include_str!("../../../../examples/kernels/reduce.wgsl");
+        let host = emit(source, Dialect::HostC);
+        // Every index into `input` and `partial_sums` is affine in the invocation index: the
+        // workgroup runs the body without checks when the check at its start passes.
+        assert!(host.contains("static void xh_ep_reduce_fast("), "{host}");
+        assert!(
+            host.contains("if (xh_ep_reduce_inbounds(&c, wid, nwg, xh_site)) xh_ep_reduce_fast("),
+            "{host}"
+        );
+        // `group_index`, the same in every invocation and read after the barrier, is kept in
+        // a register through the region's loop and stored to the frame once after it.
+        assert!(host.contains("group_index_e7_r = (e3 + e6);"), "{host}");
+        assert!(host.contains("F->group_index_e7 = group_index_e7_r;"), "{host}");
+        assert!(!host.contains("F->group_index_e7 = (e3 + e6);"), "{host}");
+        // The tiled matmul indexes with a loop's counter: no unchecked body.
+        let source = include_str!("../../../../examples/kernels/matmul.wgsl");
+        assert!(!emit(source, Dialect::HostC).contains("xh_ep_matmul_fast("));
     }
 
     const HALF: &str = r#"

@@ -43,6 +43,12 @@ pub(super) struct Wg {
     pub(super) local_uses: RefCell<HashMap<Handle<naga::LocalVariable>, BTreeSet<usize>>>,
     /// Second pass: the expressions whose values are privatised.
     pub(super) private_exprs: HashSet<Handle<Expression>>,
+    /// Second pass: privatised values the same in every invocation, each with the region
+    /// that computes them and the C local that holds them there until it ends.
+    pub(super) hoisted: RefCell<HashMap<Handle<Expression>, (usize, String)>>,
+    /// The same by region: `(type, local, frame slot)`, declared before the region's loop and
+    /// stored to the frame after it.
+    pub(super) hoisted_in: RefCell<HashMap<usize, Vec<HoistedValue>>>,
     /// Frame members (`T name[size];`).
     pub(super) frame: RefCell<Vec<String>>,
     /// Whether the region being written has a `return` (it then needs its end label).
@@ -54,6 +60,9 @@ pub(super) struct Wg {
     /// Whether invocations can return in a region (they then carry a done flag).
     pub(super) done_flags: bool,
 }
+
+/// A shared value a region keeps in a register: its C type, the local, and its frame slot.
+pub(super) type HoistedValue = (String, String, String);
 
 impl Wg {
     pub(super) fn record_use(&self, h: Handle<Expression>) {
@@ -128,7 +137,7 @@ pub(super) fn has_continue(block: &Block) -> bool {
 }
 
 /// What the first workgroup-mode pass decided for the second.
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Decided {
     private_exprs: HashSet<Handle<Expression>>,
     private_locals: HashSet<Handle<naga::LocalVariable>>,
@@ -263,7 +272,16 @@ impl Writer<'_> {
         );
         if barriers {
             out.push_str(&w.private_init);
-            let _ = writeln!(out, "    {}(&S->frame, &c, wid, nwg);", w.inner);
+            if let Some(&bases) = self.fast_entries.get(&w.index) {
+                let _ = writeln!(
+                    out,
+                    "    xh_u64 xh_site[{}] = {{0}};\n    if ({1}_inbounds(&c, wid, nwg, xh_site)) {1}_fast(&S->frame, &c, wid, nwg, xh_site);\n    else {1}(&S->frame, &c, wid, nwg);",
+                    bases.max(1),
+                    w.inner
+                );
+            } else {
+                let _ = writeln!(out, "    {}(&S->frame, &c, wid, nwg);", w.inner);
+            }
             if self.wg_private_ctx.contains(&w.index) {
                 let _ = writeln!(
                     out,
@@ -378,15 +396,20 @@ impl Writer<'_> {
     /// Host C for an entry point with barriers, in workgroup mode (see [`Wg`]): a function
     /// `inner(frame, ctx, wid, nwg)` that runs every invocation of one workgroup, preceded by
     /// the frame's type `xh_frame_NAME`.
+    ///
+    /// With `sites` (the indices into runtime-sized arrays, all affine in the invocation
+    /// index: see `write_bounds_check`) it also writes `inner_fast(..., site)`, the same
+    /// function without index checks, and says so.
     pub(super) fn write_workgroup_function(
         &self,
         ep: &naga::EntryPoint,
         fi: &FunctionInfo,
         inner: &str,
-    ) -> Res<String> {
+        sites: Option<&[super::bounds::IndexSite]>,
+    ) -> Res<(String, bool)> {
         let size = ep.workgroup_size.iter().product::<u32>().max(1);
         let uniform = std::rc::Rc::new(super::uniform::analyze(self.m, &ep.function));
-        let first = self.workgroup_pass(ep, fi, size, &uniform, None)?;
+        let first = self.workgroup_pass(ep, fi, size, &uniform, None, None)?;
         let mut private_exprs = HashSet::new();
         for (h, uses) in first.expr_uses.borrow().iter() {
             let def = first.expr_def.borrow().get(h).copied().unwrap_or(CONTROL);
@@ -407,7 +430,11 @@ impl Writer<'_> {
             local_uses: first.local_uses.take(),
             done_flags: first.done_flags,
         };
-        let second = self.workgroup_pass(ep, fi, size, &uniform, Some(decided))?;
+        let unchecked = match sites {
+            Some(sites) => Some(self.workgroup_pass(ep, fi, size, &uniform, Some(decided.clone()), Some(sites))?),
+            None => None,
+        };
+        let second = self.workgroup_pass(ep, fi, size, &uniform, Some(decided), None)?;
         let tag = ident(Some(&c_symbol(&ep.name)), "entry");
         let wg = second.wg.as_ref().expect("workgroup mode");
         let mut frame = String::new();
@@ -423,12 +450,27 @@ impl Writer<'_> {
         if frame.is_empty() {
             frame.push_str(" char unused_;");
         }
-        Ok(format!(
+        let mut text = format!(
             "typedef struct xh_frame_{tag} {{{frame} }} xh_frame_{tag};\n\
              static void {inner}(xh_frame_{tag}* F, xh_ctx* proto, xh_u32x3 wid, xh_u32x3 nwg) {{\n\
              {}}}\n",
             second.body
-        ))
+        );
+        // Both passes made the same decisions, so they lay the frame out alike; were they to
+        // differ, the checked body alone runs.
+        let fast = unchecked.filter(|fast| {
+            fast.wg
+                .as_ref()
+                .is_some_and(|fast| *fast.frame.borrow() == *wg.frame.borrow())
+        });
+        if let Some(fast) = &fast {
+            let _ = write!(
+                text,
+                "static void {inner}_fast(xh_frame_{tag}* F, xh_ctx* proto, xh_u32x3 wid, xh_u32x3 nwg, const xh_u64* xh_site) {{\n{}}}\n",
+                fast.body
+            );
+        }
+        Ok((text, fast.is_some()))
     }
 
     /// One pass over an entry point in workgroup mode: the first (`decided` is `None`)
@@ -440,6 +482,7 @@ impl Writer<'_> {
         size: u32,
         uniform: &std::rc::Rc<super::uniform::Uniform>,
         decided: Option<Decided>,
+        sites: Option<&[super::bounds::IndexSite]>,
     ) -> Res<WgPass> {
         let f = &ep.function;
         let decided = decided.unwrap_or_default();
@@ -456,8 +499,13 @@ impl Writer<'_> {
             args: Vec::new(),
             entry: true,
             indent: 2,
-            unchecked: false,
-            sites: HashMap::new(),
+            unchecked: sites.is_some(),
+            sites: sites
+                .into_iter()
+                .flatten()
+                .enumerate()
+                .map(|(k, &(index, c))| (index, (k, c)))
+                .collect(),
             wg: Some(Wg {
                 size,
                 shape: ep.workgroup_size,
@@ -470,6 +518,8 @@ impl Writer<'_> {
                 expr_uses: RefCell::new(HashMap::new()),
                 local_uses: RefCell::new(HashMap::new()),
                 private_exprs: decided.private_exprs,
+                hoisted: RefCell::new(HashMap::new()),
+                hoisted_in: RefCell::new(HashMap::new()),
                 frame: RefCell::new(Vec::new()),
                 region_returns: Cell::new(false),
                 any_returns: Cell::new(false),
@@ -480,6 +530,10 @@ impl Writer<'_> {
         let ctx = if private_ctx { "&F->c[li]" } else { "proto" };
         let mut prologue = format!("            XH_UNUSED xh_ctx* ctx = {ctx};\n");
         prologue.push_str(&self.builtins_of_li(ep.workgroup_size, "            ", true));
+        if sites.is_some() {
+            // The unchecked indices are the first invocation's plus a step per invocation.
+            prologue.push_str("            XH_UNUSED xh_u32 xh_li = li;\n");
+        }
         for (i, arg) in f.arguments.iter().enumerate() {
             let an = format!("a_{}{i}", ident(arg.name.as_deref(), "arg"));
             let t = self.type_name(arg.ty)?;
@@ -715,6 +769,10 @@ impl Writer<'_> {
         // `offset /= 2u` before a barrier would otherwise run once per invocation).
         let per_invocation = |local: &RegionLocal| !local.shared || once;
         let _ = writeln!(out, "{pad}{{ xh_u32 xh_oob = 0u;");
+        let hoisted = wg.hoisted_in.borrow().get(&region).cloned().unwrap_or_default();
+        for (ty, local, slot) in &hoisted {
+            let _ = writeln!(out, "{pad}    XH_UNUSED {ty} {local} = {slot};");
+        }
         for local in locals.iter().filter(|local| !per_invocation(local)) {
             let (ty, name, start) = (&local.ty, &local.name, &local.start);
             if stored.contains(&local.local) {
@@ -761,6 +819,9 @@ impl Writer<'_> {
         let _ = writeln!(out, "{pad}}}");
         if prefix.is_some() {
             let _ = writeln!(out, "{pad}xh_r{region}_past: ;");
+        }
+        for (_, local, slot) in &hoisted {
+            let _ = writeln!(out, "{pad}{slot} = {local};");
         }
         let _ = writeln!(out, "{pad}proto->oob_ |= xh_oob; }}");
         if returns && !tail {

@@ -310,7 +310,20 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
             {
                 w.wg_private_ctx.insert(i);
             }
-            w.write_workgroup_function(ep, fi, &inner)?
+            // Host C also gets a body without index checks, run for a workgroup whose every
+            // index into a runtime-sized array is in bounds (as below, for no barriers).
+            let check = if d == Dialect::HostC {
+                w.write_bounds_check(i, &inner)?
+            } else {
+                None
+            };
+            let sites = check.as_ref().map(|(_, sites)| sites.as_slice());
+            let (mut text, fast) = w.write_workgroup_function(ep, fi, &inner, sites)?;
+            if let (Some((check, sites)), true) = (&check, fast) {
+                text.push_str(check);
+                w.fast_entries.insert(i, sites.len());
+            }
+            text
         } else {
             let mut text = w.write_function(&ep.function, fi, inner.clone(), true, None)?;
             if d == Dialect::HostC {
@@ -559,6 +572,12 @@ impl<'a> Writer<'a> {
         if let Some(n) = fx.baked.get(&h) {
             if let Some(wg) = &fx.wg {
                 wg.record_use(h);
+                // Read in the region that computes it: its register copy (see `define`).
+                if let Some((region, local)) = wg.hoisted.borrow().get(&h) {
+                    if *region == wg.region.get() {
+                        return Ok(local.clone());
+                    }
+                }
             }
             return Ok(n.clone());
         }
@@ -1309,6 +1328,20 @@ impl<'a> Writer<'a> {
             if wg.private_exprs.contains(&h) {
                 let slot = if wg.uniform.exprs.contains(&h) {
                     wg.frame.borrow_mut().push(format!("{t} {name};"));
+                    let region = wg.region.get();
+                    if region != CONTROL {
+                        // One slot for the workgroup, written once after the region's loop
+                        // from a copy the loop keeps in a register: a store to the same
+                        // address in every invocation would keep the loop from vectorising.
+                        let local = format!("{name}_r");
+                        wg.hoisted.borrow_mut().insert(h, (region, local.clone()));
+                        wg.hoisted_in.borrow_mut().entry(region).or_default().push((
+                            t.to_owned(),
+                            local.clone(),
+                            format!("F->{name}"),
+                        ));
+                        return (local, format!("F->{name}"));
+                    }
                     format!("F->{name}")
                 } else {
                     wg.frame.borrow_mut().push(format!("{t} {name}[{}];", wg.size));
