@@ -206,23 +206,7 @@ impl<'a> Writer<'a> {
         if sites.is_empty() {
             return Ok(None);
         }
-        let fx = Fx {
-            f,
-            fi,
-            baked: HashMap::new(),
-            locals: HashMap::new(),
-            args: f
-                .arguments
-                .iter()
-                .enumerate()
-                .map(|(k, arg)| format!("a_{}{k}", ident(arg.name.as_deref(), "arg")))
-                .collect(),
-            entry: true,
-            indent: 1,
-            wg: None,
-            unchecked: false,
-            sites: HashMap::new(),
-        };
+        let fx = Self::outside_fx(f, fi);
         // The distinct index expressions, whose values in the first invocation the check
         // leaves in `site` for the unchecked body.
         let mut bases: Vec<IndexSite> = Vec::new();
@@ -239,16 +223,7 @@ impl<'a> Writer<'a> {
             "    for (li = 0; li < {total}u; li += {}u) {{",
             (total - 1).max(1)
         );
-        text.push_str(&self.builtins_of_li(wg, "        ", false));
-        for (k, arg) in f.arguments.iter().enumerate() {
-            let _ = writeln!(
-                text,
-                "        XH_UNUSED {} {} = {};",
-                self.type_name(arg.ty)?,
-                fx.args[k],
-                self.builtin_name(arg, &ep.name)?
-            );
-        }
+        text.push_str(&self.invocation_arguments(ep, &fx)?);
         for (_, index, binding, _) in &sites {
             let value = self.expr(&fx, *index)?;
             // Arrays of more than 2^31 elements are left to the checks: the reasoning above
@@ -363,7 +338,39 @@ impl<'a> Writer<'a> {
         let f = &ep.function;
         let fi = self.info.get_entry_point(i);
         let total = ep.workgroup_size[0].max(1);
-        let fx = Fx {
+        let fx = Self::outside_fx(f, fi);
+        let mut text = format!(
+            "static xh_u32 {inner}_active(xh_ctx* ctx, xh_u32x3 wid, xh_u32x3 nwg) {{
+    xh_u32 li, k;
+    xh_u32 x[2] = {{0u, 0u}}, limit = 0u;
+    (void)nwg;
+    for (k = 0; k < 2u; k++) {{
+        li = k == 0u ? 0u : {}u;
+",
+            total - 1
+        );
+        text.push_str(&self.invocation_arguments(ep, &fx)?);
+        let _ = writeln!(text, "        x[k] = (xh_u32)({});", self.expr(&fx, guard.x)?);
+        let _ = writeln!(text, "        limit = (xh_u32)({});", self.expr(&fx, guard.limit)?);
+        let span = guard.step as u64 * u64::from(total - 1);
+        let _ = write!(
+            text,
+            "    }}
+    if (x[1] < x[0] || (xh_u64)(x[1] - x[0]) != {span}u) return 0xFFFFFFFFu;
+    if (limit <= x[0]) return 0u;
+    {{ xh_u64 active = ((xh_u64)(limit - x[0]) + {step}u - 1u) / {step}u;
+    return active < {total}u ? (xh_u32)active : {total}u; }}
+}}
+",
+            step = guard.step
+        );
+        Ok(text)
+    }
+
+    /// A writing context for code outside the entry point's body (the checks at a
+    /// workgroup's start): its arguments by name, nothing baked, every index checked.
+    fn outside_fx<'f>(f: &'f Function, fi: &'f naga::valid::FunctionInfo) -> Fx<'f> {
+        Fx {
             f,
             fi,
             baked: HashMap::new(),
@@ -379,19 +386,14 @@ impl<'a> Writer<'a> {
             wg: None,
             unchecked: false,
             sites: HashMap::new(),
-        };
-        let mut text = format!(
-            "static xh_u32 {inner}_active(xh_ctx* ctx, xh_u32x3 wid, xh_u32x3 nwg) {{
-    xh_u32 li, k;
-    xh_u32 x[2] = {{0u, 0u}}, limit = 0u;
-    (void)nwg;
-    for (k = 0; k < 2u; k++) {{
-        li = k == 0u ? 0u : {}u;
-",
-            total - 1
-        );
-        text.push_str(&self.builtins_of_li(ep.workgroup_size, "        ", false));
-        for (k, arg) in f.arguments.iter().enumerate() {
+        }
+    }
+
+    /// The built-ins of invocation `li` and the entry point's arguments made of them, as the
+    /// checks at a workgroup's start declare them.
+    fn invocation_arguments(&self, ep: &naga::EntryPoint, fx: &Fx) -> Res<String> {
+        let mut text = self.builtins_of_li(ep.workgroup_size, "        ", false);
+        for (k, arg) in ep.function.arguments.iter().enumerate() {
             let _ = writeln!(
                 text,
                 "        XH_UNUSED {} {} = {};",
@@ -400,20 +402,6 @@ impl<'a> Writer<'a> {
                 self.builtin_name(arg, &ep.name)?
             );
         }
-        let _ = writeln!(text, "        x[k] = (xh_u32)({});", self.expr(&fx, guard.x)?);
-        let _ = writeln!(text, "        limit = (xh_u32)({});", self.expr(&fx, guard.limit)?);
-        let span = guard.step as u64 * u64::from(total - 1);
-        let _ = write!(
-            text,
-            "    }}
-    if (x[1] < x[0] || (xh_u64)(x[1] - x[0]) != {span}u) return 0xFFFFFFFFu;
-    if (limit <= x[0]) return 0u;
-    {{ xh_u64 active = ((xh_u64)(limit - x[0]) + {step}u - 1u) / {step}u;
-    return active < {total}u ? (xh_u32)active : {total}u; }}
-}}
-",
-            step = guard.step
-        );
         Ok(text)
     }
 
