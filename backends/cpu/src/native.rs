@@ -160,8 +160,11 @@ impl Scratch {
     pub(crate) fn new(bytes: usize) -> Result<Scratch> {
         let layout = std::alloc::Layout::from_size_align(bytes.max(1), 64)
             .map_err(|_| Error::out_of_memory(format!("a kernel asks for {bytes} bytes of scratch memory")))?;
+        // Zeroed: a region reads a shared value's frame slot before its loop and stores it
+        // back after, so a region that computes it in no invocation must read a value, not
+        // whatever the allocator left (a `bool` holding neither 0 nor 1).
         // SAFETY: the layout has a non-zero size.
-        let pointer = unsafe { std::alloc::alloc(layout) };
+        let pointer = unsafe { std::alloc::alloc_zeroed(layout) };
         if pointer.is_null() {
             return Err(Error::out_of_memory(format!(
                 "cannot allocate {bytes} bytes of scratch memory for a kernel"

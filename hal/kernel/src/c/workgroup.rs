@@ -43,12 +43,10 @@ pub(super) struct Wg {
     pub(super) local_uses: RefCell<HashMap<Handle<naga::LocalVariable>, BTreeSet<usize>>>,
     /// Second pass: the expressions whose values are privatised.
     pub(super) private_exprs: HashSet<Handle<Expression>>,
-    /// Second pass: privatised values the same in every invocation, each with the region
-    /// that computes them and the C local that holds them there until it ends.
-    pub(super) hoisted: RefCell<HashMap<Handle<Expression>, (usize, String)>>,
-    /// The same by region: `(type, local, frame slot)`, declared before the region's loop and
-    /// stored to the frame after it.
-    pub(super) hoisted_in: RefCell<HashMap<usize, Vec<HoistedValue>>>,
+    /// Second pass: by region, the privatised values the same in every invocation that it
+    /// computes, kept in a C local declared before the region's loop and stored to the frame
+    /// after it.
+    pub(super) hoisted: RefCell<HashMap<usize, Vec<HoistedValue>>>,
     /// Frame members (`T name[size];`).
     pub(super) frame: RefCell<Vec<String>>,
     /// Whether the region being written has a `return` (it then needs its end label).
@@ -61,8 +59,14 @@ pub(super) struct Wg {
     pub(super) done_flags: bool,
 }
 
-/// A shared value a region keeps in a register: its C type, the local, and its frame slot.
-pub(super) type HoistedValue = (String, String, String);
+/// A shared value a region keeps in a register.
+#[derive(Clone)]
+pub(super) struct HoistedValue {
+    pub(super) expr: Handle<Expression>,
+    pub(super) ty: String,
+    pub(super) local: String,
+    pub(super) slot: String,
+}
 
 impl Wg {
     pub(super) fn record_use(&self, h: Handle<Expression>) {
@@ -519,7 +523,6 @@ impl Writer<'_> {
                 local_uses: RefCell::new(HashMap::new()),
                 private_exprs: decided.private_exprs,
                 hoisted: RefCell::new(HashMap::new()),
-                hoisted_in: RefCell::new(HashMap::new()),
                 frame: RefCell::new(Vec::new()),
                 region_returns: Cell::new(false),
                 any_returns: Cell::new(false),
@@ -769,9 +772,9 @@ impl Writer<'_> {
         // `offset /= 2u` before a barrier would otherwise run once per invocation).
         let per_invocation = |local: &RegionLocal| !local.shared || once;
         let _ = writeln!(out, "{pad}{{ xh_u32 xh_oob = 0u;");
-        let hoisted = wg.hoisted_in.borrow().get(&region).cloned().unwrap_or_default();
-        for (ty, local, slot) in &hoisted {
-            let _ = writeln!(out, "{pad}    XH_UNUSED {ty} {local} = {slot};");
+        let hoisted = wg.hoisted.borrow().get(&region).cloned().unwrap_or_default();
+        for value in &hoisted {
+            let _ = writeln!(out, "{pad}    XH_UNUSED {} {} = {};", value.ty, value.local, value.slot);
         }
         for local in locals.iter().filter(|local| !per_invocation(local)) {
             let (ty, name, start) = (&local.ty, &local.name, &local.start);
@@ -820,8 +823,8 @@ impl Writer<'_> {
         if prefix.is_some() {
             let _ = writeln!(out, "{pad}xh_r{region}_past: ;");
         }
-        for (_, local, slot) in &hoisted {
-            let _ = writeln!(out, "{pad}{slot} = {local};");
+        for value in &hoisted {
+            let _ = writeln!(out, "{pad}{} = {};", value.slot, value.local);
         }
         let _ = writeln!(out, "{pad}proto->oob_ |= xh_oob; }}");
         if returns && !tail {

@@ -18,7 +18,7 @@ use naga::{
 use super::bounds::IndexSite;
 use super::prelude::{prelude, Needs};
 use super::types::MAX_CONSTRUCTED_ARRAY;
-use super::workgroup::{HostWrapper, Wg, CONTROL};
+use super::workgroup::{HoistedValue, HostWrapper, Wg, CONTROL};
 use super::{c_symbol, CEntryPoint, CSource, Dialect};
 use crate::error::{KernelError, KernelErrorKind};
 use crate::ir::{self, calls, compute_entries, has_barrier, scalar_wgsl, uses_length};
@@ -573,9 +573,9 @@ impl<'a> Writer<'a> {
             if let Some(wg) = &fx.wg {
                 wg.record_use(h);
                 // Read in the region that computes it: its register copy (see `define`).
-                if let Some((region, local)) = wg.hoisted.borrow().get(&h) {
-                    if *region == wg.region.get() {
-                        return Ok(local.clone());
+                if let Some(values) = wg.hoisted.borrow().get(&wg.region.get()) {
+                    if let Some(value) = values.iter().find(|value| value.expr == h) {
+                        return Ok(value.local.clone());
                     }
                 }
             }
@@ -1334,12 +1334,12 @@ impl<'a> Writer<'a> {
                         // from a copy the loop keeps in a register: a store to the same
                         // address in every invocation would keep the loop from vectorising.
                         let local = format!("{name}_r");
-                        wg.hoisted.borrow_mut().insert(h, (region, local.clone()));
-                        wg.hoisted_in.borrow_mut().entry(region).or_default().push((
-                            t.to_owned(),
-                            local.clone(),
-                            format!("F->{name}"),
-                        ));
+                        wg.hoisted.borrow_mut().entry(region).or_default().push(HoistedValue {
+                            expr: h,
+                            ty: t.to_owned(),
+                            local: local.clone(),
+                            slot: format!("F->{name}"),
+                        });
                         return (local, format!("F->{name}"));
                     }
                     format!("F->{name}")
