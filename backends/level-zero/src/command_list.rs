@@ -499,6 +499,8 @@ impl DriverCommandList<LevelZeroDriver> for CommandList {
         let slot = &mut state.slots[index];
         slot.in_flight = true;
         let recording = Arc::clone(&slot.recording);
+        // A stream that had already failed refuses the append without making it.
+        let failed_before = stream.failed();
         let (list, done) = (recording.list, recording.done.event);
         let submitted = stream.enqueue(
             || format!("submitting a command list on {}", self.gpu.name()),
@@ -513,8 +515,10 @@ impl DriverCommandList<LevelZeroDriver> for CommandList {
             },
             vec![Box::new(Arc::clone(&recording))],
         );
-        if submitted.is_err() {
-            // Nothing will signal its event: the recording is idle again.
+        if submitted.is_err() && (failed_before || !stream.failed()) {
+            // Refused before it reached the device: nothing will signal its event, and the
+            // recording is idle again. A failure that stuck to the stream may have left the
+            // list running, so that recording is never reused.
             state.slots[index].in_flight = false;
         }
         submitted.map(drop)

@@ -370,6 +370,14 @@ fn extensions(api: &Api, driver: DriverHandle) -> Result<Vec<(String, u32)>> {
     ffi::check(code, "zeDriverGetExtensionProperties", || {
         "counting a driver's extensions".to_string()
     })?;
+    // A driver lists tens; a count past this is a broken driver, not a list to allocate.
+    const MOST_EXTENSIONS: u32 = 4096;
+    if count > MOST_EXTENSIONS {
+        return Err(Error::internal(format!(
+            "zeDriverGetExtensionProperties counted {count} extensions, more than the {MOST_EXTENSIONS} \
+             a driver can have; the Level Zero driver is broken"
+        )));
+    }
     let empty = ffi::DriverExtensionProperties {
         name: [0; ffi::ZE_MAX_EXTENSION_NAME],
         version: 0,

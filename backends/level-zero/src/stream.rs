@@ -223,6 +223,12 @@ impl Stream {
     /// Appends one command through `call`, which receives the list and returns the name of
     /// the Level Zero call and its result; `doing` names the command for errors. `keep` lives
     /// until the command completes. Returns the command's number.
+    /// Whether the stream failed while executing (its sticky error is set): work it had
+    /// been handed may still be running, half done.
+    pub(crate) fn failed(&self) -> bool {
+        self.state.lock().sticky.is_some()
+    }
+
     pub(crate) fn enqueue(
         &self,
         doing: impl FnOnce() -> String,

@@ -24,6 +24,8 @@
  *                         older than API 1.9)
  *   STUB_NO_APPEND_LISTS_EXTENSION  the driver does not list the extension, and the entry point
  *                         answers ZE_RESULT_ERROR_UNSUPPORTED_FEATURE (a new loader, an old driver)
+ *   STUB_EXTENSION_COUNT_LIES  zeDriverGetExtensionProperties counts 2^32 - 1 extensions (a
+ *                         broken driver the plugin must not allocate for)
  *   STUB_EXECUTE          the emulated device: kernels really run (below)
  *
  * A test may also make the next calls of one entry point fail while it runs, with
@@ -1163,7 +1165,11 @@ EXPORT ze_result_t zeDriverGetExtensionProperties(void *driver, uint32_t *count,
         }
         if (*count > known) *count = known;
     } else {
+#ifdef STUB_EXTENSION_COUNT_LIES
+        *count = 0xFFFFFFFFu;
+#else
         *count = known;
+#endif
     }
     return OK;
 }
