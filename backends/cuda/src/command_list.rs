@@ -166,10 +166,13 @@ fn issue(command: &mut Recordable, stream: CUstream) -> Result<()> {
             }
         }
         Recordable::Launch(parameters) => {
-            let doing = parameters.describe();
             // SAFETY: the context is current and the stream is live; the parameters were
             // checked against the kernel.
-            call("cuLaunchKernel", || doing, || unsafe { parameters.launch(stream) })
+            call(
+                "cuLaunchKernel",
+                || parameters.describe(),
+                || unsafe { parameters.launch(stream) },
+            )
         }
     }
 }
@@ -202,7 +205,15 @@ fn capture(gpu: &Gpu, commands: &mut [Recordable]) -> Result<Executable> {
             // SAFETY: the stream is capturing; writes one graph handle.
             || unsafe { sys::cuStreamEndCapture(stream, &mut graph) },
         );
-        issued?;
+        if let Err(error) = issued {
+            if ended.is_ok() && !graph.is_null() {
+                // SAFETY: the partial graph the capture made, used by nothing else.
+                let _ = call("cuGraphDestroy", crate::ffi::quiet, || unsafe {
+                    sys::cuGraphDestroy(graph)
+                });
+            }
+            return Err(error);
+        }
         ended?;
         let mut exec: sys::CUgraphExec = std::ptr::null_mut();
         let instantiated = call(

@@ -471,11 +471,14 @@ impl DriverStream<CudaDriver> for Stream {
     /// Launches `launch.workgroups` workgroups of the kernel (see `module.rs` for the
     /// argument ABI and the checks of the arguments against the kernel's parameters).
     fn launch(stream: &Arc<Object<Stream>>, launch: &Launch<'_, CudaDriver>) -> Result<()> {
-        let mut parameters = LaunchParameters::new(launch.kernel, launch.workgroups, launch.buffers, launch.scalars)?;
-        let doing = parameters.describe();
+        let parameters = LaunchParameters::new(launch.kernel, launch.workgroups, launch.buffers, launch.scalars)?;
         // SAFETY: the parameters were checked against the kernel, and the driver copies them
         // before returning.
-        stream.enqueue("cuLaunchKernel", || doing, |raw| unsafe { parameters.launch(raw) })
+        stream.enqueue(
+            "cuLaunchKernel",
+            || parameters.describe(),
+            |raw| unsafe { parameters.launch(raw) },
+        )
     }
 
     /// Records `event` after everything enqueued so far.
@@ -777,17 +780,18 @@ impl LaunchParameters {
     ///
     /// # Safety
     /// The context is current and `stream` is a live stream of it.
-    pub(crate) unsafe fn launch(&mut self, stream: CUstream) -> CUresult {
+    pub(crate) unsafe fn launch(&self, stream: CUstream) -> CUresult {
+        // `kernelParams` is `void**`, but the driver only reads the values it points to.
         let mut parameters: Vec<*mut c_void> = self
             .addresses
-            .iter_mut()
-            .map(|address| (address as *mut sys::CUdeviceptr).cast::<c_void>())
+            .iter()
+            .map(|address| (address as *const sys::CUdeviceptr).cast_mut().cast::<c_void>())
             .collect();
         if self.has_scalars {
-            parameters.push(self.scalar_block.as_mut_ptr().cast());
+            parameters.push(self.scalar_block.as_ptr().cast_mut().cast());
         }
         if self.takes_lengths {
-            parameters.push(self.lengths.as_mut_ptr().cast());
+            parameters.push(self.lengths.as_ptr().cast_mut().cast());
         }
         let (workgroups, size) = (self.workgroups, self.size);
         // SAFETY: one pointer per parameter, each to a value of the parameter's size (checked

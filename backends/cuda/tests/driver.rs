@@ -212,6 +212,17 @@ fn an_unusable_nvrtc_named_by_the_environment_is_explained() {
     );
 }
 
+/// A command the driver refuses while a list is captured fails the list's build naming the
+/// call, and the partial graph the capture made is destroyed, not leaked.
+#[test]
+fn a_refused_command_during_capture_leaks_no_graph() {
+    run_child(
+        "capture_fails",
+        "",
+        &[("STUB_DEVICES", "1"), ("STUB_FAIL", "cuMemsetD8Async:1")],
+    );
+}
+
 #[test]
 fn execution_errors_stick_to_the_stream() {
     run_child(
@@ -269,9 +280,30 @@ fn stub_child() {
         "sticky" => sticky_scenario(&backend),
         "wgsl_launch" => wgsl_launch_scenario(backend),
         "nvrtc_unusable" => nvrtc_unusable_scenario(&backend),
+        "capture_fails" => capture_fails_scenario(&backend, &library),
         other => panic!("unknown scenario {other}"),
     }
     println!("{PASSED}");
+}
+
+fn capture_fails_scenario(backend: &CudaBackend, library: &str) {
+    let device = backend.device_open(0).unwrap();
+    let buffer = backend.buffer_allocate(device, 16).unwrap();
+    let list = backend.command_list_create(device).unwrap();
+    backend.command_list_append_fill(list, buffer, 0, 16, &[5]).unwrap();
+    let error = backend.command_list_finish(list).unwrap_err();
+    assert!(error.message().contains("cuMemsetD8Async"), "{error}");
+    // SAFETY: the stub the backend loaded, which exports this counter.
+    let live = unsafe {
+        let stub = libloading::Library::new(library).unwrap();
+        let count: libloading::Symbol<unsafe extern "C" fn() -> i32> =
+            stub.get(b"xhal_cuda_stub_live_graphs\0").unwrap();
+        count()
+    };
+    assert_eq!(live, 0, "the failed capture's graph was not destroyed");
+    backend.command_list_destroy(list);
+    backend.buffer_free(buffer);
+    backend.device_close(device);
 }
 
 fn write(

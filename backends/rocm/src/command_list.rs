@@ -398,6 +398,9 @@ impl DriverCommandList<RocmDriver> for CommandList {
         let state = self.state.lock();
         let executable = &state.executable;
         let api = self.gpu.api();
+        // Held from before the wait on its ordering event: were the launch to fail after the
+        // wait was queued, the event must still outlive that wait.
+        stream.retain_graph(executable);
         if let Some(order) = executable
             .order
             .as_ref()
@@ -422,7 +425,6 @@ impl DriverCommandList<RocmDriver> for CommandList {
             // SAFETY: an executable graph of this device, on a live stream of it.
             |raw| unsafe { launch(executable.exec, raw) },
         )?;
-        stream.retain_graph(executable);
         if let Some(order) = &executable.order {
             let recorded = stream.enqueue(
                 "hipEventRecord",

@@ -304,12 +304,11 @@ impl DriverStream<RocmDriver> for Stream {
     /// argument ABI and the checks of the arguments against the kernel's parameters). The
     /// stream keeps the kernel, and so its module, until it is idle.
     fn launch(stream: &Arc<Object<Stream>>, launch: &Launch<'_, RocmDriver>) -> Result<()> {
-        let mut parameters = LaunchParameters::new(launch.kernel, launch.workgroups, launch.buffers, launch.scalars)?;
+        let parameters = LaunchParameters::new(launch.kernel, launch.workgroups, launch.buffers, launch.scalars)?;
         let api = launch.kernel.module.gpu.api();
-        let doing = parameters.describe();
         stream.enqueue(
             "hipModuleLaunchKernel",
-            || doing,
+            || parameters.describe(),
             // SAFETY: the parameters were checked against the kernel; the stream is live and
             // of the kernel's device, which `enqueue` made current; HIP copies the values
             // before returning.
@@ -641,18 +640,19 @@ impl LaunchParameters {
     ///
     /// # Safety
     /// The kernel's device is current, and `stream` is a live stream of it.
-    pub(crate) unsafe fn launch(&mut self, api: &ffi::Api, stream: HipStream) -> ffi::HipError {
-        // kernelParams holds one pointer per parameter, to the parameter's value.
+    pub(crate) unsafe fn launch(&self, api: &ffi::Api, stream: HipStream) -> ffi::HipError {
+        // kernelParams holds one pointer per parameter, to the parameter's value; it is
+        // `void**`, but HIP only reads the values.
         let mut parameters: Vec<*mut c_void> = self
             .addresses
-            .iter_mut()
-            .map(|address| (address as *mut *mut c_void).cast::<c_void>())
+            .iter()
+            .map(|address| (address as *const *mut c_void).cast_mut().cast::<c_void>())
             .collect();
         if !self.scalar_area.is_empty() {
-            parameters.push(self.scalar_area.as_mut_ptr().cast());
+            parameters.push(self.scalar_area.as_ptr().cast_mut().cast());
         }
         if !self.lengths.is_empty() {
-            parameters.push(self.lengths.as_mut_ptr().cast());
+            parameters.push(self.lengths.as_ptr().cast_mut().cast());
         }
         let (workgroups, size) = (self.workgroups, self.size);
         // SAFETY: one pointer per parameter, each to a value of the parameter's size (checked

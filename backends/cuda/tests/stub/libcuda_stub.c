@@ -644,6 +644,11 @@ typedef struct StubGraphExec {
     StubGraph *graph;
 } StubGraphExec;
 
+/* Graphs captured and not yet destroyed: a test reads it to find leaks. */
+static int live_graphs;
+int xhal_cuda_stub_live_graphs(void);
+int xhal_cuda_stub_live_graphs(void) { return __atomic_load_n(&live_graphs, __ATOMIC_SEQ_CST); }
+
 CUresult cuStreamBeginCapture_v2(CUstream handle, int mode) {
     CUE_CONTEXT("cuStreamBeginCapture_v2");
     (void)mode;
@@ -664,6 +669,7 @@ CUresult cuStreamEndCapture(CUstream handle, void **graph) {
     stream->captured_head = stream->captured_tail = NULL;
     stream->capturing = 0;
     *graph = made;
+    __atomic_add_fetch(&live_graphs, 1, __ATOMIC_SEQ_CST);
     return CUDA_SUCCESS;
 }
 CUresult cuGraphInstantiateWithFlags(void **exec, void *graph, unsigned long long flags) {
@@ -709,6 +715,7 @@ CUresult cuGraphDestroy(void *graph) {
         work = next;
     }
     free(stub);
+    __atomic_sub_fetch(&live_graphs, 1, __ATOMIC_SEQ_CST);
     return CUDA_SUCCESS;
 }
 
