@@ -896,39 +896,217 @@ fn matmul_example_meets_its_barriers_in_regions() {
     #[derive(Clone, Copy)]
     struct Lengths([u64; 3]);
     let f: unsafe extern "C" fn(*mut f32, *mut f32, *mut f32, Dims, Lengths, Inv, Wg) = k.symbol();
-    let (m, n, kk) = (19usize, 21usize, 35usize);
-    let mut a: Vec<f32> = (0..m * kk).map(|i| (i % 7) as f32 - 3.0).collect();
-    let mut b: Vec<f32> = (0..kk * n).map(|i| (i % 5) as f32 - 2.0).collect();
-    let mut c = vec![-1.0f32; m * n];
-    let addresses = (
-        a.as_mut_ptr() as usize,
-        b.as_mut_ptr() as usize,
-        c.as_mut_ptr() as usize,
-    );
-    let dims = Dims {
-        m: m as u32,
-        n: n as u32,
-        k: kk as u32,
-    };
-    let lengths = Lengths([4 * (m * kk) as u64, 4 * (kk * n) as u64, 4 * (m * n) as u64]);
-    k.run([n.div_ceil(16) as u32, m.div_ceil(16) as u32, 1], |inv, wg| {
-        // SAFETY: matrices of the sizes in `dims`; the kernel guards its edges.
-        unsafe {
-            f(
-                addresses.0 as *mut f32,
-                addresses.1 as *mut f32,
-                addresses.2 as *mut f32,
-                dims,
-                lengths,
-                inv,
-                wg,
-            )
-        }
-    });
-    for r in 0..m {
-        for q in 0..n {
-            let expected: f32 = (0..kk).map(|t| a[r * kk + t] * b[t * n + q]).sum();
-            assert_eq!(c[r * n + q], expected, "c[{r}][{q}]");
+    // Edge tiles only, then interior tiles too (whose regions run without checks).
+    for (m, n, kk) in [(19usize, 21usize, 35usize), (40, 56, 70)] {
+        let mut a: Vec<f32> = (0..m * kk).map(|i| (i % 7) as f32 - 3.0).collect();
+        let mut b: Vec<f32> = (0..kk * n).map(|i| (i % 5) as f32 - 2.0).collect();
+        let mut c = vec![-1.0f32; m * n];
+        let addresses = (
+            a.as_mut_ptr() as usize,
+            b.as_mut_ptr() as usize,
+            c.as_mut_ptr() as usize,
+        );
+        let dims = Dims {
+            m: m as u32,
+            n: n as u32,
+            k: kk as u32,
+        };
+        let lengths = Lengths([4 * (m * kk) as u64, 4 * (kk * n) as u64, 4 * (m * n) as u64]);
+        k.run([n.div_ceil(16) as u32, m.div_ceil(16) as u32, 1], |inv, wg| {
+            // SAFETY: matrices of the sizes in `dims`; the kernel guards its edges.
+            unsafe {
+                f(
+                    addresses.0 as *mut f32,
+                    addresses.1 as *mut f32,
+                    addresses.2 as *mut f32,
+                    dims,
+                    lengths,
+                    inv,
+                    wg,
+                )
+            }
+        });
+        for r in 0..m {
+            for q in 0..n {
+                let expected: f32 = (0..kk).map(|t| a[r * kk + t] * b[t * n + q]).sum();
+                assert_eq!(c[r * n + q], expected, "c[{r}][{q}] of {m}x{kk} by {kk}x{n}");
+            }
         }
     }
+}
+
+/// Runs a kernel of one read-only and one read-write `u32` buffer and a two-member scalar
+/// block over `groups` workgroups; returns whether it met an out-of-bounds index.
+fn run_two_buffers(k: &Kernel, source: &mut [u32], out: &mut [u32], scalars: [u32; 2], groups: [u32; 3]) -> bool {
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Lengths([u64; 2]);
+    let f: unsafe extern "C" fn(*mut u32, *mut u32, [u32; 2], Lengths, Inv, Wg) = k.symbol();
+    let lengths = Lengths([4 * source.len() as u64, 4 * out.len() as u64]);
+    let (source, out) = (source.as_mut_ptr() as usize, out.as_mut_ptr() as usize);
+    k.run(groups, |inv, wg| {
+        // SAFETY: the kernel reaches its buffers only within `lengths`.
+        unsafe { f(source as *mut u32, out as *mut u32, scalars, lengths, inv, wg) }
+    })
+}
+
+const REGION_EDGES: &str = r#"
+struct Params { n: u32, unused: u32 }
+var<immediate> params: Params;
+@group(0) @binding(0) var<storage, read> source: array<u32>;
+@group(0) @binding(1) var<storage, read_write> out: array<u32>;
+var<workgroup> seen: array<u32, 16>;
+
+// Each comparison in a region of its own, so that each has its own test: with n = 15, the
+// second workgroup (x from 8 to 15) passes `x <= n` and fails `x < n`.
+@compute @workgroup_size(8, 2)
+fn edges(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    seen[li] = source[0];
+    workgroupBarrier();
+    let at = gid.y * 32u + gid.x;
+    if gid.x < params.n { out[at] += 1u; }
+    workgroupBarrier();
+    if params.n > gid.x { out[at] += 10u; }
+    workgroupBarrier();
+    if gid.x >= params.n { } else { out[at] += 100u; }
+    workgroupBarrier();
+    if gid.x <= params.n { out[at] += 1000u; }
+    workgroupBarrier();
+    if params.n <= gid.x { out[at] += 10000u; }
+}
+"#;
+
+#[test]
+fn region_tests_settle_size_comparisons_only_where_they_hold_everywhere() {
+    let Some(k) = build(REGION_EDGES, "edges") else { return };
+    let c = parse_wgsl(REGION_EDGES)
+        .expect("parses")
+        .to_c(Dialect::HostC, Some("edges"))
+        .expect("host C");
+    assert!(c.text.contains("xh_lin_in("), "the regions have tests");
+    let mut source = vec![7u32; 4];
+    for n in [15u32, 16, 0, 31, 40] {
+        let mut out = vec![0u32; 64];
+        let fault = run_two_buffers(&k, &mut source, &mut out, [n, 0], [4, 1, 1]);
+        assert!(!fault, "n = {n}: every index is in bounds");
+        for y in 0..2u32 {
+            for x in 0..32u32 {
+                let mut expected = 0;
+                if x < n {
+                    expected += 111;
+                }
+                if x <= n {
+                    expected += 1000;
+                }
+                if n <= x {
+                    expected += 10000;
+                }
+                assert_eq!(out[(y * 32 + x) as usize], expected, "n = {n}, x = {x}, y = {y}");
+            }
+        }
+    }
+}
+
+const REGION_STORED_LOCAL: &str = r#"
+struct Params { start: u32, jump: u32 }
+var<immediate> params: Params;
+@group(0) @binding(0) var<storage, read> source: array<u32>;
+@group(0) @binding(1) var<storage, read_write> out: array<u32>;
+var<workgroup> tile: array<u32, 16>;
+
+@compute @workgroup_size(16)
+fn moved(@builtin(local_invocation_id) lid: vec3<u32>) {
+    var base = params.start;
+    tile[lid.x] = lid.x + base;
+    workgroupBarrier();
+    // The region changes `base` before it indexes with it: its test cannot use the value
+    // the region started with.
+    base = base + params.jump;
+    out[lid.x] = source[base + lid.x] + tile[lid.x];
+}
+"#;
+
+#[test]
+fn a_region_test_ignores_locals_the_region_changes() {
+    let Some(k) = build(REGION_STORED_LOCAL, "moved") else {
+        return;
+    };
+    let mut source: Vec<u32> = (0..32).map(|i| 100 + i).collect();
+    let mut out = vec![0u32; 16];
+    assert!(!run_two_buffers(&k, &mut source, &mut out, [4, 8], [1, 1, 1]));
+    let expected: Vec<u32> = (0..16).map(|x| (100 + 12 + x) + (x + 4)).collect();
+    assert_eq!(out, expected);
+    // From where the region starts (4) every index is in bounds; from where it reads (4 +
+    // 1000) none is, and the checks must catch it.
+    let mut out = vec![0u32; 16];
+    assert!(run_two_buffers(&k, &mut source, &mut out, [4, 1000], [1, 1, 1]));
+    let expected: Vec<u32> = (0..16).map(|x| (100 + 31) + (x + 4)).collect();
+    assert_eq!(out, expected, "out-of-bounds reads clamp to the last element");
+}
+
+const REGION_WRAPPING_INDEX: &str = r#"
+struct Params { scale: u32, unused: u32 }
+var<immediate> params: Params;
+@group(0) @binding(0) var<storage, read> source: array<u32>;
+@group(0) @binding(1) var<storage, read_write> out: array<u32>;
+var<workgroup> tile: array<u32, 16>;
+
+@compute @workgroup_size(16)
+fn wrapping(@builtin(local_invocation_id) lid: vec3<u32>) {
+    tile[lid.x] = lid.x;
+    workgroupBarrier();
+    // 15 * scale wraps around to 14 when scale = 286331154: the first and last invocations'
+    // indices are in bounds, the others' are not.
+    out[lid.x] = source[lid.x * params.scale] + tile[lid.x];
+}
+"#;
+
+#[test]
+fn a_region_test_works_out_indices_without_wrapping_around() {
+    let Some(k) = build(REGION_WRAPPING_INDEX, "wrapping") else {
+        return;
+    };
+    let mut source: Vec<u32> = (0..16).map(|i| 100 + i).collect();
+    let mut out = vec![0u32; 16];
+    assert!(!run_two_buffers(&k, &mut source, &mut out, [1, 0], [1, 1, 1]));
+    assert_eq!(out, (0..16).map(|x| 100 + 2 * x).collect::<Vec<u32>>());
+    let scale = 286_331_154u32;
+    assert_eq!(15u32.wrapping_mul(scale), 14);
+    let mut out = vec![0u32; 16];
+    assert!(
+        run_two_buffers(&k, &mut source, &mut out, [scale, 0], [1, 1, 1]),
+        "the indices between the first and the last are out of bounds"
+    );
+    let expected: Vec<u32> = (0..16u32)
+        .map(|x| {
+            let index = x.wrapping_mul(scale).min(15);
+            100 + index + x
+        })
+        .collect();
+    assert_eq!(out, expected);
+}
+
+#[test]
+fn a_region_whose_indices_come_from_memory_has_no_test() {
+    let source = r#"
+@group(0) @binding(0) var<storage, read> indices: array<u32>;
+@group(0) @binding(1) var<storage, read_write> out: array<u32>;
+var<workgroup> tile: array<u32, 16>;
+@compute @workgroup_size(16)
+fn gathered(@builtin(local_invocation_id) lid: vec3<u32>) {
+    tile[lid.x] = lid.x;
+    workgroupBarrier();
+    let first = indices[0];
+    out[first + lid.x] = tile[(first + lid.x) % 16u];
+}
+"#;
+    let c = parse_wgsl(source)
+        .expect("parses")
+        .to_c(Dialect::HostC, Some("gathered"))
+        .expect("host C");
+    assert!(
+        !c.text.contains("xh_fast"),
+        "no region can be proved in bounds:\n{}",
+        c.text
+    );
 }

@@ -71,10 +71,20 @@ impl<'a> Writer<'a> {
                 }
                 _ => format!("(xh_u32)({i})"),
             },
-            Dialect::HostC => format!(
-                "xh_rt_index(&{}, (xh_u32)({i}), ctx->n_[{binding}])",
-                Self::oob_flag(fx)
-            ),
+            Dialect::HostC if fx.proven.accesses.contains(&h) => format!("(xh_u32)({i})"),
+            Dialect::HostC => {
+                if let (Some(wg), Expression::Access { index, .. }) = (&fx.wg, &fx.f.expressions[h]) {
+                    wg.record_site(super::region::Site::Runtime {
+                        access: h,
+                        index: *index,
+                        binding,
+                    });
+                }
+                format!(
+                    "xh_rt_index(&{}, (xh_u32)({i}), ctx->n_[{binding}])",
+                    Self::oob_flag(fx)
+                )
+            }
             _ => format!("xh_rt_clamp((xh_u32)({i}), ctx->n_[{binding}])"),
         })
     }
@@ -85,7 +95,13 @@ impl<'a> Writer<'a> {
             // vectorise (a clamped store cannot be, before AVX-512 scatters).
             return format!("(xh_u32)({idx})");
         }
+        if self.d == Dialect::HostC && fx.proven.fixed.contains(&(index, n)) {
+            return format!("(xh_u32)({idx})");
+        }
         if self.d == Dialect::HostC {
+            if let Some(wg) = &fx.wg {
+                wg.record_site(super::region::Site::Fixed { index, len: n });
+            }
             // Also recorded, so that a strict runner can fault as its interpreter would.
             return format!(
                 "xh_fx_index(&{}, (xh_u32)({idx}), {}u)",
@@ -386,6 +402,7 @@ impl<'a> Writer<'a> {
             wg: None,
             unchecked: false,
             sites: HashMap::new(),
+            proven: Default::default(),
         }
     }
 

@@ -110,6 +110,8 @@ mod math;
 #[cfg(feature = "translate")]
 mod prelude;
 #[cfg(feature = "translate")]
+mod region;
+#[cfg(feature = "translate")]
 mod types;
 #[cfg(feature = "translate")]
 mod uniform;

@@ -57,6 +57,12 @@ pub(super) struct Wg {
     pub(super) tail_region: Cell<bool>,
     /// Whether invocations can return in a region (they then carry a done flag).
     pub(super) done_flags: bool,
+    /// Whether this is the pass that writes (the first only records uses).
+    pub(super) writing: bool,
+    /// The checked indices the region being written has (see `region.rs`).
+    pub(super) region_sites: RefCell<Vec<super::region::Site>>,
+    /// Whether the region's second copy, the one without checks, is being written.
+    pub(super) second_copy: Cell<bool>,
 }
 
 /// A shared value a region keeps in a register.
@@ -72,6 +78,19 @@ impl Wg {
     pub(super) fn record_use(&self, h: Handle<Expression>) {
         let region = self.region.get();
         self.expr_uses.borrow_mut().entry(h).or_default().insert(region);
+    }
+
+    /// Notes an index the region being written checks.
+    pub(super) fn record_site(&self, site: super::region::Site) {
+        if self.region.get() != CONTROL && !self.second_copy.get() {
+            self.region_sites.borrow_mut().push(site);
+        }
+    }
+
+    /// Where an invocation that returns in the region being written goes.
+    pub(super) fn end_label(&self) -> String {
+        let copy = if self.second_copy.get() { "f" } else { "" };
+        format!("xh_r{}{copy}_end", self.region.get())
     }
 }
 
@@ -454,9 +473,13 @@ impl Writer<'_> {
         if frame.is_empty() {
             frame.push_str(" char unused_;");
         }
+        // `restrict`: the frame and the context are reached through these pointers alone
+        // (buffers and workgroup memory are elsewhere), so the C compiler keeps the
+        // context's buffer pointers and scalars in registers across a region's stores
+        // instead of reloading them (strict aliasing is off) in every invocation.
         let mut text = format!(
             "typedef struct xh_frame_{tag} {{{frame} }} xh_frame_{tag};\n\
-             static void {inner}(xh_frame_{tag}* F, xh_ctx* proto, xh_u32x3 wid, xh_u32x3 nwg) {{\n\
+             static void {inner}(xh_frame_{tag}* restrict F, xh_ctx* restrict proto, xh_u32x3 wid, xh_u32x3 nwg) {{\n\
              {}}}\n",
             second.body
         );
@@ -470,7 +493,7 @@ impl Writer<'_> {
         if let Some(fast) = &fast {
             let _ = write!(
                 text,
-                "static void {inner}_fast(xh_frame_{tag}* F, xh_ctx* proto, xh_u32x3 wid, xh_u32x3 nwg, const xh_u64* xh_site) {{\n{}}}\n",
+                "static void {inner}_fast(xh_frame_{tag}* restrict F, xh_ctx* restrict proto, xh_u32x3 wid, xh_u32x3 nwg, const xh_u64* xh_site) {{\n{}}}\n",
                 fast.body
             );
         }
@@ -489,6 +512,7 @@ impl Writer<'_> {
         sites: Option<&[super::bounds::IndexSite]>,
     ) -> Res<WgPass> {
         let f = &ep.function;
+        let writing = decided.is_some();
         let decided = decided.unwrap_or_default();
         let private_ctx = self
             .m
@@ -510,6 +534,7 @@ impl Writer<'_> {
                 .enumerate()
                 .map(|(k, &(index, c))| (index, (k, c)))
                 .collect(),
+            proven: Default::default(),
             wg: Some(Wg {
                 size,
                 shape: ep.workgroup_size,
@@ -528,6 +553,9 @@ impl Writer<'_> {
                 any_returns: Cell::new(false),
                 tail_region: Cell::new(false),
                 done_flags: decided.done_flags,
+                writing,
+                region_sites: RefCell::new(Vec::new()),
+                second_copy: Cell::new(false),
             }),
         };
         let ctx = if private_ctx { "&F->c[li]" } else { "proto" };
@@ -745,6 +773,12 @@ impl Writer<'_> {
         let pad = Self::pad(fx);
         let saved = fx.indent;
         fx.indent += 2;
+        fx.wg
+            .as_ref()
+            .expect("workgroup mode")
+            .region_sites
+            .borrow_mut()
+            .clear();
         let mut inner = String::new();
         for (s, span) in statements {
             self.statement(fx, s, *span, &mut inner)?;
@@ -752,18 +786,31 @@ impl Writer<'_> {
         // Asked while the region is still the one being written, since naming the condition
         // counts as a use of it there.
         let prefix = self.prefix_guard(fx, statements)?;
-        fx.indent = saved;
-        let wg = fx.wg.as_ref().expect("workgroup mode");
-        let returns = wg.region_returns.get();
-        wg.region.set(CONTROL);
-        // A region that only computes uniform values runs once, as invocation 0.
-        let once = !returns && statements.iter().all(|(s, _)| Self::uniform_only(fx, wg, s));
-        let prefix = prefix.filter(|_| !once);
         let mut stored = HashSet::new();
         for (s, _) in statements {
             super::uniform::stored_locals(fx.f, s, &mut stored);
         }
         let locals = prologue.locals.get(&region).map(Vec::as_slice).unwrap_or_default();
+        let wg = fx.wg.as_ref().expect("workgroup mode");
+        // A region that only computes uniform values runs once, as invocation 0.
+        let once = !wg.region_returns.get() && statements.iter().all(|(s, _)| Self::uniform_only(fx, wg, s));
+        let prefix = prefix.filter(|_| !once);
+        // The second copy, without the checks its test settles; not for the region of a
+        // tree reduction's step, whose loop stops early instead.
+        let second = if wg.writing && !once && prefix.is_none() && !fx.unchecked {
+            let ready: HashSet<Handle<naga::LocalVariable>> = locals
+                .iter()
+                .filter(|local| local.shared && !stored.contains(&local.local))
+                .map(|local| local.local)
+                .collect();
+            self.region_second_copy(fx, statements, &ready)?
+        } else {
+            None
+        };
+        fx.indent = saved;
+        let wg = fx.wg.as_ref().expect("workgroup mode");
+        let returns = wg.region_returns.get();
+        wg.region.set(CONTROL);
         // A workgroup's value that the region runs per invocation is read once, before the
         // loop: reloaded in the loop, after stores the C compiler cannot tell apart from the
         // frame, it would cost a load per invocation and keep the loop from vectorising. And
@@ -784,42 +831,64 @@ impl Writer<'_> {
                 let _ = writeln!(out, "{pad}    XH_UNUSED {ty} {name} = {start};");
             }
         }
-        if once {
-            let _ = writeln!(out, "{pad}li = 0u; lx = 0u; ly = 0u; lz = 0u; {{");
-        } else {
-            out.push_str(&Self::invocation_loop(wg.shape, &pad));
-        }
-        if done_flags && !once {
-            let _ = writeln!(out, "{pad}    if (F->done_[li]) continue;");
-        }
-        for line in prologue.common.lines() {
-            let _ = writeln!(out, "{pad}{}", line.trim_start_matches("        "));
-        }
-        for local in locals {
-            let (ty, name, start) = (&local.ty, &local.name, &local.start);
-            if per_invocation(local) {
-                let _ = writeln!(out, "{pad}        XH_UNUSED {ty} {name} = {start};");
-            } else if stored.contains(&local.local) {
-                let _ = writeln!(out, "{pad}        XH_UNUSED {ty} {name} = {name}_start;");
+        // The region's loop over the invocations, around `inner` (`copy` names its labels).
+        let region_loop = |out: &mut String, inner: &str, copy: &str| {
+            if once {
+                let _ = writeln!(out, "{pad}li = 0u; lx = 0u; ly = 0u; lz = 0u; {{");
+            } else {
+                out.push_str(&Self::invocation_loop(wg.shape, &pad));
             }
-        }
-        out.push_str(&inner);
-        if returns {
-            let _ = writeln!(out, "{pad}    xh_r{region}_end: ;");
-        }
-        if let Some(lines) = prologue.writeback.get(&region) {
-            // Only what the region may have changed: a store of a value every invocation
-            // shares would keep the C compiler from vectorising the loop.
-            for (local, line) in lines {
-                if stored.contains(local) {
-                    let _ = writeln!(out, "{pad}{line}");
+            if done_flags && !once {
+                let _ = writeln!(out, "{pad}    if (F->done_[li]) continue;");
+            }
+            for line in prologue.common.lines() {
+                let _ = writeln!(out, "{pad}{}", line.trim_start_matches("        "));
+            }
+            for local in locals {
+                let (ty, name, start) = (&local.ty, &local.name, &local.start);
+                if per_invocation(local) {
+                    let _ = writeln!(out, "{pad}        XH_UNUSED {ty} {name} = {start};");
+                } else if stored.contains(&local.local) {
+                    let _ = writeln!(out, "{pad}        XH_UNUSED {ty} {name} = {name}_start;");
                 }
             }
+            out.push_str(inner);
+            if returns {
+                let _ = writeln!(out, "{pad}    xh_r{region}{copy}_end: ;");
+            }
+            if let Some(lines) = prologue.writeback.get(&region) {
+                // Only what the region may have changed: a store of a value every invocation
+                // shares would keep the C compiler from vectorising the loop.
+                for (local, line) in lines {
+                    if stored.contains(local) {
+                        let _ = writeln!(out, "{pad}{line}");
+                    }
+                }
+            }
+            if let Some(condition) = &prefix {
+                let _ = writeln!(out, "{pad}    if (!({condition})) goto xh_r{region}_past;");
+            }
+            let _ = writeln!(out, "{pad}}}");
+        };
+        match &second {
+            Some(second) => {
+                // The test runs with the first invocation's built-ins, whose values it reads
+                // only where they are the same in every invocation.
+                let _ = writeln!(out, "{pad}li = 0u; lx = 0u; ly = 0u; lz = 0u; {{ int xh_fast;");
+                let _ = writeln!(out, "{pad}    {{ int xh_bad = 0;");
+                for line in prologue.common.lines() {
+                    let _ = writeln!(out, "{pad}{}", line.trim_start_matches("        "));
+                }
+                let _ = writeln!(out, "{pad}        xh_fast = ({}) && !xh_bad;", second.test);
+                let _ = writeln!(out, "{pad}    }}");
+                let _ = writeln!(out, "{pad}if (xh_fast) {{");
+                region_loop(out, &second.body, "f");
+                let _ = writeln!(out, "{pad}}} else {{");
+                region_loop(out, &inner, "");
+                let _ = writeln!(out, "{pad}}} }}");
+            }
+            None => region_loop(out, &inner, ""),
         }
-        if let Some(condition) = &prefix {
-            let _ = writeln!(out, "{pad}    if (!({condition})) goto xh_r{region}_past;");
-        }
-        let _ = writeln!(out, "{pad}}}");
         if prefix.is_some() {
             let _ = writeln!(out, "{pad}xh_r{region}_past: ;");
         }

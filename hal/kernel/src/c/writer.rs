@@ -80,6 +80,9 @@ pub(super) struct Fx<'a> {
     /// In such a body, each index into a runtime-sized array that is `base + c * li`: its
     /// number in `xh_site` (the bases, worked out by the check) and `c`.
     pub(super) sites: HashMap<Handle<Expression>, (usize, i64)>,
+    /// Host C workgroup mode: in a region's second copy, what the check before it proved
+    /// for every invocation of the workgroup (see `region.rs`).
+    pub(super) proven: super::region::Proven,
 }
 
 pub(super) fn ident(name: Option<&str>, fallback: &str) -> String {
@@ -198,6 +201,9 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
              XH_FN xh_i64 xh_atomic_min_i64(xh_i64* p, xh_i64 v) { xh_i64 o = __atomic_load_n(p, __ATOMIC_RELAXED); while (v < o && !__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return o; }\n\
              XH_FN xh_i64 xh_atomic_max_i64(xh_i64* p, xh_i64 v) { xh_i64 o = __atomic_load_n(p, __ATOMIC_RELAXED); while (v > o && !__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return o; }\n",
         );
+    }
+    if d == Dialect::HostC {
+        out.push_str(super::region::HELPERS);
     }
     out.push_str("XH_FN xh_u32 xh_rt_clamp(xh_u32 i, xh_u32 n) { return i < n ? i : (n == 0u ? 0u : n - 1u); }\n");
     out.push_str(
@@ -569,6 +575,11 @@ impl<'a> Writer<'a> {
 
     /// A value expression.
     pub(super) fn expr(&self, fx: &Fx, h: Handle<Expression>) -> Res<String> {
+        if let Some(&holds) = fx.proven.conditions.get(&h) {
+            // The check before this copy of the region found the same outcome in every
+            // invocation of the workgroup.
+            return Ok(if holds { "true" } else { "false" }.to_owned());
+        }
         if let Some(n) = fx.baked.get(&h) {
             if let Some(wg) = &fx.wg {
                 wg.record_use(h);
@@ -1256,6 +1267,7 @@ impl<'a> Writer<'a> {
                 .enumerate()
                 .map(|(k, &(index, c))| (index, (k, c)))
                 .collect(),
+            proven: Default::default(),
         };
         let mut params = vec!["xh_ctx* ctx".to_owned()];
         for (i, arg) in f.arguments.iter().enumerate() {
@@ -1504,14 +1516,10 @@ impl<'a> Writer<'a> {
                 wg.region_returns.set(true);
                 if wg.tail_region.get() {
                     // Nothing runs after the last region: this invocation is simply done.
-                    let _ = writeln!(out, "{pad}goto xh_r{}_end;", wg.region.get());
+                    let _ = writeln!(out, "{pad}goto {};", wg.end_label());
                 } else {
                     wg.any_returns.set(true);
-                    let _ = writeln!(
-                        out,
-                        "{pad}{{ F->done_[li] = 1; xh_live--; goto xh_r{}_end; }}",
-                        wg.region.get()
-                    );
+                    let _ = writeln!(out, "{pad}{{ F->done_[li] = 1; xh_live--; goto {}; }}", wg.end_label());
                 }
             }
             Statement::Return { value } => match value {
