@@ -25,7 +25,7 @@ ROCM_EMULATOR := target/rocm-emulator
 # cuda backend's tests compile every repository kernel with it.
 export XHAL_NVRTC_LIBRARY ?= $(wildcard $(CURDIR)/target/nvrtc/libnvrtc.so.13)
 
-.PHONY: all build plugins drivers demo test cts cuda-emulator level-zero-emulator rocm-emulator gpu-check-emulated fmt-check clippy header bench bench-trace bench-ops bench-overhead bench-backends bench-kernels doc clean
+.PHONY: all build plugins drivers demo test python python-test cts cuda-emulator level-zero-emulator rocm-emulator gpu-check-emulated fmt-check clippy header bench bench-trace bench-ops bench-overhead bench-backends bench-kernels doc clean
 
 all: build
 
@@ -74,6 +74,28 @@ test: drivers fmt-check clippy
 	$(CARGO) test --workspace
 	XHAL_CPU_MODE=interpret $(CARGO) test -p xhal-cpu
 	XHAL_CPU_MODE=compile $(CARGO) test -p xhal-cpu
+	@$(MAKE) --no-print-directory python-test
+
+# The Python package `xhal` (python/): one abi3 wheel for CPython 3.9 and later, carrying the
+# backend plugins of target/plugins, built with maturin and installed into the project's
+# virtual environment, .venv (created, with its pinned tools, when missing).
+VENV := .venv
+PYTHON_WHEELS := target/wheels/python
+python: build
+	@scripts/python-setup.sh
+	@rm -rf python/xhal/plugins && mkdir -p python/xhal/plugins
+	@cp $(PLUGIN_DIR)/*.so python/xhal/plugins/
+	@rm -rf $(PYTHON_WHEELS)
+	$(VENV)/bin/maturin build --release -m python/Cargo.toml --out $(PYTHON_WHEELS) -i $(VENV)/bin/python
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps --no-index $(PYTHON_WHEELS)/xhal-*.whl
+	@$(VENV)/bin/python -c "import xhal; print('python: xhal', xhal.__version__, 'in $(VENV), devices:', ', '.join(d.label for d in xhal.devices()))"
+
+# The package's pytest suite once per backend CI certifies, each as `make cts` runs it
+# (scripts/python-test.sh); a backend without a device is skipped loudly unless
+# XHAL_REQUIRE_BACKENDS names it.
+PYTHON_TEST_BACKENDS := cpu-interpret cpu-compile vulkan wgpu opencl cuda-emulated rocm-emulated level-zero-emulated
+python-test: python cuda-emulator rocm-emulator level-zero-emulator
+	scripts/python-test.sh $(PYTHON_TEST_BACKENDS)
 
 # Certifies every backend plugin with xhal-cts; reports in target/cts/<backend>/. Fails on
 # any failure, crash or timeout; a backend without a driver is skipped loudly unless

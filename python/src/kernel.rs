@@ -1,0 +1,520 @@
+//! WGSL modules and kernels: reflection, and checked launches.
+
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
+
+use crate::array::Array;
+use crate::device::DeviceCore;
+use crate::dtype::DType;
+use crate::errors::{invalid, IntoPy};
+use crate::stream::Stream;
+
+/// A loaded WGSL module: its entry points are kernels.
+#[pyclass(frozen, module = "xhal._native", name = "Module")]
+pub(crate) struct Module {
+    core: Arc<DeviceCore>,
+    module: xhal::Module,
+    overrides: Vec<xhal::kernel::OverrideInfo>,
+}
+
+impl Module {
+    pub(crate) fn load(
+        py: Python<'_>,
+        core: &Arc<DeviceCore>,
+        source: &str,
+        overrides: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Module> {
+        let mut values: Vec<(String, f64)> = Vec::new();
+        for (name, value) in overrides.into_iter().flat_map(|d| d.iter()) {
+            let name: String = name
+                .extract()
+                .map_err(|_| crate::py_err(invalid("override names are strings (a name, or an @id as \"12\")")))?;
+            let number: f64 = value.extract().map_err(|_| {
+                crate::py_err(invalid(format!(
+                    "override `{name}` takes a number or a bool, not {value}"
+                )))
+            })?;
+            values.push((name, number));
+        }
+        let declared = xhal::kernel::parse_wgsl(source)
+            .map(|m| m.overrides().to_vec())
+            .unwrap_or_default();
+        let device = core.device.clone();
+        let source = source.to_owned();
+        let module = py
+            .detach(move || {
+                let refs: Vec<(&str, f64)> = values.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+                device.load_wgsl_with_overrides(&source, &refs)
+            })
+            .py()?;
+        Ok(Module {
+            core: Arc::clone(core),
+            module,
+            overrides: declared,
+        })
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.module
+            .entry_points()
+            .map(|eps| eps.iter().map(|ep| ep.name.clone()).collect())
+            .unwrap_or_default()
+    }
+}
+
+#[pymethods]
+impl Module {
+    /// The names of the module's compute entry points.
+    #[getter]
+    fn entry_points(&self) -> Vec<String> {
+        self.names()
+    }
+
+    /// The `override` constants the source declares: name, `@id`, type and default.
+    #[getter]
+    fn overrides<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        self.overrides
+            .iter()
+            .map(|o| {
+                let d = PyDict::new(py);
+                d.set_item("name", &o.name)?;
+                d.set_item("id", o.id)?;
+                d.set_item("type", &o.type_name)?;
+                d.set_item("default", o.default.as_deref())?;
+                Ok(d)
+            })
+            .collect()
+    }
+
+    /// The kernel of entry point `name`; with no name, the module's only entry point.
+    #[pyo3(signature = (name = None))]
+    fn kernel(&self, name: Option<&str>) -> PyResult<Kernel> {
+        self.core.check_open().py()?;
+        let names = self.names();
+        let name = match name {
+            Some(name) => name.to_owned(),
+            None if names.len() == 1 => names[0].clone(),
+            None => {
+                return Err(crate::py_err(invalid(format!(
+                    "the module has {} entry points ({}); name one",
+                    names.len(),
+                    names.join(", ")
+                ))))
+            }
+        };
+        let kernel = self.module.kernel(&name).py()?;
+        let info = kernel.info().cloned().ok_or_else(|| {
+            crate::py_err(invalid(format!(
+                "entry point `{name}` has no reflection (not from WGSL)"
+            )))
+        })?;
+        Ok(Kernel {
+            core: Arc::clone(&self.core),
+            kernel,
+            info,
+        })
+    }
+
+    fn __getitem__(&self, name: &str) -> PyResult<Kernel> {
+        self.kernel(Some(name))
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Module(device='{}', entry_points={:?})", self.core.label, self.names())
+    }
+}
+
+/// One parameter of a kernel: a buffer binding or a member of the scalar block.
+#[pyclass(frozen, module = "xhal._native", name = "Param", get_all)]
+pub(crate) struct Param {
+    /// The name a launch gives it by (`x=`).
+    name: String,
+    /// `"storage"`, `"uniform"` or `"scalar"`.
+    kind: &'static str,
+    /// The WGSL type (`array<f32>`, `Params`, `u32`).
+    r#type: String,
+    /// `"read"` or `"read_write"` for buffers, `None` for scalars.
+    access: Option<&'static str>,
+    /// Whether the kernel writes it (buffers).
+    writes: bool,
+    /// Its position among the buffers (buffers) or members (scalars).
+    position: u32,
+    /// `@binding(n)` (buffers).
+    binding: Option<u32>,
+    /// `@group(n)` (buffers).
+    group: Option<u32>,
+    /// The numpy dtype name an array for it has, where WGSL's element type fixes one.
+    dtype: Option<&'static str>,
+    /// Bytes: the smallest view a buffer takes, or a scalar's size.
+    size: u64,
+    /// Byte offset in the scalar block (scalars).
+    offset: Option<u32>,
+}
+
+#[pymethods]
+impl Param {
+    fn __repr__(&self) -> String {
+        match self.kind {
+            "scalar" => format!("Param('{}', scalar {})", self.name, self.r#type),
+            kind => format!(
+                "Param('{}', {kind} {} {}, binding {})",
+                self.name,
+                self.access.unwrap_or(""),
+                self.r#type,
+                self.binding.unwrap_or(0)
+            ),
+        }
+    }
+}
+
+/// A kernel: call it with its buffers (positionally, or by their WGSL names), its scalars by
+/// name, and `invocations=` or `workgroups=`.
+#[pyclass(frozen, module = "xhal._native", name = "Kernel")]
+pub(crate) struct Kernel {
+    core: Arc<DeviceCore>,
+    kernel: xhal::Kernel,
+    info: xhal::EntryPointInfo,
+}
+
+/// The dtype of a binding's elements, where WGSL fixes one.
+fn binding_dtype(binding: &xhal::kernel::BufferBindingInfo) -> Option<DType> {
+    match &binding.element {
+        Some(element) => DType::of_wgsl(&element.type_name),
+        None => DType::of_wgsl(&binding.type_name),
+    }
+}
+
+/// The bytes of scalar-block member `member` from `value`.
+fn scalar_bytes(member: &xhal::kernel::ScalarMemberInfo, value: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+    let wrong = |expected: &str| {
+        crate::py_err(invalid(format!(
+            "scalar `{}` is a {}; {} is not {expected}",
+            member.name,
+            member.type_name,
+            value.repr().map(|r| r.to_string()).unwrap_or_default()
+        )))
+    };
+    match member.type_name.as_str() {
+        "u32" => value
+            .extract::<u32>()
+            .map(|v| v.to_le_bytes().to_vec())
+            .map_err(|_| wrong("an int from 0 to 2^32 - 1")),
+        "i32" => value
+            .extract::<i32>()
+            .map(|v| v.to_le_bytes().to_vec())
+            .map_err(|_| wrong("an int from -2^31 to 2^31 - 1")),
+        "f32" => {
+            if value.is_instance_of::<pyo3::types::PyBool>() {
+                return Err(wrong("a number"));
+            }
+            value
+                .extract::<f64>()
+                .map(|v| (v as f32).to_le_bytes().to_vec())
+                .map_err(|_| wrong("a number"))
+        }
+        type_name => {
+            let dtype = DType::of_wgsl(type_name).ok_or_else(|| wrong("a value xhal can pack"))?;
+            let numpy = value.py().import("numpy")?;
+            let array = numpy
+                .getattr("asarray")?
+                .call1((value, dtype.name()))
+                .map_err(|_| wrong(&format!("convertible to {}", dtype.name())))?;
+            let bytes: Vec<u8> = array.call_method0("tobytes")?.extract()?;
+            if bytes.len() as u32 != member.size {
+                return Err(wrong(&format!(
+                    "{} values of {} ({} bytes)",
+                    member.size as usize / dtype.itemsize(),
+                    dtype.name(),
+                    member.size
+                )));
+            }
+            Ok(bytes)
+        }
+    }
+}
+
+/// The workgroup count `workgroups=` gives: an int or up to three ints.
+fn workgroup_count(value: &Bound<'_, PyAny>) -> PyResult<[u32; 3]> {
+    if let Ok(x) = value.extract::<u32>() {
+        return Ok([x, 1, 1]);
+    }
+    let dims: Vec<u32> = value.extract().map_err(|_| {
+        crate::py_err(invalid(format!(
+            "workgroups= is an int or a tuple of up to three ints, not {value}"
+        )))
+    })?;
+    match dims.as_slice() {
+        [x] => Ok([*x, 1, 1]),
+        [x, y] => Ok([*x, *y, 1]),
+        [x, y, z] => Ok([*x, *y, *z]),
+        _ => Err(crate::py_err(invalid(format!(
+            "workgroups= has {} dimensions; it takes one to three",
+            dims.len()
+        )))),
+    }
+}
+
+impl Kernel {
+    fn param_list(&self) -> Vec<Param> {
+        let mut params: Vec<Param> = self
+            .info
+            .buffers
+            .iter()
+            .map(|b| Param {
+                name: b.name.clone(),
+                kind: match b.space {
+                    xhal::kernel::BufferSpace::Storage => "storage",
+                    xhal::kernel::BufferSpace::Uniform => "uniform",
+                },
+                r#type: b.type_name.clone(),
+                access: Some(match b.access {
+                    xhal::kernel::BufferAccess::Read => "read",
+                    xhal::kernel::BufferAccess::ReadWrite => "read_write",
+                }),
+                writes: b.writes,
+                position: b.argument,
+                binding: Some(b.binding),
+                group: Some(b.group),
+                dtype: binding_dtype(b).map(DType::name),
+                size: b.min_size(),
+                offset: None,
+            })
+            .collect();
+        if let Some(block) = &self.info.scalars {
+            params.extend(block.members.iter().enumerate().map(|(k, m)| Param {
+                name: m.name.clone(),
+                kind: "scalar",
+                r#type: m.type_name.clone(),
+                access: None,
+                writes: false,
+                position: k as u32,
+                binding: None,
+                group: None,
+                dtype: DType::of_wgsl(&m.type_name).map(DType::name),
+                size: u64::from(m.size),
+                offset: Some(m.offset),
+            }));
+        }
+        params
+    }
+
+    fn describe_buffers(&self) -> String {
+        self.info
+            .buffers
+            .iter()
+            .map(|b| format!("`{}`", b.name))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// What a buffer argument turned out to be.
+enum Argument<'py> {
+    Array(Bound<'py, Array>),
+    Bytes(Vec<u8>),
+}
+
+#[pymethods]
+impl Kernel {
+    /// The entry point's name.
+    #[getter]
+    fn name(&self) -> &str {
+        &self.info.name
+    }
+    /// `@workgroup_size(x, y, z)`.
+    #[getter]
+    fn workgroup_size(&self) -> (u32, u32, u32) {
+        let [x, y, z] = self.info.workgroup_size;
+        (x, y, z)
+    }
+    /// Bytes of workgroup memory the kernel uses.
+    #[getter]
+    fn workgroup_memory(&self) -> u64 {
+        self.info.workgroup_memory_bytes
+    }
+    /// The parameters: buffers in launch order, then the scalar block's members.
+    #[getter]
+    fn params(&self) -> Vec<Param> {
+        self.param_list()
+    }
+
+    /// The same as [`launch`](Self::launch).
+    #[pyo3(signature = (*buffers, invocations = None, workgroups = None, stream = None, **named))]
+    fn __call__(
+        &self,
+        buffers: &Bound<'_, PyTuple>,
+        invocations: Option<u64>,
+        workgroups: Option<&Bound<'_, PyAny>>,
+        stream: Option<PyRef<'_, Stream>>,
+        named: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<()> {
+        self.launch(buffers, invocations, workgroups, stream, named)
+    }
+
+    /// Queues the kernel on `stream` (the device's default stream when `None`). Buffers come
+    /// positionally in binding order or by their WGSL names, scalars by their names; give
+    /// exactly one of `invocations=` (a 1-D count, the grid rounded up to whole workgroups)
+    /// or `workgroups=`. Arrays must be on the kernel's device, with the dtype of the
+    /// binding's elements; a `var<uniform>` binding also takes a numpy array or bytes.
+    #[pyo3(signature = (*buffers, invocations = None, workgroups = None, stream = None, **named))]
+    fn launch(
+        &self,
+        buffers: &Bound<'_, PyTuple>,
+        invocations: Option<u64>,
+        workgroups: Option<&Bound<'_, PyAny>>,
+        stream: Option<PyRef<'_, Stream>>,
+        named: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<()> {
+        self.core.check_open().py()?;
+        let stream = match &stream {
+            Some(stream) => {
+                self.core.check_same(&stream.core, "the stream").py()?;
+                stream.stream.clone()
+            }
+            None => self.core.stream.clone(),
+        };
+        let expected = self.info.buffers.len();
+        if buffers.len() > expected {
+            return Err(crate::py_err(invalid(format!(
+                "kernel `{}` takes {expected} buffer arguments ({}); {} were given positionally",
+                self.info.name,
+                self.describe_buffers(),
+                buffers.len()
+            ))));
+        }
+        let named = match named {
+            Some(named) => named.copy()?,
+            None => PyDict::new(buffers.py()),
+        };
+        let mut arguments: Vec<Argument<'_>> = Vec::with_capacity(expected);
+        for binding in &self.info.buffers {
+            let position = binding.argument as usize;
+            let by_name = named.get_item(&binding.name)?;
+            let value = match (position < buffers.len(), by_name) {
+                (true, Some(_)) => {
+                    return Err(crate::py_err(invalid(format!(
+                        "buffer `{}` was given both positionally and by name",
+                        binding.name
+                    ))))
+                }
+                (true, None) => buffers.get_item(position)?,
+                (false, Some(value)) => {
+                    named.del_item(&binding.name)?;
+                    value
+                }
+                (false, None) => {
+                    return Err(crate::py_err(invalid(format!(
+                        "kernel `{}` needs buffer `{}` ({} {}, {}); it takes {}",
+                        self.info.name,
+                        binding.name,
+                        binding.type_name,
+                        match binding.access {
+                            xhal::kernel::BufferAccess::Read => "read",
+                            xhal::kernel::BufferAccess::ReadWrite => "read_write",
+                        },
+                        binding.declared_binding(),
+                        self.describe_buffers()
+                    ))))
+                }
+            };
+            if let Ok(array) = value.cast::<Array>() {
+                let a = array.get();
+                self.core
+                    .check_same(&a.storage.device, &format!("buffer `{}`", binding.name))
+                    .py()?;
+                if let Some(dtype) = binding_dtype(binding) {
+                    if dtype != a.dtype {
+                        return Err(crate::py_err(invalid(format!(
+                            "buffer `{}` holds {} elements ({}), but the array is {}",
+                            binding.name,
+                            dtype.name(),
+                            binding.type_name,
+                            a.dtype.name()
+                        ))));
+                    }
+                }
+                arguments.push(Argument::Array(array.clone()));
+            } else if binding.space == xhal::kernel::BufferSpace::Uniform
+                || binding.access == xhal::kernel::BufferAccess::Read
+            {
+                let bytes: Vec<u8> = match value.extract::<Vec<u8>>() {
+                    Ok(bytes) if value.is_instance_of::<pyo3::types::PyBytes>() => bytes,
+                    _ => {
+                        let numpy = value.py().import("numpy")?;
+                        let host = numpy.getattr("ascontiguousarray")?.call1((&value,)).map_err(|_| {
+                            pyo3::exceptions::PyTypeError::new_err(format!(
+                                "buffer `{}` takes an xhal array, bytes or a numpy array, not {}",
+                                binding.name,
+                                value.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+                            ))
+                        })?;
+                        host.call_method0("tobytes")?.extract()?
+                    }
+                };
+                arguments.push(Argument::Bytes(bytes));
+            } else {
+                return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                    "buffer `{}` is read_write: it takes an xhal array, not {}",
+                    binding.name,
+                    value.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+                )));
+            }
+        }
+        let mut scalars: Vec<(Vec<u8>, usize)> = Vec::new();
+        if let Some(block) = &self.info.scalars {
+            for member in &block.members {
+                let value = named.get_item(&member.name)?.ok_or_else(|| {
+                    crate::py_err(invalid(format!(
+                        "kernel `{}` needs scalar `{}` ({}), by name",
+                        self.info.name, member.name, member.type_name
+                    )))
+                })?;
+                named.del_item(&member.name)?;
+                let alignment = (member.size as usize).next_power_of_two().clamp(1, 16);
+                scalars.push((scalar_bytes(member, &value)?, alignment));
+            }
+        }
+        if !named.is_empty() {
+            let unknown: Vec<String> = named.keys().iter().map(|k| k.to_string()).collect();
+            let known: Vec<String> = self.param_list().into_iter().map(|p| p.name).collect();
+            return Err(crate::py_err(invalid(format!(
+                "kernel `{}` has no parameter {}; its parameters are {}",
+                self.info.name,
+                unknown.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "),
+                known.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+            ))));
+        }
+        let mut launch = xhal::Launch::new(&self.kernel);
+        launch = match (invocations, workgroups) {
+            (Some(n), None) => launch.workgroups_for_invocations(n),
+            (None, Some(groups)) => {
+                let [x, y, z] = workgroup_count(groups)?;
+                launch.workgroups(x, y, z)
+            }
+            (None, None) => {
+                return Err(crate::py_err(invalid(format!(
+                    "a launch of `{}` needs invocations= or workgroups=",
+                    self.info.name
+                ))))
+            }
+            (Some(_), Some(_)) => return Err(crate::py_err(invalid("give invocations= or workgroups=, not both"))),
+        };
+        for argument in &arguments {
+            launch = match argument {
+                Argument::Array(array) => launch.buffer(array.get().view()),
+                Argument::Bytes(bytes) => launch.uniform_bytes(bytes),
+            };
+        }
+        for (bytes, alignment) in &scalars {
+            launch = launch.scalar_bytes(bytes, *alignment);
+        }
+        stream.launch(&launch).py()
+    }
+
+    fn __repr__(&self) -> String {
+        let params: Vec<String> = self.param_list().into_iter().map(|p| p.name).collect();
+        format!("Kernel('{}', params=[{}])", self.info.name, params.join(", "))
+    }
+}

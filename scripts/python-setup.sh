@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Creates the project's virtual environment (.venv at the repository root) when it is
+# missing, and installs the pinned tools the Python package needs into it: maturin builds the
+# wheel, numpy is the package's one dependency, pytest runs its tests. The PyTorch work reuses
+# this environment.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+venv=.venv
+requirements=(maturin==1.16.0 numpy==2.4.6 pytest==9.2.0)
+
+if [ ! -x "$venv/bin/python" ]; then
+  echo "python: creating $venv" >&2
+  python3 -m venv "$venv"
+fi
+missing=()
+for requirement in "${requirements[@]}"; do
+  name="${requirement%%==*}"
+  version="${requirement##*==}"
+  installed="$("$venv/bin/python" -c "import importlib.metadata as m; print(m.version('$name'))" 2>/dev/null || true)"
+  if [ "$installed" != "$version" ]; then
+    missing+=("$requirement")
+  fi
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "python: installing ${missing[*]} into $venv" >&2
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${missing[@]}"
+fi

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Runs the Python package's tests (python/tests) once per backend: `scripts/python-test.sh
+# BACKEND...` (what `make python-test` runs, after `make python` installed the wheel into
+# .venv). Each backend runs as `make cts` runs it (scripts/backend-env.sh), with XHAL_DEVICE
+# naming it and the plugins that came with the wheel. A backend with no device here is skipped
+# loudly, unless XHAL_REQUIRE_BACKENDS names it: then it fails, as in scripts/cts.sh.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+source scripts/backend-env.sh
+
+python=.venv/bin/python
+required=",${XHAL_REQUIRE_BACKENDS:-},"
+passed=()
+skipped=()
+failed=()
+for backend in "$@"; do
+  if ! backend_environment "$backend" "target/python-test/${backend}"; then
+    failed+=("$backend")
+    continue
+  fi
+  mkdir -p "target/python-test/${backend}"
+  variables=("${mode_variables[@]}" "XHAL_DEVICE=${name}")
+  if [ "$backend" = vulkan ]; then
+    variables+=(XHAL_VULKAN_VALIDATION=1)
+  fi
+  echo "=== python tests: ${backend} ==="
+  if ! env -u XHAL_PLUGIN_PATH "${variables[@]}" "$python" -c "import xhal; print(xhal.device().label)"; then
+    if [[ "$required" == *",${backend},"* || "$required" == *",${name},"* ]]; then
+      echo "FAILED: backend ${backend} is required (XHAL_REQUIRE_BACKENDS) but has no device here; see the error above" >&2
+      failed+=("$backend")
+    else
+      echo "!!! SKIPPED: backend ${backend} has no device here; its Python tests did NOT run." >&2
+      skipped+=("$backend")
+    fi
+    continue
+  fi
+  if env -u XHAL_PLUGIN_PATH "${variables[@]}" "$python" -m pytest python/tests -q -p no:cacheprovider; then
+    passed+=("$backend")
+  else
+    failed+=("$backend")
+  fi
+done
+
+echo "=== python test summary ==="
+echo "passed: ${passed[*]:-none}"
+echo "skipped (no device): ${skipped[*]:-none}"
+echo "failed: ${failed[*]:-none}"
+[ ${#failed[@]} -eq 0 ]
