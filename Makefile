@@ -25,7 +25,7 @@ ROCM_EMULATOR := target/rocm-emulator
 # cuda backend's tests compile every repository kernel with it.
 export XHAL_NVRTC_LIBRARY ?= $(wildcard $(CURDIR)/target/nvrtc/libnvrtc.so.13)
 
-.PHONY: all build plugins drivers demo test python python-test cts cuda-emulator level-zero-emulator rocm-emulator gpu-check-emulated fmt-check clippy header bench bench-trace bench-ops bench-overhead bench-backends bench-kernels doc clean
+.PHONY: all build plugins drivers demo test python python-test bench-python cts cuda-emulator level-zero-emulator rocm-emulator gpu-check-emulated fmt-check clippy header bench bench-trace bench-ops bench-overhead bench-backends bench-kernels doc clean
 
 all: build
 
@@ -96,6 +96,11 @@ python: build
 PYTHON_TEST_BACKENDS := cpu-interpret cpu-compile vulkan wgpu opencl cuda-emulated rocm-emulated level-zero-emulated
 python-test: python cuda-emulator rocm-emulator level-zero-emulator
 	scripts/python-test.sh $(PYTHON_TEST_BACKENDS)
+
+# What the Python package adds to a launch and to 64 MiB transfers, against the Rust API on the
+# same devices in the same run (python/benches/overhead.py).
+bench-python: python
+	$(VENV)/bin/python python/benches/overhead.py
 
 # Certifies every backend plugin with xhal-cts; reports in target/cts/<backend>/. Fails on
 # any failure, crash or timeout; a backend without a driver is skipped loudly unless
