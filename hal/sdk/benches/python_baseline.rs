@@ -52,7 +52,10 @@ fn main() -> xhal::Result<()> {
         let back = stream.read_to_vec(&buffer)?;
         download.push(BYTES as f64 / start.elapsed().as_secs_f64() / 1e9);
         if back.len() != BYTES {
-            return Err(xhal::Error::new(xhal::ErrorKind::Internal, "the download came back short"));
+            return Err(xhal::Error::new(
+                xhal::ErrorKind::Internal,
+                "the download came back short",
+            ));
         }
     }
     println!(
