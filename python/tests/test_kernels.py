@@ -91,6 +91,25 @@ def test_launch_misuse_raises_and_leaves_the_device_healthy(dev, saxpy):
     np.testing.assert_array_equal(y.numpy(), np.full(64, 2.0))
 
 
+FIXED = """
+@group(0) @binding(0) var<storage, read_write> fixed: array<f32, 16>;
+@compute @workgroup_size(1)
+fn first(@builtin(global_invocation_id) id: vec3<u32>) { fixed[id.x] = 1.0; }
+"""
+
+
+def test_a_buffer_too_small_for_its_binding_is_refused(dev):
+    kernel = dev.load_wgsl(FIXED).kernel()
+    (param,) = kernel.params
+    assert param.size == 64 and param.type == "array<f32, 16>"
+    for small in (dev.zeros(8), dev.zeros(32)[:15], dev.zeros(0)):
+        with pytest.raises(xhal.InvalidArgumentError, match="`fixed`.*needs at least 64"):
+            kernel(small, workgroups=1)
+    whole = dev.zeros(16)
+    kernel(whole, workgroups=1)
+    assert whole.numpy()[0] == 1.0
+
+
 def test_an_array_of_another_device_is_refused(dev, saxpy):
     other = xhal.device(dev.label)
     with pytest.raises(xhal.InvalidHandleError, match="buffer `x` is on device"):
