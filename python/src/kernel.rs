@@ -385,13 +385,26 @@ impl Kernel {
             ))));
         }
         let named = match named {
-            Some(named) => named.copy()?,
+            Some(named) => named.clone(),
             None => PyDict::new(buffers.py()),
         };
+        // Named arguments this launch used; any other name is reported at the end.
+        let mut used = 0usize;
         let mut arguments: Vec<Argument<'_>> = Vec::with_capacity(expected);
         for binding in &self.info.buffers {
             let position = binding.argument as usize;
-            let by_name = named.get_item(&binding.name)?;
+            let scalar_too = self
+                .info
+                .scalars
+                .as_ref()
+                .is_some_and(|block| block.members.iter().any(|m| m.name == binding.name));
+            // A buffer given positionally whose name a scalar shares leaves the keyword to
+            // the scalar.
+            let by_name = if scalar_too && position < buffers.len() {
+                None
+            } else {
+                named.get_item(&binding.name)?
+            };
             let value = match (position < buffers.len(), by_name) {
                 (true, Some(_)) => {
                     return Err(crate::py_err(invalid(format!(
@@ -401,7 +414,7 @@ impl Kernel {
                 }
                 (true, None) => buffers.get_item(position)?,
                 (false, Some(value)) => {
-                    named.del_item(&binding.name)?;
+                    used += 1;
                     value
                 }
                 (false, None) => {
@@ -471,14 +484,32 @@ impl Kernel {
                         self.info.name, member.name, member.type_name
                     )))
                 })?;
-                named.del_item(&member.name)?;
+                if self
+                    .info
+                    .buffers
+                    .iter()
+                    .any(|b| b.name == member.name && b.argument as usize >= buffers.len())
+                {
+                    // One keyword cannot name both: a call cannot tell them apart.
+                    return Err(crate::py_err(invalid(format!(
+                        "kernel `{}` has a buffer and a scalar both named `{}`; give the buffer \
+                         positionally, or rename one",
+                        self.info.name, member.name
+                    ))));
+                }
+                used += 1;
                 let alignment = (member.size as usize).next_power_of_two().clamp(1, 16);
                 scalars.push((scalar_bytes(member, &value)?, alignment));
             }
         }
-        if !named.is_empty() {
-            let unknown: Vec<String> = named.keys().iter().map(|k| k.to_string()).collect();
+        if used != named.len() {
             let known: Vec<String> = self.param_list().into_iter().map(|p| p.name).collect();
+            let unknown: Vec<String> = named
+                .keys()
+                .iter()
+                .map(|k| k.to_string())
+                .filter(|k| !known.contains(k))
+                .collect();
             return Err(crate::py_err(invalid(format!(
                 "kernel `{}` has no parameter {}; its parameters are {}",
                 self.info.name,

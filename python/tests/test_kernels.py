@@ -186,3 +186,19 @@ def test_help_shows_docstrings():
     assert "invocations=" in (xhal.Kernel.launch.__doc__ or "")
     assert "contiguous" in (xhal.Array.__doc__ or "")
     assert "XHAL_DEVICE" in (xhal.device.__doc__ or "")
+
+
+def test_a_name_shared_by_a_buffer_and_a_scalar_is_reported(dev):
+    source = """
+struct P { n: u32 }
+var<immediate> p: P;
+@group(0) @binding(0) var<storage, read_write> n: array<u32>;
+@compute @workgroup_size(1)
+fn f() { n[0] = p.n; }
+"""
+    kernel = dev.load_wgsl(source).kernel()
+    with pytest.raises(xhal.InvalidArgumentError, match="both named `n`"):
+        kernel(n=dev.zeros(1, dtype="uint32"), workgroups=1)
+    out = dev.zeros(1, dtype="uint32")
+    kernel(out, n=7, workgroups=1)
+    assert out.numpy()[0] == 7
