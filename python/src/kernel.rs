@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyTuple};
+use pyo3::types::{PyDict, PyString, PyTuple};
 
 use crate::array::Array;
 use crate::device::DeviceCore;
@@ -90,7 +90,7 @@ impl Module {
 
     /// The kernel of entry point `name`; with no name, the module's only entry point.
     #[pyo3(signature = (name = None))]
-    fn kernel(&self, name: Option<&str>) -> PyResult<Kernel> {
+    fn kernel(&self, py: Python<'_>, name: Option<&str>) -> PyResult<Kernel> {
         self.core.check_open().py()?;
         let names = self.names();
         let name = match name {
@@ -110,15 +110,34 @@ impl Module {
                 "entry point `{name}` has no reflection (not from WGSL)"
             )))
         })?;
+        let members: Vec<&xhal::kernel::ScalarMemberInfo> =
+            info.scalars.iter().flat_map(|block| block.members.iter()).collect();
+        let buffer_keys = info
+            .buffers
+            .iter()
+            .map(|b| {
+                let scalar_too = members.iter().any(|m| m.name == b.name);
+                (PyString::new(py, &b.name).unbind(), binding_dtype(b), scalar_too)
+            })
+            .collect();
+        let scalar_keys = members
+            .iter()
+            .map(|m| {
+                let buffer_too = info.buffers.iter().any(|b| b.name == m.name);
+                (PyString::new(py, &m.name).unbind(), buffer_too)
+            })
+            .collect();
         Ok(Kernel {
             core: Arc::clone(&self.core),
             kernel,
             info,
+            buffer_keys,
+            scalar_keys,
         })
     }
 
-    fn __getitem__(&self, name: &str) -> PyResult<Kernel> {
-        self.kernel(Some(name))
+    fn __getitem__(&self, py: Python<'_>, name: &str) -> PyResult<Kernel> {
+        self.kernel(py, Some(name))
     }
 
     fn __repr__(&self) -> String {
@@ -176,6 +195,12 @@ pub(crate) struct Kernel {
     core: Arc<DeviceCore>,
     kernel: xhal::Kernel,
     info: xhal::EntryPointInfo,
+    /// Per buffer, in launch order: its name as a Python string (a launch looks it up in
+    /// the keywords without making one), the dtype its elements have, and whether a scalar
+    /// shares its name.
+    buffer_keys: Vec<(Py<PyString>, Option<DType>, bool)>,
+    /// Per scalar-block member: its name as a Python string, and whether a buffer shares it.
+    scalar_keys: Vec<(Py<PyString>, bool)>,
 }
 
 /// The dtype of a binding's elements, where WGSL fixes one.
@@ -186,8 +211,8 @@ fn binding_dtype(binding: &xhal::kernel::BufferBindingInfo) -> Option<DType> {
     }
 }
 
-/// The bytes of scalar-block member `member` from `value`.
-fn scalar_bytes(member: &xhal::kernel::ScalarMemberInfo, value: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+/// Appends the bytes of scalar-block member `member`, from `value`, to `out`.
+fn scalar_bytes(member: &xhal::kernel::ScalarMemberInfo, value: &Bound<'_, PyAny>, out: &mut Vec<u8>) -> PyResult<()> {
     let wrong = |expected: &str| {
         crate::py_err(invalid(format!(
             "scalar `{}` is a {}; {} is not {expected}",
@@ -197,22 +222,24 @@ fn scalar_bytes(member: &xhal::kernel::ScalarMemberInfo, value: &Bound<'_, PyAny
         )))
     };
     match member.type_name.as_str() {
-        "u32" => value
-            .extract::<u32>()
-            .map(|v| v.to_le_bytes().to_vec())
-            .map_err(|_| wrong("an int from 0 to 2^32 - 1")),
-        "i32" => value
-            .extract::<i32>()
-            .map(|v| v.to_le_bytes().to_vec())
-            .map_err(|_| wrong("an int from -2^31 to 2^31 - 1")),
+        "u32" => out.extend_from_slice(
+            &value
+                .extract::<u32>()
+                .map_err(|_| wrong("an int from 0 to 2^32 - 1"))?
+                .to_le_bytes(),
+        ),
+        "i32" => out.extend_from_slice(
+            &value
+                .extract::<i32>()
+                .map_err(|_| wrong("an int from -2^31 to 2^31 - 1"))?
+                .to_le_bytes(),
+        ),
         "f32" => {
             if value.is_instance_of::<pyo3::types::PyBool>() {
                 return Err(wrong("a number"));
             }
-            value
-                .extract::<f64>()
-                .map(|v| (v as f32).to_le_bytes().to_vec())
-                .map_err(|_| wrong("a number"))
+            let v = value.extract::<f64>().map_err(|_| wrong("a number"))?;
+            out.extend_from_slice(&(v as f32).to_le_bytes());
         }
         type_name => {
             let dtype = DType::of_wgsl(type_name).ok_or_else(|| wrong("a value xhal can pack"))?;
@@ -230,9 +257,10 @@ fn scalar_bytes(member: &xhal::kernel::ScalarMemberInfo, value: &Bound<'_, PyAny
                     member.size
                 )));
             }
-            Ok(bytes)
+            out.extend_from_slice(&bytes);
         }
     }
+    Ok(())
 }
 
 /// The workgroup count `workgroups=` gives: an int or up to three ints.
@@ -384,26 +412,24 @@ impl Kernel {
                 buffers.len()
             ))));
         }
-        let named = match named {
-            Some(named) => named.clone(),
-            None => PyDict::new(buffers.py()),
-        };
+        let py = buffers.py();
         // Named arguments this launch used; any other name is reported at the end.
         let mut used = 0usize;
+        let lookup = |key: &Py<PyString>| -> PyResult<Option<Bound<'_, PyAny>>> {
+            match named {
+                Some(named) => named.get_item(key.bind(py)),
+                None => Ok(None),
+            }
+        };
         let mut arguments: Vec<Argument<'_>> = Vec::with_capacity(expected);
-        for binding in &self.info.buffers {
+        for (binding, (key, dtype, scalar_too)) in self.info.buffers.iter().zip(&self.buffer_keys) {
             let position = binding.argument as usize;
-            let scalar_too = self
-                .info
-                .scalars
-                .as_ref()
-                .is_some_and(|block| block.members.iter().any(|m| m.name == binding.name));
             // A buffer given positionally whose name a scalar shares leaves the keyword to
             // the scalar.
-            let by_name = if scalar_too && position < buffers.len() {
+            let by_name = if *scalar_too && position < buffers.len() {
                 None
             } else {
-                named.get_item(&binding.name)?
+                lookup(key)?
             };
             let value = match (position < buffers.len(), by_name) {
                 (true, Some(_)) => {
@@ -434,10 +460,12 @@ impl Kernel {
             };
             if let Ok(array) = value.cast::<Array>() {
                 let a = array.get();
-                self.core
-                    .check_same(&a.storage.device, &format!("buffer `{}`", binding.name))
-                    .py()?;
-                if let Some(dtype) = binding_dtype(binding) {
+                if !Arc::ptr_eq(&self.core, &a.storage.device) {
+                    self.core
+                        .check_same(&a.storage.device, &format!("buffer `{}`", binding.name))
+                        .py()?;
+                }
+                if let Some(dtype) = *dtype {
                     if dtype != a.dtype {
                         return Err(crate::py_err(invalid(format!(
                             "buffer `{}` holds {} elements ({}), but the array is {}",
@@ -475,20 +503,24 @@ impl Kernel {
                 )));
             }
         }
-        let mut scalars: Vec<(Vec<u8>, usize)> = Vec::new();
-        if let Some(block) = &self.info.scalars {
-            for member in &block.members {
-                let value = named.get_item(&member.name)?.ok_or_else(|| {
+        // The scalar block's members, one after another in `block`, with their lengths and
+        // alignments.
+        let mut block: Vec<u8> = Vec::new();
+        let mut scalars: Vec<(usize, usize)> = Vec::new();
+        if let Some(info) = &self.info.scalars {
+            for (member, (key, buffer_too)) in info.members.iter().zip(&self.scalar_keys) {
+                let value = lookup(key)?.ok_or_else(|| {
                     crate::py_err(invalid(format!(
                         "kernel `{}` needs scalar `{}` ({}), by name",
                         self.info.name, member.name, member.type_name
                     )))
                 })?;
-                if self
-                    .info
-                    .buffers
-                    .iter()
-                    .any(|b| b.name == member.name && b.argument as usize >= buffers.len())
+                if *buffer_too
+                    && self
+                        .info
+                        .buffers
+                        .iter()
+                        .any(|b| b.name == member.name && b.argument as usize >= buffers.len())
                 {
                     // One keyword cannot name both: a call cannot tell them apart.
                     return Err(crate::py_err(invalid(format!(
@@ -499,15 +531,18 @@ impl Kernel {
                 }
                 used += 1;
                 let alignment = (member.size as usize).next_power_of_two().clamp(1, 16);
-                scalars.push((scalar_bytes(member, &value)?, alignment));
+                let start = block.len();
+                scalar_bytes(member, &value, &mut block)?;
+                scalars.push((block.len() - start, alignment));
             }
         }
-        if used != named.len() {
+        let given = named.map_or(0, |named| named.len());
+        if used != given {
             let known: Vec<String> = self.param_list().into_iter().map(|p| p.name).collect();
             let unknown: Vec<String> = named
-                .keys()
-                .iter()
-                .map(|k| k.to_string())
+                .map(|named| named.keys().iter().map(|k| k.to_string()).collect::<Vec<_>>())
+                .unwrap_or_default()
+                .into_iter()
                 .filter(|k| !known.contains(k))
                 .collect();
             return Err(crate::py_err(invalid(format!(
@@ -538,8 +573,10 @@ impl Kernel {
                 Argument::Bytes(bytes) => launch.uniform_bytes(bytes),
             };
         }
-        for (bytes, alignment) in &scalars {
-            launch = launch.scalar_bytes(bytes, *alignment);
+        let mut start = 0;
+        for (length, alignment) in &scalars {
+            launch = launch.scalar_bytes(&block[start..start + length], *alignment);
+            start += length;
         }
         stream.launch(&launch).py()
     }

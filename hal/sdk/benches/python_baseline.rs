@@ -1,11 +1,16 @@
 //! The Rust side of the Python package's overhead benchmark (python/benches/overhead.py runs
 //! it in the same run and prints both): on the device `XHAL_DEVICE` selects, the launch that
-//! the Python benchmark makes (one buffer, one scalar, one workgroup) queued back to back, and
+//! the Python benchmark makes (one buffer, one scalar, one workgroup) queued back to back (wall
+//! time, and the calling thread's CPU time, which leaves out the device's own threads), and
 //! 64 MiB uploaded into a new buffer and downloaded into a new vector. Prints one JSON object.
 
 use std::time::Instant;
 
 use xhal::{Launch, Runtime, Selector};
+
+#[path = "support/thread_time.rs"]
+mod thread_time;
+use thread_time::thread_cpu_nanoseconds;
 
 /// The same kernel as python/benches/overhead.py.
 const KERNEL: &str = "
@@ -31,13 +36,14 @@ fn main() -> xhal::Result<()> {
     let stream = device.create_stream()?;
     let kernel = device.load_wgsl(KERNEL)?.kernel("touch")?;
     let out = device.alloc::<u32>(1)?;
-    let mut launch_ns = Vec::new();
+    let (mut launch_ns, mut launch_cpu_ns) = (Vec::new(), Vec::new());
     for _ in 0..ROUNDS {
         stream.synchronize()?;
-        let start = Instant::now();
+        let (start, cpu) = (Instant::now(), thread_cpu_nanoseconds());
         for _ in 0..LAUNCHES {
             stream.launch(&Launch::new(&kernel).workgroups(1, 1, 1).buffer(&out).scalar(1u32))?;
         }
+        launch_cpu_ns.push((thread_cpu_nanoseconds() - cpu) / LAUNCHES as f64);
         launch_ns.push(start.elapsed().as_nanos() as f64 / LAUNCHES as f64);
         stream.synchronize()?;
     }
@@ -59,9 +65,10 @@ fn main() -> xhal::Result<()> {
         }
     }
     println!(
-        "{{\"device\": \"{}\", \"launch_enqueue_us\": {:.4}, \"upload_gb_s\": {:.3}, \"download_gb_s\": {:.3}}}",
+        "{{\"device\": \"{}\", \"launch_enqueue_us\": {:.4}, \"launch_cpu_us\": {:.4}, \"upload_gb_s\": {:.3}, \"download_gb_s\": {:.3}}}",
         device.label(),
         median(launch_ns) / 1000.0,
+        median(launch_cpu_ns) / 1000.0,
         median(upload),
         median(download)
     );
