@@ -108,14 +108,7 @@ impl Array {
 
     /// The stream to use: `stream`, which must be on the array's device, or the default.
     pub(crate) fn stream_of(&self, stream: Option<&Stream>) -> Res<xhal::Stream> {
-        self.core().check_open()?;
-        match stream {
-            Some(stream) => {
-                self.core().check_same(&stream.core, "the stream")?;
-                Ok(stream.stream.clone())
-            }
-            None => Ok(self.core().stream.clone()),
-        }
+        self.core().stream_of(stream)
     }
 
     /// Fills every element with `pattern`, the bytes of one element.
@@ -137,8 +130,18 @@ impl Array {
     ) -> PyResult<Array> {
         if let Ok(array) = data.cast::<Array>() {
             // Another xhal array: a copy on the device (through the host between devices).
-            let array = array.get();
-            let host = array.download(py, &array.stream_of(None).py()?)?;
+            let source = array.get();
+            let same_dtype = match dtype {
+                Some(d) => DType::from_py(d)? == source.dtype,
+                None => true,
+            };
+            if Arc::ptr_eq(core, source.core()) && same_dtype {
+                let copy = Array::alloc(core, source.shape.clone(), source.dtype).py()?;
+                stream.copy(source.view(), copy.view()).py()?;
+                py.detach(|| stream.synchronize()).py()?;
+                return Ok(copy);
+            }
+            let host = source.download(py, &source.stream_of(None).py()?)?;
             return Array::upload(py, core, stream, &host, dtype);
         }
         let numpy = py.import("numpy")?;

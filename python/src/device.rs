@@ -122,6 +122,19 @@ impl DeviceCore {
         Ok(())
     }
 
+    /// The stream an operation runs on: `stream`, which must be on this device, or the
+    /// default stream; an error when the device is closed.
+    pub(crate) fn stream_of(&self, stream: Option<&Stream>) -> Res<xhal::Stream> {
+        self.check_open()?;
+        match stream {
+            Some(stream) => {
+                self.check_same(&stream.core, "the stream")?;
+                Ok(stream.stream.clone())
+            }
+            None => Ok(self.stream.clone()),
+        }
+    }
+
     /// An error when `other` is not this device.
     pub(crate) fn check_same(&self, other: &DeviceCore, what: &str) -> Res<()> {
         if !std::ptr::eq(self, other) {
@@ -167,14 +180,28 @@ impl Device {
     }
 
     fn stream_of(&self, stream: Option<PyRef<'_, Stream>>) -> PyResult<xhal::Stream> {
-        self.core.check_open().py()?;
-        match stream {
-            Some(stream) => {
-                self.core.check_same(&stream.core, "the stream").py()?;
-                Ok(stream.stream.clone())
-            }
-            None => Ok(self.core.stream.clone()),
-        }
+        self.core.stream_of(stream.as_deref()).py()
+    }
+
+    /// A new array of `shape` and `dtype` with every element `pattern` (one element's
+    /// bytes, from `value` when given), finished when this returns.
+    fn filled(
+        &self,
+        py: Python<'_>,
+        shape: &Bound<'_, PyAny>,
+        value: Option<&Bound<'_, PyAny>>,
+        dtype: Option<&Bound<'_, PyAny>>,
+        stream: Option<PyRef<'_, Stream>>,
+    ) -> PyResult<Array> {
+        let stream = self.stream_of(stream)?;
+        let array = self.empty(shape, dtype)?;
+        let pattern = match value {
+            Some(value) => array::element_bytes(value, array.dtype)?,
+            None => vec![0u8; array.dtype.itemsize()],
+        };
+        array.fill_bytes(&stream, &pattern).py()?;
+        py.detach(|| stream.synchronize()).py()?;
+        Ok(array)
     }
 }
 
@@ -309,11 +336,7 @@ impl Device {
         dtype: Option<&Bound<'_, PyAny>>,
         stream: Option<PyRef<'_, Stream>>,
     ) -> PyResult<Array> {
-        let stream = self.stream_of(stream)?;
-        let array = self.empty(shape, dtype)?;
-        array.fill_bytes(&stream, &vec![0u8; array.dtype.itemsize()]).py()?;
-        py.detach(|| stream.synchronize()).py()?;
-        Ok(array)
+        self.filled(py, shape, None, dtype, stream)
     }
 
     /// An array of `shape` and `dtype` with every element `value`, ready when this returns.
@@ -326,12 +349,7 @@ impl Device {
         dtype: Option<&Bound<'_, PyAny>>,
         stream: Option<PyRef<'_, Stream>>,
     ) -> PyResult<Array> {
-        let stream = self.stream_of(stream)?;
-        let array = self.empty(shape, dtype)?;
-        let element = array::element_bytes(value, array.dtype)?;
-        array.fill_bytes(&stream, &element).py()?;
-        py.detach(|| stream.synchronize()).py()?;
-        Ok(array)
+        self.filled(py, shape, Some(value), dtype, stream)
     }
 
     /// An array with the contents of `data`: a numpy array, or anything `numpy.asarray`

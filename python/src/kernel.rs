@@ -396,13 +396,7 @@ impl Kernel {
         named: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
         self.core.check_open().py()?;
-        let stream = match &stream {
-            Some(stream) => {
-                self.core.check_same(&stream.core, "the stream").py()?;
-                stream.stream.clone()
-            }
-            None => self.core.stream.clone(),
-        };
+        let stream = self.core.stream_of(stream.as_deref()).py()?;
         let expected = self.info.buffers.len();
         if buffers.len() > expected {
             return Err(crate::py_err(invalid(format!(

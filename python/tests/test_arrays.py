@@ -90,6 +90,12 @@ def test_copies(dev):
     assert np.asarray(dev.asarray(np.ones(2)), dtype=np.int8).dtype == np.int8
     with pytest.raises(ValueError):
         np.asarray(a, copy=False)
+    # From another xhal array: a device copy, or a conversion through the host.
+    again = dev.asarray(a)
+    a.fill(5)
+    np.testing.assert_array_equal(again.numpy(), np.full(6, 9))
+    np.testing.assert_array_equal(dev.asarray(a, dtype="float32").numpy(), np.full(6, 5.0))
+    np.testing.assert_array_equal(other.asarray(a).numpy(), np.full(6, 5))
 
 
 def test_bad_arguments(dev):

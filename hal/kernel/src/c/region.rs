@@ -250,7 +250,7 @@ impl<'a> Writer<'a> {
             let Some(form) = self.linear(fx, start, x, 0)? else {
                 continue;
             };
-            let bound = self.start_value(fx, size)?;
+            let bound = self.expr(fx, size)?;
             let least = if signed { "-0x80000000LL" } else { "0" };
             // `x < size`: every value of `x` in `[least, size)`; `x <= size`: in `[least, size]`.
             let end = if strict {
@@ -396,11 +396,6 @@ impl<'a> Writer<'a> {
         }
     }
 
-    /// The value of `h` (see [`Self::at_start`]) as the test writes it.
-    fn start_value(&self, fx: &Fx, h: Handle<Expression>) -> Res<String> {
-        self.expr(fx, h)
-    }
-
     /// `h`, a 32-bit integer, as an `xh_lin` (an offset and a coefficient per dimension of
     /// the local invocation id, worked out exactly), or `None` when it is not affine in the
     /// local invocation id with values the test can read.
@@ -416,7 +411,7 @@ impl<'a> Writer<'a> {
             return Ok(None);
         };
         if self.at_start(fx, start, h, 0) {
-            let v = self.start_value(fx, h)?;
+            let v = self.expr(fx, h)?;
             let cast = if signed { "xh_i32" } else { "xh_u32" };
             return Ok(Some(format!("xh_lin_of((xh_i64)({cast})({v}), 0, 0, 0)")));
         }
@@ -487,7 +482,7 @@ impl<'a> Writer<'a> {
                     };
                     match rec(form)? {
                         Some(p) => {
-                            let k = self.start_value(fx, factor)?;
+                            let k = self.expr(fx, factor)?;
                             Some(format!("xh_lin_scale(&xh_bad, {p}, (xh_i64)({cast})({k}))"))
                         }
                         None => None,
