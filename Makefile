@@ -25,7 +25,7 @@ ROCM_EMULATOR := target/rocm-emulator
 # cuda backend's tests compile every repository kernel with it.
 export XHAL_NVRTC_LIBRARY ?= $(wildcard $(CURDIR)/target/nvrtc/libnvrtc.so.13)
 
-.PHONY: all build plugins drivers demo test python python-test bench-python cts cuda-emulator level-zero-emulator rocm-emulator gpu-check-emulated fmt-check clippy header bench bench-trace bench-ops bench-overhead bench-backends bench-kernels doc clean
+.PHONY: all build plugins drivers demo test capi python python-test bench-python cts cuda-emulator level-zero-emulator rocm-emulator gpu-check-emulated fmt-check clippy header bench bench-trace bench-ops bench-overhead bench-backends bench-kernels doc clean
 
 all: build
 
@@ -90,11 +90,18 @@ python: build
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps --no-index $(PYTHON_WHEELS)/xhal-*.whl
 	@$(VENV)/bin/python -c "import xhal; print('python: xhal', xhal.__version__, 'in $(VENV), devices:', ', '.join(d.label for d in xhal.devices()))"
 
+# The C API for applications (docs/capi.md): libxhal_capi.so and .a in target/release, and
+# its test program, target/capi/capi_test, linked to them.
+capi: build
+	@mkdir -p target/capi
+	cc -std=c11 -Wall -Wextra -Werror -O1 -Iinclude hal/capi/tests/c/capi_test.c -Ltarget/release -lxhal_capi -lm \
+		-Wl,-rpath,$(CURDIR)/target/release -o target/capi/capi_test
+
 # The package's pytest suite once per backend CI certifies, each as `make cts` runs it
 # (scripts/python-test.sh); a backend without a device is skipped loudly unless
 # XHAL_REQUIRE_BACKENDS names it.
 PYTHON_TEST_BACKENDS := cpu-interpret cpu-compile vulkan wgpu opencl cuda-emulated rocm-emulated level-zero-emulated
-python-test: python cuda-emulator rocm-emulator level-zero-emulator
+python-test: python capi cuda-emulator rocm-emulator level-zero-emulator
 	scripts/python-test.sh $(PYTHON_TEST_BACKENDS)
 
 # What the Python package adds to a launch and to 64 MiB transfers, against the Rust API on the
@@ -155,6 +162,7 @@ gpu-check-emulated: cuda-emulator
 # Regenerates include/xhal.h after a change to hal/abi.
 header:
 	XHAL_BLESS=1 $(CARGO) test -p xhal-abi --test header
+	XHAL_BLESS=1 $(CARGO) test -p xhal-capi --test header
 
 # Every benchmark of docs/benchmarks.md; each prints its table and saves it in target/criterion/.
 bench: bench-overhead bench-backends bench-kernels

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs the Python package's tests (python/tests) once per backend: `scripts/python-test.sh
-# BACKEND...` (what `make python-test` runs, after `make python` installed the wheel into
-# .venv). Each backend runs as `make cts` runs it (scripts/backend-env.sh), with XHAL_DEVICE
+# Runs the Python package's tests (python/tests) and the C API's test program
+# (hal/capi/tests/c/capi_test.c) once per backend: `scripts/python-test.sh BACKEND...` (what
+# `make python-test` runs, after `make python` installed the wheel into .venv and `make capi`
+# built the program). Each backend runs as `make cts` runs it (scripts/backend-env.sh), with XHAL_DEVICE
 # naming it and the plugins that came with the wheel. A backend with no device here is skipped
 # loudly, unless XHAL_REQUIRE_BACKENDS names it: then it fails, as in scripts/cts.sh.
 set -uo pipefail
@@ -34,7 +35,13 @@ for backend in "$@"; do
     fi
     continue
   fi
-  if env -u XHAL_PLUGIN_PATH "${variables[@]}" "$python" -m pytest python/tests -q -p no:cacheprovider; then
+  if ! env -u XHAL_PLUGIN_PATH "${variables[@]}" "$python" -m pytest python/tests -q -p no:cacheprovider; then
+    failed+=("$backend")
+    continue
+  fi
+  # The C API's program on the same device (built by `make capi`), with the same plugins.
+  echo "--- C API: ${backend} ---"
+  if env "${mode_variables[@]}" XHAL_PLUGIN_PATH=python/xhal/plugins "XHAL_CAPI_DEVICE=${name}" target/capi/capi_test; then
     passed+=("$backend")
   else
     failed+=("$backend")

@@ -525,8 +525,6 @@ impl Stream {
     /// Queues a fill of every element of `destination` (a [`Buffer`] or a view) with `value`,
     /// whose size must be 1, 2 or 4 bytes.
     pub fn fill<'a, T: bytemuck::Pod>(&self, destination: impl Into<BufferSlice<'a, T>>, value: T) -> Result<()> {
-        let destination = destination.into();
-        self.check_buffer(destination.buffer, "fill destination")?;
         let pattern = bytemuck::bytes_of(&value);
         if !matches!(pattern.len(), 1 | 2 | 4) {
             return Err(Error::invalid_argument(format!(
@@ -535,7 +533,29 @@ impl Stream {
                 pattern.len()
             )));
         }
+        self.fill_pattern(destination, pattern)
+    }
+
+    /// Queues a fill of the bytes of `destination` with `pattern` repeated: 1, 2 or 4 bytes,
+    /// whose size divides the view's byte offset and length. For memory whose element type
+    /// is not the pattern's (bytes holding `f32` values, say).
+    pub fn fill_pattern<'a, T: 'a>(&self, destination: impl Into<BufferSlice<'a, T>>, pattern: &[u8]) -> Result<()> {
+        let destination = destination.into();
+        self.check_buffer(destination.buffer, "fill destination")?;
+        if !matches!(pattern.len(), 1 | 2 | 4) {
+            return Err(Error::invalid_argument(format!(
+                "fill patterns are 1, 2 or 4 bytes, not {}",
+                pattern.len()
+            )));
+        }
         let (byte_offset, size) = destination.byte_span("fill")?;
+        let width = pattern.len() as u64;
+        if byte_offset % width != 0 || size % width != 0 {
+            return Err(Error::invalid_argument(format!(
+                "fill: a {width}-byte pattern needs a byte offset and length that are multiples of {width}, \
+                 not {byte_offset} and {size}"
+            )));
+        }
         if size == 0 {
             return Ok(());
         }
