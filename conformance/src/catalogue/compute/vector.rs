@@ -5,6 +5,7 @@ use crate::catalogue::kernels::kernel_of;
 use crate::catalogue::test_case;
 use crate::context::TestContext;
 use crate::test_case::{check_close, check_slice_eq, TestCase, TestResult};
+use xhal::Launch;
 
 pub(super) fn tests() -> Vec<TestCase> {
     vec![
@@ -17,6 +18,11 @@ pub(super) fn tests() -> Vec<TestCase> {
             "compute.vector.float_ops",
             "cross, dot, length, normalize, distance and mix on float vectors match Rust within 1e-5",
             vector_float_ops
+        ),
+        test_case!(
+            "compute.vector.dynamic_index",
+            "vector components written and read through indices known only at run time (acc[k % 4u] += ...) match Rust",
+            vector_dynamic_index
         ),
     ]
 }
@@ -62,6 +68,44 @@ fn vector_integer_ops(context: &TestContext) -> TestResult {
             &format!("vector results for x = {x:?}, y = {y:?}"),
         )?;
     }
+    Ok(())
+}
+
+const VECTOR_DYNAMIC_INDEX: &str = include_str!("vector/dynamic_index.wgsl");
+
+fn vector_dynamic_index(context: &TestContext) -> TestResult {
+    let kernel = kernel_of(context, "dynamic vector indices", VECTOR_DYNAMIC_INDEX, "vectors")?;
+    let raw = context.random_u32(20, 4 * 100);
+    let a: Vec<[u32; 4]> = raw
+        .chunks_exact(4)
+        .map(|c| [c[0] % 1000, c[1] % 1000, c[2] % 1000, c[3] % 1000])
+        .collect();
+    let out: Vec<[u32; 4]> = run_elementwise(context, &kernel, &[&a], a.len(), 2 * a.len())?;
+    for (i, x) in a.iter().enumerate() {
+        let mut acc = [0u32; 4];
+        for k in 0..8usize {
+            acc[k % 4] += x[(k + i) % 4] * (k as u32 + 1);
+        }
+        for k in 0..8usize {
+            acc[k % 4] += x[k % 4] + k as u32;
+        }
+        let mut swapped = *x;
+        let j = (x[0] % 4) as usize;
+        swapped[j] = swapped[3 - j] + 1;
+        check_slice_eq(
+            &out[2 * i..2 * i + 2],
+            &[acc, swapped],
+            &format!("dynamic indices for x = {x:?}"),
+        )?;
+    }
+    let folded = kernel_of(context, "dynamic vector indices", VECTOR_DYNAMIC_INDEX, "folded")?;
+    let sums = context.device().alloc_from(context.stream(), &[0f32; 4])?;
+    context.stream().launch(&Launch::new(&folded).buffer(&sums))?;
+    check_slice_eq(
+        &context.stream().read_to_vec(&sums)?,
+        &[4.0f32, 6.0, 8.0, 10.0],
+        "acc[k % 4u] += f32(k) for k below 8, folded to constants",
+    )?;
     Ok(())
 }
 

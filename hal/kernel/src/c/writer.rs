@@ -476,7 +476,20 @@ impl<'a> Writer<'a> {
                         let unwrap = repr.map(|r| r.0.unwrap).unwrap_or("");
                         format!("{b}.a[{}]{unwrap}", self.clamp(fx, &i, n.get(), *index))
                     }
-                    TypeInner::Vector { size, .. } => format!("(&{b}.x)[{}]", self.clamp(fx, &i, size as u32, *index)),
+                    TypeInner::Vector { size, .. } => {
+                        // The address of the component the index picks, chosen among the
+                        // components' own addresses: `(&v.x)[i]` indexes past the member `x`,
+                        // which C leaves undefined and LLVM (PoCL, NVRTC) compiles to stores
+                        // and loads of `x` alone.
+                        let i = self.clamp(fx, &i, size as u32, *index);
+                        let names = ["x", "y", "z", "w"];
+                        let last = size as usize - 1;
+                        let mut address = format!("&{b}.{}", names[last]);
+                        for k in (0..last).rev() {
+                            address = format!("({i}) == {k}u ? &{b}.{} : {address}", names[k]);
+                        }
+                        format!("(*({address}))")
+                    }
                     TypeInner::Matrix { columns, .. } => {
                         format!("{b}.c[{}].v", self.clamp(fx, &i, columns as u32, *index))
                     }
