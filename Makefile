@@ -83,8 +83,10 @@ VENV := .venv
 PYTHON_WHEELS := target/wheels/python
 python: build
 	@scripts/python-setup.sh
-	@rm -rf python/xhal/plugins && mkdir -p python/xhal/plugins
+	@rm -rf python/xhal/plugins python/xhal/lib python/xhal/include
+	@mkdir -p python/xhal/plugins python/xhal/lib python/xhal/include
 	@cp $(PLUGIN_DIR)/*.so python/xhal/plugins/
+	@cp target/release/libxhal_capi.so python/xhal/lib/ && cp include/xhal_capi.h python/xhal/include/
 	@rm -rf $(PYTHON_WHEELS)
 	$(VENV)/bin/maturin build --release -m python/Cargo.toml --out $(PYTHON_WHEELS) -i $(VENV)/bin/python
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps --no-index $(PYTHON_WHEELS)/xhal-*.whl
@@ -101,8 +103,10 @@ capi: build
 # (scripts/python-test.sh); a backend without a device is skipped loudly unless
 # XHAL_REQUIRE_BACKENDS names it.
 PYTHON_TEST_BACKENDS := cpu-interpret cpu-compile vulkan wgpu opencl cuda-emulated rocm-emulated level-zero-emulated
+# The PyTorch device's tests (python/tests_torch) run on these of them.
+TORCH_TEST_BACKENDS := cpu-compile vulkan opencl cuda-emulated
 python-test: python capi cuda-emulator rocm-emulator level-zero-emulator
-	scripts/python-test.sh $(PYTHON_TEST_BACKENDS)
+	XHAL_TORCH_BACKENDS="$(TORCH_TEST_BACKENDS)" scripts/python-test.sh $(PYTHON_TEST_BACKENDS)
 
 # What the Python package adds to a launch and to 64 MiB transfers, against the Rust API on the
 # same devices in the same run (python/benches/overhead.py).

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Creates the project's virtual environment (.venv at the repository root) when it is
 # missing, and installs the pinned tools the Python package needs into it: maturin builds the
-# wheel, numpy is the package's one dependency, pytest runs its tests. The PyTorch work reuses
-# this environment.
+# wheel, numpy is the package's one dependency, pytest runs its tests, and torch with ninja
+# are what xhal.torch builds against.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 venv=.venv
-requirements=(maturin==1.16.0 numpy==2.4.6 pytest==9.2.0)
+requirements=(maturin==1.16.0 numpy==2.4.6 pytest==9.2.0 ninja==1.13.0)
+torch_version=2.15.0
 
 if [ ! -x "$venv/bin/python" ]; then
   echo "python: creating $venv" >&2
@@ -25,4 +26,12 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "python: installing ${missing[*]} into $venv" >&2
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${missing[@]}"
+fi
+
+# PyTorch for xhal.torch (python/xhal/torch), with ninja, which builds its C++ extension. The
+# only Linux x86_64 wheel of torch is a CUDA build: about 3 GB to download and 5.4 GB
+# installed, so it is installed once and reused.
+if [ "$("$venv/bin/python" -c "import importlib.metadata as m; print(m.version('torch'))" 2>/dev/null || true)" != "$torch_version" ]; then
+  echo "python: installing torch==$torch_version into $venv (about 3 GB; a few minutes)" >&2
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-cache-dir "torch==$torch_version"
 fi

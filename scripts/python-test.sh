@@ -2,7 +2,8 @@
 # Runs the Python package's tests (python/tests) and the C API's test program
 # (hal/capi/tests/c/capi_test.c) once per backend: `scripts/python-test.sh BACKEND...` (what
 # `make python-test` runs, after `make python` installed the wheel into .venv and `make capi`
-# built the program). Each backend runs as `make cts` runs it (scripts/backend-env.sh), with XHAL_DEVICE
+# built the program), and, on the backends XHAL_TORCH_BACKENDS names, the PyTorch device's
+# tests (python/tests_torch). Each backend runs as `make cts` runs it (scripts/backend-env.sh), with XHAL_DEVICE
 # naming it and the plugins that came with the wheel. A backend with no device here is skipped
 # loudly, unless XHAL_REQUIRE_BACKENDS names it: then it fails, as in scripts/cts.sh.
 set -uo pipefail
@@ -12,6 +13,7 @@ source scripts/backend-env.sh
 python=.venv/bin/python
 required=",${XHAL_REQUIRE_BACKENDS:-},"
 passed=()
+torch_ran=()
 skipped=()
 failed=()
 for backend in "$@"; do
@@ -41,15 +43,27 @@ for backend in "$@"; do
   fi
   # The C API's program on the same device (built by `make capi`), with the same plugins.
   echo "--- C API: ${backend} ---"
-  if env "${mode_variables[@]}" XHAL_PLUGIN_PATH=python/xhal/plugins "XHAL_CAPI_DEVICE=${name}" target/capi/capi_test; then
-    passed+=("$backend")
-  else
+  if ! env "${mode_variables[@]}" XHAL_PLUGIN_PATH=python/xhal/plugins "XHAL_CAPI_DEVICE=${name}" target/capi/capi_test; then
     failed+=("$backend")
+    continue
   fi
+  # The PyTorch device on the backends XHAL_TORCH_BACKENDS names, xhal:0 being the backend's
+  # first device; its C++ extension is built once, into target/torch-extension.
+  if [[ " ${XHAL_TORCH_BACKENDS:-} " == *" ${backend} "* ]]; then
+    echo "--- PyTorch device: ${backend} ---"
+    if ! env -u XHAL_PLUGIN_PATH "${mode_variables[@]}" "XHAL_DEVICE=${name}:*" XHAL_TORCH_BUILD_DIR=target/torch-extension \
+      "$python" -m pytest python/tests_torch -q -p no:cacheprovider; then
+      failed+=("$backend")
+      continue
+    fi
+    torch_ran+=("$backend")
+  fi
+  passed+=("$backend")
 done
 
 echo "=== python test summary ==="
 echo "passed: ${passed[*]:-none}"
+echo "PyTorch device tests ran on: ${torch_ran[*]:-none}"
 echo "skipped (no device): ${skipped[*]:-none}"
 echo "failed: ${failed[*]:-none}"
 [ ${#failed[@]} -eq 0 ]
