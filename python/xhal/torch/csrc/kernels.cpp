@@ -9,6 +9,7 @@
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
+#include <cmath>
 #include <cstring>
 #include <sstream>
 
@@ -175,7 +176,8 @@ bool elementwise(at::Tensor& out, const std::vector<at::Tensor>& inputs, const s
       continue;
     }
     if (input.device() != out.device()) return false;
-    const char* type = wgsl_type(input.scalar_type());
+    const bool boolean = input.scalar_type() == at::kBool;
+    const char* type = boolean ? "u32" : wgsl_type(input.scalar_type());
     if (type == nullptr) return false;
     at::Tensor expanded = input.sizes() == out.sizes() ? input : input.expand(out.sizes());
     flat = flat && expanded.is_contiguous();
@@ -183,7 +185,14 @@ bool elementwise(at::Tensor& out, const std::vector<at::Tensor>& inputs, const s
     if (name.empty()) return false;
     params.offsets[k + 1] = element_offset(expanded);
     add_strides(static_cast<int>(k + 1), expanded);
-    loads += "  let " + x + " = " + name + "[offset_of(" + std::to_string(k + 1) + "u, i)];\n";
+    const std::string at = "offset_of(" + std::to_string(k + 1) + "u, i)";
+    if (boolean) {
+      // A bool is one byte: read its word (buffers are whole words) and pick the byte.
+      loads += "  let " + x + "_at = " + at + ";\n  let " + x + " = ((" + name + "[" + x + "_at / 4u] >> ((" + x +
+               "_at % 4u) * 8u)) & 0xffu) != 0u;\n";
+    } else {
+      loads += "  let " + x + " = " + name + "[" + at + "];\n";
+    }
   }
   std::string body = expression;
   replace_all(body, "T(", std::string(out_type) + "(");
@@ -734,6 +743,591 @@ at::Tensor& log_softmax_backward_out(const at::Tensor& grad_output, const at::Te
   return grad_input;
 }
 
+// --- Optimizer updates ---------------------------------------------------------------------
+
+at::Tensor& addcmul_out(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
+                        const at::Scalar& value, at::Tensor& out) {
+  prepare_out(out, broadcast_shape({self, tensor1, tensor2}));
+  if (out.scalar_type() != at::kFloat || !elementwise(out, {self, tensor1, tensor2}, "x0 + p.alpha * x1 * x2", value.to<float>()))
+    return call_fallback_fn<&cpu_fallback, ATEN_OP(addcmul_out)>::call(self, tensor1, tensor2, value, out);
+  return out;
+}
+
+at::Tensor& addcdiv_out(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
+                        const at::Scalar& value, at::Tensor& out) {
+  prepare_out(out, broadcast_shape({self, tensor1, tensor2}));
+  if (out.scalar_type() != at::kFloat || !elementwise(out, {self, tensor1, tensor2}, "x0 + p.alpha * x1 / x2", value.to<float>()))
+    return call_fallback_fn<&cpu_fallback, ATEN_OP(addcdiv_out)>::call(self, tensor1, tensor2, value, out);
+  return out;
+}
+
+at::Tensor& lerp_scalar_out(const at::Tensor& self, const at::Tensor& end, const at::Scalar& weight, at::Tensor& out) {
+  prepare_out(out, broadcast_shape({self, end}));
+  // PyTorch's formula: from the nearer end, so that weight 1 gives `end` exactly.
+  const char* e = "select(x1 - (x1 - x0) * (1.0 - p.alpha), x0 + p.alpha * (x1 - x0), abs(p.alpha) < 0.5)";
+  if (out.scalar_type() != at::kFloat || !elementwise(out, {self, end}, e, weight.to<float>()))
+    return call_fallback_fn<&cpu_fallback, ATEN_OP(lerp_Scalar_out)>::call(self, end, weight, out);
+  return out;
+}
+
+at::Tensor& zero_(at::Tensor& self) {
+  at::Tensor& out = self;
+  if (self.numel() == 0) return self;
+  const size_t item = self.element_size();
+  if (self.is_contiguous() && (item == 1 || item == 2 || item == 4 || item == 8 || item == 16)) {
+    uint8_t zero = 0;
+    Place p = place_of(self);
+    check(xhal_stream_fill(current_xhal_stream(self.device().index()), p.buffer, p.offset, self.nbytes(), &zero, 1),
+          "zero");
+    return out;
+  }
+  if (!elementwise(self, {}, "T(0)")) return call_fallback_fn<&cpu_fallback, ATEN_OP(zero_)>::call(self);
+  return out;
+}
+
+at::Tensor& masked_fill_scalar_(at::Tensor& self, const at::Tensor& mask, const at::Scalar& value) {
+  if (mask.scalar_type() != at::kBool || mask.device() != self.device() || self.scalar_type() != at::kFloat ||
+      !elementwise(self, {self, mask}, "select(x0, T(p.alpha), x1)", value.to<float>()))
+    return call_fallback_fn<&cpu_fallback, ATEN_OP(masked_fill__Scalar)>::call(self, mask, value);
+  return self;
+}
+
+// --- Losses and lookups --------------------------------------------------------------------
+
+// Integer indices (int64 or int32) on the host, to check before a kernel trusts them.
+at::Tensor host_indices(const at::Tensor& indices) { return indices.to(at::kCPU).to(at::kLong); }
+
+// The WGSL that reads index `k` of an int64 (two words, little end first) or int32 tensor.
+std::string index_load(const std::string& buffer, at::ScalarType dtype, const std::string& k) {
+  if (dtype == at::kLong) return "i32(" + buffer + "[2u * (" + k + ")])";
+  return "i32(" + buffer + "[" + k + "])";
+}
+
+struct LossParams {
+  uint32_t n = 0, classes = 0, reduction = 0, has_weight = 0;
+  int32_t ignore = -100;
+  uint32_t self_offset = 0, self_row = 0, self_column = 0;
+  uint32_t target_offset = 0, weight_offset = 0, out_offset = 0, total_offset = 0;
+  uint32_t grad_offset = 0, grad_stride = 0, pad0 = 0, pad1 = 0;
+};
+const char* kLossParams = R"(
+struct L {
+  n: u32, classes: u32, reduction: u32, has_weight: u32,
+  ignore: i32, self_offset: u32, self_row: u32, self_column: u32,
+  target_offset: u32, weight_offset: u32, out_offset: u32, total_offset: u32,
+  grad_offset: u32, grad_stride: u32, pad0: u32, pad1: u32,
+}
+@group(0) @binding(0) var<uniform> q: L;
+)";
+
+bool nll_checks(const at::Tensor& self, const at::Tensor& target, const std::optional<at::Tensor>& weight,
+                int64_t ignore_index) {
+  if (self.scalar_type() != at::kFloat || target.scalar_type() != at::kLong || self.dim() < 1 || self.dim() > 2 ||
+      target.device() != self.device())
+    return false;
+  if (weight.has_value() && weight->defined() &&
+      (weight->scalar_type() != at::kFloat || weight->device() != self.device() || weight->dim() != 1))
+    return false;
+  const int64_t classes = self.size(-1);
+  auto t = host_indices(target);
+  auto bad = ((t < 0) | (t >= classes)) & (t != ignore_index);
+  if (bad.any().item<bool>()) {
+    int64_t first = t.masked_select(bad)[0].item<int64_t>();
+    TORCH_CHECK_INDEX(false, "Target ", first, " is out of bounds.");
+  }
+  return true;
+}
+
+std::tuple<at::Tensor&, at::Tensor&> nll_loss_forward_out(const at::Tensor& self, const at::Tensor& target,
+                                                          const std::optional<at::Tensor>& weight, int64_t reduction,
+                                                          c10::SymInt ignore_index, at::Tensor& output,
+                                                          at::Tensor& total_weight) {
+  const int64_t ignore = ignore_index.expect_int();
+  auto fallback = [&]() {
+    return at::native::call_fallback_fn_symint<&cpu_fallback, ATEN_OP(nll_loss_forward_output)>::call(self, target, weight, reduction,
+                                                                                    ignore_index, output, total_weight);
+  };
+  if (!nll_checks(self, target, weight, ignore)) return fallback();
+  const int64_t n = self.dim() == 2 ? self.size(0) : 1;
+  prepare_out(output, reduction == at::Reduction::None && self.dim() == 2 ? at::IntArrayRef{n} : at::IntArrayRef{});
+  prepare_out(total_weight, {});
+  if (output.scalar_type() != at::kFloat || total_weight.scalar_type() != at::kFloat) return fallback();
+  LossParams q;
+  q.n = static_cast<uint32_t>(n);
+  q.classes = static_cast<uint32_t>(self.size(-1));
+  q.reduction = static_cast<uint32_t>(reduction);
+  q.ignore = static_cast<int32_t>(ignore);
+  q.self_offset = element_offset(self);
+  q.self_row = self.dim() == 2 ? static_cast<uint32_t>(self.stride(0)) : 0;
+  q.self_column = static_cast<uint32_t>(self.stride(-1));
+  at::Tensor t = target.contiguous();
+  q.target_offset = static_cast<uint32_t>(place_of(t).offset / 4);
+  BufferSet set;
+  std::string x = set.bind(place_of(self).buffer, "f32", false);
+  std::string tb = set.bind(place_of(t).buffer, "u32", false);
+  std::string wb = x;
+  if (weight.has_value() && weight->defined()) {
+    at::Tensor w = weight->contiguous();
+    q.has_weight = 1;
+    q.weight_offset = element_offset(w);
+    wb = set.bind(place_of(w).buffer, "f32", false);
+  }
+  std::string ob = set.bind(place_of(output).buffer, "f32", true);
+  std::string tw = set.bind(place_of(total_weight).buffer, "f32", true);
+  q.out_offset = element_offset(output);
+  q.total_offset = element_offset(total_weight);
+  if (x.empty() || tb.empty() || wb.empty() || ob.empty() || tw.empty()) return fallback();
+  std::string source = kLossParams + set.declarations() + R"(
+fn loss_of(i: u32) -> vec2<f32> {
+  let t = TARGET;
+  if (t == q.ignore) { return vec2<f32>(0.0, 0.0); }
+  var w = 1.0;
+  if (q.has_weight != 0u) { w = WEIGHT[q.weight_offset + u32(t)]; }
+  return vec2<f32>(-w * X[q.self_offset + i * q.self_row + u32(t) * q.self_column], w);
+}
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+  if (q.reduction == 0u) {
+    if (gid.x >= q.n) { return; }
+    OUT[q.out_offset + gid.x] = loss_of(gid.x).x;
+    if (gid.x == 0u) { TOTAL[q.total_offset] = 0.0; }
+    return;
+  }
+  if (gid.x != 0u) { return; }
+  var sum = 0.0;
+  var weights = 0.0;
+  for (var i = 0u; i < q.n; i = i + 1u) {
+    let l = loss_of(i);
+    sum = sum + l.x;
+    weights = weights + l.y;
+  }
+  if (q.reduction == 1u) { sum = sum / weights; }
+  OUT[q.out_offset] = sum;
+  TOTAL[q.total_offset] = weights;
+}
+)";
+  replace_all(source, "TARGET", index_load(tb, at::kLong, "q.target_offset / 2u + i"));
+  replace_all(source, "WEIGHT[", wb + "[");
+  replace_all(source, "X[", x + "[");
+  replace_all(source, "OUT[", ob + "[");
+  replace_all(source, "TOTAL[", tw + "[");
+  Device& dev = device(self.device().index());
+  launch(dev, kernel(dev, source), set.bindings(&q, sizeof q), reduction == 0 ? std::max<int64_t>(n, 1) : 1);
+  return {output, total_weight};
+}
+
+at::Tensor& nll_loss_backward_out(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& target,
+                                  const std::optional<at::Tensor>& weight, int64_t reduction, c10::SymInt ignore_index,
+                                  const at::Tensor& total_weight, at::Tensor& grad_input) {
+  const int64_t ignore = ignore_index.expect_int();
+  auto fallback = [&]() -> at::Tensor& {
+    return at::native::call_fallback_fn_symint<&cpu_fallback, ATEN_OP(nll_loss_backward_grad_input)>::call(
+        grad_output, self, target, weight, reduction, ignore_index, total_weight, grad_input);
+  };
+  if (!nll_checks(self, target, weight, ignore) || grad_output.scalar_type() != at::kFloat ||
+      total_weight.scalar_type() != at::kFloat)
+    return fallback();
+  prepare_out(grad_input, self.sizes());
+  if (!grad_input.is_contiguous() || grad_input.scalar_type() != at::kFloat) return fallback();
+  const int64_t n = self.dim() == 2 ? self.size(0) : 1;
+  LossParams q;
+  q.n = static_cast<uint32_t>(n);
+  q.classes = static_cast<uint32_t>(self.size(-1));
+  q.reduction = static_cast<uint32_t>(reduction);
+  q.ignore = static_cast<int32_t>(ignore);
+  at::Tensor t = target.contiguous();
+  q.target_offset = static_cast<uint32_t>(place_of(t).offset / 4);
+  BufferSet set;
+  std::string tb = set.bind(place_of(t).buffer, "u32", false);
+  std::string gb = set.bind(place_of(grad_output).buffer, "f32", false);
+  std::string twb = set.bind(place_of(total_weight).buffer, "f32", false);
+  std::string wb = gb;
+  if (weight.has_value() && weight->defined()) {
+    at::Tensor w = weight->contiguous();
+    q.has_weight = 1;
+    q.weight_offset = element_offset(w);
+    wb = set.bind(place_of(w).buffer, "f32", false);
+  }
+  std::string ob = set.bind(place_of(grad_input).buffer, "f32", true);
+  if (tb.empty() || gb.empty() || twb.empty() || wb.empty() || ob.empty() || ob == gb || ob == twb) return fallback();
+  q.grad_offset = element_offset(grad_output);
+  q.grad_stride = grad_output.dim() == 1 ? static_cast<uint32_t>(grad_output.stride(0)) : 0;
+  q.total_offset = element_offset(total_weight);
+  q.out_offset = element_offset(grad_input);
+  std::string source = kLossParams + set.declarations() + R"(
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  let e = gid.x + gid.y * groups.x * 64u;
+  if (e >= q.n * q.classes) { return; }
+  let i = e / q.classes;
+  let c = e % q.classes;
+  let t = TARGET;
+  var value = 0.0;
+  if (t != q.ignore && u32(t) == c) {
+    var w = 1.0;
+    if (q.has_weight != 0u) { w = WEIGHT[q.weight_offset + c]; }
+    var g = GRAD[q.grad_offset];
+    if (q.reduction == 0u) { g = GRAD[q.grad_offset + i * q.grad_stride]; }
+    if (q.reduction == 1u) { g = g / TOTALW[q.total_offset]; }
+    value = -w * g;
+  }
+  OUT[q.out_offset + e] = value;
+}
+)";
+  replace_all(source, "TARGET", index_load(tb, at::kLong, "q.target_offset / 2u + i"));
+  replace_all(source, "WEIGHT[", wb + "[");
+  replace_all(source, "GRAD[", gb + "[");
+  replace_all(source, "TOTALW[", twb + "[");
+  replace_all(source, "OUT[", ob + "[");
+  Device& dev = device(self.device().index());
+  launch(dev, kernel(dev, source), set.bindings(&q, sizeof q), grad_input.numel());
+  return grad_input;
+}
+
+struct GatherParams {
+  uint32_t rows = 0, width = 0, count = 0, padding = 0;
+  uint32_t table_offset = 0, table_row = 0, table_column = 0, index_offset = 0;
+  uint32_t out_offset = 0, pad0 = 0, pad1 = 0, pad2 = 0;
+};
+const char* kGatherParams = R"(
+struct G {
+  rows: u32, width: u32, count: u32, padding: u32,
+  table_offset: u32, table_row: u32, table_column: u32, index_offset: u32,
+  out_offset: u32, pad0: u32, pad1: u32, pad2: u32,
+}
+@group(0) @binding(0) var<uniform> q: G;
+)";
+
+at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tensor& index, at::Tensor& out) {
+  auto fallback = [&]() -> at::Tensor& {
+    return call_fallback_fn<&cpu_fallback, ATEN_OP(index_select_out)>::call(self, dim, index, out);
+  };
+  if (self.dim() != 2 || c10::maybe_wrap_dim(dim, 2) != 0 || self.scalar_type() != at::kFloat || index.dim() > 1 ||
+      (index.scalar_type() != at::kLong && index.scalar_type() != at::kInt) || index.device() != self.device())
+    return fallback();
+  auto host = host_indices(index);
+  if (host.numel() > 0) {
+    int64_t low = host.min().item<int64_t>(), high = host.max().item<int64_t>();
+    TORCH_CHECK_INDEX(low >= 0 && high < self.size(0), "index out of range in self");
+  }
+  prepare_out(out, {index.numel(), self.size(1)});
+  if (!out.is_contiguous() || out.scalar_type() != at::kFloat) return fallback();
+  if (out.numel() == 0) return out;
+  at::Tensor idx = index.contiguous();
+  GatherParams q;
+  q.rows = static_cast<uint32_t>(self.size(0));
+  q.width = static_cast<uint32_t>(self.size(1));
+  q.count = static_cast<uint32_t>(idx.numel());
+  q.table_offset = element_offset(self);
+  q.table_row = static_cast<uint32_t>(self.stride(0));
+  q.table_column = static_cast<uint32_t>(self.stride(1));
+  q.index_offset = static_cast<uint32_t>(place_of(idx).offset / 4);
+  q.out_offset = element_offset(out);
+  BufferSet set;
+  std::string tb = set.bind(place_of(self).buffer, "f32", false);
+  std::string ib = set.bind(place_of(idx).buffer, "u32", false);
+  std::string ob = set.bind(place_of(out).buffer, "f32", true);
+  if (tb.empty() || ib.empty() || ob.empty() || ob == tb) return fallback();
+  std::string source = kGatherParams + set.declarations() + R"(
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  let e = gid.x + gid.y * groups.x * 64u;
+  if (e >= q.count * q.width) { return; }
+  let i = e / q.width;
+  let j = e % q.width;
+  let row = u32(INDEX);
+  OUT[q.out_offset + e] = TABLE[q.table_offset + row * q.table_row + j * q.table_column];
+}
+)";
+  std::string k = idx.scalar_type() == at::kLong ? "q.index_offset / 2u + i" : "q.index_offset + i";
+  replace_all(source, "INDEX", index_load(ib, idx.scalar_type(), k));
+  replace_all(source, "TABLE[", tb + "[");
+  replace_all(source, "OUT[", ob + "[");
+  Device& dev = device(self.device().index());
+  launch(dev, kernel(dev, source), set.bindings(&q, sizeof q), out.numel());
+  return out;
+}
+
+at::Tensor index_select(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
+  at::Tensor out = at::empty({0}, self.options());
+  return index_select_out(self, dim, index, out);
+}
+
+at::Tensor embedding_dense_backward(const at::Tensor& grad_output, const at::Tensor& indices, c10::SymInt num_weights,
+                                   c10::SymInt padding_idx, bool scale_grad_by_freq) {
+  auto fallback = [&]() {
+    return at::native::call_fallback_fn_symint<&cpu_fallback, ATEN_OP(embedding_dense_backward)>::call(grad_output, indices, num_weights,
+                                                                                     padding_idx, scale_grad_by_freq);
+  };
+  const int64_t rows = num_weights.expect_int();
+  if (scale_grad_by_freq || grad_output.scalar_type() != at::kFloat ||
+      (indices.scalar_type() != at::kLong && indices.scalar_type() != at::kInt) || indices.device() != grad_output.device())
+    return fallback();
+  const int64_t width = grad_output.size(-1);
+  at::Tensor grad = grad_output.reshape({-1, width}).contiguous();
+  at::Tensor idx = indices.reshape({-1}).contiguous();
+  at::Tensor out = at::empty({rows, width}, grad_output.options());
+  if (out.numel() == 0) return out;
+  GatherParams q;
+  q.rows = static_cast<uint32_t>(rows);
+  q.width = static_cast<uint32_t>(width);
+  q.count = static_cast<uint32_t>(idx.numel());
+  q.padding = static_cast<uint32_t>(padding_idx.expect_int());
+  q.table_offset = element_offset(grad);
+  q.index_offset = static_cast<uint32_t>(place_of(idx).offset / 4);
+  q.out_offset = element_offset(out);
+  BufferSet set;
+  std::string gb = set.bind(place_of(grad).buffer, "f32", false);
+  std::string ib = set.bind(place_of(idx).buffer, "u32", false);
+  std::string ob = set.bind(place_of(out).buffer, "f32", true);
+  if (gb.empty() || ib.empty() || ob.empty()) return fallback();
+  // One invocation per weight element sums the gradient rows whose index names its row:
+  // no atomics, and the same order of additions on every device.
+  std::string source = kGatherParams + set.declarations() + R"(
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  let e = gid.x + gid.y * groups.x * 64u;
+  if (e >= q.rows * q.width) { return; }
+  let row = e / q.width;
+  let j = e % q.width;
+  var sum = 0.0;
+  if (i32(row) != i32(q.padding)) {
+    for (var i = 0u; i < q.count; i = i + 1u) {
+      if (u32(INDEX) == row) { sum = sum + GRAD[q.table_offset + i * q.width + j]; }
+    }
+  }
+  OUT[q.out_offset + e] = sum;
+}
+)";
+  std::string k = idx.scalar_type() == at::kLong ? "q.index_offset / 2u + i" : "q.index_offset + i";
+  replace_all(source, "INDEX", index_load(ib, idx.scalar_type(), k));
+  replace_all(source, "GRAD[", gb + "[");
+  replace_all(source, "OUT[", ob + "[");
+  Device& dev = device(out.device().index());
+  launch(dev, kernel(dev, source), set.bindings(&q, sizeof q), out.numel());
+  return out;
+}
+
+// --- Layer norm ----------------------------------------------------------------------------
+
+struct NormParams {
+  uint32_t rows = 0, width = 0, has_weight = 0, has_bias = 0;
+  float eps = 0.0f;
+  uint32_t pad0 = 0, pad1 = 0, pad2 = 0;
+};
+const char* kNormParams = R"(
+struct N { rows: u32, width: u32, has_weight: u32, has_bias: u32, eps: f32, pad0: u32, pad1: u32, pad2: u32 }
+@group(0) @binding(0) var<uniform> q: N;
+)";
+
+// Contiguous tensors at offset 0 of their buffers, which the layer-norm kernels index from.
+bool fresh(const at::Tensor& t) { return t.is_contiguous() && place_of(t).offset == 0; }
+at::Tensor freshen(const at::Tensor& t) { return fresh(t) ? t : t.clone(at::MemoryFormat::Contiguous); }
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(const at::Tensor& input,
+                                                                 c10::SymIntArrayRef normalized_shape,
+                                                                 const std::optional<at::Tensor>& weight,
+                                                                 const std::optional<at::Tensor>& bias, double eps) {
+  auto shape = C10_AS_INTARRAYREF_SLOW(normalized_shape);
+  const bool has_weight = weight.has_value() && weight->defined();
+  const bool has_bias = bias.has_value() && bias->defined();
+  bool ok = input.scalar_type() == at::kFloat && (!has_weight || weight->scalar_type() == at::kFloat) &&
+            (!has_bias || bias->scalar_type() == at::kFloat) && input.dim() >= static_cast<int64_t>(shape.size());
+  if (!ok)
+    return at::native::call_fallback_fn_symint<&cpu_fallback, ATEN_OP(native_layer_norm)>::call(input, normalized_shape, weight, bias, eps);
+  const int64_t axis = input.dim() - static_cast<int64_t>(shape.size());
+  int64_t width = 1;
+  for (int64_t s : shape) width *= s;
+  const int64_t rows = width == 0 ? 0 : input.numel() / width;
+  at::Tensor x = freshen(input);
+  at::Tensor out = at::empty(input.sizes(), input.options());
+  at::DimVector stat_shape(input.sizes().begin(), input.sizes().begin() + axis);
+  for (size_t k = 0; k < shape.size(); k++) stat_shape.push_back(1);
+  at::Tensor mean = at::empty(stat_shape, input.options());
+  at::Tensor rstd = at::empty(stat_shape, input.options());
+  if (rows == 0 || width == 0) return {out, mean, rstd};
+  at::Tensor w = has_weight ? freshen(*weight) : x;
+  at::Tensor b = has_bias ? freshen(*bias) : x;
+  NormParams q;
+  q.rows = static_cast<uint32_t>(rows);
+  q.width = static_cast<uint32_t>(width);
+  q.has_weight = has_weight;
+  q.has_bias = has_bias;
+  q.eps = static_cast<float>(eps);
+  std::string source = std::string(kNormParams) + R"(
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> w: array<f32>;
+@group(0) @binding(3) var<storage, read> b: array<f32>;
+@group(0) @binding(4) var<storage, read_write> out: array<f32>;
+@group(0) @binding(5) var<storage, read_write> mean: array<f32>;
+@group(0) @binding(6) var<storage, read_write> rstd: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  let r = gid.x + gid.y * groups.x * 64u;
+  if (r >= q.rows) { return; }
+  let base = r * q.width;
+  var sum = 0.0;
+  for (var j = 0u; j < q.width; j = j + 1u) { sum = sum + x[base + j]; }
+  let m = sum / f32(q.width);
+  var squares = 0.0;
+  for (var j = 0u; j < q.width; j = j + 1u) { let d = x[base + j] - m; squares = squares + d * d; }
+  let s = inverseSqrt(squares / f32(q.width) + q.eps);
+  for (var j = 0u; j < q.width; j = j + 1u) {
+    var y = (x[base + j] - m) * s;
+    if (q.has_weight != 0u) { y = y * w[j]; }
+    if (q.has_bias != 0u) { y = y + b[j]; }
+    out[base + j] = y;
+  }
+  mean[r] = m;
+  rstd[r] = s;
+}
+)";
+  Device& dev = device(input.device().index());
+  launch(dev, kernel(dev, source),
+         {Binding{nullptr, 0, sizeof q, &q}, Binding{place_of(x).buffer}, Binding{place_of(w).buffer},
+          Binding{place_of(b).buffer}, Binding{place_of(out).buffer}, Binding{place_of(mean).buffer},
+          Binding{place_of(rstd).buffer}},
+         rows);
+  return {out, mean, rstd};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
+    const at::Tensor& grad_out, const at::Tensor& input, c10::SymIntArrayRef normalized_shape, const at::Tensor& mean,
+    const at::Tensor& rstd, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    std::array<bool, 3> output_mask) {
+  auto shape = C10_AS_INTARRAYREF_SLOW(normalized_shape);
+  const bool has_weight = weight.has_value() && weight->defined();
+  bool ok = input.scalar_type() == at::kFloat && grad_out.scalar_type() == at::kFloat &&
+            (!has_weight || weight->scalar_type() == at::kFloat);
+  if (!ok)
+    return at::native::call_fallback_fn_symint<&cpu_fallback, ATEN_OP(native_layer_norm_backward)>::call(
+        grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask);
+  int64_t width = 1;
+  for (int64_t s : shape) width *= s;
+  const int64_t rows = width == 0 ? 0 : input.numel() / width;
+  at::Tensor x = freshen(input), dy = freshen(grad_out), m = freshen(mean), s = freshen(rstd);
+  at::Tensor w = has_weight ? freshen(*weight) : x;
+  at::Tensor dx = output_mask[0] ? at::empty(input.sizes(), input.options()) : at::Tensor();
+  at::Tensor dw = output_mask[1] && has_weight ? at::empty(weight->sizes(), weight->options()) : at::Tensor();
+  at::Tensor db = output_mask[2] && bias.has_value() && bias->defined() ? at::empty(bias->sizes(), bias->options())
+                                                                         : at::Tensor();
+  if (rows == 0 || width == 0) {
+    if (dw.defined()) dw.zero_();
+    if (db.defined()) db.zero_();
+    return {dx, dw, db};
+  }
+  NormParams q;
+  q.rows = static_cast<uint32_t>(rows);
+  q.width = static_cast<uint32_t>(width);
+  q.has_weight = has_weight;
+  Device& dev = device(input.device().index());
+  const char* bindings = R"(
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> dy: array<f32>;
+@group(0) @binding(3) var<storage, read> mean: array<f32>;
+@group(0) @binding(4) var<storage, read> rstd: array<f32>;
+@group(0) @binding(5) var<storage, read> w: array<f32>;
+@group(0) @binding(6) var<storage, read_write> out: array<f32>;
+)";
+  std::vector<Binding> common = {Binding{nullptr, 0, sizeof q, &q}, Binding{place_of(x).buffer},
+                                 Binding{place_of(dy).buffer}, Binding{place_of(m).buffer},
+                                 Binding{place_of(s).buffer}, Binding{place_of(w).buffer}};
+  if (dx.defined()) {
+    std::string source = std::string(kNormParams) + bindings + R"(
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  let r = gid.x + gid.y * groups.x * 64u;
+  if (r >= q.rows) { return; }
+  let base = r * q.width;
+  var a = 0.0;
+  var c = 0.0;
+  for (var j = 0u; j < q.width; j = j + 1u) {
+    var g = dy[base + j];
+    if (q.has_weight != 0u) { g = g * w[j]; }
+    a = a + g;
+    c = c + g * (x[base + j] - mean[r]) * rstd[r];
+  }
+  a = a / f32(q.width);
+  c = c / f32(q.width);
+  for (var j = 0u; j < q.width; j = j + 1u) {
+    var g = dy[base + j];
+    if (q.has_weight != 0u) { g = g * w[j]; }
+    let xhat = (x[base + j] - mean[r]) * rstd[r];
+    out[base + j] = rstd[r] * (g - a - xhat * c);
+  }
+}
+)";
+    auto b = common;
+    b.push_back(Binding{place_of(dx).buffer});
+    launch(dev, kernel(dev, source), b, rows);
+  }
+  for (int which = 0; which < 2; which++) {
+    at::Tensor& target = which == 0 ? dw : db;
+    if (!target.defined()) continue;
+    std::string term = which == 0 ? "dy[i * q.width + j] * (x[i * q.width + j] - mean[i]) * rstd[i]" : "dy[i * q.width + j]";
+    std::string source = std::string(kNormParams) + bindings + R"(
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  let j = gid.x + gid.y * groups.x * 64u;
+  if (j >= q.width) { return; }
+  var sum = 0.0;
+  for (var i = 0u; i < q.rows; i = i + 1u) { sum = sum + TERM; }
+  out[j] = sum;
+}
+)";
+    replace_all(source, "TERM", term);
+    auto b = common;
+    b.push_back(Binding{place_of(target).buffer});
+    launch(dev, kernel(dev, source), b, width);
+  }
+  return {dx, dw, db};
+}
+
+// --- Concatenation -------------------------------------------------------------------------
+
+at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& out) {
+  auto list = tensors.materialize();
+  auto fallback = [&]() -> at::Tensor& { return call_fallback_fn<&cpu_fallback, ATEN_OP(cat_out)>::call(tensors, dim, out); };
+  std::vector<at::Tensor> parts;
+  for (const at::Tensor& t : list) {
+    if (t.dim() == 1 && t.numel() == 0) continue;  // the legacy empty tensor joins anything
+    parts.push_back(t);
+  }
+  if (parts.empty() || !native_dtype(device(out.device().index()), out.scalar_type())) return fallback();
+  dim = c10::maybe_wrap_dim(dim, parts[0].dim());
+  at::DimVector shape(parts[0].sizes());
+  shape[dim] = 0;
+  for (const auto& t : parts) {
+    if (t.device() != out.device() || t.scalar_type() != out.scalar_type() || t.dim() != parts[0].dim()) return fallback();
+    shape[dim] += t.size(dim);
+  }
+  prepare_out(out, shape);
+  int64_t at = 0;
+  for (const auto& t : parts) {
+    at::Tensor slot = out.narrow(dim, at, t.size(dim));
+    if (place_of(slot).buffer == place_of(t).buffer || !copy_on_device(slot, t)) return fallback();
+    at += t.size(dim);
+  }
+  return out;
+}
+
+
+// --- Ranges --------------------------------------------------------------------------------
+
+at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, at::Tensor& out) {
+  if (out.scalar_type() != at::kFloat)
+    return call_fallback_fn<&cpu_fallback, ATEN_OP(arange_start_out)>::call(start, end, step, out);
+  const double from = start.to<double>(), to = end.to<double>(), by = step.to<double>();
+  TORCH_CHECK(by != 0, "step must be nonzero");
+  TORCH_CHECK(std::isfinite(from) && std::isfinite(to), "unsupported range: ", from, " -> ", to);
+  TORCH_CHECK((by > 0 && to >= from) || (by < 0 && to <= from), "upper bound and larger bound inconsistent with step sign");
+  const int64_t size = static_cast<int64_t>(std::ceil((to - from) / by));
+  prepare_out(out, {size});
+  if (!elementwise(out, {}, "T(p.alpha + p.beta * f32(i))", static_cast<float>(from), static_cast<float>(by)))
+    return call_fallback_fn<&cpu_fallback, ATEN_OP(arange_start_out)>::call(start, end, step, out);
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -772,6 +1366,20 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_log_softmax.out", log_softmax_out);
   m.impl("_softmax_backward_data.out", softmax_backward_out);
   m.impl("_log_softmax_backward_data.out", log_softmax_backward_out);
+  m.impl("addcmul.out", addcmul_out);
+  m.impl("addcdiv.out", addcdiv_out);
+  m.impl("lerp.Scalar_out", lerp_scalar_out);
+  m.impl("zero_", zero_);
+  m.impl("masked_fill_.Scalar", masked_fill_scalar_);
+  m.impl("nll_loss_forward.output", nll_loss_forward_out);
+  m.impl("nll_loss_backward.grad_input", nll_loss_backward_out);
+  m.impl("index_select", index_select);
+  m.impl("index_select.out", index_select_out);
+  m.impl("embedding_dense_backward", embedding_dense_backward);
+  m.impl("native_layer_norm", native_layer_norm);
+  m.impl("native_layer_norm_backward", native_layer_norm_backward);
+  m.impl("cat.out", cat_out);
+  m.impl("arange.start_out", arange_out);
 }
 
 }  // namespace xhal_torch

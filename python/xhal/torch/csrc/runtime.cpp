@@ -283,7 +283,9 @@ struct Allocator final : public c10::DeviceAllocator {
     if (bytes == 0) return c10::DataPtr(nullptr, nullptr, &free_buffer, where);
     Device& d = device(index);
     xhal_buffer_t* buffer = nullptr;
-    xhal_status_t status = xhal_buffer_alloc(d.device, bytes, &buffer);
+    // Whole 32-bit words, so that kernels can read 1- and 2-byte elements (bool masks) as
+    // words without reading past the buffer.
+    xhal_status_t status = xhal_buffer_alloc(d.device, (bytes + 3) & ~static_cast<size_t>(3), &buffer);
     if (status == XHAL_ERROR_OUT_OF_MEMORY) {
       TORCH_CHECK_WITH(OutOfMemoryError, false, "xhal: out of memory on xhal:", index, " (", d.label,
                        ") allocating ", bytes, " bytes: ", xhal_last_error_message());
