@@ -25,7 +25,7 @@ ROCM_EMULATOR := target/rocm-emulator
 # cuda backend's tests compile every repository kernel with it.
 export XHAL_NVRTC_LIBRARY ?= $(wildcard $(CURDIR)/target/nvrtc/libnvrtc.so.13)
 
-.PHONY: all build plugins drivers demo test capi python python-test bench-python cts cuda-emulator level-zero-emulator rocm-emulator gpu-check-emulated fmt-check clippy header bench bench-trace bench-ops bench-overhead bench-backends bench-kernels doc clean
+.PHONY: all build plugins drivers demo test capi python python-test bench-python bench-torch cts cuda-emulator level-zero-emulator rocm-emulator gpu-check-emulated fmt-check clippy header bench bench-trace bench-ops bench-overhead bench-backends bench-kernels doc clean
 
 all: build
 
@@ -112,6 +112,12 @@ python-test: python capi cuda-emulator rocm-emulator level-zero-emulator
 # same devices in the same run (python/benches/overhead.py).
 bench-python: python
 	$(VENV)/bin/python python/benches/overhead.py
+
+# What the PyTorch device costs against torch's CPU device in the same processes: a tiny
+# operation, a training step of the tests' MLP per backend, and the share that fell back
+# (python/benches/torch_device.py).
+bench-torch: python
+	XHAL_TORCH_BUILD_DIR=target/torch-extension $(VENV)/bin/python python/benches/torch_device.py
 
 # Certifies every backend plugin with xhal-cts; reports in target/cts/<backend>/. Fails on
 # any failure, crash or timeout; a backend without a driver is skipped loudly unless

@@ -189,16 +189,26 @@ getter!(event, Event, EventObject, "event");
 getter!(module, Module, ModuleObject, "module");
 getter!(kernel, Kernel, KernelObject, "kernel");
 
-/// Several buffers at once, under one lock: what a launch binds.
-pub(crate) fn buffers(handles: impl Iterator<Item = (usize, String)>) -> Result<Vec<Arc<BufferObject>>> {
+/// Several buffers at once, under one lock: what a launch binds. Each handle comes with a key
+/// that `name` turns into the argument's name, written only for an error.
+pub(crate) fn buffers<K: Copy>(
+    handles: impl Iterator<Item = (usize, K)>,
+    name: impl Fn(K) -> String,
+) -> Result<Vec<Arc<BufferObject>>> {
     let table = TABLE.lock();
     handles
-        .map(|(handle, what)| match table.get(handle, &what)? {
-            Object::Buffer(buffer) => Ok(Arc::clone(buffer)),
-            other => Err(invalid_handle(
-                &what,
+        .map(|(handle, key)| match table.get(handle, "") {
+            Ok(Object::Buffer(buffer)) => Ok(Arc::clone(buffer)),
+            Ok(other) => Err(invalid_handle(
+                &name(key),
                 format!("handle {handle:#x} is a {}, not a buffer", other.kind()),
             )),
+            Err(_) => match table.get(handle, &name(key)) {
+                Err(error) => Err(error),
+                Ok(_) => Err(xhal::Error::internal(
+                    "a buffer handle both failed and passed its lookup",
+                )),
+            },
         })
         .collect()
 }

@@ -467,26 +467,28 @@ fn launch_checked(stream: &xhal::Stream, kernel: &KernelObject, desc: &xhal_laun
     if desc.scalars.is_null() && desc.scalar_size > 0 {
         return Err(invalid("launch.scalars is a null pointer"));
     }
-    let buffer_objects = handles::buffers(bindings.iter().enumerate().filter(|(_, b)| !b.buffer.is_null()).map(
-        |(i, b)| {
-            (
-                b.buffer as usize,
-                format!("launch.bindings[{i}] (`{}`)", info.buffers[i].name),
-            )
-        },
-    ))?;
+    let name = |i: usize| format!("launch.bindings[{i}] (`{}`)", info.buffers[i].name);
+    let buffer_objects = handles::buffers(
+        bindings
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| !b.buffer.is_null())
+            .map(|(i, b)| (b.buffer as usize, i)),
+        name,
+    )?;
     let mut ranges = Vec::with_capacity(bindings.len());
     let mut next_buffer = 0;
     for (i, binding) in bindings.iter().enumerate() {
-        let what = format!("launch.bindings[{i}] (`{}`)", info.buffers[i].name);
+        // Messages are written only for errors: launches are hot.
+        let what = || name(i);
         if binding.buffer.is_null() {
             if binding.data.is_null() {
-                return Err(invalid(format!("{what}: buffer and data are both null; pass one")));
+                return Err(invalid(format!("{}: buffer and data are both null; pass one", what())));
             }
             if binding.size == 0 || binding.size == XHAL_WHOLE_SIZE {
-                return Err(invalid(format!("{what}: a data binding needs its size in bytes")));
+                return Err(invalid(format!("{}: a data binding needs its size in bytes", what())));
             }
-            let size = usize::try_from(binding.size).map_err(|_| invalid(format!("{what}: size too large")))?;
+            let size = usize::try_from(binding.size).map_err(|_| invalid(format!("{}: size too large", what())))?;
             // SAFETY: the caller gives `size` readable bytes at `data`, which is not null.
             let bytes = unsafe { std::slice::from_raw_parts(binding.data.cast::<u8>(), size) };
             ranges.push(Err(bytes));
@@ -498,7 +500,9 @@ fn launch_checked(stream: &xhal::Stream, kernel: &KernelObject, desc: &xhal_laun
             } else {
                 binding.size
             };
-            ranges.push(Ok((object, byte_range(object, binding.offset, size, &what)?)));
+            let range = byte_range(object, binding.offset, size, "")
+                .or_else(|_| byte_range(object, binding.offset, size, &what()))?;
+            ranges.push(Ok((object, range)));
         }
     }
     let mut builder = xhal::Launch::new(&kernel.kernel);

@@ -95,7 +95,7 @@ struct Resolved {
 
 fn resolve(stream: *const xhal_stream_t, buffers: &[(*const xhal_buffer_t, &str)]) -> Result<Resolved> {
     let stream = handles::stream(stream as usize, "stream")?;
-    let buffers = handles::buffers(buffers.iter().map(|(b, what)| (*b as usize, (*what).to_owned())))?;
+    let buffers = handles::buffers(buffers.iter().map(|(b, what)| (*b as usize, *what)), str::to_owned)?;
     Ok(Resolved { stream, buffers })
 }
 

@@ -281,9 +281,15 @@ impl<'a> Launch<'a> {
     pub fn buffer<'b, T: 'b>(mut self, view: impl Into<BufferSlice<'b, T>>) -> Self {
         let view = view.into();
         let position = self.buffers.len();
-        let what = format!("buffer argument {position} of kernel `{}`", self.kernel.name());
         self.order.push(ArgumentKind::Buffer);
-        match view.byte_span(&what) {
+        // The message names the argument only when there is one to write: launches are hot.
+        let span = view.byte_span("").or_else(|_| {
+            view.byte_span(&format!(
+                "buffer argument {position} of kernel `{}`",
+                self.kernel.name()
+            ))
+        });
+        match span {
             Ok((offset, size)) => self.buffers.push(BufferBinding::View {
                 memory: view.buffer.memory.clone(),
                 offset,
@@ -515,27 +521,32 @@ impl<'a> Launch<'a> {
                 }
                 BufferBinding::View { .. } => {}
                 BufferBinding::Staged(bytes) => {
-                    let what = format!(
-                        "buffer argument {argument} of kernel `{name}` (`{}`, {declared}, {})",
-                        binding.name, binding.type_name
-                    );
+                    let what = || {
+                        format!(
+                            "buffer argument {argument} of kernel `{name}` (`{}`, {declared}, {})",
+                            binding.name, binding.type_name
+                        )
+                    };
                     if binding.access != BufferAccess::Read {
                         return Err(Error::invalid_argument(format!(
-                            "{what} is read_write, so a value passed with `uniform` would lose what the kernel \
-                             writes; bind a buffer"
+                            "{} is read_write, so a value passed with `uniform` would lose what the kernel \
+                             writes; bind a buffer",
+                            what()
                         )));
                     }
                     let given = bytes.len() as u64;
                     match binding.size {
                         BufferSize::Fixed(exact) if given != exact => {
                             return Err(Error::invalid_argument(format!(
-                                "{what} takes exactly {exact} bytes, but the value has {given}; its Rust type must \
-                                 have the WGSL layout (a struct's size rounds up to its alignment)"
+                                "{} takes exactly {exact} bytes, but the value has {given}; its Rust type must \
+                                 have the WGSL layout (a struct's size rounds up to its alignment)",
+                                what()
                             )));
                         }
                         BufferSize::Runtime { .. } if given < needed => {
                             return Err(Error::invalid_argument(format!(
-                                "{what} needs at least {needed} bytes, but the value has {given}"
+                                "{} needs at least {needed} bytes, but the value has {given}",
+                                what()
                             )));
                         }
                         _ => {}

@@ -592,7 +592,9 @@ impl Stream {
             ]
         });
         let device = &self.shared.device;
-        device.check_same_device(&kernel.module_device(), &format!("kernel `{}`", kernel.name()))?;
+        device
+            .check_same_device(&kernel.module_device(), "")
+            .or_else(|_| device.check_same_device(&kernel.module_device(), &format!("kernel `{}`", kernel.name())))?;
         let scalars = launch.validate_for(device)?;
         let mut keep: Vec<InFlight> = Vec::with_capacity(launch.buffers().len() + 1);
         let mut args: Vec<BufferArg> = Vec::with_capacity(launch.buffers().len());
@@ -601,11 +603,14 @@ impl Stream {
         for (position, binding) in launch.buffers().iter().enumerate() {
             match binding {
                 BufferBinding::View { memory, offset, size } => {
-                    let what = format!("buffer argument {position} of kernel `{}`", kernel.name());
-                    device.check_same_device(&memory.device, &what)?;
+                    let what = || format!("buffer argument {position} of kernel `{}`", kernel.name());
+                    device
+                        .check_same_device(&memory.device, "")
+                        .or_else(|_| device.check_same_device(&memory.device, &what()))?;
                     let Some(block) = &memory.block else {
                         return Err(Error::invalid_argument(format!(
-                            "{what} is a zero-length buffer; a kernel cannot bind no memory"
+                            "{} is a zero-length buffer; a kernel cannot bind no memory",
+                            what()
                         )));
                     };
                     args.push(BufferArg {
@@ -613,7 +618,9 @@ impl Stream {
                         offset: *offset,
                         size: *size,
                     });
-                    keep.push(InFlight::Memory(QueuedUse::new(memory, &what)?));
+                    keep.push(InFlight::Memory(
+                        QueuedUse::new(memory, "").or_else(|_| QueuedUse::new(memory, &what()))?,
+                    ));
                 }
                 BufferBinding::Staged(bytes) => {
                     staged.push((position, bytes));

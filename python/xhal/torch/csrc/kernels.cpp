@@ -194,20 +194,31 @@ bool elementwise(at::Tensor& out, const std::vector<at::Tensor>& inputs, const s
       loads += "  let " + x + " = " + name + "[" + at + "];\n";
     }
   }
-  std::string body = expression;
-  replace_all(body, "T(", std::string(out_type) + "(");
-
-  std::string source = kElementwiseParams;
-  source += set.declarations();
-  source += flat ? kFlatOffset : kStridedOffset;
-  if (body.find("erf_approx") != std::string::npos) source += kErf;
-  source += "@compute @workgroup_size(256)\n"
-            "fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {\n"
-            "  let i = gid.x + gid.y * groups.x * 256u;\n"
-            "  if (i >= p.numel) { return; }\n";
-  source += loads;
-  source += "  " + out_name + "[offset_of(0u, i)] = " + body + ";\n}\n";
-  launch(dev, kernel(dev, source), set.bindings(&params, sizeof params), out.numel());
+  // The loads name every input's binding and type, so with the expression, the output's
+  // binding and the layout they identify the kernel.
+  std::string key = expression;
+  key += '|';
+  key += out_type;
+  key += out_name;
+  key += flat ? "|flat|" : "|strided|";
+  key += loads;
+  for (size_t b = 0; b < set.written.size(); b++) key += set.written[b] ? 'w' : 'r';
+  const Kernel& compiled = kernel_by_key(dev, key, [&] {
+    std::string body = expression;
+    replace_all(body, "T(", std::string(out_type) + "(");
+    std::string source = kElementwiseParams;
+    source += set.declarations();
+    source += flat ? kFlatOffset : kStridedOffset;
+    if (body.find("erf_approx") != std::string::npos) source += kErf;
+    source += "@compute @workgroup_size(256)\n"
+              "fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {\n"
+              "  let i = gid.x + gid.y * groups.x * 256u;\n"
+              "  if (i >= p.numel) { return; }\n";
+    source += loads;
+    source += "  " + out_name + "[offset_of(0u, i)] = " + body + ";\n}\n";
+    return source;
+  });
+  launch(dev, compiled, set.bindings(&params, sizeof params), out.numel());
   return true;
 }
 

@@ -456,6 +456,18 @@ const Kernel& kernel(Device& device, const std::string& source) {
   return *slot->second;
 }
 
+const Kernel& kernel_by_key(Device& device, const std::string& key, const std::function<std::string()>& make_source) {
+  {
+    std::lock_guard<std::mutex> lock(device.mutex);
+    auto found = device.kernels_by_key.find(key);
+    if (found != device.kernels_by_key.end()) return *found->second;
+  }
+  const Kernel& compiled = kernel(device, make_source());
+  std::lock_guard<std::mutex> lock(device.mutex);
+  device.kernels_by_key.emplace(key, &compiled);
+  return compiled;
+}
+
 void launch(Device& device, const Kernel& kernel, const std::vector<Binding>& bindings, uint64_t invocations) {
   if (invocations == 0) return;
   xhal_binding_t raw[16];

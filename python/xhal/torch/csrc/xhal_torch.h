@@ -9,6 +9,7 @@
 #include <c10/core/Stream.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -40,6 +41,7 @@ struct Device {
   std::mutex mutex;  // guards streams and kernels
   std::vector<xhal_stream_t*> streams;  // torch stream id k > 0 is streams[k - 1]
   std::unordered_map<std::string, std::unique_ptr<Kernel>> kernels;  // by WGSL source
+  std::unordered_map<std::string, const Kernel*> kernels_by_key;
 };
 
 // Where the plugins are (the package's own folder), before the first device is used;
@@ -71,6 +73,9 @@ Place place_of(const at::Tensor& tensor);
 
 // The kernel of `source` on `device`, compiled once per source.
 const Kernel& kernel(Device& device, const std::string& source);
+// The kernel cached under `key`, whose source `make_source` writes on the first use: for hot
+// paths, where writing the whole source to look it up would cost more than the launch.
+const Kernel& kernel_by_key(Device& device, const std::string& key, const std::function<std::string()>& make_source);
 
 // One binding of a launch: a tensor's buffer (from its storage offset on), or uniform bytes.
 struct Binding {
