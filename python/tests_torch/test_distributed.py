@@ -47,6 +47,18 @@ def worker(rank, port, results, state):
     cpu = torch.ones(2) * rank
     dist.all_reduce(cpu)
     out["cpu_all_reduce"] = cpu
+    r = torch.full((2,), float(rank + 1), device=dev)
+    dist.reduce(r, dst=0)
+    out["reduce"] = r.cpu()
+    scattered = torch.empty(2, device=dev)
+    dist.reduce_scatter(scattered, [torch.full((2,), float(rank * 10 + k), device=dev) for k in range(WORLD)])
+    out["reduce_scatter"] = scattered.cpu()
+    if rank == 0:
+        dist.send(torch.arange(3.0, device=dev) + 100, dst=1)
+    else:
+        received = torch.empty(3, device=dev)
+        dist.recv(received, src=0)
+        out["recv"] = received.cpu()
 
     # One data-parallel step: each rank takes half the batch, gradients are averaged.
     model = MLP()
@@ -83,6 +95,10 @@ def test_collectives_and_a_data_parallel_step(dev):
         assert torch.equal(r["broadcast"], torch.full((2, 2), 11.0))
         assert all(torch.equal(g, torch.full((3,), float(i))) for i, g in enumerate(r["all_gather"]))
         assert torch.equal(r["cpu_all_reduce"], torch.ones(2))
+        # Sum over ranks of rank * 10 + k, for this rank's k.
+        assert torch.equal(r["reduce_scatter"], torch.full((2,), float(10 + 2 * rank)))
+    assert torch.equal(results[0]["reduce"], torch.full((2,), 3.0))
+    assert torch.equal(results[1]["recv"], torch.arange(3.0) + 100)
 
     # The same step in one process on the whole batch (the mean of the two halves' means).
     import torch.nn.functional as F

@@ -155,3 +155,13 @@ def test_misuse_raises_the_usual_errors(dev):
     with pytest.raises(RuntimeError):
         torch.mm(torch.randn(2, 3, device=dev), torch.randn(4, 2, device=dev))
     assert logits.sum().isfinite().item()
+
+
+def test_kernels_of_the_same_shape_differ_by_dtype(dev):
+    # The same copy into the same strided destination, first from int32 and then from float32:
+    # the second must not reuse the first's kernel, which reads int32 elements.
+    destination = torch.zeros(6, 2, device=dev)[:, 0]
+    destination.copy_(torch.arange(6, dtype=torch.int32).to(dev))
+    assert destination.cpu().tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    destination.copy_(torch.arange(6.0).to(dev) + 0.5)
+    assert destination.cpu().tolist() == [0.5, 1.5, 2.5, 3.5, 4.5, 5.5]

@@ -194,15 +194,16 @@ bool elementwise(at::Tensor& out, const std::vector<at::Tensor>& inputs, const s
       loads += "  let " + x + " = " + name + "[" + at + "];\n";
     }
   }
-  // The loads name every input's binding and type, so with the expression, the output's
-  // binding and the layout they identify the kernel.
+  // The expression, the loads (which binding each input reads, and how), every binding's
+  // element type and access, and the layout identify the kernel.
   std::string key = expression;
-  key += '|';
-  key += out_type;
-  key += out_name;
   key += flat ? "|flat|" : "|strided|";
+  key += out_name;
   key += loads;
-  for (size_t b = 0; b < set.written.size(); b++) key += set.written[b] ? 'w' : 'r';
+  for (size_t b = 0; b < set.buffers.size(); b++) {
+    key += set.types[b];
+    key += set.written[b] ? 'w' : 'r';
+  }
   const Kernel& compiled = kernel_by_key(dev, key, [&] {
     std::string body = expression;
     replace_all(body, "T(", std::string(out_type) + "(");
