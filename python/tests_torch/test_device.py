@@ -153,7 +153,10 @@ def test_streams_and_events(dev):
         end.record()
     torch.accelerator.current_stream(dev).wait_stream(stream)
     end.synchronize()
-    assert end.query() and stream.query()
+    assert end.query()
+    # wait_stream recorded an event on `stream` after `end`; the stream is idle once it has run.
+    stream.synchronize()
+    assert stream.query()
     assert start.elapsed_time(end) >= 0
     assert torch.allclose(y.cpu(), x.cpu() @ x.cpu(), rtol=1e-4, atol=1e-3)
     torch.accelerator.synchronize()

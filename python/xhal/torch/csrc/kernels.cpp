@@ -61,6 +61,23 @@ struct P {
 @group(0) @binding(0) var<uniform> p: P;
 )";
 
+// Flat kernels (every operand contiguous) need only this much, which travels as the launch's
+// `var<immediate>` block rather than as a uniform buffer the stream must stage.
+struct FlatParams {
+  uint32_t numel = 0;
+  uint32_t ndim = 1;
+  float alpha = 1.0f;
+  float beta = 0.0f;
+  uint32_t offsets[kMaxOperands] = {};
+  float constants[kMaxOperands] = {};
+};
+static_assert(sizeof(FlatParams) == 48, "the WGSL struct P of flat kernels is 48 bytes");
+
+const char* kFlatParams = R"(
+struct P { numel: u32, ndim: u32, alpha: f32, beta: f32, offsets: vec4<u32>, c: vec4<f32> }
+var<immediate> p: P;
+)";
+
 const char* kStridedOffset = R"(
 fn offset_of(t: u32, linear: u32) -> u32 {
   var rest = linear;
@@ -196,8 +213,9 @@ bool elementwise(at::Tensor& out, const std::vector<at::Tensor>& inputs, const s
   }
   // The expression, the loads (which binding each input reads, and how), every binding's
   // element type and access, and the layout identify the kernel.
+  const bool immediate = flat && dev.max_scalar_block_size >= sizeof(FlatParams);
   std::string key = expression;
-  key += flat ? "|flat|" : "|strided|";
+  key += immediate ? "|immediate|" : flat ? "|flat|" : "|strided|";
   key += out_name;
   key += loads;
   for (size_t b = 0; b < set.buffers.size(); b++) {
@@ -207,7 +225,7 @@ bool elementwise(at::Tensor& out, const std::vector<at::Tensor>& inputs, const s
   const Kernel& compiled = kernel_by_key(dev, key, [&] {
     std::string body = expression;
     replace_all(body, "T(", std::string(out_type) + "(");
-    std::string source = kElementwiseParams;
+    std::string source = immediate ? kFlatParams : kElementwiseParams;
     source += set.declarations();
     source += flat ? kFlatOffset : kStridedOffset;
     if (body.find("erf_approx") != std::string::npos) source += kErf;
@@ -219,7 +237,18 @@ bool elementwise(at::Tensor& out, const std::vector<at::Tensor>& inputs, const s
     source += "  " + out_name + "[offset_of(0u, i)] = " + body + ";\n}\n";
     return source;
   });
-  launch(dev, compiled, set.bindings(&params, sizeof params), out.numel());
+  if (immediate) {
+    FlatParams flat_params;
+    flat_params.numel = params.numel;
+    flat_params.alpha = params.alpha;
+    flat_params.beta = params.beta;
+    std::memcpy(flat_params.offsets, params.offsets, sizeof flat_params.offsets);
+    std::memcpy(flat_params.constants, params.constants, sizeof flat_params.constants);
+    // Binding 0, the uniform the strided kernels read, is not in these kernels.
+    launch(dev, compiled, set.bindings(nullptr, 0), out.numel(), &flat_params, sizeof flat_params);
+  } else {
+    launch(dev, compiled, set.bindings(&params, sizeof params), out.numel());
+  }
   return true;
 }
 

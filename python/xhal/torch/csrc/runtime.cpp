@@ -104,6 +104,7 @@ Device& device(int index) {
     opened->name = info.name;
     opened->features = info.features;
     opened->total_memory = info.total_memory;
+    opened->max_scalar_block_size = info.max_scalar_block_size;
     slot = std::move(opened);
   }
   return *slot;
@@ -468,7 +469,8 @@ const Kernel& kernel_by_key(Device& device, const std::string& key, const std::f
   return compiled;
 }
 
-void launch(Device& device, const Kernel& kernel, const std::vector<Binding>& bindings, uint64_t invocations) {
+void launch(Device& device, const Kernel& kernel, const std::vector<Binding>& bindings, uint64_t invocations,
+            const void* scalars, size_t scalar_size) {
   if (invocations == 0) return;
   xhal_binding_t raw[16];
   TORCH_CHECK(kernel.bindings.size() <= 16, "xhal: a kernel of more than 16 bindings");
@@ -484,6 +486,8 @@ void launch(Device& device, const Kernel& kernel, const std::vector<Binding>& bi
   launch.invocations = invocations;
   launch.bindings = raw;
   launch.binding_count = kernel.bindings.size();
+  launch.scalars = scalars;
+  launch.scalar_size = scalar_size;
   check(xhal_stream_launch(current_xhal_stream(device.index), &launch), "launch");
 }
 

@@ -38,6 +38,7 @@ struct Device {
   xhal_stream_t* default_stream = nullptr;
   uint64_t features = 0;
   uint64_t total_memory = 0;
+  uint32_t max_scalar_block_size = 0;  // bytes of `var<immediate>` a launch may pass
   std::mutex mutex;  // guards streams and kernels
   std::vector<xhal_stream_t*> streams;  // torch stream id k > 0 is streams[k - 1]
   std::unordered_map<std::string, std::unique_ptr<Kernel>> kernels;  // by WGSL source
@@ -86,7 +87,9 @@ struct Binding {
 };
 // Launches `kernel` over `invocations` invocations; `bindings[n]` is `@binding(n)`, and
 // those the kernel does not use are left out.
-void launch(Device& device, const Kernel& kernel, const std::vector<Binding>& bindings, uint64_t invocations);
+// `scalars` (`scalar_size` bytes) is the kernel's `var<immediate>` block, if it has one.
+void launch(Device& device, const Kernel& kernel, const std::vector<Binding>& bindings, uint64_t invocations,
+            const void* scalars = nullptr, size_t scalar_size = 0);
 
 // Operators that fell back to the CPU: counted per operator, logged once per operator.
 void count_fallback(const std::string& op);
