@@ -25,7 +25,7 @@ ROCM_EMULATOR := target/rocm-emulator
 # cuda backend's tests compile every repository kernel with it.
 export XHAL_NVRTC_LIBRARY ?= $(wildcard $(CURDIR)/target/nvrtc/libnvrtc.so.13)
 
-.PHONY: all build plugins drivers demo test capi python python-test bench-python bench-torch cts cuda-emulator level-zero-emulator rocm-emulator gpu-check-emulated fmt-check clippy header bench bench-trace bench-ops bench-overhead bench-backends bench-kernels doc clean
+.PHONY: all build plugins drivers demo test capi python python-test bench-python bench-torch bench-capi cts cuda-emulator level-zero-emulator rocm-emulator gpu-check-emulated fmt-check clippy header bench bench-trace bench-ops bench-overhead bench-backends bench-kernels doc clean
 
 all: build
 
@@ -112,6 +112,14 @@ python-test: python capi cuda-emulator rocm-emulator level-zero-emulator
 # same devices in the same run (python/benches/overhead.py).
 bench-python: python
 	$(VENV)/bin/python python/benches/overhead.py
+
+# What one launch costs through the C API on DEVICE (an XHAL_DEVICE selector), in the shapes
+# the PyTorch device launches (hal/capi/benches/launch.c).
+DEVICE ?= cpu:0
+bench-capi: capi
+	cc -std=c11 -O2 -Wall -Wextra -Werror -Iinclude hal/capi/benches/launch.c -Ltarget/release -lxhal_capi \
+		-Wl,-rpath,$(CURDIR)/target/release -o target/capi/launch_bench
+	XHAL_PLUGIN_PATH=$(PLUGIN_DIR) target/capi/launch_bench "$(DEVICE)"
 
 # What the PyTorch device costs against torch's CPU device in the same processes: a tiny
 # operation, a training step of the tests' MLP per backend, and the share that fell back
