@@ -54,7 +54,7 @@ def load():
     if not (directory / f"{_NAME}.so").exists():
         print(
             f"xhal.torch: building the PyTorch extension against torch {torch.__version__} "
-            f"(first import; about two minutes; kept in {directory})",
+            f"(first import; about a minute; kept in {directory})",
             file=sys.stderr,
             flush=True,
         )

@@ -252,11 +252,8 @@ bool elementwise(at::Tensor& out, const std::vector<at::Tensor>& inputs, const s
   return true;
 }
 
-// `out` resized to `shape` (as structured out= kernels do), and whether it may be written.
-bool prepare_out(at::Tensor& out, at::IntArrayRef shape) {
-  at::native::resize_output(out, shape);
-  return true;
-}
+// `out` resized to `shape`, as structured out= kernels do.
+void prepare_out(at::Tensor& out, at::IntArrayRef shape) { at::native::resize_output(out, shape); }
 
 at::DimVector broadcast_shape(const std::vector<at::Tensor>& inputs) {
   at::DimVector shape;

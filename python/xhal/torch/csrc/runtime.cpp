@@ -81,8 +81,6 @@ void set_plugin_path(const std::string& path) {
   g_plugin_path_set = true;
 }
 
-std::string runtime_error() { return runtime().error; }
-
 int device_count() { return static_cast<int>(runtime().order.size()); }
 
 Device& device(int index) {
@@ -268,8 +266,25 @@ C10_REGISTER_GUARD_IMPL(PrivateUse1, GuardImpl);
 using c10::CachingAllocator::StatType;
 constexpr size_t kAggregate = static_cast<size_t>(StatType::AGGREGATE);
 
+// The device of each live buffer, for the hooks' getDeviceFromPtr.
+std::mutex g_owners_mutex;
+std::unordered_map<xhal_buffer_t*, int> g_owners;
+
 void free_buffer(void* context) {
-  if (context != nullptr) xhal_buffer_free(static_cast<xhal_buffer_t*>(context));
+  if (context == nullptr) return;
+  auto* buffer = static_cast<xhal_buffer_t*>(context);
+  {
+    std::lock_guard<std::mutex> lock(g_owners_mutex);
+    g_owners.erase(buffer);
+  }
+  xhal_buffer_free(buffer);
+}
+
+int owner_of(xhal_buffer_t* buffer) {
+  std::lock_guard<std::mutex> lock(g_owners_mutex);
+  auto found = g_owners.find(buffer);
+  TORCH_CHECK(found != g_owners.end(), "xhal: the pointer is not in memory xhal.torch allocated");
+  return found->second;
 }
 
 // xhal's caching allocator (per device, in the C API) as torch's device allocator: torch's
@@ -297,6 +312,10 @@ struct Allocator final : public c10::DeviceAllocator {
     {
       std::lock_guard<std::mutex> lock(mutex);
       used.insert(index);
+    }
+    {
+      std::lock_guard<std::mutex> lock(g_owners_mutex);
+      g_owners[buffer] = index;
     }
     return c10::DataPtr(reinterpret_cast<void*>(address), buffer, &free_buffer, where);
   }
@@ -376,7 +395,7 @@ struct Hooks final : public at::PrivateUse1HooksInterface {
     xhal_buffer_t* buffer = nullptr;
     uint64_t offset = 0;
     check(xhal_resolve_address(reinterpret_cast<uint64_t>(data), &buffer, &offset), "device of a pointer");
-    return at::Device(kType, static_cast<c10::DeviceIndex>(current_device()));
+    return at::Device(kType, static_cast<c10::DeviceIndex>(owner_of(buffer)));
   }
   bool isPinnedPtr(const void*) const override { return false; }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t bytes) const override {

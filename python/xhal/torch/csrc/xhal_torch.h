@@ -46,9 +46,8 @@ struct Device {
 };
 
 // Where the plugins are (the package's own folder), before the first device is used;
-// XHAL_PLUGIN_PATH, when set, wins. Why there are no devices, when there are none.
+// XHAL_PLUGIN_PATH, when set, wins.
 void set_plugin_path(const std::string& path);
-std::string runtime_error();
 
 // Devices, opened on first use.
 int device_count();
