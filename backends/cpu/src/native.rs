@@ -469,7 +469,7 @@ fn load_or_build(tools: &Toolchain, key: &str, text: &str) -> std::result::Resul
         return Ok(Arc::clone(library));
     }
     let object = tools.cache_dir.join(format!("{key}.so"));
-    let library = match open(&object) {
+    let library = match open(&object).ok() {
         Some(library) => {
             DISK_HITS.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(object = %object.display(), "cpu: kernel found in the cache");
@@ -477,7 +477,7 @@ fn load_or_build(tools: &Toolchain, key: &str, text: &str) -> std::result::Resul
         }
         None => {
             build(tools, key, text, &object)?;
-            open(&object).ok_or_else(|| format!("cannot load the compiled kernel {}", object.display()))?
+            open(&object).map_err(|error| format!("cannot load the compiled kernel {}: {error}", object.display()))?
         }
     };
     let library = Arc::new(library);
@@ -485,13 +485,21 @@ fn load_or_build(tools: &Toolchain, key: &str, text: &str) -> std::result::Resul
     Ok(library)
 }
 
-fn open(object: &Path) -> Option<Library> {
+fn open(object: &Path) -> std::result::Result<Library, String> {
     if !object.is_file() {
-        return None;
+        return Err("no such file".to_owned());
     }
+    // Every symbol is bound now (RTLD_NOW), so that an object with an undefined one fails here
+    // with an error instead of ending the process when a kernel first calls it.
+    let flags = libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_LOCAL;
     // SAFETY: the object is one this module compiled from emitted C, which has no
     // initialisers; a damaged one fails to load and is rebuilt.
-    unsafe { Library::new(object) }.ok()
+    unsafe { libloading::os::unix::Library::open(Some(object), flags) }
+        .map(Library::from)
+        .map_err(|error| {
+            tracing::debug!(object = %object.display(), %error, "cpu: a compiled kernel does not load");
+            error.to_string()
+        })
 }
 
 fn build(tools: &Toolchain, key: &str, text: &str, object: &Path) -> std::result::Result<(), String> {

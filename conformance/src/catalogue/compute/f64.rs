@@ -1,6 +1,6 @@
 //! `compute.f64`: the optional f64: exact arithmetic and accumulation.
 
-use super::{random_u64, run_elementwise, F64};
+use super::{random_u64, run_elementwise, F64, F64_AND_I64};
 use crate::catalogue::kernels::kernel_of;
 use crate::catalogue::test_case;
 use crate::context::TestContext;
@@ -21,7 +21,36 @@ pub(super) fn tests() -> Vec<TestCase> {
             F64,
             f64_accumulation
         ),
+        test_case!(
+            "compute.f64.from_words",
+            "an f64 made with bitcast<f64> from a u64 of two 32-bit words, doubled, and split back gives the exact bits",
+            F64_AND_I64,
+            f64_from_words
+        ),
     ]
+}
+
+pub(super) const F64_WORDS: &str = include_str!("f64/words.wgsl");
+
+fn f64_from_words(context: &TestContext) -> TestResult {
+    let kernel = kernel_of(context, "f64 from words", F64_WORDS, "join_split")?;
+    let values = [0.1f64, -3.5e300, 1.0 + f64::EPSILON, 5e-324, -0.0, 123_456_789.125];
+    let words: Vec<u32> = values
+        .iter()
+        .flat_map(|v| [v.to_bits() as u32, (v.to_bits() >> 32) as u32])
+        .collect();
+    let out: Vec<u32> = run_elementwise(context, &kernel, &[&words], values.len(), words.len())?;
+    for (i, value) in values.iter().enumerate() {
+        let got = u64::from(out[2 * i]) | (u64::from(out[2 * i + 1]) << 32);
+        let expected = (value * 2.0).to_bits();
+        check(got == expected, || {
+            format!(
+                "bitcast<f64> of {value:e}'s words, doubled: bits {got:#018x} ({:e}), expected {expected:#018x}",
+                f64::from_bits(got)
+            )
+        })?;
+    }
+    Ok(())
 }
 
 pub(super) const F64_ARITHMETIC: &str = include_str!("f64/arithmetic.wgsl");

@@ -39,6 +39,7 @@ const ATOMICS: Requirement = Requirement::features(Features::ATOMICS_32);
 const F16: Requirement = Requirement::features(Features::F16);
 const F64: Requirement = Requirement::features(Features::F64);
 const I64: Requirement = Requirement::features(Features::I64);
+const F64_AND_I64: Requirement = Requirement::features(Features(Features::F64.0 | Features::I64.0));
 const ATOMICS_64: Requirement = Requirement::features(Features(Features::ATOMICS_64.0 | Features::I64.0));
 
 pub(super) fn tests() -> Vec<TestCase> {
@@ -177,7 +178,7 @@ mod tests {
     // `super::`: the modules `f16`, `f64` and `i64` are named like the primitive types.
     use super::atomics64::ATOMICS_64_SOURCE;
     use super::f16::{F16_ARITHMETIC, F16_STORAGE};
-    use super::f64::{F64_ACCUMULATION, F64_ARITHMETIC};
+    use super::f64::{F64_ACCUMULATION, F64_ARITHMETIC, F64_WORDS};
     use super::i64::I64_ARITHMETIC;
 
     /// Kernels the CPU backend skips must still be valid for a device that claims their
@@ -191,6 +192,7 @@ mod tests {
             (F16_STORAGE, F16.features),
             (F64_ARITHMETIC, F64.features),
             (F64_ACCUMULATION, F64.features),
+            (F64_WORDS, F64_AND_I64.features),
             (I64_ARITHMETIC, I64.features),
         ];
         for (source, features) in cases {

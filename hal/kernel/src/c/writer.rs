@@ -170,8 +170,8 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
             break;
         }
     }
-    let uses_f64 = uses_scalar(m, Scalar::F64, |l| matches!(l, Literal::F64(_)));
-    let uses_f16 = uses_scalar(m, Scalar::F16, |l| matches!(l, Literal::F16(_)));
+    let uses_f64 = uses_scalar(m, Scalar::F64, |l| matches!(l, Literal::F64(_))) || makes_float(m, 8);
+    let uses_f16 = uses_scalar(m, Scalar::F16, |l| matches!(l, Literal::F16(_))) || makes_float(m, 2);
 
     let uses_atomics64 = m
         .types
@@ -382,6 +382,48 @@ fn uses_scalar(m: &naga::Module, scalar: Scalar, literal: impl Fn(&Literal) -> b
                 .iter()
                 .any(|(_, e)| matches!(e, Expression::Literal(l) if literal(l)))
         })
+}
+
+/// Whether an expression makes a float of `width` bytes that no type in the arena names: a
+/// conversion such as `f64(x)`, or a bit cast such as `bitcast<f64>(u)`, whose width is its
+/// operand's (so any bit cast to a float counts where the module has integers of that width).
+fn makes_float(m: &naga::Module, width: u8) -> bool {
+    let any_expression = |test: &dyn Fn(&Expression) -> bool| {
+        m.entry_points
+            .iter()
+            .map(|ep| &ep.function.expressions)
+            .chain(m.functions.iter().map(|(_, f)| &f.expressions))
+            .chain(std::iter::once(&m.global_expressions))
+            .any(|expressions| expressions.iter().any(|(_, e)| test(e)))
+    };
+    // Integers of the width: named by a type, written as a literal, or made by a conversion.
+    let has_ints_of_width = width == 8
+        && ([Scalar::I64, Scalar::U64]
+            .iter()
+            .any(|&s| uses_scalar(m, s, |l| matches!(l, Literal::I64(_) | Literal::U64(_))))
+            || any_expression(&|e| {
+                matches!(
+                    *e,
+                    Expression::As {
+                        kind: ScalarKind::Sint | ScalarKind::Uint,
+                        convert: Some(8),
+                        ..
+                    }
+                )
+            }));
+    any_expression(&|e| match *e {
+        Expression::As {
+            kind: ScalarKind::Float,
+            convert: Some(w),
+            ..
+        } => w == width,
+        Expression::As {
+            kind: ScalarKind::Float,
+            convert: None,
+            ..
+        } => has_ints_of_width,
+        _ => false,
+    })
 }
 
 fn fn_reachable_from(m: &naga::Module, body: &Block, target: Handle<Function>) -> bool {
