@@ -20,7 +20,7 @@
 
 // The minor version of this API: additions only. A program built against a newer minor than
 // the library's is refused by `xhal_runtime_create`.
-#define XHAL_API_MINOR 0
+#define XHAL_API_MINOR 1
 
 // `xhal_param_info_t::kind`: a `var<storage>` binding.
 #define XHAL_PARAM_STORAGE 1
@@ -100,6 +100,9 @@ typedef struct xhal_kernel_t xhal_kernel_t;
 
 // Loaded WGSL and its entry points. Opaque; from `xhal_module_load_wgsl`.
 typedef struct xhal_module_t xhal_module_t;
+
+// Host memory for transfers. Opaque; from `xhal_pinned_alloc`.
+typedef struct xhal_pinned_t xhal_pinned_t;
 
 // What discovery found: backends and their devices. Opaque; from `xhal_runtime_create`.
 typedef struct xhal_runtime_t xhal_runtime_t;
@@ -484,6 +487,68 @@ xhal_status_t xhal_device_empty_cache(const struct xhal_device_t *device);
 
 // Starts the peaks of `xhal_memory_stats_t` again from the current values.
 xhal_status_t xhal_device_reset_peak_memory_stats(const struct xhal_device_t *device);
+
+// Allocates `size` bytes of zeroed host memory for `device`'s transfers, aligned to 64 bytes:
+// page-locked where the device has such memory (transfers then skip a staging copy), and
+// ordinary memory where it does not. `xhal_stream_write_pinned` and
+// `xhal_stream_read_pinned` queue transfers from and to it without waiting.
+//
+// # Safety
+//
+// `pinned` points to writable storage for a handle.
+xhal_status_t xhal_pinned_alloc(const struct xhal_device_t *device,
+                                uint64_t size,
+                                struct xhal_pinned_t **pinned);
+
+// Frees host memory from `xhal_pinned_alloc` (null is accepted). Transfers already queued
+// on it keep it until they complete, so freeing it under a queued transfer is safe; its
+// pointer is not valid after this returns.
+xhal_status_t xhal_pinned_free(struct xhal_pinned_t *pinned);
+
+// The memory's first byte, its size in bytes, and whether it is page-locked (1) or ordinary
+// host memory (0); any output may be null. The program may read and write the bytes, except
+// while a transfer queued on them has not completed (an event recorded after the transfer,
+// or the stream's synchronize, tells when).
+//
+// # Safety
+//
+// Each non-null output points to writable storage of its type.
+xhal_status_t xhal_pinned_info(const struct xhal_pinned_t *pinned,
+                               void **pointer,
+                               uint64_t *size,
+                               int32_t *page_locked);
+
+// The live pinned memory that holds host address `pointer` (from its first byte to one past
+// its last), and the offset of `pointer` in it; `XHAL_ERROR_NOT_FOUND` for any other address.
+// A program that hands out pointers into pinned memory (PyTorch does) finds its block again
+// with this.
+//
+// # Safety
+//
+// `pinned` and `offset` point to writable storage.
+xhal_status_t xhal_resolve_pinned(const void *pointer,
+                                  struct xhal_pinned_t **pinned,
+                                  uint64_t *offset);
+
+// Queues a copy of `size` bytes of `source` (pinned memory of the stream's device) from
+// `source_offset` into `destination` at `offset`, and returns at once, without copying the
+// bytes first: the program must not change them until the copy completes.
+xhal_status_t xhal_stream_write_pinned(const struct xhal_stream_t *stream,
+                                       const struct xhal_buffer_t *destination,
+                                       uint64_t offset,
+                                       const struct xhal_pinned_t *source,
+                                       uint64_t source_offset,
+                                       uint64_t size);
+
+// Queues a copy of `size` bytes of `source` from `offset` into `destination` (pinned memory
+// of the stream's device) at `destination_offset`, and returns at once: the bytes are there
+// once the stream reaches this point (record an event after it, or synchronize the stream).
+xhal_status_t xhal_stream_read_pinned(const struct xhal_stream_t *stream,
+                                      const struct xhal_buffer_t *source,
+                                      uint64_t offset,
+                                      const struct xhal_pinned_t *destination,
+                                      uint64_t destination_offset,
+                                      uint64_t size);
 
 // Discovers backends and devices: the CPU backend built into the library, then plugins
 // from `options->plugin_path` when given, else from `XHAL_PLUGIN_PATH` and the default

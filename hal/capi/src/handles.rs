@@ -13,6 +13,7 @@ use parking_lot::Mutex;
 
 use crate::kernel::{KernelObject, ModuleObject};
 use crate::memory::BufferObject;
+use crate::pinned::PinnedObject;
 use crate::runtime::{DeviceObject, RuntimeObject};
 use crate::stream::{EventObject, StreamObject};
 use crate::Result;
@@ -27,6 +28,7 @@ pub(crate) enum Object {
     Event(Arc<EventObject>),
     Module(Arc<ModuleObject>),
     Kernel(Arc<KernelObject>),
+    Pinned(Arc<PinnedObject>),
 }
 
 impl Object {
@@ -39,6 +41,7 @@ impl Object {
             Object::Event(_) => "event",
             Object::Module(_) => "module",
             Object::Kernel(_) => "kernel",
+            Object::Pinned(_) => "pinned memory",
         }
     }
 }
@@ -54,12 +57,15 @@ struct Table {
     free: Vec<u32>,
     /// Buffer base address -> (end address, handle), for resolving addresses.
     addresses: BTreeMap<u64, (u64, usize)>,
+    /// Pinned memory's first host address -> (end address, handle).
+    pinned: BTreeMap<u64, (u64, usize)>,
 }
 
 static TABLE: Mutex<Table> = Mutex::new(Table {
     slots: Vec::new(),
     free: Vec::new(),
     addresses: BTreeMap::new(),
+    pinned: BTreeMap::new(),
 });
 
 fn split(handle: usize) -> Option<(usize, u32)> {
@@ -150,6 +156,9 @@ pub(crate) fn remove(handle: usize, expected: &str, what: &str) -> Result<Option
     if let Some(Object::Buffer(buffer)) = &object {
         table.addresses.remove(&buffer.address);
     }
+    if let Some(Object::Pinned(pinned)) = &object {
+        table.pinned.remove(&pinned.address);
+    }
     Ok(object)
 }
 
@@ -163,6 +172,19 @@ pub(crate) fn register_address(base: u64, end: u64, handle: usize) {
 pub(crate) fn resolve_address(address: u64) -> Option<(usize, u64)> {
     let table = TABLE.lock();
     let (&base, &(end, handle)) = table.addresses.range(..=address).next_back()?;
+    (address <= end).then_some((handle, address - base))
+}
+
+/// Records that the pinned memory of `handle` occupies host addresses `base..end`.
+pub(crate) fn register_pinned(base: u64, end: u64, handle: usize) {
+    TABLE.lock().pinned.insert(base, (end, handle));
+}
+
+/// The pinned memory handle whose host addresses hold `address` (its end counts), and the
+/// offset of `address` in it.
+pub(crate) fn resolve_pinned(address: u64) -> Option<(usize, u64)> {
+    let table = TABLE.lock();
+    let (&base, &(end, handle)) = table.pinned.range(..=address).next_back()?;
     (address <= end).then_some((handle, address - base))
 }
 
@@ -188,6 +210,7 @@ getter!(stream, Stream, StreamObject, "stream");
 getter!(event, Event, EventObject, "event");
 getter!(module, Module, ModuleObject, "module");
 getter!(kernel, Kernel, KernelObject, "kernel");
+getter!(pinned, Pinned, PinnedObject, "pinned memory");
 
 /// Several buffers at once, under one lock: what a launch binds. Each handle comes with a key
 /// that `name` turns into the argument's name, written only for an error.

@@ -68,8 +68,10 @@ impl PinnedMemory {
                     let layout = std::alloc::Layout::from_size_align(size, ALIGNMENT).map_err(|_| {
                         Error::out_of_memory(format!("{size} bytes of host memory do not fit this host"))
                     })?;
+                    // Zeroed by the allocator, which for a large size maps zero pages lazily
+                    // rather than touching every byte.
                     // SAFETY: a layout of non-zero size.
-                    let pointer = unsafe { std::alloc::alloc(layout) };
+                    let pointer = unsafe { std::alloc::alloc_zeroed(layout) };
                     if pointer.is_null() {
                         return Err(Error::out_of_memory(format!(
                             "the host could not provide {size} bytes for transfers"
@@ -81,7 +83,7 @@ impl PinnedMemory {
             }
         };
         let pointer = NonNull::new(pointer).ok_or_else(|| Error::internal("host memory at a null address"))?;
-        if size > 0 {
+        if pinned {
             // Every element is a valid value of any `Pod` type from the start.
             // SAFETY: `size` writable bytes at `pointer`, used by nothing else yet.
             unsafe { std::ptr::write_bytes(pointer.as_ptr(), 0, size) };
@@ -214,6 +216,13 @@ impl<T: bytemuck::Pod> PinnedBuffer<T> {
         // SAFETY: as in `as_slice`, and no transfer reads them either: a new one needs a borrow
         // of `self`, which this mutable borrow excludes.
         Ok(unsafe { std::slice::from_raw_parts_mut(self.memory.pointer.as_ptr().cast::<T>(), self.len) })
+    }
+
+    /// The address of the first element, for a foreign-function layer (the C API) that hands
+    /// the memory to a caller who keeps the rules itself: not to touch the elements while a
+    /// transfer queued on them is not known complete. Rust code uses `as_slice` instead.
+    pub fn host_address(&self) -> *mut T {
+        self.memory.pointer.as_ptr().cast::<T>()
     }
 
     /// The device the memory was made for.

@@ -375,10 +375,32 @@ impl Stream {
         destination: impl Into<BufferSlice<'a, T>>,
         source: &PinnedBuffer<T>,
     ) -> Result<()> {
+        self.write_from_pinned_range(destination, source, 0..source.len())
+    }
+
+    /// As [`Stream::write_from_pinned`], for elements `range` of `source`.
+    pub fn write_from_pinned_range<'a, T: bytemuck::Pod>(
+        &self,
+        destination: impl Into<BufferSlice<'a, T>>,
+        source: &PinnedBuffer<T>,
+        range: std::ops::Range<usize>,
+    ) -> Result<()> {
         self.shared
             .device
             .check_same_device(source.device(), "the pinned source")?;
-        let destination = destination.into().prefix(source.len(), "write")?;
+        let count = range
+            .end
+            .checked_sub(range.start)
+            .filter(|_| range.end <= source.len())
+            .ok_or_else(|| {
+                Error::out_of_bounds(format!(
+                    "write: elements {}..{} of a pinned buffer of {}",
+                    range.start,
+                    range.end,
+                    source.len()
+                ))
+            })?;
+        let destination = destination.into().prefix(count, "write")?;
         self.check_buffer(destination.buffer, "write destination")?;
         let (byte_offset, size) = destination.byte_span("write")?;
         if size == 0 {
@@ -386,7 +408,7 @@ impl Stream {
         }
         let _span = self.span("write_from_pinned", size);
         let buffer = destination.buffer;
-        let (address, held) = source.queue_use(0..source.len(), false)?;
+        let (address, held) = source.queue_use(range, false)?;
         self.enqueue(
             "write",
             Traced::transfer("write", size),
@@ -413,17 +435,28 @@ impl Stream {
         source: impl Into<BufferSlice<'a, T>>,
         destination: &mut PinnedBuffer<T>,
     ) -> Result<()> {
+        self.read_into_pinned_at(source, destination, 0)
+    }
+
+    /// As [`Stream::read_into_pinned`], into `destination` from element `start` on.
+    pub fn read_into_pinned_at<'a, T: bytemuck::Pod>(
+        &self,
+        source: impl Into<BufferSlice<'a, T>>,
+        destination: &mut PinnedBuffer<T>,
+        start: usize,
+    ) -> Result<()> {
         self.shared
             .device
             .check_same_device(destination.device(), "the pinned destination")?;
         let source = source.into();
-        if source.len() > destination.len() {
+        let end = start.checked_add(source.len()).filter(|&end| end <= destination.len());
+        let Some(end) = end else {
             return Err(Error::out_of_bounds(format!(
-                "read: {} elements do not fit a pinned buffer of {}",
+                "read: {} elements from element {start} on do not fit a pinned buffer of {}",
                 source.len(),
                 destination.len()
             )));
-        }
+        };
         self.check_buffer(source.buffer, "read source")?;
         let (byte_offset, size) = source.byte_span("read")?;
         if size == 0 {
@@ -431,7 +464,7 @@ impl Stream {
         }
         let _span = self.span("read_into_pinned", size);
         let buffer = source.buffer;
-        let (address, held) = destination.queue_use(0..source.len(), true)?;
+        let (address, held) = destination.queue_use(start..end, true)?;
         self.enqueue(
             "read",
             Traced::transfer("read", size),

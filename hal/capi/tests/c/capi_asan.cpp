@@ -181,6 +181,20 @@ void run() {
     }
     check(xhal_stream_synchronize(a.get()), "synchronize");
 
+    // Pinned memory freed while a read into it and a write from it are queued: the stream
+    // keeps it until they complete, and nothing touches it after.
+    for (int round = 0; round < 8; round++) {
+        Buffer big = alloc(device.get(), 1 << 20);
+        check(xhal_stream_fill(a.get(), big.get(), 0, 1 << 20, &round, 1), "fill");
+        xhal_pinned_t* pinned = nullptr;
+        check(xhal_pinned_alloc(device.get(), 1 << 20, &pinned), "pinned alloc");
+        check(xhal_stream_read_pinned(a.get(), big.get(), 0, pinned, 0, 1 << 20), "read into pinned memory");
+        check(xhal_stream_write_pinned(b.get(), big.get(), 0, pinned, 0, 1 << 19), "write from pinned memory");
+        check(xhal_pinned_free(pinned), "free pinned memory under queued transfers");
+    }
+    check(xhal_stream_synchronize(a.get()), "synchronize");
+    check(xhal_stream_synchronize(b.get()), "synchronize");
+
     // Destroying a device handle leaves what was made from it usable.
     Buffer survivor = alloc(device.get(), 64);
     device.reset();

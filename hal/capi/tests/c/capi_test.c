@@ -195,6 +195,53 @@ static void test_discovery(xhal_runtime_t *runtime) {
     EXPECT_ERROR(xhal_device_why(device, &why), XHAL_ERROR_INVALID_HANDLE, "destroyed");
 }
 
+/* Pinned host memory: transfers that return at once, at offsets on both sides. */
+static void test_pinned(xhal_device_t *device, xhal_stream_t *stream) {
+    xhal_pinned_t *pinned = NULL;
+    CHECK(xhal_pinned_alloc(device, 4096, &pinned));
+    void *pointer = NULL;
+    uint64_t size = 0;
+    int page_locked = -1;
+    CHECK(xhal_pinned_info(pinned, &pointer, &size, &page_locked));
+    EXPECT(pointer != NULL && size == 4096 && (page_locked == 0 || page_locked == 1));
+    EXPECT(((uintptr_t)pointer % 64) == 0);
+    uint8_t *host = (uint8_t *)pointer;
+    for (int i = 0; i < 4096; i++) EXPECT(host[i] == 0);
+    for (int i = 0; i < 1024; i++) host[i] = (uint8_t)(i * 13 + 1);
+
+    xhal_buffer_t *buffer = NULL;
+    CHECK(xhal_buffer_alloc(device, 2048, &buffer));
+    CHECK(xhal_stream_write_pinned(stream, buffer, 512, pinned, 0, 1024));
+    CHECK(xhal_stream_read_pinned(stream, buffer, 512, pinned, 2048, 1024));
+    CHECK(xhal_stream_synchronize(stream));
+    EXPECT(memcmp(host, host + 2048, 1024) == 0);
+
+    /* Pointers anywhere inside resolve to the memory and an offset. */
+    xhal_pinned_t *found = NULL;
+    uint64_t offset = 0;
+    CHECK(xhal_resolve_pinned(host + 100, &found, &offset));
+    EXPECT(found == pinned && offset == 100);
+    uint8_t elsewhere = 0;
+    EXPECT_ERROR(xhal_resolve_pinned(&elsewhere, &found, &offset), XHAL_ERROR_NOT_FOUND, "not in live pinned memory");
+
+    EXPECT_ERROR(xhal_stream_write_pinned(stream, buffer, 0, pinned, 4000, 200), XHAL_ERROR_OUT_OF_BOUNDS,
+                 "past the end of pinned memory of 4096 bytes");
+    EXPECT_ERROR(xhal_stream_read_pinned(stream, buffer, 2000, pinned, 0, 100), XHAL_ERROR_OUT_OF_BOUNDS,
+                 "past the end of a buffer of 2048 bytes");
+    EXPECT_ERROR(xhal_stream_read_pinned(stream, buffer, 0, (xhal_pinned_t *)buffer, 0, 4), XHAL_ERROR_INVALID_HANDLE,
+                 "is a buffer, not a pinned");
+    EXPECT_ERROR(xhal_pinned_alloc(device, UINT64_MAX, &found), XHAL_ERROR_OUT_OF_MEMORY, "");
+
+    /* Freed under a queued read: the stream keeps the memory until the read is done. */
+    CHECK(xhal_stream_read_pinned(stream, buffer, 0, pinned, 0, 2048));
+    CHECK(xhal_pinned_free(pinned));
+    EXPECT_ERROR(xhal_pinned_info(pinned, &pointer, NULL, NULL), XHAL_ERROR_INVALID_HANDLE, "destroyed");
+    EXPECT_ERROR(xhal_resolve_pinned(host + 100, &found, &offset), XHAL_ERROR_NOT_FOUND, "not in live pinned memory");
+    CHECK(xhal_stream_synchronize(stream));
+    CHECK(xhal_pinned_free(NULL));
+    CHECK(xhal_buffer_free(buffer));
+}
+
 static void test_memory(xhal_device_t *device) {
     xhal_stream_t *stream = NULL;
     CHECK(xhal_stream_create(device, &stream));
@@ -259,6 +306,8 @@ static void test_memory(xhal_device_t *device) {
     CHECK(xhal_buffer_alloc(device, 0, &empty));
     CHECK(xhal_stream_write(stream, empty, 0, NULL, 0));
     CHECK(xhal_buffer_free(empty));
+
+    test_pinned(device, stream);
 
     int complete = 0;
     CHECK(xhal_stream_query(stream, &complete));
