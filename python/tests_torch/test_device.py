@@ -162,6 +162,38 @@ def test_streams_and_events(dev):
     torch.accelerator.synchronize()
 
 
+def test_pinned_memory_and_non_blocking_copies(dev):
+    x = torch.arange(4096, dtype=torch.float32)
+    pinned = x.pin_memory()
+    assert pinned.is_pinned() and not x.is_pinned()
+    assert pinned[100:].is_pinned()  # a pointer inside pinned memory is pinned
+    assert torch.empty(16, pin_memory=True).is_pinned()
+    # To the device and back, queued without waiting; a synchronize makes the result visible.
+    on_device = pinned.to(dev, non_blocking=True)
+    back = torch.empty(4096).pin_memory()
+    back.copy_(on_device * 2, non_blocking=True)
+    torch.xhal.synchronize()
+    assert torch.equal(back, x * 2)
+    # Ordered by an event instead: the host waits for the event, then reads.
+    done = torch.Event(device=dev)
+    view = torch.empty(1000, dtype=torch.float32).pin_memory()
+    view.copy_(on_device[:1000] + 1, non_blocking=True)
+    done.record()
+    done.synchronize()
+    assert torch.equal(view, x[:1000] + 1)
+    # A blocking copy from pinned memory takes the bytes at once: changing them after is safe.
+    snapshot = pinned.to(dev)
+    pinned.fill_(-1)
+    assert torch.equal(snapshot.cpu(), x)
+    # Pinned memory that does not match the device tensor's layout takes the ordinary path.
+    odd = torch.empty(64, 64).pin_memory()
+    odd.t().copy_(on_device[:4096].view(64, 64), non_blocking=True)
+    torch.xhal.synchronize()
+    assert torch.equal(odd.t(), x.view(64, 64))
+    with pytest.raises(RuntimeError, match="only CPU memory can be pinned"):
+        torch.empty(4, device=dev, pin_memory=True)
+
+
 def test_fallbacks_are_counted(dev):
     x = torch.randn(8, device=dev)
     torch.atan(x)

@@ -15,7 +15,7 @@ def both(*tensors):
 def close(got, expected, rtol=1e-5, atol=1e-5):
     assert got.device.type == "xhal"
     assert got.shape == expected.shape and got.dtype == expected.dtype
-    torch.testing.assert_close(got.cpu(), expected, rtol=rtol, atol=atol)
+    torch.testing.assert_close(got.cpu(), expected, rtol=rtol, atol=atol, equal_nan=True)
 
 
 def no_fallbacks():
@@ -165,3 +165,140 @@ def test_kernels_of_the_same_shape_differ_by_dtype(dev):
     assert destination.cpu().tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
     destination.copy_(torch.arange(6.0).to(dev) + 0.5)
     assert destination.cpu().tolist() == [0.5, 1.5, 2.5, 3.5, 4.5, 5.5]
+
+
+COMPARISONS = [torch.eq, torch.ne, torch.lt, torch.le, torch.gt, torch.ge]
+
+
+@pytest.mark.parametrize("op", range(len(COMPARISONS)))
+def test_comparisons_give_bool(dev, op):
+    f = COMPARISONS[op]
+    a = torch.tensor([[1.0, 2.0, float("nan"), -0.0], [3.0, -1.0, 2.0, float("inf")], [0.5, 2.0, 7.0, 1.0]])
+    b = torch.tensor([1.0, 3.0, float("nan"), 0.0])
+    close(f(a.to(dev), b.to(dev)), f(a, b))
+    close(f(a.to(dev).t(), 2.0), f(a.t(), 2.0))
+    ints = torch.arange(-5, 6, dtype=torch.int32)
+    close(f(ints.to(dev), 0.5), f(ints, 0.5))  # compared as floats, as PyTorch promotes
+    close(f(ints.to(dev), ints.flip(0).to(dev)), f(ints, ints.flip(0)))
+    no_fallbacks()
+
+
+def test_bool_results_at_every_byte_offset(dev):
+    # A bool is a byte; a kernel writes whole words, so the bytes around a view must survive.
+    a, b = torch.randn(13), torch.randn(13)
+    for start in range(4):
+        for stop in (start + 1, start + 5, 13):
+            out = torch.tensor([True, False] * 8).to(dev)
+            expected = torch.tensor([True, False] * 8)
+            torch.gt(a[start:stop].to(dev), b[start:stop].to(dev), out=out[start:stop])
+            expected[start:stop] = a[start:stop] > b[start:stop]
+            close(out, expected)
+    no_fallbacks()
+
+
+def test_logic_where_clamp_pow_and_triangles(dev):
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(5, 6, generator=g)
+    x[1, 2] = float("nan")
+    p, q = x > 0, x.abs() < 0.7
+    close(~p.to(dev), ~p)
+    close(p.to(dev) & q.to(dev), p & q)
+    close(p.to(dev) | q.to(dev), p | q)
+    close(p.to(dev) ^ q.to(dev), p ^ q)
+    close(torch.logical_and(p.to(dev), q.to(dev)), torch.logical_and(p, q))
+    close(torch.where(p.to(dev), x.to(dev), -x.to(dev) * 2), torch.where(p, x, -x * 2))
+    close(torch.where(p.to(dev)[0], x.to(dev), 0.0), torch.where(p[0], x, 0.0))
+    close(x.to(dev).clamp(-0.5, 0.5), x.clamp(-0.5, 0.5))
+    close(x.to(dev).clamp(min=0.1), x.clamp(min=0.1))
+    close(x.to(dev).clamp(max=-0.1), x.clamp(max=-0.1))
+    for e in (2, 3, 0.5, -1, 4, -3, 1.7):
+        close(x.to(dev) ** e, x ** e, rtol=2e-5, atol=2e-6)
+    for k in (-2, 0, 1, 4):
+        close(x.to(dev).triu(k), x.triu(k))
+        close(x.to(dev).tril(k), x.tril(k))
+        close(p.to(dev).triu(k), p.triu(k))
+    stacked = torch.randn(2, 3, 4, generator=g)
+    close(stacked.to(dev).triu(1), stacked.triu(1))
+    close(torch.ones(7, 7, dtype=torch.bool, device=dev).triu(1), torch.ones(7, 7, dtype=torch.bool).triu(1))
+    no_fallbacks()
+
+
+def test_max_min_and_arg_reductions(dev):
+    g = torch.Generator().manual_seed(12)
+    x = torch.randn(4, 5, 6, generator=g)
+    x[0, 3, 0] = x[0, 1, 0]  # a tie: the first index wins, as on the CPU
+    close(x.to(dev).max(), x.max())
+    close(x.to(dev).min(), x.min())
+    for dim in (0, 1, -1):
+        for keep in (False, True):
+            got, expected = x.to(dev).max(dim, keepdim=keep), x.max(dim, keepdim=keep)
+            close(got.values, expected.values)
+            close(got.indices, expected.indices)
+            got, expected = x.to(dev).min(dim, keepdim=keep), x.min(dim, keepdim=keep)
+            close(got.values, expected.values)
+            close(got.indices, expected.indices)
+            close(x.to(dev).argmax(dim, keepdim=keep), x.argmax(dim, keepdim=keep))
+            close(x.to(dev).argmin(dim, keepdim=keep), x.argmin(dim, keepdim=keep))
+    close(x.to(dev).argmax(), x.argmax())
+    close(x.to(dev).amax((0, 2)), x.amax((0, 2)))
+    close(x.to(dev).amin(-1, keepdim=True), x.amin(-1, keepdim=True))
+    close(x.to(dev).transpose(0, 2).max(1).values, x.transpose(0, 2).max(1).values)
+    with_nan = torch.tensor([[1.0, float("nan"), 3.0, float("nan")], [2.0, 5.0, -1.0, 0.0]])
+    close(with_nan.to(dev).max(1).values, with_nan.max(1).values)
+    close(with_nan.to(dev).max(1).indices, with_nan.max(1).indices)
+    close(with_nan.to(dev).argmin(1), with_nan.argmin(1))
+    ints = torch.tensor([[3, -7, 9], [9, 2, -7]], dtype=torch.int32)
+    close(ints.to(dev).max(1).values, ints.max(1).values)
+    close(ints.to(dev).argmin(0), ints.argmin(0))
+    no_fallbacks()
+    with pytest.raises((RuntimeError, IndexError)):
+        torch.empty(0, 3, device=dev).max(0)
+
+
+DTYPES = [torch.float16, torch.float64, torch.int32, torch.int64, torch.bool]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_every_dtype_the_device_claims(dev, dtype):
+    """Arithmetic, comparisons, reductions, copies and conversions in each dtype: with kernels
+    where the device claims the dtype, through the CPU (counted) where it does not, and the
+    CPU's answers either way."""
+    native = dtype in xhal.torch.native_dtypes(dev)
+    g = torch.Generator().manual_seed(13)
+    base = torch.randn(6, 7, generator=g) * 8
+    x = base.to(dtype)
+    y = (base.flip(0) * 0.5).to(dtype)
+    xd, yd = x.to(dev), y.to(dev)
+    tolerance = dict(rtol=1e-3, atol=1e-3) if dtype == torch.float16 else {}
+    if dtype != torch.bool:
+        close(xd + yd, x + y, **tolerance)
+        close(xd - yd * 3, x - y * 3, **tolerance)
+        close(xd * yd.t().t(), x * y, **tolerance)
+        close(torch.maximum(xd, yd), torch.maximum(x, y))
+        close(-xd, -x)
+        close(xd.abs(), x.abs())
+        close(xd.sum(1), x.sum(1), rtol=1e-2 if dtype == torch.float16 else 1e-5, atol=1e-2)
+        close(xd.max(0).values, x.max(0).values)
+        close(xd.argmax(1), x.argmax(1))
+        close(torch.arange(-3, 9, 2, dtype=dtype, device=dev), torch.arange(-3, 9, 2, dtype=dtype))
+    if dtype.is_floating_point:
+        close(xd / (yd.abs() + 1), x / (y.abs() + 1), **tolerance)
+        close(xd.mean(0), x.mean(0), rtol=1e-2 if dtype == torch.float16 else 1e-5, atol=1e-2)
+        close(xd @ yd.t(), x @ y.t(), rtol=1e-2 if dtype == torch.float16 else 1e-6, atol=1e-1 if dtype == torch.float16 else 1e-6)
+    close(xd > yd, x > y)
+    close(xd == xd.t().t(), x == x)
+    close(xd.triu(1), x.triu(1))
+    close(torch.where(xd > yd, xd, yd), torch.where(x > y, x, y))
+    # Conversions, both ways, on the device.
+    for other in (torch.float32, torch.int32, torch.bool):
+        close(xd.to(other), x.to(other))
+        close(xd.to(other).to(dtype), x.to(other).to(dtype))
+    strided = torch.zeros(6, 14, dtype=dtype, device=dev)[:, ::2]
+    strided.copy_(xd)
+    close(strided, x)
+    counts = xhal.torch.fallback_counts()
+    # Sums of int32 and argmax give int64, which needs the device's i64 too.
+    if native and (dtype != torch.int32 or torch.int64 in xhal.torch.native_dtypes(dev)):
+        assert counts == {}, f"{dtype} is native on {dev} but fell back: {counts}"
+    else:
+        assert counts, f"{dtype} is not native on {dev}, yet nothing fell back"

@@ -35,6 +35,7 @@ __all__ = [
     "synchronize",
     "is_available",
     "devices",
+    "native_dtypes",
     "fallback_counts",
     "reset_fallback_counts",
 ]
@@ -76,6 +77,17 @@ def devices() -> list[dict]:
         {"index": i, "label": _C.device_label(i), "name": _C.device_name(i)}
         for i in range(_C.device_count())
     ]
+
+
+_DTYPES = (torch.float32, torch.float16, torch.float64, torch.int32, torch.int64, torch.bool)
+
+
+def native_dtypes(device=None) -> list[torch.dtype]:
+    """The dtypes ``device`` (the current one by default) has kernels for: float32, int32 and
+    bool everywhere, and float16, float64 and int64 where the xhal device claims them (its
+    ``f16``, ``f64`` and ``i64`` features). Operations on other dtypes run on the CPU."""
+    index = _index(device) if device is not None else _C.current_device()
+    return [dtype for dtype in _DTYPES if _C.native_dtype(index, dtype)]
 
 
 def fallback_counts() -> dict[str, int]:

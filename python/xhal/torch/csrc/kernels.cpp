@@ -9,54 +9,152 @@
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <sstream>
 
 #include "xhal_torch.h"
 
 namespace xhal_torch {
 
-bool native_dtype(const Device&, at::ScalarType dtype) {
-  return dtype == at::kFloat || dtype == at::kInt;
+bool native_dtype(const Device& device, at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kFloat:
+    case at::kInt:
+    case at::kBool:
+      return true;
+    case at::kHalf:
+      return (device.features & XHAL_DEVICE_FEATURE_F16) != 0;
+    case at::kDouble:
+      return (device.features & XHAL_DEVICE_FEATURE_F64) != 0;
+    case at::kLong:
+      return (device.features & XHAL_DEVICE_FEATURE_I64) != 0;
+    default:
+      return false;
+  }
 }
 
 namespace {
 
 constexpr int kMaxDims = 8;
 constexpr int kMaxOperands = 4;  // the output and up to three inputs
+constexpr int kScalarSlots = 6;  // $a, $b, then a constant per input
 
+// The WGSL type a dtype's values have in a kernel; nullptr for dtypes without kernels.
 const char* wgsl_type(at::ScalarType dtype) {
   switch (dtype) {
     case at::kFloat:
       return "f32";
+    case at::kHalf:
+      return "f16";
+    case at::kDouble:
+      return "f64";
     case at::kInt:
       return "i32";
+    case at::kLong:
+      return "i64";
+    case at::kBool:
+      return "bool";
     default:
       return nullptr;
   }
 }
 
-// The uniform every elementwise kernel reads; its WGSL twin is kElementwiseParams.
+// The element type of the array a dtype's memory is bound as: bools are bytes, which WGSL
+// cannot address, so their memory is bound as words.
+const char* storage_type(at::ScalarType dtype) { return dtype == at::kBool ? "u32" : wgsl_type(dtype); }
+
+bool is_floating(at::ScalarType dtype) { return dtype == at::kFloat || dtype == at::kHalf || dtype == at::kDouble; }
+
+bool on_device(const at::Tensor& t, at::ScalarType dtype) {
+  return native_dtype(device(t.device().index()), dtype);
+}
+
+// The scalars of a launch travel as 64-bit slots (two words, low first), each in the bits of
+// the type the kernel reads it as, so that f64 and i64 scalars stay exact.
+uint64_t scalar_bits(const at::Scalar& value, at::ScalarType as) {
+  switch (as) {
+    case at::kFloat:
+    case at::kHalf: {
+      float f = static_cast<float>(value.to<double>());
+      uint32_t bits = 0;
+      std::memcpy(&bits, &f, sizeof bits);
+      return bits;
+    }
+    case at::kDouble: {
+      double d = value.to<double>();
+      uint64_t bits = 0;
+      std::memcpy(&bits, &d, sizeof bits);
+      return bits;
+    }
+    case at::kInt:
+      return static_cast<uint32_t>(static_cast<int32_t>(value.to<int64_t>()));
+    case at::kLong:
+      return static_cast<uint64_t>(value.to<int64_t>());
+    case at::kBool:
+      return value.to<bool>() ? 1 : 0;
+    default:
+      return 0;
+  }
+}
+
+// The WGSL that reads scalar slot `k` as `as`.
+std::string scalar_load(int k, at::ScalarType as) {
+  const char* low = (k % 2) == 0 ? "x" : "z";
+  const char* high = (k % 2) == 0 ? "y" : "w";
+  const std::string lo = "p.s" + std::to_string(k / 2) + "." + low;
+  const std::string hi = "p.s" + std::to_string(k / 2) + "." + high;
+  const std::string wide = "((u64(" + hi + ") << 32u) | u64(" + lo + "))";
+  switch (as) {
+    case at::kFloat:
+      return "bitcast<f32>(" + lo + ")";
+    case at::kHalf:
+      return "f16(bitcast<f32>(" + lo + "))";
+    case at::kDouble:
+      return "bitcast<f64>" + wide;
+    case at::kInt:
+      return "bitcast<i32>(" + lo + ")";
+    case at::kLong:
+      return "bitcast<i64>" + wide;
+    default:
+      return "(" + lo + " != 0u)";
+  }
+}
+
+// `value`, of type `from`, as type `to`, the way PyTorch converts.
+std::string convert(const std::string& value, at::ScalarType from, at::ScalarType to) {
+  if (from == to) return value;
+  const char* target = wgsl_type(to);
+  if (from == at::kBool) return "select(" + std::string(target) + "(0), " + target + "(1), " + value + ")";
+  if (to == at::kBool) return "(" + value + " != " + wgsl_type(from) + "(0))";
+  // f16 and f64 meet through f32, which every backend converts both to and from.
+  if ((from == at::kHalf && to == at::kDouble) || (from == at::kDouble && to == at::kHalf))
+    return std::string(target) + "(f32(" + value + "))";
+  return std::string(target) + "(" + value + ")";
+}
+
+// The uniform every strided elementwise kernel reads; its WGSL twin is kElementwiseParams.
 struct ElementwiseParams {
   uint32_t numel = 0;
   uint32_t ndim = 0;
-  float alpha = 1.0f;
-  float beta = 0.0f;
+  uint32_t pad0 = 0;
+  uint32_t pad1 = 0;
   uint32_t sizes[kMaxDims] = {};
   uint32_t offsets[kMaxOperands] = {};
   uint32_t strides[kMaxOperands][kMaxDims] = {};
-  float constants[kMaxOperands] = {};
+  uint32_t scalars[2 * kScalarSlots] = {};
 };
-static_assert(sizeof(ElementwiseParams) == 208, "the WGSL struct P is 208 bytes");
+static_assert(sizeof(ElementwiseParams) == 240, "the WGSL struct P is 240 bytes");
 
 const char* kElementwiseParams = R"(
 struct P {
-  numel: u32, ndim: u32, alpha: f32, beta: f32,
+  numel: u32, ndim: u32, pad0: u32, pad1: u32,
   sizes: array<vec4<u32>, 2>,
   offsets: vec4<u32>,
   strides: array<vec4<u32>, 8>,
-  c: vec4<f32>,
+  s0: vec4<u32>, s1: vec4<u32>, s2: vec4<u32>,
 }
 @group(0) @binding(0) var<uniform> p: P;
 )";
@@ -66,15 +164,15 @@ struct P {
 struct FlatParams {
   uint32_t numel = 0;
   uint32_t ndim = 1;
-  float alpha = 1.0f;
-  float beta = 0.0f;
+  uint32_t pad0 = 0;
+  uint32_t pad1 = 0;
   uint32_t offsets[kMaxOperands] = {};
-  float constants[kMaxOperands] = {};
+  uint32_t scalars[2 * kScalarSlots] = {};
 };
-static_assert(sizeof(FlatParams) == 48, "the WGSL struct P of flat kernels is 48 bytes");
+static_assert(sizeof(FlatParams) == 80, "the WGSL struct P of flat kernels is 80 bytes");
 
 const char* kFlatParams = R"(
-struct P { numel: u32, ndim: u32, alpha: f32, beta: f32, offsets: vec4<u32>, c: vec4<f32> }
+struct P { numel: u32, ndim: u32, pad0: u32, pad1: u32, offsets: vec4<u32>, s0: vec4<u32>, s1: vec4<u32>, s2: vec4<u32> }
 var<immediate> p: P;
 )";
 
@@ -95,6 +193,21 @@ fn offset_of(t: u32, linear: u32) -> u32 {
 const char* kFlatOffset = R"(
 fn offset_of(t: u32, linear: u32) -> u32 { return p.offsets[t] + linear; }
 )";
+
+// `xnan(x)`, for values of type `dtype`: whether x is a NaN, from its bits. Comparisons cannot
+// tell: WGSL lets a compiler assume no NaN, and llvmpipe does (x != x is false for a NaN).
+std::string nan_test(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kFloat:
+      return "fn xnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }\n";
+    case at::kHalf:
+      return "fn xnan(x: f16) -> bool { return (bitcast<u32>(f32(x)) & 0x7fffffffu) > 0x7f800000u; }\n";
+    case at::kDouble:
+      return "fn xnan(x: f64) -> bool { return (bitcast<u64>(x) & 0x7ffffffffffffffflu) > 0x7ff0000000000000lu; }\n";
+    default:
+      return std::string("fn xnan(x: ") + wgsl_type(dtype) + ") -> bool { return false; }\n";
+  }
+}
 
 // Helpers an expression may call; each is added to a kernel's source only when it uses it.
 const char* kErf = R"(
@@ -126,6 +239,7 @@ struct BufferSet {
     written.push_back(write);
     return "b" + std::to_string(buffers.size());
   }
+  bool uses(const std::string& type) const { return std::find(types.begin(), types.end(), type) != types.end(); }
   std::string declarations() const {
     std::string out;
     for (size_t i = 0; i < buffers.size(); i++) {
@@ -154,31 +268,87 @@ uint32_t element_offset(const at::Tensor& t) {
   return static_cast<uint32_t>(place_of(t).offset / t.element_size());
 }
 
-// Runs `expression` for every element of `out`: the inputs broadcast to its shape and are
-// named x0, x1, x2 in the expression (a CPU scalar becomes a constant of the output's type),
-// `T` is the output's WGSL type, and p.alpha and p.beta are the given scalars. Returns false,
-// doing nothing, when a kernel cannot do it (the caller then falls back to the CPU).
+// What an elementwise kernel computes in: `compute` (default: the output's dtype) is the type
+// of the inputs x0, x1, x2 once loaded, of $a and $b, and of the expression, except that the
+// inputs in `conditions` (a bit per input) load as bool.
+struct Computation {
+  at::ScalarType compute = at::ScalarType::Undefined;
+  at::Scalar alpha = 0;
+  at::Scalar beta = 0;
+  uint32_t conditions = 0;
+  uint32_t words[2] = {0, 0};  // $ua and $ub
+  bool uses_index = false;      // the expression reads `i`, so elements keep their order
+};
+
 bool elementwise(at::Tensor& out, const std::vector<at::Tensor>& inputs, const std::string& expression,
-                 float alpha = 1.0f, float beta = 0.0f) {
-  const char* out_type = wgsl_type(out.scalar_type());
-  if (out_type == nullptr || out.dim() > kMaxDims || inputs.size() >= kMaxOperands) return false;
+                 const Computation& how = {});
+
+// An output laid out densely in another order than row-major (the output of an operation on
+// a transposed tensor) is walked in its memory order: every operand is permuted so that the
+// output is contiguous, which its kernel then writes as flat memory.
+bool elementwise_in_memory_order(at::Tensor& out, const std::vector<at::Tensor>& inputs,
+                                 const std::string& expression, const Computation& how) {
+  std::vector<int64_t> order(out.dim());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return out.stride(a) > out.stride(b); });
+  at::Tensor permuted = out.permute(order);
+  if (!permuted.is_contiguous()) return false;
+  std::vector<at::Tensor> operands;
+  for (const at::Tensor& input : inputs) {
+    if (is_cpu_scalar(input)) {
+      operands.push_back(input);
+    } else {
+      operands.push_back((input.sizes() == out.sizes() ? input : input.expand(out.sizes())).permute(order));
+    }
+  }
+  return elementwise(permuted, operands, expression, how);
+}
+
+// Runs `expression` for every element of `out`: the inputs broadcast to its shape and are
+// named x0, x1, x2 in the expression (a CPU scalar becomes a constant), `i` is the element's
+// index in `out`, `$C` is the compute type, `$0` its zero, `$a` and `$b` the given scalars in
+// it, and `$ua` and `$ub` the two given words. A bool output takes a bool expression.
+// Returns false, doing nothing, when a kernel cannot do it: a dtype the device has no kernels
+// for, more than 8 dimensions, or a strided bool output; the caller then falls back.
+bool elementwise(at::Tensor& out, const std::vector<at::Tensor>& inputs, const std::string& expression,
+                 const Computation& how) {
+  if (!how.uses_index && out.dim() > 1 && !out.is_contiguous() && out.is_non_overlapping_and_dense()) {
+    for (const at::Tensor& input : inputs) {
+      if (!is_cpu_scalar(input) && input.dim() > out.dim()) return false;
+    }
+    return elementwise_in_memory_order(out, inputs, expression, how);
+  }
+  const at::ScalarType out_dtype = out.scalar_type();
+  const at::ScalarType compute = how.compute == at::ScalarType::Undefined ? out_dtype : how.compute;
+  if (wgsl_type(out_dtype) == nullptr || wgsl_type(compute) == nullptr) return false;
+  if (out.dim() > kMaxDims || inputs.size() >= kMaxOperands) return false;
   if (out.numel() == 0) return true;
-  if (out.numel() > std::numeric_limits<uint32_t>::max() / 2) return false;
   Device& dev = device(out.device().index());
+  if (!native_dtype(dev, out_dtype) || !native_dtype(dev, compute)) return false;
+  const bool bytes_out = out_dtype == at::kBool;
+  if (bytes_out && !out.is_contiguous()) return false;
+  if (out.numel() > std::numeric_limits<uint32_t>::max() / 4 ||
+      place_of(out).offset > std::numeric_limits<uint32_t>::max() / 4)
+    return false;
   ElementwiseParams params;
   params.numel = static_cast<uint32_t>(out.numel());
-  params.alpha = alpha;
-  params.beta = beta;
   const int64_t ndim = std::max<int64_t>(out.dim(), 1);
   params.ndim = static_cast<uint32_t>(ndim);
   for (int64_t d = 0; d < ndim; d++) params.sizes[d] = out.dim() == 0 ? 1 : static_cast<uint32_t>(out.size(d));
+  auto set_slot = [&](int k, uint64_t bits) {
+    params.scalars[2 * k] = static_cast<uint32_t>(bits);
+    params.scalars[2 * k + 1] = static_cast<uint32_t>(bits >> 32);
+  };
+  set_slot(0, scalar_bits(how.alpha, compute));
+  set_slot(1, scalar_bits(how.beta, compute));
+  set_slot(kScalarSlots - 1, how.words[0] | (static_cast<uint64_t>(how.words[1]) << 32));
 
   BufferSet set;
   bool flat = out.is_contiguous();
   auto add_strides = [&](int operand, const at::Tensor& t) {
     for (int64_t d = 0; d < t.dim(); d++) params.strides[operand][d] = static_cast<uint32_t>(t.stride(d));
   };
-  std::string out_name = set.bind(place_of(out).buffer, out_type, true);
+  std::string out_name = set.bind(place_of(out).buffer, storage_type(out_dtype), true);
   if (out_name.empty()) return false;
   params.offsets[0] = element_offset(out);
   add_strides(0, out);
@@ -187,67 +357,103 @@ bool elementwise(at::Tensor& out, const std::vector<at::Tensor>& inputs, const s
   for (size_t k = 0; k < inputs.size(); k++) {
     const at::Tensor& input = inputs[k];
     const std::string x = "x" + std::to_string(k);
+    const at::ScalarType as = (how.conditions >> k) & 1 ? at::kBool : compute;
     if (is_cpu_scalar(input)) {
-      params.constants[k + 1] = static_cast<float>(input.item<double>());
-      loads += "  let " + x + " = " + out_type + "(p.c[" + std::to_string(k + 1) + "]);\n";
+      set_slot(static_cast<int>(k) + 2, scalar_bits(input.item(), as));
+      loads += "  let " + x + " = " + scalar_load(static_cast<int>(k) + 2, as) + ";\n";
       continue;
     }
-    if (input.device() != out.device()) return false;
-    const bool boolean = input.scalar_type() == at::kBool;
-    const char* type = boolean ? "u32" : wgsl_type(input.scalar_type());
-    if (type == nullptr) return false;
+    const at::ScalarType dtype = input.scalar_type();
+    if (input.device() != out.device() || !native_dtype(dev, dtype)) return false;
     at::Tensor expanded = input.sizes() == out.sizes() ? input : input.expand(out.sizes());
     flat = flat && expanded.is_contiguous();
-    std::string name = set.bind(place_of(expanded).buffer, type, false);
+    std::string name = set.bind(place_of(expanded).buffer, storage_type(dtype), false);
     if (name.empty()) return false;
     params.offsets[k + 1] = element_offset(expanded);
     add_strides(static_cast<int>(k + 1), expanded);
     const std::string at = "offset_of(" + std::to_string(k + 1) + "u, i)";
-    if (boolean) {
+    std::string raw;
+    if (dtype == at::kBool) {
       // A bool is one byte: read its word (buffers are whole words) and pick the byte.
-      loads += "  let " + x + "_at = " + at + ";\n  let " + x + " = ((" + name + "[" + x + "_at / 4u] >> ((" + x +
-               "_at % 4u) * 8u)) & 0xffu) != 0u;\n";
+      loads += "  let " + x + "_at = " + at + ";\n";
+      raw = "(((" + name + "[" + x + "_at / 4u] >> ((" + x + "_at % 4u) * 8u)) & 0xffu) != 0u)";
     } else {
-      loads += "  let " + x + " = " + name + "[" + at + "];\n";
+      raw = name + "[" + at + "]";
     }
+    loads += "  let " + x + " = " + convert(raw, dtype, as) + ";\n";
   }
-  // The expression, the loads (which binding each input reads, and how), every binding's
-  // element type and access, and the layout identify the kernel.
   const bool immediate = flat && dev.max_scalar_block_size >= sizeof(FlatParams);
+  // The expression, the types, the loads (which binding each input reads, and how), every
+  // binding's element type and access, and the layout identify the kernel.
   std::string key = expression;
   key += immediate ? "|immediate|" : flat ? "|flat|" : "|strided|";
+  key += wgsl_type(compute);
   key += out_name;
+  key += wgsl_type(out_dtype);
   key += loads;
   for (size_t b = 0; b < set.buffers.size(); b++) {
     key += set.types[b];
     key += set.written[b] ? 'w' : 'r';
   }
   const Kernel& compiled = kernel_by_key(dev, key, [&] {
+    const std::string c = wgsl_type(compute);
     std::string body = expression;
-    replace_all(body, "T(", std::string(out_type) + "(");
-    std::string source = immediate ? kFlatParams : kElementwiseParams;
+    replace_all(body, "$ua", "p.s2.z");
+    replace_all(body, "$ub", "p.s2.w");
+    replace_all(body, "$a", scalar_load(0, compute));
+    replace_all(body, "$b", scalar_load(1, compute));
+    replace_all(body, "$0", compute == at::kBool ? "false" : c + "(0)");
+    replace_all(body, "$C", c);
+    replace_all(body, "$nan(", "xnan(");
+    std::string source;
+    if (set.uses("f16") || compute == at::kHalf || body.find("f16") != std::string::npos ||
+        loads.find("f16") != std::string::npos)
+      source += "enable f16;\n";
+    source += immediate ? kFlatParams : kElementwiseParams;
     source += set.declarations();
     source += flat ? kFlatOffset : kStridedOffset;
     if (body.find("erf_approx") != std::string::npos) source += kErf;
-    source += "@compute @workgroup_size(256)\n"
-              "fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {\n"
-              "  let i = gid.x + gid.y * groups.x * 256u;\n"
-              "  if (i >= p.numel) { return; }\n";
-    source += loads;
-    source += "  " + out_name + "[offset_of(0u, i)] = " + body + ";\n}\n";
+    if (body.find("xnan(") != std::string::npos) source += nan_test(compute);
+    const char* entry =
+        "@compute @workgroup_size(256)\n"
+        "fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {\n"
+        "  let t = gid.x + gid.y * groups.x * 256u;\n";
+    if (bytes_out) {
+      // Each invocation owns one word of the output, and sets the bytes of it that the
+      // tensor covers, so that no two invocations write the same word.
+      source += "fn value(i: u32) -> bool {\n" + loads + "  return " + body + ";\n}\n";
+      source += entry;
+      source += "  let first = p.offsets[0];\n"
+                "  if (t >= (first + p.numel + 3u) / 4u - first / 4u) { return; }\n"
+                "  let w = first / 4u + t;\n"
+                "  var word = " + out_name + "[w];\n"
+                "  for (var j = 0u; j < 4u; j = j + 1u) {\n"
+                "    let byte = w * 4u + j;\n"
+                "    if (byte >= first && byte - first < p.numel) {\n"
+                "      let shift = j * 8u;\n"
+                "      word = (word & ~(0xffu << shift)) | (select(0u, 1u, value(byte - first)) << shift);\n"
+                "    }\n"
+                "  }\n"
+                "  " + out_name + "[w] = word;\n}\n";
+    } else {
+      source += entry;
+      source += "  let i = t;\n  if (i >= p.numel) { return; }\n";
+      source += loads;
+      source += "  " + out_name + "[offset_of(0u, i)] = " + convert("(" + body + ")", compute, out_dtype) + ";\n}\n";
+    }
     return source;
   });
+  const uint64_t first = params.offsets[0];
+  const uint64_t invocations = bytes_out ? (first + params.numel + 3) / 4 - first / 4 : params.numel;
   if (immediate) {
     FlatParams flat_params;
     flat_params.numel = params.numel;
-    flat_params.alpha = params.alpha;
-    flat_params.beta = params.beta;
     std::memcpy(flat_params.offsets, params.offsets, sizeof flat_params.offsets);
-    std::memcpy(flat_params.constants, params.constants, sizeof flat_params.constants);
+    std::memcpy(flat_params.scalars, params.scalars, sizeof flat_params.scalars);
     // Binding 0, the uniform the strided kernels read, is not in these kernels.
-    launch(dev, compiled, set.bindings(nullptr, 0), out.numel(), &flat_params, sizeof flat_params);
+    launch(dev, compiled, set.bindings(nullptr, 0), invocations, &flat_params, sizeof flat_params);
   } else {
-    launch(dev, compiled, set.bindings(&params, sizeof params), out.numel());
+    launch(dev, compiled, set.bindings(&params, sizeof params), invocations);
   }
   return true;
 }
@@ -265,82 +471,269 @@ using at::native::call_fallback_fn;
 
 // --- Binary arithmetic -------------------------------------------------------------------
 
+bool numeric(at::ScalarType dtype) { return dtype != at::kBool && wgsl_type(dtype) != nullptr; }
+
+// The type a floating operation computes in: f16 in f32 (as PyTorch's CPU kernels do), f32
+// and f64 in themselves.
+at::ScalarType float_compute(at::ScalarType dtype) { return dtype == at::kHalf ? at::kFloat : dtype; }
+
 at::Tensor& add_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha, at::Tensor& out) {
   prepare_out(out, broadcast_shape({self, other}));
-  const char* e = out.scalar_type() == at::kInt ? "x0 + i32(p.alpha) * x1" : "x0 + p.alpha * x1";
-  if (!elementwise(out, {self, other}, e, alpha.to<float>()))
+  if (!numeric(out.scalar_type()) ||
+      !elementwise(out, {self, other}, "x0 + $a * x1", {float_compute(out.scalar_type()), alpha}))
     return call_fallback_fn<&cpu_fallback, ATEN_OP(add_out)>::call(self, other, alpha, out);
   return out;
 }
 
 at::Tensor& sub_out(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha, at::Tensor& out) {
   prepare_out(out, broadcast_shape({self, other}));
-  const char* e = out.scalar_type() == at::kInt ? "x0 - i32(p.alpha) * x1" : "x0 - p.alpha * x1";
-  if (!elementwise(out, {self, other}, e, alpha.to<float>()))
+  if (!numeric(out.scalar_type()) ||
+      !elementwise(out, {self, other}, "x0 - $a * x1", {float_compute(out.scalar_type()), alpha}))
     return call_fallback_fn<&cpu_fallback, ATEN_OP(sub_out)>::call(self, other, alpha, out);
   return out;
 }
 
 at::Tensor& mul_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
   prepare_out(out, broadcast_shape({self, other}));
-  if (!elementwise(out, {self, other}, "x0 * x1"))
+  const at::ScalarType dtype = out.scalar_type();
+  // bool * bool is `and`; PyTorch keeps bool.
+  const char* e = dtype == at::kBool ? "x0 && x1" : "x0 * x1";
+  if (!elementwise(out, {self, other}, e, {float_compute(dtype)}))
     return call_fallback_fn<&cpu_fallback, ATEN_OP(mul_out)>::call(self, other, out);
   return out;
 }
 
 at::Tensor& div_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
   prepare_out(out, broadcast_shape({self, other}));
-  if (out.scalar_type() != at::kFloat || !elementwise(out, {self, other}, "x0 / x1"))
+  if (!is_floating(out.scalar_type()) || !elementwise(out, {self, other}, "x0 / x1", {float_compute(out.scalar_type())}))
     return call_fallback_fn<&cpu_fallback, ATEN_OP(div_out)>::call(self, other, out);
   return out;
 }
 
 at::Tensor& maximum_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
   prepare_out(out, broadcast_shape({self, other}));
-  const char* e = out.scalar_type() == at::kFloat ? "select(max(x0, x1), x0 + x1, x0 != x0 || x1 != x1)" : "max(x0, x1)";
-  if (!elementwise(out, {self, other}, e))
+  const at::ScalarType dtype = out.scalar_type();
+  const char* e = is_floating(dtype) ? "select(max(x0, x1), x0 + x1, $nan(x0) || $nan(x1))" : "max(x0, x1)";
+  if (!numeric(dtype) || !elementwise(out, {self, other}, e, {float_compute(dtype)}))
     return call_fallback_fn<&cpu_fallback, ATEN_OP(maximum_out)>::call(self, other, out);
   return out;
 }
 
 at::Tensor& minimum_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
   prepare_out(out, broadcast_shape({self, other}));
-  const char* e = out.scalar_type() == at::kFloat ? "select(min(x0, x1), x0 + x1, x0 != x0 || x1 != x1)" : "min(x0, x1)";
-  if (!elementwise(out, {self, other}, e))
+  const at::ScalarType dtype = out.scalar_type();
+  const char* e = is_floating(dtype) ? "select(min(x0, x1), x0 + x1, $nan(x0) || $nan(x1))" : "min(x0, x1)";
+  if (!numeric(dtype) || !elementwise(out, {self, other}, e, {float_compute(dtype)}))
     return call_fallback_fn<&cpu_fallback, ATEN_OP(minimum_out)>::call(self, other, out);
   return out;
 }
 
-// --- Unary operations and activations (f32) ------------------------------------------------
-
-bool unary(at::Tensor& out, const at::Tensor& self, const char* expression) {
+// x ** exponent for a scalar exponent. WGSL's pow is NaN for a negative base, so an integral
+// exponent goes through |x| and the sign, as the CPU's does.
+at::Tensor& pow_tensor_scalar_out(const at::Tensor& self, const at::Scalar& exponent, at::Tensor& out) {
   prepare_out(out, self.sizes());
-  if (out.scalar_type() != at::kFloat || self.scalar_type() != at::kFloat) return false;
-  return elementwise(out, {self}, expression);
+  const at::ScalarType dtype = out.scalar_type();
+  const double e = exponent.to<double>();
+  std::string expression;
+  if (e == 0.0) {
+    expression = "$C(1)";  // even for a NaN, as C's pow
+  } else if (e == 1.0) {
+    expression = "x0";
+  } else if (e == 2.0) {
+    expression = "x0 * x0";
+  } else if (e == 3.0) {
+    expression = "x0 * x0 * x0";
+  } else if (e == 0.5) {
+    expression = "sqrt(x0)";
+  } else if (std::floor(e) == e && std::fabs(e) < 1e6) {
+    const bool odd = std::fmod(std::fabs(e), 2.0) == 1.0;
+    expression = odd ? "sign(x0) * pow(abs(x0), $a)" : "pow(abs(x0), $a)";
+  } else {
+    expression = "pow(x0, $a)";
+  }
+  if (dtype == at::kDouble && expression.find("pow") != std::string::npos) expression.clear();
+  // WGSL leaves pow, sign and abs of a NaN open; PyTorch gives the NaN.
+  if (e != 0.0 && !expression.empty()) expression = "select(" + expression + ", x0, $nan(x0))";
+  if (!is_floating(dtype) || self.scalar_type() != dtype || expression.empty() ||
+      !elementwise(out, {self}, expression, {float_compute(dtype), exponent}))
+    return call_fallback_fn<&cpu_fallback, ATEN_OP(pow_Tensor_Scalar_out)>::call(self, exponent, out);
+  return out;
 }
 
-#define XHAL_UNARY(op, expression)                                                          \
+// --- Comparisons and logic (bool results) ---------------------------------------------------
+
+// The type two operands compare in: PyTorch's promotion of the pair, except that bools,
+// which WGSL only tests for equality, order as integers.
+template <typename Other>
+at::ScalarType comparison_type(const at::Tensor& self, const Other& other, const char* op) {
+  const at::ScalarType common = at::result_type(self, other);
+  const bool equality = op[0] == '=' || op[0] == '!';
+  if (common == at::kHalf) return at::kFloat;  // exact, and one NaN test for both
+  return common == at::kBool && !equality ? at::kInt : common;
+}
+
+// x0 `op` other, with IEEE's answer for NaNs whatever the compiler assumes: only != holds.
+std::string comparison(const char* op, const std::string& other) {
+  const std::string compared = "x0 " + std::string(op) + " " + other;
+  const std::string nan = "$nan(x0) || $nan(" + other + ")";
+  if (std::string(op) == "!=") return "(" + compared + ") || " + nan;
+  return "(" + compared + ") && !(" + nan + ")";
+}
+
+bool compare(at::Tensor& out, const at::Tensor& self, const at::Tensor& other, const char* op) {
+  prepare_out(out, broadcast_shape({self, other}));
+  if (out.scalar_type() != at::kBool) return false;
+  return elementwise(out, {self, other}, comparison(op, "x1"), {comparison_type(self, other, op)});
+}
+
+bool compare_scalar(at::Tensor& out, const at::Tensor& self, const at::Scalar& other, const char* op) {
+  prepare_out(out, self.sizes());
+  if (out.scalar_type() != at::kBool) return false;
+  return elementwise(out, {self}, comparison(op, "$a"), {comparison_type(self, other, op), other});
+}
+
+#define XHAL_COMPARISON(name, op)                                                                          \
+  at::Tensor& name##_tensor_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {         \
+    if (!compare(out, self, other, op))                                                                    \
+      return call_fallback_fn<&cpu_fallback, ATEN_OP(name##_Tensor_out)>::call(self, other, out);          \
+    return out;                                                                                            \
+  }                                                                                                        \
+  at::Tensor& name##_scalar_out(const at::Tensor& self, const at::Scalar& other, at::Tensor& out) {         \
+    if (!compare_scalar(out, self, other, op))                                                             \
+      return call_fallback_fn<&cpu_fallback, ATEN_OP(name##_Scalar_out)>::call(self, other, out);          \
+    return out;                                                                                            \
+  }
+
+XHAL_COMPARISON(eq, "==")
+XHAL_COMPARISON(ne, "!=")
+XHAL_COMPARISON(lt, "<")
+XHAL_COMPARISON(le, "<=")
+XHAL_COMPARISON(gt, ">")
+XHAL_COMPARISON(ge, ">=")
+
+at::Tensor& logical_not_out(const at::Tensor& self, at::Tensor& out) {
+  prepare_out(out, self.sizes());
+  if (out.scalar_type() != at::kBool || !elementwise(out, {self}, "!x0", {at::kBool}))
+    return call_fallback_fn<&cpu_fallback, ATEN_OP(logical_not_out)>::call(self, out);
+  return out;
+}
+
+#define XHAL_LOGICAL(name, expression)                                                                     \
+  at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {               \
+    prepare_out(out, broadcast_shape({self, other}));                                                      \
+    if (out.scalar_type() != at::kBool || !elementwise(out, {self, other}, expression, {at::kBool}))       \
+      return call_fallback_fn<&cpu_fallback, ATEN_OP(name##_out)>::call(self, other, out);                 \
+    return out;                                                                                            \
+  }
+
+// Bitwise operations: logic on bools, bits on integers.
+#define XHAL_BITWISE(name, on_bool, on_integers)                                                           \
+  at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {               \
+    prepare_out(out, broadcast_shape({self, other}));                                                      \
+    const at::ScalarType dtype = out.scalar_type();                                                        \
+    const bool integral = dtype == at::kInt || dtype == at::kLong;                                         \
+    if ((dtype != at::kBool && !integral) ||                                                               \
+        !elementwise(out, {self, other}, dtype == at::kBool ? on_bool : on_integers, {dtype}))             \
+      return call_fallback_fn<&cpu_fallback, ATEN_OP(name##_Tensor_out)>::call(self, other, out);          \
+    return out;                                                                                            \
+  }
+
+XHAL_BITWISE(bitwise_and, "x0 && x1", "x0 & x1")
+XHAL_BITWISE(bitwise_or, "x0 || x1", "x0 | x1")
+XHAL_BITWISE(bitwise_xor, "x0 != x1", "x0 ^ x1")
+
+at::Tensor& bitwise_not_out(const at::Tensor& self, at::Tensor& out) {
+  prepare_out(out, self.sizes());
+  const at::ScalarType dtype = out.scalar_type();
+  const bool integral = dtype == at::kInt || dtype == at::kLong;
+  if ((dtype != at::kBool && !integral) || self.scalar_type() != dtype ||
+      !elementwise(out, {self}, dtype == at::kBool ? "!x0" : "~x0", {dtype}))
+    return call_fallback_fn<&cpu_fallback, ATEN_OP(bitwise_not_out)>::call(self, out);
+  return out;
+}
+
+XHAL_LOGICAL(logical_and, "x0 && x1")
+XHAL_LOGICAL(logical_or, "x0 || x1")
+XHAL_LOGICAL(logical_xor, "x0 != x1")
+
+at::Tensor& where_out(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  prepare_out(out, broadcast_shape({condition, self, other}));
+  if (condition.scalar_type() != at::kBool || condition.device() != out.device() ||
+      !elementwise(out, {condition, self, other}, "select(x2, x1, x0)", {out.scalar_type(), 0, 0, 1u}))
+    return call_fallback_fn<&cpu_fallback, ATEN_OP(where_self_out)>::call(condition, self, other, out);
+  return out;
+}
+
+at::Tensor where_self(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other) {
+  const bool placed = condition.is_privateuseone() && (self.is_privateuseone() || is_cpu_scalar(self)) &&
+                      (other.is_privateuseone() || is_cpu_scalar(other));
+  if (placed) {
+    at::Tensor out = at::empty(broadcast_shape({condition, self, other}),
+                               condition.options().dtype(at::result_type(self, other)));
+    if (condition.scalar_type() == at::kBool &&
+        elementwise(out, {condition, self, other}, "select(x2, x1, x0)", {out.scalar_type(), 0, 0, 1u}))
+      return out;
+  }
+  return call_fallback_fn<&cpu_fallback, ATEN_OP(where_self)>::call(condition, self, other);
+}
+
+at::Tensor& clamp_out(const at::Tensor& self, const std::optional<at::Scalar>& min, const std::optional<at::Scalar>& max,
+                      at::Tensor& out) {
+  prepare_out(out, self.sizes());
+  const at::ScalarType dtype = out.scalar_type();
+  std::string e = "x0";
+  if (min.has_value()) e = "max(" + e + ", $a)";
+  if (max.has_value()) e = "min(" + e + ", $b)";
+  // WGSL's min and max may drop a NaN; PyTorch's clamp keeps it.
+  if (is_floating(dtype)) e = "select(" + e + ", x0, $nan(x0))";
+  if (!numeric(dtype) || self.scalar_type() != dtype || (!min.has_value() && !max.has_value()) ||
+      !elementwise(out, {self}, e, {float_compute(dtype), min.value_or(0), max.value_or(0)}))
+    return call_fallback_fn<&cpu_fallback, ATEN_OP(clamp_out)>::call(self, min, max, out);
+  return out;
+}
+
+// --- Unary operations and activations ------------------------------------------------------
+
+// `expression` on a floating tensor, computed in f32 (f16 too) or, where `exact_in_f64`, in f64.
+bool unary(at::Tensor& out, const at::Tensor& self, const char* expression, bool exact_in_f64 = false) {
+  prepare_out(out, self.sizes());
+  const at::ScalarType dtype = out.scalar_type();
+  if (!is_floating(dtype) || self.scalar_type() != dtype) return false;
+  // WGSL's transcendental built-ins stop at 32 bits (SPIR-V's GLSL set has no f64 exp).
+  if (dtype == at::kDouble && !exact_in_f64) return false;
+  return elementwise(out, {self}, expression, {float_compute(dtype)});
+}
+
+#define XHAL_UNARY(op, expression, exact_in_f64)                                            \
   at::Tensor& op##_out(const at::Tensor& self, at::Tensor& out) {                           \
-    if (!unary(out, self, expression))                                                      \
+    if (!unary(out, self, expression, exact_in_f64))                                        \
       return call_fallback_fn<&cpu_fallback, ATEN_OP(op##_out)>::call(self, out);           \
     return out;                                                                             \
   }
 
-XHAL_UNARY(neg, "-x0")
-XHAL_UNARY(exp, "exp(x0)")
-XHAL_UNARY(log, "log(x0)")
-XHAL_UNARY(sqrt, "sqrt(x0)")
-XHAL_UNARY(rsqrt, "inverseSqrt(x0)")
-XHAL_UNARY(sin, "sin(x0)")
-XHAL_UNARY(cos, "cos(x0)")
-XHAL_UNARY(tanh, "tanh(clamp(x0, -15.0, 15.0))")
-XHAL_UNARY(sigmoid, "1.0 / (1.0 + exp(-x0))")
-XHAL_UNARY(reciprocal, "1.0 / x0")
-XHAL_UNARY(silu, "x0 / (1.0 + exp(-x0))")
+XHAL_UNARY(exp, "exp(x0)", false)
+XHAL_UNARY(log, "log(x0)", false)
+XHAL_UNARY(sqrt, "sqrt(x0)", true)
+XHAL_UNARY(rsqrt, "inverseSqrt(x0)", false)
+XHAL_UNARY(sin, "sin(x0)", false)
+XHAL_UNARY(cos, "cos(x0)", false)
+XHAL_UNARY(tanh, "select(tanh(clamp(x0, -15.0, 15.0)), x0, $nan(x0))", false)
+XHAL_UNARY(sigmoid, "1.0 / (1.0 + exp(-x0))", false)
+XHAL_UNARY(reciprocal, "1.0 / x0", true)
+XHAL_UNARY(silu, "x0 / (1.0 + exp(-x0))", false)
+
+at::Tensor& neg_out(const at::Tensor& self, at::Tensor& out) {
+  prepare_out(out, self.sizes());
+  if (!numeric(out.scalar_type()) || out.scalar_type() != self.scalar_type() ||
+      !elementwise(out, {self}, "-x0", {float_compute(out.scalar_type())}))
+    return call_fallback_fn<&cpu_fallback, ATEN_OP(neg_out)>::call(self, out);
+  return out;
+}
 
 at::Tensor& abs_out(const at::Tensor& self, at::Tensor& out) {
   prepare_out(out, self.sizes());
-  if (out.scalar_type() != self.scalar_type() || !elementwise(out, {self}, "abs(x0)"))
+  if (!numeric(out.scalar_type()) || out.scalar_type() != self.scalar_type() ||
+      !elementwise(out, {self}, "abs(x0)", {float_compute(out.scalar_type())}))
     return call_fallback_fn<&cpu_fallback, ATEN_OP(abs_out)>::call(self, out);
   return out;
 }
@@ -353,31 +746,35 @@ at::Tensor& gelu_out(const at::Tensor& self, c10::string_view approximate, at::T
   return out;
 }
 
+const char* kRelu = "select(x0, $0, x0 < $0 && !$nan(x0))";  // keeps a NaN, as PyTorch's does
+
 at::Tensor relu(const at::Tensor& self) {
   at::Tensor out = at::empty_like(self, at::MemoryFormat::Contiguous);
-  if (!elementwise(out, {self}, "max(x0, T(0))")) return call_fallback_fn<&cpu_fallback, ATEN_OP(relu)>::call(self);
+  if (!numeric(self.scalar_type()) || !elementwise(out, {self}, kRelu, {float_compute(self.scalar_type())}))
+    return call_fallback_fn<&cpu_fallback, ATEN_OP(relu)>::call(self);
   return out;
 }
 
 at::Tensor& relu_(at::Tensor& self) {
-  if (!elementwise(self, {self}, "max(x0, T(0))")) return call_fallback_fn<&cpu_fallback, ATEN_OP(relu_)>::call(self);
+  if (!numeric(self.scalar_type()) || !elementwise(self, {self}, kRelu, {float_compute(self.scalar_type())}))
+    return call_fallback_fn<&cpu_fallback, ATEN_OP(relu_)>::call(self);
   return self;
 }
 
 // --- Backward formulas ---------------------------------------------------------------------
 
 bool backward(at::Tensor& grad_input, const at::Tensor& grad_output, const at::Tensor& other, const char* e,
-              float alpha = 0.0f) {
+              const at::Scalar& alpha = 0) {
   prepare_out(grad_input, broadcast_shape({grad_output, other}));
-  if (grad_input.scalar_type() != at::kFloat || grad_output.scalar_type() != at::kFloat ||
-      other.scalar_type() != at::kFloat)
+  const at::ScalarType dtype = grad_input.scalar_type();
+  if (dtype == at::kDouble || !is_floating(dtype) || grad_output.scalar_type() != dtype || other.scalar_type() != dtype)
     return false;
-  return elementwise(grad_input, {grad_output, other}, e, alpha);
+  return elementwise(grad_input, {grad_output, other}, e, {float_compute(dtype), alpha});
 }
 
 at::Tensor& threshold_backward_out(const at::Tensor& grad_output, const at::Tensor& self, const at::Scalar& threshold,
                                    at::Tensor& grad_input) {
-  if (!backward(grad_input, grad_output, self, "select(x0, 0.0, x1 <= p.alpha)", threshold.to<float>()))
+  if (!backward(grad_input, grad_output, self, "select(x0, 0.0, x1 <= $a && !$nan(x1))", threshold))
     return call_fallback_fn<&cpu_fallback, ATEN_OP(threshold_backward_grad_input)>::call(grad_output, self, threshold,
                                                                                          grad_input);
   return grad_input;
@@ -412,13 +809,46 @@ at::Tensor& silu_backward_out(const at::Tensor& grad_output, const at::Tensor& s
   return grad_input;
 }
 
+// --- Triangles -----------------------------------------------------------------------------
+
+// Keeps the elements on and above (`upper`) or on and below diagonal `diagonal` of the last
+// two dimensions; $ua and $ub carry their sizes.
+bool triangle(at::Tensor& out, const at::Tensor& self, int64_t diagonal, bool upper) {
+  prepare_out(out, self.sizes());
+  if (self.dim() < 2 || self.scalar_type() != out.scalar_type()) return false;
+  const int64_t rows = self.size(-2), columns = self.size(-1);
+  if (std::abs(diagonal) > std::max<int64_t>(rows, columns) + 1 || columns == 0 || rows == 0 ||
+      columns > std::numeric_limits<int32_t>::max() || rows > std::numeric_limits<int32_t>::max())
+    return false;
+  const std::string offset = "i32(i % $ua) - i32((i / $ua) % $ub)";
+  const std::string keep = upper ? offset + " >= " + std::to_string(diagonal) : offset + " <= " + std::to_string(diagonal);
+  // WGSL's select(f, t, c) is `c ? t : f`.
+  return elementwise(out, {self}, "select($0, x0, " + keep + ")",
+                     {out.scalar_type(), 0, 0, 0, {static_cast<uint32_t>(columns), static_cast<uint32_t>(rows)}, true});
+}
+
+at::Tensor& triu_out(const at::Tensor& self, int64_t diagonal, at::Tensor& out) {
+  if (!triangle(out, self, diagonal, true))
+    return call_fallback_fn<&cpu_fallback, ATEN_OP(triu_out)>::call(self, diagonal, out);
+  return out;
+}
+
+at::Tensor& tril_out(const at::Tensor& self, int64_t diagonal, at::Tensor& out) {
+  if (!triangle(out, self, diagonal, false))
+    return call_fallback_fn<&cpu_fallback, ATEN_OP(tril_out)>::call(self, diagonal, out);
+  return out;
+}
+
 // --- Copies on the device ----------------------------------------------------------------
 
 }  // namespace
 
 bool copy_on_device(at::Tensor& destination, const at::Tensor& source) {
   if (wgsl_type(destination.scalar_type()) == nullptr || wgsl_type(source.scalar_type()) == nullptr) return false;
-  return elementwise(destination, {source}, "T(x0)");
+  // The conversion happens where the value is stored, from the source's own type.
+  const at::ScalarType from = source.scalar_type();
+  const std::string value = destination.scalar_type() == at::kBool ? convert("x0", from, at::kBool) : "x0";
+  return elementwise(destination, {source}, value, {from});
 }
 
 namespace {
@@ -430,9 +860,9 @@ struct ReduceParams {
   uint32_t kept = 0;       // kept dimensions
   uint32_t reduced = 0;    // reduced dimensions
   uint32_t count = 0;      // elements reduced into each output
-  float scale = 1.0f;      // 1 for sum, 1/count for mean
   uint32_t input_offset = 0;
   uint32_t output_offset = 0;
+  uint32_t indices_offset = 0;
   uint32_t pad = 0;
   uint32_t kept_sizes[kMaxDims] = {};
   uint32_t kept_strides[kMaxDims] = {};
@@ -441,16 +871,45 @@ struct ReduceParams {
 };
 static_assert(sizeof(ReduceParams) == 160, "the WGSL struct R is 160 bytes");
 
-const char* kReduce = R"(
+enum class Reduction { Sum, Mean, Max, Min };
+
+// One invocation per output element walks the reduced elements. Sums keep four partial sums
+// in the accumulator type, so that long reductions lose less to rounding; max and min keep
+// the first NaN, as PyTorch does, and where `indices` is bound, the index of the winner
+// (int64, written as two words).
+std::string reduce_source(Reduction op, at::ScalarType input, at::ScalarType accumulate, at::ScalarType output,
+                          bool values, bool indices) {
+  const std::string acc = wgsl_type(accumulate);
+  std::string source;
+  if (input == at::kHalf || output == at::kHalf) source += "enable f16;\n";
+  source += R"(
 struct R {
   numel: u32, kept: u32, reduced: u32, count: u32,
-  scale: f32, input_offset: u32, output_offset: u32, pad: u32,
+  input_offset: u32, output_offset: u32, indices_offset: u32, pad: u32,
   kept_sizes: array<vec4<u32>, 2>, kept_strides: array<vec4<u32>, 2>,
   reduced_sizes: array<vec4<u32>, 2>, reduced_strides: array<vec4<u32>, 2>,
 }
 @group(0) @binding(0) var<uniform> r: R;
-@group(0) @binding(1) var<storage, read> input: array<f32>;
-@group(0) @binding(2) var<storage, read_write> output: array<f32>;
+)";
+  source += "@group(0) @binding(1) var<storage, read> input: array<" + std::string(storage_type(input)) + ">;\n";
+  if (values)
+    source += "@group(0) @binding(2) var<storage, read_write> output: array<" + std::string(storage_type(output)) + ">;\n";
+  if (indices) source += "@group(0) @binding(3) var<storage, read_write> indices: array<u32>;\n";
+  const std::string raw = input == at::kBool ? "(((input[at / 4u] >> ((at % 4u) * 8u)) & 0xffu) != 0u)" : "input[at]";
+  source += "fn load(at: u32) -> " + acc + " { return " + convert(raw, input, accumulate) + "; }\n";
+  source += nan_test(accumulate);
+  source += R"(
+fn element(base: u32, j: u32) -> u32 {
+  var left = j;
+  var at = base;
+  for (var k = 0u; k < r.reduced; k = k + 1u) {
+    let d = r.reduced - 1u - k;
+    let size = r.reduced_sizes[d / 4u][d % 4u];
+    at = at + (left % size) * r.reduced_strides[d / 4u][d % 4u];
+    left = left / size;
+  }
+  return at;
+}
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
   let o = gid.x + gid.y * groups.x * 64u;
@@ -463,27 +922,39 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     base = base + (rest % size) * r.kept_strides[d / 4u][d % 4u];
     rest = rest / size;
   }
-  // Four partial sums, so that long reductions lose less to rounding.
-  var partial = vec4<f32>(0.0);
-  for (var j = 0u; j < r.count; j = j + 1u) {
-    var left = j;
-    var at = base;
-    for (var k = 0u; k < r.reduced; k = k + 1u) {
-      let d = r.reduced - 1u - k;
-      let size = r.reduced_sizes[d / 4u][d % 4u];
-      at = at + (left % size) * r.reduced_strides[d / 4u][d % 4u];
-      left = left / size;
-    }
-    partial[j % 4u] = partial[j % 4u] + input[at];
-  }
-  output[r.output_offset + o] = ((partial.x + partial.y) + (partial.z + partial.w)) * r.scale;
-}
 )";
+  std::string result;
+  if (op == Reduction::Sum || op == Reduction::Mean) {
+    source += "  var partial = vec4<" + acc + ">(" + acc + "(0));\n"
+              "  for (var j = 0u; j < r.count; j = j + 1u) {\n"
+              "    partial[j % 4u] = partial[j % 4u] + load(element(base, j));\n"
+              "  }\n"
+              "  var total = (partial.x + partial.y) + (partial.z + partial.w);\n";
+    if (op == Reduction::Mean) source += "  total = total / " + acc + "(r.count);\n";
+    result = "total";
+  } else {
+    const char* better = op == Reduction::Max ? ">" : "<";
+    source += "  var best = load(element(base, 0u));\n"
+              "  var best_j = 0u;\n"
+              "  for (var j = 1u; j < r.count; j = j + 1u) {\n"
+              "    let v = load(element(base, j));\n"
+              "    if ((v " + std::string(better) + " best && !xnan(best)) || (xnan(v) && !xnan(best))) { best = v; best_j = j; }\n"
+              "  }\n";
+    result = "best";
+  }
+  if (values) source += "  output[r.output_offset + o] = " + convert(result, accumulate, output) + ";\n";
+  if (indices) source += "  indices[2u * (r.indices_offset + o)] = best_j;\n  indices[2u * (r.indices_offset + o) + 1u] = 0u;\n";
+  source += "}\n";
+  return source;
+}
 
-bool reduce(at::Tensor& out, const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim, bool mean,
-            std::optional<at::ScalarType> dtype) {
-  if (self.scalar_type() != at::kFloat || (dtype.has_value() && *dtype != at::kFloat)) return false;
-  if (self.dim() > kMaxDims) return false;
+// Reduces `self` over `dims` (all of them when none are given) into `values` and/or
+// `indices` (int64), each contiguous and shaped as the reduction leaves it. False when a
+// kernel cannot do it.
+bool reduce(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim, Reduction op, at::Tensor* values,
+            at::Tensor* indices) {
+  if (self.dim() > kMaxDims || !on_device(self, self.scalar_type()) || self.scalar_type() == at::kBool && op != Reduction::Sum)
+    return false;
   std::vector<bool> reduced(self.dim(), false);
   if (!dims.has_value() || dims->empty()) {
     std::fill(reduced.begin(), reduced.end(), true);
@@ -507,39 +978,149 @@ bool reduce(at::Tensor& out, const at::Tensor& self, at::OptionalIntArrayRef dim
       r.kept++;
     }
   }
-  prepare_out(out, shape);
-  if (out.scalar_type() != at::kFloat || !out.is_contiguous() || out.device() != self.device()) return false;
-  if (out.numel() == 0) return true;
+  const at::ScalarType input = self.scalar_type();
+  at::ScalarType output = input;
+  if (values != nullptr) {
+    prepare_out(*values, shape);
+    output = values->scalar_type();
+    if (!values->is_contiguous() || values->device() != self.device() || !numeric(output) ||
+        !on_device(self, output) || place_of(*values).buffer == place_of(self).buffer)
+      return false;
+  }
+  if (indices != nullptr) {
+    prepare_out(*indices, shape);
+    if (!indices->is_contiguous() || indices->scalar_type() != at::kLong || indices->device() != self.device() ||
+        place_of(*indices).buffer == place_of(self).buffer)
+      return false;
+  }
+  // Sums accumulate floats in f32 (f64 when either end is f64) and integers in the output's
+  // type; max and min compare in the input's own type.
+  at::ScalarType accumulate = input;
+  if (op == Reduction::Sum || op == Reduction::Mean) {
+    if (is_floating(input) != is_floating(output) && input != at::kBool) return false;
+    if (is_floating(output)) {
+      accumulate = input == at::kDouble || output == at::kDouble ? at::kDouble : at::kFloat;
+    } else {
+      accumulate = output;
+    }
+    if (op == Reduction::Mean && !is_floating(output)) return false;
+  } else if (output != input) {
+    return false;
+  }
+  if (!on_device(self, accumulate)) return false;
+  const uint64_t out_numel = c10::multiply_integers(shape);
+  if (out_numel == 0) return true;
+  // An empty max or min is PyTorch's error to raise; an empty sum is zero, an empty mean NaN.
   if (count == 0) {
-    out.fill_(mean ? std::numeric_limits<float>::quiet_NaN() : 0.0f);
+    if (op == Reduction::Max || op == Reduction::Min) return false;
+    values->fill_(op == Reduction::Mean ? std::numeric_limits<double>::quiet_NaN() : 0.0);
     return true;
   }
-  r.numel = static_cast<uint32_t>(out.numel());
+  if (count > std::numeric_limits<uint32_t>::max() || out_numel > std::numeric_limits<uint32_t>::max()) return false;
+  r.numel = static_cast<uint32_t>(out_numel);
   r.count = static_cast<uint32_t>(count);
-  r.scale = mean ? 1.0f / static_cast<float>(count) : 1.0f;
   r.input_offset = element_offset(self);
-  r.output_offset = element_offset(out);
-  Place in = place_of(self), o = place_of(out);
-  if (in.buffer == o.buffer) return false;
-  Device& dev = device(out.device().index());
-  launch(dev, kernel(dev, kReduce),
-         {Binding{nullptr, 0, sizeof r, &r}, Binding{in.buffer, 0, XHAL_WHOLE_SIZE, nullptr},
-          Binding{o.buffer, 0, XHAL_WHOLE_SIZE, nullptr}},
-         out.numel());
+  std::vector<Binding> bindings{Binding{nullptr, 0, sizeof r, &r}, Binding{place_of(self).buffer, 0, XHAL_WHOLE_SIZE, nullptr},
+                                Binding{}, Binding{}};
+  if (values != nullptr) {
+    r.output_offset = element_offset(*values);
+    bindings[2] = Binding{place_of(*values).buffer, 0, XHAL_WHOLE_SIZE, nullptr};
+  }
+  if (indices != nullptr) {
+    r.indices_offset = element_offset(*indices);
+    bindings[3] = Binding{place_of(*indices).buffer, 0, XHAL_WHOLE_SIZE, nullptr};
+    if (values != nullptr && bindings[3].buffer == bindings[2].buffer) return false;
+  }
+  Device& dev = device(self.device().index());
+  const std::string key = "reduce|" + std::to_string(static_cast<int>(op)) + wgsl_type(input) + wgsl_type(accumulate) +
+                          wgsl_type(output) + (values != nullptr ? "v" : "") + (indices != nullptr ? "i" : "");
+  const Kernel& compiled = kernel_by_key(dev, key, [&] {
+    return reduce_source(op, input, accumulate, output, values != nullptr, indices != nullptr);
+  });
+  launch(dev, compiled, bindings, out_numel);
   return true;
 }
 
 at::Tensor& sum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                     std::optional<at::ScalarType> dtype, at::Tensor& out) {
-  if (!reduce(out, self, dim, keepdim, false, dtype))
+  if (!reduce(self, dim, keepdim, Reduction::Sum, &out, nullptr))
     return call_fallback_fn<&cpu_fallback, ATEN_OP(sum_IntList_out)>::call(self, dim, keepdim, dtype, out);
   return out;
 }
 
 at::Tensor& mean_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                      std::optional<at::ScalarType> dtype, at::Tensor& out) {
-  if (!reduce(out, self, dim, keepdim, true, dtype))
+  if (!reduce(self, dim, keepdim, Reduction::Mean, &out, nullptr))
     return call_fallback_fn<&cpu_fallback, ATEN_OP(mean_out)>::call(self, dim, keepdim, dtype, out);
+  return out;
+}
+
+at::Tensor& amax_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
+  if (!reduce(self, dim, keepdim, Reduction::Max, &out, nullptr))
+    return call_fallback_fn<&cpu_fallback, ATEN_OP(amax_out)>::call(self, dim, keepdim, out);
+  return out;
+}
+
+at::Tensor& amin_out(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
+  if (!reduce(self, dim, keepdim, Reduction::Min, &out, nullptr))
+    return call_fallback_fn<&cpu_fallback, ATEN_OP(amin_out)>::call(self, dim, keepdim, out);
+  return out;
+}
+
+// The largest (smallest) element of the whole tensor, as a 0-dimensional tensor.
+at::Tensor max_all(const at::Tensor& self) {
+  at::Tensor out = at::empty({}, self.options());
+  if (self.numel() == 0 || !reduce(self, std::nullopt, false, Reduction::Max, &out, nullptr))
+    return call_fallback_fn<&cpu_fallback, ATEN_OP(max)>::call(self);
+  return out;
+}
+
+at::Tensor min_all(const at::Tensor& self) {
+  at::Tensor out = at::empty({}, self.options());
+  if (self.numel() == 0 || !reduce(self, std::nullopt, false, Reduction::Min, &out, nullptr))
+    return call_fallback_fn<&cpu_fallback, ATEN_OP(min)>::call(self);
+  return out;
+}
+
+std::tuple<at::Tensor&, at::Tensor&> max_dim_out(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& max,
+                                                 at::Tensor& max_values) {
+  const int64_t d = c10::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  if (self.dim() == 0 || self.size(d) == 0 ||
+      !reduce(self, at::IntArrayRef(d), keepdim, Reduction::Max, &max, &max_values))
+    return call_fallback_fn<&cpu_fallback, ATEN_OP(max_dim_max)>::call(self, dim, keepdim, max, max_values);
+  return {max, max_values};
+}
+
+std::tuple<at::Tensor&, at::Tensor&> min_dim_out(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& min,
+                                                 at::Tensor& min_indices) {
+  const int64_t d = c10::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  if (self.dim() == 0 || self.size(d) == 0 ||
+      !reduce(self, at::IntArrayRef(d), keepdim, Reduction::Min, &min, &min_indices))
+    return call_fallback_fn<&cpu_fallback, ATEN_OP(min_dim_min)>::call(self, dim, keepdim, min, min_indices);
+  return {min, min_indices};
+}
+
+// argmax and argmin: over one dimension, or over the flattened tensor (whose shape keepdim
+// keeps as ones).
+bool arg_reduce(at::Tensor& out, const at::Tensor& self, std::optional<int64_t> dim, bool keepdim, Reduction op) {
+  if (self.numel() == 0) return false;
+  if (dim.has_value()) {
+    if (self.dim() == 0) return false;
+    const int64_t d = c10::maybe_wrap_dim(*dim, self.dim());
+    return reduce(self, at::IntArrayRef(d), keepdim, op, nullptr, &out);
+  }
+  return reduce(self, std::nullopt, keepdim, op, nullptr, &out);
+}
+
+at::Tensor& argmax_out(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim, at::Tensor& out) {
+  if (!arg_reduce(out, self, dim, keepdim, Reduction::Max))
+    return call_fallback_fn<&cpu_fallback, ATEN_OP(argmax_out)>::call(self, dim, keepdim, out);
+  return out;
+}
+
+at::Tensor& argmin_out(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim, at::Tensor& out) {
+  if (!arg_reduce(out, self, dim, keepdim, Reduction::Min))
+    return call_fallback_fn<&cpu_fallback, ATEN_OP(argmin_out)>::call(self, dim, keepdim, out);
   return out;
 }
 
@@ -557,8 +1138,9 @@ struct MatmulParams {
 static_assert(sizeof(MatmulParams) == 96, "the WGSL struct M is 96 bytes");
 
 std::string matmul_source(const BufferSet& set, const std::string& a, const std::string& b, const std::string& bias,
-                          const std::string& out) {
-  std::string source = R"(
+                          const std::string& out, at::ScalarType dtype) {
+  std::string source = dtype == at::kHalf ? "enable f16;\n" : "";
+  source += R"(
 struct M {
   batch: u32, m: u32, n: u32, k: u32,
   alpha: f32, beta: f32, has_bias: u32, pad: u32,
@@ -577,45 +1159,54 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let bat = i / (q.n * q.m);
   var a_at = q.offsets.x + bat * q.a_strides.x + row * q.a_strides.y;
   var b_at = q.offsets.y + bat * q.b_strides.x + col * q.b_strides.z;
-  var acc = vec4<f32>(0.0);
+  var acc = vec4<ACC>(ACC(0));
   for (var kk = 0u; kk < q.k; kk = kk + 1u) {
-    acc[kk % 4u] = acc[kk % 4u] + A[a_at] * B[b_at];
+    acc[kk % 4u] = acc[kk % 4u] + ACC(A[a_at]) * ACC(B[b_at]);
     a_at = a_at + q.a_strides.z;
     b_at = b_at + q.b_strides.y;
   }
-  var value = q.alpha * ((acc.x + acc.y) + (acc.z + acc.w));
+  var value = ACC(q.alpha) * ((acc.x + acc.y) + (acc.z + acc.w));
   if (q.has_bias != 0u) {
-    value = value + q.beta * BIAS[q.offsets.z + bat * q.bias_strides.x + row * q.bias_strides.y + col * q.bias_strides.z];
+    value = value + ACC(q.beta) * ACC(BIAS[q.offsets.z + bat * q.bias_strides.x + row * q.bias_strides.y + col * q.bias_strides.z]);
   }
-  OUT[q.offsets.w + i] = value;
+  OUT[q.offsets.w + i] = ELEMENT(value);
 }
 )";
   replace_all(source, "A[", a + "[");
   replace_all(source, "B[", b + "[");
   replace_all(source, "BIAS[", (bias.empty() ? a : bias) + "[");
   replace_all(source, "OUT[", out + "[");
+  // f16 products accumulate in f32, as PyTorch's CPU does.
+  replace_all(source, "ACC", dtype == at::kDouble ? "f64" : "f32");
+  replace_all(source, "ELEMENT", wgsl_type(dtype));
   return source;
 }
 
 // out[b] = beta * bias[b] + alpha * a[b] @ b[b], for 3-dimensional a, b and out (bias
 // broadcast to out, or undefined). False when a kernel cannot do it.
-bool matmul(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, float alpha,
-            float beta) {
+bool matmul(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, double alpha,
+            double beta) {
+  const at::ScalarType dtype = out.scalar_type();
+  if (!is_floating(dtype) || !on_device(out, dtype)) return false;
   for (const at::Tensor* t : {static_cast<const at::Tensor*>(&out), &a, &b}) {
-    if (t->scalar_type() != at::kFloat || t->device() != out.device()) return false;
+    if (t->scalar_type() != dtype || t->device() != out.device()) return false;
   }
+  // alpha and beta travel as f32: an f64 product takes only those that f32 holds exactly.
+  if (static_cast<double>(static_cast<float>(alpha)) != alpha || static_cast<double>(static_cast<float>(beta)) != beta)
+    return false;
+  const char* element = storage_type(dtype);
   if (!out.is_contiguous()) return false;
   MatmulParams q;
   q.batch = static_cast<uint32_t>(out.size(0));
   q.m = static_cast<uint32_t>(out.size(1));
   q.n = static_cast<uint32_t>(out.size(2));
   q.k = static_cast<uint32_t>(a.size(2));
-  q.alpha = alpha;
-  q.beta = beta;
+  q.alpha = static_cast<float>(alpha);
+  q.beta = static_cast<float>(beta);
   if (out.numel() == 0) return true;
   BufferSet set;
-  std::string an = set.bind(place_of(a).buffer, "f32", false);
-  std::string bn = set.bind(place_of(b).buffer, "f32", false);
+  std::string an = set.bind(place_of(a).buffer, element, false);
+  std::string bn = set.bind(place_of(b).buffer, element, false);
   std::string biasn;
   q.offsets[0] = element_offset(a);
   q.offsets[1] = element_offset(b);
@@ -624,33 +1215,33 @@ bool matmul(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at:
     q.b_strides[d] = static_cast<uint32_t>(b.size(d) == 1 ? 0 : b.stride(d));
   }
   if (bias.defined() && beta != 0.0f) {
-    if (bias.scalar_type() != at::kFloat || bias.device() != out.device()) return false;
+    if (bias.scalar_type() != dtype || bias.device() != out.device()) return false;
     at::Tensor expanded = bias.expand(out.sizes());
-    biasn = set.bind(place_of(expanded).buffer, "f32", false);
+    biasn = set.bind(place_of(expanded).buffer, element, false);
     q.has_bias = 1;
     q.offsets[2] = element_offset(expanded);
     for (int d = 0; d < 3; d++) q.bias_strides[d] = static_cast<uint32_t>(expanded.stride(d));
   }
-  std::string outn = set.bind(place_of(out).buffer, "f32", true);
+  std::string outn = set.bind(place_of(out).buffer, element, true);
   if (an.empty() || bn.empty() || outn.empty() || outn == an || outn == bn || (!biasn.empty() && outn == biasn))
     return false;
   q.offsets[3] = element_offset(out);
   Device& dev = device(out.device().index());
-  launch(dev, kernel(dev, matmul_source(set, an, bn, biasn, outn)), set.bindings(&q, sizeof q), out.numel());
+  launch(dev, kernel(dev, matmul_source(set, an, bn, biasn, outn, dtype)), set.bindings(&q, sizeof q), out.numel());
   return true;
 }
 
 at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
   prepare_out(out, {self.size(0), mat2.size(1)});
   at::Tensor out3 = out.unsqueeze(0);
-  if (!matmul(out3, self.unsqueeze(0), mat2.unsqueeze(0), at::Tensor(), 1.0f, 0.0f))
+  if (!matmul(out3, self.unsqueeze(0), mat2.unsqueeze(0), at::Tensor(), 1.0, 0.0))
     return call_fallback_fn<&cpu_fallback, ATEN_OP(mm_out)>::call(self, mat2, out);
   return out;
 }
 
 at::Tensor& bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
   prepare_out(out, {self.size(0), self.size(1), mat2.size(2)});
-  if (!matmul(out, self, mat2, at::Tensor(), 1.0f, 0.0f))
+  if (!matmul(out, self, mat2, at::Tensor(), 1.0, 0.0))
     return call_fallback_fn<&cpu_fallback, ATEN_OP(bmm_out)>::call(self, mat2, out);
   return out;
 }
@@ -661,7 +1252,7 @@ at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& mat1, const at::
   at::Tensor out3 = out.unsqueeze(0);
   at::Tensor bias = self.dim() <= 2 ? self.expand({mat1.size(0), mat2.size(1)}).unsqueeze(0) : self;
   bool same = place_of(out).buffer == place_of(self).buffer;
-  if (same || !matmul(out3, mat1.unsqueeze(0), mat2.unsqueeze(0), bias, alpha.to<float>(), beta.to<float>()))
+  if (same || !matmul(out3, mat1.unsqueeze(0), mat2.unsqueeze(0), bias, alpha.to<double>(), beta.to<double>()))
     return call_fallback_fn<&cpu_fallback, ATEN_OP(addmm_out)>::call(self, mat1, mat2, beta, alpha, out);
   return out;
 }
@@ -786,7 +1377,8 @@ at::Tensor& log_softmax_backward_out(const at::Tensor& grad_output, const at::Te
 at::Tensor& addcmul_out(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
                         const at::Scalar& value, at::Tensor& out) {
   prepare_out(out, broadcast_shape({self, tensor1, tensor2}));
-  if (out.scalar_type() != at::kFloat || !elementwise(out, {self, tensor1, tensor2}, "x0 + p.alpha * x1 * x2", value.to<float>()))
+  if (!is_floating(out.scalar_type()) ||
+      !elementwise(out, {self, tensor1, tensor2}, "x0 + $a * x1 * x2", {float_compute(out.scalar_type()), value}))
     return call_fallback_fn<&cpu_fallback, ATEN_OP(addcmul_out)>::call(self, tensor1, tensor2, value, out);
   return out;
 }
@@ -794,7 +1386,8 @@ at::Tensor& addcmul_out(const at::Tensor& self, const at::Tensor& tensor1, const
 at::Tensor& addcdiv_out(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
                         const at::Scalar& value, at::Tensor& out) {
   prepare_out(out, broadcast_shape({self, tensor1, tensor2}));
-  if (out.scalar_type() != at::kFloat || !elementwise(out, {self, tensor1, tensor2}, "x0 + p.alpha * x1 / x2", value.to<float>()))
+  if (!is_floating(out.scalar_type()) ||
+      !elementwise(out, {self, tensor1, tensor2}, "x0 + $a * x1 / x2", {float_compute(out.scalar_type()), value}))
     return call_fallback_fn<&cpu_fallback, ATEN_OP(addcdiv_out)>::call(self, tensor1, tensor2, value, out);
   return out;
 }
@@ -802,8 +1395,8 @@ at::Tensor& addcdiv_out(const at::Tensor& self, const at::Tensor& tensor1, const
 at::Tensor& lerp_scalar_out(const at::Tensor& self, const at::Tensor& end, const at::Scalar& weight, at::Tensor& out) {
   prepare_out(out, broadcast_shape({self, end}));
   // PyTorch's formula: from the nearer end, so that weight 1 gives `end` exactly.
-  const char* e = "select(x1 - (x1 - x0) * (1.0 - p.alpha), x0 + p.alpha * (x1 - x0), abs(p.alpha) < 0.5)";
-  if (out.scalar_type() != at::kFloat || !elementwise(out, {self, end}, e, weight.to<float>()))
+  const char* e = "select(x1 - (x1 - x0) * (1.0 - $a), x0 + $a * (x1 - x0), abs($a) < 0.5)";
+  if (!is_floating(out.scalar_type()) || !elementwise(out, {self, end}, e, {float_compute(out.scalar_type()), weight}))
     return call_fallback_fn<&cpu_fallback, ATEN_OP(lerp_Scalar_out)>::call(self, end, weight, out);
   return out;
 }
@@ -819,13 +1412,13 @@ at::Tensor& zero_(at::Tensor& self) {
           "zero");
     return out;
   }
-  if (!elementwise(self, {}, "T(0)")) return call_fallback_fn<&cpu_fallback, ATEN_OP(zero_)>::call(self);
+  if (!elementwise(self, {}, "$0")) return call_fallback_fn<&cpu_fallback, ATEN_OP(zero_)>::call(self);
   return out;
 }
 
 at::Tensor& masked_fill_scalar_(at::Tensor& self, const at::Tensor& mask, const at::Scalar& value) {
-  if (mask.scalar_type() != at::kBool || mask.device() != self.device() || self.scalar_type() != at::kFloat ||
-      !elementwise(self, {self, mask}, "select(x0, T(p.alpha), x1)", value.to<float>()))
+  if (mask.scalar_type() != at::kBool || mask.device() != self.device() ||
+      !elementwise(self, {self, mask}, "select(x0, $a, x1)", {self.scalar_type(), value, 0, 2u}))
     return call_fallback_fn<&cpu_fallback, ATEN_OP(masked_fill__Scalar)>::call(self, mask, value);
   return self;
 }
@@ -1353,7 +1946,9 @@ at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& 
 // --- Ranges --------------------------------------------------------------------------------
 
 at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step, at::Tensor& out) {
-  if (out.scalar_type() != at::kFloat)
+  const at::ScalarType dtype = out.scalar_type();
+  const bool integral = dtype == at::kInt || dtype == at::kLong;
+  if (!numeric(dtype) || (integral && !(start.isIntegral(false) && step.isIntegral(false))))
     return call_fallback_fn<&cpu_fallback, ATEN_OP(arange_start_out)>::call(start, end, step, out);
   const double from = start.to<double>(), to = end.to<double>(), by = step.to<double>();
   TORCH_CHECK(by != 0, "step must be nonzero");
@@ -1361,7 +1956,11 @@ at::Tensor& arange_out(const at::Scalar& start, const at::Scalar& end, const at:
   TORCH_CHECK((by > 0 && to >= from) || (by < 0 && to <= from), "upper bound and larger bound inconsistent with step sign");
   const int64_t size = static_cast<int64_t>(std::ceil((to - from) / by));
   prepare_out(out, {size});
-  if (!elementwise(out, {}, "T(p.alpha + p.beta * f32(i))", static_cast<float>(from), static_cast<float>(by)))
+  // PyTorch's CPU computes start + i * step in double, then rounds once; so does this, where
+  // the device has f64.
+  at::ScalarType compute = dtype;
+  if (!integral) compute = on_device(out, at::kDouble) ? at::kDouble : at::kFloat;
+  if (!elementwise(out, {}, "$a + $b * $C(i)", {compute, start, step, 0, {0, 0}, true}))
     return call_fallback_fn<&cpu_fallback, ATEN_OP(arange_start_out)>::call(start, end, step, out);
   return out;
 }
@@ -1395,7 +1994,41 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("tanh_backward.grad_input", tanh_backward_out);
   m.impl("gelu_backward.grad_input", gelu_backward_out);
   m.impl("silu_backward.grad_input", silu_backward_out);
+  m.impl("pow.Tensor_Scalar_out", pow_tensor_scalar_out);
+  m.impl("eq.Tensor_out", eq_tensor_out);
+  m.impl("eq.Scalar_out", eq_scalar_out);
+  m.impl("ne.Tensor_out", ne_tensor_out);
+  m.impl("ne.Scalar_out", ne_scalar_out);
+  m.impl("lt.Tensor_out", lt_tensor_out);
+  m.impl("lt.Scalar_out", lt_scalar_out);
+  m.impl("le.Tensor_out", le_tensor_out);
+  m.impl("le.Scalar_out", le_scalar_out);
+  m.impl("gt.Tensor_out", gt_tensor_out);
+  m.impl("gt.Scalar_out", gt_scalar_out);
+  m.impl("ge.Tensor_out", ge_tensor_out);
+  m.impl("ge.Scalar_out", ge_scalar_out);
+  m.impl("logical_not.out", logical_not_out);
+  m.impl("bitwise_and.Tensor_out", bitwise_and_out);
+  m.impl("bitwise_or.Tensor_out", bitwise_or_out);
+  m.impl("bitwise_xor.Tensor_out", bitwise_xor_out);
+  m.impl("bitwise_not.out", bitwise_not_out);
+  m.impl("logical_and.out", logical_and_out);
+  m.impl("logical_or.out", logical_or_out);
+  m.impl("logical_xor.out", logical_xor_out);
+  m.impl("where.self_out", where_out);
+  m.impl("where.self", where_self);
+  m.impl("clamp.out", clamp_out);
+  m.impl("triu.out", triu_out);
+  m.impl("tril.out", tril_out);
   m.impl("sum.IntList_out", sum_out);
+  m.impl("amax.out", amax_out);
+  m.impl("amin.out", amin_out);
+  m.impl("max", max_all);
+  m.impl("min", min_all);
+  m.impl("max.dim_max", max_dim_out);
+  m.impl("min.dim_min", min_dim_out);
+  m.impl("argmax.out", argmax_out);
+  m.impl("argmin.out", argmin_out);
   m.impl("mean.out", mean_out);
   m.impl("mm.out", mm_out);
   m.impl("bmm.out", bmm_out);

@@ -162,9 +162,30 @@ void device_to_device(at::Tensor& destination, const at::Tensor& source) {
   upload(destination, source.to(at::kCPU));
 }
 
-at::Tensor copy_from(const at::Tensor& self, const at::Tensor& destination, bool /*non_blocking*/) {
+// A non-blocking copy between a device tensor and pinned memory (`pin_memory()`) of the same
+// layout: queued on the stream without staging, and returns at once. False, doing nothing,
+// for any other pair (memory pinned for another device included).
+bool copy_pinned(const at::Tensor& device_tensor, const at::Tensor& host, bool to_device) {
+  if (!host.is_contiguous() || !device_tensor.is_contiguous() || host.scalar_type() != device_tensor.scalar_type() ||
+      host.sizes() != device_tensor.sizes())
+    return false;
+  const PinnedPlace pinned = pinned_of(host.data_ptr());
+  if (pinned.pinned == nullptr) return false;
+  const Place p = place_of(device_tensor);
+  xhal_stream_t* stream = stream_for(device_tensor);
+  const xhal_status_t status =
+      to_device ? xhal_stream_write_pinned(stream, p.buffer, p.offset, pinned.pinned, pinned.offset, host.nbytes())
+                : xhal_stream_read_pinned(stream, p.buffer, p.offset, pinned.pinned, pinned.offset, host.nbytes());
+  return status == XHAL_SUCCESS;
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& destination, bool non_blocking) {
   auto dst = destination;
   if (dst.numel() == 0) return destination;
+  // Only a non-blocking copy may leave pinned memory in use when it returns; a blocking one
+  // from ordinary or pinned memory stages the bytes (to the device) or waits (to the host).
+  if (non_blocking && self.is_cpu() && copy_pinned(destination, self, true)) return destination;
+  if (non_blocking && destination.is_cpu() && copy_pinned(self, destination, false)) return destination;
   if (self.is_cpu()) {
     upload(dst, self);
   } else if (destination.is_cpu()) {

@@ -23,6 +23,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("device_label", [](int index) { return xhal_torch::device(index).label; });
   m.def("device_name", [](int index) { return xhal_torch::device(index).name; });
   m.def("device_features", [](int index) { return xhal_torch::device(index).features; });
+  m.def("native_dtype", [](int index, at::ScalarType dtype) {
+    return xhal_torch::native_dtype(xhal_torch::device(index), dtype);
+  });
   m.def("fallback_counts", []() {
     pybind11::dict counts;
     for (auto& [op, count] : xhal_torch::fallback_counts()) counts[pybind11::str(op)] = count;

@@ -377,6 +377,28 @@ struct Allocator final : public c10::DeviceAllocator {
 Allocator g_allocator;
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_allocator);
 
+// Pinned host memory (`pin_memory()`, `pin_memory=True`): xhal's host memory for transfers of
+// the current device, page-locked where that device has such memory. Its tensors are CPU
+// tensors; copies between them and the device do not wait (copy_from).
+void free_pinned(void* context) { xhal_pinned_free(static_cast<xhal_pinned_t*>(context)); }
+
+struct PinnedAllocator final : public c10::Allocator {
+  at::DataPtr allocate(size_t bytes) override {
+    if (bytes == 0) return {nullptr, nullptr, &free_pinned, at::Device(at::kCPU)};
+    Device& d = device(current_device());
+    xhal_pinned_t* pinned = nullptr;
+    check(xhal_pinned_alloc(d.device, bytes, &pinned), "pin memory");
+    void* pointer = nullptr;
+    check(xhal_pinned_info(pinned, &pointer, nullptr, nullptr), "pinned memory");
+    return {pointer, pinned, &free_pinned, at::Device(at::kCPU)};
+  }
+  void copy_data(void* destination, const void* source, std::size_t count) const final {
+    std::memcpy(destination, source, count);
+  }
+};
+
+PinnedAllocator g_pinned_allocator;
+
 struct Hooks final : public at::PrivateUse1HooksInterface {
   bool isBuilt() const override { return true; }
   bool isAvailable() const override { return device_count() > 0; }
@@ -397,7 +419,8 @@ struct Hooks final : public at::PrivateUse1HooksInterface {
     check(xhal_resolve_address(reinterpret_cast<uint64_t>(data), &buffer, &offset), "device of a pointer");
     return at::Device(kType, static_cast<c10::DeviceIndex>(owner_of(buffer)));
   }
-  bool isPinnedPtr(const void*) const override { return false; }
+  bool isPinnedPtr(const void* data) const override { return pinned_of(data).pinned != nullptr; }
+  c10::Allocator* getPinnedMemoryAllocator() const override { return &g_pinned_allocator; }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t bytes) const override {
     auto* impl = storage.unsafeGetStorageImpl();
     TORCH_CHECK(impl->resizable(), "Trying to resize storage that is not resizable");
@@ -436,6 +459,12 @@ bool log_info() {
 }  // namespace
 
 c10::Allocator* allocator() { return &g_allocator; }
+
+PinnedPlace pinned_of(const void* pointer) {
+  PinnedPlace place;
+  if (pointer == nullptr || xhal_resolve_pinned(pointer, &place.pinned, &place.offset) != XHAL_SUCCESS) return {};
+  return place;
+}
 
 Place place_of(const at::Tensor& tensor) {
   const auto& storage = tensor.storage();

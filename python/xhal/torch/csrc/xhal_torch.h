@@ -64,6 +64,14 @@ xhal_stream_t* current_xhal_stream(int index);
 // address (so pointer arithmetic on data_ptr works), and its context is the buffer.
 c10::Allocator* allocator();
 
+// The pinned memory (from `pin_memory()`) that holds host address `pointer`, and the offset
+// of `pointer` in it; `pinned` is null for any other address.
+struct PinnedPlace {
+  xhal_pinned_t* pinned = nullptr;
+  uint64_t offset = 0;
+};
+PinnedPlace pinned_of(const void* pointer);
+
 // Where a tensor's first element lives: its storage's buffer and the byte offset in it.
 struct Place {
   xhal_buffer_t* buffer = nullptr;
