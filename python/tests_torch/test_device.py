@@ -194,6 +194,24 @@ def test_pinned_memory_and_non_blocking_copies(dev):
         torch.empty(4, device=dev, pin_memory=True)
 
 
+def test_dlpack_export_shares_memory(dev):
+    from torch.utils.dlpack import DLDeviceType
+
+    t = torch.arange(12.0).reshape(3, 4).to(dev)
+    view = t[:, 1:3]
+    assert view.__dlpack_device__() == (DLDeviceType.kDLExtDev, dev.index)
+    shared = torch.from_dlpack(view)
+    assert shared.device == view.device and shared.data_ptr() == view.data_ptr()
+    assert shared.stride() == view.stride()
+    assert torch.equal(shared.cpu(), view.cpu())
+    shared.add_(100)  # the same memory: t changes
+    assert torch.equal(t.cpu()[:, 1:3], torch.arange(12.0).reshape(3, 4)[:, 1:3] + 100)
+    capsule = torch.utils.dlpack.to_dlpack(t[1])
+    assert torch.equal(torch.utils.dlpack.from_dlpack(capsule).cpu(), t.cpu()[1])
+    # CPU tensors keep torch's own answer.
+    assert torch.arange(3).__dlpack_device__() == (DLDeviceType.kDLCPU, 0)
+
+
 def test_fallbacks_are_counted(dev):
     x = torch.randn(8, device=dev)
     torch.atan(x)

@@ -125,7 +125,28 @@ def _device_module() -> types.ModuleType:
     return module
 
 
+def _answer_dlpack_device() -> None:
+    # torch 2.15's Tensor.__dlpack_device__ recognises PrivateUse1 only by the name
+    # "privateuse1", and raises for a renamed backend. An xhal tensor answers what an unrenamed
+    # one would: kDLExtDev and its index. Every other tensor gets torch's own answer.
+    original = torch.Tensor.__dlpack_device__
+    if getattr(original, "_xhal", False):
+        return
+
+    def __dlpack_device__(self):
+        if self.device.type == "xhal":
+            from torch.utils.dlpack import DLDeviceType
+
+            return (DLDeviceType.kDLExtDev, self.device.index if self.device.index is not None else 0)
+        return original(self)
+
+    __dlpack_device__._xhal = True
+    __dlpack_device__.__doc__ = original.__doc__
+    torch.Tensor.__dlpack_device__ = __dlpack_device__
+
+
 torch.utils.rename_privateuse1_backend("xhal")
+_answer_dlpack_device()
 if not hasattr(torch, "xhal"):
     torch._register_device_module("xhal", _device_module())
     torch.utils.generate_methods_for_privateuse1_backend(

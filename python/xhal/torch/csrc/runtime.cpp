@@ -468,9 +468,20 @@ PinnedPlace pinned_of(const void* pointer) {
 
 Place place_of(const at::Tensor& tensor) {
   const auto& storage = tensor.storage();
+  const at::DataPtr& data = storage.data_ptr();
   Place p;
-  p.buffer = static_cast<xhal_buffer_t*>(storage.data_ptr().get_context());
   p.offset = static_cast<uint64_t>(tensor.storage_offset()) * tensor.element_size();
+  if (data.get_deleter() == &free_buffer || data.get() == nullptr) {
+    p.buffer = static_cast<xhal_buffer_t*>(data.get_context());
+    return p;
+  }
+  // Memory this allocator did not hand out (a tensor from torch.from_dlpack): its pointer is
+  // still an xhal address, which the C API resolves to its buffer and offset.
+  uint64_t base = 0;
+  const auto address = reinterpret_cast<uint64_t>(data.get());
+  TORCH_CHECK(xhal_resolve_address(address, &p.buffer, &base) == XHAL_SUCCESS, "xhal: the memory of this tensor (",
+              data.get(), ") is not in a live xhal buffer");
+  p.offset += base;
   return p;
 }
 
