@@ -271,7 +271,7 @@ fn resolve_views(name: &str, buffers: Vec<(Arc<Buffer>, u64, u64)>) -> Result<Ve
                 "kernel {name}: buffer argument {index} has offset {offset}, which is not a multiple of the device's buffer offset alignment {BUFFER_OFFSET_ALIGNMENT}"
             )));
         }
-        let range = buffer.byte_range(&format!("kernel {name} buffer argument {index}"), offset, size)?;
+        let range = buffer.byte_range(format_args!("kernel {name} buffer argument {index}"), offset, size)?;
         views.push((buffer, range));
     }
     Ok(views)

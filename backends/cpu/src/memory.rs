@@ -68,8 +68,11 @@ impl Buffer {
     /// Checks `offset..offset + size` against this buffer and converts it to host indices.
     /// `what` names the operation in the error ("write", "copy source"...). Launches still
     /// check their views with it (`kernels`), after the adapter already did.
-    pub(crate) fn byte_range(&self, what: &str, offset: u64, size: u64) -> Result<Range<usize>> {
-        check_range(&format!("{what} on buffer {:#x}", self.id()), offset, size, self.size)?;
+    pub(crate) fn byte_range(&self, what: impl std::fmt::Display, offset: u64, size: u64) -> Result<Range<usize>> {
+        // The message is written only for an error: this runs for every argument of a launch.
+        if offset.checked_add(size).is_none_or(|end| end > self.size) {
+            check_range(&format!("{what} on buffer {:#x}", self.id()), offset, size, self.size)?;
+        }
         host_range(offset, size)
     }
 

@@ -343,59 +343,116 @@ bool elementwise(at::Tensor& out, const std::vector<at::Tensor>& inputs, const s
   set_slot(1, scalar_bits(how.beta, compute));
   set_slot(kScalarSlots - 1, how.words[0] | (static_cast<uint64_t>(how.words[1]) << 32));
 
-  BufferSet set;
+  // The distinct buffers, each bound once (binding k + 1): an in-place operation binds its
+  // memory once, read_write. Kept in arrays, since this runs for every operation.
+  struct Bound {
+    xhal_buffer_t* buffer;
+    at::ScalarType dtype;
+    bool written;
+  };
+  Bound bound[kMaxOperands];
+  int bound_count = 0;
+  // The binding of `buffer` (from 1), adding it; 0 when it is bound already with another type.
+  auto bind = [&](xhal_buffer_t* buffer, at::ScalarType dtype, bool write) -> int {
+    for (int b = 0; b < bound_count; b++) {
+      if (bound[b].buffer != buffer) continue;
+      if (std::strcmp(storage_type(bound[b].dtype), storage_type(dtype)) != 0) return 0;
+      bound[b].written = bound[b].written || write;
+      return b + 1;
+    }
+    bound[bound_count] = Bound{buffer, dtype, write};
+    return ++bound_count;
+  };
+  struct Operand {
+    bool scalar;
+    at::ScalarType dtype;
+    at::ScalarType as;
+    int binding;
+  };
+  Operand operands[kMaxOperands];
   bool flat = out.is_contiguous();
   auto add_strides = [&](int operand, const at::Tensor& t) {
     for (int64_t d = 0; d < t.dim(); d++) params.strides[operand][d] = static_cast<uint32_t>(t.stride(d));
   };
-  std::string out_name = set.bind(place_of(out).buffer, storage_type(out_dtype), true);
-  if (out_name.empty()) return false;
+  const int out_binding = bind(place_of(out).buffer, out_dtype, true);
   params.offsets[0] = element_offset(out);
   add_strides(0, out);
 
-  std::string loads;
   for (size_t k = 0; k < inputs.size(); k++) {
     const at::Tensor& input = inputs[k];
-    const std::string x = "x" + std::to_string(k);
     const at::ScalarType as = (how.conditions >> k) & 1 ? at::kBool : compute;
     if (is_cpu_scalar(input)) {
       set_slot(static_cast<int>(k) + 2, scalar_bits(input.item(), as));
-      loads += "  let " + x + " = " + scalar_load(static_cast<int>(k) + 2, as) + ";\n";
+      operands[k] = Operand{true, as, as, 0};
       continue;
     }
     const at::ScalarType dtype = input.scalar_type();
     if (input.device() != out.device() || !native_dtype(dev, dtype)) return false;
     at::Tensor expanded = input.sizes() == out.sizes() ? input : input.expand(out.sizes());
     flat = flat && expanded.is_contiguous();
-    std::string name = set.bind(place_of(expanded).buffer, storage_type(dtype), false);
-    if (name.empty()) return false;
+    const int binding = bind(place_of(expanded).buffer, dtype, false);
+    if (binding == 0) return false;
     params.offsets[k + 1] = element_offset(expanded);
     add_strides(static_cast<int>(k + 1), expanded);
-    const std::string at = "offset_of(" + std::to_string(k + 1) + "u, i)";
-    std::string raw;
-    if (dtype == at::kBool) {
-      // A bool is one byte: read its word (buffers are whole words) and pick the byte.
-      loads += "  let " + x + "_at = " + at + ";\n";
-      raw = "(((" + name + "[" + x + "_at / 4u] >> ((" + x + "_at % 4u) * 8u)) & 0xffu) != 0u)";
-    } else {
-      raw = name + "[" + at + "]";
-    }
-    loads += "  let " + x + " = " + convert(raw, dtype, as) + ";\n";
+    operands[k] = Operand{false, dtype, as, binding};
   }
   const bool immediate = flat && dev.max_scalar_block_size >= sizeof(FlatParams);
-  // The expression, the types, the loads (which binding each input reads, and how), every
-  // binding's element type and access, and the layout identify the kernel.
-  std::string key = expression;
-  key += immediate ? "|immediate|" : flat ? "|flat|" : "|strided|";
-  key += wgsl_type(compute);
-  key += out_name;
-  key += wgsl_type(out_dtype);
-  key += loads;
-  for (size_t b = 0; b < set.buffers.size(); b++) {
-    key += set.types[b];
-    key += set.written[b] ? 'w' : 'r';
+  // The expression, the types, how each input loads, every binding's element type and
+  // access, and the layout identify the kernel: a short key, written without formatting.
+  std::string key;
+  key.reserve(expression.size() + 24);
+  key += expression;
+  key += '|';
+  key += immediate ? 'i' : flat ? 'f' : 's';
+  key += static_cast<char>('A' + static_cast<int>(compute));
+  key += static_cast<char>('A' + static_cast<int>(out_dtype));
+  for (size_t k = 0; k < inputs.size(); k++) {
+    key += operands[k].scalar ? 'c' : static_cast<char>('0' + operands[k].binding);
+    key += static_cast<char>('A' + static_cast<int>(operands[k].dtype));
+    key += static_cast<char>('A' + static_cast<int>(operands[k].as));
   }
+  key += '|';
+  for (int b = 0; b < bound_count; b++) {
+    key += static_cast<char>('A' + static_cast<int>(bound[b].dtype));
+    key += bound[b].written ? 'w' : 'r';
+  }
+  const std::string out_name = "b" + std::to_string(out_binding);
+  auto bindings_of = [&](const void* uniform, size_t uniform_size) {
+    std::vector<Binding> all;
+    all.reserve(bound_count + 1);
+    all.push_back(Binding{nullptr, 0, uniform_size, uniform});
+    for (int b = 0; b < bound_count; b++) all.push_back(Binding{bound[b].buffer, 0, XHAL_WHOLE_SIZE, nullptr});
+    return all;
+  };
   const Kernel& compiled = kernel_by_key(dev, key, [&] {
+    std::string loads;
+    for (size_t k = 0; k < inputs.size(); k++) {
+      const Operand& operand = operands[k];
+      const std::string x = "x" + std::to_string(k);
+      if (operand.scalar) {
+        loads += "  let " + x + " = " + scalar_load(static_cast<int>(k) + 2, operand.as) + ";\n";
+        continue;
+      }
+      const std::string name = "b" + std::to_string(operand.binding);
+      const std::string at = "offset_of(" + std::to_string(k + 1) + "u, i)";
+      std::string raw;
+      if (operand.dtype == at::kBool) {
+        // A bool is one byte: read its word (buffers are whole words) and pick the byte.
+        loads += "  let " + x + "_at = " + at + ";\n";
+        raw = "(((" + name + "[" + x + "_at / 4u] >> ((" + x + "_at % 4u) * 8u)) & 0xffu) != 0u)";
+      } else {
+        raw = name + "[" + at + "]";
+      }
+      loads += "  let " + x + " = " + convert(raw, operand.dtype, operand.as) + ";\n";
+    }
+    std::string declarations;
+    bool uses_f16 = compute == at::kHalf;
+    for (int b = 0; b < bound_count; b++) {
+      uses_f16 = uses_f16 || bound[b].dtype == at::kHalf;
+      declarations += "@group(0) @binding(" + std::to_string(b + 1) + ") var<storage, " +
+                      (bound[b].written ? "read_write" : "read") + "> b" + std::to_string(b + 1) + ": array<" +
+                      storage_type(bound[b].dtype) + ">;\n";
+    }
     const std::string c = wgsl_type(compute);
     std::string body = expression;
     replace_all(body, "$ua", "p.s2.z");
@@ -406,11 +463,10 @@ bool elementwise(at::Tensor& out, const std::vector<at::Tensor>& inputs, const s
     replace_all(body, "$C", c);
     replace_all(body, "$nan(", "xnan(");
     std::string source;
-    if (set.uses("f16") || compute == at::kHalf || body.find("f16") != std::string::npos ||
-        loads.find("f16") != std::string::npos)
+    if (uses_f16 || body.find("f16") != std::string::npos || loads.find("f16") != std::string::npos)
       source += "enable f16;\n";
     source += immediate ? kFlatParams : kElementwiseParams;
-    source += set.declarations();
+    source += declarations;
     source += flat ? kFlatOffset : kStridedOffset;
     if (body.find("erf_approx") != std::string::npos) source += kErf;
     if (body.find("xnan(") != std::string::npos) source += nan_test(compute);
@@ -451,9 +507,9 @@ bool elementwise(at::Tensor& out, const std::vector<at::Tensor>& inputs, const s
     std::memcpy(flat_params.offsets, params.offsets, sizeof flat_params.offsets);
     std::memcpy(flat_params.scalars, params.scalars, sizeof flat_params.scalars);
     // Binding 0, the uniform the strided kernels read, is not in these kernels.
-    launch(dev, compiled, set.bindings(nullptr, 0), invocations, &flat_params, sizeof flat_params);
+    launch(dev, compiled, bindings_of(nullptr, 0), invocations, &flat_params, sizeof flat_params);
   } else {
-    launch(dev, compiled, set.bindings(&params, sizeof params), invocations);
+    launch(dev, compiled, bindings_of(&params, sizeof params), invocations);
   }
   return true;
 }
