@@ -527,6 +527,11 @@ hipError_t hipHostMalloc(void** pointer, size_t size, unsigned flags) {
     FAIL_ON_CUE("hipHostMalloc");
     REFUSED_DURING_CAPTURE();
     (void)flags;
+    /* A size the page rounding would wrap is more memory than any host has. */
+    if (size > SIZE_MAX - 4096) {
+        *pointer = NULL;
+        return 2;
+    }
     *pointer = aligned_alloc(4096, ((size ? size : 1) + 4095) / 4096 * 4096);
     return *pointer ? 0 : 2;
 }

@@ -58,6 +58,13 @@ impl Drop for PinnedMemory {
 
 impl PinnedMemory {
     fn allocate(device: Arc<DeviceShared>, size: usize) -> Result<PinnedMemory> {
+        // No host can hold more than isize::MAX bytes in one piece (nor can a slice cover
+        // them); asking a driver would only find out how well it checks.
+        if size > isize::MAX as usize {
+            return Err(Error::out_of_memory(format!(
+                "{size} bytes of host memory do not fit this host"
+            )));
+        }
         let (pointer, pinned) = if size == 0 {
             (NonNull::<u8>::dangling().as_ptr(), false)
         } else {

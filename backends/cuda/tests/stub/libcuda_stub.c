@@ -577,7 +577,9 @@ CUresult cuMemFreeAsync(CUdeviceptr pointer, CUstream stream) {
 CUresult cuMemHostAlloc(void **pointer, size_t size, unsigned flags) {
     CUE_CONTEXT("cuMemHostAlloc");
     (void)flags;
-    /* Page-aligned, as CUDA's pinned memory is. */
+    /* Page-aligned, as CUDA's pinned memory is; a size the rounding would wrap is more memory
+       than any host has. */
+    if (size > SIZE_MAX - 4096) return 2;
     size_t rounded = ((size ? size : 1) + 4095) / 4096 * 4096;
     *pointer = aligned_alloc(4096, rounded);
     if (!*pointer) return 2;
