@@ -1319,13 +1319,21 @@ struct RowParams {
   uint32_t outer = 0, length = 0, inner = 0, pad = 0;
 };
 
-std::string softmax_source(const char* body) {
-  std::string source = R"(
+// The kernel of a softmax-family `body` over rows of `dtype` elements. The body reads through
+// xv and yv and writes through put, in f32: f16 rows are computed in f32 and rounded once, as
+// PyTorch's CPU does.
+std::string softmax_source(const char* body, at::ScalarType dtype) {
+  const std::string element = wgsl_type(dtype);
+  std::string source = dtype == at::kHalf ? "enable f16;\n" : "";
+  source += R"(
 struct Rows { outer: u32, length: u32, inner: u32, pad: u32 }
 @group(0) @binding(0) var<uniform> s: Rows;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read> y: array<f32>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+@group(0) @binding(1) var<storage, read> x: array<E>;
+@group(0) @binding(2) var<storage, read> y: array<E>;
+@group(0) @binding(3) var<storage, read_write> out: array<E>;
+fn xv(k: u32) -> f32 { return f32(x[k]); }
+fn yv(k: u32) -> f32 { return f32(y[k]); }
+fn put(k: u32, v: f32) { out[k] = E(v); }
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
   let row = gid.x + gid.y * groups.x * 64u;
@@ -1333,6 +1341,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let base = (row / s.inner) * s.length * s.inner + row % s.inner;
   let step = s.inner;
 )";
+  replace_all(source, "<E>", "<" + element + ">");
+  replace_all(source, "E(v)", element + "(v)");
   source += body;
   source += "}\n";
   return source;
@@ -1341,35 +1351,38 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 // Forward: x is the input (y unused). Backward: x is the gradient, y the forward output.
 const char* kSoftmax = R"(
   var top = -3.4028235e38;
-  for (var j = 0u; j < s.length; j = j + 1u) { top = max(top, x[base + j * step]); }
+  for (var j = 0u; j < s.length; j = j + 1u) { top = max(top, xv(base + j * step)); }
   var total = 0.0;
-  for (var j = 0u; j < s.length; j = j + 1u) { total = total + exp(x[base + j * step] - top); }
-  for (var j = 0u; j < s.length; j = j + 1u) { out[base + j * step] = exp(x[base + j * step] - top) / total; }
+  for (var j = 0u; j < s.length; j = j + 1u) { total = total + exp(xv(base + j * step) - top); }
+  for (var j = 0u; j < s.length; j = j + 1u) { put(base + j * step, exp(xv(base + j * step) - top) / total); }
 )";
 const char* kLogSoftmax = R"(
   var top = -3.4028235e38;
-  for (var j = 0u; j < s.length; j = j + 1u) { top = max(top, x[base + j * step]); }
+  for (var j = 0u; j < s.length; j = j + 1u) { top = max(top, xv(base + j * step)); }
   var total = 0.0;
-  for (var j = 0u; j < s.length; j = j + 1u) { total = total + exp(x[base + j * step] - top); }
+  for (var j = 0u; j < s.length; j = j + 1u) { total = total + exp(xv(base + j * step) - top); }
   let shift = top + log(total);
-  for (var j = 0u; j < s.length; j = j + 1u) { out[base + j * step] = x[base + j * step] - shift; }
+  for (var j = 0u; j < s.length; j = j + 1u) { put(base + j * step, xv(base + j * step) - shift); }
 )";
 const char* kSoftmaxBackward = R"(
   var dot = 0.0;
-  for (var j = 0u; j < s.length; j = j + 1u) { dot = dot + x[base + j * step] * y[base + j * step]; }
-  for (var j = 0u; j < s.length; j = j + 1u) { out[base + j * step] = y[base + j * step] * (x[base + j * step] - dot); }
+  for (var j = 0u; j < s.length; j = j + 1u) { dot = dot + xv(base + j * step) * yv(base + j * step); }
+  for (var j = 0u; j < s.length; j = j + 1u) { put(base + j * step, yv(base + j * step) * (xv(base + j * step) - dot)); }
 )";
 const char* kLogSoftmaxBackward = R"(
   var total = 0.0;
-  for (var j = 0u; j < s.length; j = j + 1u) { total = total + x[base + j * step]; }
-  for (var j = 0u; j < s.length; j = j + 1u) { out[base + j * step] = x[base + j * step] - exp(y[base + j * step]) * total; }
+  for (var j = 0u; j < s.length; j = j + 1u) { total = total + xv(base + j * step); }
+  for (var j = 0u; j < s.length; j = j + 1u) { put(base + j * step, xv(base + j * step) - exp(yv(base + j * step)) * total); }
 )";
 
 // Runs a softmax-family kernel along `dim` of contiguous tensors: out = f(x, y).
 bool softmax_rows(at::Tensor& out, const at::Tensor& x_in, const at::Tensor& y_in, int64_t dim, const char* body) {
-  if (x_in.scalar_type() != at::kFloat || (y_in.defined() && y_in.scalar_type() != at::kFloat)) return false;
+  const at::ScalarType dtype = x_in.scalar_type();
+  if ((dtype != at::kFloat && dtype != at::kHalf) || !on_device(x_in, dtype) ||
+      (y_in.defined() && y_in.scalar_type() != dtype))
+    return false;
   prepare_out(out, x_in.sizes());
-  if (out.scalar_type() != at::kFloat || !out.is_contiguous() || x_in.dim() > kMaxDims) return false;
+  if (out.scalar_type() != dtype || !out.is_contiguous() || x_in.dim() > kMaxDims) return false;
   if (out.numel() == 0) return true;
   at::Tensor x = x_in.contiguous();
   at::Tensor y = y_in.defined() ? y_in.contiguous() : x;
@@ -1393,7 +1406,8 @@ bool softmax_rows(at::Tensor& out, const at::Tensor& x_in, const at::Tensor& y_i
     py = place_of(y);
   }
   Device& dev = device(out.device().index());
-  launch(dev, kernel(dev, softmax_source(body)),
+  const std::string key = "softmax|" + std::to_string(reinterpret_cast<uintptr_t>(body)) + wgsl_type(dtype);
+  launch(dev, kernel_by_key(dev, key, [&] { return softmax_source(body, dtype); }),
          {Binding{nullptr, 0, sizeof s, &s}, Binding{px.buffer, 0, XHAL_WHOLE_SIZE, nullptr},
           Binding{py.buffer, 0, XHAL_WHOLE_SIZE, nullptr}, Binding{po.buffer, 0, XHAL_WHOLE_SIZE, nullptr}},
          static_cast<uint64_t>(s.outer) * s.inner);
@@ -1414,7 +1428,7 @@ at::Tensor& log_softmax_out(const at::Tensor& self, int64_t dim, bool half_to_fl
 
 at::Tensor& softmax_backward_out(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
                                  at::ScalarType input_dtype, at::Tensor& grad_input) {
-  if (input_dtype != at::kFloat || !softmax_rows(grad_input, grad_output, output, dim, kSoftmaxBackward))
+  if (input_dtype != grad_output.scalar_type() || !softmax_rows(grad_input, grad_output, output, dim, kSoftmaxBackward))
     return call_fallback_fn<&cpu_fallback, ATEN_OP(_softmax_backward_data_out)>::call(grad_output, output, dim,
                                                                                       input_dtype, grad_input);
   return grad_input;
@@ -1422,7 +1436,8 @@ at::Tensor& softmax_backward_out(const at::Tensor& grad_output, const at::Tensor
 
 at::Tensor& log_softmax_backward_out(const at::Tensor& grad_output, const at::Tensor& output, int64_t dim,
                                      at::ScalarType input_dtype, at::Tensor& grad_input) {
-  if (input_dtype != at::kFloat || !softmax_rows(grad_input, grad_output, output, dim, kLogSoftmaxBackward))
+  if (input_dtype != grad_output.scalar_type() ||
+      !softmax_rows(grad_input, grad_output, output, dim, kLogSoftmaxBackward))
     return call_fallback_fn<&cpu_fallback, ATEN_OP(_log_softmax_backward_data_out)>::call(grad_output, output, dim,
                                                                                           input_dtype, grad_input);
   return grad_input;
