@@ -239,7 +239,6 @@ struct BufferSet {
     written.push_back(write);
     return "b" + std::to_string(buffers.size());
   }
-  bool uses(const std::string& type) const { return std::find(types.begin(), types.end(), type) != types.end(); }
   std::string declarations() const {
     std::string out;
     for (size_t i = 0; i < buffers.size(); i++) {
@@ -327,8 +326,8 @@ bool elementwise(at::Tensor& out, const std::vector<at::Tensor>& inputs, const s
   if (!native_dtype(dev, out_dtype) || !native_dtype(dev, compute)) return false;
   const bool bytes_out = out_dtype == at::kBool;
   if (bytes_out && !out.is_contiguous()) return false;
-  if (out.numel() > std::numeric_limits<uint32_t>::max() / 4 ||
-      place_of(out).offset > std::numeric_limits<uint32_t>::max() / 4)
+  const Place out_place = place_of(out);
+  if (out.numel() > std::numeric_limits<uint32_t>::max() / 4 || out_place.offset > std::numeric_limits<uint32_t>::max() / 4)
     return false;
   ElementwiseParams params;
   params.numel = static_cast<uint32_t>(out.numel());
@@ -374,8 +373,8 @@ bool elementwise(at::Tensor& out, const std::vector<at::Tensor>& inputs, const s
   auto add_strides = [&](int operand, const at::Tensor& t) {
     for (int64_t d = 0; d < t.dim(); d++) params.strides[operand][d] = static_cast<uint32_t>(t.stride(d));
   };
-  const int out_binding = bind(place_of(out).buffer, out_dtype, true);
-  params.offsets[0] = element_offset(out);
+  const int out_binding = bind(out_place.buffer, out_dtype, true);
+  params.offsets[0] = static_cast<uint32_t>(out_place.offset / out.element_size());
   add_strides(0, out);
 
   for (size_t k = 0; k < inputs.size(); k++) {
@@ -682,7 +681,8 @@ at::Tensor& logical_not_out(const at::Tensor& self, at::Tensor& out) {
     return out;                                                                                            \
   }
 
-// Bitwise operations: logic on bools, bits on integers.
+// Bitwise operations: logic on bools, bits on integers (PyTorch refuses a bool result of
+// integer operands before this is called).
 #define XHAL_BITWISE(name, on_bool, on_integers)                                                           \
   at::Tensor& name##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {               \
     prepare_out(out, broadcast_shape({self, other}));                                                      \
@@ -1009,7 +1009,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 // kernel cannot do it.
 bool reduce(const at::Tensor& self, at::OptionalIntArrayRef dims, bool keepdim, Reduction op, at::Tensor* values,
             at::Tensor* indices) {
-  if (self.dim() > kMaxDims || !on_device(self, self.scalar_type()) || self.scalar_type() == at::kBool && op != Reduction::Sum)
+  if (self.dim() > kMaxDims || !on_device(self, self.scalar_type()) || (self.scalar_type() == at::kBool && op != Reduction::Sum))
     return false;
   std::vector<bool> reduced(self.dim(), false);
   if (!dims.has_value() || dims->empty()) {
