@@ -251,7 +251,7 @@ impl HostKernel {
             .map(|(memory, &writes)| Base::new(memory, writes))
             .collect();
         let words: Vec<HostBytes<'_>> = bases.iter_mut().map(Base::bytes).collect();
-        let mut views = Vec::with_capacity(launch.arguments.len());
+        let mut views = crate::wgsl::HostViews::new();
         for argument in launch.arguments {
             let range = argument.offset..argument.offset + argument.size;
             let broken = || Error::internal("a checked view did not fit its memory");

@@ -13,6 +13,7 @@ use crate::memory::{AlignedBytes, Buffer};
 use crate::native::{KernelMode, NativeKernel};
 use crate::wgsl::{KernelLimits, Program, WgslLaunch, WgslModule};
 use parking_lot::{RwLockReadGuard, RwLockWriteGuard};
+use smallvec::SmallVec;
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::Arc;
@@ -186,6 +187,13 @@ impl Module {
     }
 }
 
+/// A launch's buffer arguments as the stream gives them: each allocation with the view's
+/// offset and size. On the stack for up to 8: launches are hot.
+pub(crate) type LaunchBuffers = SmallVec<[(Arc<Buffer>, u64, u64); 8]>;
+
+/// A launch's buffer arguments once their ranges were checked.
+pub(crate) type ResolvedViews = SmallVec<[(Arc<Buffer>, Range<usize>); 8]>;
+
 /// A buffer argument after its handle was resolved: the allocation and the view's bytes.
 #[derive(Debug)]
 struct BoundBuffer {
@@ -196,6 +204,9 @@ struct BoundBuffer {
 
 /// A launch checked at enqueue time and owning everything it needs to run later.
 #[derive(Debug)]
+// A WGSL launch holds its views and scalars inline, so that queueing one allocates nothing;
+// boxing it would put an allocation back on every launch.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum PreparedLaunch {
     Builtin(BuiltinLaunch),
     Wgsl(WgslLaunch),
@@ -208,7 +219,7 @@ impl PreparedLaunch {
     pub(crate) fn new(
         kernel: &KernelCode,
         workgroups: [u32; 3],
-        buffers: Vec<(Arc<Buffer>, u64, u64)>,
+        buffers: LaunchBuffers,
         scalars: &[u8],
         timeout: &KernelTimeout,
         strict: bool,
@@ -263,8 +274,8 @@ pub(crate) fn check_workgroups(name: &str, workgroups: [u32; 3]) -> Result<()> {
 }
 
 /// Checks each view's alignment and range against its allocation.
-fn resolve_views(name: &str, buffers: Vec<(Arc<Buffer>, u64, u64)>) -> Result<Vec<(Arc<Buffer>, Range<usize>)>> {
-    let mut views = Vec::with_capacity(buffers.len());
+fn resolve_views(name: &str, buffers: LaunchBuffers) -> Result<ResolvedViews> {
+    let mut views = ResolvedViews::new();
     for (index, (buffer, offset, size)) in buffers.into_iter().enumerate() {
         if offset % u64::from(BUFFER_OFFSET_ALIGNMENT) != 0 {
             return Err(Error::invalid_argument(format!(
@@ -291,7 +302,7 @@ impl BuiltinLaunch {
     fn new(
         kernel: BuiltinKernel,
         workgroups: [u32; 3],
-        buffers: Vec<(Arc<Buffer>, Range<usize>)>,
+        buffers: ResolvedViews,
         scalars: &[u8],
     ) -> Result<BuiltinLaunch> {
         let name = kernel.name();

@@ -64,7 +64,7 @@ impl Kernel {
     /// Checks `launch` against the kernel (workgroup counts, buffer count and sizes, the
     /// scalar block) and makes it ready to run later, owning everything it touches.
     pub(crate) fn prepare(launch: &Launch<'_, CpuDriver>) -> Result<PreparedLaunch> {
-        let buffers = launch
+        let buffers: kernels::LaunchBuffers = launch
             .buffers
             .iter()
             .map(|view| (Buffer::named(&view.buffer), view.offset, view.size))

@@ -150,15 +150,23 @@ impl NativeKernel {
     }
 }
 
-/// Scratch memory for one worker: 64-byte aligned, at least one byte.
+/// Scratch memory for one worker: 64-byte aligned. A kernel that needs none (most) gets a
+/// dangling, aligned pointer it never reads, and the launch allocates nothing for it.
 pub(crate) struct Scratch {
     pointer: *mut u8,
-    layout: std::alloc::Layout,
+    /// `None` for the empty scratch, which owns no memory.
+    layout: Option<std::alloc::Layout>,
 }
 
 impl Scratch {
     pub(crate) fn new(bytes: usize) -> Result<Scratch> {
-        let layout = std::alloc::Layout::from_size_align(bytes.max(1), 64)
+        if bytes == 0 {
+            return Ok(Scratch {
+                pointer: std::ptr::without_provenance_mut(64),
+                layout: None,
+            });
+        }
+        let layout = std::alloc::Layout::from_size_align(bytes, 64)
             .map_err(|_| Error::out_of_memory(format!("a kernel asks for {bytes} bytes of scratch memory")))?;
         // Zeroed: a region reads a shared value's frame slot before its loop and stores it
         // back after, so a region that computes it in no invocation must read a value, not
@@ -170,7 +178,10 @@ impl Scratch {
                 "cannot allocate {bytes} bytes of scratch memory for a kernel"
             )));
         }
-        Ok(Scratch { pointer, layout })
+        Ok(Scratch {
+            pointer,
+            layout: Some(layout),
+        })
     }
 
     pub(crate) fn as_ptr(&self) -> *mut c_void {
@@ -180,8 +191,10 @@ impl Scratch {
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout.
-        unsafe { std::alloc::dealloc(self.pointer, self.layout) }
+        if let Some(layout) = self.layout {
+            // SAFETY: allocated in `new` with this layout.
+            unsafe { std::alloc::dealloc(self.pointer, layout) }
+        }
     }
 }
 

@@ -24,7 +24,7 @@ use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -33,6 +33,8 @@ use xhal_backend::{Command, DriverCommandList, DriverEvent, DriverStream, Error,
 /// One queued operation, owning (through `Arc`s) everything it touches, so that freeing a
 /// handle never frees memory that queued work still uses.
 #[derive(Debug)]
+// A launch is held inline (see `PreparedLaunch`): queueing it allocates nothing.
+#[allow(clippy::large_enum_variant)]
 enum Operation {
     Write {
         buffer: Arc<Buffer>,
@@ -91,6 +93,9 @@ struct StreamShared {
     /// call on each side.
     enqueued_hint: AtomicU64,
     completed_hint: AtomicU64,
+    /// Set (under the lock) once the stream has a sticky error or is closing, so that a launch
+    /// can skip the lock when it checks that the stream is usable, as it nearly always is.
+    unusable_hint: AtomicBool,
 }
 
 /// How long the worker looks for more work before it sleeps.
@@ -125,6 +130,7 @@ impl StreamShared {
     fn begin_shutdown(&self, cancel: bool) {
         let mut state = self.state.lock();
         state.closing = true;
+        self.unusable_hint.store(true, Ordering::Release);
         state.cancelled |= cancel;
         self.work_available.notify_all();
         self.interrupt.notify_all();
@@ -221,6 +227,10 @@ impl DriverStream<CpuDriver> for Stream {
     /// What every call on a failed stream returns, an empty command included; a stream of a
     /// backend going away refuses work too.
     fn sticky_error(stream: &Arc<Object<Stream>>) -> Result<()> {
+        // Whatever races with this check is caught again under the lock when enqueueing.
+        if !stream.shared.unusable_hint.load(Ordering::Acquire) {
+            return Ok(());
+        }
         let state = stream.shared.state.lock();
         Self::refuse_if_unusable(&state)
     }
@@ -361,9 +371,24 @@ impl Drop for Stream {
 }
 
 fn run_worker(device_index: u32, shared: &StreamShared) {
+    // The result of the operation that just ran, counted under the same lock that takes the
+    // next one: one lock per operation, which the enqueueing thread contends with less.
+    let mut finished: Option<Result<()>> = None;
     loop {
         let (operation, sticky_error, cancelled) = {
             let mut state = shared.state.lock();
+            if let Some(result) = finished.take() {
+                if let Err(error) = result {
+                    if state.sticky_error.is_none() {
+                        tracing::warn!(device = device_index, %error, "stream failed; its error is now sticky");
+                        state.sticky_error = Some(error);
+                        shared.unusable_hint.store(true, Ordering::Release);
+                    }
+                }
+                state.completed += 1;
+                shared.completed_hint.store(state.completed, Ordering::Release);
+                shared.progress.notify_all();
+            }
             let mut spun = false;
             loop {
                 if let Some(operation) = state.queue.pop_front() {
@@ -395,16 +420,7 @@ fn run_worker(device_index: u32, shared: &StreamShared) {
                 panic_message(panic.as_ref())
             )))
         });
-        let mut state = shared.state.lock();
-        if let Err(error) = result {
-            if state.sticky_error.is_none() {
-                tracing::warn!(device = device_index, %error, "stream failed; its error is now sticky");
-                state.sticky_error = Some(error);
-            }
-        }
-        state.completed += 1;
-        shared.completed_hint.store(state.completed, Ordering::Release);
-        shared.progress.notify_all();
+        finished = Some(result);
     }
 }
 
@@ -470,6 +486,8 @@ fn execute(shared: &StreamShared, operation: Operation, sticky_error: Option<&Er
 /// One command of a CPU command list: checked and prepared once, when the list is built, so a
 /// submission only queues the list.
 #[derive(Debug)]
+// Launches inline, as in `Operation`; a list is built once, so the size costs little.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum ListCommand {
     Copy {
         source: Arc<Buffer>,

@@ -16,6 +16,7 @@ use crate::driver::{
 use crate::error::{check_range, Error, Result};
 use crate::handles::{HandleTable, ObjectKind};
 use parking_lot::{Mutex, RwLock};
+use smallvec::SmallVec;
 use std::sync::{Arc, Weak};
 
 /// A stream and an object on its device, both live, as the driver receives them.
@@ -481,7 +482,7 @@ impl<D: Driver> Backend for Checked<D> {
             .get(stream.device_index() as usize)
             .copied()
             .unwrap_or(1);
-        let mut buffers = Vec::with_capacity(launch.buffers.len());
+        let mut buffers: SmallVec<[BufferView<D::Buffer>; 8]> = SmallVec::new();
         for (index, argument) in launch.buffers.iter().enumerate() {
             let buffer = Self::on_stream_device(&stream, self.buffers.get(argument.buffer.0)?, ObjectKind::Buffer)?;
             // The message is only formatted for a view that is refused: launches are hot.

@@ -15,6 +15,7 @@ use crate::backend::{
 };
 use crate::error::{Error, Result};
 use parking_lot::Mutex;
+use smallvec::SmallVec;
 use std::collections::HashSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;
@@ -510,7 +511,7 @@ unsafe extern "C" fn stream_fill(
 struct AbiLaunch<'a> {
     kernel: KernelHandle,
     workgroups: [u32; 3],
-    buffers: Vec<BufferArg>,
+    buffers: SmallVec<[BufferArg; 8]>,
     scalars: &'a [u8],
 }
 
@@ -530,8 +531,8 @@ impl AbiLaunch<'_> {
                 raw.struct_size
             )));
         }
-        let buffers: Vec<BufferArg> = if raw.buffer_count == 0 {
-            Vec::new()
+        let buffers: SmallVec<[BufferArg; 8]> = if raw.buffer_count == 0 {
+            SmallVec::new()
         } else {
             required(raw.buffers, "launch.buffers")?;
             // SAFETY: non-null and `buffer_count` entries long by the ABI contract.

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use smallvec::SmallVec;
 
 use crate::kernel::{KernelObject, ModuleObject};
 use crate::memory::BufferObject;
@@ -217,7 +218,7 @@ getter!(pinned, Pinned, PinnedObject, "pinned memory");
 pub(crate) fn buffers<K: Copy>(
     handles: impl Iterator<Item = (usize, K)>,
     name: impl Fn(K) -> String,
-) -> Result<Vec<Arc<BufferObject>>> {
+) -> Result<SmallVec<[Arc<BufferObject>; 8]>> {
     let table = TABLE.lock();
     handles
         .map(|(handle, key)| match table.get(handle, "") {

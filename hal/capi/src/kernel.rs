@@ -1,5 +1,6 @@
 //! WGSL modules, kernels with their reflection, and checked launches.
 
+use smallvec::SmallVec;
 use std::ffi::{c_char, c_void, CString};
 use std::sync::Arc;
 
@@ -476,7 +477,7 @@ fn launch_checked(stream: &xhal::Stream, kernel: &KernelObject, desc: &xhal_laun
             .map(|(i, b)| (b.buffer as usize, i)),
         name,
     )?;
-    let mut ranges = Vec::with_capacity(bindings.len());
+    let mut ranges: SmallVec<[_; 8]> = SmallVec::new();
     let mut next_buffer = 0;
     for (i, binding) in bindings.iter().enumerate() {
         // Messages are written only for errors: launches are hot.
@@ -528,19 +529,12 @@ fn launch_checked(stream: &xhal::Stream, kernel: &KernelObject, desc: &xhal_laun
             Err(data) => builder.uniform_bytes(data),
         };
     }
-    if let Some(block) = &info.scalars {
+    if desc.scalar_size > 0 {
         // SAFETY: the caller gives `scalar_size` readable bytes, which equals the block's
-        // size (checked above), at a non-null pointer.
+        // size (checked above), at a non-null pointer. The block is laid out as the kernel's
+        // `var<immediate>`, so it passes whole.
         let bytes = unsafe { std::slice::from_raw_parts(desc.scalars.cast::<u8>(), desc.scalar_size) };
-        for member in &block.members {
-            let start = member.offset as usize;
-            let end = start + member.size as usize;
-            let value = bytes
-                .get(start..end)
-                .ok_or_else(|| xhal::Error::internal(format!("scalar `{}` lies outside its block", member.name)))?;
-            let alignment = (member.size as usize).next_power_of_two().clamp(1, 16);
-            builder = builder.scalar_bytes(value, alignment);
-        }
+        builder = builder.scalar_block(bytes);
     }
     stream.launch(&builder)
 }

@@ -90,7 +90,7 @@ pub extern "C" fn xhal_stream_destroy(stream: *mut xhal_stream_t) -> xhal_status
 
 struct Resolved {
     stream: Arc<StreamObject>,
-    buffers: Vec<Arc<BufferObject>>,
+    buffers: smallvec::SmallVec<[Arc<BufferObject>; 8]>,
 }
 
 fn resolve(stream: *const xhal_stream_t, buffers: &[(*const xhal_buffer_t, &str)]) -> Result<Resolved> {

@@ -369,7 +369,7 @@ impl GraphBuilder {
             workgroups: launch.workgroup_count(),
             buffers,
             staged,
-            scalars,
+            scalars: scalars.to_vec(),
             node,
         };
         self.push(lane, Step::Command(command));
@@ -964,7 +964,7 @@ impl Graph {
             writer.destroy()?;
         }
         *workgroups = launch.workgroup_count();
-        *recorded = scalars;
+        *recorded = scalars.to_vec();
         *buffers = arguments;
         state.launches[node.index].held = held;
         state.memories = unique_memories(&exec.fixed, &state.launches);

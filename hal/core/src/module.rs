@@ -11,6 +11,7 @@ use crate::backend::{KernelFormat, KernelHandle, ModuleHandle};
 use crate::buffer::{BufferMemory, BufferSlice};
 use crate::device::DeviceShared;
 use crate::error::{Error, Result};
+use smallvec::SmallVec;
 use std::sync::Arc;
 use xhal_kernel::{BufferAccess, BufferSize, EntryPointInfo, ScalarBlockInfo};
 
@@ -198,7 +199,7 @@ pub(crate) enum BufferBinding {
 /// One scalar given to a launch: its bytes, its WGSL-style alignment, and its Rust type's
 /// name for messages.
 struct ScalarArgument {
-    bytes: Vec<u8>,
+    bytes: SmallVec<[u8; 16]>,
     alignment: usize,
     type_name: &'static str,
 }
@@ -217,11 +218,16 @@ enum ArgumentKind {
 pub struct Launch<'a> {
     kernel: &'a Kernel,
     workgroups: [u32; 3],
-    order: Vec<ArgumentKind>,
-    buffers: Vec<BufferBinding>,
-    scalars: Vec<ScalarArgument>,
+    order: SmallVec<[ArgumentKind; 8]>,
+    buffers: SmallVec<[BufferBinding; 8]>,
+    scalars: SmallVec<[ScalarArgument; 8]>,
+    /// The whole block, given at once with [`Launch::scalar_block`].
+    block: Option<&'a [u8]>,
     error: Option<Error>,
 }
+
+/// A launch's scalar block as the backend receives it; most fit without a heap allocation.
+pub(crate) type ScalarBlock = SmallVec<[u8; 128]>;
 
 impl<'a> Launch<'a> {
     /// A launch of `kernel` over one workgroup with no arguments.
@@ -229,9 +235,10 @@ impl<'a> Launch<'a> {
         Launch {
             kernel,
             workgroups: [1, 1, 1],
-            order: Vec::new(),
-            buffers: Vec::new(),
-            scalars: Vec::new(),
+            order: SmallVec::new(),
+            buffers: SmallVec::new(),
+            scalars: SmallVec::new(),
+            block: None,
             error: None,
         }
     }
@@ -331,7 +338,7 @@ impl<'a> Launch<'a> {
     /// and must have the member's size. Otherwise it is aligned as WGSL aligns it: to its size
     /// rounded up to a power of two, at most 16 (so `[f32; 3]` aligns like a `vec3<f32>`).
     pub fn scalar<T: bytemuck::Pod>(mut self, value: T) -> Self {
-        let bytes = bytemuck::bytes_of(&value).to_vec();
+        let bytes = SmallVec::from_slice(bytemuck::bytes_of(&value));
         let alignment = bytes.len().next_power_of_two().clamp(1, 16);
         self.order.push(ArgumentKind::Scalar);
         self.scalars.push(ScalarArgument {
@@ -353,10 +360,28 @@ impl<'a> Launch<'a> {
             return self;
         }
         self.scalars.push(ScalarArgument {
-            bytes: bytes.to_vec(),
+            bytes: SmallVec::from_slice(bytes),
             alignment,
             type_name: "bytes",
         });
+        self
+    }
+
+    /// Passes the whole scalar block at once, laid out as WGSL lays out the kernel's
+    /// `var<immediate>` (each member at its reflected offset, padding included), instead of
+    /// one [`Launch::scalar`] per member: for a caller that holds the block that way already,
+    /// such as a C program. For a kernel from WGSL it must have the block's exact size; it
+    /// cannot be mixed with [`Launch::scalar`].
+    pub fn scalar_block(mut self, bytes: &'a [u8]) -> Self {
+        if self.block.is_some() || !self.scalars.is_empty() {
+            self.fail(Error::invalid_argument(format!(
+                "kernel `{}`: the scalar block is given once, either whole (scalar_block) or member by member \
+                 (scalar), not both",
+                self.kernel.name()
+            )));
+            return self;
+        }
+        self.block = Some(bytes);
         self
     }
 
@@ -376,15 +401,46 @@ impl<'a> Launch<'a> {
     /// The scalar block as the kernel expects it: members at their reflected offsets, or,
     /// without reflection, each scalar at its alignment and the block padded to the largest.
     /// Padding is zero so results never depend on leftover memory.
-    fn scalar_block(&self) -> Result<Vec<u8>> {
+    fn build_scalar_block(&self) -> Result<ScalarBlock> {
+        if let Some(bytes) = self.block {
+            if !self.scalars.is_empty() {
+                return Err(Error::invalid_argument(format!(
+                    "kernel `{}`: the scalar block is given once, either whole (scalar_block) or member by \
+                     member (scalar), not both",
+                    self.kernel.name()
+                )));
+            }
+            return self.whole_scalar_block(bytes);
+        }
         match self.kernel.info() {
             Some(info) => self.scalar_block_from_reflection(info),
             None => Ok(self.scalar_block_sequential()),
         }
     }
 
-    fn scalar_block_sequential(&self) -> Vec<u8> {
-        let mut block = Vec::new();
+    /// A block given whole: checked against the reflected size, where there is one.
+    fn whole_scalar_block(&self, bytes: &[u8]) -> Result<ScalarBlock> {
+        let name = self.kernel.name();
+        match self.kernel.info().map(|info| &info.scalars) {
+            Some(None) if !bytes.is_empty() => Err(Error::invalid_argument(format!(
+                "kernel `{name}` takes no scalars (it declares no var<immediate>), but a scalar block of {} bytes \
+                 was given",
+                bytes.len()
+            ))),
+            Some(Some(block)) if bytes.len() != block.size as usize => Err(Error::invalid_argument(format!(
+                "kernel `{name}` takes a scalar block of {} bytes (`{}: {}`: {}), but {} bytes were given",
+                block.size,
+                block.name,
+                block.type_name,
+                describe_members(block),
+                bytes.len()
+            ))),
+            _ => Ok(SmallVec::from_slice(bytes)),
+        }
+    }
+
+    fn scalar_block_sequential(&self) -> ScalarBlock {
+        let mut block = ScalarBlock::new();
         let mut block_alignment = 1;
         for scalar in &self.scalars {
             let start = block.len().div_ceil(scalar.alignment) * scalar.alignment;
@@ -397,11 +453,11 @@ impl<'a> Launch<'a> {
         block
     }
 
-    fn scalar_block_from_reflection(&self, info: &EntryPointInfo) -> Result<Vec<u8>> {
+    fn scalar_block_from_reflection(&self, info: &EntryPointInfo) -> Result<ScalarBlock> {
         let name = self.kernel.name();
         let Some(block) = &info.scalars else {
             return match self.scalars.len() {
-                0 => Ok(Vec::new()),
+                0 => Ok(ScalarBlock::new()),
                 given => Err(Error::invalid_argument(format!(
                     "kernel `{name}` takes no scalars (it declares no var<immediate>), but {given} were given"
                 ))),
@@ -417,7 +473,7 @@ impl<'a> Launch<'a> {
                 self.scalars.len()
             )));
         }
-        let mut bytes = vec![0u8; block.size as usize];
+        let mut bytes: ScalarBlock = smallvec::smallvec![0u8; block.size as usize];
         for (position, (scalar, member)) in self.scalars.iter().zip(&block.members).enumerate() {
             if scalar.bytes.len() != member.size as usize {
                 return Err(Error::invalid_argument(format!(
@@ -446,14 +502,14 @@ impl<'a> Launch<'a> {
 
     /// Checks the arguments against the kernel's interface (when reflected) and the device's
     /// limits, and returns the scalar block to pass, built once.
-    pub(crate) fn validate_for(&self, device: &DeviceShared) -> Result<Vec<u8>> {
+    pub(crate) fn validate_for(&self, device: &DeviceShared) -> Result<ScalarBlock> {
         if let Some(error) = &self.error {
             return Err(error.clone());
         }
         if let Some(info) = self.kernel.info() {
             self.validate_buffers_against(info)?;
         }
-        let scalars = self.scalar_block()?;
+        let scalars = self.build_scalar_block()?;
         self.validate_limits(device, scalars.len())?;
         Ok(scalars)
     }
@@ -510,21 +566,26 @@ impl<'a> Launch<'a> {
         for (binding, given) in expected.iter().zip(&self.buffers) {
             let needed = binding.min_size();
             let argument = binding.argument;
-            let declared = binding.declared_binding();
+            // Formatted only for a message: launches are hot.
+            let declared = || binding.declared_binding();
             match given {
                 BufferBinding::View { size, .. } if *size < needed => {
                     return Err(Error::invalid_argument(format!(
-                        "buffer argument {argument} of kernel `{name}` (`{}`, {declared}, {}) is a view of {size} bytes, \
+                        "buffer argument {argument} of kernel `{name}` (`{}`, {}, {}) is a view of {size} bytes, \
                          but it needs at least {needed}",
-                        binding.name, binding.type_name
+                        binding.name,
+                        declared(),
+                        binding.type_name
                     )));
                 }
                 BufferBinding::View { .. } => {}
                 BufferBinding::Staged(bytes) => {
                     let what = || {
                         format!(
-                            "buffer argument {argument} of kernel `{name}` (`{}`, {declared}, {})",
-                            binding.name, binding.type_name
+                            "buffer argument {argument} of kernel `{name}` (`{}`, {}, {})",
+                            binding.name,
+                            declared(),
+                            binding.type_name
                         )
                     };
                     if binding.access != BufferAccess::Read {

@@ -9,6 +9,7 @@ use crate::module::{BufferBinding, Launch};
 use crate::pinned::PinnedBuffer;
 use crate::trace::{self, HostSpan, StreamTrace};
 use parking_lot::Mutex;
+use smallvec::SmallVec;
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
@@ -23,6 +24,9 @@ enum InFlight {
     /// A buffer's memory, counted as a queued use of it (no allocation beyond the `Arc`).
     Memory(QueuedUse),
 }
+
+/// Values a launch passes with [`Launch::uniform`], with their argument positions.
+type StagedValues<'l> = SmallVec<[(usize, &'l Arc<[u8]>); 4]>;
 
 /// When this many objects are held for queued work, a cheap query checks whether the stream
 /// went idle so they can go, instead of letting them pile up until the next synchronize.
@@ -629,10 +633,11 @@ impl Stream {
             .check_same_device(&kernel.module_device(), "")
             .or_else(|_| device.check_same_device(&kernel.module_device(), &format!("kernel `{}`", kernel.name())))?;
         let scalars = launch.validate_for(device)?;
-        let mut keep: Vec<InFlight> = Vec::with_capacity(launch.buffers().len() + 1);
-        let mut args: Vec<BufferArg> = Vec::with_capacity(launch.buffers().len());
+        // On the stack for up to 8 buffers: a launch allocates nothing of its own.
+        let mut keep: SmallVec<[InFlight; 10]> = SmallVec::new();
+        let mut args: SmallVec<[BufferArg; 8]> = SmallVec::new();
         // Staged values, with their argument positions, placed once the stream is locked.
-        let mut staged: Vec<(usize, &Arc<[u8]>)> = Vec::new();
+        let mut staged: StagedValues<'_> = SmallVec::new();
         for (position, binding) in launch.buffers().iter().enumerate() {
             match binding {
                 BufferBinding::View { memory, offset, size } => {

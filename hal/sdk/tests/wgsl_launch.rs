@@ -197,6 +197,77 @@ fn the_scalar_block_must_match_the_immediate_members() {
 }
 
 #[test]
+fn a_whole_scalar_block_runs_like_its_members() {
+    let device = cpu_device();
+    let stream = device.create_stream().unwrap();
+    let x = device.alloc_from(&stream, &[1.0f32, 2.0, 3.0, 4.0]).unwrap();
+    let y = device.alloc_from(&stream, &[10.0f32; 4]).unwrap();
+    let module = device.load_wgsl(SAXPY).unwrap();
+    let saxpy = module.kernel("saxpy").unwrap();
+    // `Params { a: f32, n: u32 }` as WGSL lays it out: a at 0, n at 4.
+    let mut block = [0u8; 8];
+    block[..4].copy_from_slice(&2.0f32.to_ne_bytes());
+    block[4..].copy_from_slice(&3u32.to_ne_bytes());
+    let launch = Launch::new(&saxpy)
+        .workgroups_for_invocations(4)
+        .buffer(&x)
+        .buffer(&y)
+        .scalar_block(&block);
+    stream.launch(&launch).unwrap();
+    assert_eq!(stream.read_to_vec(&y).unwrap(), vec![12.0, 14.0, 16.0, 10.0]);
+}
+
+#[test]
+fn a_whole_scalar_block_of_the_wrong_size_or_mixed_with_members_is_refused() {
+    let error = launch_error(|device, kernel| {
+        let stream = device.create_stream()?;
+        let x = device.alloc::<f32>(16)?;
+        stream.launch(&Launch::new(kernel).buffer(&x).buffer(&x).scalar_block(&[0u8; 4]))
+    });
+    assert_eq!(error.kind(), ErrorKind::InvalidArgument);
+    assert!(
+        error.message().contains(
+            "kernel `saxpy` takes a scalar block of 8 bytes (`params: Params`: a: f32, n: u32), but 4 bytes were given"
+        ),
+        "{error}"
+    );
+    for mixed in [true, false] {
+        let error = launch_error(|device, kernel| {
+            let stream = device.create_stream()?;
+            let x = device.alloc::<f32>(16)?;
+            let launch = Launch::new(kernel).buffer(&x).buffer(&x);
+            let launch = if mixed {
+                launch.scalar(1.0f32).scalar_block(&[0u8; 8])
+            } else {
+                launch.scalar_block(&[0u8; 8]).scalar(1.0f32)
+            };
+            stream.launch(&launch)
+        });
+        assert!(
+            error
+                .message()
+                .contains("the scalar block is given once, either whole (scalar_block) or member by member (scalar)"),
+            "{error}"
+        );
+    }
+    // A kernel without a var<immediate> takes no block.
+    let device = cpu_device();
+    let module = device.load_wgsl(SAXPY).unwrap();
+    let fixed = module.kernel("fixed").unwrap();
+    let stream = device.create_stream().unwrap();
+    let header = device.alloc::<u32>(6).unwrap();
+    let error = stream
+        .launch(&Launch::new(&fixed).buffer(&header).scalar_block(&[0u8; 4]))
+        .unwrap_err();
+    assert!(
+        error
+            .message()
+            .contains("kernel `fixed` takes no scalars (it declares no var<immediate>), but a scalar block of 4 bytes"),
+        "{error}"
+    );
+}
+
+#[test]
 fn bad_wgsl_and_missing_entry_points_are_clear_errors() {
     let device = cpu_device();
     let error = device

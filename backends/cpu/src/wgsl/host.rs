@@ -22,6 +22,9 @@ pub(crate) enum HostBytes<'a> {
     Exclusive(&'a [AtomicU32]),
 }
 
+/// A running launch's buffer views, on the stack for up to 8.
+pub(crate) type HostViews<'a> = smallvec::SmallVec<[HostView<'a>; 8]>;
+
 /// One buffer argument (or the scalar block) of a running launch.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct HostView<'a> {

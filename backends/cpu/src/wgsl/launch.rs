@@ -2,14 +2,14 @@
 //! stream's worker, workgroups spread over it and the pool's helper threads.
 
 use super::exec::{Control, Launch, Machine, Stop};
-use super::host::{HostBytes, HostView};
+use super::host::{HostBytes, HostView, HostViews};
 use super::program::Program;
 use crate::memory::{AlignedBytes, Buffer};
 use crate::native::{NativeKernel, Scratch, Workgroup};
 use crate::pool::Pool;
 use crate::watchdog::{Stopped, Watch};
 use parking_lot::{Mutex, RwLockReadGuard, RwLockWriteGuard};
-use std::collections::BTreeMap;
+use smallvec::SmallVec;
 use std::ffi::c_void;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -30,8 +30,8 @@ pub(crate) struct WgslLaunch {
     /// Runs the kernel instead of the interpreter when present (compiled mode).
     native: Option<Arc<NativeKernel>>,
     workgroups: [u32; 3],
-    buffers: Vec<BoundView>,
-    scalars: Vec<u8>,
+    buffers: SmallVec<[BoundView; 8]>,
+    scalars: SmallVec<[u8; 128]>,
     limits: KernelLimits,
 }
 
@@ -113,21 +113,21 @@ impl WgslLaunch {
         program: Arc<Program>,
         native: Option<Arc<NativeKernel>>,
         workgroups: [u32; 3],
-        buffers: Vec<(Arc<Buffer>, Range<usize>)>,
+        buffers: crate::kernels::ResolvedViews,
         scalars: &[u8],
         limits: KernelLimits,
     ) -> Result<WgslLaunch> {
         check_arguments(&program, buffers.iter().map(|(_, range)| range.len()), scalars)?;
-        let mut bound = Vec::with_capacity(buffers.len());
-        for (buffer, range) in buffers {
-            bound.push(BoundView { buffer, range });
-        }
+        let bound = buffers
+            .into_iter()
+            .map(|(buffer, range)| BoundView { buffer, range })
+            .collect();
         Ok(WgslLaunch {
             program,
             native,
             workgroups,
             buffers: bound,
-            scalars: scalars.to_vec(),
+            scalars: SmallVec::from_slice(scalars),
             limits,
         })
     }
@@ -139,14 +139,19 @@ impl WgslLaunch {
     /// `cancelled` is polled with the clock: when it says the backend is shutting down, the
     /// kernel stops with an error instead of running to its end.
     pub(crate) fn execute(&self, cancelled: &(dyn Fn() -> bool + Sync)) -> Result<()> {
-        let mut distinct: BTreeMap<u64, (&Buffer, bool)> = BTreeMap::new();
+        // Distinct buffers in handle order, each with whether any binding writes it; a short
+        // sorted list, since a launch binds a few buffers and runs often.
+        let mut distinct: SmallVec<[(u64, &Buffer, bool); 8]> = SmallVec::new();
         for (view, binding) in self.buffers.iter().zip(&self.program.bindings) {
-            let entry = distinct.entry(view.buffer.id()).or_insert((&*view.buffer, false));
-            entry.1 |= binding.writes;
+            let id = view.buffer.id();
+            match distinct.binary_search_by_key(&id, |(known, _, _)| *known) {
+                Ok(found) => distinct[found].2 |= binding.writes,
+                Err(at) => distinct.insert(at, (id, &*view.buffer, binding.writes)),
+            }
         }
-        let mut guards: Vec<(u64, Guard<'_>)> = distinct
+        let mut guards: SmallVec<[(u64, Guard<'_>); 8]> = distinct
             .into_iter()
-            .map(|(id, (buffer, writes))| {
+            .map(|(id, buffer, writes)| {
                 let guard = if writes {
                     Guard::Exclusive(buffer.bytes_mut())
                 } else {
@@ -155,18 +160,22 @@ impl WgslLaunch {
                 (id, guard)
             })
             .collect();
-        let mut bases: BTreeMap<u64, HostBytes<'_>> = BTreeMap::new();
+        let mut bases: SmallVec<[(u64, HostBytes<'_>); 8]> = SmallVec::new();
         for (id, guard) in &mut guards {
             let bytes = match guard {
                 Guard::Shared(guard) => HostBytes::Shared(&guard[..]),
                 Guard::Exclusive(guard) => HostBytes::Exclusive(guard.as_atomic_words()),
             };
-            bases.insert(*id, bytes);
+            bases.push((*id, bytes));
         }
-        let mut views = Vec::with_capacity(self.buffers.len());
+        let mut views = HostViews::new();
         for view in &self.buffers {
             let broken = || Error::internal("a launch's buffer view was not locked");
-            let bytes = match *bases.get(&view.buffer.id()).ok_or_else(broken)? {
+            let base = bases
+                .iter()
+                .find(|(id, _)| *id == view.buffer.id())
+                .map(|(_, bytes)| *bytes);
+            let bytes = match base.ok_or_else(broken)? {
                 HostBytes::Shared(all) => HostBytes::Shared(all.get(view.range.clone()).ok_or_else(broken)?),
                 HostBytes::Exclusive(words) => {
                     if view.range.start % 4 != 0 {
@@ -207,7 +216,7 @@ impl LaunchParts<'_> {
     pub(crate) fn run(
         &self,
         native: Option<&NativeKernel>,
-        views: Vec<HostView<'_>>,
+        views: HostViews<'_>,
         cancelled: &(dyn Fn() -> bool + Sync),
     ) -> Result<()> {
         if let Some(native) = native {
@@ -227,7 +236,7 @@ impl LaunchParts<'_> {
         self.interpret(views, cancelled)
     }
 
-    fn interpret(&self, views: Vec<HostView<'_>>, cancelled: &(dyn Fn() -> bool + Sync)) -> Result<()> {
+    fn interpret(&self, views: HostViews<'_>, cancelled: &(dyn Fn() -> bool + Sync)) -> Result<()> {
         let control = Control {
             deadline: Instant::now().checked_add(self.limits.timeout),
             timeout: self.limits.timeout,
@@ -236,7 +245,8 @@ impl LaunchParts<'_> {
         };
         let launch = Launch {
             strict: self.limits.strict,
-            views,
+            // The interpreter is the slow path; its launch keeps a plain list.
+            views: views.into_vec(),
             immediate: HostView {
                 bytes: HostBytes::Shared(self.scalars),
                 size: self.scalars.len(),
@@ -259,14 +269,14 @@ impl LaunchParts<'_> {
         views: &[HostView<'_>],
         cancelled: &(dyn Fn() -> bool + Sync),
     ) -> Result<NativeOutcome> {
-        let pointers: Vec<usize> = views
+        let pointers: SmallVec<[usize; 8]> = views
             .iter()
             .map(|view| match view.bytes {
                 HostBytes::Shared(bytes) => bytes.as_ptr() as usize,
                 HostBytes::Exclusive(words) => words.as_ptr() as usize,
             })
             .collect();
-        let lengths: Vec<u64> = views.iter().map(|view| view.size as u64).collect();
+        let lengths: SmallVec<[u64; 8]> = views.iter().map(|view| view.size as u64).collect();
         let [x, y, z] = self.workgroups.map(u64::from);
         let total = x * y * z;
         let threads = (Pool::threads() as u64).min(total).max(1);
@@ -280,7 +290,8 @@ impl LaunchParts<'_> {
         let work = || {
             let result = (|| -> Result<()> {
                 let scratch = Scratch::new(native.scratch_bytes)?;
-                let buffers: Vec<*mut c_void> = pointers.iter().map(|&address| address as *mut c_void).collect();
+                let buffers: SmallVec<[*mut c_void; 8]> =
+                    pointers.iter().map(|&address| address as *mut c_void).collect();
                 let mut record = 0u32;
                 loop {
                     let start = next.fetch_add(chunk, Ordering::Relaxed);

@@ -26,7 +26,7 @@ mod program;
 mod types;
 mod wide;
 
-pub(crate) use host::{HostBytes, HostView};
+pub(crate) use host::{HostBytes, HostView, HostViews};
 pub(crate) use launch::{check_arguments, KernelLimits, LaunchParts, WgslLaunch};
 
 /// Exact `f16` conversions, for tests that compute expected values.

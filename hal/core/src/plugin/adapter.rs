@@ -11,6 +11,7 @@ use crate::backend::{
     KernelFormat, KernelHandle, LaunchArgs, MemoryUsage, ModuleHandle, StreamHandle,
 };
 use crate::error::{Error, ErrorKind, Result};
+use smallvec::SmallVec;
 use xhal_abi::*;
 
 /// A plugin's function table, wrapped as a [`Backend`].
@@ -558,7 +559,7 @@ impl Backend for AbiBackend {
 
     fn stream_launch(&self, stream: StreamHandle, launch: &LaunchArgs<'_>) -> Result<()> {
         let function = entry!(self, stream_launch);
-        let mut buffers = Vec::new();
+        let mut buffers = SmallVec::new();
         let raw = raw_launch(launch, &mut buffers)?;
         // SAFETY: raw and the arrays it points to outlive the call; the plugin copies the scalars.
         self.call("stream_launch", |error| unsafe { function(ptr(stream.0), &raw, error) })?;
@@ -742,7 +743,7 @@ impl Backend for AbiBackend {
 
     fn command_list_append_launch(&self, list: CommandListHandle, launch: &LaunchArgs<'_>) -> Result<()> {
         let function = self.command_lists()?.append_launch;
-        let mut buffers = Vec::new();
+        let mut buffers = SmallVec::new();
         let raw = raw_launch(launch, &mut buffers)?;
         // SAFETY: raw and the arrays it points to outlive the call; the plugin copies them.
         self.call("command_list_append_launch", |error| unsafe {
@@ -758,7 +759,7 @@ impl Backend for AbiBackend {
 
     fn command_list_update_launch(&self, list: CommandListHandle, index: u32, launch: &LaunchArgs<'_>) -> Result<()> {
         let function = self.command_lists()?.update_launch;
-        let mut buffers = Vec::new();
+        let mut buffers = SmallVec::new();
         let raw = raw_launch(launch, &mut buffers)?;
         // SAFETY: raw and the arrays it points to outlive the call; the plugin copies them.
         self.call("command_list_update_launch", |error| unsafe {
@@ -876,7 +877,7 @@ struct CommandListEntries {
 }
 
 /// `launch` as the ABI passes it; `buffers` holds the array it points to and must outlive it.
-fn raw_launch(launch: &LaunchArgs<'_>, buffers: &mut Vec<XhalBufferArg>) -> Result<XhalLaunchInfo> {
+fn raw_launch(launch: &LaunchArgs<'_>, buffers: &mut SmallVec<[XhalBufferArg; 8]>) -> Result<XhalLaunchInfo> {
     buffers.clear();
     buffers.extend(launch.buffers.iter().map(|arg| XhalBufferArg {
         buffer: ptr(arg.buffer.0),

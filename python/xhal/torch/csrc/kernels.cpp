@@ -279,14 +279,14 @@ struct Computation {
   bool uses_index = false;      // the expression reads `i`, so elements keep their order
 };
 
-bool elementwise(at::Tensor& out, const std::vector<at::Tensor>& inputs, const std::string& expression,
+bool elementwise(at::Tensor& out, at::ArrayRef<at::Tensor> inputs, std::string_view expression,
                  const Computation& how = {});
 
 // An output laid out densely in another order than row-major (the output of an operation on
 // a transposed tensor) is walked in its memory order: every operand is permuted so that the
 // output is contiguous, which its kernel then writes as flat memory.
-bool elementwise_in_memory_order(at::Tensor& out, const std::vector<at::Tensor>& inputs,
-                                 const std::string& expression, const Computation& how) {
+bool elementwise_in_memory_order(at::Tensor& out, at::ArrayRef<at::Tensor> inputs, std::string_view expression,
+                                 const Computation& how) {
   std::vector<int64_t> order(out.dim());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return out.stride(a) > out.stride(b); });
@@ -309,7 +309,7 @@ bool elementwise_in_memory_order(at::Tensor& out, const std::vector<at::Tensor>&
 // it, and `$ua` and `$ub` the two given words. A bool output takes a bool expression.
 // Returns false, doing nothing, when a kernel cannot do it: a dtype the device has no kernels
 // for, more than 8 dimensions, or a strided bool output; the caller then falls back.
-bool elementwise(at::Tensor& out, const std::vector<at::Tensor>& inputs, const std::string& expression,
+bool elementwise(at::Tensor& out, at::ArrayRef<at::Tensor> inputs, std::string_view expression,
                  const Computation& how) {
   if (!how.uses_index && out.dim() > 1 && !out.is_contiguous() && out.is_non_overlapping_and_dense()) {
     for (const at::Tensor& input : inputs) {
@@ -397,9 +397,10 @@ bool elementwise(at::Tensor& out, const std::vector<at::Tensor>& inputs, const s
   }
   const bool immediate = flat && dev.max_scalar_block_size >= sizeof(FlatParams);
   // The expression, the types, how each input loads, every binding's element type and
-  // access, and the layout identify the kernel: a short key, written without formatting.
-  std::string key;
-  key.reserve(expression.size() + 24);
+  // access, and the layout identify the kernel: a short key, written without formatting
+  // into this thread's buffer, which keeps its capacity from one operation to the next.
+  thread_local std::string key;
+  key.clear();
   key += expression;
   key += '|';
   key += immediate ? 'i' : flat ? 'f' : 's';
@@ -416,12 +417,11 @@ bool elementwise(at::Tensor& out, const std::vector<at::Tensor>& inputs, const s
     key += bound[b].written ? 'w' : 'r';
   }
   const std::string out_name = "b" + std::to_string(out_binding);
+  Binding all[kMaxOperands + 1];
   auto bindings_of = [&](const void* uniform, size_t uniform_size) {
-    std::vector<Binding> all;
-    all.reserve(bound_count + 1);
-    all.push_back(Binding{nullptr, 0, uniform_size, uniform});
-    for (int b = 0; b < bound_count; b++) all.push_back(Binding{bound[b].buffer, 0, XHAL_WHOLE_SIZE, nullptr});
-    return all;
+    all[0] = Binding{nullptr, 0, uniform_size, uniform};
+    for (int b = 0; b < bound_count; b++) all[b + 1] = Binding{bound[b].buffer, 0, XHAL_WHOLE_SIZE, nullptr};
+    return at::ArrayRef<Binding>(all, bound_count + 1);
   };
   const Kernel& compiled = kernel_by_key(dev, key, [&] {
     std::string loads;
@@ -453,7 +453,7 @@ bool elementwise(at::Tensor& out, const std::vector<at::Tensor>& inputs, const s
                       storage_type(bound[b].dtype) + ">;\n";
     }
     const std::string c = wgsl_type(compute);
-    std::string body = expression;
+    std::string body(expression);
     replace_all(body, "$ua", "p.s2.z");
     replace_all(body, "$ub", "p.s2.w");
     replace_all(body, "$a", scalar_load(0, compute));
@@ -516,7 +516,7 @@ bool elementwise(at::Tensor& out, const std::vector<at::Tensor>& inputs, const s
 // `out` resized to `shape`, as structured out= kernels do.
 void prepare_out(at::Tensor& out, at::IntArrayRef shape) { at::native::resize_output(out, shape); }
 
-at::DimVector broadcast_shape(const std::vector<at::Tensor>& inputs) {
+at::DimVector broadcast_shape(at::ArrayRef<at::Tensor> inputs) {
   at::DimVector shape;
   for (const auto& t : inputs) shape = at::infer_size_dimvector(shape, t.sizes());
   return shape;

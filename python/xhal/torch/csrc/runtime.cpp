@@ -83,7 +83,14 @@ void set_plugin_path(const std::string& path) {
 
 int device_count() { return static_cast<int>(runtime().order.size()); }
 
+// The devices opened so far, readable without the runtime's lock: every operation asks for its
+// device, and an opened one stays for the life of the process.
+std::atomic<Device*> g_opened[64];
+
 Device& device(int index) {
+  if (index >= 0 && index < 64) {
+    if (Device* opened = g_opened[index].load(std::memory_order_acquire)) return *opened;
+  }
   Runtime& r = runtime();
   TORCH_CHECK(r.error.empty(), "xhal: no devices: ", r.error);
   TORCH_CHECK(index >= 0 && index < static_cast<int>(r.order.size()), "xhal: device xhal:", index,
@@ -104,6 +111,7 @@ Device& device(int index) {
     opened->total_memory = info.total_memory;
     opened->max_scalar_block_size = info.max_scalar_block_size;
     slot = std::move(opened);
+    if (index < 64) g_opened[index].store(slot.get(), std::memory_order_release);
   }
   return *slot;
 }
@@ -516,19 +524,20 @@ const Kernel& kernel(Device& device, const std::string& source) {
   return *slot->second;
 }
 
-const Kernel& kernel_by_key(Device& device, const std::string& key, const std::function<std::string()>& make_source) {
-  {
-    std::lock_guard<std::mutex> lock(device.mutex);
-    auto found = device.kernels_by_key.find(key);
-    if (found != device.kernels_by_key.end()) return *found->second;
-  }
-  const Kernel& compiled = kernel(device, make_source());
+const Kernel* find_kernel_by_key(Device& device, const std::string& key) {
+  std::lock_guard<std::mutex> lock(device.mutex);
+  auto found = device.kernels_by_key.find(key);
+  return found == device.kernels_by_key.end() ? nullptr : found->second;
+}
+
+const Kernel& remember_kernel_by_key(Device& device, const std::string& key, const std::string& source) {
+  const Kernel& compiled = kernel(device, source);
   std::lock_guard<std::mutex> lock(device.mutex);
   device.kernels_by_key.emplace(key, &compiled);
   return compiled;
 }
 
-void launch(Device& device, const Kernel& kernel, const std::vector<Binding>& bindings, uint64_t invocations,
+void launch(Device& device, const Kernel& kernel, at::ArrayRef<Binding> bindings, uint64_t invocations,
             const void* scalars, size_t scalar_size) {
   if (invocations == 0) return;
   xhal_binding_t raw[16];

@@ -81,9 +81,18 @@ Place place_of(const at::Tensor& tensor);
 
 // The kernel of `source` on `device`, compiled once per source.
 const Kernel& kernel(Device& device, const std::string& source);
+// The kernel cached under `key`, or null.
+const Kernel* find_kernel_by_key(Device& device, const std::string& key);
+// Compiles `source` (or finds it compiled) and caches it under `key` too.
+const Kernel& remember_kernel_by_key(Device& device, const std::string& key, const std::string& source);
 // The kernel cached under `key`, whose source `make_source` writes on the first use: for hot
-// paths, where writing the whole source to look it up would cost more than the launch.
-const Kernel& kernel_by_key(Device& device, const std::string& key, const std::function<std::string()>& make_source);
+// paths, where writing the whole source to look it up would cost more than the launch. A
+// template, so that the lookup allocates nothing.
+template <typename MakeSource>
+const Kernel& kernel_by_key(Device& device, const std::string& key, MakeSource&& make_source) {
+  if (const Kernel* found = find_kernel_by_key(device, key)) return *found;
+  return remember_kernel_by_key(device, key, make_source());
+}
 
 // One binding of a launch: a tensor's buffer (from its storage offset on), or uniform bytes.
 struct Binding {
@@ -95,7 +104,7 @@ struct Binding {
 // Launches `kernel` over `invocations` invocations; `bindings[n]` is `@binding(n)`, and
 // those the kernel does not use are left out.
 // `scalars` (`scalar_size` bytes) is the kernel's `var<immediate>` block, if it has one.
-void launch(Device& device, const Kernel& kernel, const std::vector<Binding>& bindings, uint64_t invocations,
+void launch(Device& device, const Kernel& kernel, at::ArrayRef<Binding> bindings, uint64_t invocations,
             const void* scalars = nullptr, size_t scalar_size = 0);
 
 // Operators that fell back to the CPU: counted per operator, logged once per operator.
