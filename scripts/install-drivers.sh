@@ -17,6 +17,12 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
+# One install at a time: CI starts one in the background while the Rust code compiles, and
+# `make test` runs it again before the tests; the second waits, then finds everything there.
+mkdir -p target
+exec 9>target/.install-drivers.lock
+flock 9
+
 # NVRTC (CUDA's runtime compiler) runs without a GPU: with it, the cuda backend's tests
 # compile the CUDA C of every repository kernel with the real compiler. It comes as a Python
 # wheel; only its libraries are kept, in target/nvrtc/ (the Makefile points

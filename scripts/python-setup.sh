@@ -6,6 +6,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# One setup at a time: CI starts one in the background while the Rust code compiles, and
+# `make python` runs it again; the second waits for the first, then finds everything there.
+mkdir -p target
+exec 9>target/.python-setup.lock
+flock 9
+
 venv=.venv
 requirements=(maturin==1.16.0 numpy==2.4.6 pytest==9.2.0 ninja==1.13.0)
 torch_version=2.15.0

@@ -105,10 +105,12 @@ fn a_trace_of_a_plugin_of_an_older_abi_minor_is_summarised() {
 fn a_trace_of_a_killed_program_is_still_read() {
     let sandbox = Sandbox::new("trace-killed");
     let trace = sandbox.root().join("killed.json");
-    // A long benchmark, killed with SIGKILL once the device has run a few kernels.
+    // A long benchmark, killed with SIGKILL once the device has run a few kernels. The
+    // native loop runs its repeats first, so they are enough to outlast the poll below but
+    // few enough that a debug build's loop takes seconds, not minutes.
     let mut child = Command::new(xhal_binary())
         .args([
-            "bench", "--size", "small", "--warmup", "0", "--repeat", "100000", "--device", "cpu",
+            "bench", "--size", "small", "--kernel", "saxpy", "--warmup", "0", "--repeat", "20000", "--device", "cpu",
         ])
         .arg("--trace")
         .arg(&trace)
@@ -117,7 +119,10 @@ fn a_trace_of_a_killed_program_is_still_read() {
         .env("HOME", sandbox.home())
         .env("XHAL_PLUGIN_PATH", sandbox.plugins())
         .env("XHAL_CPU_MEMORY", (256u64 << 20).to_string())
-        .env("XHAL_CPU_MODE", "interpret")
+        // Compiled where a C compiler is on PATH: interpreted, a debug build takes seconds a
+        // kernel, and this test only needs a few to have run.
+        .env("XHAL_CPU_MODE", "auto")
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
