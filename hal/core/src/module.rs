@@ -220,7 +220,9 @@ pub struct Launch<'a> {
     workgroups: [u32; 3],
     order: SmallVec<[ArgumentKind; 8]>,
     buffers: SmallVec<[BufferBinding; 8]>,
-    scalars: SmallVec<[ScalarArgument; 8]>,
+    // A Vec, empty (and unallocated) unless scalars come one by one: the builder is moved
+    // by value at each step, so what it holds inline is copied each time.
+    scalars: Vec<ScalarArgument>,
     /// The whole block, given at once with [`Launch::scalar_block`].
     block: Option<&'a [u8]>,
     error: Option<Error>,
@@ -237,7 +239,7 @@ impl<'a> Launch<'a> {
             workgroups: [1, 1, 1],
             order: SmallVec::new(),
             buffers: SmallVec::new(),
-            scalars: SmallVec::new(),
+            scalars: Vec::new(),
             block: None,
             error: None,
         }
@@ -248,6 +250,7 @@ impl<'a> Launch<'a> {
     }
 
     /// Number of workgroups in x, y and z.
+    #[inline]
     pub fn workgroups(mut self, x: u32, y: u32, z: u32) -> Self {
         self.workgroups = [x, y, z];
         self
@@ -257,6 +260,7 @@ impl<'a> Launch<'a> {
     /// hold more than 65,535 workgroups, with the rows as even as they can be. The kernel then finds its flat index as
     /// `id.x + id.y * num_workgroups.x * workgroup_size.x` and must skip indices past the end.
     /// Needs the kernel's workgroup size, so a module loaded from WGSL.
+    #[inline]
     pub fn workgroups_for_invocations(mut self, invocations: u64) -> Self {
         let Some([size_x, _, _]) = self.kernel.workgroup_size() else {
             self.fail(Error::invalid_argument(format!(
@@ -285,6 +289,7 @@ impl<'a> Launch<'a> {
 
     /// Binds `view` (a [`Buffer`], or a view from [`Buffer::slice`]) as the next buffer
     /// argument.
+    #[inline]
     pub fn buffer<'b, T: 'b>(mut self, view: impl Into<BufferSlice<'b, T>>) -> Self {
         let view = view.into();
         let position = self.buffers.len();
@@ -319,6 +324,7 @@ impl<'a> Launch<'a> {
 
     /// [`Launch::uniform`] with the bytes as they are: for a value whose layout was built by
     /// hand, or an array.
+    #[inline]
     pub fn uniform_bytes(mut self, bytes: &[u8]) -> Self {
         self.order.push(ArgumentKind::Buffer);
         if bytes.is_empty() {
@@ -350,6 +356,7 @@ impl<'a> Launch<'a> {
     }
 
     /// Appends raw bytes as one scalar with the given alignment (a power of two).
+    #[inline]
     pub fn scalar_bytes(mut self, bytes: &[u8], alignment: usize) -> Self {
         self.order.push(ArgumentKind::Scalar);
         if !alignment.is_power_of_two() {
@@ -372,6 +379,7 @@ impl<'a> Launch<'a> {
     /// one [`Launch::scalar`] per member: for a caller that holds the block that way already,
     /// such as a C program. For a kernel from WGSL it must have the block's exact size; it
     /// cannot be mixed with [`Launch::scalar`].
+    #[inline]
     pub fn scalar_block(mut self, bytes: &'a [u8]) -> Self {
         if self.block.is_some() || !self.scalars.is_empty() {
             self.fail(Error::invalid_argument(format!(
