@@ -265,7 +265,9 @@ DIFFTEST_SEEDS ?= 0..300
 DIFFTEST_GPU_SEEDS ?= 40..120
 .PHONY: difftest
 difftest:
-	$(CARGO) build --release -p xhal-difftest
+	@# The workspace's build, not `-p xhal-difftest`: that one resolves features for the one
+	@# package and would rebuild its dependencies (nearly two minutes) after `make build`.
+	$(CARGO) build --release --workspace
 	XHAL_PLUGIN_PATH=$(PLUGIN_DIR) target/release/xhal-difftest --seeds $(DIFFTEST_SEEDS) --devices cpu-compile \
 		--shrink-seconds 15 --max-shrinks 3 --out target/difftest/cpu
 	XHAL_PLUGIN_PATH=$(PLUGIN_DIR) target/release/xhal-difftest --seeds $(DIFFTEST_GPU_SEEDS) --devices vulkan,wgpu:0 \

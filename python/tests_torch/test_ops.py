@@ -292,6 +292,9 @@ def test_every_dtype_the_device_claims(dev, dtype):
         if dtype == torch.float16:  # f64 has no exp in WGSL; its softmax falls back
             close(torch.softmax(xd / 8, -1), torch.softmax(x / 8, -1), rtol=1e-3, atol=1e-3)
             close(torch.log_softmax(xd / 8, 0), torch.log_softmax(x / 8, 0), rtol=1e-3, atol=1e-3)
+    if dtype != torch.bool:  # rows gathered, as an embedding does
+        rows = torch.tensor([5, 0, 5, 2])
+        close(xd.index_select(0, rows.to(dev)), x.index_select(0, rows))
     close(xd > yd, x > y)
     close(xd == xd.t().t(), x == x)
     close(xd.triu(1), x.triu(1))

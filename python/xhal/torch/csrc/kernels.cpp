@@ -1704,8 +1704,12 @@ at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tens
   auto fallback = [&]() -> at::Tensor& {
     return call_fallback_fn<&cpu_fallback, ATEN_OP(index_select_out)>::call(self, dim, index, out);
   };
-  if (self.dim() != 2 || c10::maybe_wrap_dim(dim, 2) != 0 || self.scalar_type() != at::kFloat || index.dim() > 1 ||
-      (index.scalar_type() != at::kLong && index.scalar_type() != at::kInt) || index.device() != self.device())
+  // A copy of rows, so any dtype the device has kernels for, but bool: its one-byte elements
+  // would need word-sized writes.
+  const at::ScalarType dtype = self.scalar_type();
+  if (self.dim() != 2 || c10::maybe_wrap_dim(dim, 2) != 0 || dtype == at::kBool || !on_device(self, dtype) ||
+      index.dim() > 1 || (index.scalar_type() != at::kLong && index.scalar_type() != at::kInt) ||
+      index.device() != self.device())
     return fallback();
   auto host = host_indices(index);
   if (host.numel() > 0) {
@@ -1713,7 +1717,7 @@ at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tens
     TORCH_CHECK_INDEX(low >= 0 && high < self.size(0), "index out of range in self");
   }
   prepare_out(out, {index.numel(), self.size(1)});
-  if (!out.is_contiguous() || out.scalar_type() != at::kFloat) return fallback();
+  if (!out.is_contiguous() || out.scalar_type() != dtype) return fallback();
   if (out.numel() == 0) return out;
   at::Tensor idx = index.contiguous();
   GatherParams q;
@@ -1726,11 +1730,11 @@ at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tens
   q.index_offset = static_cast<uint32_t>(place_of(idx).offset / 4);
   q.out_offset = element_offset(out);
   BufferSet set;
-  std::string tb = set.bind(place_of(self).buffer, "f32", false);
+  std::string tb = set.bind(place_of(self).buffer, storage_type(dtype), false);
   std::string ib = set.bind(place_of(idx).buffer, "u32", false);
-  std::string ob = set.bind(place_of(out).buffer, "f32", true);
+  std::string ob = set.bind(place_of(out).buffer, storage_type(dtype), true);
   if (tb.empty() || ib.empty() || ob.empty() || ob == tb) return fallback();
-  std::string source = kGatherParams + set.declarations() + R"(
+  std::string source = std::string(dtype == at::kHalf ? "enable f16;\n" : "") + kGatherParams + set.declarations() + R"(
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
   let e = gid.x + gid.y * groups.x * 64u;
