@@ -381,14 +381,14 @@ impl<'a> Launch<'a> {
     /// cannot be mixed with [`Launch::scalar`].
     #[inline]
     pub fn scalar_block(mut self, bytes: &'a [u8]) -> Self {
-        if self.block.is_some() || !self.scalars.is_empty() {
+        if self.block.is_some() {
             self.fail(Error::invalid_argument(format!(
-                "kernel `{}`: the scalar block is given once, either whole (scalar_block) or member by member \
-                 (scalar), not both",
+                "kernel `{}`: the scalar block is given twice (scalar_block)",
                 self.kernel.name()
             )));
             return self;
         }
+        // Mixed with `scalar` (in either order), it is refused when the block is built.
         self.block = Some(bytes);
         self
     }

@@ -250,6 +250,23 @@ fn a_whole_scalar_block_of_the_wrong_size_or_mixed_with_members_is_refused() {
             "{error}"
         );
     }
+    let error = launch_error(|device, kernel| {
+        let stream = device.create_stream()?;
+        let x = device.alloc::<f32>(16)?;
+        stream.launch(
+            &Launch::new(kernel)
+                .buffer(&x)
+                .buffer(&x)
+                .scalar_block(&[0u8; 8])
+                .scalar_block(&[0u8; 8]),
+        )
+    });
+    assert!(
+        error
+            .message()
+            .contains("kernel `saxpy`: the scalar block is given twice"),
+        "{error}"
+    );
     // A kernel without a var<immediate> takes no block.
     let device = cpu_device();
     let module = device.load_wgsl(SAXPY).unwrap();

@@ -416,7 +416,6 @@ bool elementwise(at::Tensor& out, at::ArrayRef<at::Tensor> inputs, std::string_v
     key += static_cast<char>('A' + static_cast<int>(bound[b].dtype));
     key += bound[b].written ? 'w' : 'r';
   }
-  const std::string out_name = "b" + std::to_string(out_binding);
   Binding all[kMaxOperands + 1];
   auto bindings_of = [&](const void* uniform, size_t uniform_size) {
     all[0] = Binding{nullptr, 0, uniform_size, uniform};
@@ -461,6 +460,7 @@ bool elementwise(at::Tensor& out, at::ArrayRef<at::Tensor> inputs, std::string_v
     replace_all(body, "$0", compute == at::kBool ? "false" : c + "(0)");
     replace_all(body, "$C", c);
     replace_all(body, "$nan(", "xnan(");
+    const std::string out_name = "b" + std::to_string(out_binding);
     std::string source;
     if (uses_f16 || body.find("f16") != std::string::npos || loads.find("f16") != std::string::npos)
       source += "enable f16;\n";

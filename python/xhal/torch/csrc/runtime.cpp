@@ -85,7 +85,7 @@ int device_count() { return static_cast<int>(runtime().order.size()); }
 
 // The devices opened so far, readable without the runtime's lock: every operation asks for its
 // device, and an opened one stays for the life of the process.
-std::atomic<Device*> g_opened[64];
+static std::atomic<Device*> g_opened[64];
 
 Device& device(int index) {
   if (index >= 0 && index < 64) {
