@@ -68,19 +68,23 @@ drivers:
 
 # The tests load real plugin libraries (the CPU plugin and the zoo), so build them first.
 # The drivers are installed after the build, which needs none of them, so that CI can fetch
-# them while it compiles (.ci/run). The cpu backend's own tests run in both kernel modes (the workspace run takes the default,
-# `auto`, which compiles kernels when a C compiler is present).
+# them while it compiles (.ci/run). The cpu backend's own tests run in both kernel modes (the
+# workspace run takes the default, `auto`, which compiles kernels when a C compiler is
+# present), from the programs the workspace run built (scripts/package-tests.py).
 test: fmt-check clippy
 	$(CARGO) build --workspace
 	@$(MAKE) --no-print-directory drivers
 	$(CARGO) test --workspace
-	XHAL_CPU_MODE=interpret $(CARGO) test -p xhal-cpu
-	XHAL_CPU_MODE=compile $(CARGO) test -p xhal-cpu
+	XHAL_CPU_MODE=interpret scripts/package-tests.py xhal-cpu
+	XHAL_CPU_MODE=compile scripts/package-tests.py xhal-cpu
 	@$(MAKE) --no-print-directory python-test
 
 # The Python package `xhal` (python/): one abi3 wheel for CPython 3.9 and later, carrying the
-# backend plugins of target/plugins, built with maturin and installed into the project's
-# virtual environment, .venv (created, with its pinned tools, when missing).
+# backend plugins of target/plugins, installed into the project's virtual environment, .venv
+# (created, with its pinned tools, when missing). The extension module is the workspace
+# build's (xhal-python is a member); scripts/python-wheel.py packs it, where maturin would
+# compile its dependencies again with other features. `pip install ./python` builds the same
+# package with maturin.
 VENV := .venv
 PYTHON_WHEELS := target/wheels/python
 python: build
@@ -90,7 +94,7 @@ python: build
 	@cp $(PLUGIN_DIR)/*.so python/xhal/plugins/
 	@cp target/release/libxhal_capi.so python/xhal/lib/ && cp include/xhal_capi.h python/xhal/include/
 	@rm -rf $(PYTHON_WHEELS)
-	$(VENV)/bin/maturin build --release -m python/Cargo.toml --out $(PYTHON_WHEELS) -i $(VENV)/bin/python
+	$(VENV)/bin/python scripts/python-wheel.py --native target/release/libxhal_native.so --out $(PYTHON_WHEELS)
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps --no-index $(PYTHON_WHEELS)/xhal-*.whl
 	@$(VENV)/bin/python -c "import xhal; print('python: xhal', xhal.__version__, 'in $(VENV), devices:', ', '.join(d.label for d in xhal.devices()))"
 
