@@ -22,15 +22,14 @@ fail() {
 
 # The same build as gpu-check.sh's, so a bundle and a build on the GPU machine run the same code.
 "$CARGO" build --release --workspace || fail "the release build failed"
-"$CARGO" build --release -p xhal-cuda --example gpu_bench || fail "building the benchmark failed"
 
-binaries=(target/release/xhal target/release/xhal-cts target/release/examples/gpu_bench)
+binaries=(target/release/xhal target/release/xhal-cts target/release/xhal-cuda-bench)
 for file in "${binaries[@]}" target/release/libxhal_cuda.so; do
   [ -f "$file" ] || fail "$file was not built"
 done
 
 rm -rf "$BUNDLE"
-mkdir -p "$BUNDLE/target/release/examples" "$BUNDLE/target/plugins" "$BUNDLE/scripts"
+mkdir -p "$BUNDLE/target/release" "$BUNDLE/target/plugins" "$BUNDLE/scripts"
 for file in "${binaries[@]}"; do
   cp "$file" "$BUNDLE/$file"
   # The binaries carry symbol tables only (release has no debug info); stripped they halve.
@@ -53,7 +52,7 @@ fi
 glibc="unknown"
 if command -v objdump >/dev/null 2>&1; then
   glibc=$(for file in "$BUNDLE"/target/release/xhal "$BUNDLE"/target/release/xhal-cts \
-    "$BUNDLE"/target/release/examples/gpu_bench "$BUNDLE"/target/plugins/libxhal_cuda.so; do
+    "$BUNDLE"/target/release/xhal-cuda-bench "$BUNDLE"/target/plugins/libxhal_cuda.so; do
     objdump -T "$file" | grep -o 'GLIBC_[0-9][0-9.]*'
   done | sed 's/^GLIBC_//' | sort -uV | tail -n 1)
 fi

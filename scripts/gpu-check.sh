@@ -5,7 +5,7 @@
 # 1. finds NVRTC (the CUDA C compiler WGSL kernels go through) and hands it to the plugin in
 #    XHAL_NVRTC_LIBRARY;
 # 2. builds the workspace in release, the plugins into target/plugins (the CUDA one included),
-#    and the benchmark program (backends/cuda/examples/gpu_bench.rs); or, without cargo or
+#    and the benchmark program (backends/cuda/bench, `xhal-cuda-bench`); or, without cargo or
 #    with --prebuilt / --bundle DIR, uses binaries built elsewhere (`make gpu-bundle`);
 # 3. runs `xhal devices`, which must list a CUDA device;
 # 4. runs the whole conformance suite against target/plugins/libxhal_cuda.so (scripts/cts.sh
@@ -132,7 +132,7 @@ run_step() {
   fi
 }
 
-prebuilt_files=(target/release/xhal target/release/xhal-cts target/release/examples/gpu_bench
+prebuilt_files=(target/release/xhal target/release/xhal-cts target/release/xhal-cuda-bench
   target/plugins/libxhal_cuda.so scripts/cts.sh)
 
 missing_in() {
@@ -179,7 +179,7 @@ fi
 cd "$run_dir"
 echo "$mode" | tee "$out/mode.txt"
 # Some ways of copying a folder drop the execute bits.
-for file in target/release/xhal target/release/xhal-cts target/release/examples/gpu_bench scripts/cts.sh; do
+for file in target/release/xhal target/release/xhal-cts target/release/xhal-cuda-bench scripts/cts.sh; do
   [ ! -f "$file" ] || [ -x "$file" ] || chmod +x "$file" || fail "$run_dir/$file is not executable"
 done
 echo "output: $out"
@@ -288,12 +288,12 @@ cat "$out/nvrtc.txt"
 [ -n "$nvrtc" ] || fail "NVRTC was not found (LD_LIBRARY_PATH, the loader cache, /usr/local/cuda*, python's nvidia packages, /opt/conda/lib), so the suite's WGSL kernels cannot reach the device; install the CUDA toolkit or pip's nvidia-cuda-nvrtc, or set XHAL_NVRTC_LIBRARY"
 
 if [[ "$mode" == build* ]]; then
-  step "build (cargo build --release --workspace, plugins, gpu_bench)"
+  step "build (cargo build --release --workspace, plugins)"
   hint="if cargo could not fetch crates (no network): run \`make gpu-bundle\` on a machine with Rust, copy target/gpu-bundle here and run scripts/gpu-check.sh --bundle target/gpu-bundle"
   budget 330 240
   # shellcheck disable=SC2016 # "$1" is cargo, expanded by the inner shell
   run_step "$seconds" build.txt "the release build failed" \
-    bash -c '"$1" build --release --workspace && "$1" build --release -p xhal-cuda --example gpu_bench &&
+    bash -c '"$1" build --release --workspace &&
       make --no-print-directory plugins' build "$CARGO"
   [ -f target/plugins/libxhal_cuda.so ] || fail "the CUDA plugin was not built"
   hint=""
@@ -326,7 +326,7 @@ fi
 step "benchmarks through the plugin, against the raw driver API"
 budget 180 5
 # Status 2: no CUDA device after all, which the benchmark's last line explains.
-run_step "$seconds" bench.md "the benchmark failed" target/release/examples/gpu_bench --plugin target/plugins/libxhal_cuda.so
+run_step "$seconds" bench.md "the benchmark failed" target/release/xhal-cuda-bench --plugin target/plugins/libxhal_cuda.so
 
 cts_counts="see $out/cts-report/report.json"
 if command -v python3 >/dev/null 2>&1; then

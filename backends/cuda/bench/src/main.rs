@@ -5,7 +5,7 @@
 //! - device-to-device bandwidth (xhal `copy_buffer` against `cuMemcpyDtoD` of the same size,
 //!   the card's measured copy ceiling).
 //!
-//! `cargo run --release -p xhal-cuda --example gpu_bench [-- --plugin PATH]`: with `--plugin`,
+//! `cargo run --release -p xhal-cuda-bench [-- --plugin PATH]`: with `--plugin`,
 //! xhal's side goes through that plugin file (the C ABI), as an application's would; without
 //! it, through the backend linked in. Exits with status 2 and the reason when there is no
 //! CUDA device, and 1 on any other failure. Prints a Markdown table last.
@@ -32,11 +32,11 @@ fn main() {
     match run() {
         Ok(()) => {}
         Err(Failure::NoDevice(reason)) => {
-            eprintln!("gpu_bench: no CUDA device, nothing measured: {reason}");
+            eprintln!("xhal-cuda-bench: no CUDA device, nothing measured: {reason}");
             std::process::exit(2);
         }
         Err(Failure::Other(reason)) => {
-            eprintln!("gpu_bench: failed: {reason}");
+            eprintln!("xhal-cuda-bench: failed: {reason}");
             std::process::exit(1);
         }
     }
