@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Creates the project's virtual environment (.venv at the repository root) when it is
-# missing, and installs the pinned tools the Python package needs into it: maturin builds the
-# wheel, numpy is the package's one dependency, pytest runs its tests, and torch with ninja
-# are what xhal.torch builds against.
+# missing, and installs the pinned tools the Python package needs into it: numpy is the
+# package's one dependency, pytest runs its tests, and torch with ninja are what xhal.torch
+# builds against. (scripts/python-wheel.py packs the wheel; `pip install ./python` fetches
+# its own maturin.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,7 +14,7 @@ exec 9>target/.python-setup.lock
 flock 9
 
 venv=.venv
-requirements=(maturin==1.16.0 numpy==2.4.6 pytest==9.2.0 ninja==1.13.0)
+requirements=(numpy==2.4.6 pytest==9.2.0 ninja==1.13.0)
 torch_version=2.15.0
 
 if [ ! -x "$venv/bin/python" ]; then
