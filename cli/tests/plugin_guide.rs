@@ -80,10 +80,10 @@ fn every_command_of_the_plugin_guide_works_as_written() {
         std::iter::once(binaries.clone()).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
     )
     .expect("a PATH");
-    // The scaffolded crate builds into a folder kept between runs (its dependencies are
-    // compiled once), with this workspace's lock file, so it needs no network.
-    let plugin_target = target_dir().join("plugin-guide-target");
-    std::fs::create_dir_all(&plugin_target).expect("create the plugin's target folder");
+    // The scaffolded crate builds into this build's own target folder, with this workspace's
+    // lock file, so it needs no network, and its dependencies are compiled once for this test
+    // and tests/new_plugin.rs, which builds the same crate there.
+    let plugin_target = target_dir();
 
     for (number, block) in blocks.iter().enumerate() {
         let output = Command::new("bash")

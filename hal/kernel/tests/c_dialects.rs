@@ -8,6 +8,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 mod common;
 
@@ -102,16 +104,16 @@ fn every_repository_kernel_emits_and_passes_a_syntax_check_in_every_dialect() {
     std::fs::create_dir_all(&dir).expect("temp dir");
     let mut failures = Vec::new();
     let mut refused: BTreeMap<(&str, String), Vec<String>> = BTreeMap::new();
-    let mut checked = BTreeMap::new();
     // XHAL_C_DUMP=DIR keeps every emitted file there (for checks with real compilers).
     let dump = std::env::var_os("XHAL_C_DUMP").map(PathBuf::from);
+    // Emitting is quick; the compilers are what take time, so they run on every core.
+    let mut emitted = Vec::new();
     for (name, source) in &kernels {
         let module = parse_wgsl(source).expect("parsed before");
         for &dialect in Dialect::ALL {
             match module.to_c(dialect, None) {
-                Ok(c) => match dump
-                    .as_ref()
-                    .map(|d| {
+                Ok(c) => {
+                    if let Some(d) = &dump {
                         let ext = match dialect {
                             Dialect::CudaC => "cu",
                             Dialect::HipC => "hip",
@@ -119,15 +121,16 @@ fn every_repository_kernel_emits_and_passes_a_syntax_check_in_every_dialect() {
                             Dialect::HostC => "c",
                         };
                         let file = format!("{}.{ext}", name.replace(['/', '#', '.'], "_"));
-                        std::fs::create_dir_all(d).and_then(|()| std::fs::write(d.join(file), &c.text))
-                    })
-                    .transpose()
-                    .map_err(|e| e.to_string())
-                    .and_then(|_| check(&dir, &format!("{name}_{dialect:?}"), dialect, &c.text))
-                {
-                    Ok(()) => *checked.entry(dialect.name()).or_insert(0) += 1,
-                    Err(e) => failures.push(format!("{name} as {}:\n{e}", dialect.name())),
-                },
+                        if let Err(e) = std::fs::create_dir_all(d).and_then(|()| std::fs::write(d.join(file), &c.text))
+                        {
+                            failures.push(format!(
+                                "{name} as {}: could not keep it in XHAL_C_DUMP: {e}",
+                                dialect.name()
+                            ));
+                        }
+                    }
+                    emitted.push((name, dialect, c.text));
+                }
                 Err(e) => {
                     if e.kind() != KernelErrorKind::Unsupported {
                         failures.push(format!("{name} as {}: not an Unsupported error: {e}", dialect.name()));
@@ -138,6 +141,31 @@ fn every_repository_kernel_emits_and_passes_a_syntax_check_in_every_dialect() {
                         .push(name.clone());
                 }
             }
+        }
+    }
+    let next = AtomicUsize::new(0);
+    let results = Mutex::new(Vec::new());
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| loop {
+                let index = next.fetch_add(1, Ordering::Relaxed);
+                let Some((name, dialect, text)) = emitted.get(index) else {
+                    break;
+                };
+                let result = check(&dir, &format!("{name}_{dialect:?}"), *dialect, text);
+                results
+                    .lock()
+                    .expect("no checker panicked")
+                    .push((*name, *dialect, result));
+            });
+        }
+    });
+    let mut checked = BTreeMap::new();
+    for (name, dialect, result) in results.into_inner().expect("no checker panicked") {
+        match result {
+            Ok(()) => *checked.entry(dialect.name()).or_insert(0) += 1,
+            Err(e) => failures.push(format!("{name} as {}:\n{e}", dialect.name())),
         }
     }
     println!("{} kernels; passed the syntax check: {checked:?}", kernels.len());
