@@ -262,6 +262,50 @@ def test_max_min_and_arg_reductions(dev):
 DTYPES = [torch.float16, torch.float64, torch.int32, torch.int64, torch.bool]
 
 
+def ulps_apart(got, expected):
+    """How many units in the last place of `expected` separate the two, elementwise; infinities
+    and NaN must match exactly (0 where they do, inf where they do not)."""
+    got, expected = got.cpu(), expected.cpu()
+    finite = torch.isfinite(expected)
+    same_special = (got == expected) | (torch.isnan(got) & torch.isnan(expected))
+    spacing = torch.nextafter(expected.abs(), torch.tensor(float("inf"), dtype=expected.dtype)) - expected.abs()
+    apart = ((got - expected).abs() / spacing).where(finite, torch.zeros_like(expected))
+    return apart.where(finite | same_special, torch.full_like(expected, float("inf")))
+
+
+def test_f64_exp_and_log_are_native_and_within_a_few_ulp_over_their_whole_range(dev):
+    """WGSL has no f64 exp or log: kernels that compute in f64 carry their own (kF64Math in
+    kernels.cpp). They must hold to the CPU's answer within 3 ulp from underflow to overflow,
+    subnormals, zeros, infinities and NaN included, and the operations built on them (sigmoid,
+    silu, softmax, log-softmax and its backward) must run natively."""
+    if torch.float64 not in xhal.torch.native_dtypes(dev):
+        pytest.skip(f"{dev} does not claim f64 (with the 64-bit integers its kernels need)")
+    special = [0.0, -0.0, 1.0, -1.0, 0.5, 1e-17, -1e-17, 1e-300, 5e-324, -5e-324, 709.78, 709.8, -745.13, -745.2,
+               -708.4, 2.2250738585072014e-308, float("inf"), float("-inf"), float("nan")]
+    x = torch.cat([torch.linspace(-746, 710, 6001, dtype=torch.float64), torch.tensor(special, dtype=torch.float64)])
+    worst = ulps_apart(torch.exp(x.to(dev)), torch.exp(x)).max().item()
+    assert worst <= 3, f"exp is {worst} ulp from the CPU's"
+    positive = torch.cat([torch.logspace(-323, 308, 6001, dtype=torch.float64),
+                          torch.linspace(0.5, 2, 3001, dtype=torch.float64),
+                          torch.tensor([1 - 2**-53, 1 + 2**-52, 2**0.5, 2**-0.5], dtype=torch.float64),
+                          torch.tensor(special, dtype=torch.float64)])
+    worst = ulps_apart(torch.log(positive.to(dev)), torch.log(positive)).max().item()
+    assert worst <= 3, f"log is {worst} ulp from the CPU's"
+    g = torch.Generator().manual_seed(5)
+    y = torch.randn(5, 33, generator=g, dtype=torch.float64) * 30
+    precise = dict(rtol=1e-13, atol=1e-300)
+    close(torch.sigmoid(y.to(dev)), torch.sigmoid(y), **precise)
+    close(F.silu(y.to(dev)), F.silu(y), **precise)
+    close(torch.softmax(y.to(dev), 1), torch.softmax(y, 1), **precise)
+    close(torch.log_softmax(y.to(dev), 0), torch.log_softmax(y, 0), **precise)
+    leaf = y.to(dev).requires_grad_()
+    torch.log_softmax(leaf, 1).sum().backward()
+    expected_leaf = y.clone().requires_grad_()
+    torch.log_softmax(expected_leaf, 1).sum().backward()
+    close(leaf.grad, expected_leaf.grad, rtol=1e-12, atol=1e-12)
+    no_fallbacks()
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_every_dtype_the_device_claims(dev, dtype):
     """Arithmetic, comparisons, reductions, copies and conversions in each dtype: with kernels
@@ -289,9 +333,22 @@ def test_every_dtype_the_device_claims(dev, dtype):
         close(xd / (yd.abs() + 1), x / (y.abs() + 1), **tolerance)
         close(xd.mean(0), x.mean(0), rtol=1e-2 if dtype == torch.float16 else 1e-5, atol=1e-2)
         close(xd @ yd.t(), x @ y.t(), rtol=1e-2 if dtype == torch.float16 else 1e-6, atol=1e-1 if dtype == torch.float16 else 1e-6)
-        if dtype == torch.float16:  # f64 has no exp in WGSL; its softmax falls back
-            close(torch.softmax(xd / 8, -1), torch.softmax(x / 8, -1), rtol=1e-3, atol=1e-3)
-            close(torch.log_softmax(xd / 8, 0), torch.log_softmax(x / 8, 0), rtol=1e-3, atol=1e-3)
+        softmax_tolerance = dict(rtol=1e-3, atol=1e-3) if dtype == torch.float16 else dict(rtol=1e-12, atol=1e-14)
+        close(torch.softmax(xd / 8, -1), torch.softmax(x / 8, -1), **softmax_tolerance)
+        close(torch.log_softmax(xd / 8, 0), torch.log_softmax(x / 8, 0), **softmax_tolerance)
+        # A transformer block's layer norm, loss and embedding, forward and backward.
+        loose = dict(rtol=1e-2, atol=1e-2) if dtype == torch.float16 else dict(rtol=1e-10, atol=1e-10)
+        weight, bias = (torch.randn(7, generator=g) + 1).to(dtype), torch.randn(7, generator=g).to(dtype)
+        targets, rows = torch.tensor([0, 6, 3, 3, 1, 5]), torch.tensor([[5, 0], [5, 2]])
+        results = []
+        for device in (dev, "cpu"):
+            leaves = [t.to(device).requires_grad_() for t in (x / 8, weight, bias)]
+            normed = F.layer_norm(leaves[0], (7,), leaves[1], leaves[2])
+            loss = F.cross_entropy(normed, targets.to(device)) + F.embedding(rows.to(device), normed).sum() / 4
+            loss.backward()
+            results.append([normed, loss] + [leaf.grad for leaf in leaves])
+        for got, expected in zip(*results):
+            close(got.detach(), expected.detach(), **loose)
     if dtype != torch.bool:  # rows gathered, as an embedding does
         rows = torch.tensor([5, 0, 5, 2])
         close(xd.index_select(0, rows.to(dev)), x.index_select(0, rows))

@@ -28,7 +28,8 @@ bool native_dtype(const Device& device, at::ScalarType dtype) {
     case at::kHalf:
       return (device.features & XHAL_DEVICE_FEATURE_F16) != 0;
     case at::kDouble:
-      return (device.features & XHAL_DEVICE_FEATURE_F64) != 0;
+      // f64 kernels read scalars, test for NaN and compute exp and log through u64 bits.
+      return (device.features & XHAL_DEVICE_FEATURE_F64) != 0 && (device.features & XHAL_DEVICE_FEATURE_I64) != 0;
     case at::kLong:
       return (device.features & XHAL_DEVICE_FEATURE_I64) != 0;
     default:
@@ -219,6 +220,104 @@ fn erf_approx(x: f32) -> f32 {
 }
 )";
 
+void replace_all(std::string& text, const std::string& from, const std::string& to) {
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
+    text.replace(at, from.size(), to);
+  }
+}
+
+// exp and log in f64. WGSL's built-ins stop at 32 bits (and SPIR-V's GLSL set has no 64-bit
+// exp or log), so kernels that compute in f64 call these instead: within 2 ulp of the exact
+// result over the whole range, subnormals, infinities and NaN included.
+const char* kF64Math = R"(
+fn xnan64(x: f64) -> bool { return (bitcast<u64>(x) & 0x7ffffffffffffffflu) > 0x7ff0000000000000lu; }
+fn xpow2_64(e: i32) -> f64 { return bitcast<f64>(u64(e + 1023) << 52u); }
+fn xexp64(x: f64) -> f64 {
+  if (xnan64(x)) { return x; }
+  if (x > 709.782712893384) { return bitcast<f64>(0x7ff0000000000000lu); }
+  if (x < -745.1332191019412) { return 0.0; }
+  // x = k ln2 + r, |r| <= ln2 / 2; ln2 in two parts, the first with 32 trailing zero bits, so
+  // that k * high is exact.
+  let k = round(x * 1.4426950408889634);
+  let r = (x - k * 0.6931471803691238) - k * 1.9082149292705877e-10;
+  var p = f64(1.6059043836821613e-10);
+  p = p * r + 2.08767569878681e-9;
+  p = p * r + 2.505210838544172e-8;
+  p = p * r + 2.755731922398589e-7;
+  p = p * r + 2.7557319223985893e-6;
+  p = p * r + 2.48015873015873e-5;
+  p = p * r + 1.984126984126984e-4;
+  p = p * r + 1.3888888888888889e-3;
+  p = p * r + 8.333333333333333e-3;
+  p = p * r + 4.1666666666666664e-2;
+  p = p * r + 0.16666666666666666;
+  p = p * r + 0.5;
+  p = p * r + 1.0;
+  p = p * r + 1.0;
+  // 2^k in two factors, each a normal number, so that results near the ends of the range
+  // (overflowing 2^k alone, or subnormal) round once.
+  let half = i32(k) / 2;
+  return p * xpow2_64(half) * xpow2_64(i32(k) - half);
+}
+fn xlog64(x: f64) -> f64 {
+  if (xnan64(x)) { return x; }
+  if (x == 0.0) { return bitcast<f64>(0xfff0000000000000lu); }
+  if (x < 0.0) { return bitcast<f64>(0x7ff8000000000000lu); }
+  if (bitcast<u64>(x) == 0x7ff0000000000000lu) { return x; }
+  // x = m 2^e with m in [sqrt(1/2), sqrt(2)); a subnormal x is scaled up first.
+  var v = x;
+  var e = 0;
+  if (x < 2.2250738585072014e-308) {
+    v = x * 18014398509481984.0;
+    e = -54;
+  }
+  let bits = bitcast<u64>(v);
+  e = e + i32((bits >> 52u) & 0x7fflu) - 1023;
+  var m = bitcast<f64>((bits & 0x000ffffffffffffflu) | 0x3ff0000000000000lu);
+  if (m > 1.4142135623730951) {
+    m = m * 0.5;
+    e = e + 1;
+  }
+  // log m = 2 atanh(s), s = (m - 1) / (m + 1), |s| < 0.172: the series to s^21.
+  let s = (m - 1.0) / (m + 1.0);
+  let z = s * s;
+  var q = f64(1.0 / 21.0);
+  q = q * z + 1.0 / 19.0;
+  q = q * z + 1.0 / 17.0;
+  q = q * z + 1.0 / 15.0;
+  q = q * z + 1.0 / 13.0;
+  q = q * z + 1.0 / 11.0;
+  q = q * z + 1.0 / 9.0;
+  q = q * z + 1.0 / 7.0;
+  q = q * z + 1.0 / 5.0;
+  q = q * z + 1.0 / 3.0;
+  let ef = f64(e);
+  return ef * 0.6931471803691238 + ((ef * 1.9082149292705877e-10 + 2.0 * s * z * q) + 2.0 * s);
+}
+)";
+
+// The WGSL of `body` computing in `compute`: in f64, exp and log are kF64Math's.
+void use_f64_math(std::string& body, at::ScalarType compute) {
+  if (compute != at::kDouble) return;
+  replace_all(body, "exp(", "xexp64(");
+  replace_all(body, "log(", "xlog64(");
+}
+
+// The WGSL of a floating kernel for `dtype`: ELEM is the type its buffers hold and ACC the type
+// it computes in, f32 for f16 and f32 (f16 rounded once at the end, as PyTorch's CPU does) and
+// f64 for f64; f16 buffers are enabled.
+std::string typed_source(std::string source, at::ScalarType dtype) {
+  replace_all(source, "ELEM", wgsl_type(dtype));
+  replace_all(source, "ACC", wgsl_type(dtype == at::kDouble ? at::kDouble : at::kFloat));
+  return (dtype == at::kHalf ? std::string("enable f16;\n") : std::string()) + source;
+}
+
+// The dtypes the loss, lookup and normalisation kernels take: the floating ones the device has.
+bool floating_on(const at::Tensor& t) {
+  const at::ScalarType dtype = t.scalar_type();
+  return (dtype == at::kFloat || dtype == at::kHalf || dtype == at::kDouble) && on_device(t, dtype);
+}
+
 // The buffers a launch binds: one binding per distinct buffer, so that an in-place operation
 // (the output is an input) binds its memory once, read_write.
 struct BufferSet {
@@ -256,12 +355,6 @@ struct BufferSet {
 };
 
 bool is_cpu_scalar(const at::Tensor& t) { return t.device().is_cpu() && t.dim() == 0; }
-
-void replace_all(std::string& text, const std::string& from, const std::string& to) {
-  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
-    text.replace(at, from.size(), to);
-  }
-}
 
 uint32_t element_offset(const at::Tensor& t) {
   return static_cast<uint32_t>(place_of(t).offset / t.element_size());
@@ -460,6 +553,7 @@ bool elementwise(at::Tensor& out, at::ArrayRef<at::Tensor> inputs, std::string_v
     replace_all(body, "$0", compute == at::kBool ? "false" : c + "(0)");
     replace_all(body, "$C", c);
     replace_all(body, "$nan(", "xnan(");
+    use_f64_math(body, compute);
     const std::string out_name = "b" + std::to_string(out_binding);
     std::string source;
     if (uses_f16 || body.find("f16") != std::string::npos || loads.find("f16") != std::string::npos)
@@ -469,6 +563,7 @@ bool elementwise(at::Tensor& out, at::ArrayRef<at::Tensor> inputs, std::string_v
     source += flat ? kFlatOffset : kStridedOffset;
     if (body.find("erf_approx") != std::string::npos) source += kErf;
     if (body.find("xnan(") != std::string::npos) source += nan_test(compute);
+    if (body.find("xexp64(") != std::string::npos || body.find("xlog64(") != std::string::npos) source += kF64Math;
     const char* entry =
         "@compute @workgroup_size(256)\n"
         "fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {\n"
@@ -750,33 +845,34 @@ at::Tensor& clamp_out(const at::Tensor& self, const std::optional<at::Scalar>& m
 
 // --- Unary operations and activations ------------------------------------------------------
 
-// `expression` on a floating tensor, computed in f32 (f16 too) or, where `exact_in_f64`, in f64.
-bool unary(at::Tensor& out, const at::Tensor& self, const char* expression, bool exact_in_f64 = false) {
+// `expression` on a floating tensor, computed in f32 (f16 too) or, where `in_f64`, in f64:
+// where the expression needs only arithmetic, sqrt, exp and log (kF64Math).
+bool unary(at::Tensor& out, const at::Tensor& self, const char* expression, bool in_f64 = false) {
   prepare_out(out, self.sizes());
   const at::ScalarType dtype = out.scalar_type();
   if (!is_floating(dtype) || self.scalar_type() != dtype) return false;
-  // WGSL's transcendental built-ins stop at 32 bits (SPIR-V's GLSL set has no f64 exp).
-  if (dtype == at::kDouble && !exact_in_f64) return false;
+  // WGSL's other transcendental built-ins stop at 32 bits.
+  if (dtype == at::kDouble && !in_f64) return false;
   return elementwise(out, {self}, expression, {float_compute(dtype)});
 }
 
-#define XHAL_UNARY(op, expression, exact_in_f64)                                            \
+#define XHAL_UNARY(op, expression, in_f64)                                                  \
   at::Tensor& op##_out(const at::Tensor& self, at::Tensor& out) {                           \
-    if (!unary(out, self, expression, exact_in_f64))                                        \
+    if (!unary(out, self, expression, in_f64))                                              \
       return call_fallback_fn<&cpu_fallback, ATEN_OP(op##_out)>::call(self, out);           \
     return out;                                                                             \
   }
 
-XHAL_UNARY(exp, "exp(x0)", false)
-XHAL_UNARY(log, "log(x0)", false)
+XHAL_UNARY(exp, "exp(x0)", true)
+XHAL_UNARY(log, "log(x0)", true)
 XHAL_UNARY(sqrt, "sqrt(x0)", true)
 XHAL_UNARY(rsqrt, "inverseSqrt(x0)", false)
 XHAL_UNARY(sin, "sin(x0)", false)
 XHAL_UNARY(cos, "cos(x0)", false)
 XHAL_UNARY(tanh, "select(tanh(clamp(x0, -15.0, 15.0)), x0, $nan(x0))", false)
-XHAL_UNARY(sigmoid, "1.0 / (1.0 + exp(-x0))", false)
+XHAL_UNARY(sigmoid, "1.0 / (1.0 + exp(-x0))", true)
 XHAL_UNARY(reciprocal, "1.0 / x0", true)
-XHAL_UNARY(silu, "x0 / (1.0 + exp(-x0))", false)
+XHAL_UNARY(silu, "x0 / (1.0 + exp(-x0))", true)
 
 at::Tensor& neg_out(const at::Tensor& self, at::Tensor& out) {
   prepare_out(out, self.sizes());
@@ -1320,10 +1416,11 @@ struct RowParams {
 };
 
 // The kernel of a softmax-family `body` over rows of `dtype` elements. The body reads through
-// xv and yv and writes through put, in f32: f16 rows are computed in f32 and rounded once, as
-// PyTorch's CPU does.
+// xv and yv and writes through put, in A: f32 for f32 and f16 rows (f16 computed in f32 and
+// rounded once, as PyTorch's CPU does), f64 for f64 rows (with kF64Math's exp and log).
 std::string softmax_source(const char* body, at::ScalarType dtype) {
   const std::string element = wgsl_type(dtype);
+  const at::ScalarType compute = dtype == at::kDouble ? at::kDouble : at::kFloat;
   std::string source = dtype == at::kHalf ? "enable f16;\n" : "";
   source += R"(
 struct Rows { outer: u32, length: u32, inner: u32, pad: u32 }
@@ -1331,9 +1428,9 @@ struct Rows { outer: u32, length: u32, inner: u32, pad: u32 }
 @group(0) @binding(1) var<storage, read> x: array<E>;
 @group(0) @binding(2) var<storage, read> y: array<E>;
 @group(0) @binding(3) var<storage, read_write> out: array<E>;
-fn xv(k: u32) -> f32 { return f32(x[k]); }
-fn yv(k: u32) -> f32 { return f32(y[k]); }
-fn put(k: u32, v: f32) { out[k] = E(v); }
+fn xv(k: u32) -> A { return A(x[k]); }
+fn yv(k: u32) -> A { return A(y[k]); }
+fn put(k: u32, v: A) { out[k] = E(v); }
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
   let row = gid.x + gid.y * groups.x * 64u;
@@ -1341,36 +1438,45 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let base = (row / s.inner) * s.length * s.inner + row % s.inner;
   let step = s.inner;
 )";
+  std::string rows(body);
+  use_f64_math(rows, compute);
+  source += rows;
+  source += "}\n";
+  if (compute == at::kDouble) source += kF64Math;
   replace_all(source, "<E>", "<" + element + ">");
   replace_all(source, "E(v)", element + "(v)");
-  source += body;
-  source += "}\n";
+  replace_all(source, "A(", std::string(wgsl_type(compute)) + "(");
+  replace_all(source, "-> A", std::string("-> ") + wgsl_type(compute));
+  replace_all(source, "v: A", std::string("v: ") + wgsl_type(compute));
   return source;
 }
 
 // Forward: x is the input (y unused). Backward: x is the gradient, y the forward output.
+// The row's maximum starts from its first element, which serves every precision.
 const char* kSoftmax = R"(
-  var top = -3.4028235e38;
-  for (var j = 0u; j < s.length; j = j + 1u) { top = max(top, xv(base + j * step)); }
-  var total = 0.0;
+  var top = xv(base);
+  for (var j = 1u; j < s.length; j = j + 1u) { top = max(top, xv(base + j * step)); }
+  var total = A(0);
   for (var j = 0u; j < s.length; j = j + 1u) { total = total + exp(xv(base + j * step) - top); }
   for (var j = 0u; j < s.length; j = j + 1u) { put(base + j * step, exp(xv(base + j * step) - top) / total); }
 )";
 const char* kLogSoftmax = R"(
-  var top = -3.4028235e38;
-  for (var j = 0u; j < s.length; j = j + 1u) { top = max(top, xv(base + j * step)); }
-  var total = 0.0;
+  var top = xv(base);
+  for (var j = 1u; j < s.length; j = j + 1u) { top = max(top, xv(base + j * step)); }
+  var total = A(0);
   for (var j = 0u; j < s.length; j = j + 1u) { total = total + exp(xv(base + j * step) - top); }
-  let shift = top + log(total);
-  for (var j = 0u; j < s.length; j = j + 1u) { put(base + j * step, xv(base + j * step) - shift); }
+  // (x - top) - log(total), as PyTorch's CPU computes it: near the row's maximum, x - (top +
+  // log(total)) would lose the low bits of log(total) to top's.
+  let log_total = log(total);
+  for (var j = 0u; j < s.length; j = j + 1u) { put(base + j * step, (xv(base + j * step) - top) - log_total); }
 )";
 const char* kSoftmaxBackward = R"(
-  var dot = 0.0;
+  var dot = A(0);
   for (var j = 0u; j < s.length; j = j + 1u) { dot = dot + xv(base + j * step) * yv(base + j * step); }
   for (var j = 0u; j < s.length; j = j + 1u) { put(base + j * step, yv(base + j * step) * (xv(base + j * step) - dot)); }
 )";
 const char* kLogSoftmaxBackward = R"(
-  var total = 0.0;
+  var total = A(0);
   for (var j = 0u; j < s.length; j = j + 1u) { total = total + xv(base + j * step); }
   for (var j = 0u; j < s.length; j = j + 1u) { put(base + j * step, xv(base + j * step) - exp(yv(base + j * step)) * total); }
 )";
@@ -1378,7 +1484,7 @@ const char* kLogSoftmaxBackward = R"(
 // Runs a softmax-family kernel along `dim` of contiguous tensors: out = f(x, y).
 bool softmax_rows(at::Tensor& out, const at::Tensor& x_in, const at::Tensor& y_in, int64_t dim, const char* body) {
   const at::ScalarType dtype = x_in.scalar_type();
-  if ((dtype != at::kFloat && dtype != at::kHalf) || !on_device(x_in, dtype) ||
+  if ((dtype != at::kFloat && dtype != at::kHalf && dtype != at::kDouble) || !on_device(x_in, dtype) ||
       (y_in.defined() && y_in.scalar_type() != dtype))
     return false;
   prepare_out(out, x_in.sizes());
@@ -1524,11 +1630,11 @@ struct L {
 
 bool nll_checks(const at::Tensor& self, const at::Tensor& target, const std::optional<at::Tensor>& weight,
                 int64_t ignore_index) {
-  if (self.scalar_type() != at::kFloat || target.scalar_type() != at::kLong || self.dim() < 1 || self.dim() > 2 ||
+  if (!floating_on(self) || target.scalar_type() != at::kLong || self.dim() < 1 || self.dim() > 2 ||
       target.device() != self.device())
     return false;
   if (weight.has_value() && weight->defined() &&
-      (weight->scalar_type() != at::kFloat || weight->device() != self.device() || weight->dim() != 1))
+      (weight->scalar_type() != self.scalar_type() || weight->device() != self.device() || weight->dim() != 1))
     return false;
   const int64_t classes = self.size(-1);
   auto t = host_indices(target);
@@ -1553,7 +1659,9 @@ std::tuple<at::Tensor&, at::Tensor&> nll_loss_forward_out(const at::Tensor& self
   const int64_t n = self.dim() == 2 ? self.size(0) : 1;
   prepare_out(output, reduction == at::Reduction::None && self.dim() == 2 ? at::IntArrayRef{n} : at::IntArrayRef{});
   prepare_out(total_weight, {});
-  if (output.scalar_type() != at::kFloat || total_weight.scalar_type() != at::kFloat) return fallback();
+  const at::ScalarType dtype = self.scalar_type();
+  const char* element = wgsl_type(dtype);
+  if (output.scalar_type() != dtype || total_weight.scalar_type() != dtype) return fallback();
   LossParams q;
   q.n = static_cast<uint32_t>(n);
   q.classes = static_cast<uint32_t>(self.size(-1));
@@ -1565,47 +1673,47 @@ std::tuple<at::Tensor&, at::Tensor&> nll_loss_forward_out(const at::Tensor& self
   at::Tensor t = target.contiguous();
   q.target_offset = static_cast<uint32_t>(place_of(t).offset / 4);
   BufferSet set;
-  std::string x = set.bind(place_of(self).buffer, "f32", false);
+  std::string x = set.bind(place_of(self).buffer, element, false);
   std::string tb = set.bind(place_of(t).buffer, "u32", false);
   std::string wb = x;
   if (weight.has_value() && weight->defined()) {
     at::Tensor w = weight->contiguous();
     q.has_weight = 1;
     q.weight_offset = element_offset(w);
-    wb = set.bind(place_of(w).buffer, "f32", false);
+    wb = set.bind(place_of(w).buffer, element, false);
   }
-  std::string ob = set.bind(place_of(output).buffer, "f32", true);
-  std::string tw = set.bind(place_of(total_weight).buffer, "f32", true);
+  std::string ob = set.bind(place_of(output).buffer, element, true);
+  std::string tw = set.bind(place_of(total_weight).buffer, element, true);
   q.out_offset = element_offset(output);
   q.total_offset = element_offset(total_weight);
   if (x.empty() || tb.empty() || wb.empty() || ob.empty() || tw.empty()) return fallback();
   std::string source = kLossParams + set.declarations() + R"(
-fn loss_of(i: u32) -> vec2<f32> {
+fn loss_of(i: u32) -> vec2<ACC> {
   let t = TARGET;
-  if (t == q.ignore) { return vec2<f32>(0.0, 0.0); }
-  var w = 1.0;
-  if (q.has_weight != 0u) { w = WEIGHT[q.weight_offset + u32(t)]; }
-  return vec2<f32>(-w * X[q.self_offset + i * q.self_row + u32(t) * q.self_column], w);
+  if (t == q.ignore) { return vec2<ACC>(ACC(0), ACC(0)); }
+  var w = ACC(1);
+  if (q.has_weight != 0u) { w = ACC(WEIGHT[q.weight_offset + u32(t)]); }
+  return vec2<ACC>(-w * ACC(X[q.self_offset + i * q.self_row + u32(t) * q.self_column]), w);
 }
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   if (q.reduction == 0u) {
     if (gid.x >= q.n) { return; }
-    OUT[q.out_offset + gid.x] = loss_of(gid.x).x;
-    if (gid.x == 0u) { TOTAL[q.total_offset] = 0.0; }
+    OUT[q.out_offset + gid.x] = ELEM(loss_of(gid.x).x);
+    if (gid.x == 0u) { TOTAL[q.total_offset] = ELEM(0); }
     return;
   }
   if (gid.x != 0u) { return; }
-  var sum = 0.0;
-  var weights = 0.0;
+  var sum = ACC(0);
+  var weights = ACC(0);
   for (var i = 0u; i < q.n; i = i + 1u) {
     let l = loss_of(i);
     sum = sum + l.x;
     weights = weights + l.y;
   }
   if (q.reduction == 1u) { sum = sum / weights; }
-  OUT[q.out_offset] = sum;
-  TOTAL[q.total_offset] = weights;
+  OUT[q.out_offset] = ELEM(sum);
+  TOTAL[q.total_offset] = ELEM(weights);
 }
 )";
   replace_all(source, "TARGET", index_load(tb, at::kLong, "q.target_offset / 2u + i"));
@@ -1614,7 +1722,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   replace_all(source, "OUT[", ob + "[");
   replace_all(source, "TOTAL[", tw + "[");
   Device& dev = device(self.device().index());
-  launch(dev, kernel(dev, source), set.bindings(&q, sizeof q), reduction == 0 ? std::max<int64_t>(n, 1) : 1);
+  launch(dev, kernel(dev, typed_source(source, dtype)), set.bindings(&q, sizeof q),
+         reduction == 0 ? std::max<int64_t>(n, 1) : 1);
   return {output, total_weight};
 }
 
@@ -1626,11 +1735,13 @@ at::Tensor& nll_loss_backward_out(const at::Tensor& grad_output, const at::Tenso
     return at::native::call_fallback_fn_symint<&cpu_fallback, ATEN_OP(nll_loss_backward_grad_input)>::call(
         grad_output, self, target, weight, reduction, ignore_index, total_weight, grad_input);
   };
-  if (!nll_checks(self, target, weight, ignore) || grad_output.scalar_type() != at::kFloat ||
-      total_weight.scalar_type() != at::kFloat)
+  const at::ScalarType dtype = self.scalar_type();
+  const char* element = wgsl_type(dtype);
+  if (!nll_checks(self, target, weight, ignore) || grad_output.scalar_type() != dtype ||
+      total_weight.scalar_type() != dtype)
     return fallback();
   prepare_out(grad_input, self.sizes());
-  if (!grad_input.is_contiguous() || grad_input.scalar_type() != at::kFloat) return fallback();
+  if (!grad_input.is_contiguous() || grad_input.scalar_type() != dtype) return fallback();
   const int64_t n = self.dim() == 2 ? self.size(0) : 1;
   LossParams q;
   q.n = static_cast<uint32_t>(n);
@@ -1641,16 +1752,16 @@ at::Tensor& nll_loss_backward_out(const at::Tensor& grad_output, const at::Tenso
   q.target_offset = static_cast<uint32_t>(place_of(t).offset / 4);
   BufferSet set;
   std::string tb = set.bind(place_of(t).buffer, "u32", false);
-  std::string gb = set.bind(place_of(grad_output).buffer, "f32", false);
-  std::string twb = set.bind(place_of(total_weight).buffer, "f32", false);
+  std::string gb = set.bind(place_of(grad_output).buffer, element, false);
+  std::string twb = set.bind(place_of(total_weight).buffer, element, false);
   std::string wb = gb;
   if (weight.has_value() && weight->defined()) {
     at::Tensor w = weight->contiguous();
     q.has_weight = 1;
     q.weight_offset = element_offset(w);
-    wb = set.bind(place_of(w).buffer, "f32", false);
+    wb = set.bind(place_of(w).buffer, element, false);
   }
-  std::string ob = set.bind(place_of(grad_input).buffer, "f32", true);
+  std::string ob = set.bind(place_of(grad_input).buffer, element, true);
   if (tb.empty() || gb.empty() || twb.empty() || wb.empty() || ob.empty() || ob == gb || ob == twb) return fallback();
   q.grad_offset = element_offset(grad_output);
   q.grad_stride = grad_output.dim() == 1 ? static_cast<uint32_t>(grad_output.stride(0)) : 0;
@@ -1664,16 +1775,16 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let i = e / q.classes;
   let c = e % q.classes;
   let t = TARGET;
-  var value = 0.0;
+  var value = ACC(0);
   if (t != q.ignore && u32(t) == c) {
-    var w = 1.0;
-    if (q.has_weight != 0u) { w = WEIGHT[q.weight_offset + c]; }
-    var g = GRAD[q.grad_offset];
-    if (q.reduction == 0u) { g = GRAD[q.grad_offset + i * q.grad_stride]; }
-    if (q.reduction == 1u) { g = g / TOTALW[q.total_offset]; }
+    var w = ACC(1);
+    if (q.has_weight != 0u) { w = ACC(WEIGHT[q.weight_offset + c]); }
+    var g = ACC(GRAD[q.grad_offset]);
+    if (q.reduction == 0u) { g = ACC(GRAD[q.grad_offset + i * q.grad_stride]); }
+    if (q.reduction == 1u) { g = g / ACC(TOTALW[q.total_offset]); }
     value = -w * g;
   }
-  OUT[q.out_offset + e] = value;
+  OUT[q.out_offset + e] = ELEM(value);
 }
 )";
   replace_all(source, "TARGET", index_load(tb, at::kLong, "q.target_offset / 2u + i"));
@@ -1682,7 +1793,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   replace_all(source, "TOTALW[", twb + "[");
   replace_all(source, "OUT[", ob + "[");
   Device& dev = device(self.device().index());
-  launch(dev, kernel(dev, source), set.bindings(&q, sizeof q), grad_input.numel());
+  launch(dev, kernel(dev, typed_source(source, dtype)), set.bindings(&q, sizeof q), grad_input.numel());
   return grad_input;
 }
 
@@ -1766,7 +1877,7 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad_output, const at::Ten
                                                                                      padding_idx, scale_grad_by_freq);
   };
   const int64_t rows = num_weights.expect_int();
-  if (scale_grad_by_freq || grad_output.scalar_type() != at::kFloat ||
+  if (scale_grad_by_freq || !floating_on(grad_output) ||
       (indices.scalar_type() != at::kLong && indices.scalar_type() != at::kInt) || indices.device() != grad_output.device())
     return fallback();
   const int64_t width = grad_output.size(-1);
@@ -1783,9 +1894,10 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad_output, const at::Ten
   q.index_offset = static_cast<uint32_t>(place_of(idx).offset / 4);
   q.out_offset = element_offset(out);
   BufferSet set;
-  std::string gb = set.bind(place_of(grad).buffer, "f32", false);
+  const char* element = wgsl_type(grad.scalar_type());
+  std::string gb = set.bind(place_of(grad).buffer, element, false);
   std::string ib = set.bind(place_of(idx).buffer, "u32", false);
-  std::string ob = set.bind(place_of(out).buffer, "f32", true);
+  std::string ob = set.bind(place_of(out).buffer, element, true);
   if (gb.empty() || ib.empty() || ob.empty()) return fallback();
   // One invocation per weight element sums the gradient rows whose index names its row:
   // no atomics, and the same order of additions on every device.
@@ -1796,13 +1908,13 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   if (e >= q.rows * q.width) { return; }
   let row = e / q.width;
   let j = e % q.width;
-  var sum = 0.0;
+  var sum = ACC(0);
   if (i32(row) != i32(q.padding)) {
     for (var i = 0u; i < q.count; i = i + 1u) {
-      if (u32(INDEX) == row) { sum = sum + GRAD[q.table_offset + i * q.width + j]; }
+      if (u32(INDEX) == row) { sum = sum + ACC(GRAD[q.table_offset + i * q.width + j]); }
     }
   }
-  OUT[q.out_offset + e] = sum;
+  OUT[q.out_offset + e] = ELEM(sum);
 }
 )";
   std::string k = idx.scalar_type() == at::kLong ? "q.index_offset / 2u + i" : "q.index_offset + i";
@@ -1810,21 +1922,49 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   replace_all(source, "GRAD[", gb + "[");
   replace_all(source, "OUT[", ob + "[");
   Device& dev = device(out.device().index());
-  launch(dev, kernel(dev, source), set.bindings(&q, sizeof q), out.numel());
+  launch(dev, kernel(dev, typed_source(source, grad.scalar_type())), set.bindings(&q, sizeof q), out.numel());
   return out;
 }
 
 // --- Layer norm ----------------------------------------------------------------------------
 
+// eps travels twice: as f32 for f16 and f32 kernels, and as the bits of the f64 PyTorch gives.
 struct NormParams {
   uint32_t rows = 0, width = 0, has_weight = 0, has_bias = 0;
   float eps = 0.0f;
-  uint32_t pad0 = 0, pad1 = 0, pad2 = 0;
+  uint32_t eps_low = 0, eps_high = 0, pad = 0;
 };
 const char* kNormParams = R"(
-struct N { rows: u32, width: u32, has_weight: u32, has_bias: u32, eps: f32, pad0: u32, pad1: u32, pad2: u32 }
+struct N { rows: u32, width: u32, has_weight: u32, has_bias: u32, eps: f32, eps_low: u32, eps_high: u32, pad: u32 }
 @group(0) @binding(0) var<uniform> q: N;
 )";
+
+// The WGSL for eps and for 1 / sqrt(v) in ACC: f64 computes the reciprocal of a square root
+// as PyTorch's CPU does, where inverseSqrt may be less exact.
+std::string norm_source(std::string source, at::ScalarType dtype) {
+  if (dtype == at::kDouble) {
+    replace_all(source, "EPS", "bitcast<f64>((u64(q.eps_high) << 32u) | u64(q.eps_low))");
+    replace_all(source, "RSQRT(", "1.0 / sqrt(");
+  } else {
+    replace_all(source, "EPS", "q.eps");
+    replace_all(source, "RSQRT(", "inverseSqrt(");
+  }
+  return typed_source(source, dtype);
+}
+
+NormParams norm_params(int64_t rows, int64_t width, bool has_weight, bool has_bias, double eps) {
+  NormParams q;
+  q.rows = static_cast<uint32_t>(rows);
+  q.width = static_cast<uint32_t>(width);
+  q.has_weight = has_weight;
+  q.has_bias = has_bias;
+  q.eps = static_cast<float>(eps);
+  uint64_t bits = 0;
+  std::memcpy(&bits, &eps, sizeof bits);
+  q.eps_low = static_cast<uint32_t>(bits);
+  q.eps_high = static_cast<uint32_t>(bits >> 32);
+  return q;
+}
 
 // Contiguous tensors at offset 0 of their buffers, which the layer-norm kernels index from.
 bool fresh(const at::Tensor& t) { return t.is_contiguous() && place_of(t).offset == 0; }
@@ -1837,8 +1977,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(const at::Tenso
   auto shape = C10_AS_INTARRAYREF_SLOW(normalized_shape);
   const bool has_weight = weight.has_value() && weight->defined();
   const bool has_bias = bias.has_value() && bias->defined();
-  bool ok = input.scalar_type() == at::kFloat && (!has_weight || weight->scalar_type() == at::kFloat) &&
-            (!has_bias || bias->scalar_type() == at::kFloat) && input.dim() >= static_cast<int64_t>(shape.size());
+  const at::ScalarType dtype = input.scalar_type();
+  bool ok = floating_on(input) && (!has_weight || weight->scalar_type() == dtype) &&
+            (!has_bias || bias->scalar_type() == dtype) && input.dim() >= static_cast<int64_t>(shape.size());
   if (!ok)
     return at::native::call_fallback_fn_symint<&cpu_fallback, ATEN_OP(native_layer_norm)>::call(input, normalized_shape, weight, bias, eps);
   const int64_t axis = input.dim() - static_cast<int64_t>(shape.size());
@@ -1854,40 +1995,35 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(const at::Tenso
   if (rows == 0 || width == 0) return {out, mean, rstd};
   at::Tensor w = has_weight ? freshen(*weight) : x;
   at::Tensor b = has_bias ? freshen(*bias) : x;
-  NormParams q;
-  q.rows = static_cast<uint32_t>(rows);
-  q.width = static_cast<uint32_t>(width);
-  q.has_weight = has_weight;
-  q.has_bias = has_bias;
-  q.eps = static_cast<float>(eps);
-  std::string source = std::string(kNormParams) + R"(
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read> w: array<f32>;
-@group(0) @binding(3) var<storage, read> b: array<f32>;
-@group(0) @binding(4) var<storage, read_write> out: array<f32>;
-@group(0) @binding(5) var<storage, read_write> mean: array<f32>;
-@group(0) @binding(6) var<storage, read_write> rstd: array<f32>;
+  const NormParams q = norm_params(rows, width, has_weight, has_bias, eps);
+  std::string source = norm_source(std::string(kNormParams) + R"(
+@group(0) @binding(1) var<storage, read> x: array<ELEM>;
+@group(0) @binding(2) var<storage, read> w: array<ELEM>;
+@group(0) @binding(3) var<storage, read> b: array<ELEM>;
+@group(0) @binding(4) var<storage, read_write> out: array<ELEM>;
+@group(0) @binding(5) var<storage, read_write> mean: array<ELEM>;
+@group(0) @binding(6) var<storage, read_write> rstd: array<ELEM>;
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
   let r = gid.x + gid.y * groups.x * 64u;
   if (r >= q.rows) { return; }
   let base = r * q.width;
-  var sum = 0.0;
-  for (var j = 0u; j < q.width; j = j + 1u) { sum = sum + x[base + j]; }
-  let m = sum / f32(q.width);
-  var squares = 0.0;
-  for (var j = 0u; j < q.width; j = j + 1u) { let d = x[base + j] - m; squares = squares + d * d; }
-  let s = inverseSqrt(squares / f32(q.width) + q.eps);
+  var sum = ACC(0);
+  for (var j = 0u; j < q.width; j = j + 1u) { sum = sum + ACC(x[base + j]); }
+  let m = sum / ACC(q.width);
+  var squares = ACC(0);
+  for (var j = 0u; j < q.width; j = j + 1u) { let d = ACC(x[base + j]) - m; squares = squares + d * d; }
+  let s = RSQRT(squares / ACC(q.width) + ACC(EPS));
   for (var j = 0u; j < q.width; j = j + 1u) {
-    var y = (x[base + j] - m) * s;
-    if (q.has_weight != 0u) { y = y * w[j]; }
-    if (q.has_bias != 0u) { y = y + b[j]; }
-    out[base + j] = y;
+    var y = (ACC(x[base + j]) - m) * s;
+    if (q.has_weight != 0u) { y = y * ACC(w[j]); }
+    if (q.has_bias != 0u) { y = y + ACC(b[j]); }
+    out[base + j] = ELEM(y);
   }
-  mean[r] = m;
-  rstd[r] = s;
+  mean[r] = ELEM(m);
+  rstd[r] = ELEM(s);
 }
-)";
+)", dtype);
   Device& dev = device(input.device().index());
   launch(dev, kernel(dev, source),
          {Binding{nullptr, 0, sizeof q, &q}, Binding{place_of(x).buffer}, Binding{place_of(w).buffer},
@@ -1903,8 +2039,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
     std::array<bool, 3> output_mask) {
   auto shape = C10_AS_INTARRAYREF_SLOW(normalized_shape);
   const bool has_weight = weight.has_value() && weight->defined();
-  bool ok = input.scalar_type() == at::kFloat && grad_out.scalar_type() == at::kFloat &&
-            (!has_weight || weight->scalar_type() == at::kFloat);
+  const at::ScalarType dtype = input.scalar_type();
+  bool ok = floating_on(input) && grad_out.scalar_type() == dtype && mean.scalar_type() == dtype &&
+            rstd.scalar_type() == dtype && (!has_weight || weight->scalar_type() == dtype);
   if (!ok)
     return at::native::call_fallback_fn_symint<&cpu_fallback, ATEN_OP(native_layer_norm_backward)>::call(
         grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask);
@@ -1922,18 +2059,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
     if (db.defined()) db.zero_();
     return {dx, dw, db};
   }
-  NormParams q;
-  q.rows = static_cast<uint32_t>(rows);
-  q.width = static_cast<uint32_t>(width);
-  q.has_weight = has_weight;
+  const NormParams q = norm_params(rows, width, has_weight, false, 0.0);
   Device& dev = device(input.device().index());
   const char* bindings = R"(
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read> dy: array<f32>;
-@group(0) @binding(3) var<storage, read> mean: array<f32>;
-@group(0) @binding(4) var<storage, read> rstd: array<f32>;
-@group(0) @binding(5) var<storage, read> w: array<f32>;
-@group(0) @binding(6) var<storage, read_write> out: array<f32>;
+@group(0) @binding(1) var<storage, read> x: array<ELEM>;
+@group(0) @binding(2) var<storage, read> dy: array<ELEM>;
+@group(0) @binding(3) var<storage, read> mean: array<ELEM>;
+@group(0) @binding(4) var<storage, read> rstd: array<ELEM>;
+@group(0) @binding(5) var<storage, read> w: array<ELEM>;
+@group(0) @binding(6) var<storage, read_write> out: array<ELEM>;
 )";
   std::vector<Binding> common = {Binding{nullptr, 0, sizeof q, &q}, Binding{place_of(x).buffer},
                                  Binding{place_of(dy).buffer}, Binding{place_of(m).buffer},
@@ -1945,46 +2079,49 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let r = gid.x + gid.y * groups.x * 64u;
   if (r >= q.rows) { return; }
   let base = r * q.width;
-  var a = 0.0;
-  var c = 0.0;
+  let m = ACC(mean[r]);
+  let s = ACC(rstd[r]);
+  var a = ACC(0);
+  var c = ACC(0);
   for (var j = 0u; j < q.width; j = j + 1u) {
-    var g = dy[base + j];
-    if (q.has_weight != 0u) { g = g * w[j]; }
+    var g = ACC(dy[base + j]);
+    if (q.has_weight != 0u) { g = g * ACC(w[j]); }
     a = a + g;
-    c = c + g * (x[base + j] - mean[r]) * rstd[r];
+    c = c + g * (ACC(x[base + j]) - m) * s;
   }
-  a = a / f32(q.width);
-  c = c / f32(q.width);
+  a = a / ACC(q.width);
+  c = c / ACC(q.width);
   for (var j = 0u; j < q.width; j = j + 1u) {
-    var g = dy[base + j];
-    if (q.has_weight != 0u) { g = g * w[j]; }
-    let xhat = (x[base + j] - mean[r]) * rstd[r];
-    out[base + j] = rstd[r] * (g - a - xhat * c);
+    var g = ACC(dy[base + j]);
+    if (q.has_weight != 0u) { g = g * ACC(w[j]); }
+    let xhat = (ACC(x[base + j]) - m) * s;
+    out[base + j] = ELEM(s * (g - a - xhat * c));
   }
 }
 )";
     auto b = common;
     b.push_back(Binding{place_of(dx).buffer});
-    launch(dev, kernel(dev, source), b, rows);
+    launch(dev, kernel(dev, typed_source(source, dtype)), b, rows);
   }
   for (int which = 0; which < 2; which++) {
     at::Tensor& target = which == 0 ? dw : db;
     if (!target.defined()) continue;
-    std::string term = which == 0 ? "dy[i * q.width + j] * (x[i * q.width + j] - mean[i]) * rstd[i]" : "dy[i * q.width + j]";
+    std::string term = which == 0 ? "ACC(dy[i * q.width + j]) * (ACC(x[i * q.width + j]) - ACC(mean[i])) * ACC(rstd[i])"
+                                  : "ACC(dy[i * q.width + j])";
     std::string source = std::string(kNormParams) + bindings + R"(
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
   let j = gid.x + gid.y * groups.x * 64u;
   if (j >= q.width) { return; }
-  var sum = 0.0;
+  var sum = ACC(0);
   for (var i = 0u; i < q.rows; i = i + 1u) { sum = sum + TERM; }
-  out[j] = sum;
+  out[j] = ELEM(sum);
 }
 )";
     replace_all(source, "TERM", term);
     auto b = common;
     b.push_back(Binding{place_of(target).buffer});
-    launch(dev, kernel(dev, source), b, width);
+    launch(dev, kernel(dev, typed_source(source, dtype)), b, width);
   }
   return {dx, dw, db};
 }
