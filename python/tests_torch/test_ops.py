@@ -273,11 +273,12 @@ def ulps_apart(got, expected):
     return apart.where(finite | same_special, torch.full_like(expected, float("inf")))
 
 
-def test_f64_exp_and_log_are_native_and_within_a_few_ulp_over_their_whole_range(dev):
-    """WGSL has no f64 exp or log: kernels that compute in f64 carry their own (kF64Math in
-    kernels.cpp). They must hold to the CPU's answer within 3 ulp from underflow to overflow,
-    subnormals, zeros, infinities and NaN included, and the operations built on them (sigmoid,
-    silu, softmax, log-softmax and its backward) must run natively."""
+def test_f64_transcendental_functions_are_native_and_within_a_few_ulp_over_their_whole_range(dev):
+    """WGSL has no f64 exp, log, tanh or erf: kernels that compute in f64 carry their own
+    (kF64Math in kernels.cpp). They must hold to the CPU's answer within 3 ulp (erf 6) from
+    underflow to overflow, subnormals, zeros, infinities and NaN included, and the operations
+    built on them (sigmoid, silu, gelu, softmax, log-softmax, the activations' backward) must
+    run natively."""
     if torch.float64 not in xhal.torch.native_dtypes(dev):
         pytest.skip(f"{dev} does not claim f64 (with the 64-bit integers its kernels need)")
     special = [0.0, -0.0, 1.0, -1.0, 0.5, 1e-17, -1e-17, 1e-300, 5e-324, -5e-324, 709.78, 709.8, -745.13, -745.2,
@@ -291,11 +292,29 @@ def test_f64_exp_and_log_are_native_and_within_a_few_ulp_over_their_whole_range(
                           torch.tensor(special, dtype=torch.float64)])
     worst = ulps_apart(torch.log(positive.to(dev)), torch.log(positive)).max().item()
     assert worst <= 3, f"log is {worst} ulp from the CPU's"
+    worst = ulps_apart(torch.tanh(x.to(dev)), torch.tanh(x)).max().item()
+    assert worst <= 3, f"tanh is {worst} ulp from the CPU's"
+    small = torch.cat([torch.logspace(-300, 0, 3001, dtype=torch.float64), -torch.logspace(-300, 0, 3001, dtype=torch.float64)])
+    worst = ulps_apart(torch.tanh(small.to(dev)), torch.tanh(small)).max().item()
+    assert worst <= 3, f"tanh is {worst} ulp from the CPU's near 0"
     g = torch.Generator().manual_seed(5)
     y = torch.randn(5, 33, generator=g, dtype=torch.float64) * 30
     precise = dict(rtol=1e-13, atol=1e-300)
     close(torch.sigmoid(y.to(dev)), torch.sigmoid(y), **precise)
     close(F.silu(y.to(dev)), F.silu(y), **precise)
+    # gelu: where 1 + tanh(...) or 1 + erf(x / sqrt(2)) cancels, both sides lose the same bits.
+    close(F.gelu(y.to(dev), approximate="tanh"), F.gelu(y, approximate="tanh"), rtol=1e-13, atol=1e-15)
+    close(F.gelu(y.to(dev)), F.gelu(y), rtol=1e-13, atol=1e-15)
+    worst = ulps_apart(torch.erf(x.to(dev)), torch.erf(x)).max().item()
+    assert worst <= 6, f"erf is {worst} ulp from the CPU's"
+    close(torch.rsqrt(y.abs().to(dev)), torch.rsqrt(y.abs()), **precise)
+    for activation in (torch.relu, torch.sigmoid, torch.tanh, F.silu, F.gelu):
+        leaf = (y / 10).to(dev).requires_grad_()
+        activation(leaf).backward(torch.ones_like(leaf))
+        expected_leaf = (y / 10).requires_grad_()
+        activation(expected_leaf).backward(torch.ones_like(expected_leaf))
+        # tanh's 1 - t^2 cancels where t is near 1: an ulp of t there is 1e-16 of the result.
+        close(leaf.grad, expected_leaf.grad, rtol=1e-12, atol=1e-15)
     close(torch.softmax(y.to(dev), 1), torch.softmax(y, 1), **precise)
     close(torch.log_softmax(y.to(dev), 0), torch.log_softmax(y, 0), **precise)
     leaf = y.to(dev).requires_grad_()

@@ -226,20 +226,15 @@ void replace_all(std::string& text, const std::string& from, const std::string& 
   }
 }
 
-// exp and log in f64. WGSL's built-ins stop at 32 bits (and SPIR-V's GLSL set has no 64-bit
-// exp or log), so kernels that compute in f64 call these instead: within 2 ulp of the exact
-// result over the whole range, subnormals, infinities and NaN included.
+// exp, expm1, log, tanh and erf in f64. WGSL's built-ins stop at 32 bits (and SPIR-V's GLSL set
+// has no 64-bit exp, log or tanh, nor anyone an erf), so kernels that compute in f64 call these
+// instead: over the whole range, subnormals, infinities and NaN included, they stay within 1,
+// 2, 3 and 5 ulp of the CPU's exp, log, tanh and erf (the PyTorch tests allow 3, 3, 3 and 6).
 const char* kF64Math = R"(
 fn xnan64(x: f64) -> bool { return (bitcast<u64>(x) & 0x7ffffffffffffffflu) > 0x7ff0000000000000lu; }
 fn xpow2_64(e: i32) -> f64 { return bitcast<f64>(u64(e + 1023) << 52u); }
-fn xexp64(x: f64) -> f64 {
-  if (xnan64(x)) { return x; }
-  if (x > 709.782712893384) { return bitcast<f64>(0x7ff0000000000000lu); }
-  if (x < -745.1332191019412) { return 0.0; }
-  // x = k ln2 + r, |r| <= ln2 / 2; ln2 in two parts, the first with 32 trailing zero bits, so
-  // that k * high is exact.
-  let k = round(x * 1.4426950408889634);
-  let r = (x - k * 0.6931471803691238) - k * 1.9082149292705877e-10;
+// (e^r - 1) / r for |r| <= ln2 / 2: 1 + r / 2! + ... + r^12 / 13!.
+fn xexprel64(r: f64) -> f64 {
   var p = f64(1.6059043836821613e-10);
   p = p * r + 2.08767569878681e-9;
   p = p * r + 2.505210838544172e-8;
@@ -252,12 +247,59 @@ fn xexp64(x: f64) -> f64 {
   p = p * r + 4.1666666666666664e-2;
   p = p * r + 0.16666666666666666;
   p = p * r + 0.5;
-  p = p * r + 1.0;
-  p = p * r + 1.0;
+  return p * r + 1.0;
+}
+fn xexp64(x: f64) -> f64 {
+  if (xnan64(x)) { return x; }
+  if (x > 709.782712893384) { return bitcast<f64>(0x7ff0000000000000lu); }
+  if (x < -745.1332191019412) { return 0.0; }
+  // x = k ln2 + r, |r| <= ln2 / 2; ln2 in two parts, the first with 32 trailing zero bits, so
+  // that k * high is exact.
+  let k = round(x * 1.4426950408889634);
+  let r = (x - k * 0.6931471803691238) - k * 1.9082149292705877e-10;
+  let p = 1.0 + r * xexprel64(r);
   // 2^k in two factors, each a normal number, so that results near the ends of the range
   // (overflowing 2^k alone, or subnormal) round once.
   let half = i32(k) / 2;
   return p * xpow2_64(half) * xpow2_64(i32(k) - half);
+}
+// expm1, exact near 0 where exp(x) - 1 would cancel.
+fn xexpm1_64(x: f64) -> f64 {
+  if (xnan64(x) || abs(x) >= 0.34657359027997264) { return xexp64(x) - 1.0; }
+  return x * xexprel64(x);
+}
+// tanh |x| = -m / (m + 2) with m = expm1(-2 |x|), with x's sign (so tanh(-0) is -0).
+fn xtanh64(x: f64) -> f64 {
+  if (xnan64(x)) { return x; }
+  let m = xexpm1_64(-2.0 * abs(x));
+  let t = -m / (m + 2.0);
+  return select(t, -t, (bitcast<u64>(x) >> 63u) != 0lu);
+}
+// erf: below 1.5 its Taylor series (alternating, but the terms fall from the start, so few
+// bits cancel); above, 1 - erfc from erfc's continued fraction, evaluated from a tail 100 deep,
+// which reaches f64's precision there; past 6, erf is 1 in f64.
+fn xerf64(x: f64) -> f64 {
+  if (xnan64(x)) { return x; }
+  let a = abs(x);
+  var r = f64(1.0);
+  if (a < 1.5) {
+    let z = a * a;
+    var term = a;
+    var sum = a;
+    for (var n = 1; n < 80; n = n + 1) {
+      term = -term * z / f64(n);
+      let add = term / f64(2 * n + 1);
+      sum = sum + add;
+      if (abs(add) < 1e-17 * abs(sum)) { break; }
+    }
+    r = sum * 1.1283791670955126;
+  } else if (a < 6.0) {
+    // erfc(a) = exp(-a^2) / sqrt(pi) / (a + (1/2) / (a + 1 / (a + (3/2) / (a + ...)))).
+    var f = a;
+    for (var k = 100; k >= 1; k = k - 1) { f = a + (f64(k) * 0.5) / f; }
+    r = 1.0 - xexp64(-a * a) * 0.5641895835477563 / f;
+  }
+  return select(r, -r, (bitcast<u64>(x) >> 63u) != 0lu);
 }
 fn xlog64(x: f64) -> f64 {
   if (xnan64(x)) { return x; }
@@ -299,8 +341,11 @@ fn xlog64(x: f64) -> f64 {
 // The WGSL of `body` computing in `compute`: in f64, exp and log are kF64Math's.
 void use_f64_math(std::string& body, at::ScalarType compute) {
   if (compute != at::kDouble) return;
+  replace_all(body, "expm1(", "xexpm1_64(");
   replace_all(body, "exp(", "xexp64(");
   replace_all(body, "log(", "xlog64(");
+  replace_all(body, "tanh(", "xtanh64(");
+  replace_all(body, "erf(", "xerf64(");
 }
 
 // The WGSL of a floating kernel for `dtype`: ELEM is the type its buffers hold and ACC the type
@@ -563,7 +608,7 @@ bool elementwise(at::Tensor& out, at::ArrayRef<at::Tensor> inputs, std::string_v
     source += flat ? kFlatOffset : kStridedOffset;
     if (body.find("erf_approx") != std::string::npos) source += kErf;
     if (body.find("xnan(") != std::string::npos) source += nan_test(compute);
-    if (body.find("xexp64(") != std::string::npos || body.find("xlog64(") != std::string::npos) source += kF64Math;
+    if (body.find("64(") != std::string::npos && compute == at::kDouble) source += kF64Math;
     const char* entry =
         "@compute @workgroup_size(256)\n"
         "fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {\n"
@@ -845,15 +890,15 @@ at::Tensor& clamp_out(const at::Tensor& self, const std::optional<at::Scalar>& m
 
 // --- Unary operations and activations ------------------------------------------------------
 
-// `expression` on a floating tensor, computed in f32 (f16 too) or, where `in_f64`, in f64:
-// where the expression needs only arithmetic, sqrt, exp and log (kF64Math).
-bool unary(at::Tensor& out, const at::Tensor& self, const char* expression, bool in_f64 = false) {
+// `expression` on a floating tensor, computed in f32 (f16 too), or `in_f64` on an f64 one:
+// an expression of arithmetic, sqrt and kF64Math's functions, or none where there is no f64
+// form (WGSL's other transcendental built-ins stop at 32 bits). Either may be none.
+bool unary(at::Tensor& out, const at::Tensor& self, const char* expression, const char* in_f64) {
   prepare_out(out, self.sizes());
   const at::ScalarType dtype = out.scalar_type();
   if (!is_floating(dtype) || self.scalar_type() != dtype) return false;
-  // WGSL's other transcendental built-ins stop at 32 bits.
-  if (dtype == at::kDouble && !in_f64) return false;
-  return elementwise(out, {self}, expression, {float_compute(dtype)});
+  if ((dtype == at::kDouble ? in_f64 : expression) == nullptr) return false;
+  return elementwise(out, {self}, dtype == at::kDouble ? in_f64 : expression, {float_compute(dtype)});
 }
 
 #define XHAL_UNARY(op, expression, in_f64)                                                  \
@@ -863,16 +908,19 @@ bool unary(at::Tensor& out, const at::Tensor& self, const char* expression, bool
     return out;                                                                             \
   }
 
-XHAL_UNARY(exp, "exp(x0)", true)
-XHAL_UNARY(log, "log(x0)", true)
-XHAL_UNARY(sqrt, "sqrt(x0)", true)
-XHAL_UNARY(rsqrt, "inverseSqrt(x0)", false)
-XHAL_UNARY(sin, "sin(x0)", false)
-XHAL_UNARY(cos, "cos(x0)", false)
-XHAL_UNARY(tanh, "select(tanh(clamp(x0, -15.0, 15.0)), x0, $nan(x0))", false)
-XHAL_UNARY(sigmoid, "1.0 / (1.0 + exp(-x0))", true)
-XHAL_UNARY(reciprocal, "1.0 / x0", true)
-XHAL_UNARY(silu, "x0 / (1.0 + exp(-x0))", true)
+XHAL_UNARY(exp, "exp(x0)", "exp(x0)")
+XHAL_UNARY(log, "log(x0)", "log(x0)")
+XHAL_UNARY(sqrt, "sqrt(x0)", "sqrt(x0)")
+XHAL_UNARY(rsqrt, "inverseSqrt(x0)", "1.0 / sqrt(x0)")
+XHAL_UNARY(sin, "sin(x0)", nullptr)
+XHAL_UNARY(cos, "cos(x0)", nullptr)
+// In f32 tanh is 1 to the last bit past 15, and the clamp keeps drivers' tanh from overflowing.
+XHAL_UNARY(tanh, "select(tanh(clamp(x0, -15.0, 15.0)), x0, $nan(x0))", "tanh(x0)")
+XHAL_UNARY(sigmoid, "1.0 / (1.0 + exp(-x0))", "1.0 / (1.0 + exp(-x0))")
+XHAL_UNARY(reciprocal, "1.0 / x0", "1.0 / x0")
+XHAL_UNARY(silu, "x0 / (1.0 + exp(-x0))", "x0 / (1.0 + exp(-x0))")
+// erf_approx (gelu's, within 1.5e-7) loses all relative precision near 0: no f32 form.
+XHAL_UNARY(erf, nullptr, "erf(x0)")
 
 at::Tensor& neg_out(const at::Tensor& self, at::Tensor& out) {
   prepare_out(out, self.sizes());
@@ -894,7 +942,13 @@ at::Tensor& gelu_out(const at::Tensor& self, c10::string_view approximate, at::T
   const char* e = approximate == "tanh"
                       ? "0.5 * x0 * (1.0 + tanh(clamp(0.7978845608 * (x0 + 0.044715 * x0 * x0 * x0), -15.0, 15.0)))"
                       : "0.5 * x0 * (1.0 + erf_approx(x0 * 0.7071067812))";
-  if (!unary(out, self, e)) return call_fallback_fn<&cpu_fallback, ATEN_OP(gelu_out)>::call(self, approximate, out);
+  // In f64, kF64Math's tanh and erf, with the constants to f64's precision (erf_approx is good
+  // to f32's only).
+  const char* in_f64 = approximate == "tanh"
+                           ? "0.5 * x0 * (1.0 + tanh(0.7978845608028654 * (x0 + 0.044715 * x0 * x0 * x0)))"
+                           : "0.5 * x0 * (1.0 + erf(x0 * 0.7071067811865476))";
+  if (!unary(out, self, e, in_f64))
+    return call_fallback_fn<&cpu_fallback, ATEN_OP(gelu_out)>::call(self, approximate, out);
   return out;
 }
 
@@ -915,31 +969,37 @@ at::Tensor& relu_(at::Tensor& self) {
 
 // --- Backward formulas ---------------------------------------------------------------------
 
+// An activation's backward: `e` in f32 (f16 too), `in_f64` in f64 (arithmetic, sqrt and
+// kF64Math's functions only; none where there is no f64 form).
 bool backward(at::Tensor& grad_input, const at::Tensor& grad_output, const at::Tensor& other, const char* e,
-              const at::Scalar& alpha = 0) {
+              const char* in_f64, const at::Scalar& alpha = 0) {
   prepare_out(grad_input, broadcast_shape({grad_output, other}));
   const at::ScalarType dtype = grad_input.scalar_type();
-  if (dtype == at::kDouble || !is_floating(dtype) || grad_output.scalar_type() != dtype || other.scalar_type() != dtype)
+  if ((dtype == at::kDouble && in_f64 == nullptr) || !is_floating(dtype) || grad_output.scalar_type() != dtype ||
+      other.scalar_type() != dtype)
     return false;
-  return elementwise(grad_input, {grad_output, other}, e, {float_compute(dtype), alpha});
+  return elementwise(grad_input, {grad_output, other}, dtype == at::kDouble ? in_f64 : e, {float_compute(dtype), alpha});
 }
 
 at::Tensor& threshold_backward_out(const at::Tensor& grad_output, const at::Tensor& self, const at::Scalar& threshold,
                                    at::Tensor& grad_input) {
-  if (!backward(grad_input, grad_output, self, "select(x0, 0.0, x1 <= $a && !$nan(x1))", threshold))
+  const char* e = "select(x0, 0.0, x1 <= $a && !$nan(x1))";
+  if (!backward(grad_input, grad_output, self, e, e, threshold))
     return call_fallback_fn<&cpu_fallback, ATEN_OP(threshold_backward_grad_input)>::call(grad_output, self, threshold,
                                                                                          grad_input);
   return grad_input;
 }
 
 at::Tensor& sigmoid_backward_out(const at::Tensor& grad_output, const at::Tensor& output, at::Tensor& grad_input) {
-  if (!backward(grad_input, grad_output, output, "x0 * x1 * (1.0 - x1)"))
+  const char* e = "x0 * x1 * (1.0 - x1)";
+  if (!backward(grad_input, grad_output, output, e, e))
     return call_fallback_fn<&cpu_fallback, ATEN_OP(sigmoid_backward_grad_input)>::call(grad_output, output, grad_input);
   return grad_input;
 }
 
 at::Tensor& tanh_backward_out(const at::Tensor& grad_output, const at::Tensor& output, at::Tensor& grad_input) {
-  if (!backward(grad_input, grad_output, output, "x0 * (1.0 - x1 * x1)"))
+  const char* e = "x0 * (1.0 - x1 * x1)";
+  if (!backward(grad_input, grad_output, output, e, e))
     return call_fallback_fn<&cpu_fallback, ATEN_OP(tanh_backward_grad_input)>::call(grad_output, output, grad_input);
   return grad_input;
 }
@@ -948,7 +1008,9 @@ at::Tensor& gelu_backward_out(const at::Tensor& grad_output, const at::Tensor& s
                               at::Tensor& grad_input) {
   const char* e =
       "x0 * (0.5 * (1.0 + erf_approx(x1 * 0.7071067812)) + x1 * 0.3989422804 * exp(-0.5 * x1 * x1))";
-  if (approximate == "tanh" || !backward(grad_input, grad_output, self, e))
+  const char* in_f64 =
+      "x0 * (0.5 * (1.0 + erf(x1 * 0.7071067811865476)) + x1 * 0.3989422804014327 * exp(-0.5 * x1 * x1))";
+  if (approximate == "tanh" || !backward(grad_input, grad_output, self, e, in_f64))
     return call_fallback_fn<&cpu_fallback, ATEN_OP(gelu_backward_grad_input)>::call(grad_output, self, approximate,
                                                                                     grad_input);
   return grad_input;
@@ -956,7 +1018,7 @@ at::Tensor& gelu_backward_out(const at::Tensor& grad_output, const at::Tensor& s
 
 at::Tensor& silu_backward_out(const at::Tensor& grad_output, const at::Tensor& self, at::Tensor& grad_input) {
   const char* e = "x0 * (1.0 / (1.0 + exp(-x1))) * (1.0 + x1 * (1.0 - 1.0 / (1.0 + exp(-x1))))";
-  if (!backward(grad_input, grad_output, self, e))
+  if (!backward(grad_input, grad_output, self, e, e))
     return call_fallback_fn<&cpu_fallback, ATEN_OP(silu_backward_grad_input)>::call(grad_output, self, grad_input);
   return grad_input;
 }
@@ -2198,6 +2260,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("sigmoid.out", sigmoid_out);
   m.impl("reciprocal.out", reciprocal_out);
   m.impl("silu.out", silu_out);
+  m.impl("erf.out", erf_out);
   m.impl("gelu.out", gelu_out);
   m.impl("relu", relu);
   m.impl("relu_", relu_);
