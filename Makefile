@@ -260,7 +260,9 @@ gpu-bundle:
 # oracle) and on other devices, compared bit for bit; findings shrunk and written to
 # target/difftest/; exits 1 on findings. CI runs it: the compiled CPU path over many seeds,
 # then Vulkan and wgpu's Vulkan adapter on lavapipe (plugins from target/plugins, which
-# `make build` fills) over fewer; about two minutes on two cores. OpenCL (PoCL) and wgpu's GL
+# `make build` fills) over fewer; about two minutes on two cores. The CPU range runs as two
+# campaigns at once, each on half the seeds: a campaign keeps one core busy (the C compiler,
+# one kernel at a time). OpenCL (PoCL) and wgpu's GL
 # adapter are left to long runs: each has known bugs of its own stack that any seed range finds
 # (docs/difftest.md), and CI would only rediscover them. Lavapipe's own known bug (a product of
 # transposed zero matrices fails pipeline creation or crashes) is met by seeds 38 and 226 of
@@ -272,7 +274,13 @@ difftest:
 	@# The workspace's build, not `-p xhal-difftest`: that one resolves features for the one
 	@# package and would rebuild its dependencies (nearly two minutes) after `make build`.
 	$(CARGO) build --release --workspace
-	XHAL_PLUGIN_PATH=$(PLUGIN_DIR) target/release/xhal-difftest --seeds $(DIFFTEST_SEEDS) --devices cpu-compile \
-		--shrink-seconds 15 --max-shrinks 3 --out target/difftest/cpu
+	@seeds="$(DIFFTEST_SEEDS)"; start=$${seeds%..*}; end=$${seeds#*..}; middle=$$(( (start + end) / 2 )); \
+	for half in "$$start..$$middle" "$$middle..$$end"; do \
+		echo "target/release/xhal-difftest --seeds $$half --devices cpu-compile --out target/difftest/cpu-$${half%..*}"; \
+		XHAL_PLUGIN_PATH=$(PLUGIN_DIR) target/release/xhal-difftest --seeds "$$half" --devices cpu-compile \
+			--shrink-seconds 15 --max-shrinks 3 --out "target/difftest/cpu-$${half%..*}" & \
+		campaigns="$$campaigns $$!"; \
+	done; \
+	status=0; for campaign in $$campaigns; do wait $$campaign || status=1; done; exit $$status
 	XHAL_PLUGIN_PATH=$(PLUGIN_DIR) target/release/xhal-difftest --seeds $(DIFFTEST_GPU_SEEDS) --devices vulkan,wgpu:0 \
 		--shrink-seconds 15 --max-shrinks 3 --out target/difftest/lavapipe
