@@ -1877,13 +1877,17 @@ at::Tensor& index_select_out(const at::Tensor& self, int64_t dim, const at::Tens
   auto fallback = [&]() -> at::Tensor& {
     return call_fallback_fn<&cpu_fallback, ATEN_OP(index_select_out)>::call(self, dim, index, out);
   };
-  // A copy of rows, so any dtype the device has kernels for, but bool: its one-byte elements
-  // would need word-sized writes.
+  // A copy of rows, so any dtype the device has kernels for.
   const at::ScalarType dtype = self.scalar_type();
-  if (self.dim() != 2 || c10::maybe_wrap_dim(dim, 2) != 0 || dtype == at::kBool || !on_device(self, dtype) ||
-      index.dim() > 1 || (index.scalar_type() != at::kLong && index.scalar_type() != at::kInt) ||
-      index.device() != self.device())
+  if (self.dim() != 2 || c10::maybe_wrap_dim(dim, 2) != 0 || !on_device(self, dtype) || index.dim() > 1 ||
+      (index.scalar_type() != at::kLong && index.scalar_type() != at::kInt) || index.device() != self.device())
     return fallback();
+  if (dtype == at::kBool) {
+    // Bools are bytes, which a gather cannot write one at a time: the rows gather as int32 and
+    // come back to bool through a comparison, which writes whole words; all on the device.
+    if (out.defined() && out.scalar_type() != at::kBool) return fallback();
+    return at::ne_out(out, at::index_select(self.to(at::kInt), 0, index), 0);
+  }
   auto host = host_indices(index);
   if (host.numel() > 0) {
     int64_t low = host.min().item<int64_t>(), high = host.max().item<int64_t>();
