@@ -275,7 +275,8 @@ difftest:
 	@# package and would rebuild its dependencies (nearly two minutes) after `make build`.
 	$(CARGO) build --release --workspace
 	@seeds="$(DIFFTEST_SEEDS)"; start=$${seeds%..*}; end=$${seeds#*..}; middle=$$(( (start + end) / 2 )); \
-	for half in "$$start..$$middle" "$$middle..$$end"; do \
+	halves="$$start..$$middle $$middle..$$end"; [ $$((end - start)) -ge 2 ] || halves="$$seeds"; \
+	for half in $$halves; do \
 		echo "target/release/xhal-difftest --seeds $$half --devices cpu-compile --out target/difftest/cpu-$${half%..*}"; \
 		XHAL_PLUGIN_PATH=$(PLUGIN_DIR) target/release/xhal-difftest --seeds "$$half" --devices cpu-compile \
 			--shrink-seconds 15 --max-shrinks 3 --out "target/difftest/cpu-$${half%..*}" & \

@@ -25,8 +25,8 @@ import zipfile
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "python"
-# What the wheel carries from python/xhal: the sources, and the staged build outputs that
-# pyproject.toml's [tool.maturin] include names.
+# The wheel carries all of python/xhal (the sources, and the build outputs `make python` stages
+# there, which pyproject.toml's [tool.maturin] include names) but bytecode caches.
 SKIPPED_PARTS = {"__pycache__"}
 SKIPPED_SUFFIXES = {".pyc", ".pyo"}
 # The oldest CPython whose stable ABI the module targets (pyo3's abi3-py39).
@@ -83,16 +83,20 @@ def main():
     tag = f"{ABI3_TAG}-{platform}"
     dist_info = f"{project['name']}-{version}.dist-info"
 
+    native = f"{package}/{native_name}.abi3.so"
     files = []
     for path in sorted((PACKAGE / package).rglob("*")):
         relative = path.relative_to(PACKAGE)
         if path.is_dir() or SKIPPED_PARTS & set(relative.parts) or path.suffix in SKIPPED_SUFFIXES:
             continue
+        if relative.as_posix() == native:
+            # A module left there by another build (`maturin develop`): the workspace's wins.
+            continue
         files.append((relative.as_posix(), path.read_bytes()))
     for required in ("plugins", "lib", "include"):
         if not any(name.startswith(f"{package}/{required}/") for name, _ in files):
             fail(f"python/{package}/{required} is empty: `make python` stages it before packing")
-    files.append((f"{package}/{native_name}.abi3.so", arguments.native.read_bytes()))
+    files.append((native, arguments.native.read_bytes()))
     files.append((f"{dist_info}/METADATA", metadata(project, version).encode()))
     wheel = f"Wheel-Version: 1.0\nGenerator: xhal scripts/python-wheel.py\nRoot-Is-Purelib: false\nTag: {tag}\n"
     files.append((f"{dist_info}/WHEEL", wheel.encode()))

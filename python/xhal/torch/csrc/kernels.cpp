@@ -338,14 +338,17 @@ fn xlog64(x: f64) -> f64 {
 }
 )";
 
-// The WGSL of `body` computing in `compute`: in f64, exp and log are kF64Math's.
-void use_f64_math(std::string& body, at::ScalarType compute) {
-  if (compute != at::kDouble) return;
+// The WGSL of `body` computing in `compute`: in f64, exp, expm1, log, tanh and erf are
+// kF64Math's. Says whether the body now calls them, so that kernels add kF64Math only then.
+bool use_f64_math(std::string& body, at::ScalarType compute) {
+  if (compute != at::kDouble) return false;
+  const std::string before = body;
   replace_all(body, "expm1(", "xexpm1_64(");
   replace_all(body, "exp(", "xexp64(");
   replace_all(body, "log(", "xlog64(");
   replace_all(body, "tanh(", "xtanh64(");
   replace_all(body, "erf(", "xerf64(");
+  return body != before;
 }
 
 // The WGSL of a floating kernel for `dtype`: ELEM is the type its buffers hold and ACC the type
@@ -598,7 +601,7 @@ bool elementwise(at::Tensor& out, at::ArrayRef<at::Tensor> inputs, std::string_v
     replace_all(body, "$0", compute == at::kBool ? "false" : c + "(0)");
     replace_all(body, "$C", c);
     replace_all(body, "$nan(", "xnan(");
-    use_f64_math(body, compute);
+    const bool calls_f64_math = use_f64_math(body, compute);
     const std::string out_name = "b" + std::to_string(out_binding);
     std::string source;
     if (uses_f16 || body.find("f16") != std::string::npos || loads.find("f16") != std::string::npos)
@@ -608,7 +611,7 @@ bool elementwise(at::Tensor& out, at::ArrayRef<at::Tensor> inputs, std::string_v
     source += flat ? kFlatOffset : kStridedOffset;
     if (body.find("erf_approx") != std::string::npos) source += kErf;
     if (body.find("xnan(") != std::string::npos) source += nan_test(compute);
-    if (body.find("64(") != std::string::npos && compute == at::kDouble) source += kF64Math;
+    if (calls_f64_math) source += kF64Math;
     const char* entry =
         "@compute @workgroup_size(256)\n"
         "fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {\n"
@@ -1478,21 +1481,18 @@ struct RowParams {
 };
 
 // The kernel of a softmax-family `body` over rows of `dtype` elements. The body reads through
-// xv and yv and writes through put, in A: f32 for f32 and f16 rows (f16 computed in f32 and
-// rounded once, as PyTorch's CPU does), f64 for f64 rows (with kF64Math's exp and log).
+// xv and yv and writes through put, in typed_source's ACC (so f16 rows are computed in f32 and
+// rounded once, as PyTorch's CPU does; f64 rows use kF64Math's exp and log).
 std::string softmax_source(const char* body, at::ScalarType dtype) {
-  const std::string element = wgsl_type(dtype);
-  const at::ScalarType compute = dtype == at::kDouble ? at::kDouble : at::kFloat;
-  std::string source = dtype == at::kHalf ? "enable f16;\n" : "";
-  source += R"(
+  std::string source = R"(
 struct Rows { outer: u32, length: u32, inner: u32, pad: u32 }
 @group(0) @binding(0) var<uniform> s: Rows;
-@group(0) @binding(1) var<storage, read> x: array<E>;
-@group(0) @binding(2) var<storage, read> y: array<E>;
-@group(0) @binding(3) var<storage, read_write> out: array<E>;
-fn xv(k: u32) -> A { return A(x[k]); }
-fn yv(k: u32) -> A { return A(y[k]); }
-fn put(k: u32, v: A) { out[k] = E(v); }
+@group(0) @binding(1) var<storage, read> x: array<ELEM>;
+@group(0) @binding(2) var<storage, read> y: array<ELEM>;
+@group(0) @binding(3) var<storage, read_write> out: array<ELEM>;
+fn xv(k: u32) -> ACC { return ACC(x[k]); }
+fn yv(k: u32) -> ACC { return ACC(y[k]); }
+fn put(k: u32, v: ACC) { out[k] = ELEM(v); }
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
   let row = gid.x + gid.y * groups.x * 64u;
@@ -1501,16 +1501,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let step = s.inner;
 )";
   std::string rows(body);
-  use_f64_math(rows, compute);
+  const bool calls_f64_math = use_f64_math(rows, dtype);
   source += rows;
   source += "}\n";
-  if (compute == at::kDouble) source += kF64Math;
-  replace_all(source, "<E>", "<" + element + ">");
-  replace_all(source, "E(v)", element + "(v)");
-  replace_all(source, "A(", std::string(wgsl_type(compute)) + "(");
-  replace_all(source, "-> A", std::string("-> ") + wgsl_type(compute));
-  replace_all(source, "v: A", std::string("v: ") + wgsl_type(compute));
-  return source;
+  if (calls_f64_math) source += kF64Math;
+  return typed_source(source, dtype);
 }
 
 // Forward: x is the input (y unused). Backward: x is the gradient, y the forward output.
@@ -1518,14 +1513,14 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 const char* kSoftmax = R"(
   var top = xv(base);
   for (var j = 1u; j < s.length; j = j + 1u) { top = max(top, xv(base + j * step)); }
-  var total = A(0);
+  var total = ACC(0);
   for (var j = 0u; j < s.length; j = j + 1u) { total = total + exp(xv(base + j * step) - top); }
   for (var j = 0u; j < s.length; j = j + 1u) { put(base + j * step, exp(xv(base + j * step) - top) / total); }
 )";
 const char* kLogSoftmax = R"(
   var top = xv(base);
   for (var j = 1u; j < s.length; j = j + 1u) { top = max(top, xv(base + j * step)); }
-  var total = A(0);
+  var total = ACC(0);
   for (var j = 0u; j < s.length; j = j + 1u) { total = total + exp(xv(base + j * step) - top); }
   // (x - top) - log(total), as PyTorch's CPU computes it: near the row's maximum, x - (top +
   // log(total)) would lose the low bits of log(total) to top's.
@@ -1533,12 +1528,12 @@ const char* kLogSoftmax = R"(
   for (var j = 0u; j < s.length; j = j + 1u) { put(base + j * step, (xv(base + j * step) - top) - log_total); }
 )";
 const char* kSoftmaxBackward = R"(
-  var dot = A(0);
+  var dot = ACC(0);
   for (var j = 0u; j < s.length; j = j + 1u) { dot = dot + xv(base + j * step) * yv(base + j * step); }
   for (var j = 0u; j < s.length; j = j + 1u) { put(base + j * step, yv(base + j * step) * (xv(base + j * step) - dot)); }
 )";
 const char* kLogSoftmaxBackward = R"(
-  var total = A(0);
+  var total = ACC(0);
   for (var j = 0u; j < s.length; j = j + 1u) { total = total + xv(base + j * step); }
   for (var j = 0u; j < s.length; j = j + 1u) { put(base + j * step, xv(base + j * step) - exp(yv(base + j * step)) * total); }
 )";
