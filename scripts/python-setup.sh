@@ -42,3 +42,22 @@ if [ "$("$venv/bin/python" -c "import importlib.metadata as m; print(m.version('
   echo "python: installing torch==$torch_version into $venv (about 3 GB; a few minutes)" >&2
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-cache-dir "torch==$torch_version"
 fi
+
+# What the PyTorch device's tests read beside torch: PyTorch's OpInfo database needs expecttest
+# (scripts/torch-ops.py, the operator sweep), and the models the tests train come from the
+# ecosystem's libraries, built from their configs (python/tests_torch/test_models.py).
+# Installed after torch, whose version they accept, so that none of them replaces it.
+torch_companions=(expecttest==0.3.0 torchvision==0.29.2 timm==1.0.31 transformers==5.25.0)
+missing=()
+for requirement in "${torch_companions[@]}"; do
+  name="${requirement%%==*}"
+  version="${requirement##*==}"
+  installed="$("$venv/bin/python" -c "import importlib.metadata as m; print(m.version('$name'))" 2>/dev/null || true)"
+  if [ "${installed%%+*}" != "$version" ]; then
+    missing+=("$requirement")
+  fi
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "python: installing ${missing[*]} into $venv" >&2
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${missing[@]}" "torch==$torch_version"
+fi

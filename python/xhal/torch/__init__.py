@@ -118,11 +118,30 @@ def _device_module() -> types.ModuleType:
     module.is_initialized = lambda: True
     module._lazy_init = lambda: None
     # Random numbers for xhal tensors come from the CPU generator (random operators run on the
-    # CPU), which torch.manual_seed seeds; there is no generator of xhal's own to seed.
+    # CPU), which torch.manual_seed seeds; there is no generator of xhal's own to seed, and its
+    # state, which torch.random.fork_rng saves and restores for the accelerator, is empty.
     module._is_in_bad_fork = lambda: False
     module.manual_seed_all = lambda seed: None
     module.manual_seed = lambda seed: None
+    module.get_rng_state = _get_rng_state
+    module.set_rng_state = _set_rng_state
+    module.get_rng_state_all = lambda: [_get_rng_state(i) for i in range(device_count())]
+    module.set_rng_state_all = lambda states: [_set_rng_state(s, i) for i, s in enumerate(states)]
     return module
+
+
+def _get_rng_state(device="xhal") -> torch.Tensor:
+    _index(device)  # an unknown device is an error here too
+    return torch.empty(0, dtype=torch.uint8)
+
+
+def _set_rng_state(new_state: torch.Tensor, device="xhal") -> None:
+    _index(device)
+    if not isinstance(new_state, torch.Tensor) or new_state.dtype != torch.uint8 or new_state.numel() != 0:
+        raise ValueError(
+            "xhal devices have no random number generator of their own yet (random operators draw from the "
+            f"CPU's), so their state is an empty uint8 tensor; got {new_state!r}"
+        )
 
 
 def _answer_dlpack_device() -> None:

@@ -9,6 +9,9 @@
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/set_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
 #include <c10/util/strides.h>
 #include <torch/library.h>
@@ -179,9 +182,41 @@ bool copy_pinned(const at::Tensor& device_tensor, const at::Tensor& host, bool t
   return status == XHAL_SUCCESS;
 }
 
+// The same memory, sizes and strides as `t`, without the conjugate and negative bits: what
+// its bytes hold.
+at::Tensor raw_view(const at::Tensor& t) {
+  const c10::DispatchKeySet keys =
+      t.key_set().remove(c10::DispatchKey::Conjugate).remove(c10::DispatchKey::Negative);
+  auto impl = c10::make_intrusive<c10::TensorImpl>(c10::Storage(t.storage()), keys, t.dtype());
+  impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+  return at::Tensor(std::move(impl));
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& destination, bool non_blocking);
+
+// A copy where either side is a conjugate or negative view (`z.conj()`, `x._neg_view()`): the
+// bits are applied on the CPU, and only bytes cross. Without this, PyTorch's conjugate fallback
+// would resolve the source by cloning it, which copies it again, without end.
+void copy_with_bits(const at::Tensor& self, const at::Tensor& destination) {
+  at::Tensor value = self.is_cpu() ? self.resolve_conj().resolve_neg() : raw_view(self).to(at::kCPU);
+  if (!self.is_cpu() && self.is_conj()) value = value.conj_physical();
+  if (!self.is_cpu() && self.is_neg()) value = value.neg();
+  if (destination.is_conj()) value = value.conj_physical();
+  if (destination.is_neg()) value = value.neg();
+  if (destination.is_cpu()) {
+    raw_view(destination).copy_(value);
+  } else {
+    copy_from(value, raw_view(destination), false);
+  }
+}
+
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& destination, bool non_blocking) {
   auto dst = destination;
   if (dst.numel() == 0) return destination;
+  if (self.is_conj() || self.is_neg() || destination.is_conj() || destination.is_neg()) {
+    copy_with_bits(self, destination);
+    return destination;
+  }
   // Only a non-blocking copy may leave pinned memory in use when it returns; a blocking one
   // from ordinary or pinned memory stages the bytes (to the device) or waits (to the host).
   if (non_blocking && self.is_cpu() && copy_pinned(destination, self, true)) return destination;
@@ -218,6 +253,9 @@ const at::Tensor& resize(const at::Tensor& self, c10::SymIntArrayRef size,
                          std::optional<at::MemoryFormat> memory_format) {
   auto* impl = self.unsafeGetTensorImpl();
   auto sizes = C10_AS_INTARRAYREF_SLOW(size);
+  // Resizing to the same sizes keeps the strides, as on the CPU: the fallback resizes each
+  // `out=` argument it writes back, views included.
+  if (self.sizes() == sizes && (!memory_format.has_value() || *memory_format == at::MemoryFormat::Preserve)) return self;
   impl->set_sizes_contiguous(sizes);
   if (memory_format.has_value() && *memory_format != at::MemoryFormat::Preserve) {
     impl->empty_tensor_restride(*memory_format);
@@ -284,6 +322,18 @@ at::Tensor& set_storage_offset(at::Tensor& self, at::Storage storage, c10::SymIn
   return self;
 }
 
+// Whether `self` can take `from`'s data in place (`param.data = t`, and so nn.Module.to
+// moving a model's parameters in place). PyTorch answers yes only between its own devices'
+// dense tensors; between the CPU's and xhal's it is as true, and saying so keeps a model's
+// Parameter objects (and parameters tied to each other) what they were when it moves.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto dense = [](const at::Tensor& t) {
+    return t.layout() == c10::Layout::Strided && (t.is_cpu() || t.is_privateuseone()) && !t.is_quantized();
+  };
+  if (dense(self) && dense(from)) return true;
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set());
+}
+
 }  // namespace
 
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -303,6 +353,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("as_strided", as_strided);
   m.impl("view", view);
   m.impl("_reshape_alias", reshape_alias);
+  // Views PyTorch implements per backend: each only restrides, so they alias as on the CPU
+  // (through the fallback they would be copies, and writes through them lost).
+  m.impl("view_as_real", at::native::view_as_real);
+  m.impl("view_as_complex", at::native::view_as_complex);
+  m.impl("unfold", at::native::unfold);
   m.impl("_copy_from", copy_from);
   m.impl("_copy_from_and_resize", copy_from_and_resize);
   m.impl("_local_scalar_dense", local_scalar_dense);
@@ -312,7 +367,17 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Tensor", set_source_tensor);
   m.impl("set_.source_Storage", set_source_storage);
   m.impl("set_.source_Storage_storage_offset", set_storage_offset);
+  m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
 }
+
+// Before autograd's own answer (PyTorch's composite kernel), which would decide first.
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
+}
+
+// Copies handle conjugate and negative views themselves (copy_with_bits).
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) { m.impl("_copy_from", torch::CppFunction::makeFallthrough()); }
+TORCH_LIBRARY_IMPL(aten, Negative, m) { m.impl("_copy_from", torch::CppFunction::makeFallthrough()); }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&cpu_fallback>());

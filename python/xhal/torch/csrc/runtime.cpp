@@ -104,6 +104,7 @@ Device& device(int index) {
     check(xhal_runtime_device_info(r.runtime, r.order[index], &info), "device info");
     check(xhal_device_open(r.runtime, info.label, &opened->device), "open a device");
     check(xhal_device_default_stream(opened->device, &opened->default_stream), "default stream");
+    check(xhal_buffer_alloc(opened->device, 16, &opened->placeholder), "allocate a placeholder buffer");
     opened->index = index;
     opened->label = info.label;
     opened->name = info.name;
@@ -491,50 +492,6 @@ Place place_of(const at::Tensor& tensor) {
               data.get(), ") is not in a live xhal buffer");
   p.offset += base;
   return p;
-}
-
-const Kernel& kernel(Device& device, const std::string& source) {
-  {
-    std::lock_guard<std::mutex> lock(device.mutex);
-    auto found = device.kernels.find(source);
-    if (found != device.kernels.end()) return *found->second;
-  }
-  xhal_module_t* module = nullptr;
-  check(xhal_module_load_wgsl(device.device, source.c_str(), nullptr, 0, &module), "compile a kernel");
-  auto compiled = std::make_unique<Kernel>();
-  xhal_status_t status = xhal_module_kernel(module, nullptr, &compiled->kernel);
-  xhal_module_destroy(module);
-  check(status, "kernel");
-  xhal_kernel_info_t info{};
-  info.struct_size = sizeof info;
-  check(xhal_kernel_get_info(compiled->kernel, &info), "kernel info");
-  for (uint32_t i = 0; i < info.binding_count; i++) {
-    xhal_param_info_t param{};
-    param.struct_size = sizeof param;
-    check(xhal_kernel_param(compiled->kernel, i, &param), "kernel parameter");
-    compiled->bindings.push_back(param.binding);
-  }
-  std::lock_guard<std::mutex> lock(device.mutex);
-  auto [slot, inserted] = device.kernels.try_emplace(source, nullptr);
-  if (inserted) {
-    slot->second = std::move(compiled);
-  } else {
-    xhal_kernel_destroy(compiled->kernel);  // another thread compiled it meanwhile
-  }
-  return *slot->second;
-}
-
-const Kernel* find_kernel_by_key(Device& device, const std::string& key) {
-  std::lock_guard<std::mutex> lock(device.mutex);
-  auto found = device.kernels_by_key.find(key);
-  return found == device.kernels_by_key.end() ? nullptr : found->second;
-}
-
-const Kernel& remember_kernel_by_key(Device& device, const std::string& key, const std::string& source) {
-  const Kernel& compiled = kernel(device, source);
-  std::lock_guard<std::mutex> lock(device.mutex);
-  device.kernels_by_key.emplace(key, &compiled);
-  return compiled;
 }
 
 void launch(Device& device, const Kernel& kernel, at::ArrayRef<Binding> bindings, uint64_t invocations,

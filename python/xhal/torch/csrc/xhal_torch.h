@@ -39,10 +39,12 @@ struct Device {
   uint64_t features = 0;
   uint64_t total_memory = 0;
   uint32_t max_scalar_block_size = 0;  // bytes of `var<immediate>` a launch may pass
+  // A small buffer bound where a kernel declares memory that a launch does not use (an input
+  // past an operator's arity), so that a binding never aliases one the kernel writes.
+  xhal_buffer_t* placeholder = nullptr;
   std::mutex mutex;  // guards streams and kernels
   std::vector<xhal_stream_t*> streams;  // torch stream id k > 0 is streams[k - 1]
-  std::unordered_map<std::string, std::unique_ptr<Kernel>> kernels;  // by WGSL source
-  std::unordered_map<std::string, const Kernel*> kernels_by_key;
+  std::unordered_map<std::string, std::unique_ptr<Kernel>> kernels;  // by recipe key
 };
 
 // Where the plugins are (the package's own folder), before the first device is used;
@@ -79,20 +81,48 @@ struct Place {
 };
 Place place_of(const at::Tensor& tensor);
 
+// --- The package's WGSL kernels (python/xhal/torch/kernels; kernel_library.cpp) ---------------
+//
+// Each kernel family is a WGSL file, embedded at build time. A kernel is an instantiation of
+// one or more of them: each `alias NAME = TYPE;` they declare set to a type (the dtype-dependent
+// parts), each `override` given a value (layouts and operator choices), and one entry point.
+// Kernels that declare `alias F` or `alias I` get the math library of their type,
+// lib/float_<F>.wgsl and lib/int_<I>.wgsl, before them. See kernels/README.md.
+
+// The text of kernels/`path` (`"elementwise.wgsl"`, `"lib/float_f32.wgsl"`).
+const std::string& kernel_file(const std::string& path);
+
+// The value of `const NAME: u32 = N;` in kernels/`path`: how the C++ side names an operator
+// that a kernel selects with an override.
+uint32_t kernel_constant(const char* path, const char* name);
+
+struct KernelRecipe {
+  std::vector<std::string> files;                            // joined in this order
+  std::vector<std::pair<std::string, std::string>> types;    // alias -> WGSL type
+  std::vector<std::pair<std::string, double>> overrides;     // override -> value
+  std::string entry;                                         // the entry point
+};
+// The WGSL source of `recipe`: its libraries, then its files with their aliases set.
+std::string compose(const KernelRecipe& recipe);
+
+// The kernel cached under `key` on `device`, compiled from `make_recipe()` on its first use.
+// The key must identify the recipe; a template, so that a hit allocates nothing.
+const Kernel* find_kernel_by_key(Device& device, const std::string& key);
+const Kernel& remember_recipe_kernel(Device& device, const std::string& key, const KernelRecipe& recipe);
+template <typename MakeRecipe>
+const Kernel& recipe_kernel(Device& device, const std::string& key, MakeRecipe&& make_recipe) {
+  if (const Kernel* found = find_kernel_by_key(device, key)) return *found;
+  return remember_recipe_kernel(device, key, make_recipe());
+}
+
+// The WGSL type of a dtype's values in a kernel, and of the elements of its memory (bools are
+// bytes, which WGSL cannot address, so their memory is read as u32 words); nullptr for dtypes
+// without kernels.
+const char* wgsl_type(at::ScalarType dtype);
+const char* storage_type(at::ScalarType dtype);
+
 // The kernel of `source` on `device`, compiled once per source.
 const Kernel& kernel(Device& device, const std::string& source);
-// The kernel cached under `key`, or null.
-const Kernel* find_kernel_by_key(Device& device, const std::string& key);
-// Compiles `source` (or finds it compiled) and caches it under `key` too.
-const Kernel& remember_kernel_by_key(Device& device, const std::string& key, const std::string& source);
-// The kernel cached under `key`, whose source `make_source` writes on the first use: for hot
-// paths, where writing the whole source to look it up would cost more than the launch. A
-// template, so that the lookup allocates nothing.
-template <typename MakeSource>
-const Kernel& kernel_by_key(Device& device, const std::string& key, MakeSource&& make_source) {
-  if (const Kernel* found = find_kernel_by_key(device, key)) return *found;
-  return remember_kernel_by_key(device, key, make_source());
-}
 
 // One binding of a launch: a tensor's buffer (from its storage offset on), or uniform bytes.
 struct Binding {

@@ -1,0 +1,366 @@
+"""The layers real models use run natively on xhal:0, forward and backward, and give the CPU's
+answers: convolutions, pooling, upsampling, normalizations (with batch norm's running
+statistics), recurrent cells, fused attention, indexing, scans and sorts."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import xhal.torch
+
+
+def no_fallbacks():
+    counts = xhal.torch.fallback_counts()
+    assert counts == {}, f"fell back: {counts}"
+
+
+def compare(dev, f, *inputs, atol=1e-4, rtol=1e-4, grad_atol=1e-3):
+    """Runs `f` on CPU copies of `inputs` and on xhal:0 copies, forward and backward with one
+    cotangent, and asserts that outputs and every floating input's gradient agree."""
+    cpu = [x.detach().clone().requires_grad_(x.is_floating_point()) for x in inputs]
+    on = [x.detach().to(dev).requires_grad_(x.is_floating_point()) for x in inputs]
+    expected = f(*cpu)
+    got = f(*on)
+    assert got.device.type == "xhal"
+    torch.testing.assert_close(got.cpu(), expected, atol=atol, rtol=rtol, equal_nan=True)
+    if expected.requires_grad:
+        cotangent = torch.randn_like(expected)
+        expected.backward(cotangent)
+        got.backward(cotangent.to(dev))
+        for c, o in zip(cpu, on):
+            if c.grad is not None:
+                torch.testing.assert_close(o.grad.cpu(), c.grad, atol=grad_atol, rtol=grad_atol)
+
+
+@pytest.fixture(autouse=True)
+def seeded():
+    torch.manual_seed(0)
+
+
+CONVOLUTIONS = {
+    "conv1d strided dilated groups": (lambda x, w, b: F.conv1d(x, w, b, stride=2, padding=1, dilation=2, groups=2),
+                                      [(2, 4, 9), (6, 2, 3), (6,)]),
+    "conv2d": (lambda x, w, b: F.conv2d(x, w, b, stride=(2, 1), padding=(1, 0)), [(2, 3, 8, 7), (5, 3, 3, 2), (5,)]),
+    "conv2d depthwise": (lambda x, w: F.conv2d(x, w, padding=1, groups=4), [(2, 4, 6, 6), (4, 1, 3, 3)]),
+    "conv3d": (lambda x, w: F.conv3d(x, w, padding=1), [(1, 2, 5, 6, 4), (4, 2, 2, 3, 2)]),
+    "conv_transpose1d": (lambda x, w: F.conv_transpose1d(x, w, stride=3, dilation=2), [(2, 3, 7), (3, 2, 4)]),
+    "conv_transpose2d output padding groups": (
+        lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1, groups=2),
+        [(2, 6, 5, 4), (6, 4, 3, 3), (8,)]),
+    "conv_transpose3d": (lambda x, w: F.conv_transpose3d(x, w, stride=2), [(1, 2, 3, 3, 2), (2, 3, 2, 2, 2)]),
+}
+
+
+@pytest.mark.parametrize("name", CONVOLUTIONS)
+def test_convolutions(dev, name):
+    f, shapes = CONVOLUTIONS[name]
+    compare(dev, f, *[torch.randn(s) for s in shapes])
+    no_fallbacks()
+
+
+POOLING = {
+    "max_pool1d": (lambda x: F.max_pool1d(x, 3, 2), (2, 3, 11)),
+    "max_pool2d": (lambda x: F.max_pool2d(x, 3, 2, 1), (2, 3, 9, 8)),
+    "max_pool2d dilated ceil": (lambda x: F.max_pool2d(x, (2, 3), (2, 1), (1, 1), dilation=2, ceil_mode=True),
+                                (2, 3, 9, 8)),
+    "max_pool3d": (lambda x: F.max_pool3d(x, 2), (1, 2, 4, 5, 6)),
+    "avg_pool1d": (lambda x: F.avg_pool1d(x, 3, 2, 1), (2, 3, 11)),
+    "avg_pool2d": (lambda x: F.avg_pool2d(x, 3, 2, 1), (2, 3, 9, 8)),
+    "avg_pool2d without padding counted": (
+        lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False), (2, 3, 9, 8)),
+    "avg_pool2d divisor": (lambda x: F.avg_pool2d(x, 2, divisor_override=3), (2, 3, 9, 8)),
+    "avg_pool3d": (lambda x: F.avg_pool3d(x, 2, 1, 1), (1, 2, 4, 5, 6)),
+    "adaptive_avg_pool2d": (lambda x: F.adaptive_avg_pool2d(x, (4, 3)), (2, 3, 9, 8)),
+    "adaptive_avg_pool2d to 1": (lambda x: F.adaptive_avg_pool2d(x, 1), (2, 3, 9, 8)),
+    "adaptive_avg_pool3d": (lambda x: F.adaptive_avg_pool3d(x, (2, 3, 4)), (1, 2, 4, 5, 6)),
+    "adaptive_max_pool1d": (lambda x: F.adaptive_max_pool1d(x, 4), (2, 3, 11)),
+    "adaptive_max_pool2d": (lambda x: F.adaptive_max_pool2d(x, (4, 3)), (2, 3, 9, 8)),
+}
+
+
+@pytest.mark.parametrize("name", POOLING)
+def test_pooling(dev, name):
+    f, shape = POOLING[name]
+    compare(dev, f, torch.randn(shape))
+    no_fallbacks()
+
+
+def test_max_pool_indices_are_the_cpu_s(dev):
+    x = torch.randn(2, 3, 9, 8)
+    values, indices = F.max_pool2d(x.to(dev), 3, 2, 1, return_indices=True)
+    expected_values, expected_indices = F.max_pool2d(x, 3, 2, 1, return_indices=True)
+    assert torch.equal(values.cpu(), expected_values) and torch.equal(indices.cpu(), expected_indices)
+
+
+UPSAMPLING = [
+    ("nearest", dict(scale_factor=2)),
+    ("nearest", dict(size=(3, 4))),
+    ("nearest", dict(scale_factor=(1.7, 0.6))),
+    ("nearest-exact", dict(size=(8, 11))),
+    ("bilinear", dict(scale_factor=2, align_corners=False)),
+    ("bilinear", dict(size=(3, 4), align_corners=False)),
+    ("bilinear", dict(size=(9, 13), align_corners=True)),
+]
+
+
+@pytest.mark.parametrize("mode,kwargs", UPSAMPLING)
+def test_upsampling_2d(dev, mode, kwargs):
+    compare(dev, lambda x: F.interpolate(x, mode=mode, **kwargs), torch.randn(2, 3, 5, 7))
+    no_fallbacks()
+
+
+def test_upsampling_1d_and_3d(dev):
+    compare(dev, lambda x: F.interpolate(x, scale_factor=2.5, mode="linear"), torch.randn(2, 3, 6))
+    compare(dev, lambda x: F.interpolate(x, size=13, mode="nearest"), torch.randn(2, 3, 6))
+    compare(dev, lambda x: F.interpolate(x, size=(3, 5, 4), mode="trilinear"), torch.randn(1, 2, 2, 3, 4))
+    no_fallbacks()
+
+
+@pytest.mark.parametrize("cls", [nn.LSTM, nn.GRU])
+@pytest.mark.parametrize("kwargs", [{}, dict(num_layers=2, bidirectional=True, batch_first=True), dict(bias=False)])
+def test_recurrent_networks(dev, cls, kwargs):
+    cpu = cls(5, 7, **kwargs)
+    on = cls(5, 7, **kwargs)
+    on.load_state_dict(cpu.state_dict())
+    on.to(dev)
+    x = torch.randn(3, 4, 5)
+    expected, _ = cpu(x)
+    got, _ = on(x.to(dev))
+    torch.testing.assert_close(got.cpu(), expected, atol=1e-5, rtol=1e-5)
+    cotangent = torch.randn_like(expected)
+    expected.backward(cotangent)
+    got.backward(cotangent.to(dev))
+    for p, q in zip(cpu.parameters(), on.parameters()):
+        torch.testing.assert_close(q.grad.cpu(), p.grad, atol=1e-4, rtol=1e-4)
+    no_fallbacks()
+
+
+def test_recurrent_cells(dev):
+    compare(dev, lambda x, h, c, wi, wh: torch.lstm_cell(x, (h, c), wi, wh)[1], torch.randn(3, 4), torch.randn(3, 5),
+            torch.randn(3, 5), torch.randn(20, 4), torch.randn(20, 5))
+    compare(dev, lambda x, h, wi, wh, bi, bh: torch.gru_cell(x, h, wi, wh, bi, bh), torch.randn(3, 4), torch.randn(3, 5),
+            torch.randn(15, 4), torch.randn(15, 5), torch.randn(15), torch.randn(15))
+    no_fallbacks()
+
+
+ATTENTION = {
+    "plain": lambda q, k, v: F.scaled_dot_product_attention(q, k, v),
+    "causal": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+    "bool mask": lambda q, k, v: F.scaled_dot_product_attention(
+        q, k, v, attn_mask=(torch.arange(35).reshape(5, 7) % 3 != 0).to(q.device)),
+    "additive mask": lambda q, k, v: F.scaled_dot_product_attention(
+        q, k, v, attn_mask=torch.linspace(-2, 2, 70).reshape(2, 1, 5, 7).to(q.device, q.dtype)),
+    "scale": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, scale=0.3),
+    "a row with every key masked": lambda q, k, v: F.scaled_dot_product_attention(
+        q, k, v, attn_mask=(torch.arange(5).reshape(5, 1) != 2).expand(5, 7).to(q.device)),
+}
+
+
+@pytest.mark.parametrize("name", ATTENTION)
+def test_attention_is_one_fused_kernel(dev, name):
+    q, k, v = torch.randn(2, 4, 5, 8), torch.randn(2, 4, 7, 8), torch.randn(2, 4, 7, 6)
+    compare(dev, ATTENTION[name], q, k, v)
+    no_fallbacks()
+    with torch.profiler.profile() as profile:
+        ATTENTION[name](q.to(dev), k.to(dev), v.to(dev))
+    names = {event.name for event in profile.events()}
+    assert "aten::_scaled_dot_product_fused_attention_overrideable" in names
+    assert "aten::_scaled_dot_product_attention_math" not in names
+
+
+def test_attention_grouped_query_heads_and_views(dev):
+    compare(dev, lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), torch.randn(2, 4, 5, 8),
+            torch.randn(2, 2, 7, 8), torch.randn(2, 2, 7, 6))
+    compare(dev, lambda q, k, v: F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)),
+            torch.randn(2, 5, 4, 8), torch.randn(2, 5, 4, 8), torch.randn(2, 5, 4, 8))
+    compare(dev, lambda q, k, v, b: F.scaled_dot_product_attention(q, k, v, attn_mask=b), torch.randn(2, 4, 5, 8),
+            torch.randn(2, 4, 7, 8), torch.randn(2, 4, 7, 6), torch.randn(2, 1, 5, 7))
+    no_fallbacks()
+
+
+def test_batch_norm_updates_its_running_statistics(dev):
+    cpu = nn.BatchNorm2d(3, momentum=0.3)
+    on = nn.BatchNorm2d(3, momentum=0.3).to(dev)
+    for _ in range(3):
+        x = torch.randn(4, 3, 5, 5) * 2 + 1
+        compare(dev, lambda x, w, b: F.batch_norm(x, cpu.running_mean if x.is_cpu else on.running_mean,
+                                                   cpu.running_var if x.is_cpu else on.running_var, w, b, True, 0.3),
+                x, torch.randn(3), torch.randn(3))
+    torch.testing.assert_close(on.running_mean.cpu(), cpu.running_mean)
+    torch.testing.assert_close(on.running_var.cpu(), cpu.running_var)
+    # Evaluation uses them.
+    x = torch.randn(4, 3, 5, 5)
+    compare(dev, lambda x: F.batch_norm(x, cpu.running_mean if x.is_cpu else on.running_mean,
+                                        cpu.running_var if x.is_cpu else on.running_var, training=False), x)
+    no_fallbacks()
+
+
+def test_instance_norm_updates_its_running_statistics(dev):
+    cpu = nn.InstanceNorm1d(3, track_running_stats=True, affine=True)
+    on = nn.InstanceNorm1d(3, track_running_stats=True, affine=True).to(dev)
+    x = torch.randn(4, 3, 10)
+    torch.testing.assert_close(on(x.to(dev)).cpu(), cpu(x), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(on.running_mean.cpu(), cpu.running_mean)
+    torch.testing.assert_close(on.running_var.cpu(), cpu.running_var)
+    no_fallbacks()
+
+
+NORMS = {
+    "layer_norm": (lambda x, w, b: F.layer_norm(x, (6,), w, b), [(4, 5, 6), (6,), (6,)]),
+    "layer_norm over two dimensions": (lambda x, w, b: F.layer_norm(x, (5, 6), w, b), [(4, 5, 6), (5, 6), (5, 6)]),
+    "rms_norm": (lambda x, w: F.rms_norm(x, (6,), w, eps=1e-5), [(4, 5, 6), (6,)]),
+    "group_norm": (lambda x, w, b: F.group_norm(x, 2, w, b), [(3, 4, 5, 2), (4,), (4,)]),
+    "batch_norm 1d": (lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True), [(8, 3), (3,), (3,)]),
+}
+
+
+@pytest.mark.parametrize("name", NORMS)
+def test_normalizations(dev, name):
+    f, shapes = NORMS[name]
+    compare(dev, f, *[torch.randn(s) for s in shapes])
+    no_fallbacks()
+
+
+def test_gather_and_scatter(dev):
+    x = torch.randn(4, 5, 6)
+    index = torch.randint(0, 5, (4, 3, 6))
+    compare(dev, lambda x: torch.gather(x, 1, index.to(x.device)), x)
+    distinct = torch.stack([torch.randperm(5)[:3] for _ in range(24)]).view(4, 6, 3).transpose(1, 2).contiguous()
+    compare(dev, lambda x, s: x.scatter(1, distinct.to(x.device), s), x, torch.randn(4, 3, 6))
+    compare(dev, lambda x, s: x.scatter_add(1, index.to(x.device), s), x, torch.randn(4, 3, 6))
+    compare(dev, lambda x: x.scatter(2, index.to(x.device)[:, :, :2] % 6, 1.5), x)
+    for reduce in ("sum", "prod", "mean", "amax", "amin"):
+        for include_self in (True, False):
+            compare(dev, lambda x, s: x.scatter_reduce(1, index.to(x.device), s, reduce, include_self=include_self),
+                    x, torch.randn(4, 3, 6))
+    integers = torch.randint(-100, 100, (4, 5))
+    targets = torch.tensor([[1, 0, 3, 3, 2]])
+    assert torch.equal(integers.to(dev).scatter_add(0, targets.to(dev), integers[:1].to(dev)).cpu(),
+                       integers.scatter_add(0, targets, integers[:1]))
+    no_fallbacks()
+
+
+def test_index_add_copy_fill_and_select(dev):
+    x = torch.randn(4, 5, 6)
+    compare(dev, lambda x, s: x.index_add(1, torch.tensor([0, 2, 2, 4]).to(x.device), s, alpha=2.0), x,
+            torch.randn(4, 4, 6))
+    compare(dev, lambda x, s: x.index_copy(1, torch.tensor([4, 0]).to(x.device), s), x, torch.randn(4, 2, 6))
+    compare(dev, lambda x: x.index_fill(2, torch.tensor([1, 3]).to(x.device), -2.0), x)
+    compare(dev, lambda x: x.index_select(2, torch.tensor([5, 0, 5]).to(x.device)), x)
+    no_fallbacks()
+
+
+def test_advanced_indexing(dev):
+    x = torch.randn(4, 5, 6)
+    i, j = torch.tensor([1, 4]), torch.tensor([[0], [5]])
+    compare(dev, lambda x: x[torch.tensor([2, 0, 3]).to(x.device)], x)
+    compare(dev, lambda x: x[:, i.to(x.device), j.to(x.device)], x)
+    compare(dev, lambda x: x[i.to(x.device) - 1, :, torch.tensor([0, 5]).to(x.device)], x)
+    compare(dev, lambda x: x[torch.tensor([-1, 0]).to(x.device)], x)
+    mask = torch.rand(4, 5) > 0.5
+    compare(dev, lambda x: x[mask.to(x.device)], x)
+
+    def put(x, v):
+        y = x.clone()
+        y[torch.tensor([0, 2]).to(x.device), torch.tensor([1, 3]).to(x.device)] = v
+        return y
+
+    compare(dev, put, x, torch.randn(2, 6))
+    compare(dev, lambda x, v: x.index_put((torch.tensor([0, 2, 0]).to(x.device),), v, accumulate=True), x,
+            torch.randn(3, 5, 6))
+    no_fallbacks()
+
+
+def test_index_errors_are_pytorch_s(dev):
+    x = torch.randn(4, 5, device=dev)
+    with pytest.raises(IndexError, match="index 9 is out of bounds for dimension 0 with size 4"):
+        x[torch.tensor([9], device=dev)]
+    with pytest.raises(IndexError, match="out of bounds"):
+        torch.gather(x, 1, torch.tensor([[7]], device=dev))
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        torch.tensor([1, 2], device=dev) // torch.tensor([1, 0], device=dev)
+    # The device stays usable.
+    assert (x + 1).cpu().shape == (4, 5)
+
+
+def test_scans(dev):
+    x = torch.randn(4, 5, 6)
+    for dim in range(3):
+        compare(dev, lambda x: x.cumsum(dim), x)
+        compare(dev, lambda x: x.cumprod(dim), x)
+    compare(dev, lambda x: x.logcumsumexp(1), x)
+    compare(dev, lambda x: x.cummax(1).values, x)
+    compare(dev, lambda x: x.cummin(2).values, x)
+    assert torch.equal(x.to(dev).cummax(1).indices.cpu(), x.cummax(1).indices)
+    integers = torch.randint(-5, 5, (3, 7), dtype=torch.int32)
+    assert torch.equal(integers.to(dev).cumsum(1).cpu(), integers.cumsum(1))
+    flags = torch.rand(3, 7) > 0.5
+    assert torch.equal(flags.to(dev).cumsum(0).cpu(), flags.cumsum(0))
+    no_fallbacks()
+
+
+def test_compactions(dev):
+    x = torch.randn(4, 5, 6)
+    assert torch.equal(x.gt(0).to(dev).nonzero().cpu(), x.gt(0).nonzero())
+    assert torch.equal(torch.zeros(3, device=dev).nonzero().cpu(), torch.zeros(3).nonzero())
+    mask = torch.rand(6) > 0.5
+    compare(dev, lambda x: x.masked_select(mask.to(x.device)), x)
+    no_fallbacks()
+
+
+def test_sorts(dev):
+    x = torch.randn(4, 5, 6)
+    compare(dev, lambda x: x.sort(1).values, x)
+    compare(dev, lambda x: x.sort(2, descending=True).values, x)
+    compare(dev, lambda x: x.topk(3, 1).values, x)
+    compare(dev, lambda x: x.topk(2, 2, largest=False).values, x)
+    assert torch.equal(x.to(dev).sort(0).indices.cpu(), x.sort(0).indices)
+    assert torch.equal(x.to(dev).argsort(1).cpu(), x.argsort(1))
+    # Ties keep their order, and NaNs come last (first, descending), as on the CPU.
+    ties = torch.tensor([3.0, float("nan"), 1.0, 3.0, -1.0, float("nan")])
+    for descending in (False, True):
+        assert torch.equal(ties.to(dev).sort(descending=descending, stable=True).indices.cpu(),
+                           ties.sort(descending=descending, stable=True).indices)
+    compare(dev, lambda x: x.flip(0, 2), x)
+    compare(dev, lambda x: x.roll(2, 1), x)
+    no_fallbacks()
+
+
+UNARY = ["atan", "asin", "acos", "sinh", "cosh", "tan", "asinh", "atanh", "log1p", "expm1", "log2", "log10", "exp2",
+         "floor", "ceil", "round", "trunc", "frac", "sign", "erf", "erfc", "lgamma", "digamma", "sigmoid"]
+
+
+@pytest.mark.parametrize("name", UNARY)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_unary_math(dev, name, dtype):
+    if dtype not in xhal.torch.native_dtypes(dev):
+        pytest.skip(f"{dev} has no {dtype} kernels")
+    x = torch.linspace(-0.95, 0.95, 41, dtype=dtype) * (1 if name in ("asin", "acos", "atanh") else 4)
+    if name in ("lgamma", "digamma"):
+        x = x.abs() + 0.1
+    f = getattr(torch, name)
+    torch.testing.assert_close(f(x.to(dev)).cpu(), f(x), atol=1e-5, rtol=2e-5, equal_nan=True)
+    no_fallbacks()
+
+
+@pytest.mark.parametrize("name", ["elu", "selu", "celu", "leaky_relu", "hardtanh", "relu6", "softplus", "mish",
+                                  "hardsigmoid", "hardswish", "logsigmoid", "softshrink", "hardshrink"])
+def test_activations(dev, name):
+    compare(dev, getattr(F, name), torch.linspace(-4, 4, 37))
+    no_fallbacks()
+
+
+@pytest.mark.parametrize("op", ["all", "any"])
+def test_truth_reductions(dev, op):
+    x = torch.rand(5, 7) > 0.3
+    for args in [(), (0,), (1,)]:
+        assert torch.equal(getattr(x.to(dev), op)(*args).cpu(), getattr(x, op)(*args))
+    no_fallbacks()
+
+
+def test_float_tests(dev):
+    x = torch.tensor([1.0, float("inf"), float("-inf"), float("nan"), -0.0])
+    for op in (torch.isinf, torch.isposinf, torch.isneginf, torch.isfinite, torch.isnan, torch.signbit):
+        assert torch.equal(op(x.to(dev)).cpu(), op(x)), op.__name__
+    no_fallbacks()

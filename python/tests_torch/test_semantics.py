@@ -1,0 +1,128 @@
+"""What an xhal tensor must mean what a CPU tensor means: reductions of 0-dimensional tensors,
+conjugate and negative views of complex tensors, views that alias, empty products, and a
+model's parameters keeping their identity (and their ties) when it moves."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import xhal.torch
+
+
+@pytest.mark.parametrize("reduce", [
+    lambda x: x.sum(dim=0), lambda x: x.mean(dim=0), lambda x: x.amax(dim=0), lambda x: x.amin(dim=-1),
+    lambda x: x.logsumexp(dim=0), lambda x: x.sum(dim=0, keepdim=True), lambda x: x.prod(dim=0),
+    lambda x: x.max(dim=0).values, lambda x: x.argmax(dim=0), lambda x: torch.nanmean(x, dim=0),
+])
+def test_reductions_of_a_0_dim_tensor_with_a_dim(dev, reduce):
+    x = torch.tensor(1.5)
+    got = reduce(x.to(dev))
+    assert got.shape == reduce(x).shape
+    torch.testing.assert_close(got.cpu(), reduce(x))
+
+
+def test_a_repeated_reduction_dim_is_pytorch_s_error(dev):
+    with pytest.raises(RuntimeError, match="appears multiple times"):
+        torch.ones(2, 3, device=dev).sum(dim=(0, 0))
+
+
+def test_cosine_similarity_of_0_dim_inputs(dev):
+    a, b = torch.tensor(2.0), torch.tensor(3.0)
+    torch.testing.assert_close(F.cosine_similarity(a.to(dev), b.to(dev), dim=0).cpu(), F.cosine_similarity(a, b, dim=0))
+
+
+def test_conjugate_and_negative_views(dev):
+    z = torch.randn(6, dtype=torch.complex64)
+    on = z.to(dev)
+    assert torch.equal(on.conj().resolve_conj().cpu(), z.conj())
+    assert torch.equal(on.conj().cpu(), z.conj())
+    assert torch.equal(on._neg_view().cpu(), -z)
+    into = torch.zeros(6, dtype=torch.complex64, device=dev)
+    into.conj().copy_(z)
+    assert torch.equal(into.cpu(), z.conj())
+    torch.testing.assert_close(torch.fft.ifft(on).cpu(), torch.fft.ifft(z))
+    torch.testing.assert_close(torch.fft.hfft(on).cpu(), torch.fft.hfft(z))
+
+
+def test_views_alias_their_base(dev):
+    z = torch.randn(4, dtype=torch.complex64).to(dev)
+    real = torch.view_as_real(z)
+    real[0, 0] = 100.0
+    assert z.cpu()[0].real == 100.0 and real.data_ptr() == z.data_ptr()
+    back = torch.view_as_complex(real)
+    back[1] = 7 + 0j
+    assert real.cpu()[1, 0] == 7.0
+    x = torch.arange(8.0).to(dev)
+    windows = x.unfold(0, 2, 2)
+    windows[0, 0] = -1
+    assert x.cpu()[0] == -1
+
+
+def test_irfft_gradient(dev):
+    x = torch.randn(5, dtype=torch.complex64)
+    cpu = x.clone().requires_grad_()
+    on = x.to(dev).requires_grad_()
+    torch.fft.irfft(cpu).sum().backward()
+    torch.fft.irfft(on).sum().backward()
+    torch.testing.assert_close(on.grad.cpu(), cpu.grad)
+
+
+def test_products_with_an_empty_inner_dimension(dev):
+    a, b, bias = torch.randn(3, 0), torch.randn(0, 4), torch.randn(4)
+    assert torch.equal((a.to(dev) @ b.to(dev)).cpu(), torch.zeros(3, 4))
+    torch.testing.assert_close(torch.addmm(bias.to(dev), a.to(dev), b.to(dev), beta=2).cpu(), torch.addmm(bias, a, b, beta=2))
+    assert torch.equal(torch.bmm(torch.randn(2, 3, 0, device=dev), torch.randn(2, 0, 5, device=dev)).cpu(), torch.zeros(2, 3, 5))
+
+
+class TiedLanguageModel(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(10, 4)
+        self.head = nn.Linear(4, 10, bias=False)
+        self.head.weight = self.embed.weight
+
+    def forward(self, tokens):
+        return self.head(self.embed(tokens))
+
+
+def test_moving_a_model_keeps_its_parameters_and_their_ties(dev):
+    model = TiedLanguageModel()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    weight = model.embed.weight
+    model.to(dev)
+    assert model.embed.weight is weight and model.head.weight is model.embed.weight
+    assert weight.device.type == "xhal" and len(list(model.parameters())) == 1
+    before = weight.detach().cpu().clone()
+    model(torch.tensor([1, 2, 3], device=dev)).sum().backward()
+    optimizer.step()
+    assert model.head.weight is model.embed.weight
+    assert not torch.equal(weight.detach().cpu(), before)
+    model.to("cpu")
+    assert weight.device.type == "cpu" and model.head.weight is weight
+
+
+def test_a_tied_model_trains_like_on_the_cpu(dev):
+    torch.manual_seed(0)
+    cpu = TiedLanguageModel()
+    on = TiedLanguageModel()
+    on.load_state_dict(cpu.state_dict())
+    on.to(dev)
+    tokens = torch.randint(0, 10, (16,))
+    for model, where in ((cpu, "cpu"), (on, dev)):
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+        for _ in range(5):
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(tokens.to(where)), tokens.to(where))
+            loss.backward()
+            optimizer.step()
+    torch.testing.assert_close(on.embed.weight.detach().cpu(), cpu.embed.weight.detach(), atol=1e-5, rtol=1e-5)
+
+
+def test_loading_a_state_dict_into_a_recurrent_module_still_works(dev):
+    # nn.LSTM keeps weak references to its parameters, which PyTorch's swap of parameters on
+    # conversion refuses; xhal keeps parameters in place instead, so loading is unaffected.
+    source = nn.LSTM(3, 4)
+    target = nn.LSTM(3, 4)
+    target.load_state_dict(source.state_dict())
+    target.to(dev).load_state_dict(source.state_dict())

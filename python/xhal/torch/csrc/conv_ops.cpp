@@ -1,0 +1,166 @@
+// Convolutions of the `xhal` PyTorch device (kernels/conv.wgsl): conv1d, conv2d and conv3d
+// and their transposes, with stride, padding, dilation, output padding and groups, forward and
+// backward, through PyTorch's entry for accelerators (convolution_overrideable).
+
+#include <ATen/Operators.h>
+#include <torch/library.h>
+
+#include "ops.h"
+
+namespace xhal_torch {
+namespace {
+
+// The uniform of kernels/conv.wgsl (struct Geometry).
+struct Geometry {
+  uint32_t batch = 0, in_channels = 0, out_channels = 0, groups = 1;
+  uint32_t in_size[4] = {1, 1, 1, 0};
+  uint32_t out_size[4] = {1, 1, 1, 0};
+  uint32_t kernel[4] = {1, 1, 1, 0};
+  uint32_t stride[4] = {1, 1, 1, 0};
+  uint32_t padding[4] = {0, 0, 0, 0};
+  uint32_t dilation[4] = {1, 1, 1, 0};
+};
+static_assert(sizeof(Geometry) == 112, "the WGSL struct Geometry is 112 bytes");
+
+// A convolution's geometry: x [N, C, *in], w [O, C / G, *kernel], y [N, O, *out], the spatial
+// dimensions right-aligned into depth, height and width.
+Geometry geometry(const at::Tensor& x, const at::Tensor& w, const at::Tensor& y, at::IntArrayRef stride,
+                  at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+  Geometry g;
+  g.batch = static_cast<uint32_t>(x.size(0));
+  g.in_channels = static_cast<uint32_t>(x.size(1));
+  g.out_channels = static_cast<uint32_t>(y.size(1));
+  g.groups = static_cast<uint32_t>(groups);
+  const int64_t spatial = x.dim() - 2;
+  for (int64_t d = 0; d < spatial; d++) {
+    const int64_t slot = 3 - spatial + d;
+    g.in_size[slot] = static_cast<uint32_t>(x.size(2 + d));
+    g.out_size[slot] = static_cast<uint32_t>(y.size(2 + d));
+    g.kernel[slot] = static_cast<uint32_t>(w.size(2 + d));
+    g.stride[slot] = static_cast<uint32_t>(stride.size() == 1 ? stride[0] : stride[d]);
+    g.padding[slot] = static_cast<uint32_t>(padding.size() == 1 ? padding[0] : padding[d]);
+    g.dilation[slot] = static_cast<uint32_t>(dilation.size() == 1 ? dilation[0] : dilation[d]);
+  }
+  return g;
+}
+
+// Runs `entry` writing `out` from `a` and `b` (and `bias` by channel, if defined).
+void run_conv(const char* entry, Geometry& g, const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias,
+              at::Tensor& out) {
+  if (out.numel() == 0) return;
+  Device& dev = device(out.device().index());
+  const at::ScalarType dtype = out.scalar_type();
+  auto buffer = [&](const at::Tensor& t) { return t.defined() && t.numel() > 0 ? place_of(t).buffer : dev.placeholder; };
+  const Binding bindings[5] = {Binding{nullptr, 0, sizeof g, &g}, Binding{buffer(a)}, Binding{buffer(b)},
+                               Binding{place_of(out).buffer}, Binding{buffer(bias)}};
+  const bool has_bias = bias.defined();
+  const std::string key = std::string("conv|") + entry + wgsl_type(dtype) + (has_bias ? "b" : "");
+  const Kernel& compiled = recipe_kernel(dev, key, [&] {
+    KernelRecipe recipe;
+    recipe.files = {"conv.wgsl"};
+    recipe.types = {{"E", wgsl_type(dtype)}, {"F", wgsl_type(float_compute(dtype))}};
+    recipe.overrides = {{"HAS_BIAS", has_bias ? 1.0 : 0.0}};
+    recipe.entry = entry;
+    return recipe;
+  });
+  launch(dev, compiled, bindings, out.numel());
+}
+
+// Contiguous at the start of its memory, which the kernels index from.
+at::Tensor fresh(const at::Tensor& t) {
+  if (t.is_contiguous() && place_of(t).offset == 0) return t;
+  return t.clone(at::MemoryFormat::Contiguous);
+}
+
+bool supported(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& other, int64_t groups) {
+  if (!floating_on(input) || input.dim() < 3 || input.dim() > 5 || weight.dim() != input.dim() || groups <= 0) return false;
+  for (const at::Tensor* t : {&weight, &other}) {
+    if (t->defined() && (t->scalar_type() != input.scalar_type() || t->device() != input.device())) return false;
+  }
+  return true;
+}
+
+at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                       c10::SymIntArrayRef stride_, c10::SymIntArrayRef padding_, c10::SymIntArrayRef dilation_,
+                       bool transposed, c10::SymIntArrayRef output_padding_, c10::SymInt groups_) {
+  const auto stride = C10_AS_INTARRAYREF_SLOW(stride_);
+  const auto padding = C10_AS_INTARRAYREF_SLOW(padding_);
+  const auto dilation = C10_AS_INTARRAYREF_SLOW(dilation_);
+  const auto output_padding = C10_AS_INTARRAYREF_SLOW(output_padding_);
+  const int64_t groups = groups_.expect_int();
+  const at::Tensor b = bias.has_value() && bias->defined() ? fresh(*bias) : at::Tensor();
+  TORCH_CHECK(supported(input, weight, b, groups),
+              "xhal: convolution takes float16, float32 or float64 tensors of one dtype with 1 to 3 spatial "
+              "dimensions on one device; got input ", input.scalar_type(), " of ", input.dim(), " dimensions and weight ",
+              weight.scalar_type(), " of ", weight.dim());
+  const int64_t spatial = input.dim() - 2;
+  at::DimVector shape{input.size(0), transposed ? weight.size(1) * groups : weight.size(0)};
+  for (int64_t d = 0; d < spatial; d++) {
+    const int64_t s = stride.size() == 1 ? stride[0] : stride[d];
+    const int64_t p = padding.size() == 1 ? padding[0] : padding[d];
+    const int64_t l = dilation.size() == 1 ? dilation[0] : dilation[d];
+    const int64_t k = weight.size(2 + d);
+    const int64_t size = input.size(2 + d);
+    if (transposed) {
+      const int64_t extra = output_padding.empty() ? 0 : output_padding.size() == 1 ? output_padding[0] : output_padding[d];
+      shape.push_back((size - 1) * s - 2 * p + l * (k - 1) + extra + 1);
+    } else {
+      shape.push_back((size + 2 * p - l * (k - 1) - 1) / s + 1);
+    }
+  }
+  at::Tensor out = at::empty(shape, input.options());
+  const at::Tensor x = fresh(input), w = fresh(weight);
+  if (transposed) {
+    // A transposed convolution is the input gradient of the convolution from its output to its
+    // input, whose weight has the transposed layout already: [in, out / groups, *kernel].
+    Geometry g = geometry(out, w, x, stride, padding, dilation, groups);
+    run_conv("backward_input", g, x, w, b, out);
+  } else {
+    Geometry g = geometry(x, w, out, stride, padding, dilation, groups);
+    run_conv("forward", g, x, w, b, out);
+  }
+  return out;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight, c10::SymIntArrayRef stride_,
+    c10::SymIntArrayRef padding_, c10::SymIntArrayRef dilation_, bool transposed, c10::SymIntArrayRef output_padding_,
+    c10::SymInt groups_, std::array<bool, 3> output_mask) {
+  const auto stride = C10_AS_INTARRAYREF_SLOW(stride_);
+  const auto padding = C10_AS_INTARRAYREF_SLOW(padding_);
+  const auto dilation = C10_AS_INTARRAYREF_SLOW(dilation_);
+  const int64_t groups = groups_.expect_int();
+  TORCH_CHECK(supported(input, weight, grad_output, groups),
+              "xhal: convolution_backward takes float16, float32 or float64 tensors of one dtype with 1 to 3 spatial "
+              "dimensions on one device");
+  const at::Tensor x = fresh(input), w = fresh(weight), dy = fresh(grad_output);
+  at::Tensor grad_input, grad_weight, grad_bias;
+  // In the convolution's own geometry: for a transposed one, its output is the convolution's
+  // input and its input the convolution's output.
+  const at::Tensor& conv_x = transposed ? dy : x;
+  const at::Tensor& conv_y = transposed ? x : dy;
+  Geometry g = geometry(conv_x, w, conv_y, stride, padding, dilation, groups);
+  if (output_mask[0]) {
+    grad_input = at::empty(input.sizes(), input.options());
+    run_conv(transposed ? "forward" : "backward_input", g, dy, w, at::Tensor(), grad_input);
+  }
+  if (output_mask[1]) {
+    grad_weight = at::empty(weight.sizes(), weight.options());
+    run_conv("backward_weight", g, conv_x, conv_y, at::Tensor(), grad_weight);
+  }
+  if (output_mask[2]) {
+    at::DimVector dims{0};
+    for (int64_t d = 2; d < grad_output.dim(); d++) dims.push_back(d);
+    grad_bias = grad_output.sum(dims);
+  }
+  return {grad_input, grad_weight, grad_bias};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("convolution_overrideable", convolution);
+  m.impl("convolution_backward_overrideable", convolution_backward);
+}
+
+}  // namespace xhal_torch

@@ -1,0 +1,165 @@
+// Matrix products of the `xhal` PyTorch device (kernels/matmul.wgsl): mm, bmm, addmm,
+// baddbmm, mv, addmv and dot, so matmul, linear and their backward passes.
+
+#include <ATen/Operators.h>
+#include <torch/library.h>
+
+#include <cstring>
+
+#include "ops.h"
+
+namespace xhal_torch {
+namespace {
+
+// The immediate block of kernels/matmul.wgsl (struct Product).
+struct Product {
+  uint32_t batch = 1, m = 0, n = 0, k = 0;
+  uint32_t offsets[4] = {};
+  uint32_t a_strides[4] = {};
+  uint32_t b_strides[4] = {};
+  uint32_t bias_strides[4] = {};
+  uint32_t scalars[4] = {};
+};
+static_assert(sizeof(Product) == 96, "the WGSL struct Product is 96 bytes");
+
+xhal_buffer_t* buffer_or(const at::Tensor& t, xhal_buffer_t* placeholder) {
+  xhal_buffer_t* buffer = place_of(t).buffer;
+  return buffer == nullptr ? placeholder : buffer;  // an empty tensor has no memory
+}
+
+// out[b] = beta * bias[b] + alpha * a[b] @ b[b], for 3-dimensional a, b and out (bias
+// broadcast to out, or undefined). False when a kernel cannot do it.
+bool matmul(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, const at::Scalar& alpha,
+            const at::Scalar& beta) {
+  const at::ScalarType dtype = out.scalar_type();
+  if (!is_floating(dtype) || !on_device(out, dtype)) return false;
+  for (const at::Tensor* t : {&a, &b}) {
+    if (t->scalar_type() != dtype || t->device() != out.device()) return false;
+  }
+  const bool has_bias = bias.defined() && beta.to<double>() != 0.0;
+  if (has_bias && (bias.scalar_type() != dtype || bias.device() != out.device())) return false;
+  if (out.numel() == 0) return true;
+  Device& dev = device(out.device().index());
+  // The kernel writes a contiguous result that no operand shares memory with.
+  const xhal_buffer_t* out_buffer = place_of(out).buffer;
+  const bool shares = out_buffer == place_of(a).buffer || out_buffer == place_of(b).buffer ||
+                      (has_bias && out_buffer == place_of(bias).buffer);
+  at::Tensor result = out.is_contiguous() && !shares ? out : at::empty(out.sizes(), out.options());
+  const at::ScalarType compute = float_compute(dtype);
+  Product q;
+  q.batch = static_cast<uint32_t>(result.size(0));
+  q.m = static_cast<uint32_t>(result.size(1));
+  q.n = static_cast<uint32_t>(result.size(2));
+  q.k = static_cast<uint32_t>(a.size(2));
+  const uint64_t alpha_bits = scalar_bits(alpha, compute), beta_bits = scalar_bits(beta, compute);
+  q.scalars[0] = static_cast<uint32_t>(alpha_bits);
+  q.scalars[1] = static_cast<uint32_t>(alpha_bits >> 32);
+  q.scalars[2] = static_cast<uint32_t>(beta_bits);
+  q.scalars[3] = static_cast<uint32_t>(beta_bits >> 32);
+  q.offsets[0] = element_offset(a);
+  q.offsets[1] = element_offset(b);
+  for (int d = 0; d < 3; d++) {
+    q.a_strides[d] = static_cast<uint32_t>(a.size(d) == 1 ? 0 : a.stride(d));
+    q.b_strides[d] = static_cast<uint32_t>(b.size(d) == 1 ? 0 : b.stride(d));
+  }
+  Binding bindings[4] = {Binding{buffer_or(a, dev.placeholder)}, Binding{buffer_or(b, dev.placeholder)},
+                         Binding{dev.placeholder}, Binding{place_of(result).buffer}};
+  if (has_bias) {
+    const at::Tensor expanded = bias.expand(result.sizes());
+    q.offsets[2] = element_offset(expanded);
+    for (int d = 0; d < 3; d++) q.bias_strides[d] = static_cast<uint32_t>(expanded.stride(d));
+    bindings[2] = Binding{place_of(expanded).buffer};
+  }
+  q.offsets[3] = element_offset(result);
+  const std::string key = std::string("matmul|") + wgsl_type(dtype) + (has_bias ? "b" : "");
+  const Kernel& compiled = recipe_kernel(dev, key, [&] {
+    KernelRecipe recipe;
+    recipe.files = {"matmul.wgsl"};
+    recipe.types = {{"E", wgsl_type(dtype)}, {"F", wgsl_type(compute)}};
+    recipe.overrides = {{"HAS_BIAS", has_bias ? 1.0 : 0.0}};
+    recipe.entry = "main";
+    return recipe;
+  });
+  launch(dev, compiled, bindings, result.numel(), &q, sizeof q);
+  if (!result.is_same(out)) copy_on_device(out, result);
+  return true;
+}
+
+at::Tensor& mm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
+  prepare_out(out, {self.size(0), mat2.size(1)});
+  at::Tensor out3 = out.unsqueeze(0);
+  if (!matmul(out3, self.unsqueeze(0), mat2.unsqueeze(0), at::Tensor(), 1, 0)) return XHAL_FALLBACK(mm_out, self, mat2, out);
+  return out;
+}
+
+at::Tensor& bmm_out(const at::Tensor& self, const at::Tensor& mat2, at::Tensor& out) {
+  prepare_out(out, {self.size(0), self.size(1), mat2.size(2)});
+  if (!matmul(out, self, mat2, at::Tensor(), 1, 0)) return XHAL_FALLBACK(bmm_out, self, mat2, out);
+  return out;
+}
+
+at::Tensor& addmm_out(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const at::Scalar& beta,
+                      const at::Scalar& alpha, at::Tensor& out) {
+  prepare_out(out, {mat1.size(0), mat2.size(1)});
+  at::Tensor out3 = out.unsqueeze(0);
+  const at::Tensor bias = self.expand({mat1.size(0), mat2.size(1)}).unsqueeze(0);
+  if (!matmul(out3, mat1.unsqueeze(0), mat2.unsqueeze(0), bias, alpha, beta))
+    return XHAL_FALLBACK(addmm_out, self, mat1, mat2, beta, alpha, out);
+  return out;
+}
+
+at::Tensor& baddbmm_out(const at::Tensor& self, const at::Tensor& batch1, const at::Tensor& batch2,
+                        const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out) {
+  prepare_out(out, {batch1.size(0), batch1.size(1), batch2.size(2)});
+  const at::Tensor bias = self.expand(out.sizes());
+  if (!matmul(out, batch1, batch2, bias, alpha, beta))
+    return XHAL_FALLBACK(baddbmm_out, self, batch1, batch2, beta, alpha, out);
+  return out;
+}
+
+at::Tensor& mv_out(const at::Tensor& self, const at::Tensor& vec, at::Tensor& out) {
+  prepare_out(out, {self.size(0)});
+  at::Tensor out3 = out.unsqueeze(0).unsqueeze(-1);
+  if (!matmul(out3, self.unsqueeze(0), vec.unsqueeze(0).unsqueeze(-1), at::Tensor(), 1, 0))
+    return XHAL_FALLBACK(mv_out, self, vec, out);
+  return out;
+}
+
+at::Tensor& addmv_out(const at::Tensor& self, const at::Tensor& mat, const at::Tensor& vec, const at::Scalar& beta,
+                      const at::Scalar& alpha, at::Tensor& out) {
+  prepare_out(out, {mat.size(0)});
+  at::Tensor out3 = out.unsqueeze(0).unsqueeze(-1);
+  const at::Tensor bias = self.expand({mat.size(0)}).unsqueeze(0).unsqueeze(-1);
+  if (!matmul(out3, mat.unsqueeze(0), vec.unsqueeze(0).unsqueeze(-1), bias, alpha, beta))
+    return XHAL_FALLBACK(addmv_out, self, mat, vec, beta, alpha, out);
+  return out;
+}
+
+at::Tensor dot(const at::Tensor& self, const at::Tensor& other) {
+  at::Tensor out = at::empty({}, self.options());
+  TORCH_CHECK(self.dim() == 1 && other.dim() == 1, "1D tensors expected, but got ", self.dim(), "D and ", other.dim(),
+              "D tensors");
+  TORCH_CHECK(self.size(0) == other.size(0), "inconsistent tensor size, expected tensor [", self.size(0),
+              "] and src [", other.size(0), "] to have the same number of elements, but got ", self.size(0), " and ",
+              other.size(0), " elements respectively");
+  TORCH_CHECK(self.scalar_type() == other.scalar_type(), "dot : expected both vectors to have same dtype, but found ",
+              self.scalar_type(), " and ", other.scalar_type());
+  at::Tensor out3 = out.view({1, 1, 1});
+  if (!matmul(out3, self.unsqueeze(0).unsqueeze(0), other.unsqueeze(0).unsqueeze(-1), at::Tensor(), 1, 0))
+    return XHAL_FALLBACK(dot, self, other);
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("mm.out", mm_out);
+  m.impl("bmm.out", bmm_out);
+  m.impl("addmm.out", addmm_out);
+  m.impl("baddbmm.out", baddbmm_out);
+  m.impl("mv.out", mv_out);
+  m.impl("addmv.out", addmv_out);
+  m.impl("dot", dot);
+}
+
+}  // namespace xhal_torch

@@ -1,0 +1,143 @@
+// Convolutions in 1, 2 and 3 dimensions (fewer dimensions are a depth and height of 1), with
+// stride, padding, dilation and groups, computed directly in F: one invocation per element of
+// what it writes, summing its whole receptive field, so no intermediate matrix is stored and
+// every sum has one order on every device.
+//
+// The geometry is a convolution's: x [N, C, D, H, W] and w [O, C / G, KD, KH, KW] give y
+// [N, O, OD, OH, OW]. Its three entry points are the three products a convolution and its
+// transpose need:
+//   forward          y = conv(x, w) (+ bias by y's channel)
+//   backward_input   x-shaped, from y-shaped and w: a convolution's input gradient, and a
+//                    transposed convolution's output (+ bias by x's channel)
+//   backward_weight  w-shaped, from x and y: a convolution's weight gradient
+// Every tensor is contiguous from its first element.
+//
+// Run one by itself (README.md): cat lib/float_f32.wgsl conv.wgsl | xhal run - -e forward ...
+
+alias E = f32;  // the elements of the tensors' memory
+alias F = f32;  // what sums are computed in
+
+override HAS_BIAS: bool = false;
+
+struct Geometry {
+  batch: u32,
+  in_channels: u32,      // C
+  out_channels: u32,     // O
+  groups: u32,
+  in_size: vec4<u32>,    // D, H, W
+  out_size: vec4<u32>,   // OD, OH, OW
+  kernel: vec4<u32>,     // KD, KH, KW
+  stride: vec4<u32>,
+  padding: vec4<u32>,
+  dilation: vec4<u32>,
+}
+@group(0) @binding(0) var<uniform> g: Geometry;
+@group(0) @binding(1) var<storage, read> a: array<E>;          // forward: x; backward_input: y-shaped; backward_weight: x
+@group(0) @binding(2) var<storage, read> b: array<E>;          // forward, backward_input: w; backward_weight: y-shaped
+@group(0) @binding(3) var<storage, read_write> out: array<E>;
+@group(0) @binding(4) var<storage, read> bias: array<E>;       // last: backward_weight has none
+
+fn invocation(gid: vec3<u32>, groups: vec3<u32>) -> u32 { return gid.x + gid.y * groups.x * 64u; }
+
+fn volume(size: vec4<u32>) -> u32 { return size.x * size.y * size.z; }
+
+// The coordinates of `linear` in a row-major volume.
+fn coordinates(linear: u32, size: vec4<u32>) -> vec3<u32> {
+  return vec3<u32>(linear / (size.y * size.z), (linear / size.z) % size.y, linear % size.z);
+}
+
+fn offset_in(c: vec3<u32>, size: vec4<u32>) -> u32 { return (c.x * size.y + c.y) * size.z + c.z; }
+
+// The input position output position `o` reads through kernel tap `k`, as signed coordinates:
+// outside the input where padding is.
+fn source(o: vec3<u32>, k: vec3<u32>) -> vec3<i32> {
+  return vec3<i32>(o * g.stride.xyz + k * g.dilation.xyz) - vec3<i32>(g.padding.xyz);
+}
+
+fn inside(p: vec3<i32>, size: vec4<u32>) -> bool {
+  return all(p >= vec3<i32>(0)) && all(p < vec3<i32>(size.xyz));
+}
+
+@compute @workgroup_size(64)
+fn forward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  let e = invocation(gid, groups);
+  let positions = volume(g.out_size);
+  if (e >= g.batch * g.out_channels * positions) { return; }
+  let o = coordinates(e % positions, g.out_size);
+  let oc = (e / positions) % g.out_channels;
+  let n = e / (positions * g.out_channels);
+  let group_in = g.in_channels / g.groups;
+  let first_channel = (oc / (g.out_channels / g.groups)) * group_in;
+  let taps = volume(g.kernel);
+  var sum = F(0);
+  for (var c = 0u; c < group_in; c = c + 1u) {
+    let x_base = (n * g.in_channels + first_channel + c) * volume(g.in_size);
+    let w_base = (oc * group_in + c) * taps;
+    for (var t = 0u; t < taps; t = t + 1u) {
+      let p = source(o, coordinates(t, g.kernel));
+      if (inside(p, g.in_size)) {
+        sum = sum + F(a[x_base + offset_in(vec3<u32>(p), g.in_size)]) * F(b[w_base + t]);
+      }
+    }
+  }
+  if (HAS_BIAS) { sum = sum + F(bias[oc]); }
+  out[e] = E(sum);
+}
+
+@compute @workgroup_size(64)
+fn backward_input(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  let e = invocation(gid, groups);
+  let positions = volume(g.in_size);
+  if (e >= g.batch * g.in_channels * positions) { return; }
+  let i = vec3<i32>(coordinates(e % positions, g.in_size));
+  let ci = (e / positions) % g.in_channels;
+  let n = e / (positions * g.in_channels);
+  let group_in = g.in_channels / g.groups;
+  let group_out = g.out_channels / g.groups;
+  let c = ci % group_in;
+  let first_out = (ci / group_in) * group_out;
+  let taps = volume(g.kernel);
+  var sum = F(0);
+  for (var t = 0u; t < taps; t = t + 1u) {
+    let k = coordinates(t, g.kernel);
+    // The output position whose tap k reads i, where there is one: o * stride = i + padding - k * dilation.
+    let reach = i + vec3<i32>(g.padding.xyz) - vec3<i32>(k * g.dilation.xyz);
+    let stride = vec3<i32>(g.stride.xyz);
+    if (any(reach < vec3<i32>(0)) || any(reach % stride != vec3<i32>(0))) { continue; }
+    let o = reach / stride;
+    if (!inside(o, g.out_size)) { continue; }
+    let at = offset_in(vec3<u32>(o), g.out_size);
+    for (var j = 0u; j < group_out; j = j + 1u) {
+      let oc = first_out + j;
+      sum = sum + F(a[(n * g.out_channels + oc) * volume(g.out_size) + at]) * F(b[(oc * group_in + c) * taps + t]);
+    }
+  }
+  if (HAS_BIAS) { sum = sum + F(bias[ci]); }
+  out[e] = E(sum);
+}
+
+@compute @workgroup_size(64)
+fn backward_weight(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  let e = invocation(gid, groups);
+  let taps = volume(g.kernel);
+  let group_in = g.in_channels / g.groups;
+  if (e >= g.out_channels * group_in * taps) { return; }
+  let t = e % taps;
+  let c = (e / taps) % group_in;
+  let oc = e / (taps * group_in);
+  let ci = (oc / (g.out_channels / g.groups)) * group_in + c;
+  let k = coordinates(t, g.kernel);
+  let positions = volume(g.out_size);
+  var sum = F(0);
+  for (var n = 0u; n < g.batch; n = n + 1u) {
+    let x_base = (n * g.in_channels + ci) * volume(g.in_size);
+    let y_base = (n * g.out_channels + oc) * positions;
+    for (var l = 0u; l < positions; l = l + 1u) {
+      let p = source(coordinates(l, g.out_size), k);
+      if (inside(p, g.in_size)) {
+        sum = sum + F(a[x_base + offset_in(vec3<u32>(p), g.in_size)]) * F(b[y_base + l]);
+      }
+    }
+  }
+  out[e] = E(sum);
+}

@@ -1,0 +1,179 @@
+// Normalizations: layer norm, RMS norm, group norm and batch norm (so instance norm), forward
+// and backward, computed in F (f32 for float16 and float32, f64 for float64). Every one
+// normalizes rows: one workgroup a row, its invocations striding over the row's elements and
+// combining their sums as a tree. Element j of row r is at
+//   r * row_stride + (j / inner) * outer_stride + j % inner
+// so a layer norm's row is a contiguous run of `count` elements, and a batch norm's row is a
+// channel: `inner` spatial elements, then the next sample `outer_stride` further on.
+//
+// Run one by itself (README.md): cat lib/float_f32.wgsl norms.wgsl | xhal run - -e forward ...
+
+alias E = f32;  // the elements of the tensors' memory
+alias F = f32;  // what the statistics and results are computed in
+
+override MODE: u32 = 0u;        // a MODE_ constant
+override HAS_WEIGHT: bool = false;
+override HAS_BIAS: bool = false;
+override RUNNING: u32 = 0u;     // a RUNNING_ constant (batch norm)
+override WG: u32 = 256u;        // invocations a row, a power of two
+
+const MODE_LAYER: u32 = 0u;     // affine by element within the row
+const MODE_RMS: u32 = 1u;       // the same, scaling by the root mean square, with no mean taken out
+const MODE_GROUP: u32 = 2u;     // affine by channel: row r is group r % groups of a sample
+const MODE_BATCH: u32 = 3u;     // affine by row: row r is channel r
+
+const RUNNING_NONE: u32 = 0u;   // statistics of the rows themselves
+const RUNNING_UPDATE: u32 = 1u; // those, and the running statistics updated with them
+const RUNNING_USE: u32 = 2u;    // the running statistics instead (evaluation)
+
+struct Norm {
+  rows: u32,
+  count: u32,           // elements a row
+  inner: u32,
+  outer_stride: u32,
+  row_stride: u32,
+  groups: u32,          // group norm: groups a sample
+  group_channels: u32,  // group norm: channels a group
+  spatial: u32,         // group norm: elements a channel
+  eps: vec2<u32>,       // bits of F
+  momentum: vec2<u32>,  // bits of F (batch norm's running statistics)
+}
+var<immediate> q: Norm;
+
+@group(0) @binding(0) var<storage, read> x: array<E>;
+@group(0) @binding(1) var<storage, read> weight: array<E>;
+@group(0) @binding(2) var<storage, read> bias: array<E>;
+@group(0) @binding(3) var<storage, read_write> out: array<E>;        // forward: y; backward: dx
+@group(0) @binding(4) var<storage, read_write> mean: array<E>;       // per row (backward: read)
+@group(0) @binding(5) var<storage, read_write> rstd: array<E>;       // per row: 1 / sqrt(var + eps)
+@group(0) @binding(6) var<storage, read_write> running_mean: array<E>;
+@group(0) @binding(7) var<storage, read_write> running_var: array<E>;
+// The backward pass binds the gradients where the forward pass has what they are of.
+@group(0) @binding(2) var<storage, read> dy: array<E>;
+@group(0) @binding(6) var<storage, read_write> grad_weight: array<E>;  // batch norm's, by channel
+@group(0) @binding(7) var<storage, read_write> grad_bias: array<E>;
+
+var<workgroup> partial: array<vec2<F>, WG>;
+
+fn at(r: u32, j: u32) -> u32 { return r * q.row_stride + (j / q.inner) * q.outer_stride + j % q.inner; }
+
+fn channel(r: u32, j: u32) -> u32 {
+  switch MODE {
+    case MODE_GROUP: { return (r % q.groups) * q.group_channels + j / q.spatial; }
+    case MODE_BATCH: { return r; }
+    default: { return j; }
+  }
+}
+
+fn scale(r: u32, j: u32) -> F {
+  if (HAS_WEIGHT) { return F(weight[channel(r, j)]); }
+  return F(1);
+}
+
+fn shift(r: u32, j: u32) -> F {
+  if (HAS_BIAS) { return F(bias[channel(r, j)]); }
+  return F(0);
+}
+
+// The sum over the workgroup of each invocation's `value`; every invocation gets it.
+fn workgroup_sum(lane: u32, value: vec2<F>) -> vec2<F> {
+  partial[lane] = value;
+  workgroupBarrier();
+  for (var width = WG / 2u; width > 0u; width = width / 2u) {
+    if (lane < width) { partial[lane] = partial[lane] + partial[lane + width]; }
+    workgroupBarrier();
+  }
+  let total = partial[0];
+  workgroupBarrier();
+  return total;
+}
+
+fn row_of(wid: vec3<u32>, groups: vec3<u32>) -> u32 { return wid.x + wid.y * groups.x; }
+
+@compute @workgroup_size(WG)
+fn forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
+           @builtin(local_invocation_index) lane: u32) {
+  let r = row_of(wid, groups);
+  if (r >= q.rows) { return; }
+  let n = F(q.count);
+  let eps = float_from_bits(q.eps.x, q.eps.y);
+  var m = F(0);
+  var inverse = F(0);
+  if (RUNNING == RUNNING_USE) {
+    m = F(running_mean[r]);
+    inverse = F(1) / xsqrt(F(running_var[r]) + eps);
+  } else {
+    var sum = F(0);
+    if (MODE != MODE_RMS) {
+      for (var j = lane; j < q.count; j = j + WG) { sum = sum + F(x[at(r, j)]); }
+      m = workgroup_sum(lane, vec2<F>(sum, F(0))).x / n;
+    }
+    // The variance from the deviations, in a second pass: sums of squares lose the small
+    // variance of large values.
+    var squares = F(0);
+    for (var j = lane; j < q.count; j = j + WG) {
+      let d = F(x[at(r, j)]) - m;
+      squares = squares + d * d;
+    }
+    let variance = workgroup_sum(lane, vec2<F>(squares, F(0))).x / n;
+    inverse = F(1) / xsqrt(variance + eps);
+    if (lane == 0u && RUNNING == RUNNING_UPDATE) {
+      let momentum = float_from_bits(q.momentum.x, q.momentum.y);
+      let unbiased = variance * n / max(n - F(1), F(1));
+      running_mean[r] = E((F(1) - momentum) * F(running_mean[r]) + momentum * m);
+      running_var[r] = E((F(1) - momentum) * F(running_var[r]) + momentum * unbiased);
+    }
+  }
+  for (var j = lane; j < q.count; j = j + WG) {
+    let k = at(r, j);
+    out[k] = E((F(x[k]) - m) * inverse * scale(r, j) + shift(r, j));
+  }
+  if (lane == 0u && RUNNING != RUNNING_USE) {
+    mean[r] = E(m);
+    rstd[r] = E(inverse);
+  }
+}
+
+// dx from dy and the saved statistics of each row; for batch norm also the weight's and
+// bias's gradients, a row being a channel.
+@compute @workgroup_size(WG)
+fn backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
+            @builtin(local_invocation_index) lane: u32) {
+  let r = row_of(wid, groups);
+  if (r >= q.rows) { return; }
+  let n = F(q.count);
+  let m = F(mean[r]);
+  let inverse = F(rstd[r]);
+  // g = dy * weight; the sums of g and of g * xhat over the row.
+  var sums = vec2<F>(F(0));
+  var raw = vec2<F>(F(0));
+  for (var j = lane; j < q.count; j = j + WG) {
+    let k = at(r, j);
+    let d = F(dy[k]);
+    let xhat = (F(x[k]) - m) * inverse;
+    let g = d * scale(r, j);
+    sums = sums + vec2<F>(g, g * xhat);
+    raw = raw + vec2<F>(d, d * xhat);
+  }
+  let total = workgroup_sum(lane, sums);
+  var weight_sums = vec2<F>(F(0));
+  if (MODE == MODE_BATCH) { weight_sums = workgroup_sum(lane, raw); }
+  var mean_g = total.x / n;
+  let mean_gx = total.y / n;
+  if (MODE == MODE_RMS) { mean_g = F(0); }
+  for (var j = lane; j < q.count; j = j + WG) {
+    let k = at(r, j);
+    let g = F(dy[k]) * scale(r, j);
+    if (RUNNING == RUNNING_USE) {
+      // Evaluation: the statistics are constants.
+      out[k] = E(g * inverse);
+    } else {
+      let xhat = (F(x[k]) - m) * inverse;
+      out[k] = E(inverse * (g - mean_g - xhat * mean_gx));
+    }
+  }
+  if (lane == 0u && MODE == MODE_BATCH) {
+    grad_weight[r] = E(weight_sums.y);
+    grad_bias[r] = E(weight_sums.x);
+  }
+}

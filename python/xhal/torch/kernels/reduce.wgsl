@@ -1,0 +1,184 @@
+// Reductions: each output element combines the input elements that the reduced dimensions
+// span: sums, products, means, maxima and minima (with the index of the first one), and the
+// truth tests all and any. Max and min keep a NaN, as PyTorch's do.
+//
+// Entry points:
+//   rows    one invocation per output element, for short reductions
+//   groups  one workgroup of 256 per output element, each invocation reducing a stride of the
+//           elements before the workgroup combines them as a tree, for long ones
+//
+// Run one by itself (README.md): cat lib/float_f32.wgsl reduce.wgsl | xhal run - ...
+
+alias SI = f32;  // the elements of the input's memory (u32 for bool bytes)
+alias SO = f32;  // the elements of the output's memory
+alias A = f32;   // what the reduction accumulates in: f32 or f64 for floats, i32 or i64 for integers, u32 for truth
+alias F = f32;   // the floating type that tells a NaN (f64 where A is)
+
+override OP: u32 = 0u;          // an OP_ constant
+override BYTES: bool = false;   // the input is bool, a byte an element in 32-bit words
+override VALUES: bool = true;   // whether `output` is written
+override INDICES: bool = false; // whether `indices` (int64, two words an element) is written
+
+const OP_SUM: u32 = 0u;
+const OP_MEAN: u32 = 1u;
+const OP_PROD: u32 = 2u;
+const OP_MAX: u32 = 3u;
+const OP_MIN: u32 = 4u;
+const OP_ALL: u32 = 5u;         // of the truth of each element, as 0 and 1
+const OP_ANY: u32 = 6u;
+
+// Output element o reduces the elements at input_offset + its kept coordinates times their
+// strides + each reduced coordinate times its stride; dimension d of each kind has size
+// sizes[d / 4][d % 4].
+struct Layout {
+  numel: u32,            // output elements
+  kept: u32,             // kept dimensions
+  reduced: u32,          // reduced dimensions
+  count: u32,            // elements reduced into each output
+  input_offset: u32,
+  output_offset: u32,
+  indices_offset: u32,
+  pad: u32,
+  kept_sizes: array<vec4<u32>, 2>,
+  kept_strides: array<vec4<u32>, 2>,
+  reduced_sizes: array<vec4<u32>, 2>,
+  reduced_strides: array<vec4<u32>, 2>,
+}
+@group(0) @binding(0) var<uniform> shape: Layout;
+@group(0) @binding(1) var<storage, read> input: array<SI>;
+@group(0) @binding(2) var<storage, read_write> output: array<SO>;
+@group(0) @binding(3) var<storage, read_write> indices: array<u32>;
+
+const EMPTY: u32 = 0xffffffffu;  // the index of a state that has seen no element
+
+// What a reduction has seen so far: its value and, for max and min, where that value was.
+struct State {
+  value: A,
+  index: u32,
+}
+
+fn load(at: u32) -> A {
+  if (BYTES) { return A((u32(input[at / 4u]) >> ((at % 4u) * 8u)) & 0xffu); }
+  if (OP == OP_ALL || OP == OP_ANY) {
+    let v = F(input[at]);
+    return select(A(0), A(1), v != F(0) || is_nan(v));
+  }
+  return A(input[at]);
+}
+
+fn first_element(o: u32) -> u32 {
+  var rest = o;
+  var at = shape.input_offset;
+  for (var k = 0u; k < shape.kept; k = k + 1u) {
+    let d = shape.kept - 1u - k;
+    let size = shape.kept_sizes[d / 4u][d % 4u];
+    at = at + (rest % size) * shape.kept_strides[d / 4u][d % 4u];
+    rest = rest / size;
+  }
+  return at;
+}
+
+// Where reduced element j of the output whose first element is at `base` is.
+fn element(base: u32, j: u32) -> u32 {
+  if (shape.reduced == 1u) { return base + j * shape.reduced_strides[0].x; }
+  var rest = j;
+  var at = base;
+  for (var k = 0u; k < shape.reduced; k = k + 1u) {
+    let d = shape.reduced - 1u - k;
+    let size = shape.reduced_sizes[d / 4u][d % 4u];
+    at = at + (rest % size) * shape.reduced_strides[d / 4u][d % 4u];
+    rest = rest / size;
+  }
+  return at;
+}
+
+// Whether value x beats y for max (`larger`) or min: a NaN beats any number.
+fn beats(x: A, y: A, larger: bool) -> bool {
+  let x_nan = is_nan(F(x));
+  let y_nan = is_nan(F(y));
+  if (x_nan || y_nan) { return x_nan && !y_nan; }
+  if (larger) { return x > y; }
+  return x < y;
+}
+
+fn same(x: A, y: A) -> bool {
+  let x_nan = is_nan(F(x));
+  let y_nan = is_nan(F(y));
+  return (x_nan && y_nan) || (!x_nan && !y_nan && x == y);
+}
+
+// Combines two states; of equal maxima (minima), the first index wins, as in PyTorch.
+fn combine(a: State, b: State) -> State {
+  if (a.index == EMPTY) { return b; }
+  if (b.index == EMPTY) { return a; }
+  switch OP {
+    case OP_SUM, OP_MEAN: { return State(a.value + b.value, a.index); }
+    case OP_PROD: { return State(a.value * b.value, a.index); }
+    case OP_ALL: { return State(min(a.value, b.value), a.index); }
+    case OP_ANY: { return State(max(a.value, b.value), a.index); }
+    default: {
+      let larger = OP == OP_MAX;
+      if (beats(b.value, a.value, larger) || (same(b.value, a.value) && b.index < a.index)) { return b; }
+      return a;
+    }
+  }
+}
+
+fn finish(o: u32, state: State) {
+  var value = state.value;
+  if (OP == OP_MEAN) { value = value / A(shape.count); }
+  if (VALUES) { output[shape.output_offset + o] = SO(value); }
+  if (INDICES) {
+    indices[2u * (shape.indices_offset + o)] = state.index;
+    indices[2u * (shape.indices_offset + o) + 1u] = 0u;
+  }
+}
+
+@compute @workgroup_size(64)
+fn rows(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  let o = gid.x + gid.y * groups.x * 64u;
+  if (o >= shape.numel) { return; }
+  let base = first_element(o);
+  if (OP == OP_SUM || OP == OP_MEAN) {
+    // Four partial sums, so that long rows lose less to rounding.
+    var partial = vec4<A>(A(0));
+    for (var j = 0u; j < shape.count; j = j + 1u) {
+      partial[j % 4u] = partial[j % 4u] + load(element(base, j));
+    }
+    finish(o, State((partial.x + partial.y) + (partial.z + partial.w), 0u));
+    return;
+  }
+  var state = State(A(0), EMPTY);
+  for (var j = 0u; j < shape.count; j = j + 1u) {
+    state = combine(state, State(load(element(base, j)), j));
+  }
+  finish(o, state);
+}
+
+var<workgroup> shared_values: array<A, 256>;
+var<workgroup> shared_indices: array<u32, 256>;
+
+@compute @workgroup_size(256)
+fn groups(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) count: vec3<u32>,
+          @builtin(local_invocation_index) lane: u32) {
+  let o = wid.x + wid.y * count.x;
+  if (o >= shape.numel) { return; }
+  let base = first_element(o);
+  var state = State(A(0), EMPTY);
+  for (var j = lane; j < shape.count; j = j + 256u) {
+    state = combine(state, State(load(element(base, j)), j));
+  }
+  shared_values[lane] = state.value;
+  shared_indices[lane] = state.index;
+  workgroupBarrier();
+  for (var width = 128u; width > 0u; width = width / 2u) {
+    if (lane < width) {
+      let merged = combine(State(shared_values[lane], shared_indices[lane]),
+                           State(shared_values[lane + width], shared_indices[lane + width]));
+      shared_values[lane] = merged.value;
+      shared_indices[lane] = merged.index;
+    }
+    workgroupBarrier();
+  }
+  if (lane == 0u) { finish(o, State(shared_values[0], shared_indices[0])); }
+}

@@ -1,0 +1,101 @@
+// Softmax and log-softmax along one dimension, and their backward passes, computed in F (f32
+// for float16 and float32, rounded once at the end as PyTorch's CPU does; f64 for float64).
+// One invocation per row: a row is `length` elements `inner` apart, and there are outer x inner
+// rows, all contiguous from their offsets.
+//
+// Run one by itself (README.md): cat lib/float_f32.wgsl softmax.wgsl | xhal run - -e softmax ...
+
+alias E = f32;  // the elements of the tensors' memory
+alias F = f32;  // what rows are computed in
+
+struct Rows {
+  outer: u32,
+  length: u32,
+  inner: u32,
+  pad: u32,
+  offsets: vec4<u32>,  // first element of x, y and out
+}
+var<immediate> s: Rows;
+
+@group(0) @binding(0) var<storage, read> x: array<E>;   // the input, or the gradient
+@group(0) @binding(1) var<storage, read_write> out: array<E>;
+@group(0) @binding(2) var<storage, read> y: array<E>;   // the forward output (backward passes only)
+
+fn xv(k: u32) -> F { return F(x[s.offsets.x + k]); }
+fn yv(k: u32) -> F { return F(y[s.offsets.y + k]); }
+fn put(k: u32, v: F) { out[s.offsets.z + k] = E(v); }
+
+// The first element of this invocation's row, or NONE past the last row.
+const NONE: u32 = 0xffffffffu;
+fn row_start(gid: vec3<u32>, groups: vec3<u32>) -> u32 {
+  let row = gid.x + gid.y * groups.x * 64u;
+  if (row >= s.outer * s.inner) { return NONE; }
+  return (row / s.inner) * s.length * s.inner + row % s.inner;
+}
+
+// The row's largest element, from its first, which serves every precision.
+fn row_max(base: u32) -> F {
+  var top = xv(base);
+  for (var j = 1u; j < s.length; j = j + 1u) { top = max(top, xv(base + j * s.inner)); }
+  return top;
+}
+
+fn row_exp_sum(base: u32, top: F) -> F {
+  var total = F(0);
+  for (var j = 0u; j < s.length; j = j + 1u) { total = total + xexp(xv(base + j * s.inner) - top); }
+  return total;
+}
+
+@compute @workgroup_size(64)
+fn softmax(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  let base = row_start(gid, groups);
+  if (base == NONE) { return; }
+  let top = row_max(base);
+  let total = row_exp_sum(base, top);
+  for (var j = 0u; j < s.length; j = j + 1u) {
+    let k = base + j * s.inner;
+    put(k, xexp(xv(k) - top) / total);
+  }
+}
+
+@compute @workgroup_size(64)
+fn log_softmax(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  let base = row_start(gid, groups);
+  if (base == NONE) { return; }
+  let top = row_max(base);
+  // (x - top) - log(total), as PyTorch's CPU computes it: near the row's maximum, x - (top +
+  // log(total)) would lose the low bits of log(total) to top's.
+  let log_total = xlog(row_exp_sum(base, top));
+  for (var j = 0u; j < s.length; j = j + 1u) {
+    let k = base + j * s.inner;
+    put(k, (xv(k) - top) - log_total);
+  }
+}
+
+// x the gradient, y the forward output.
+@compute @workgroup_size(64)
+fn softmax_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  let base = row_start(gid, groups);
+  if (base == NONE) { return; }
+  var dot = F(0);
+  for (var j = 0u; j < s.length; j = j + 1u) {
+    let k = base + j * s.inner;
+    dot = dot + xv(k) * yv(k);
+  }
+  for (var j = 0u; j < s.length; j = j + 1u) {
+    let k = base + j * s.inner;
+    put(k, yv(k) * (xv(k) - dot));
+  }
+}
+
+@compute @workgroup_size(64)
+fn log_softmax_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  let base = row_start(gid, groups);
+  if (base == NONE) { return; }
+  var total = F(0);
+  for (var j = 0u; j < s.length; j = j + 1u) { total = total + xv(base + j * s.inner); }
+  for (var j = 0u; j < s.length; j = j + 1u) {
+    let k = base + j * s.inner;
+    put(k, xv(k) - xexp(yv(k)) * total);
+  }
+}
