@@ -134,6 +134,30 @@ mod spirv_op {
     pub(super) const STORAGE_BUFFER: u32 = 12;
 }
 
+/// The operands of a function's instruction that can be a pointer to a module-scope
+/// variable: how a function uses one. Other operands are ids of values or literals, and a
+/// literal (an `OpSwitch` case, an `OpCompositeExtract` index) can equal a variable's id.
+fn pointer_operands(opcode: u32, operands: &[u32]) -> &[u32] {
+    let from = |start: usize| operands.get(start..).unwrap_or(&[]);
+    let at = |index: usize| operands.get(index..index + 1).unwrap_or(&[]);
+    match opcode {
+        // OpLoad, the access chains, OpArrayLength, OpCopyObject, OpBitcast,
+        // OpConvertPtrToU, and the atomics but OpAtomicStore: result type, result, pointer.
+        61 | 65 | 66 | 67 | 68 | 70 | 83 | 117 | 124 | 227 | 229..=242 | 5614 | 5615 | 6035 => at(2),
+        // OpStore and OpAtomicStore: the pointer first.
+        62 | 228 => at(0),
+        // OpCopyMemory and OpCopyMemorySized: target and source.
+        63 | 64 => operands.get(..2).unwrap_or(&[]),
+        // OpFunctionCall: its arguments; OpPtrEqual, OpPtrNotEqual, OpPtrDiff: both pointers.
+        57 => from(3),
+        401..=403 => operands.get(2..4).unwrap_or(&[]),
+        // OpSelect of pointers: both values; OpPhi: (value, block) pairs.
+        169 => operands.get(3..5).unwrap_or(&[]),
+        245 => from(2),
+        _ => &[],
+    }
+}
+
 /// A SPIR-V literal string: UTF-8 bytes packed little-endian into words, NUL-terminated.
 fn spirv_string(words: &[u32]) -> String {
     let bytes: Vec<u8> = words.iter().flat_map(|word| word.to_le_bytes()).collect();
@@ -171,7 +195,7 @@ impl SpirvUses {
                     if opcode == spirv_op::FUNCTION_CALL && operands.len() >= 3 {
                         entry.1.push(operands[2]);
                     }
-                    entry.0.extend_from_slice(operands);
+                    entry.0.extend_from_slice(pointer_operands(opcode, operands));
                 }
                 (spirv_op::ENTRY_POINT, None) if operands.len() >= 3 => {
                     entry_functions.push((spirv_string(&operands[2..]), operands[1]));
@@ -398,6 +422,38 @@ fn helper(i: u32) { b[i] = a[i] * scale + big[i % 512u]; }
             (2, 4, 2048)
         );
         assert_eq!(second.workgroup_size, [16, 1, 1]);
+    }
+
+    #[test]
+    fn literals_that_equal_a_variable_s_id_are_not_uses() {
+        // A switch over many case values: some of its literals equal the ids of `other`, which
+        // only `second` uses, and of the other variables. 64-bit types make naga number the
+        // ids differently, as the PyTorch device's kernels do.
+        let cases: String = (0..400u32)
+            .map(|case| format!("case {case}u: {{ v = {case}lu; }}\n"))
+            .collect();
+        let source = format!(
+            r#"
+@group(0) @binding(0) var<storage, read_write> out: array<u32>;
+@group(0) @binding(1) var<storage, read> input: array<f64>;
+@group(0) @binding(2) var<uniform> other: vec4<u32>;
+fn pick(k: u32) -> u64 {{
+    var v = 0lu;
+    switch k {{
+{cases}        default: {{ v = 7lu; }}
+    }}
+    return v + u64(input[k]);
+}}
+@compute @workgroup_size(1) fn first(@builtin(global_invocation_id) id: vec3<u32>) {{ out[id.x] = u32(pick(id.x)); }}
+@compute @workgroup_size(1) fn second(@builtin(global_invocation_id) id: vec3<u32>) {{ out[other.x] = u32(pick(id.x)); }}
+"#
+        );
+        let words = xhal_kernel::parse_wgsl(&source).unwrap().to_spirv().unwrap();
+        let entries = reflect_spirv(&bytes_of(&words)).unwrap();
+        let first = entries.iter().find(|entry| entry.name == "first").unwrap();
+        let second = entries.iter().find(|entry| entry.name == "second").unwrap();
+        assert_eq!(first.bindings, [BindingKind::Storage; 2]);
+        assert_eq!(second.bindings.len(), 3);
     }
 
     /// A `var<uniform>` between storage buffers, with gaps and a second group.
