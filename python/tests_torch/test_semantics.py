@@ -126,3 +126,93 @@ def test_loading_a_state_dict_into_a_recurrent_module_still_works(dev):
     target = nn.LSTM(3, 4)
     target.load_state_dict(source.state_dict())
     target.to(dev).load_state_dict(source.state_dict())
+
+
+# --- Cases the operator sweep found ------------------------------------------------------------
+
+
+def test_clamp_with_a_nan_bound_is_nan(dev):
+    x = torch.tensor([1.0, 5.0, -3.0, float("nan")])
+    low = torch.tensor([float("nan"), 0.0, 0.0, 0.0])
+    high = torch.tensor([2.0, float("nan"), -1.0, 1.0])
+    expected = torch.clamp(x, low, high)
+    torch.testing.assert_close(torch.clamp(x.to(dev), low.to(dev), high.to(dev)).cpu(), expected, equal_nan=True)
+
+
+def test_threshold_of_integers(dev):
+    x = torch.arange(-5, 6, dtype=torch.int32)
+    assert torch.equal(F.threshold(x.to(dev), 1, 42).cpu(), F.threshold(x, 1, 42))
+
+
+def test_float64_interpolation(dev):
+    if torch.float64 not in xhal.torch.native_dtypes(dev):
+        pytest.skip(f"{dev} has no float64 kernels")
+    x = torch.randn(2, 3, 4, 4, dtype=torch.float64)
+    for mode, corners in (("nearest", None), ("bilinear", True), ("bilinear", False)):
+        got = F.interpolate(x.to(dev), size=(3, 5), mode=mode, align_corners=corners)
+        torch.testing.assert_close(got.cpu(), F.interpolate(x, size=(3, 5), mode=mode, align_corners=corners))
+
+
+def test_integer_scatter_mean_rounds_down(dev):
+    source = torch.tensor([[-7, 3, -2, 5]])
+    index = torch.tensor([[0, 0, 1, 1]])
+    start = torch.tensor([[1, 0]])
+    expected = start.scatter_reduce(1, index, source, "mean", include_self=True)
+    got = start.to(dev).scatter_reduce(1, index.to(dev), source.to(dev), "mean", include_self=True)
+    assert torch.equal(got.cpu(), expected)
+
+
+def test_integer_addbmm_takes_integer_factors(dev):
+    self, a, b = torch.ones(2, 3, dtype=torch.int64), torch.ones(4, 2, 5, dtype=torch.int64), torch.ones(4, 5, 3, dtype=torch.int64)
+    expected = torch.addbmm(self, a, b, beta=0.6, alpha=1.5)
+    got = torch.addbmm(self.to(dev), a.to(dev), b.to(dev), beta=0.6, alpha=1.5)
+    assert got.dtype == expected.dtype and torch.equal(got.cpu(), expected)
+
+
+def test_float16_norm_does_not_overflow(dev):
+    x = torch.tensor(8.5, dtype=torch.float16)
+    torch.testing.assert_close(torch.linalg.vector_norm(x.to(dev), ord=6).cpu(), torch.linalg.vector_norm(x, ord=6))
+
+
+def test_unfold_of_a_0_dim_tensor_backward(dev):
+    x = torch.tensor(2.5, requires_grad=True)
+    on = x.detach().to(dev).requires_grad_()
+    (x.unfold(0, 1, 1) * 3).sum().backward()
+    (on.unfold(0, 1, 1) * 3).sum().backward()
+    torch.testing.assert_close(on.grad.cpu(), x.grad)
+
+
+def test_rms_norm_backward_in_a_dtype_without_kernels(dev):
+    # The CPU has no kernel for the fused RMS norm's backward to fall back to: it is computed
+    # from its formula.
+    missing = [d for d in (torch.float16, torch.float64) if d not in xhal.torch.native_dtypes(dev)]
+    if not missing:
+        pytest.skip(f"{dev} has float16 and float64 kernels; the formula serves dtypes without them")
+    x, w = torch.randn(3, 4, dtype=missing[0], requires_grad=True), torch.randn(4, dtype=missing[0], requires_grad=True)
+    on_x, on_w = x.detach().to(dev).requires_grad_(), w.detach().to(dev).requires_grad_()
+    F.rms_norm(x, (4,), w).pow(2).sum().backward()
+    F.rms_norm(on_x, (4,), on_w).pow(2).sum().backward()
+    torch.testing.assert_close(on_x.grad.cpu(), x.grad, rtol=2e-3, atol=2e-3)
+    torch.testing.assert_close(on_w.grad.cpu(), w.grad, rtol=2e-3, atol=2e-3)
+
+
+def test_integer_convolution_runs_on_the_cpu(dev):
+    x, w = torch.randint(-3, 4, (1, 2, 5)), torch.randint(-3, 4, (3, 2, 2))
+    xhal.torch.reset_fallback_counts()
+    got = F.conv1d(x.to(dev), w.to(dev), stride=2)
+    assert got.device.type == "xhal" and torch.equal(got.cpu(), F.conv1d(x, w, stride=2))
+    assert xhal.torch.fallback_counts() == {"aten::convolution_overrideable": 1}
+
+
+@pytest.mark.parametrize("activation", [F.hardtanh, F.relu6, F.hardshrink, F.softshrink])
+def test_the_gradient_at_a_nan_is_0_as_in_the_cpu_s_vectorized_loop(dev, activation):
+    # 64 elements: the CPU's vectorized loop covers them all (its scalar loop, for a shorter
+    # tensor, passes the gradient of a NaN instead).
+    x = torch.linspace(-8, 8, 64)
+    x[::5] = float("nan")
+    x.requires_grad_()
+    on = x.detach().to(dev).requires_grad_()
+    activation(x).sum().backward()
+    activation(on).sum().backward()
+    assert (x.grad[::5] == 0).all()
+    torch.testing.assert_close(on.grad.cpu(), x.grad)

@@ -104,14 +104,15 @@ at::Tensor& vector_norm_out(const at::Tensor& self, const at::Scalar& ord, at::O
     return XHAL_FALLBACK(linalg_vector_norm_out, self, ord, dim, keepdim, dtype, out);
   const at::DimVector dims = reduced_dims(self, dim);
   const double p = ord.toDouble();
-  const at::Tensor magnitude = self.abs();
+  // float16 is summed in f32, as on the CPU: |x|^p overflows float16 long before the norm does.
+  const at::Tensor magnitude = self.abs().to(float_compute(self.scalar_type()));
   at::Tensor result;
   if (std::isinf(p)) {
     TORCH_CHECK(self.numel() > 0 || !dims.empty(), "linalg.vector_norm cannot compute the ", p,
                 " norm on an empty tensor because the operation does not have an identity");
     result = p > 0 ? magnitude.amax(dims, keepdim) : magnitude.amin(dims, keepdim);
   } else if (p == 0) {
-    result = magnitude.ne(0).to(self.scalar_type()).sum(dims, keepdim);
+    result = magnitude.ne(0).to(magnitude.scalar_type()).sum(dims, keepdim);
   } else if (p == 1) {
     result = magnitude.sum(dims, keepdim);
   } else if (p == 2) {
@@ -119,6 +120,7 @@ at::Tensor& vector_norm_out(const at::Tensor& self, const at::Scalar& ord, at::O
   } else {
     result = magnitude.pow(p).sum(dims, keepdim).pow(1.0 / p);
   }
+  result = result.to(self.scalar_type());
   prepare_out(out, result.sizes());
   return out.copy_(result);
 }
@@ -483,7 +485,7 @@ at::Tensor trace(const at::Tensor& self) {
 
 at::Tensor& nansum_out(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                        std::optional<at::ScalarType> dtype, at::Tensor& out) {
-  const at::Tensor zeroed = is_floating(self.scalar_type()) ? at::where(self.isnan(), at::zeros({}, self.options()), self) : self;
+  const at::Tensor zeroed = at::isFloatingType(self.scalar_type()) ? at::where(self.isnan(), at::zeros({}, self.options()), self) : self;
   return at::sum_out(out, zeroed, dim, keepdim, dtype);
 }
 
@@ -522,16 +524,46 @@ at::Tensor floor_divide(const at::Tensor& self, const at::Tensor& other) {
 }
 
 at::Tensor logit(const at::Tensor& self, std::optional<double> eps) {
-  at::Tensor out = at::empty({0}, self.options().dtype(is_floating(self.scalar_type()) ? self.scalar_type() : at::kFloat));
+  at::Tensor out = at::empty({0}, self.options().dtype(at::isFloatingType(self.scalar_type()) ? self.scalar_type() : at::kFloat));
   return at::logit_out(out, self, eps);
 }
 
 at::Tensor& addbmm_out(const at::Tensor& self, const at::Tensor& batch1, const at::Tensor& batch2,
                        const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out) {
-  const at::Tensor products = at::bmm(batch1, batch2).sum(0);
-  const at::Tensor result = beta.toDouble() == 0 ? products * alpha : self * beta + products * alpha;
+  // float16 and bfloat16 sum the products in f32 and round once, as the CPU does.
+  const at::ScalarType dtype = out.scalar_type();
+  const at::ScalarType compute = at::isReducedFloatingType(dtype) ? at::kFloat : dtype;
+  const at::Tensor products = at::bmm(batch1.to(compute), batch2.to(compute)).sum(0);
+  // Integer tensors take the factors as integers (0.6 is 0), as PyTorch's kernels do, rather
+  // than promoting to float.
+  const bool integral = at::isIntegralType(dtype, true);
+  const at::Scalar b = integral ? at::Scalar(beta.toLong()) : beta;
+  const at::Scalar a = integral ? at::Scalar(alpha.toLong()) : alpha;
+  const at::Tensor result = (b.toDouble() == 0 ? products * a : self.to(compute) * b + products * a).to(dtype);
   prepare_out(out, result.sizes());
   return out.copy_(result.expand(out.sizes()));
+}
+
+// beta self + alpha (vec1 outer vec2), rounded once: as one kernel on the CPU, and not as
+// PyTorch's decomposition, which rounds a float16 or bfloat16 result after each step.
+at::Tensor& addr_out(const at::Tensor& self, const at::Tensor& vec1, const at::Tensor& vec2, const at::Scalar& beta,
+                     const at::Scalar& alpha, at::Tensor& out) {
+  const at::ScalarType dtype = out.scalar_type();
+  if (!at::isFloatingType(dtype) || vec1.dim() != 1 || vec2.dim() != 1)
+    return XHAL_FALLBACK(addr_out, self, vec1, vec2, beta, alpha, out);
+  const at::ScalarType compute = at::isReducedFloatingType(dtype) ? at::kFloat : dtype;
+  const at::Tensor products = at::outer(vec1.to(compute), vec2.to(compute)) * alpha;
+  // beta 0 ignores self, NaN and infinities included, as PyTorch documents.
+  const at::Tensor result = beta.toDouble() == 0 ? products : self.to(compute) * beta + products;
+  prepare_out(out, {vec1.size(0), vec2.size(0)});
+  return out.copy_(result.to(dtype).expand(out.sizes()));
+}
+
+at::Tensor addr(const at::Tensor& self, const at::Tensor& vec1, const at::Tensor& vec2, const at::Scalar& beta,
+                const at::Scalar& alpha) {
+  const at::ScalarType dtype = at::promote_types(at::result_type(self, vec1), vec2.scalar_type());
+  at::Tensor out = at::empty({0}, self.options().dtype(dtype));
+  return addr_out(self, vec1, vec2, beta, alpha, out);
 }
 
 at::Tensor addbmm(const at::Tensor& self, const at::Tensor& batch1, const at::Tensor& batch2, const at::Scalar& beta,
@@ -627,7 +659,9 @@ at::Tensor unfold_backward(const at::Tensor& grad_in, c10::SymIntArrayRef input_
                            int64_t step) {
   const auto input_sizes = C10_AS_INTARRAYREF_SLOW(input_sizes_);
   if (!floating_native(grad_in)) return XHAL_FALLBACK_SYMINT(unfold_backward, grad_in, input_sizes_, dim, size, step);
-  const int64_t d = c10::maybe_wrap_dim(dim, std::max<int64_t>(static_cast<int64_t>(input_sizes.size()), 1));
+  // A 0-dim tensor unfolds into its one element.
+  if (input_sizes.empty()) return grad_in.sum();
+  const int64_t d = c10::maybe_wrap_dim(dim, static_cast<int64_t>(input_sizes.size()));
   at::Tensor grad_input = at::zeros(input_sizes, grad_in.options());
   if (grad_in.numel() == 0) return grad_input;
   const int64_t windows = grad_in.size(d);
@@ -635,7 +669,6 @@ at::Tensor unfold_backward(const at::Tensor& grad_in, c10::SymIntArrayRef input_
   const at::Tensor sources = (at::arange(windows, positions).unsqueeze(1) * step + at::arange(size, positions)).reshape({-1});
   // [.., windows, .., size] -> [.., windows * size, ..] along d.
   const at::Tensor moved = grad_in.movedim(-1, d + 1).flatten(d, d + 1);
-  if (input_sizes.empty()) return grad_input.reshape({1}).index_add(0, sources, moved.reshape({-1})).reshape({});
   return grad_input.index_add(d, sources, moved);
 }
 
@@ -703,6 +736,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("floor_divide", floor_divide);
   m.impl("logit", logit);
   m.impl("addbmm", addbmm);
+  m.impl("addr", addr);
+  m.impl("addr.out", addr_out);
   m.impl("addbmm.out", addbmm_out);
   m.impl("kthvalue.values", kthvalue_out);
   m.impl("median.dim_values", median_out);

@@ -80,6 +80,15 @@ bool supported(const at::Tensor& input, const at::Tensor& weight, const at::Tens
   return true;
 }
 
+bool all_bfloat16(std::initializer_list<const at::Tensor*> tensors) {
+  for (const at::Tensor* t : tensors) {
+    if (t->defined() && t->scalar_type() != at::kBFloat16) return false;
+  }
+  return true;
+}
+
+at::Tensor on_cpu(const at::Tensor& t) { return t.defined() ? t.cpu() : t; }
+
 at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                        c10::SymIntArrayRef stride_, c10::SymIntArrayRef padding_, c10::SymIntArrayRef dilation_,
                        bool transposed, c10::SymIntArrayRef output_padding_, c10::SymInt groups_) {
@@ -89,10 +98,18 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const 
   const auto output_padding = C10_AS_INTARRAYREF_SLOW(output_padding_);
   const int64_t groups = groups_.expect_int();
   const at::Tensor b = bias.has_value() && bias->defined() ? fresh(*bias) : at::Tensor();
-  TORCH_CHECK(supported(input, weight, b, groups),
-              "xhal: convolution takes float16, float32 or float64 tensors of one dtype with 1 to 3 spatial "
-              "dimensions on one device; got input ", input.scalar_type(), " of ", input.dim(), " dimensions and weight ",
-              weight.scalar_type(), " of ", weight.dim());
+  if (!supported(input, weight, b, groups)) {
+    // bfloat16 runs in f32 on the device (bfloat16_ops.cpp); other dtypes (integers, float16
+    // or float64 on a device without them) on the CPU, whose own convolution is not this
+    // operator, so the boxed fallback cannot run it.
+    if (all_bfloat16({&input, &weight, &b}) && input.device() == weight.device())
+      return XHAL_FALLBACK_SYMINT(convolution_overrideable, input, weight, bias, stride_, padding_, dilation_,
+                                  transposed, output_padding_, groups_);
+    count_fallback("aten::convolution_overrideable");
+    return at::convolution(on_cpu(input), on_cpu(weight), on_cpu(b), stride, padding, dilation, transposed,
+                           output_padding, groups)
+        .to(input.device());
+  }
   const int64_t spatial = input.dim() - 2;
   at::DimVector shape{input.size(0), transposed ? weight.size(1) * groups : weight.size(0)};
   for (int64_t d = 0; d < spatial; d++) {
@@ -130,9 +147,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
   const auto padding = C10_AS_INTARRAYREF_SLOW(padding_);
   const auto dilation = C10_AS_INTARRAYREF_SLOW(dilation_);
   const int64_t groups = groups_.expect_int();
-  TORCH_CHECK(supported(input, weight, grad_output, groups),
-              "xhal: convolution_backward takes float16, float32 or float64 tensors of one dtype with 1 to 3 spatial "
-              "dimensions on one device");
+  if (!supported(input, weight, grad_output, groups)) {
+    if (all_bfloat16({&input, &weight, &grad_output}) && input.device() == weight.device())
+      return XHAL_FALLBACK_SYMINT(convolution_backward_overrideable, grad_output, input, weight, stride_, padding_,
+                                  dilation_, transposed, output_padding_, groups_, output_mask);
+    count_fallback("aten::convolution_backward_overrideable");
+    const int64_t channels = transposed ? weight.size(1) * groups : weight.size(0);
+    auto [dx, dw, db] = at::convolution_backward(on_cpu(grad_output), on_cpu(input), on_cpu(weight),
+                                                 at::IntArrayRef{channels}, stride, padding, dilation, transposed,
+                                                 C10_AS_INTARRAYREF_SLOW(output_padding_), groups, output_mask);
+    auto back = [&](const at::Tensor& t) { return t.defined() ? t.to(input.device()) : t; };
+    return {back(dx), back(dw), back(db)};
+  }
   const at::Tensor x = fresh(input), w = fresh(weight), dy = fresh(grad_output);
   at::Tensor grad_input, grad_weight, grad_bias;
   // In the convolution's own geometry: for a transposed one, its output is the convolution's

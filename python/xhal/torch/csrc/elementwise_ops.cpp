@@ -85,6 +85,19 @@ namespace {
 
 constexpr int kMaxInputs = 3;
 
+// Elementwise kernels also read and write bfloat16, two to a 32-bit word, computing in f32:
+// the one family that does (the others reach it through widen_bfloat16). Within this file a
+// floating dtype includes it.
+bool floating(at::ScalarType dtype) { return is_floating(dtype) || dtype == at::kBFloat16; }
+
+bool packed(at::ScalarType dtype) { return dtype == at::kBool || dtype == at::kBFloat16; }
+
+const char* element_storage(at::ScalarType dtype) { return packed(dtype) ? "u32" : storage_type(dtype); }
+
+at::ScalarType compute_type(at::ScalarType dtype) { return dtype == at::kBFloat16 ? at::kFloat : float_compute(dtype); }
+
+bool storable(const Device& dev, at::ScalarType dtype) { return dtype == at::kBFloat16 || native_dtype(dev, dtype); }
+
 // The immediate block of kernels/elementwise.wgsl (struct Params).
 struct ElementwiseParams {
   uint32_t numel = 0;
@@ -145,12 +158,13 @@ bool elementwise(at::Tensor& out, at::ArrayRef<at::Tensor> inputs, ElementwiseOp
     return elementwise_in_memory_order(out, inputs, op, how);
   }
   const at::ScalarType out_dtype = out.scalar_type();
-  if (storage_type(out_dtype) == nullptr || out.dim() > kMaxDims || inputs.size() > kMaxInputs) return false;
+  if (element_storage(out_dtype) == nullptr || out.dim() > kMaxDims || inputs.size() > kMaxInputs) return false;
   if (out.numel() == 0) return true;
   Device& dev = device(out.device().index());
-  if (!native_dtype(dev, out_dtype)) return false;
-  const bool bytes_out = out_dtype == at::kBool;
-  if (bytes_out && !out.is_contiguous()) return false;
+  if (!storable(dev, out_dtype)) return false;
+  const bool packed_out = packed(out_dtype);
+  const uint32_t packing = out_dtype == at::kBool ? 4 : 2;
+  if (packed_out && !out.is_contiguous()) return false;
   const Place out_place = place_of(out);
   constexpr uint64_t kLimit = std::numeric_limits<uint32_t>::max() / 4;
   if (static_cast<uint64_t>(out.numel()) > kLimit || out_place.offset > kLimit) return false;
@@ -161,7 +175,7 @@ bool elementwise(at::Tensor& out, at::ArrayRef<at::Tensor> inputs, ElementwiseOp
   const bool floating_ops = op.file == kFloatOps;
   const bool integer_ops = op.file == kIntegerOps;
   at::ScalarType compute = how.compute;
-  if (compute == at::ScalarType::Undefined) compute = floating_ops ? float_compute(out_dtype) : out_dtype;
+  if (compute == at::ScalarType::Undefined) compute = floating_ops ? compute_type(out_dtype) : out_dtype;
   bool wide_float = compute == at::kDouble;
   bool wide_int = compute == at::kLong;
   if (floating_ops && !is_floating(compute)) return false;
@@ -193,7 +207,7 @@ bool elementwise(at::Tensor& out, at::ArrayRef<at::Tensor> inputs, ElementwiseOp
   params.extra[2] = how.words[0];
   params.extra[3] = how.words[1];
 
-  uint32_t bytes = 0, in_out = 0, constant = 0, floating = 0;
+  uint32_t bytes = 0, halves = 0, in_out = 0, constant = 0, floating_inputs = 0;
   bool flat = out.is_contiguous();
   // kernels/elementwise.wgsl's bindings: the output, the inputs, the shape.
   Binding bindings[2 + kMaxInputs];
@@ -209,16 +223,16 @@ bool elementwise(at::Tensor& out, at::ArrayRef<at::Tensor> inputs, ElementwiseOp
       // A scalar reaches the kernel in the type the operator reads it as: floating and
       // integer operators read theirs; comparisons read the type they compare in; logic reads
       // each input by its own dtype.
-      bool as_float = is_floating(dtype);
-      if (floating_ops || is_floating(how.compute)) as_float = true;
+      bool as_float = floating(dtype);
+      if (floating_ops || floating(how.compute)) as_float = true;
       if (integer_ops || integral(how.compute)) as_float = false;
-      if (as_float) floating |= 1u << k;
+      if (as_float) floating_inputs |= 1u << k;
       uint32_t* slot = k == 0 ? &params.constants[0] : k == 1 ? &params.constants[2] : &params.extra[0];
       set_bits(slot, scalar_bits(input.item(), as_float ? float_type : int_type));
       continue;
     }
-    if (input.device() != out.device() || !native_dtype(dev, dtype)) return false;
-    if (is_floating(dtype)) floating |= 1u << k;
+    if (input.device() != out.device() || !storable(dev, dtype)) return false;
+    if (floating(dtype)) floating_inputs |= 1u << k;
     any_half = any_half || dtype == at::kHalf;
     expanded[k] = input.sizes() == out.sizes() ? input : input.expand(out.sizes());
     flat = flat && expanded[k].is_contiguous();
@@ -226,10 +240,11 @@ bool elementwise(at::Tensor& out, at::ArrayRef<at::Tensor> inputs, ElementwiseOp
     if (place.offset > kLimit) return false;
     params.offsets[k + 1] = static_cast<uint32_t>(place.offset / input.element_size());
     if (dtype == at::kBool) bytes |= 1u << k;
+    if (dtype == at::kBFloat16) halves |= 1u << k;
     if (place.buffer == out_place.buffer) {
       // Read through the output's binding: a buffer bound twice, once writable, is an error on
       // some backends.
-      if (std::strcmp(storage_type(dtype), storage_type(out_dtype)) != 0) return false;
+      if (std::strcmp(element_storage(dtype), element_storage(out_dtype)) != 0) return false;
       in_out |= 1u << k;
       input_storage[k] = out_dtype;
     } else {
@@ -253,7 +268,7 @@ bool elementwise(at::Tensor& out, at::ArrayRef<at::Tensor> inputs, ElementwiseOp
       }
     }
   }
-  const char* entry = bytes_out ? (flat ? "main_bytes" : "strided_bytes") : (flat ? "main" : "strided");
+  const char* entry = packed_out ? (flat ? "main_packed" : "strided_packed") : (flat ? "main" : "strided");
   const uint32_t code = kernel_constant(op.file, op.name);
   const uint32_t arity = static_cast<uint32_t>(inputs.size());
 
@@ -270,24 +285,25 @@ bool elementwise(at::Tensor& out, at::ArrayRef<at::Tensor> inputs, ElementwiseOp
   for (int k = 0; k < kMaxInputs; k++) key += dtype_code(input_storage[k]);
   key += dtype_code(float_type);
   key += dtype_code(int_type);
-  for (uint32_t flags : {arity, bytes, in_out, constant, floating}) key += static_cast<char>('0' + flags);
+  for (uint32_t flags : {arity, bytes, halves, in_out, constant, floating_inputs}) key += static_cast<char>('0' + flags);
   const Kernel& compiled = recipe_kernel(dev, key, [&] {
     KernelRecipe recipe;
     recipe.files = {"elementwise.wgsl", op.file};
-    recipe.types = {{"SO", storage_type(out_dtype)},
-                    {"S0", storage_type(input_storage[0])},
-                    {"S1", storage_type(input_storage[1])},
-                    {"S2", storage_type(input_storage[2])},
+    recipe.types = {{"SO", element_storage(out_dtype)},
+                    {"S0", element_storage(input_storage[0])},
+                    {"S1", element_storage(input_storage[1])},
+                    {"S2", element_storage(input_storage[2])},
                     {"F", wgsl_type(float_type)},
                     {"I", wgsl_type(int_type)}};
-    recipe.overrides = {{"OP", code},          {"ARITY", arity},       {"BYTES", bytes},
-                        {"IN_OUT", in_out},    {"CONSTANT", constant}, {"FLOATING", floating}};
+    recipe.overrides = {{"OP", code},         {"ARITY", arity},        {"BYTES", bytes},
+                        {"HALVES", halves},   {"PACKING", packing},    {"IN_OUT", in_out},
+                        {"CONSTANT", constant}, {"FLOATING", floating_inputs}};
     recipe.entry = entry;
     return recipe;
   });
   if (!flat) bindings[1 + kMaxInputs] = Binding{nullptr, 0, sizeof shape, &shape};
   const uint64_t first = params.offsets[0];
-  const uint64_t invocations = bytes_out ? (first + params.numel + 3) / 4 - first / 4 : params.numel;
+  const uint64_t invocations = packed_out ? (first + params.numel + packing - 1) / packing - first / packing : params.numel;
   launch(dev, compiled, at::ArrayRef<Binding>(bindings, 2 + kMaxInputs), invocations, &params, sizeof params);
   return true;
 }
@@ -297,7 +313,7 @@ bool copy_on_device(at::Tensor& destination, const at::Tensor& source) {
   const at::ScalarType from = source.scalar_type();
   if (wgsl_type(to) == nullptr || wgsl_type(from) == nullptr) return false;
   if (to == at::kBool) return elementwise(destination, {source}, {kLogicalOps, "OP_NONZERO"});
-  if (is_floating(to)) {
+  if (floating(to)) {
     // Computed in the wider of the two floating types, so that the value rounds once.
     const at::ScalarType compute = to == at::kDouble || from == at::kDouble ? at::kDouble : at::kFloat;
     return elementwise(destination, {source}, {kFloatOps, "OP_COPY"}, {compute});
@@ -314,7 +330,7 @@ bool numeric(at::ScalarType dtype) { return dtype != at::kBool && wgsl_type(dtyp
 // A binary operator with a floating or an integer form, by the output's dtype.
 bool arithmetic(at::Tensor& out, at::ArrayRef<at::Tensor> inputs, const char* name, const Computation& how = {}) {
   const at::ScalarType dtype = out.scalar_type();
-  if (is_floating(dtype)) return elementwise(out, inputs, {kFloatOps, name}, how);
+  if (floating(dtype)) return elementwise(out, inputs, {kFloatOps, name}, how);
   if (integral(dtype)) {
     Computation integer = how;
     integer.compute = dtype;
@@ -359,7 +375,7 @@ at::Tensor& mul_out(const at::Tensor& self, const at::Tensor& other, at::Tensor&
 
 at::Tensor& div_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
   prepare_out(out, broadcast_shape({self, other}));
-  if (!is_floating(out.scalar_type()) || !elementwise(out, {self, other}, {kFloatOps, "OP_DIV"}))
+  if (!floating(out.scalar_type()) || !elementwise(out, {self, other}, {kFloatOps, "OP_DIV"}))
     return XHAL_FALLBACK(div_out, self, other, out);
   return out;
 }
@@ -374,7 +390,7 @@ at::Tensor& div_mode_out(const at::Tensor& self, const at::Tensor& other, std::o
   prepare_out(out, broadcast_shape({self, other}));
   bool done = false;
   if (!mode.has_value()) {
-    done = is_floating(out.scalar_type()) && elementwise(out, {self, other}, {kFloatOps, "OP_DIV"});
+    done = floating(out.scalar_type()) && elementwise(out, {self, other}, {kFloatOps, "OP_DIV"});
   } else {
     done = divide_rounded(out, self, other, *mode == "trunc" ? "OP_DIV_TRUNC" : "OP_DIV_FLOOR");
   }
@@ -403,7 +419,7 @@ at::Tensor& fmod_out(const at::Tensor& self, const at::Tensor& other, at::Tensor
 #define XHAL_BINARY(aten, fallback_op, name, floats_only)                                           \
   at::Tensor& aten##_out(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {       \
     prepare_out(out, broadcast_shape({self, other}));                                              \
-    if ((floats_only && !is_floating(out.scalar_type())) || !arithmetic(out, {self, other}, name)) \
+    if ((floats_only && !floating(out.scalar_type())) || !arithmetic(out, {self, other}, name)) \
       return XHAL_FALLBACK(fallback_op, self, other, out);                                         \
     return out;                                                                                    \
   }
@@ -428,7 +444,7 @@ at::Tensor& pow_tensor_scalar_out(const at::Tensor& self, const at::Scalar& expo
   prepare_out(out, self.sizes());
   const at::ScalarType dtype = out.scalar_type();
   bool done = false;
-  if (is_floating(dtype)) {
+  if (floating(dtype)) {
     const double e = exponent.to<double>();
     const char* name = "OP_POW";
     if (e == 1.0) name = "OP_COPY";
@@ -463,7 +479,7 @@ at::Tensor& pow_scalar_out(const at::Scalar& base, const at::Tensor& exponent, a
 // for f16 and f32 results and in f64 for f64 ones.
 bool float_unary(at::Tensor& out, const at::Tensor& self, const char* name, const Computation& how = {}) {
   prepare_out(out, self.sizes());
-  return is_floating(out.scalar_type()) && elementwise(out, {self}, {kFloatOps, name}, how);
+  return floating(out.scalar_type()) && elementwise(out, {self}, {kFloatOps, name}, how);
 }
 
 #define XHAL_FLOAT_UNARY(aten, name)                                                            \
@@ -511,7 +527,7 @@ XHAL_FLOAT_UNARY(sinc, "OP_SINC")
 #define XHAL_ROUNDING(aten, name)                                                                      \
   at::Tensor& aten##_out(const at::Tensor& self, at::Tensor& out) {                                   \
     prepare_out(out, self.sizes());                                                                    \
-    const bool done = is_floating(out.scalar_type()) ? elementwise(out, {self}, {kFloatOps, name})     \
+    const bool done = floating(out.scalar_type()) ? elementwise(out, {self}, {kFloatOps, name})     \
                                                      : copy_on_device(out, self);                      \
     if (!done) return XHAL_FALLBACK(aten##_out, self, out);                                            \
     return out;                                                                                        \
@@ -525,7 +541,7 @@ XHAL_ROUNDING(trunc, "OP_TRUNC")
 at::Tensor& round_decimals_out(const at::Tensor& self, int64_t decimals, at::Tensor& out) {
   prepare_out(out, self.sizes());
   const double power = std::pow(10.0, static_cast<double>(std::abs(decimals)));
-  if (!is_floating(out.scalar_type()) ||
+  if (!floating(out.scalar_type()) ||
       !elementwise(out, {self}, {kFloatOps, "OP_ROUND_DECIMALS"}, {.a = power, .words = {decimals < 0 ? 1u : 0u, 0}}))
     return XHAL_FALLBACK(round_decimals_out, self, decimals, out);
   return out;
@@ -554,7 +570,7 @@ at::Tensor& gelu_out(const at::Tensor& self, c10::string_view approximate, at::T
 at::Tensor relu(const at::Tensor& self) {
   at::Tensor out = at::empty_like(self, at::MemoryFormat::Contiguous);
   // Floats keep a NaN, as PyTorch's relu does; integers are max(x, 0).
-  const bool done = is_floating(self.scalar_type())
+  const bool done = floating(self.scalar_type())
                         ? elementwise(out, {self}, {kFloatOps, "OP_RELU"})
                         : integral(self.scalar_type()) &&
                               elementwise(out, {self, at::scalar_tensor(0, at::kLong)}, {kIntegerOps, "OP_MAXIMUM"},
@@ -564,7 +580,7 @@ at::Tensor relu(const at::Tensor& self) {
 }
 
 at::Tensor& relu_(at::Tensor& self) {
-  const bool done = is_floating(self.scalar_type())
+  const bool done = floating(self.scalar_type())
                         ? elementwise(self, {self}, {kFloatOps, "OP_RELU"})
                         : integral(self.scalar_type()) &&
                               elementwise(self, {self, at::scalar_tensor(0, at::kLong)}, {kIntegerOps, "OP_MAXIMUM"},
@@ -592,7 +608,7 @@ at::Tensor& hardtanh_out(const at::Tensor& self, const at::Scalar& low, const at
 }
 
 at::Tensor& hardtanh_(at::Tensor& self, const at::Scalar& low, const at::Scalar& high) {
-  if (!is_floating(self.scalar_type()) || !elementwise(self, {self}, {kFloatOps, "OP_HARDTANH"}, {.a = low, .b = high}))
+  if (!floating(self.scalar_type()) || !elementwise(self, {self}, {kFloatOps, "OP_HARDTANH"}, {.a = low, .b = high}))
     return XHAL_FALLBACK(hardtanh_, self, low, high);
   return self;
 }
@@ -639,7 +655,7 @@ at::Tensor& nan_to_num_out(const at::Tensor& self, std::optional<double> nan, st
   prepare_out(out, self.sizes());
   const at::ScalarType dtype = out.scalar_type();
   bool done = false;
-  if (is_floating(dtype)) {
+  if (floating(dtype)) {
     const double largest = dtype == at::kHalf    ? 65504.0
                            : dtype == at::kFloat ? static_cast<double>(std::numeric_limits<float>::max())
                                                  : std::numeric_limits<double>::max();
@@ -658,7 +674,7 @@ at::Tensor& nan_to_num_out(const at::Tensor& self, std::optional<double> nan, st
 bool backward(at::Tensor& grad_input, const at::Tensor& grad_output, const at::Tensor& saved, const char* name,
               const Computation& how = {}) {
   prepare_out(grad_input, broadcast_shape({grad_output, saved}));
-  return is_floating(grad_input.scalar_type()) && elementwise(grad_input, {grad_output, saved}, {kFloatOps, name}, how);
+  return floating(grad_input.scalar_type()) && elementwise(grad_input, {grad_output, saved}, {kFloatOps, name}, how);
 }
 
 #define XHAL_BACKWARD(aten, fallback_op, name)                                                                  \
@@ -684,6 +700,13 @@ at::Tensor& gelu_backward_out(const at::Tensor& grad_output, const at::Tensor& s
   if (!backward(grad_input, grad_output, self, approximate == "tanh" ? "OP_GELU_TANH_BACKWARD" : "OP_GELU_BACKWARD"))
     return XHAL_FALLBACK(gelu_backward_grad_input, grad_output, self, approximate, grad_input);
   return grad_input;
+}
+
+// PyTorch's own functional form would decompose into elementwise steps, each rounding (to
+// float16, say) where the fused kernel rounds once, as the CPU's does.
+at::Tensor silu_backward(const at::Tensor& grad_output, const at::Tensor& self) {
+  at::Tensor grad_input = at::empty({0}, grad_output.options());
+  return silu_backward_out(grad_output, self, grad_input);
 }
 
 at::Tensor mish_backward(const at::Tensor& grad_output, const at::Tensor& self) {
@@ -767,7 +790,7 @@ template <typename Other>
 bool compare(at::Tensor& out, at::ArrayRef<at::Tensor> operands, const Other& other, const char* floating_name,
              const char* integer_name) {
   const at::ScalarType common = at::result_type(operands[0], other);
-  if (is_floating(common)) return elementwise(out, operands, {kLogicalOps, floating_name}, {float_compute(common)});
+  if (floating(common)) return elementwise(out, operands, {kLogicalOps, floating_name}, {compute_type(common)});
   if (common != at::kBool && !integral(common)) return false;
   return elementwise(out, operands, {kLogicalOps, integer_name}, {common == at::kLong ? at::kLong : at::kInt});
 }
@@ -797,7 +820,7 @@ XHAL_COMPARISON(ge, GE)
 // A test of a floating value; integers and bools answer as a finite number would.
 bool float_test(at::Tensor& out, const at::Tensor& self, const char* name, bool integer_answer) {
   prepare_out(out, self.sizes());
-  if (!is_floating(self.scalar_type())) {
+  if (!floating(self.scalar_type())) {
     if (!on_device(out, out.scalar_type())) return false;
     out.fill_(integer_answer);
     return true;
@@ -816,7 +839,7 @@ XHAL_FLOAT_TEST(isneginf, "OP_ISNEGINF", false)
 
 at::Tensor& signbit_out(const at::Tensor& self, at::Tensor& out) {
   prepare_out(out, self.sizes());
-  const bool done = is_floating(self.scalar_type())
+  const bool done = floating(self.scalar_type())
                         ? elementwise(out, {self}, {kLogicalOps, "OP_SIGNBIT"})
                         : elementwise(out, {self, at::scalar_tensor(0, at::kLong)}, {kLogicalOps, "OP_LT_INTEGER"},
                                       {self.scalar_type() == at::kLong ? at::kLong : at::kInt});
@@ -891,7 +914,7 @@ at::Tensor& bitwise_not_out(const at::Tensor& self, at::Tensor& out) {
 bool by_result(at::Tensor& out, at::ArrayRef<at::Tensor> inputs, const char* name, Computation how = {}) {
   const at::ScalarType dtype = out.scalar_type();
   if (dtype == at::kBool) return elementwise(out, inputs, {kLogicalOps, name}, how);
-  if (is_floating(dtype)) return elementwise(out, inputs, {kFloatOps, name}, how);
+  if (floating(dtype)) return elementwise(out, inputs, {kFloatOps, name}, how);
   if (!integral(dtype)) return false;
   how.compute = dtype;
   return elementwise(out, inputs, {kIntegerOps, name}, how);
@@ -976,7 +999,7 @@ at::Tensor& clamp_max_tensor_out(const at::Tensor& self, const at::Tensor& max, 
 at::Tensor& addcmul_out(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
                         const at::Scalar& value, at::Tensor& out) {
   prepare_out(out, broadcast_shape({self, tensor1, tensor2}));
-  if (!is_floating(out.scalar_type()) ||
+  if (!floating(out.scalar_type()) ||
       !elementwise(out, {self, tensor1, tensor2}, {kFloatOps, "OP_ADDCMUL"}, {.a = value}))
     return XHAL_FALLBACK(addcmul_out, self, tensor1, tensor2, value, out);
   return out;
@@ -985,7 +1008,7 @@ at::Tensor& addcmul_out(const at::Tensor& self, const at::Tensor& tensor1, const
 at::Tensor& addcdiv_out(const at::Tensor& self, const at::Tensor& tensor1, const at::Tensor& tensor2,
                         const at::Scalar& value, at::Tensor& out) {
   prepare_out(out, broadcast_shape({self, tensor1, tensor2}));
-  if (!is_floating(out.scalar_type()) ||
+  if (!floating(out.scalar_type()) ||
       !elementwise(out, {self, tensor1, tensor2}, {kFloatOps, "OP_ADDCDIV"}, {.a = value}))
     return XHAL_FALLBACK(addcdiv_out, self, tensor1, tensor2, value, out);
   return out;
@@ -993,14 +1016,14 @@ at::Tensor& addcdiv_out(const at::Tensor& self, const at::Tensor& tensor1, const
 
 at::Tensor& lerp_scalar_out(const at::Tensor& self, const at::Tensor& end, const at::Scalar& weight, at::Tensor& out) {
   prepare_out(out, broadcast_shape({self, end}));
-  if (!is_floating(out.scalar_type()) || !elementwise(out, {self, end}, {kFloatOps, "OP_LERP"}, {.a = weight}))
+  if (!floating(out.scalar_type()) || !elementwise(out, {self, end}, {kFloatOps, "OP_LERP"}, {.a = weight}))
     return XHAL_FALLBACK(lerp_Scalar_out, self, end, weight, out);
   return out;
 }
 
 at::Tensor& lerp_tensor_out(const at::Tensor& self, const at::Tensor& end, const at::Tensor& weight, at::Tensor& out) {
   prepare_out(out, broadcast_shape({self, end, weight}));
-  if (!is_floating(out.scalar_type()) || !elementwise(out, {self, end, weight}, {kFloatOps, "OP_LERP_TENSOR"}))
+  if (!floating(out.scalar_type()) || !elementwise(out, {self, end, weight}, {kFloatOps, "OP_LERP_TENSOR"}))
     return XHAL_FALLBACK(lerp_Tensor_out, self, end, weight, out);
   return out;
 }
@@ -1088,7 +1111,7 @@ at::Tensor hardswish(const at::Tensor& self) {
 }
 
 at::Tensor& hardswish_(at::Tensor& self) {
-  if (!is_floating(self.scalar_type()) || !elementwise(self, {self}, {kFloatOps, "OP_HARDSWISH"}))
+  if (!floating(self.scalar_type()) || !elementwise(self, {self}, {kFloatOps, "OP_HARDSWISH"}))
     return XHAL_FALLBACK(hardswish_, self);
   return self;
 }
@@ -1197,6 +1220,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("sigmoid_backward.grad_input", sigmoid_backward_out);
   m.impl("tanh_backward.grad_input", tanh_backward_out);
   m.impl("silu_backward.grad_input", silu_backward_out);
+  m.impl("silu_backward", silu_backward);
   m.impl("hardsigmoid_backward.grad_input", hardsigmoid_backward_out);
   m.impl("gelu_backward.grad_input", gelu_backward_out);
   m.impl("mish_backward", mish_backward);

@@ -46,7 +46,8 @@ const Kernel& gather_kernel(Device& dev, const char* entry, at::ScalarType dtype
     recipe.files = {"indexing.wgsl"};
     recipe.types = {{"E", storage_type(dtype)}, {"F", dtype == at::kDouble ? "f64" : "f32"}, {"V", value_type(dtype)}};
     recipe.overrides = {{"WIDE_INDEX", wide_index ? 1.0 : 0.0}, {"REDUCE", static_cast<double>(reduce)},
-                        {"HAS_ALPHA", has_alpha ? 1.0 : 0.0}};
+                        {"HAS_ALPHA", has_alpha ? 1.0 : 0.0},
+                        {"INTEGER_VALUES", at::isIntegralType(dtype, true) ? 1.0 : 0.0}};
     recipe.entry = entry;
     return recipe;
   });

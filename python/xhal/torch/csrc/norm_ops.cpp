@@ -214,6 +214,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
 
 std::tuple<at::Tensor, at::Tensor> fused_rms_norm(const at::Tensor& input, at::IntArrayRef normalized_shape,
                                                   const std::optional<at::Tensor>& weight, std::optional<double> eps) {
+  // PyTorch's default is the machine epsilon of the input's dtype, which bfloat16 must name
+  // before it is computed in f32.
+  if (input.scalar_type() == at::kBFloat16 && !eps.has_value()) eps = 0.0078125;
   const at::Tensor w = present(weight) ? *weight : at::Tensor();
   const int64_t axis = input.dim() - static_cast<int64_t>(normalized_shape.size());
   if (!floating_on(input) || !matches(input, {&w}) || axis < 0 || input.sizes().slice(axis) != normalized_shape)
@@ -249,8 +252,25 @@ std::tuple<at::Tensor, at::Tensor> fused_rms_norm_backward(const at::Tensor& gra
                                                            const std::optional<at::Tensor>& weight,
                                                            std::array<bool, 2> output_mask) {
   const at::Tensor w = present(weight) ? *weight : at::Tensor();
-  if (!floating_on(input) || !matches(input, {&grad_out, &rstd, &w}))
-    return XHAL_FALLBACK(_fused_rms_norm_backward, grad_out, input, normalized_shape, rstd, weight, output_mask);
+  if (!floating_on(input) || !matches(input, {&grad_out, &rstd, &w})) {
+    if (input.scalar_type() == at::kBFloat16 && matches(input, {&grad_out, &rstd, &w}))
+      return XHAL_FALLBACK(_fused_rms_norm_backward, grad_out, input, normalized_shape, rstd, weight, output_mask);
+    // The CPU has no kernel of its own for this: with y = x rstd w and rstd = (mean(x^2) +
+    // eps)^-1/2 over the normalized dimensions, dx = rstd g w - x rstd^3 mean(g w x).
+    const at::Tensor gw = w.defined() ? grad_out * w : grad_out;
+    const auto dims = leading_dims(input.dim(), static_cast<int64_t>(normalized_shape.size()));
+    at::DimVector normalized;
+    for (int64_t d = input.dim() - static_cast<int64_t>(normalized_shape.size()); d < input.dim(); d++) normalized.push_back(d);
+    at::Tensor dx, dw;
+    // mean over no dimensions is the value itself (at::mean over [] would take them all).
+    const at::Tensor moment = normalized.empty() ? gw * input : (gw * input).mean(normalized, true);
+    if (output_mask[0]) dx = rstd * gw - input * rstd.pow(3) * moment;
+    if (output_mask[1] && w.defined()) {
+      const at::Tensor products = grad_out * (input * rstd);
+      dw = (dims.empty() ? products : products.sum(dims)).reshape(w.sizes());
+    }
+    return {dx, dw};
+  }
   const int64_t width = c10::multiply_integers(normalized_shape);
   const int64_t rows = width == 0 ? 0 : input.numel() / width;
   at::Tensor dx = output_mask[0] ? at::empty(input.sizes(), input.options()) : at::Tensor();
@@ -348,13 +368,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_group_norm_backward(
     if (output_mask[1] && w.defined()) dw = at::zeros({c}, input.options());
     if (output_mask[2]) db = at::zeros({c}, input.options());
   } else if (output_mask[1] || output_mask[2]) {
-    const at::Tensor dy = grad_out.reshape({n, c, spatial});
+    // In f32 for float16, rounded once, as the CPU computes them.
+    const at::ScalarType dtype = input.scalar_type();
+    const at::ScalarType compute = float_compute(dtype);
+    const at::Tensor dy = grad_out.reshape({n, c, spatial}).to(compute);
     if (output_mask[1] && w.defined()) {
-      const at::Tensor xhat =
-          ((input.reshape({n, group, -1}) - mean.unsqueeze(-1)) * rstd.unsqueeze(-1)).reshape({n, c, spatial});
-      dw = (dy * xhat).sum({0, 2});
+      const at::Tensor xhat = ((input.reshape({n, group, -1}).to(compute) - mean.unsqueeze(-1).to(compute)) *
+                               rstd.unsqueeze(-1).to(compute))
+                                  .reshape({n, c, spatial});
+      dw = (dy * xhat).sum({0, 2}).to(dtype);
     }
-    if (output_mask[2]) db = dy.sum({0, 2});
+    if (output_mask[2]) db = dy.sum({0, 2}).to(dtype);
   }
   return {dx, dw, db};
 }

@@ -59,10 +59,10 @@ bool scan(const at::Tensor& self, int64_t dim, Scan op, at::Tensor& out, at::Ten
   if (!on_device(self, in) || !on_device(out, out_dtype) || out_dtype == at::kBool || self.dim() > kMaxDims) return false;
   const bool floating = is_floating(out_dtype);
   if ((op == Scan::LogSumExp && !floating) || (!floating && !integral(out_dtype))) return false;
-  // Floats accumulate in f64 where the device has it (PyTorch's CPU uses double for float32),
-  // integers in i64; max and min keep the input's own type.
+  // Floats accumulate in f64 where the device has it (PyTorch's CPU uses double for float32,
+  // logcumsumexp's included), integers in i64; max and min keep the input's own type.
   at::ScalarType accumulate = out_dtype;
-  if (op == Scan::Sum || op == Scan::Prod) {
+  if (op == Scan::Sum || op == Scan::Prod || (op == Scan::LogSumExp && out_dtype != at::kHalf)) {
     if (floating) {
       accumulate = on_device(self, at::kDouble) && out_dtype != at::kHalf ? at::kDouble : at::kFloat;
     } else {

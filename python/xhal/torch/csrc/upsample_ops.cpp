@@ -15,8 +15,12 @@ struct ResizeLayout {
   uint32_t planes = 0, pad0 = 0, pad1 = 0, pad2 = 0;
   uint32_t in_size[4] = {1, 1, 1, 0};
   uint32_t out_size[4] = {1, 1, 1, 0};
-  T scale[4] = {0, 0, 0, 0};
+  // A vec4<F> aligns to four of its elements: 16 bytes for f32, 32 for f64 (then 16 bytes of
+  // padding come before it).
+  alignas(4 * sizeof(T)) T scale[4] = {0, 0, 0, 0};
 };
+static_assert(sizeof(ResizeLayout<float>) == 64 && sizeof(ResizeLayout<double>) == 96,
+              "the WGSL struct Resize is 64 bytes with f32 and 96 with f64");
 
 enum class Mode { Nearest, NearestExact, Linear };
 

@@ -144,6 +144,9 @@ void reset_fallback_counts();
 
 // The boxed CPU fallback: counts the operator, then runs it on the CPU (memory_ops.cpp).
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+// Runs an operator whose floating operands are bfloat16 on f32 copies of them on the device,
+// when it has an xhal kernel; false, touching nothing, when it does not apply (bfloat16_ops.cpp).
+bool widen_bfloat16(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 // Copies between the CPU and xhal, and within xhal (copy.cpp).
 at::Tensor& copy_into(at::Tensor& destination, const at::Tensor& source);

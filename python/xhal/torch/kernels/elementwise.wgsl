@@ -10,8 +10,9 @@
 // Entry points:
 //   main           every operand contiguous ("flat"): element i of each is at its offset + i
 //   strided        any strides, up to 8 dimensions (the `shape` uniform)
-//   main_bytes     a bool output (one byte an element): each invocation owns a 32-bit word
-//   strided_bytes  the same, with strided inputs
+//   main_packed    a packed output, several elements to a 32-bit word (bool: four bytes;
+//                  bfloat16: two halves): each invocation owns one word of it
+//   strided_packed the same, with strided inputs
 //
 // Run one by itself (README.md); this adds two vectors (OP 1 is OP_ADD, with alpha = 1.0, whose
 // f32 bits are 1065353216):
@@ -21,8 +22,8 @@
 //       -s scalars=1065353216,0,0,0 -s constants=0,0,0,0 -s extra=0,0,0,0
 
 // Type parameters: the loader sets each `alias` to the instantiation's type.
-alias SO = f32;  // the elements of the output's memory (u32 for bool bytes)
-alias S0 = f32;  // the elements of each input's memory (u32 for bool bytes)
+alias SO = f32;  // the elements of the output's memory (u32 for packed bool and bfloat16)
+alias S0 = f32;  // the elements of each input's memory (u32 for packed bool and bfloat16)
 alias S1 = f32;
 alias S2 = f32;
 alias F = f32;   // what floating operators compute in: f32 (float16 and float32), or f64
@@ -32,6 +33,8 @@ alias I = i32;   // what integer operators compute in: i32, or i64
 override OP: u32 = 1u;        // the operator: an OP_ constant of the operator file
 override ARITY: u32 = 2u;     // how many inputs the operator reads (0 to 3)
 override BYTES: u32 = 0u;     // bit k: input k is bool, a byte an element in 32-bit words
+override HALVES: u32 = 0u;    // bit k: input k is bfloat16, a half-word an element
+override PACKING: u32 = 4u;   // the packed entry points: 4 (bool bytes) or 2 (bfloat16 halves)
 override IN_OUT: u32 = 0u;    // bit k: input k lives in the output's memory; it is read through `out`
 override CONSTANT: u32 = 0u;  // bit k: input k is a scalar of the launch, not memory
 override FLOATING: u32 = 0u;  // bit k: input k is floating (logical operators test it as F, not I)
@@ -67,6 +70,16 @@ fn has(mask: u32, k: u32) -> bool { return ((mask >> k) & 1u) != 0u; }
 // Byte `at` of memory read as words: 0 or 1 for a bool.
 fn byte_of(word: u32, at: u32) -> u32 { return (word >> ((at % 4u) * 8u)) & 0xffu; }
 
+// The value of half-word `at` of memory read as words, a bfloat16: the high half of an f32.
+fn bfloat16_of(word: u32, at: u32) -> f32 { return bitcast<f32>(((word >> ((at % 2u) * 16u)) & 0xffffu) << 16u); }
+
+// The bfloat16 nearest `value` (ties to even), as PyTorch rounds; every NaN becomes 0x7fc0.
+fn bfloat16_bits(value: f32) -> u32 {
+  let bits = bitcast<u32>(value);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) { return 0x7fc0u; }
+  return (bits + 0x7fffu + ((bits >> 16u) & 1u)) >> 16u;
+}
+
 // The bits of input k's scalar, when it is one.
 fn constant_bits(k: u32) -> vec2<u32> {
   switch k {
@@ -83,21 +96,26 @@ fn float_in(k: u32, at: u32) -> F {
     return float_from_bits(bits.x, bits.y);
   }
   let bytes = has(BYTES, k);
+  let halves = has(HALVES, k);
   if (has(IN_OUT, k)) {
     if (bytes) { return F(byte_of(u32(out[at / 4u]), at)); }
+    if (halves) { return F(bfloat16_of(u32(out[at / 2u]), at)); }
     return F(out[at]);
   }
   switch k {
     case 0u: {
       if (bytes) { return F(byte_of(u32(in0[at / 4u]), at)); }
+      if (halves) { return F(bfloat16_of(u32(in0[at / 2u]), at)); }
       return F(in0[at]);
     }
     case 1u: {
       if (bytes) { return F(byte_of(u32(in1[at / 4u]), at)); }
+      if (halves) { return F(bfloat16_of(u32(in1[at / 2u]), at)); }
       return F(in1[at]);
     }
     default: {
       if (bytes) { return F(byte_of(u32(in2[at / 4u]), at)); }
+      if (halves) { return F(bfloat16_of(u32(in2[at / 2u]), at)); }
       return F(in2[at]);
     }
   }
@@ -110,21 +128,26 @@ fn int_in(k: u32, at: u32) -> I {
     return int_from_bits(bits.x, bits.y);
   }
   let bytes = has(BYTES, k);
+  let halves = has(HALVES, k);
   if (has(IN_OUT, k)) {
     if (bytes) { return I(byte_of(u32(out[at / 4u]), at)); }
+    if (halves) { return I(bfloat16_of(u32(out[at / 2u]), at)); }
     return I(out[at]);
   }
   switch k {
     case 0u: {
       if (bytes) { return I(byte_of(u32(in0[at / 4u]), at)); }
+      if (halves) { return I(bfloat16_of(u32(in0[at / 2u]), at)); }
       return I(in0[at]);
     }
     case 1u: {
       if (bytes) { return I(byte_of(u32(in1[at / 4u]), at)); }
+      if (halves) { return I(bfloat16_of(u32(in1[at / 2u]), at)); }
       return I(in1[at]);
     }
     default: {
       if (bytes) { return I(byte_of(u32(in2[at / 4u]), at)); }
+      if (halves) { return I(bfloat16_of(u32(in2[at / 2u]), at)); }
       return I(in2[at]);
     }
   }
@@ -169,50 +192,59 @@ fn strided(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
   out[at.x] = element(i, at);
 }
 
-// A bool output is bytes, which WGSL cannot store one at a time: each invocation owns one word
-// of the (contiguous) output and sets the bytes of it that the tensor covers, so that no two
-// invocations write the same word, and bytes beside the tensor keep their value.
+// A bool or bfloat16 output is bytes or half-words, which WGSL cannot store one at a time:
+// each invocation owns one word of the (contiguous) output and sets the elements of it that the
+// tensor covers, so that no two invocations write the same word, and elements beside the
+// tensor keep their value.
 const NONE: u32 = 0xffffffffu;
 
 // The word invocation t owns, or NONE past the output.
-fn bool_word(t: u32) -> u32 {
+fn packed_word(t: u32) -> u32 {
   let first = p.offsets.x;
-  if (t >= (first + p.numel + 3u) / 4u - first / 4u) { return NONE; }
-  return first / 4u + t;
+  if (t >= (first + p.numel + PACKING - 1u) / PACKING - first / PACKING) { return NONE; }
+  return first / PACKING + t;
 }
 
-// The output element in byte j of word w, or NONE where the byte is beside the tensor.
-fn element_of_byte(w: u32, j: u32) -> u32 {
-  let byte = w * 4u + j;
-  if (byte < p.offsets.x || byte - p.offsets.x >= p.numel) { return NONE; }
-  return byte - p.offsets.x;
+// The output element in slot j of word w, or NONE where the slot is beside the tensor.
+fn element_of_slot(w: u32, j: u32) -> u32 {
+  let slot = w * PACKING + j;
+  if (slot < p.offsets.x || slot - p.offsets.x >= p.numel) { return NONE; }
+  return slot - p.offsets.x;
 }
 
-fn with_byte(word: u32, j: u32, value: bool) -> u32 {
-  let shift = j * 8u;
-  return (word & ~(0xffu << shift)) | (select(0u, 1u, value) << shift);
+// Element i's bits in its slot: 0 or 1 for a bool, the bfloat16 of its value otherwise.
+fn packed_element(i: u32, at: vec4<u32>) -> u32 {
+  if (PACKING == 4u) { return select(0u, 1u, element_bool(i, at)); }
+  return bfloat16_bits(f32(element_float(i, at)));
+}
+
+fn with_slot(word: u32, j: u32, bits: u32) -> u32 {
+  let width = 32u / PACKING;
+  let shift = j * width;
+  let mask = ((1u << width) - 1u) << shift;
+  return (word & ~mask) | (bits << shift);
 }
 
 @compute @workgroup_size(256)
-fn main_bytes(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-  let w = bool_word(invocation(gid, groups));
+fn main_packed(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  let w = packed_word(invocation(gid, groups));
   if (w == NONE) { return; }
   var word = u32(out[w]);
-  for (var j = 0u; j < 4u; j = j + 1u) {
-    let e = element_of_byte(w, j);
-    if (e != NONE) { word = with_byte(word, j, element_bool(e, p.offsets + vec4<u32>(e))); }
+  for (var j = 0u; j < PACKING; j = j + 1u) {
+    let e = element_of_slot(w, j);
+    if (e != NONE) { word = with_slot(word, j, packed_element(e, p.offsets + vec4<u32>(e))); }
   }
   out[w] = SO(word);
 }
 
 @compute @workgroup_size(256)
-fn strided_bytes(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-  let w = bool_word(invocation(gid, groups));
+fn strided_packed(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  let w = packed_word(invocation(gid, groups));
   if (w == NONE) { return; }
   var word = u32(out[w]);
-  for (var j = 0u; j < 4u; j = j + 1u) {
-    let e = element_of_byte(w, j);
-    if (e != NONE) { word = with_byte(word, j, element_bool(e, strided_offsets(e))); }
+  for (var j = 0u; j < PACKING; j = j + 1u) {
+    let e = element_of_slot(w, j);
+    if (e != NONE) { word = with_slot(word, j, packed_element(e, strided_offsets(e))); }
   }
   out[w] = SO(word);
 }

@@ -149,10 +149,19 @@ fn gelu_tanh_inner(x: F) -> F {
 }
 
 fn clamp_keeping_nan(x: F, low: F, high: F, flags: u32) -> F {
+  // A NaN anywhere is the answer (min and max may drop a NaN operand); a low above the high
+  // gives the high, as PyTorch's min(max(x, low), high) does.
+  if (is_nan(x)) { return x; }
   var v = x;
-  if ((flags & 1u) != 0u) { v = select(max(v, low), low, is_nan(low)); }
-  if ((flags & 2u) != 0u) { v = select(min(v, high), high, is_nan(high)); }
-  return keep_nan(v, x);
+  if ((flags & 1u) != 0u) {
+    if (is_nan(low)) { return low; }
+    v = max(v, low);
+  }
+  if ((flags & 2u) != 0u) {
+    if (is_nan(high)) { return high; }
+    v = min(v, high);
+  }
+  return v;
 }
 
 // Whether output element i is kept by triu (upper) or tril.
@@ -335,6 +344,8 @@ fn float_op(i: u32, at: vec4<u32>) -> F {
     }
     case OP_LEAKY_RELU_BACKWARD: { return select(x * a, x, y > F(0)); }
     // The gradient passes strictly inside (a, b), not at a NaN, as on PyTorch's CPU.
+    // A NaN input's gradient is 0, as in the CPU's vectorized loop (its scalar loop, for short
+    // tensors, passes the gradient instead).
     case OP_HARDTANH_BACKWARD: { return select(F(0), x, y > a && y < b && !is_nan(y)); }
     case OP_SOFTPLUS_BACKWARD: {
       let e = xexp(y * a);
@@ -351,7 +362,7 @@ fn float_op(i: u32, at: vec4<u32>) -> F {
       let e = xexp(-abs(y));
       return x * (select(F(0), F(1), negative) - select(F(-1), F(1), negative) * (e / (F(1) + e)));
     }
-    case OP_SHRINK_BACKWARD: { return select(x, F(0), y >= -a && y <= a); }
+    case OP_SHRINK_BACKWARD: { return select(x, F(0), (y >= -a && y <= a) || is_nan(y)); }
     case OP_LOGIT_BACKWARD: {
       if (p.extra.z != 0u) {
         if (y < a || y > F(1) - a) { return F(0); }
@@ -389,3 +400,5 @@ fn float_op(i: u32, at: vec4<u32>) -> F {
 fn element(i: u32, at: vec4<u32>) -> SO { return SO(float_op(i, at)); }
 
 fn element_bool(i: u32, at: vec4<u32>) -> bool { return float_op(i, at) != F(0); }
+
+fn element_float(i: u32, at: vec4<u32>) -> F { return float_op(i, at); }

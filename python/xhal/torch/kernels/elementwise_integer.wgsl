@@ -18,6 +18,7 @@ const OP_ABS: u32 = 14u;
 const OP_SQUARE: u32 = 16u;
 const OP_POW: u32 = 45u;           // x ** y; a negative y gives 0 but for x = 1 and x = -1
 const OP_SIGN: u32 = 57u;
+const OP_THRESHOLD: u32 = 75u;     // x <= a: b
 const OP_CLAMP: u32 = 77u;         // to [a, b]; word z bit 0: a given, bit 1: b given
 const OP_CLAMP_TENSOR: u32 = 78u;  // to [y, z]; word z bit 0: y given, bit 1: z given
 const OP_WHERE: u32 = 83u;         // x ? y : z
@@ -91,6 +92,7 @@ fn integer_op(i: u32, at: vec4<u32>) -> I {
     case OP_SQUARE: { return x * x; }
     case OP_POW: { return integer_pow(x, y); }
     case OP_SIGN: { return select(select(I(0), I(1), x > I(0)), I(-1), x < I(0)); }
+    case OP_THRESHOLD: { return select(x, b, x <= a); }
     case OP_CLAMP: {
       var v = x;
       if ((p.extra.z & 1u) != 0u) { v = max(v, a); }
@@ -120,3 +122,5 @@ fn integer_op(i: u32, at: vec4<u32>) -> I {
 fn element(i: u32, at: vec4<u32>) -> SO { return SO(integer_op(i, at)); }
 
 fn element_bool(i: u32, at: vec4<u32>) -> bool { return integer_op(i, at) != I(0); }
+
+fn element_float(i: u32, at: vec4<u32>) -> F { return F(integer_op(i, at)); }

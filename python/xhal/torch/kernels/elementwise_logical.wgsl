@@ -104,3 +104,5 @@ fn element_bool(i: u32, at: vec4<u32>) -> bool {
 }
 
 fn element(i: u32, at: vec4<u32>) -> SO { return select(SO(0), SO(1), element_bool(i, at)); }
+
+fn element_float(i: u32, at: vec4<u32>) -> F { return select(F(0), F(1), element_bool(i, at)); }

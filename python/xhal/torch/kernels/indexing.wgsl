@@ -71,6 +71,7 @@ fn embedding_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(nu
 
 override REDUCE: u32 = 0u;        // a REDUCE_ constant (scatter)
 override HAS_ALPHA: bool = false;  // index_add's factor is not 1
+override INTEGER_VALUES: bool = false;  // V is an integer type: a mean rounds down
 
 const REDUCE_ASSIGN: u32 = 0u;  // the last element written wins
 const REDUCE_SUM: u32 = 1u;
@@ -180,7 +181,11 @@ fn scatter(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
     }
   }
   if (REDUCE == REDUCE_MEAN && count > 0u) {
-    value = value / V(count + select(0u, 1u, along.include_self != 0u));
+    let divisor = V(count + select(0u, 1u, along.include_self != 0u));
+    var mean = value / divisor;
+    // Integer division truncates; PyTorch's integer mean is the floor.
+    if (INTEGER_VALUES && value < V(0) && mean * divisor != value) { mean = mean - V(1); }
+    value = mean;
   }
   along_out[p.offsets.x] = E(value);
 }
