@@ -93,6 +93,8 @@ mod limits;
 mod overrides;
 pub mod parameters;
 #[cfg(feature = "translate")]
+mod prune;
+#[cfg(feature = "translate")]
 mod reflect;
 #[cfg(feature = "translate")]
 mod rewrite;
@@ -114,6 +116,8 @@ pub use dialect::Dialect;
 pub use error::{KernelError, KernelErrorKind, SourceLocation};
 #[cfg(feature = "translate")]
 pub use overrides::{apply_overrides, OverrideInfo};
+#[cfg(feature = "translate")]
+pub use prune::prune_decided_branches;
 #[cfg(feature = "translate")]
 pub use reflect::{
     BufferAccess, BufferBindingInfo, BufferSize, BufferSpace, ElementInfo, EntryPointInfo, ScalarBlockInfo,

@@ -447,6 +447,60 @@ fn switches(@builtin(local_invocation_index) k: u32) {
     assert_eq!(as_i32s(&out[0]), [-1, 10, 10, 20, 50, 50, 50, 50, 70, 50]);
 }
 
+/// Branches an override decides are dropped before compiling (xhal-kernel's prune.rs): the kernel with
+/// the override gives what the same kernel gives with the selector read at run time, for
+/// every case (fall-through clauses, `break` and `continue` inside the switch, the default,
+/// conditions built from the override), and a buffer used only in a dropped branch is still
+/// an argument of the launch.
+#[test]
+fn branches_decided_by_overrides_run_as_written() {
+    const BODY: &str = r#"
+@group(0) @binding(0) var<storage, read_write> out: array<u32>;
+@group(0) @binding(1) var<storage, read> sel: array<u32>;
+
+@compute @workgroup_size(4)
+fn chosen(@builtin(local_invocation_index) k: u32) {
+    var r = 0u;
+    for (var i = 0u; i < 4u; i++) {
+        switch SELECT {
+            case 0u: { r += 1u; }
+            case 1u, 2u: {
+                r += 10u * (i + 1u);
+                if (i == 2u) { break; }
+                r += 100u;
+            }
+            case 3u: {
+                if (i == 1u) { continue; }
+                r += 1000u;
+            }
+            case 4u: { r = r * 2u + k; }
+            default: { r += 7u; }
+        }
+        if (SELECT == 5u || SELECT == 6u) { r += 3u; } else { r += 1u; }
+        if (!(SELECT != 6u)) { r ^= 0x55u; }
+        if (SELECT == 100u) { r = sel[1]; }
+    }
+    out[k] = r;
+}
+"#;
+    let fixture = Fixture::new();
+    for op in 0u32..8 {
+        let decided = format!("override OP: u32 = {op}u;\n{}", BODY.replace("SELECT", "OP"));
+        let read = BODY.replace("SELECT", "sel[0]");
+        let inputs = [vec![0; 16], i32s(&[op as i32, 0])];
+        let results: Vec<Vec<u32>> = [decided, read]
+            .iter()
+            .map(|source| {
+                let out = fixture
+                    .dispatch(source, "chosen", [1, 1, 1], &inputs, &[])
+                    .unwrap_or_else(|error| panic!("OP = {op}: {error}"));
+                as_u32s(&out[0])
+            })
+            .collect();
+        assert_eq!(results[0], results[1], "OP = {op}");
+    }
+}
+
 #[test]
 fn nested_calls_with_function_and_private_pointers() {
     const CALLS: &str = r#"

@@ -107,7 +107,8 @@ impl WgslModule {
                     error.emit_to_string(source)
                 ))
             })?;
-        let (module, info) = resolve_overrides(module, info)?;
+        let (mut module, info) = resolve_overrides(module, info)?;
+        xhal_kernel::prune_decided_branches(&mut module);
         let entry_points = module
             .entry_points
             .iter()

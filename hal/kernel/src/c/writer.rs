@@ -139,6 +139,18 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
         Some((m, info)) => (m, info),
         None => (source_module, module.module_info()),
     };
+    // Host C is compiled per module the CPU backend loads: the branches the overrides decide
+    // are dropped first (see `prune`), so that a kernel family selecting its operation with an
+    // override compiles only that operation. `info` still describes every expression left.
+    let pruned: naga::Module;
+    let m = if host {
+        let mut copy = m.clone();
+        crate::prune_decided_branches(&mut copy);
+        pruned = copy;
+        &pruned
+    } else {
+        m
+    };
     let mut w = Writer {
         m,
         info,
