@@ -141,7 +141,7 @@ bench-torch: python
 # docs/torch-ops.md. It lists failures without judging them. `make torch-ops-check` is CI's
 # slice: every operator on the cpu backend in its native dtypes and bfloat16, the `ci` subset
 # on the other three, each failing on a failure python/tests_torch/known_ops.toml does not
-# declare (scripts/torch-ops.py --check). docs/torch-ops.md gives the durations.
+# declare (scripts/torch-ops.py --check). docs/torch-ops.md gives each run's wall time.
 TORCH_OPS := XHAL_TORCH_BUILD_DIR=target/torch-extension $(VENV)/bin/python scripts/torch-ops.py
 .PHONY: torch-ops torch-ops-check
 torch-ops: python cuda-emulator

@@ -141,3 +141,13 @@ def test_integers_stay_exact_and_a_reference_of_another_dtype_judges_nothing(flo
     assert float16.first_difference(cpu, xhal, "output", torch.tensor([1, 3])), "an integer reference excused xhal"
     with pytest.raises(judge.NoReference, match="dtype torch.float32"):
         float16.first_difference(CPU, XHAL, "output", CPU.float())
+
+
+def test_differing_booleans_are_a_mismatch_that_names_the_element(float16):
+    # A boolean output of a float operator (logical_not, bool) compared elementwise: reporting
+    # it must not subtract booleans, which torch refuses.
+    difference = float16.first_difference(torch.tensor([True, False, True]), torch.tensor([True, True, True]),
+                                          "output")
+    assert difference and not difference.reference_can_judge, difference
+    assert "1 of 3 elements differ" in difference.message, difference.message
+    assert "at (1,) (xhal True, CPU False)" in difference.message, difference.message

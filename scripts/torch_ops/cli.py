@@ -176,6 +176,7 @@ def sweep(backend: str, args: argparse.Namespace, command: str) -> dict:
         "random_ops": RANDOM_OPS,
         "dtypes": dtypes,
         "seconds": round(time.monotonic() - started, 1),
+        "jobs": args.jobs,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "catalogue": {key: {"name": info["name"]} for key, info in catalogue.items()},
         "results": {key: dict(sorted(results[key].items(), key=lambda item: dtypes.index(item[0])))

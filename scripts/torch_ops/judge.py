@@ -171,7 +171,9 @@ class Comparison:
             close = close | no_farther_than_cpu(e, a, r, e.dtype, atol, rtol)
             if bool(close.all()):
                 return None
-        e64, a64 = e.to(wide(e.dtype)), a.to(wide(e.dtype))
+        # Booleans differ by one; they cannot be subtracted as they are.
+        measure = wide(e.dtype) if floating else (torch.int64 if e.dtype == torch.bool else e.dtype)
+        e64, a64 = e.to(measure), a.to(measure)
         # A NaN or an infinity on one side only is an infinite difference.
         absolute = torch.where(close, 0.0, (a64 - e64).abs().nan_to_num(nan=math.inf, posinf=math.inf))
         relative = torch.where(close, 0.0, (absolute / e64.abs()).nan_to_num(nan=math.inf, posinf=math.inf))

@@ -66,12 +66,12 @@ def render(runs: list[dict], entries: list, date: datetime.date) -> str:
         "",
         f"Date: {date.isoformat()}",
         "",
-        "| backend | device | xhal | samples per case | command |",
-        "|---|---|---|---|---|",
+        "| backend | device | xhal | samples per case | wall time | command |",
+        "|---|---|---|---|---:|---|",
     ]
     for run in runs:
         lines.append(f"| {run['backend']} | {cell_text(run['device'])} ({cell_text(run['device_name'])}) | "
-                     f"{run['xhal']} | {run['samples']} | `{cell_text(run['command'])}` |")
+                     f"{run['xhal']} | {run['samples']} | {round(run['seconds'])} s ({run.get('jobs', '?')} workers) | `{cell_text(run['command'])}` |")
     tolerances = runs[0]["tolerances"]
     dtypes_shown = [d for d in ("float32", "float64", "float16", "bfloat16") if d in tolerances]
     lines += [
