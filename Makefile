@@ -136,16 +136,17 @@ bench-torch: python
 # The operator sweep (scripts/torch-ops.py): PyTorch's OpInfo database run on xhal:0 against
 # torch's own CPU, each case in a worker process so that a crash costs only that case. `make
 # torch-ops` runs every operator on the cpu backend (compiled) in float32, its other native
-# dtypes and bfloat16, and on Vulkan (lavapipe), OpenCL (PoCL) and the emulated CUDA device in
-# float32, then writes the matrix of every results file in target/torch-ops/,
+# dtypes, bfloat16 and the dtypes without kernels (which run through the fallback), and on
+# Vulkan (lavapipe), OpenCL (PoCL) and the emulated CUDA device in float32, then writes the matrix of every results file in target/torch-ops/,
 # docs/torch-ops.md. It lists failures without judging them. `make torch-ops-check` is CI's
 # slice: every operator on the cpu backend in its native dtypes and bfloat16, the `ci` subset
 # on the other three, each failing on a failure python/tests_torch/known_ops.toml does not
 # declare (scripts/torch-ops.py --check). docs/torch-ops.md gives each run's wall time.
+TORCH_OPS_FALLBACK_DTYPES := int8 uint8 int16 complex64 complex128
 TORCH_OPS := XHAL_TORCH_BUILD_DIR=target/torch-extension $(VENV)/bin/python scripts/torch-ops.py
 .PHONY: torch-ops torch-ops-check
 torch-ops: python cuda-emulator
-	$(TORCH_OPS) --backend cpu-compile --dtype native --dtype bfloat16
+	$(TORCH_OPS) --backend cpu-compile --dtype native --dtype bfloat16 $(TORCH_OPS_FALLBACK_DTYPES:%=--dtype %)
 	$(TORCH_OPS) --backend vulkan --backend opencl --backend cuda-emulated --dtype float32
 	$(VENV)/bin/python scripts/torch-ops.py --markdown docs/torch-ops.md
 

@@ -162,6 +162,50 @@ def test_integer_scatter_mean_rounds_down(dev):
     assert torch.equal(got.cpu(), expected)
 
 
+def complex_extremes():
+    """Complex values with a NaN or an infinity in one part, the other, both or neither."""
+    nan, inf = float("nan"), float("inf")
+    real = torch.tensor([1.0, nan, 2.0, inf, -inf, nan, 0.5, 3.0])
+    imag = torch.tensor([2.0, 1.0, nan, 0.0, 1.0, inf, -inf, nan])
+    return torch.complex(real, imag)
+
+
+@pytest.mark.parametrize("test", ["isnan", "isinf", "isfinite", "isposinf", "isneginf"])
+def test_complex_tests_see_both_parts(dev, test):
+    z = complex_extremes()
+    if test in ("isposinf", "isneginf"):
+        # Refused on the CPU, and on xhal with the same error.
+        with pytest.raises(TypeError, match="does not support complex inputs"):
+            getattr(torch, test)(z)
+        with pytest.raises(TypeError, match="does not support complex inputs"):
+            getattr(torch, test)(z.to(dev))
+        return
+    assert torch.equal(getattr(torch, test)(z.to(dev)).cpu(), getattr(torch, test)(z))
+
+
+def test_complex_nan_to_num_replaces_each_part(dev):
+    z = complex_extremes()
+    expected = torch.nan_to_num(z, nan=7.0, posinf=8.0, neginf=-9.0)
+    assert torch.equal(torch.nan_to_num(z.to(dev), nan=7.0, posinf=8.0, neginf=-9.0).cpu(), expected)
+
+
+def test_comparison_with_a_complex_scalar(dev):
+    z = torch.tensor([1 + 2j, 3 - 1j, 1 + 2j], dtype=torch.complex64)
+    assert torch.equal(torch.eq(z.to(dev), 1 + 2j).cpu(), torch.eq(z, 1 + 2j))
+    assert torch.equal(torch.ne(z.to(dev), 1 + 2j).cpu(), torch.ne(z, 1 + 2j))
+
+
+def test_complex_addbmm_and_a_complex_base_of_pow(dev):
+    torch.manual_seed(0)
+    self, a, b = torch.randn(2, 3, dtype=torch.complex64), torch.randn(4, 2, 5, dtype=torch.complex64), \
+        torch.randn(4, 5, 3, dtype=torch.complex64)
+    expected = torch.addbmm(self, a, b, beta=1 + 2j, alpha=2 + 3j)
+    got = torch.addbmm(self.to(dev), a.to(dev), b.to(dev), beta=1 + 2j, alpha=2 + 3j)
+    torch.testing.assert_close(got.cpu(), expected)
+    exponent = torch.tensor([0.5, 2.0, -1.0])
+    torch.testing.assert_close(torch.pow(1 + 1j, exponent.to(dev)).cpu(), torch.pow(1 + 1j, exponent))
+
+
 def test_integer_addbmm_takes_integer_factors(dev):
     self, a, b = torch.ones(2, 3, dtype=torch.int64), torch.ones(4, 2, 5, dtype=torch.int64), torch.ones(4, 5, 3, dtype=torch.int64)
     expected = torch.addbmm(self, a, b, beta=0.6, alpha=1.5)

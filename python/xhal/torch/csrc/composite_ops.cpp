@@ -532,6 +532,9 @@ at::Tensor& addbmm_out(const at::Tensor& self, const at::Tensor& batch1, const a
                        const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out) {
   // float16 and bfloat16 sum the products in f32 and round once, as the CPU does.
   const at::ScalarType dtype = out.scalar_type();
+  // Complex factors (alpha = 2+3j) have no meaning for the real compute types below.
+  if (at::isComplexType(dtype) || beta.isComplex() || alpha.isComplex())
+    return XHAL_FALLBACK(addbmm_out, self, batch1, batch2, beta, alpha, out);
   const at::ScalarType compute = at::isReducedFloatingType(dtype) ? at::kFloat : dtype;
   const at::Tensor products = at::bmm(batch1.to(compute), batch2.to(compute)).sum(0);
   // Integer tensors take the factors as integers (0.6 is 0), as PyTorch's kernels do, rather

@@ -468,6 +468,7 @@ at::Tensor& pow_tensor_scalar_out(const at::Tensor& self, const at::Scalar& expo
 
 at::Tensor& pow_scalar_out(const at::Scalar& base, const at::Tensor& exponent, at::Tensor& out) {
   prepare_out(out, exponent.sizes());
+  if (base.isComplex()) return XHAL_FALLBACK(pow_Scalar_out, base, exponent, out);
   const at::Tensor scalar = at::scalar_tensor(base, base.isFloatingPoint() ? at::kDouble : at::kLong);
   if (!arithmetic(out, {scalar, exponent}, "OP_POW")) return XHAL_FALLBACK(pow_Scalar_out, base, exponent, out);
   return out;
@@ -661,7 +662,7 @@ at::Tensor& nan_to_num_out(const at::Tensor& self, std::optional<double> nan, st
                                                  : std::numeric_limits<double>::max();
     done = elementwise(out, {self}, {kFloatOps, "OP_NAN_TO_NUM"},
                        {.a = nan.value_or(0.0), .b = posinf.value_or(largest), .c = neginf.value_or(-largest)});
-  } else {
+  } else if (!at::isComplexType(dtype)) {
     done = copy_on_device(out, self);  // integers have no NaN nor infinity
   }
   if (!done) return XHAL_FALLBACK(nan_to_num_out, self, nan, posinf, neginf, out);
@@ -804,6 +805,7 @@ bool compare(at::Tensor& out, at::ArrayRef<at::Tensor> operands, const Other& ot
   }                                                                                                            \
   at::Tensor& aten##_scalar_out(const at::Tensor& self, const at::Scalar& other, at::Tensor& out) {            \
     prepare_out(out, self.sizes());                                                                            \
+    if (other.isComplex()) return XHAL_FALLBACK(aten##_Scalar_out, self, other, out);                          \
     const at::Tensor wrapped = at::scalar_tensor(other, other.isFloatingPoint() ? at::kDouble : at::kLong);   \
     if (!compare(out, {self, wrapped}, other, "OP_" #upper, "OP_" #upper "_INTEGER"))                          \
       return XHAL_FALLBACK(aten##_Scalar_out, self, other, out);                                               \
@@ -820,6 +822,8 @@ XHAL_COMPARISON(ge, GE)
 // A test of a floating value; integers and bools answer as a finite number would.
 bool float_test(at::Tensor& out, const at::Tensor& self, const char* name, bool integer_answer) {
   prepare_out(out, self.sizes());
+  // A complex element is NaN or infinite through either part: the CPU's kernels answer it.
+  if (at::isComplexType(self.scalar_type())) return false;
   if (!floating(self.scalar_type())) {
     if (!on_device(out, out.scalar_type())) return false;
     out.fill_(integer_answer);
