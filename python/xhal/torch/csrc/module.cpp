@@ -1,5 +1,6 @@
 // The Python module of the `xhal` PyTorch device: what `torch.xhal` and `xhal.torch` call.
 
+#include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 
 #include "xhal_torch.h"
@@ -32,4 +33,49 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     return counts;
   });
   m.def("reset_fallback_counts", &xhal_torch::reset_fallback_counts);
+
+  m.def("device_properties", [](int index) {
+    const xhal_device_info_t info = xhal_torch::device_info(index);
+    static const std::pair<uint64_t, const char*> kFeatures[] = {
+        {XHAL_DEVICE_FEATURE_F16, "f16"},
+        {XHAL_DEVICE_FEATURE_F64, "f64"},
+        {XHAL_DEVICE_FEATURE_I64, "i64"},
+        {XHAL_DEVICE_FEATURE_ATOMICS_32, "atomics32"},
+        {XHAL_DEVICE_FEATURE_ATOMICS_64, "atomics64"},
+        {XHAL_DEVICE_FEATURE_TIMESTAMPS, "timestamps"},
+        {XHAL_DEVICE_FEATURE_HOST_MAPPABLE, "host_mappable"},
+        {XHAL_DEVICE_FEATURE_UNIFORM_BUFFERS, "uniform_buffers"},
+    };
+    pybind11::list features;
+    for (const auto& [bit, name] : kFeatures)
+      if (info.features & bit) features.append(name);
+    static const char* kTypes[] = {"unknown", "cpu", "integrated_gpu", "discrete_gpu", "accelerator", "other"};
+    pybind11::dict d;
+    d["name"] = info.name;
+    d["label"] = info.label;
+    d["backend"] = info.backend;
+    d["vendor"] = info.vendor;
+    d["driver_version"] = info.driver_version;
+    d["type"] = info.device_type < 6 ? kTypes[info.device_type] : "other";
+    d["total_memory"] = info.total_memory;
+    d["max_allocation_size"] = info.max_allocation_size;
+    d["max_workgroup_invocations"] = info.max_workgroup_invocations;
+    d["max_workgroup_memory"] = info.max_workgroup_memory;
+    d["subgroup_size"] = info.subgroup_size;
+    d["features"] = pybind11::tuple(features);
+    return d;
+  });
+  m.def("stream_priority_range", []() { return std::make_pair(0, -1); });
+  m.def("stream_priority", [](int index, int64_t id) {
+    return xhal_torch::stream_priority(c10::Stream(c10::Stream::UNSAFE,
+                                                   c10::Device(c10::DeviceType::PrivateUse1, index), id));
+  });
+  m.def("device_type_index", []() { return static_cast<int>(c10::DeviceType::PrivateUse1); });
+
+  // Random numbers: each device's default generator (random_ops.cpp).
+  m.def("default_generator", [](int index) {
+    return pybind11::reinterpret_steal<pybind11::object>(
+        THPGenerator_initDefaultGenerator(xhal_torch::default_generator(index)));
+  });
+  m.def("seed_all", &xhal_torch::seed_all, "Seeds every device's default generator, now or when they are made");
 }

@@ -6,6 +6,8 @@
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include <pthread.h>
+
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -23,7 +25,8 @@ void check(xhal_status_t status, const char* what) {
 namespace {
 
 constexpr c10::DeviceType kType = c10::DeviceType::PrivateUse1;
-// Streams per device beyond the default one; torch's pools hand them out in turn.
+// Streams per device and priority beyond the default one; torch's pools hand them out in turn.
+// Stream ids 1 to kPoolStreams are priority 0, the next kPoolStreams priority -1 (high).
 constexpr int kPoolStreams = 8;
 
 struct Runtime {
@@ -36,9 +39,21 @@ struct Runtime {
 std::mutex g_runtime_mutex;
 std::string g_plugin_path;
 bool g_plugin_path_set = false;
+// Set in a child forked from a process whose runtime existed: the drivers' state (threads,
+// device handles) does not survive fork, so the child may not touch it.
+std::atomic<bool> g_in_bad_fork{false};
+
+void check_not_forked() {
+  TORCH_CHECK(!g_in_bad_fork.load(std::memory_order_relaxed),
+              "xhal: cannot use xhal devices in a forked child process whose parent had initialised them (a device "
+              "driver's state does not survive fork()); start the child processes with the 'spawn' method "
+              "(torch.multiprocessing.set_start_method('spawn')), or use xhal only in the children");
+}
 
 Runtime& runtime() {
+  check_not_forked();
   static Runtime* instance = [] {
+    pthread_atfork(nullptr, nullptr, [] { g_in_bad_fork.store(true); });
     auto* r = new Runtime();
     xhal_runtime_options_t options{};
     options.struct_size = sizeof options;
@@ -88,6 +103,7 @@ int device_count() { return static_cast<int>(runtime().order.size()); }
 static std::atomic<Device*> g_opened[64];
 
 Device& device(int index) {
+  check_not_forked();
   if (index >= 0 && index < 64) {
     if (Device* opened = g_opened[index].load(std::memory_order_acquire)) return *opened;
   }
@@ -119,6 +135,19 @@ Device& device(int index) {
 
 int current_device() { return t_current_device; }
 
+int stream_priority(const c10::Stream& stream) { return stream.id() > kPoolStreams ? -1 : 0; }
+
+xhal_device_info_t device_info(int index) {
+  Runtime& r = runtime();
+  TORCH_CHECK(r.error.empty(), "xhal: no devices: ", r.error);
+  TORCH_CHECK(index >= 0 && index < static_cast<int>(r.order.size()), "xhal: device xhal:", index,
+              " does not exist; there are ", r.order.size());
+  xhal_device_info_t info{};
+  info.struct_size = sizeof info;
+  check(xhal_runtime_device_info(r.runtime, r.order[index], &info), "device info");
+  return info;
+}
+
 void set_device(int index) {
   TORCH_CHECK(index >= 0 && index < device_count(), "xhal: device xhal:", index, " does not exist; there are ",
               device_count());
@@ -143,13 +172,15 @@ xhal_stream_t* current_xhal_stream(int index) { return stream_of(current_stream(
 
 namespace {
 
-// A stream from the device's pool, created when first handed out.
-c10::Stream pool_stream(c10::Device d) {
+// A stream from the device's pool of its priority (0, or -1 and below: high), created when
+// first handed out.
+c10::Stream pool_stream(c10::Device d, int priority = 0) {
   int index = d.index() < 0 ? current_device() : d.index();
   Device& dev = device(index);
-  static std::atomic<uint32_t> next{0};
+  static std::atomic<uint32_t> next[2] = {0, 0};
+  const bool high = priority < 0;
   std::lock_guard<std::mutex> lock(dev.mutex);
-  size_t k = next++ % kPoolStreams;
+  size_t k = next[high]++ % kPoolStreams + (high ? kPoolStreams : 0);
   while (dev.streams.size() <= k) {
     xhal_stream_t* s = nullptr;
     check(xhal_stream_create(dev.device, &s), "create a stream");
@@ -185,8 +216,18 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return c10::Stream(c10::Stream::DEFAULT,
                        c10::Device(kType, d.index() < 0 ? static_cast<c10::DeviceIndex>(current_device()) : d.index()));
   }
-  c10::Stream getStreamFromGlobalPool(c10::Device d, bool = false) const override { return pool_stream(d); }
-  c10::Stream getNewStream(c10::Device d, int = 0) const override { return pool_stream(d); }
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool high_priority = false) const override {
+    return pool_stream(d, high_priority ? -1 : 0);
+  }
+  c10::Stream getNewStream(c10::Device d, int priority = 0) const override { return pool_stream(d, priority); }
+  // Tensors of every dtype can be made on an xhal device and converted (operators without
+  // kernels for a dtype run on the CPU); quantized tensors cannot.
+  c10::DeviceCapability getDeviceCapability(c10::Device) const override {
+    c10::DeviceCapability capability;
+    auto& types = capability.capability_data.supported_scalar_types;
+    types.has_QInt8 = types.has_QUInt8 = types.has_QInt32 = types.has_QUInt4x2 = types.has_QUInt2x4 = 0;
+    return capability;
+  }
   c10::Stream exchangeStream(c10::Stream s) const override {
     auto old = current_stream(s.device_index());
     t_current_stream[s.device_index() & 63] = s.id();
@@ -280,7 +321,8 @@ std::mutex g_owners_mutex;
 std::unordered_map<xhal_buffer_t*, int> g_owners;
 
 void free_buffer(void* context) {
-  if (context == nullptr) return;
+  // In a forked child the parent's buffers are not this process's to free (check_not_forked).
+  if (context == nullptr || g_in_bad_fork.load(std::memory_order_relaxed)) return;
   auto* buffer = static_cast<xhal_buffer_t*>(context);
   {
     std::lock_guard<std::mutex> lock(g_owners_mutex);
@@ -427,6 +469,12 @@ struct Hooks final : public at::PrivateUse1HooksInterface {
     uint64_t offset = 0;
     check(xhal_resolve_address(reinterpret_cast<uint64_t>(data), &buffer, &offset), "device of a pointer");
     return at::Device(kType, static_cast<c10::DeviceIndex>(owner_of(buffer)));
+  }
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex index) const override {
+    return default_generator(index < 0 ? current_device() : index);
+  }
+  at::Generator getNewGenerator(c10::DeviceIndex index) const override {
+    return new_generator(index < 0 ? current_device() : index);
   }
   bool isPinnedPtr(const void* data) const override { return pinned_of(data).pinned != nullptr; }
   c10::Allocator* getPinnedMemoryAllocator() const override { return &g_pinned_allocator; }

@@ -4,10 +4,13 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <ATen/core/Generator.h>
+#include <c10/core/GeneratorImpl.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 #include <c10/core/Stream.h>
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -56,6 +59,10 @@ int device_count();
 Device& device(int index);
 int current_device();
 void set_device(int index);
+// What the plugin reports of xhal:`index`, without opening it.
+xhal_device_info_t device_info(int index);
+// A torch stream's priority: 0, or -1 for the high-priority pool.
+int stream_priority(const c10::Stream& stream);
 
 // The xhal stream of a torch stream, and the current stream of a device on this thread.
 xhal_stream_t* stream_of(const c10::Stream& stream);
@@ -136,6 +143,46 @@ struct Binding {
 // `scalars` (`scalar_size` bytes) is the kernel's `var<immediate>` block, if it has one.
 void launch(Device& device, const Kernel& kernel, at::ArrayRef<Binding> bindings, uint64_t invocations,
             const void* scalars = nullptr, size_t scalar_size = 0);
+
+// --- Random numbers (random_ops.cpp) ------------------------------------------------------------
+//
+// The generator of an xhal device: Philox4x32-10 keyed by the seed, at a counter that is the
+// offset (in 32-bit words, a multiple of 4) over 4; its state is CUDA's, the seed then the
+// offset, 8 bytes each. kernels/random.wgsl draws from it.
+struct PhiloxGenerator : public c10::GeneratorImpl {
+  static constexpr int64_t kStateSize = 16;
+  explicit PhiloxGenerator(c10::DeviceIndex index, uint64_t seed = c10::default_rng_seed_val);
+  void set_current_seed(uint64_t seed) override;
+  uint64_t current_seed() const override { return seed_; }
+  uint64_t seed() override;
+  void set_offset(uint64_t offset) override;
+  uint64_t get_offset() const override { return offset_; }
+  void set_state(const c10::TensorImpl& state) override;
+  c10::intrusive_ptr<c10::TensorImpl> get_state() const override;
+  static c10::DeviceType device_type() { return c10::DeviceType::PrivateUse1; }
+
+  // The seed and first Philox block of a draw of `words` words; the offset moves past them.
+  struct Reservation {
+    uint64_t seed;
+    uint64_t block;
+  };
+  Reservation reserve(uint64_t words);
+
+ private:
+  PhiloxGenerator* clone_impl() const override;
+  uint64_t seed_ = 0;
+  uint64_t offset_ = 0;
+};
+
+// The default generator of xhal:`index` (what torch.manual_seed seeds), and a new one.
+const at::Generator& default_generator(int index);
+at::Generator new_generator(int index);
+// Seeds every device's default generator; before they exist, they will start from `seed`.
+void seed_all(uint64_t seed);
+// Block `block` of the Philox stream of `seed`, as kernels/random.wgsl computes it.
+std::array<uint32_t, 4> philox_block(uint64_t seed, uint64_t block);
+// Gives a random operator that falls back to the CPU a CPU generator seeded from the xhal one.
+void random_fallback_generators(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 // Operators that fell back to the CPU: counted per operator, logged once per operator.
 void count_fallback(const std::string& op);
