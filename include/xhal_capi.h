@@ -20,7 +20,7 @@
 
 // The minor version of this API: additions only. A program built against a newer minor than
 // the library's is refused by `xhal_runtime_create`.
-#define XHAL_API_MINOR 1
+#define XHAL_API_MINOR 2
 
 // `xhal_param_info_t::kind`: a `var<storage>` binding.
 #define XHAL_PARAM_STORAGE 1
@@ -94,6 +94,9 @@ typedef struct xhal_device_t xhal_device_t;
 
 // A point in a stream's work. Opaque; from `xhal_event_create`.
 typedef struct xhal_event_t xhal_event_t;
+
+// A captured graph. Opaque; from `xhal_stream_end_capture`.
+typedef struct xhal_graph_t xhal_graph_t;
 
 // One entry point of a module, with its reflection. Opaque; from `xhal_module_kernel`.
 typedef struct xhal_kernel_t xhal_kernel_t;
@@ -228,6 +231,27 @@ typedef struct xhal_memory_stats_t {
   uint64_t backend_allocations;
 } xhal_memory_stats_t;
 
+// One operation a device ran while activities were collected.
+typedef struct xhal_activity_t {
+  // `sizeof(xhal_activity_t)`, set by the caller in each element it passes.
+  size_t struct_size;
+  // The kernel's entry point, or the operation (`copy`, `fill`, `write`, ...), NUL-terminated
+  // (cut to 95 bytes).
+  char name[96];
+  // `kernel`, `copy`, `fill`, `write`, `read` or another of the trace's categories.
+  char category[16];
+  // The device's label (`vulkan:0`).
+  char device[32];
+  // The stream's number in the trace (the same for every operation of one stream).
+  uint64_t stream;
+  // When the device started and finished it, in nanoseconds since the Unix epoch.
+  int64_t start_ns;
+  // See `start_ns`.
+  int64_t end_ns;
+  // What the enqueuing thread last passed to `xhal_profiler_set_correlation` (0: nothing).
+  uint64_t correlation;
+} xhal_activity_t;
+
 // How `xhal_runtime_create` discovers backends. Zero-initialise it and set `struct_size`.
 typedef struct xhal_runtime_options_t {
   // `sizeof(xhal_runtime_options_t)`.
@@ -353,6 +377,45 @@ xhal_status_t xhal_last_error_status(void);
 // Forgets this thread's last error, so that `xhal_last_error_status` reads
 // `XHAL_SUCCESS` until a call fails.
 void xhal_clear_last_error(void);
+
+// Starts capturing `stream`'s work into a graph: until `xhal_stream_end_capture`, copies,
+// fills, launches and event records and waits queued on it are recorded instead of run, and
+// reads, writes from host memory, synchronisation and queries of it are errors.
+xhal_status_t xhal_stream_begin_capture(const struct xhal_stream_t *stream);
+
+// Ends `stream`'s capture and returns the graph of what it recorded (checked and ready to
+// replay on any stream of the same device). The stream runs its work as it comes again. A
+// capture that recorded nothing gives a graph that does nothing.
+//
+// # Safety
+//
+// `graph` points to writable storage for a handle.
+xhal_status_t xhal_stream_end_capture(const struct xhal_stream_t *stream,
+                                      struct xhal_graph_t **graph);
+
+// Whether `stream` is capturing a graph (1) or not (0).
+//
+// # Safety
+//
+// `capturing` points to a writable int.
+xhal_status_t xhal_stream_is_capturing(const struct xhal_stream_t *stream, int32_t *capturing);
+
+// Enqueues all of `graph`'s work on `stream` (of the graph's device), after the work queued
+// there before; work queued after it waits for all of it. Does not wait for the device.
+xhal_status_t xhal_graph_replay(const struct xhal_graph_t *graph,
+                                const struct xhal_stream_t *stream);
+
+// Whether every part of `graph` replays as the device's native command list (1), or core
+// enqueues some of its operations one by one (0).
+//
+// # Safety
+//
+// `native` points to a writable int.
+xhal_status_t xhal_graph_is_native(const struct xhal_graph_t *graph, int32_t *native);
+
+// Destroys a graph (null is accepted). Replays already queued finish first; the memory the
+// graph held returns to the allocator once they have.
+xhal_status_t xhal_graph_destroy(struct xhal_graph_t *graph);
 
 // Compiles WGSL `source` (NUL-terminated) for the device, with values for its `override`
 // constants (`overrides` may be null when `override_count` is 0; the others take their
@@ -549,6 +612,36 @@ xhal_status_t xhal_stream_read_pinned(const struct xhal_stream_t *stream,
                                       const struct xhal_pinned_t *destination,
                                       uint64_t destination_offset,
                                       uint64_t size);
+
+// Starts collecting device activities, in this process, until `xhal_profiler_stop`. One
+// collection at a time. Each operation's device times are read when its stream is next known
+// idle (synchronize a device's streams before taking them).
+xhal_status_t xhal_profiler_start(void);
+
+// Stops collecting; what was collected stays for `xhal_profiler_take`. `dropped`, when not
+// null, receives how many activities were left out for want of room (more than a million
+// between two takes).
+//
+// # Safety
+//
+// `dropped` is null or points to a writable `uint64_t`.
+xhal_status_t xhal_profiler_stop(uint64_t *dropped);
+
+// Tags the operations the calling thread enqueues from now on with `correlation` (0: none),
+// which their activities carry.
+xhal_status_t xhal_profiler_set_correlation(uint64_t correlation);
+
+// Moves up to `capacity` of the activities collected so far (oldest first) into `activities`
+// and sets `*count` to how many; call again until it is 0. Each element's `struct_size` must
+// be set.
+//
+// # Safety
+//
+// `activities` has `capacity` writable elements (it may be null when `capacity` is 0), and
+// `count` points to a writable `size_t`.
+xhal_status_t xhal_profiler_take(struct xhal_activity_t *activities,
+                                 size_t capacity,
+                                 size_t *count);
 
 // Discovers backends and devices: the CPU backend built into the library, then plugins
 // from `options->plugin_path` when given, else from `XHAL_PLUGIN_PATH` and the default

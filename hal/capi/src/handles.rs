@@ -12,6 +12,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use smallvec::SmallVec;
 
+use crate::graph::GraphObject;
 use crate::kernel::{KernelObject, ModuleObject};
 use crate::memory::BufferObject;
 use crate::pinned::PinnedObject;
@@ -30,6 +31,7 @@ pub(crate) enum Object {
     Module(Arc<ModuleObject>),
     Kernel(Arc<KernelObject>),
     Pinned(Arc<PinnedObject>),
+    Graph(Arc<GraphObject>),
 }
 
 impl Object {
@@ -43,6 +45,7 @@ impl Object {
             Object::Module(_) => "module",
             Object::Kernel(_) => "kernel",
             Object::Pinned(_) => "pinned memory",
+            Object::Graph(_) => "graph",
         }
     }
 }
@@ -212,6 +215,7 @@ getter!(event, Event, EventObject, "event");
 getter!(module, Module, ModuleObject, "module");
 getter!(kernel, Kernel, KernelObject, "kernel");
 getter!(pinned, Pinned, PinnedObject, "pinned memory");
+getter!(graph, Graph, GraphObject, "graph");
 
 /// Several buffers at once, under one lock: what a launch binds. Each handle comes with a key
 /// that `name` turns into the argument's name, written only for an error.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::handles::{self, Object};
 use crate::memory::xhal_buffer_t;
 use crate::runtime::xhal_device_t;
-use crate::stream::{byte_range, xhal_stream_t};
+use crate::stream::{byte_range, xhal_stream_t, StreamObject};
 use crate::{call, fill_sized, invalid, read_sized, text_arg, write_out, xhal_status_t, Result};
 
 /// Loaded WGSL and its entry points. Opaque; from `xhal_module_load_wgsl`.
@@ -435,11 +435,11 @@ pub unsafe extern "C" fn xhal_stream_launch(
         let desc = unsafe { read_sized(launch, defaults, LAUNCH_V1_0, "launch")? };
         let stream = handles::stream(stream as usize, "stream")?;
         let kernel = handles::kernel(desc.kernel as usize, "launch.kernel")?;
-        launch_checked(&stream.stream, &kernel, &desc)
+        launch_checked(&stream, &kernel, &desc)
     })
 }
 
-fn launch_checked(stream: &xhal::Stream, kernel: &KernelObject, desc: &xhal_launch_t) -> Result<()> {
+fn launch_checked(stream: &StreamObject, kernel: &KernelObject, desc: &xhal_launch_t) -> Result<()> {
     let info = &kernel.info;
     let name = &info.name;
     if desc.binding_count != info.buffers.len() {
@@ -536,5 +536,8 @@ fn launch_checked(stream: &xhal::Stream, kernel: &KernelObject, desc: &xhal_laun
         let bytes = unsafe { std::slice::from_raw_parts(desc.scalars.cast::<u8>(), desc.scalar_size) };
         builder = builder.scalar_block(bytes);
     }
-    stream.launch(&builder)
+    if let Some(recorded) = stream.if_capturing(|graph, lane| graph.launch(lane, &builder).map(|_| ())) {
+        return recorded;
+    }
+    stream.stream.launch(&builder)
 }

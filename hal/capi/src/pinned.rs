@@ -158,6 +158,8 @@ pub extern "C" fn xhal_stream_write_pinned(
         let pinned = handles::pinned(source as usize, "source")?;
         let range = byte_range(&buffer, offset, size, "destination")?;
         let from = pinned_range(&pinned, source_offset, size, "source")?;
+        // A replay could not know that the pinned bytes are the ones to send again.
+        stream.refuse_while_capturing("a write from pinned memory")?;
         let memory = pinned.memory.lock();
         stream
             .stream
@@ -183,6 +185,7 @@ pub extern "C" fn xhal_stream_read_pinned(
         let pinned = handles::pinned(destination as usize, "destination")?;
         let range = byte_range(&buffer, offset, size, "source")?;
         let into = pinned_range(&pinned, destination_offset, size, "destination")?;
+        stream.refuse_while_capturing("a read to pinned memory")?;
         let mut memory = pinned.memory.lock();
         stream
             .stream

@@ -393,7 +393,9 @@ fn open_object(device: xhal::Device, why: String) -> Result<usize> {
     let stream = device.create_stream()?;
     let default_stream = handles::insert(Object::Stream(Arc::new(crate::stream::StreamObject {
         stream,
+        device: device.clone(),
         is_default: true,
+        capture: Default::default(),
     })));
     Ok(handles::insert(Object::Device(Arc::new(DeviceObject {
         device,

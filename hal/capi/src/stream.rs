@@ -21,8 +21,12 @@ pub struct xhal_event_t {
 
 pub(crate) struct StreamObject {
     pub(crate) stream: xhal::Stream,
+    pub(crate) device: xhal::Device,
     /// The device's default stream belongs to its device handle, which destroys it.
     pub(crate) is_default: bool,
+    /// The graph its work is recorded into, between xhal_stream_begin_capture and
+    /// xhal_stream_end_capture (graph.rs).
+    pub(crate) capture: crate::graph::CaptureState,
 }
 
 pub(crate) struct EventObject {
@@ -44,7 +48,9 @@ pub unsafe extern "C" fn xhal_stream_create(
         let created = object.device.create_stream()?;
         let handle = handles::insert(Object::Stream(Arc::new(StreamObject {
             stream: created,
+            device: object.device.clone(),
             is_default: false,
+            capture: Default::default(),
         })));
         // SAFETY: the caller passes writable storage for a handle.
         unsafe { write_out(stream, handle as *mut xhal_stream_t, "stream") }
@@ -144,6 +150,7 @@ pub unsafe extern "C" fn xhal_stream_write(
         let r = resolve(stream, &[(destination, "destination")])?;
         let range = byte_range(&r.buffers[0], offset, size, "destination")?;
         let data = host_range(source, size, "source")?;
+        r.stream.refuse_while_capturing("a write from host memory")?;
         r.stream.stream.write(r.buffers[0].buffer.slice(range), data)
     })
 }
@@ -167,6 +174,7 @@ pub unsafe extern "C" fn xhal_stream_write_async(
         let r = resolve(stream, &[(destination, "destination")])?;
         let range = byte_range(&r.buffers[0], offset, size, "destination")?;
         let data = host_range(source, size, "source")?.to_vec();
+        r.stream.refuse_while_capturing("a write from host memory")?;
         r.stream.stream.write_owned(r.buffers[0].buffer.slice(range), data)
     })
 }
@@ -197,6 +205,7 @@ pub unsafe extern "C" fn xhal_stream_read(
         // SAFETY: the caller gives `size` writable bytes at `destination` (not null, and
         // `size` fits a usize since it fit the buffer's range).
         let out = unsafe { std::slice::from_raw_parts_mut(destination.cast::<u8>(), range.len()) };
+        r.stream.refuse_while_capturing("a read to host memory")?;
         r.stream.stream.read(r.buffers[0].buffer.slice(range), out)
     })
 }
@@ -216,9 +225,14 @@ pub extern "C" fn xhal_stream_copy(
         let r = resolve(stream, &[(source, "source"), (destination, "destination")])?;
         let from = byte_range(&r.buffers[0], source_offset, size, "source")?;
         let to = byte_range(&r.buffers[1], destination_offset, size, "destination")?;
-        r.stream
+        let (source, destination) = (r.buffers[0].buffer.slice(from), r.buffers[1].buffer.slice(to));
+        if let Some(recorded) = r
             .stream
-            .copy(r.buffers[0].buffer.slice(from), r.buffers[1].buffer.slice(to))
+            .if_capturing(|graph, lane| graph.copy(lane, source.clone(), destination.clone()))
+        {
+            return recorded;
+        }
+        r.stream.stream.copy(source, destination)
     })
 }
 
@@ -245,7 +259,14 @@ pub unsafe extern "C" fn xhal_stream_fill(
             return Err(invalid(format!("pattern_size is {pattern_size}; it must be 1, 2 or 4")));
         }
         let bytes = host_range(pattern, pattern_size as u64, "pattern")?;
-        r.stream.stream.fill_pattern(r.buffers[0].buffer.slice(range), bytes)
+        let destination = r.buffers[0].buffer.slice(range);
+        if let Some(recorded) = r
+            .stream
+            .if_capturing(|graph, lane| graph.fill_pattern(lane, destination.clone(), bytes))
+        {
+            return recorded;
+        }
+        r.stream.stream.fill_pattern(destination, bytes)
     })
 }
 
@@ -255,6 +276,9 @@ pub extern "C" fn xhal_stream_record_event(stream: *const xhal_stream_t, event: 
     call("xhal_stream_record_event", || {
         let stream = handles::stream(stream as usize, "stream")?;
         let event = handles::event(event as usize, "event")?;
+        if let Some(recorded) = stream.if_capturing(|graph, lane| graph.record_event(lane, &event.event)) {
+            return recorded;
+        }
         stream.stream.record(&event.event)
     })
 }
@@ -266,6 +290,9 @@ pub extern "C" fn xhal_stream_wait_event(stream: *const xhal_stream_t, event: *c
     call("xhal_stream_wait_event", || {
         let stream = handles::stream(stream as usize, "stream")?;
         let event = handles::event(event as usize, "event")?;
+        if let Some(recorded) = stream.if_capturing(|graph, lane| graph.wait_event(lane, &event.event)) {
+            return recorded;
+        }
         stream.stream.wait(&event.event)
     })
 }
@@ -275,7 +302,9 @@ pub extern "C" fn xhal_stream_wait_event(stream: *const xhal_stream_t, event: *c
 #[no_mangle]
 pub extern "C" fn xhal_stream_synchronize(stream: *const xhal_stream_t) -> xhal_status_t {
     call("xhal_stream_synchronize", || {
-        handles::stream(stream as usize, "stream")?.stream.synchronize()
+        let stream = handles::stream(stream as usize, "stream")?;
+        stream.refuse_while_capturing("synchronizing the stream")?;
+        stream.stream.synchronize()
     })
 }
 
@@ -287,7 +316,9 @@ pub extern "C" fn xhal_stream_synchronize(stream: *const xhal_stream_t) -> xhal_
 #[no_mangle]
 pub unsafe extern "C" fn xhal_stream_query(stream: *const xhal_stream_t, complete: *mut i32) -> xhal_status_t {
     call("xhal_stream_query", || {
-        let done = handles::stream(stream as usize, "stream")?.stream.query()?;
+        let stream = handles::stream(stream as usize, "stream")?;
+        stream.refuse_while_capturing("querying the stream")?;
+        let done = stream.stream.query()?;
         // SAFETY: the caller passes a writable int.
         unsafe { write_out(complete, i32::from(done), "complete") }
     })

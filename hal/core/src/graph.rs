@@ -292,8 +292,6 @@ impl GraphBuilder {
         destination: impl Into<BufferSlice<'a, T>>,
         value: T,
     ) -> Result<()> {
-        let lane = self.lane(stream)?;
-        let destination = destination.into();
         let pattern = bytemuck::bytes_of(&value);
         if !matches!(pattern.len(), 1 | 2 | 4) {
             return Err(Error::invalid_argument(format!(
@@ -302,7 +300,33 @@ impl GraphBuilder {
                 pattern.len()
             )));
         }
+        self.fill_pattern(stream, destination, pattern)
+    }
+
+    /// Records a fill of the bytes of `destination` with `pattern` repeated (1, 2 or 4 bytes,
+    /// whose size divides the view's byte offset and length), as [`Stream::fill_pattern`].
+    pub fn fill_pattern<'a, T: 'a>(
+        &mut self,
+        stream: GraphStream,
+        destination: impl Into<BufferSlice<'a, T>>,
+        pattern: &[u8],
+    ) -> Result<()> {
+        let lane = self.lane(stream)?;
+        let destination = destination.into();
+        if !matches!(pattern.len(), 1 | 2 | 4) {
+            return Err(Error::invalid_argument(format!(
+                "fill patterns are 1, 2 or 4 bytes, not {}",
+                pattern.len()
+            )));
+        }
         let (offset, size) = destination.byte_span("fill")?;
+        let width = pattern.len() as u64;
+        if offset % width != 0 || size % width != 0 {
+            return Err(Error::invalid_argument(format!(
+                "fill: a {width}-byte pattern needs a byte offset and length that are multiples of {width}, \
+                 not {offset} and {size}"
+            )));
+        }
         if size == 0 {
             return Ok(());
         }

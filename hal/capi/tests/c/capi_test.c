@@ -456,6 +456,152 @@ static void test_kernels(xhal_device_t *device) {
     CHECK(xhal_buffer_free(big));
 }
 
+/* Graphs by stream capture: work queued while a stream captures is recorded, not run, and
+ * each replay runs it again; what needs the work to have run is refused during a capture. */
+static void test_graphs(xhal_device_t *device) {
+    enum { N = 1000 };
+    xhal_stream_t *stream = NULL, *other = NULL;
+    CHECK(xhal_stream_create(device, &stream));
+    CHECK(xhal_stream_create(device, &other));
+    float x[N], y[N];
+    for (int i = 0; i < N; i++) x[i] = (float)i;
+    xhal_buffer_t *bx = NULL, *by = NULL, *copy = NULL;
+    CHECK(xhal_buffer_alloc(device, sizeof x, &bx));
+    CHECK(xhal_buffer_alloc(device, sizeof y, &by));
+    CHECK(xhal_buffer_alloc(device, sizeof y, &copy));
+    CHECK(xhal_stream_write(stream, bx, 0, x, sizeof x));
+    float zero = 0.0f;
+    CHECK(xhal_stream_fill(stream, by, 0, sizeof y, &zero, sizeof zero));
+
+    xhal_override_t block = {"block", 64.0};
+    xhal_module_t *module = NULL;
+    CHECK(xhal_module_load_wgsl(device, SAXPY, &block, 1, &module));
+    xhal_kernel_t *kernel = NULL;
+    CHECK(xhal_module_kernel(module, "saxpy", &kernel));
+    struct saxpy_params params = {2.0f, N};
+    xhal_binding_t bindings[2] = {{bx, 0, XHAL_WHOLE_SIZE, NULL}, {by, 0, XHAL_WHOLE_SIZE, NULL}};
+    xhal_launch_t launch = {0};
+    launch.struct_size = sizeof launch;
+    launch.kernel = kernel;
+    launch.invocations = N;
+    launch.bindings = bindings;
+    launch.binding_count = 2;
+    launch.scalars = &params;
+    launch.scalar_size = sizeof params;
+
+    int capturing = -1;
+    CHECK(xhal_stream_is_capturing(stream, &capturing));
+    EXPECT(capturing == 0);
+    CHECK(xhal_stream_begin_capture(stream));
+    CHECK(xhal_stream_is_capturing(stream, &capturing));
+    EXPECT(capturing == 1);
+    EXPECT_ERROR(xhal_stream_begin_capture(stream), XHAL_ERROR_INVALID_ARGUMENT, "already capturing");
+    /* y = 2x + y, then a copy of y: recorded with the launch's scalars as they are now. */
+    CHECK(xhal_stream_launch(stream, &launch));
+    params.a = 100.0f;
+    CHECK(xhal_stream_copy(stream, by, 0, copy, 0, sizeof y));
+    EXPECT_ERROR(xhal_stream_synchronize(stream), XHAL_ERROR_INVALID_ARGUMENT, "capturing a graph");
+    EXPECT_ERROR(xhal_stream_read(stream, by, 0, y, sizeof y), XHAL_ERROR_INVALID_ARGUMENT, "capturing a graph");
+    EXPECT_ERROR(xhal_stream_write(stream, by, 0, y, sizeof y), XHAL_ERROR_INVALID_ARGUMENT, "capturing a graph");
+    int complete = -1;
+    EXPECT_ERROR(xhal_stream_query(stream, &complete), XHAL_ERROR_INVALID_ARGUMENT, "capturing a graph");
+    xhal_graph_t *graph = NULL;
+    CHECK(xhal_stream_end_capture(stream, &graph));
+    EXPECT_ERROR(xhal_stream_end_capture(stream, &graph), XHAL_ERROR_INVALID_ARGUMENT, "not capturing");
+
+    /* Nothing ran during the capture. */
+    CHECK(xhal_stream_read(stream, by, 0, y, sizeof y));
+    for (int i = 0; i < N; i++) EXPECT(y[i] == 0.0f);
+    /* Two replays, the second on another stream: y = 2x, then 4x. The buffers may go: the
+     * graph holds their memory. */
+    CHECK(xhal_graph_replay(graph, stream));
+    CHECK(xhal_stream_synchronize(stream));
+    CHECK(xhal_graph_replay(graph, other));
+    CHECK(xhal_stream_synchronize(other));
+    CHECK(xhal_stream_read(stream, copy, 0, y, sizeof y));
+    for (int i = 0; i < N; i++) {
+        if (y[i] != 4.0f * (float)i) {
+            fprintf(stderr, "graph: y[%d] = %g, expected %g\n", i, y[i], 4.0f * (float)i);
+            failures++;
+            break;
+        }
+    }
+    int native = -1;
+    CHECK(xhal_graph_is_native(graph, &native));
+    EXPECT(native == 0 || native == 1);
+    CHECK(xhal_buffer_free(bx));
+    CHECK(xhal_graph_replay(graph, stream));
+    CHECK(xhal_stream_synchronize(stream));
+
+    /* A replay is not captured into another graph. */
+    CHECK(xhal_stream_begin_capture(other));
+    EXPECT_ERROR(xhal_graph_replay(graph, other), XHAL_ERROR_INVALID_ARGUMENT, "capturing a graph");
+    xhal_graph_t *empty = NULL;
+    CHECK(xhal_stream_end_capture(other, &empty));
+    CHECK(xhal_graph_replay(empty, other));
+    CHECK(xhal_graph_destroy(empty));
+
+    CHECK(xhal_graph_destroy(graph));
+    EXPECT_ERROR(xhal_graph_replay(graph, stream), XHAL_ERROR_INVALID_HANDLE, "destroyed");
+    EXPECT_ERROR(xhal_graph_replay((xhal_graph_t *)stream, stream), XHAL_ERROR_INVALID_HANDLE, "not a graph");
+    EXPECT_ERROR(xhal_stream_end_capture(stream, NULL), XHAL_ERROR_INVALID_ARGUMENT, "null");
+    CHECK(xhal_graph_destroy(NULL));
+    CHECK(xhal_kernel_destroy(kernel));
+    CHECK(xhal_module_destroy(module));
+    CHECK(xhal_buffer_free(by));
+    CHECK(xhal_buffer_free(copy));
+    CHECK(xhal_stream_destroy(stream));
+    CHECK(xhal_stream_destroy(other));
+}
+
+/* Device activities for profilers: each launch, copy and fill with its device times and the
+ * correlation id of the thread that queued it. */
+static void test_profiler(xhal_device_t *device) {
+    xhal_stream_t *stream = NULL;
+    CHECK(xhal_device_default_stream(device, &stream));
+    xhal_buffer_t *buffer = NULL;
+    CHECK(xhal_buffer_alloc(device, 4096, &buffer));
+    uint32_t zero = 0;
+    EXPECT_ERROR(xhal_profiler_stop(NULL), XHAL_ERROR_INVALID_ARGUMENT, "not being collected");
+    CHECK(xhal_profiler_start());
+    EXPECT_ERROR(xhal_profiler_start(), XHAL_ERROR_INVALID_ARGUMENT, "already being collected");
+    CHECK(xhal_profiler_set_correlation(42));
+    CHECK(xhal_stream_fill(stream, buffer, 0, 4096, &zero, sizeof zero));
+    CHECK(xhal_profiler_set_correlation(0));
+    run_saxpy(device, 1000);
+    CHECK(xhal_stream_synchronize(stream));
+    uint64_t dropped = 1;
+    CHECK(xhal_profiler_stop(&dropped));
+    EXPECT(dropped == 0);
+
+    xhal_activity_t activities[64];
+    for (int i = 0; i < 64; i++) activities[i].struct_size = sizeof activities[i];
+    size_t count = 0;
+    CHECK(xhal_profiler_take(activities, 64, &count));
+    int fills = 0, kernels = 0;
+    for (size_t i = 0; i < count; i++) {
+        const xhal_activity_t *a = &activities[i];
+        EXPECT(a->end_ns >= a->start_ns && a->start_ns > 0);
+        if (strcmp(a->category, "fill") == 0) {
+            fills++;
+            EXPECT(a->correlation == 42);
+        }
+        if (strcmp(a->category, "kernel") == 0) {
+            kernels++;
+            EXPECT(strcmp(a->name, "saxpy") == 0 && a->correlation == 0);
+        }
+    }
+    EXPECT(fills == 1 && kernels == 1);
+    size_t again = 99;
+    CHECK(xhal_profiler_take(activities, 64, &again));
+    EXPECT(again == 0);
+    activities[0].struct_size = 0;
+    EXPECT_ERROR(xhal_profiler_take(activities, 1, &again), XHAL_ERROR_INVALID_ARGUMENT, "struct_size");
+    EXPECT_ERROR(xhal_profiler_take(activities, 1, NULL), XHAL_ERROR_INVALID_ARGUMENT, "count is a null");
+    EXPECT_ERROR(xhal_profiler_take(NULL, 4, &again), XHAL_ERROR_INVALID_ARGUMENT, "null pointer");
+    CHECK(xhal_buffer_free(buffer));
+}
+
 int main(void) {
     test_versions();
     xhal_runtime_t *runtime = cpu_runtime();
@@ -464,6 +610,8 @@ int main(void) {
     CHECK(xhal_device_open(runtime, "cpu:0", &device));
     test_memory(device);
     test_kernels(device);
+    test_graphs(device);
+    test_profiler(device);
     CHECK(xhal_device_destroy(device));
     CHECK(xhal_runtime_destroy(runtime));
     CHECK(xhal_runtime_destroy(NULL));

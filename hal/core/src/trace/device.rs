@@ -54,12 +54,15 @@ struct Pending {
     /// A flow that starts where this operation ends (an event record, to the waits it releases).
     flow_out: Option<u64>,
     args: super::Args,
+    /// The enqueuing thread's correlation id, for profilers (activity.rs).
+    correlation: u64,
 }
 
 /// What a stream keeps for tracing, for one trace.
 pub(crate) struct StreamTrace {
     recorder: Recorder,
     generation: u64,
+    device_label: String,
     device_track: u64,
     stream_track: u64,
     timing: Timing,
@@ -90,6 +93,7 @@ impl StreamTrace {
             *slot = Some(StreamTrace {
                 recorder,
                 generation,
+                device_label: device.label(),
                 device_track,
                 stream_track,
                 timing: Self::timing_of(device),
@@ -175,6 +179,7 @@ impl StreamTrace {
             flow_in,
             flow_out,
             args,
+            correlation: super::activity::correlation(),
         });
         // Sampled where the queue doubles, so a long burst costs a few records, not one each.
         if self.pending.len().is_power_of_two() {
@@ -223,6 +228,15 @@ impl StreamTrace {
             if let Some(id) = pending.flow_in {
                 self.recorder.flow(id, FlowPhase::End, track, start);
             }
+            super::activity::record(|| super::Activity {
+                name: pending.name.clone(),
+                category: pending.category,
+                device: self.device_label.clone(),
+                stream: self.stream_track,
+                start_unix_ns: self.recorder.unix_ns(start),
+                end_unix_ns: self.recorder.unix_ns(end),
+                correlation: pending.correlation,
+            });
             self.recorder
                 .device_span(track, pending.name, pending.category, start, end, clock, pending.args);
             if let Some(id) = pending.flow_out {

@@ -14,8 +14,14 @@
 //! clock ([`std::time::Instant`]). Device work is placed on the same clock (see
 //! docs/observability.md).
 
+mod activity;
 mod device;
 mod writer;
+
+pub use activity::{
+    correlation, is_collecting, set_correlation, start_collecting, stop_collecting, take_activities, Activity,
+    MAX_ACTIVITIES,
+};
 
 pub(crate) use device::{memory_counter, StreamTrace};
 
@@ -590,6 +596,11 @@ impl Recorder {
             duration: (self.0.micros(end) - self.0.micros(start)).max(0.0),
             args,
         });
+    }
+
+    /// `at` in nanoseconds since the Unix epoch, on the trace's clock.
+    pub(crate) fn unix_ns(&self, at: Instant) -> i64 {
+        activity::unix_ns(self.0.micros(at))
     }
 
     pub(crate) fn counter(&self, device: u64, name: Cow<'static, str>, values: Vec<(&'static str, u64)>) {
