@@ -94,8 +94,41 @@ def _answer_dlpack_device() -> None:
     torch.Tensor.__dlpack_device__ = __dlpack_device__
 
 
+def _refuse_sharing_between_processes() -> None:
+    # torch.multiprocessing shares CPU tensors through shared memory and CUDA tensors through
+    # CUDA's IPC; an xhal tensor would reach the CPU path, which fails deep inside with
+    # "_share_fd_: only available on CPU". It is refused by name instead: xhal has no memory
+    # that two processes can map.
+    from multiprocessing.reduction import ForkingPickler
+
+    from torch.multiprocessing import reductions
+
+    def refuse(what):
+        raise RuntimeError(
+            f"xhal: {what} on an xhal device cannot be shared with another process: xhal devices have no memory "
+            "that two processes can map. Send a CPU copy (tensor.cpu()) and move it to the device in the other "
+            "process, or exchange values with torch.distributed (xhal.torch.distributed)"
+        )
+
+    def reduce_tensor(tensor):
+        if tensor.device.type == "xhal":
+            refuse("a tensor")
+        return reductions.reduce_tensor(tensor)
+
+    def reduce_storage(storage):
+        if storage.device.type == "xhal":
+            refuse("a storage")
+        return reductions.reduce_storage(storage)
+
+    reductions.init_reductions()
+    ForkingPickler.register(torch.Tensor, reduce_tensor)
+    ForkingPickler.register(torch.nn.parameter.Parameter, reduce_tensor)
+    ForkingPickler.register(torch.UntypedStorage, reduce_storage)
+
+
 torch.utils.rename_privateuse1_backend("xhal")
 _answer_dlpack_device()
+_refuse_sharing_between_processes()
 if not hasattr(torch, "xhal"):
     torch._register_device_module("xhal", _device)
     torch.utils.generate_methods_for_privateuse1_backend(

@@ -101,7 +101,8 @@ def load():
     return cpp_extension.load(
         name=_NAME,
         sources=sources,
-        extra_include_paths=[str(include), str(_HERE / "csrc")],
+        # Kineto's headers, for the profiler's activity source (csrc/profiler_ops.cpp).
+        extra_include_paths=[str(include), str(_HERE / "csrc"), str(Path(torch.__file__).parent / "include" / "kineto")],
         extra_cflags=["-O2", "-Wall", "-Wno-unused-parameter"],
         extra_ldflags=[f"-L{library}", "-lxhal_capi", f"-Wl,-rpath,{library}"],
         build_directory=str(directory),

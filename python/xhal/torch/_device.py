@@ -9,9 +9,7 @@ initialised parent. See docs/pytorch.md.
 from __future__ import annotations
 
 import dataclasses
-import os
 import threading
-import traceback
 
 import torch
 
@@ -62,35 +60,31 @@ __all__ = [
 
 # --- Initialisation --------------------------------------------------------------------------
 
-_initialized = False
 _init_lock = threading.Lock()
-_in_bad_fork = False
-_queued_calls: list[tuple[object, list[str]]] = []
 
 
 def _is_in_bad_fork() -> bool:
     """Whether this process is a forked child of a parent that had initialised xhal: its
     devices cannot be used here (a driver's state does not survive fork)."""
-    return _in_bad_fork
-
-
-def _after_fork_in_child() -> None:
-    global _in_bad_fork, _initialized
-    if _initialized:
-        _in_bad_fork = True
-        _initialized = False
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
+    return _C.in_bad_fork()
 
 
 def is_initialized() -> bool:
-    """Whether xhal's runtime has found its devices in this process."""
-    return _initialized and not _in_bad_fork
+    """Whether xhal's runtime has found its devices in this process (on first use of a device)."""
+    return _C.is_initialized()
+
+
+def __getattr__(name: str):
+    # `_initialized`, as torch.cuda has it: torch.utils.checkpoint saves and restores a device's
+    # random state only when its module says it is initialised. A module attribute cannot
+    # change by itself, so it is answered here.
+    if name == "_initialized":
+        return is_initialized()
+    raise AttributeError(f"module 'torch.xhal' has no attribute '{name}'")
 
 
 def _check_not_bad_fork() -> None:
-    if _in_bad_fork:
+    if _C.in_bad_fork():
         raise RuntimeError(
             "xhal: cannot use xhal devices in a forked child process whose parent had initialised them "
             "(a device driver's state does not survive fork()); start the child processes with the 'spawn' "
@@ -99,37 +93,18 @@ def _check_not_bad_fork() -> None:
 
 
 def _lazy_init() -> None:
-    """Finds the devices (xhal's runtime: plugin discovery), once, then runs the calls that
-    waited for it (seeds set before)."""
-    global _initialized
+    """Finds the devices (xhal's runtime: plugin discovery), once. Seeds given before apply to
+    the generators when they are made."""
     if is_initialized():
         return
     _check_not_bad_fork()
     with _init_lock:
-        if _initialized:
-            return
         _C.device_count()  # creates the runtime
-        _initialized = True
-        queued, _queued_calls[:] = list(_queued_calls), []
-        for call, origin in queued:
-            try:
-                call()
-            except Exception as error:
-                raise RuntimeError(
-                    "xhal: a call deferred until initialisation failed; it was made at:\n" + "".join(origin)
-                ) from error
 
 
 def init() -> None:
     """Initialises xhal now (PyTorch does it on first use)."""
     _lazy_init()
-
-
-def _lazy_call(call) -> None:
-    if is_initialized():
-        call()
-    else:
-        _queued_calls.append((call, traceback.format_stack()))
 
 
 # --- Devices -----------------------------------------------------------------------------------
@@ -155,14 +130,14 @@ def _index(device=None, optional: bool = True) -> int:
 
 def is_available() -> bool:
     """Whether there is at least one ``xhal`` device (``XHAL_DEVICE`` chooses them)."""
-    if _in_bad_fork:
+    if _C.in_bad_fork():
         return False
     return _C.device_count() > 0
 
 
 def device_count() -> int:
     """How many ``xhal`` devices there are: those ``XHAL_DEVICE`` selects."""
-    if _in_bad_fork:
+    if _C.in_bad_fork():
         return 0
     return _C.device_count()
 
@@ -282,17 +257,14 @@ def stream_priority_range() -> tuple[int, int]:
     return _C.stream_priority_range()
 
 
-class Event(torch.Event):
-    """An event of an xhal device. ``enable_timing`` makes it record a device timestamp, on
-    devices that have them (``timestamps`` in ``get_device_properties().features``)."""
-
-    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
-        if interprocess:
-            raise ValueError("xhal: events cannot be shared between processes (interprocess=True)")
-        _lazy_init()
-        return super().__new__(
-            cls, device=torch.device("xhal", current_device()), enable_timing=enable_timing, blocking=blocking
-        )
+def Event(enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> torch.Event:  # noqa: N802
+    """A ``torch.Event`` of the current xhal device. ``enable_timing`` makes it record a device
+    timestamp, on devices that have them (``timestamps`` in ``get_device_properties().features``).
+    It is a plain ``torch.Event``: PyTorch's event methods accept no subclass as the other event."""
+    if interprocess:
+        raise ValueError("xhal: events cannot be shared between processes (interprocess=True)")
+    _lazy_init()
+    return torch.Event(device=torch.device("xhal", current_device()), enable_timing=enable_timing, blocking=blocking)
 
 
 def current_stream(device=None) -> torch.Stream:
@@ -305,7 +277,7 @@ def default_stream(device=None) -> torch.Stream:
     """The default stream of ``device``: what runs when no other stream is current."""
     _lazy_init()
     index = _index(device)
-    return torch.Stream(stream_id=0, device_index=index, device_type=torch.device("xhal").type_index)
+    return torch.Stream(stream_id=0, device_index=index, device_type=_C.device_type_index())
 
 
 def set_stream(stream: torch.Stream) -> None:
@@ -407,9 +379,8 @@ default_generators = _DefaultGenerators()
 
 
 def manual_seed(seed: int) -> None:
-    """Seeds the current device's default generator."""
-    seed = int(seed)
-    _lazy_call(lambda: _generator().manual_seed(seed))
+    """Seeds the current device's default generator. It does not initialise xhal."""
+    _C.seed_device(current_device(), int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
 
 
 def manual_seed_all(seed: int) -> None:

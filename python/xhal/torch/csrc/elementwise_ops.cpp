@@ -86,7 +86,7 @@ namespace {
 constexpr int kMaxInputs = 3;
 
 // Elementwise kernels also read and write bfloat16, two to a 32-bit word, computing in f32:
-// the one family that does (the others reach it through widen_bfloat16). Within this file a
+// the one family that does (the others reach it through widen_to_float). Within this file a
 // floating dtype includes it.
 bool floating(at::ScalarType dtype) { return is_floating(dtype) || dtype == at::kBFloat16; }
 

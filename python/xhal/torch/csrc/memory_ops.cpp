@@ -338,7 +338,7 @@ bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& 
 
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   random_fallback_generators(op, stack);
-  if (widen_bfloat16(op, stack)) return;
+  if (widen_to_float(op, stack)) return;
   const auto& name = op.schema().operator_name();
   count_fallback(name.overload_name.empty() ? name.name : name.name + "." + name.overload_name);
   at::native::cpu_fallback(op, stack);

@@ -78,4 +78,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         THPGenerator_initDefaultGenerator(xhal_torch::default_generator(index)));
   });
   m.def("seed_all", &xhal_torch::seed_all, "Seeds every device's default generator, now or when they are made");
+  m.def("seed_device", &xhal_torch::seed_device, "Seeds one device's default generator, now or when it is made");
+  m.def("is_initialized", &xhal_torch::runtime_initialized);
+  m.def("in_bad_fork", &xhal_torch::in_bad_fork);
 }

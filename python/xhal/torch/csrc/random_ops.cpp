@@ -10,8 +10,10 @@
 #include <c10/core/GeneratorImpl.h>
 #include <torch/library.h>
 
+#include <atomic>
 #include <cstring>
 #include <limits>
+#include <map>
 
 #include "ops.h"
 
@@ -80,7 +82,16 @@ PhiloxGenerator* PhiloxGenerator::clone_impl() const {
   return copy;
 }
 
+namespace {
+std::atomic<int> g_captures{0};
+}  // namespace
+
+void set_capturing(bool capturing) { g_captures += capturing ? 1 : -1; }
+
 PhiloxGenerator::Reservation PhiloxGenerator::reserve(uint64_t words) {
+  TORCH_CHECK(g_captures.load() == 0,
+              "xhal: random operators cannot be captured in a graph: each replay would draw the same numbers. Draw "
+              "them outside the captured region (a mask or noise tensor passed in), or run this step eagerly");
   std::lock_guard<std::mutex> lock(mutex_);
   Reservation r{seed_, offset_ / 4};
   offset_ += round_up_to_block(words);
@@ -94,16 +105,32 @@ std::vector<at::Generator>& default_generators() {
   static auto* generators = new std::vector<at::Generator>();
   return *generators;
 }
-// The seed of seed_all before the default generators exist: they start from it.
+// Seeds given before the default generators exist: they start from them (seed_all's, then a
+// device's own).
 std::optional<uint64_t> g_pending_seed;
+std::map<int, uint64_t> g_pending_device_seeds;
 
 }  // namespace
+
+void seed_device(int index, uint64_t seed) {
+  std::lock_guard<std::mutex> lock(g_generators_mutex);
+  auto& generators = default_generators();
+  if (generators.empty()) {
+    g_pending_device_seeds[index] = seed;
+    return;
+  }
+  TORCH_CHECK(index >= 0 && index < static_cast<int>(generators.size()), "xhal: device xhal:", index,
+              " does not exist; there are ", generators.size());
+  std::lock_guard<std::mutex> generator_lock(generators[index].mutex());
+  generators[index].set_current_seed(seed);
+}
 
 void seed_all(uint64_t seed) {
   std::lock_guard<std::mutex> lock(g_generators_mutex);
   auto& generators = default_generators();
   if (generators.empty()) {
     g_pending_seed = seed;
+    g_pending_device_seeds.clear();
     return;
   }
   for (auto& generator : generators) {
@@ -119,8 +146,10 @@ const at::Generator& default_generator(int index) {
   auto& generators = default_generators();
   if (generators.empty()) {
     for (int i = 0; i < device_count(); i++) {
-      generators.push_back(at::make_generator<PhiloxGenerator>(static_cast<c10::DeviceIndex>(i),
-                                                               g_pending_seed.value_or(c10::default_rng_seed_val)));
+      auto pending = g_pending_device_seeds.find(i);
+      const uint64_t seed = pending != g_pending_device_seeds.end() ? pending->second
+                                                                    : g_pending_seed.value_or(c10::default_rng_seed_val);
+      generators.push_back(at::make_generator<PhiloxGenerator>(static_cast<c10::DeviceIndex>(i), seed));
     }
   }
   return generators[index];

@@ -50,10 +50,13 @@ void check_not_forked() {
               "(torch.multiprocessing.set_start_method('spawn')), or use xhal only in the children");
 }
 
+std::atomic<bool> g_runtime_created{false};
+
 Runtime& runtime() {
   check_not_forked();
   static Runtime* instance = [] {
     pthread_atfork(nullptr, nullptr, [] { g_in_bad_fork.store(true); });
+    g_runtime_created.store(true);
     auto* r = new Runtime();
     xhal_runtime_options_t options{};
     options.struct_size = sizeof options;
@@ -134,6 +137,14 @@ Device& device(int index) {
 }
 
 int current_device() { return t_current_device; }
+
+bool device_opened(int index) {
+  return index >= 0 && index < 64 && g_opened[index].load(std::memory_order_acquire) != nullptr;
+}
+
+bool runtime_initialized() { return g_runtime_created.load() && !g_in_bad_fork.load(); }
+
+bool in_bad_fork() { return g_in_bad_fork.load(); }
 
 int stream_priority(const c10::Stream& stream) { return stream.id() > kPoolStreams ? -1 : 0; }
 

@@ -57,6 +57,8 @@ void set_plugin_path(const std::string& path);
 // Devices, opened on first use.
 int device_count();
 Device& device(int index);
+// Whether xhal:`index` has been opened (never opens it).
+bool device_opened(int index);
 int current_device();
 void set_device(int index);
 // What the plugin reports of xhal:`index`, without opening it.
@@ -177,8 +179,16 @@ struct PhiloxGenerator : public c10::GeneratorImpl {
 // The default generator of xhal:`index` (what torch.manual_seed seeds), and a new one.
 const at::Generator& default_generator(int index);
 at::Generator new_generator(int index);
+// Counts graph captures under way (graph_ops.cpp): a random draw during one is refused, since
+// every replay would draw the same numbers.
+void set_capturing(bool capturing);
 // Seeds every device's default generator; before they exist, they will start from `seed`.
 void seed_all(uint64_t seed);
+void seed_device(int index, uint64_t seed);
+// Whether the runtime exists (its devices were found): torch.xhal.is_initialized.
+bool runtime_initialized();
+// Whether this is a forked child of a process whose runtime existed, which may not use it.
+bool in_bad_fork();
 // Block `block` of the Philox stream of `seed`, as kernels/random.wgsl computes it.
 std::array<uint32_t, 4> philox_block(uint64_t seed, uint64_t block);
 // Gives a random operator that falls back to the CPU a CPU generator seeded from the xhal one.
@@ -191,9 +201,10 @@ void reset_fallback_counts();
 
 // The boxed CPU fallback: counts the operator, then runs it on the CPU (memory_ops.cpp).
 void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
-// Runs an operator whose floating operands are bfloat16 on f32 copies of them on the device,
-// when it has an xhal kernel; false, touching nothing, when it does not apply (bfloat16_ops.cpp).
-bool widen_bfloat16(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+// Runs an operator whose floating operands are bfloat16 (or float16 on a device without f16) on
+// f32 copies of them on the device, when it has an xhal kernel; false, touching nothing, when it
+// does not apply (bfloat16_ops.cpp).
+bool widen_to_float(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 // Copies between the CPU and xhal, and within xhal (copy.cpp).
 at::Tensor& copy_into(at::Tensor& destination, const at::Tensor& source);

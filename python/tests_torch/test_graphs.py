@@ -1,0 +1,143 @@
+"""torch.accelerator.Graph on xhal, in the manner of PyTorch's graph tests: capture on a
+stream, replay, reset, a captured training step that replays bit for bit what eager steps
+compute, and the operations a capture must refuse rather than record wrongly."""
+
+import copy
+
+import pytest
+import torch
+
+import xhal.torch
+
+
+def mlp(dev):
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 64), torch.nn.Tanh(),
+                               torch.nn.Linear(64, 1)).to(dev)
+
+
+def test_capture_and_replay(dev):
+    x = torch.zeros(1000, device=dev)
+    stream = torch.Stream(device=dev)
+    graph = torch.accelerator.Graph()
+    with stream, graph:
+        x += 1
+        y = x * 2
+    # Nothing ran while capturing.
+    assert x.sum().item() == 0
+    for replays in range(1, 4):
+        graph.replay()
+        torch.accelerator.synchronize()
+        assert torch.equal(x.cpu(), torch.full((1000,), float(replays)))
+        assert torch.equal(y.cpu(), torch.full((1000,), 2.0 * replays))
+    a, b = graph.pool()
+    assert isinstance(a, int) and a > 0
+
+
+def test_a_captured_training_step_replays_eager_steps_bit_for_bit(dev):
+    eager_model = mlp(dev)
+    graph_model = copy.deepcopy(eager_model)
+    x = torch.randn(16, 32, device=dev)
+    target = torch.randn(16, 1, device=dev)
+
+    def make_step(model):
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+
+        def step():
+            optimizer.zero_grad(set_to_none=False)
+            loss = torch.nn.functional.mse_loss(model(x), target)
+            loss.backward()
+            optimizer.step()
+            return loss
+
+        return step
+
+    eager_step = make_step(eager_model)
+    graph_step = make_step(graph_model)
+    # Warm-up steps make the gradients and the momentum buffers, outside the capture.
+    for _ in range(2):
+        eager_step()
+        graph_step()
+    graph = torch.accelerator.Graph()
+    stream = torch.Stream(device=dev)
+    with stream, graph:
+        static_loss = graph_step()
+    eager_losses = []
+    graph_losses = []
+    for _ in range(5):
+        eager_losses.append(eager_step().item())
+        graph.replay()
+        graph_losses.append(static_loss.item())
+    assert eager_losses == graph_losses
+    assert eager_losses[-1] < eager_losses[0]
+    for a, b in zip(eager_model.parameters(), graph_model.parameters()):
+        assert torch.equal(a.detach().cpu(), b.detach().cpu())
+    assert xhal.torch.fallback_counts() == {}
+
+
+def test_reset_and_capture_again(dev):
+    x = torch.ones(10, device=dev)
+    graph = torch.accelerator.Graph(keep_graph=True)
+    stream = torch.Stream(device=dev)
+    with stream, graph:
+        x.mul_(2)
+    graph.instantiate()
+    graph.replay()
+    assert x.cpu().tolist() == [2.0] * 10
+    graph.reset()
+    with pytest.raises(RuntimeError, match="needs a captured graph"):
+        graph.replay()
+    with stream, graph:
+        x.add_(1)
+    graph.replay()
+    graph.replay()
+    assert x.cpu().tolist() == [4.0] * 10
+
+
+def test_debug_dump(dev, tmp_path):
+    graph = torch.accelerator.Graph()
+    graph.enable_debug_mode()
+    x = torch.ones(4, device=dev)
+    with torch.Stream(device=dev), graph:
+        x.add_(1)
+    graph.debug_dump(str(tmp_path / "graph.txt"))
+    assert "xhal graph on xhal:0" in (tmp_path / "graph.txt").read_text()
+
+
+def test_a_capture_refuses_what_it_cannot_record(dev):
+    x = torch.ones(4, device=dev)
+    stream = torch.Stream(device=dev)
+    # Reading a value on the host needs the captured work to have run.
+    graph = torch.accelerator.Graph()
+    with pytest.raises(RuntimeError, match="capturing a graph"):
+        with stream, graph:
+            (x * 2).sum().item()
+    # Random numbers would be the same in every replay.
+    graph = torch.accelerator.Graph()
+    with pytest.raises(RuntimeError, match="cannot be captured"):
+        with stream, graph:
+            torch.rand(4, device=dev)
+    # After a failed capture the device works as before.
+    assert (x * 3).sum().item() == 12
+    graph = torch.accelerator.Graph()
+    with pytest.raises(RuntimeError, match="needs a captured graph"):
+        graph.replay()
+    with pytest.raises(RuntimeError, match="without capture_begin"):
+        graph.capture_end()
+
+
+def test_memory_freed_during_capture_stays_with_the_graph(dev):
+    out = torch.empty(1 << 16, device=dev)
+    source = torch.arange(float(1 << 16), device=dev)
+    stream = torch.Stream(device=dev)
+    graph = torch.accelerator.Graph()
+    with stream, graph:
+        temporary = source * 3  # freed at the end of the capture
+        out.copy_(temporary + 1)
+        del temporary
+    # Tensors made after the capture never share the graph's memory.
+    others = [torch.full((1 << 16,), -1.0, device=dev) for _ in range(4)]
+    graph.replay()
+    torch.accelerator.synchronize()
+    assert torch.equal(out.cpu(), torch.arange(float(1 << 16)) * 3 + 1)
+    assert all(torch.equal(o.cpu(), torch.full((1 << 16,), -1.0)) for o in others)
