@@ -25,7 +25,7 @@ ROCM_EMULATOR := target/rocm-emulator
 # cuda backend's tests compile every repository kernel with it.
 export XHAL_NVRTC_LIBRARY ?= $(wildcard $(CURDIR)/target/nvrtc/libnvrtc.so.13)
 
-.PHONY: all build plugins drivers demo test capi python python-test bench-python bench-torch bench-capi cts cuda-emulator level-zero-emulator rocm-emulator gpu-check-emulated fmt-check clippy header bench bench-trace bench-ops bench-overhead bench-backends bench-kernels doc clean
+.PHONY: all build plugins drivers demo test capi python python-test bench-python bench-torch bench-torch-services bench-capi cts cuda-emulator level-zero-emulator rocm-emulator gpu-check-emulated fmt-check clippy header bench bench-trace bench-ops bench-overhead bench-backends bench-kernels doc clean
 
 all: build
 
@@ -132,6 +132,12 @@ bench-capi: capi
 # (python/benches/torch_device.py).
 bench-torch: python
 	XHAL_TORCH_BUILD_DIR=target/torch-extension $(VENV)/bin/python python/benches/torch_device.py
+
+# The PyTorch device's services against their peers: graph replay against eager steps, random
+# numbers against torch CPU, the profiler's cost, fully_shard's staging against Gloo on CPU
+# tensors; on the device XHAL_DEVICE picks (docs/benchmarks.md).
+bench-torch-services: python
+	XHAL_TORCH_BUILD_DIR=target/torch-extension $(VENV)/bin/python python/benches/torch_services.py
 
 # The operator sweep (scripts/torch-ops.py): PyTorch's OpInfo database run on xhal:0 against
 # torch's own CPU, each case in a worker process so that a crash costs only that case. `make

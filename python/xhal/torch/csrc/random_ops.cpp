@@ -11,6 +11,7 @@
 #include <torch/library.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -324,13 +325,17 @@ void draw_integers_into(at::Tensor& self, int64_t start, uint64_t range, PhiloxG
 
 at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> gen) {
   check_like_cpu(self, [&](at::Tensor& probe, at::Generator& g) { probe.uniform_(from, to, g); });
-  draw_into(self, "OP_UNIFORM", from, to, {}, generator_of(gen, self));
+  // A complex tensor draws its real and imaginary parts alike, as PyTorch's CPU does.
+  at::Tensor parts = self.is_complex() ? at::view_as_real(self) : self;
+  draw_into(parts, "OP_UNIFORM", from, to, {}, generator_of(gen, self));
   return self;
 }
 
 at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
   check_like_cpu(self, [&](at::Tensor& probe, at::Generator& g) { probe.normal_(mean, std, g); });
-  draw_into(self, "OP_NORMAL", mean, std, {}, generator_of(gen, self));
+  // A complex normal value's parts each have variance std^2 / 2, as on PyTorch's CPU.
+  at::Tensor parts = self.is_complex() ? at::view_as_real(self) : self;
+  draw_into(parts, "OP_NORMAL", mean, self.is_complex() ? std / std::sqrt(2.0) : std, {}, generator_of(gen, self));
   return self;
 }
 

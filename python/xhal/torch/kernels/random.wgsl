@@ -129,24 +129,24 @@ fn unit(r: Words, k: u32) -> F {
   return (F(hi >> 11u) * F(4294967296.0) + F(lo)) * F(1.1102230246251565e-16);
 }
 
-// The standard normal value of element k: Box-Muller on the pair of elements (k & ~1, k | 1),
-// the cosine for the even one and the sine for the odd one. 1 - u is in (0, 1], so the log is
-// finite.
-fn standard_normal(r: Words, k: u32) -> F {
-  let u1 = F(1) - unit(r, k & 2u);
-  let u2 = unit(r, (k & 2u) + 1u);
-  let radius = xsqrt(F(-2) * xlog(u1));
-  let angle = F(6.283185307179586) * u2;
-  if ((k & 1u) == 0u) {
-    return radius * xcos(angle);
+// The standard normal values of the 4 elements: Box-Muller on the pairs (0, 1) and (2, 3),
+// the cosine for the even element and the sine for the odd one. 1 - u is in (0, 1], so the log
+// is finite. Each pair's log and square root are computed once.
+fn standard_normals(r: Words) -> array<F, 4> {
+  var n: array<F, 4>;
+  for (var pair = 0u; pair < 4u; pair = pair + 2u) {
+    let radius = xsqrt(F(-2) * xlog(F(1) - unit(r, pair)));
+    let angle = F(6.283185307179586) * unit(r, pair + 1u);
+    n[pair] = radius * xcos(angle);
+    n[pair + 1u] = radius * xsin(angle);
   }
-  return radius * xsin(angle);
+  return n;
 }
 
 fn parameter_a() -> F { return float_from_bits(d.a.x, d.a.y); }
 fn parameter_b() -> F { return float_from_bits(d.b.x, d.b.y); }
 
-fn value(r: Words, k: u32, i: u32) -> E {
+fn value(r: Words, normal: F, k: u32, i: u32) -> E {
   let a = parameter_a();
   let b = parameter_b();
   switch (OP) {
@@ -155,7 +155,7 @@ fn value(r: Words, k: u32, i: u32) -> E {
       let v = E(a + (b - a) * unit(r, k));
       return select(v, E(a), v >= E(b) && b > a);
     }
-    case OP_NORMAL: { return E(a + b * standard_normal(r, k)); }
+    case OP_NORMAL: { return E(a + b * normal); }
     case OP_BERNOULLI: { return E(select(F(0), F(1), unit(r, k) < a)); }
     case OP_BERNOULLI_TENSOR: { return E(select(F(0), F(1), unit(r, k) < F(p[d.p_offset + i]))); }
     case OP_EXPONENTIAL: {
@@ -163,7 +163,7 @@ fn value(r: Words, k: u32, i: u32) -> E {
       return E(-xlog1p(-unit(r, k)) / a);
     }
     case OP_CAUCHY: { return E(a + b * xtan(F(3.141592653589793) * (unit(r, k) - F(0.5)))); }
-    case OP_LOG_NORMAL: { return E(xexp(a + b * standard_normal(r, k))); }
+    case OP_LOG_NORMAL: { return E(xexp(a + b * normal)); }
     case OP_GEOMETRIC: {
       // The least k >= 1 with (1 - a)^k <= 1 - u: ceil(log(1 - u) / log(1 - a)).
       let trials = ceil(xlog1p(-unit(r, k)) / xlog1p(-a));
@@ -179,9 +179,11 @@ fn draw(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let t = invocation(gid, groups);
   if (t >= (d.count + 3u) / 4u) { return; }
   let r = words_of(t);
+  var normals: array<F, 4>;
+  if (OP == OP_NORMAL || OP == OP_LOG_NORMAL) { normals = standard_normals(r); }
   for (var k = 0u; k < 4u; k = k + 1u) {
     let i = 4u * t + k;
-    if (i < d.count) { out[d.out_offset + i] = value(r, k, i); }
+    if (i < d.count) { out[d.out_offset + i] = value(r, normals[k], k, i); }
   }
 }
 
