@@ -3,7 +3,8 @@
 //! a graph that `xhal_graph_replay` enqueues again as often as wanted (core's graphs: native
 //! command lists where the device has them).
 //!
-//! While a stream captures, copies, fills, launches and event records and waits are recorded;
+//! While a stream captures, copies, fills, launches and event records and waits are recorded
+//! (a wait for an event recorded before the capture is done on the host then);
 //! everything that would need the captured work to have run (reads, synchronisation, queries)
 //! or host bytes that a replay could not read again (writes from host memory) is refused with
 //! an error naming the call. A graph holds the memory its work names: a buffer freed after
@@ -30,6 +31,29 @@ pub(crate) struct GraphObject {
 pub(crate) struct Capture {
     pub(crate) builder: xhal::GraphBuilder,
     pub(crate) lane: xhal::GraphStream,
+    /// The graph's own event for each application event recorded during the capture (by its
+    /// handle): as in CUDA, a record during a capture orders the graph's work and records
+    /// nothing at replay, so the application's event may be destroyed after the capture.
+    pub(crate) events: std::collections::HashMap<usize, xhal::GraphEvent>,
+}
+
+impl Capture {
+    /// Records `event` (handle `key`) as a point in the graph.
+    pub(crate) fn record(&mut self, key: usize) -> Result<()> {
+        let event = *self.events.entry(key).or_insert_with(|| self.builder.event());
+        self.builder.record(self.lane, event)
+    }
+
+    /// Waits for `event`: its record in this capture, as a dependency inside the graph; or, for
+    /// an event recorded before the capture (on another stream), on the host now. Nothing
+    /// captured runs before the capture ends, so every replay comes after that record; replays
+    /// do not wait for the event's later records, and the event may be destroyed.
+    pub(crate) fn wait(&mut self, key: usize, event: &xhal::Event) -> Result<()> {
+        match self.events.get(&key) {
+            Some(&recorded) => self.builder.wait(self.lane, recorded),
+            None => event.synchronize(),
+        }
+    }
 }
 
 /// A stream's capture state: `None` while it runs its work as it comes.
@@ -38,12 +62,9 @@ pub(crate) type CaptureState = Mutex<Option<Capture>>;
 impl StreamObject {
     /// Runs `record` on the capture when the stream captures (Some of its result), or returns
     /// None for the caller to queue the work itself.
-    pub(crate) fn if_capturing<T>(
-        &self,
-        record: impl FnOnce(&mut xhal::GraphBuilder, xhal::GraphStream) -> Result<T>,
-    ) -> Option<Result<T>> {
+    pub(crate) fn if_capturing<T>(&self, record: impl FnOnce(&mut Capture) -> Result<T>) -> Option<Result<T>> {
         let mut capture = self.capture.lock();
-        capture.as_mut().map(|c| record(&mut c.builder, c.lane))
+        capture.as_mut().map(record)
     }
 
     /// An error when the stream captures: `what` needs work to run now, which a capture defers.
@@ -72,7 +93,11 @@ pub extern "C" fn xhal_stream_begin_capture(stream: *const xhal_stream_t) -> xha
         }
         let mut builder = object.device.graph();
         let lane = builder.stream();
-        *capture = Some(Capture { builder, lane });
+        *capture = Some(Capture {
+            builder,
+            lane,
+            events: Default::default(),
+        });
         Ok(())
     })
 }

@@ -536,7 +536,7 @@ fn launch_checked(stream: &StreamObject, kernel: &KernelObject, desc: &xhal_laun
         let bytes = unsafe { std::slice::from_raw_parts(desc.scalars.cast::<u8>(), desc.scalar_size) };
         builder = builder.scalar_block(bytes);
     }
-    if let Some(recorded) = stream.if_capturing(|graph, lane| graph.launch(lane, &builder).map(|_| ())) {
+    if let Some(recorded) = stream.if_capturing(|c| c.builder.launch(c.lane, &builder).map(|_| ())) {
         return recorded;
     }
     stream.stream.launch(&builder)

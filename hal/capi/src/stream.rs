@@ -228,7 +228,7 @@ pub extern "C" fn xhal_stream_copy(
         let (source, destination) = (r.buffers[0].buffer.slice(from), r.buffers[1].buffer.slice(to));
         if let Some(recorded) = r
             .stream
-            .if_capturing(|graph, lane| graph.copy(lane, source.clone(), destination.clone()))
+            .if_capturing(|c| c.builder.copy(c.lane, source.clone(), destination.clone()))
         {
             return recorded;
         }
@@ -262,7 +262,7 @@ pub unsafe extern "C" fn xhal_stream_fill(
         let destination = r.buffers[0].buffer.slice(range);
         if let Some(recorded) = r
             .stream
-            .if_capturing(|graph, lane| graph.fill_pattern(lane, destination.clone(), bytes))
+            .if_capturing(|c| c.builder.fill_pattern(c.lane, destination.clone(), bytes))
         {
             return recorded;
         }
@@ -274,9 +274,10 @@ pub unsafe extern "C" fn xhal_stream_fill(
 #[no_mangle]
 pub extern "C" fn xhal_stream_record_event(stream: *const xhal_stream_t, event: *const xhal_event_t) -> xhal_status_t {
     call("xhal_stream_record_event", || {
+        let event_handle = event as usize;
         let stream = handles::stream(stream as usize, "stream")?;
-        let event = handles::event(event as usize, "event")?;
-        if let Some(recorded) = stream.if_capturing(|graph, lane| graph.record_event(lane, &event.event)) {
+        let event = handles::event(event_handle, "event")?;
+        if let Some(recorded) = stream.if_capturing(|c| c.record(event_handle)) {
             return recorded;
         }
         stream.stream.record(&event.event)
@@ -288,9 +289,10 @@ pub extern "C" fn xhal_stream_record_event(stream: *const xhal_stream_t, event: 
 #[no_mangle]
 pub extern "C" fn xhal_stream_wait_event(stream: *const xhal_stream_t, event: *const xhal_event_t) -> xhal_status_t {
     call("xhal_stream_wait_event", || {
+        let event_handle = event as usize;
         let stream = handles::stream(stream as usize, "stream")?;
-        let event = handles::event(event as usize, "event")?;
-        if let Some(recorded) = stream.if_capturing(|graph, lane| graph.wait_event(lane, &event.event)) {
+        let event = handles::event(event_handle, "event")?;
+        if let Some(recorded) = stream.if_capturing(|c| c.wait(event_handle, &event.event)) {
             return recorded;
         }
         stream.stream.wait(&event.event)

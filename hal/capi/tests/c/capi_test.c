@@ -499,6 +499,12 @@ static void test_graphs(xhal_device_t *device) {
     /* y = 2x + y, then a copy of y: recorded with the launch's scalars as they are now. */
     CHECK(xhal_stream_launch(stream, &launch));
     params.a = 100.0f;
+    /* An event recorded during the capture orders the graph's work only (as in CUDA): it may
+     * be destroyed once the capture ends. */
+    xhal_event_t *point = NULL;
+    CHECK(xhal_event_create(device, 0, &point));
+    CHECK(xhal_stream_record_event(stream, point));
+    CHECK(xhal_stream_wait_event(stream, point));
     CHECK(xhal_stream_copy(stream, by, 0, copy, 0, sizeof y));
     EXPECT_ERROR(xhal_stream_synchronize(stream), XHAL_ERROR_INVALID_ARGUMENT, "capturing a graph");
     EXPECT_ERROR(xhal_stream_read(stream, by, 0, y, sizeof y), XHAL_ERROR_INVALID_ARGUMENT, "capturing a graph");
@@ -507,6 +513,7 @@ static void test_graphs(xhal_device_t *device) {
     EXPECT_ERROR(xhal_stream_query(stream, &complete), XHAL_ERROR_INVALID_ARGUMENT, "capturing a graph");
     xhal_graph_t *graph = NULL;
     CHECK(xhal_stream_end_capture(stream, &graph));
+    CHECK(xhal_event_destroy(point));
     EXPECT_ERROR(xhal_stream_end_capture(stream, &graph), XHAL_ERROR_INVALID_ARGUMENT, "not capturing");
 
     /* Nothing ran during the capture. */
