@@ -107,14 +107,13 @@ def test_the_xhal_trace_and_the_torch_trace_agree(tmp_path):
     result = subprocess.run([sys.executable, "-c", script], env=environment, capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 0, result.stderr
-    torch_kernels = sorted(
-        (e["name"], round(e["dur"], 1)) for e in json.loads(torch_trace.read_text())["traceEvents"]
-        if e.get("cat") == "kernel"
-    )
+    torch_kernels = [(e["name"], e["dur"]) for e in json.loads(torch_trace.read_text())["traceEvents"]
+                     if e.get("cat") == "kernel"]
     assert torch_kernels
     xhal_events = json.loads(xhal_trace.read_text())  # an array of trace events
-    xhal_kernels = sorted((e["name"], round(e["dur"], 1)) for e in xhal_events
-                          if e.get("cat") == "kernel" and e.get("ph") == "X")
-    # xhal's trace also has the kernels of the warm-up before the profile.
-    for kernel in torch_kernels:
-        assert kernel in xhal_kernels, (kernel, xhal_kernels)
+    xhal_kernels = [(e["name"], e["dur"]) for e in xhal_events if e.get("cat") == "kernel" and e.get("ph") == "X"]
+    # xhal's trace also has the kernels of the warm-up before the profile. Its timestamps are
+    # microseconds since 2024 as doubles, good to about 0.008 µs at that size: the same span
+    # agrees to a few of those.
+    for name, duration in torch_kernels:
+        assert any(n == name and abs(d - duration) <= 0.05 for n, d in xhal_kernels), (name, duration, xhal_kernels)

@@ -89,7 +89,9 @@ pub extern "C" fn xhal_stream_begin_capture(stream: *const xhal_stream_t) -> xha
         let object = handles::stream(stream as usize, "stream")?;
         let mut capture = object.capture.lock();
         if capture.is_some() {
-            return Err(invalid("the stream is already capturing a graph; end that capture first"));
+            return Err(invalid(
+                "the stream is already capturing a graph; end that capture first",
+            ));
         }
         let mut builder = object.device.graph();
         let lane = builder.stream();

@@ -226,10 +226,7 @@ pub extern "C" fn xhal_stream_copy(
         let from = byte_range(&r.buffers[0], source_offset, size, "source")?;
         let to = byte_range(&r.buffers[1], destination_offset, size, "destination")?;
         let (source, destination) = (r.buffers[0].buffer.slice(from), r.buffers[1].buffer.slice(to));
-        if let Some(recorded) = r
-            .stream
-            .if_capturing(|c| c.builder.copy(c.lane, source.clone(), destination.clone()))
-        {
+        if let Some(recorded) = r.stream.if_capturing(|c| c.builder.copy(c.lane, source, destination)) {
             return recorded;
         }
         r.stream.stream.copy(source, destination)
@@ -262,7 +259,7 @@ pub unsafe extern "C" fn xhal_stream_fill(
         let destination = r.buffers[0].buffer.slice(range);
         if let Some(recorded) = r
             .stream
-            .if_capturing(|c| c.builder.fill_pattern(c.lane, destination.clone(), bytes))
+            .if_capturing(|c| c.builder.fill_pattern(c.lane, destination, bytes))
         {
             return recorded;
         }

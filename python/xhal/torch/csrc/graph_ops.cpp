@@ -29,7 +29,8 @@ struct XhalGraph final : public at::GraphImplInterface {
     device_ = current_device();
     capturing_ = current_xhal_stream(device_);
     check(xhal_stream_begin_capture(capturing_), "begin a graph capture");
-    set_capturing(true);
+    draws_.device = device_;
+    capture_draws(&draws_);
     pool_ = g_next_pool++;
   }
 
@@ -39,7 +40,7 @@ struct XhalGraph final : public at::GraphImplInterface {
                 "xhal: capture_end() must be called with the stream that began the capture current");
     xhal_stream_t* stream = capturing_;
     capturing_ = nullptr;
-    set_capturing(false);
+    capture_draws(nullptr);
     check(xhal_stream_end_capture(stream, &graph_), "end a graph capture");
   }
 
@@ -50,7 +51,17 @@ struct XhalGraph final : public at::GraphImplInterface {
 
   void replay() override {
     TORCH_CHECK(graph_ != nullptr, "xhal: replay() needs a captured graph (capture_begin, then capture_end)");
-    check(xhal_graph_replay(graph_, current_xhal_stream(device_)), "replay a graph");
+    xhal_stream_t* stream = current_xhal_stream(device_);
+    // Each generator the graph draws from: its seed and offset now go to the graph's state
+    // buffer, and it moves on by what the graph draws, as eager draws would move it.
+    for (const CapturedGenerator& captured : draws_.generators) {
+      const auto [seed, offset] = captured.generator->advance(captured.words);
+      const uint64_t block = offset / 4;
+      const uint32_t words[4] = {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32),
+                                 static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32)};
+      check(xhal_stream_write_async(stream, captured.state, 0, words, sizeof words), "write a graph's random state");
+    }
+    check(xhal_graph_replay(graph_, stream), "replay a graph");
   }
 
   void reset() override { release(); }
@@ -76,12 +87,15 @@ struct XhalGraph final : public at::GraphImplInterface {
       xhal_graph_t* abandoned = nullptr;
       if (xhal_stream_end_capture(capturing_, &abandoned) == XHAL_SUCCESS) xhal_graph_destroy(abandoned);
       capturing_ = nullptr;
-      set_capturing(false);
+      capture_draws(nullptr);
     }
     if (graph_ != nullptr) {
       xhal_graph_destroy(graph_);
       graph_ = nullptr;
     }
+    // The graph held its state buffers' memory; freeing the handles returns it once it is gone.
+    for (CapturedGenerator& captured : draws_.generators) xhal_buffer_free(captured.state);
+    draws_.generators.clear();
   }
 
   int device_ = 0;
@@ -89,6 +103,7 @@ struct XhalGraph final : public at::GraphImplInterface {
   xhal_graph_t* graph_ = nullptr;
   uint64_t pool_ = 0;
   bool debug_ = false;
+  CapturedDraws draws_;
 };
 
 }  // namespace

@@ -84,19 +84,53 @@ PhiloxGenerator* PhiloxGenerator::clone_impl() const {
 }
 
 namespace {
-std::atomic<int> g_captures{0};
+std::mutex g_capture_mutex;
+CapturedDraws* g_capture = nullptr;
 }  // namespace
 
-void set_capturing(bool capturing) { g_captures += capturing ? 1 : -1; }
+void capture_draws(CapturedDraws* draws) {
+  std::lock_guard<std::mutex> lock(g_capture_mutex);
+  g_capture = draws;
+}
+
+bool capturing_draws() {
+  std::lock_guard<std::mutex> lock(g_capture_mutex);
+  return g_capture != nullptr;
+}
 
 PhiloxGenerator::Reservation PhiloxGenerator::reserve(uint64_t words) {
-  TORCH_CHECK(g_captures.load() == 0,
-              "xhal: random operators cannot be captured in a graph: each replay would draw the same numbers. Draw "
-              "them outside the captured region (a mask or noise tensor passed in), or run this step eagerly");
+  {
+    std::lock_guard<std::mutex> capture_lock(g_capture_mutex);
+    if (g_capture != nullptr) {
+      // Laid out from the replay's first block as eager draws are from the offset.
+      for (CapturedGenerator& captured : g_capture->generators) {
+        if (captured.generator.get() != this) continue;
+        Reservation r{0, captured.words / 4, captured.state};
+        captured.words += round_up_to_block(words);
+        return r;
+      }
+      TORCH_CHECK(device().index() == g_capture->device, "xhal: a graph captured on xhal:", g_capture->device,
+                  " cannot draw from a generator of xhal:", device().index());
+      CapturedGenerator captured;
+      captured.generator = c10::intrusive_ptr<PhiloxGenerator>::reclaim_copy(this);
+      check(xhal_buffer_alloc(xhal_torch::device(g_capture->device).device, 16, &captured.state),
+            "allocate a captured generator's state");
+      captured.words = round_up_to_block(words);
+      g_capture->generators.push_back(captured);
+      return Reservation{0, 0, captured.state};
+    }
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   Reservation r{seed_, offset_ / 4};
   offset_ += round_up_to_block(words);
   return r;
+}
+
+std::pair<uint64_t, uint64_t> PhiloxGenerator::advance(uint64_t words) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const std::pair<uint64_t, uint64_t> at{seed_, offset_};
+  offset_ += words;
+  return at;
 }
 
 namespace {
@@ -223,18 +257,33 @@ void set_words(uint32_t (&to)[2], uint64_t bits) {
 constexpr int64_t kMaxDraw = std::numeric_limits<uint32_t>::max() - 4;
 
 const Kernel& random_kernel(Device& dev, const char* entry, uint32_t op, at::ScalarType element,
-                            at::ScalarType integer = at::kInt) {
+                            const PhiloxGenerator::Reservation& reservation, at::ScalarType integer = at::kInt) {
   const bool wide = element == at::kDouble || (std::strcmp(entry, "draw_integers") == 0 && integer == at::kLong);
+  const bool from_state = reservation.state != nullptr;
   const std::string key = std::string("random|") + entry + "|" + std::to_string(op) + "|" +
-                          wgsl_type(element) + "|" + wgsl_type(integer);
+                          wgsl_type(element) + "|" + wgsl_type(integer) + (from_state ? "|graph" : "");
   return recipe_kernel(dev, key, [&] {
     KernelRecipe recipe;
     recipe.files = {kRandom};
     recipe.types = {{"E", wgsl_type(element)}, {"F", wgsl_type(float_compute(element))}, {"I", wgsl_type(integer)}};
-    recipe.overrides = {{"OP", static_cast<double>(op)}, {"WORDS", wide ? 2.0 : 1.0}};
+    recipe.overrides = {{"OP", static_cast<double>(op)}, {"WORDS", wide ? 2.0 : 1.0}, {"FROM_STATE", from_state ? 1.0 : 0.0}};
     recipe.entry = entry;
     return recipe;
   });
+}
+
+// A draw's bindings: the graph state (or the placeholder) at 0, then the ones it uses.
+struct DrawBindings {
+  Binding at[7];
+  DrawBindings(Device& dev, const PhiloxGenerator::Reservation& reservation) {
+    for (Binding& b : at) b = Binding{dev.placeholder};
+    if (reservation.state != nullptr) at[0] = Binding{reservation.state};
+  }
+};
+
+void set_reservation(DrawLayout& layout, const PhiloxGenerator::Reservation& reservation) {
+  set_words(layout.key, reservation.seed);
+  set_words(layout.block, reservation.block);
 }
 
 // The dtype a floating draw into `t` computes in on its device: its own when the device has
@@ -265,23 +314,23 @@ void draw_into(at::Tensor& self, const char* op_name, double a, double b, const 
   const uint32_t op = kernel_constant(kRandom, op_name);
   const bool wide = dtype == at::kDouble;
   const auto count = static_cast<uint64_t>(self.numel());
-  const auto [seed, block] = generator->reserve(count * (wide ? 2 : 1));
+  at::Tensor probabilities;
+  if (p.defined()) probabilities = p.to(self.options()).expand(self.sizes()).contiguous();
+  const auto reservation = generator->reserve(count * (wide ? 2 : 1));
   DrawLayout layout;
-  set_words(layout.key, seed);
-  set_words(layout.block, block);
+  set_reservation(layout, reservation);
   layout.count = static_cast<uint32_t>(count);
   layout.out_offset = element_offset(self);
   set_words(layout.a, scalar_bits(a, dtype));
   set_words(layout.b, scalar_bits(b, dtype));
   Device& dev = device(self.device().index());
-  Binding bindings[2] = {Binding{place_of(self).buffer}, Binding{dev.placeholder}};
-  at::Tensor probabilities;
-  if (p.defined()) {
-    probabilities = p.to(self.options()).expand(self.sizes()).contiguous();
+  DrawBindings bindings(dev, reservation);
+  bindings.at[1] = Binding{place_of(self).buffer};
+  if (probabilities.defined()) {
     layout.p_offset = element_offset(probabilities);
-    bindings[1] = Binding{place_of(probabilities).buffer};
+    bindings.at[2] = Binding{place_of(probabilities).buffer};
   }
-  launch(dev, random_kernel(dev, "draw", op, dtype), bindings, (count + 3) / 4, &layout, sizeof layout);
+  launch(dev, random_kernel(dev, "draw", op, dtype, reservation), bindings.at, (count + 3) / 4, &layout, sizeof layout);
 }
 
 // Fills `self` with integers from `start` to start + range - 1 (range 0: every 64-bit value).
@@ -306,19 +355,18 @@ void draw_integers_into(at::Tensor& self, int64_t start, uint64_t range, PhiloxG
   }
   const bool wide = integer == at::kLong;
   const auto count = static_cast<uint64_t>(self.numel());
-  const auto [seed, block] = generator->reserve(count * (wide ? 2 : 1));
+  const auto reservation = generator->reserve(count * (wide ? 2 : 1));
   DrawLayout layout;
-  set_words(layout.key, seed);
-  set_words(layout.block, block);
+  set_reservation(layout, reservation);
   layout.count = static_cast<uint32_t>(count);
   layout.out_offset = element_offset(self);
   set_words(layout.a, static_cast<uint64_t>(start));
   set_words(layout.b, wide ? range : (range >= (uint64_t{1} << 32) ? 0 : range));
   Device& dev = device(self.device().index());
-  Binding bindings[4] = {Binding{dev.placeholder}, Binding{dev.placeholder}, Binding{dev.placeholder},
-                         Binding{place_of(self).buffer}};
-  launch(dev, random_kernel(dev, "draw_integers", 0, at::kFloat, integer), bindings, (count + 3) / 4, &layout,
-         sizeof layout);
+  DrawBindings bindings(dev, reservation);
+  bindings.at[4] = Binding{place_of(self).buffer};
+  launch(dev, random_kernel(dev, "draw_integers", 0, at::kFloat, reservation, integer), bindings.at, (count + 3) / 4,
+         &layout, sizeof layout);
 }
 
 // --- The operators -----------------------------------------------------------------------------
@@ -507,19 +555,21 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
   const at::Tensor x = input.contiguous();
   at::Tensor out = at::empty(input.sizes(), input.options().memory_format(at::MemoryFormat::Contiguous));
   const auto count = static_cast<uint64_t>(x.numel());
-  const auto [seed, block] = generator_of(std::nullopt, input)->reserve(count * (dtype == at::kDouble ? 2 : 1));
+  const auto reservation = generator_of(std::nullopt, input)->reserve(count * (dtype == at::kDouble ? 2 : 1));
   DrawLayout layout;
-  set_words(layout.key, seed);
-  set_words(layout.block, block);
+  set_reservation(layout, reservation);
   layout.count = static_cast<uint32_t>(count);
   layout.out_offset = element_offset(out);
   layout.p_offset = element_offset(x);
   set_words(layout.a, scalar_bits(keep, dtype));
   set_words(layout.b, scalar_bits(scale, dtype));
   Device& dev = device(input.device().index());
-  const Binding bindings[3] = {Binding{place_of(out).buffer}, Binding{place_of(x).buffer},
-                               Binding{place_of(mask).buffer}};
-  launch(dev, random_kernel(dev, "dropout", 0, dtype), bindings, (count + 3) / 4, &layout, sizeof layout);
+  DrawBindings bindings(dev, reservation);
+  bindings.at[1] = Binding{place_of(out).buffer};
+  bindings.at[2] = Binding{place_of(x).buffer};
+  bindings.at[3] = Binding{place_of(mask).buffer};
+  launch(dev, random_kernel(dev, "dropout", 0, dtype, reservation), bindings.at, (count + 3) / 4, &layout,
+         sizeof layout);
   return {out, mask};
 }
 
@@ -538,8 +588,10 @@ at::Tensor& randperm_out(int64_t n, std::optional<at::Generator> gen, at::Tensor
               out.scalar_type(), "'");
   prepare_out(out, {n});
   if (n == 0) return out;
+  TORCH_CHECK(!capturing_draws(), "xhal: randperm shuffles on the host, which a graph capture cannot record; make the "
+                                   "permutation outside the captured region and pass it in");
   PhiloxGenerator* generator = generator_of(gen, out);
-  const auto [seed, first] = generator->reserve(static_cast<uint64_t>(n));
+  const auto [seed, first, state] = generator->reserve(static_cast<uint64_t>(n));
   std::vector<int64_t> order(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; i++) order[i] = i;
   std::array<uint32_t, 4> words{};
@@ -600,18 +652,19 @@ at::Tensor& multinomial_out(const at::Tensor& self, int64_t samples, bool replac
   const auto count = static_cast<uint64_t>(chosen.numel());
   TORCH_CHECK(count <= static_cast<uint64_t>(kMaxDraw), "xhal: multinomial draws at most ", kMaxDraw,
               " samples at once; got ", count);
-  const auto [seed, block] = generator->reserve(count * (dtype == at::kDouble ? 2 : 1));
+  const auto reservation = generator->reserve(count * (dtype == at::kDouble ? 2 : 1));
   DrawLayout layout;
-  set_words(layout.key, seed);
-  set_words(layout.block, block);
+  set_reservation(layout, reservation);
   layout.count = static_cast<uint32_t>(count);
   layout.p_offset = element_offset(cumulative);
   layout.a[0] = static_cast<uint32_t>(samples);
   layout.b[0] = static_cast<uint32_t>(categories);
   Device& dev = device(self.device().index());
-  Binding bindings[6] = {Binding{dev.placeholder}, Binding{dev.placeholder},        Binding{dev.placeholder},
-                         Binding{dev.placeholder}, Binding{place_of(cumulative).buffer}, Binding{place_of(chosen).buffer}};
-  launch(dev, random_kernel(dev, "sample_categories", 0, dtype), bindings, (count + 3) / 4, &layout, sizeof layout);
+  DrawBindings bindings(dev, reservation);
+  bindings.at[5] = Binding{place_of(cumulative).buffer};
+  bindings.at[6] = Binding{place_of(chosen).buffer};
+  launch(dev, random_kernel(dev, "sample_categories", 0, dtype, reservation), bindings.at, (count + 3) / 4, &layout,
+         sizeof layout);
   out.copy_(vector ? chosen.squeeze(0) : chosen);
   return out;
 }
@@ -650,10 +703,12 @@ void random_fallback_generators(const c10::OperatorHandle& op, torch::jit::Stack
       TORCH_CHECK(false, "xhal: ", op.schema().name(), " on xhal tensors draws from a generator of an xhal device ",
                   "(torch.Generator(device=\"xhal\")), not of ", given.device());
     }
+    TORCH_CHECK(!capturing_draws(), "xhal: ", op.schema().name(), " has no xhal kernel and runs on the CPU, which a ",
+                "graph capture cannot record; draw its numbers outside the captured region");
     PhiloxGenerator* source = given.defined() ? at::check_generator<PhiloxGenerator>(given)
                                               : at::check_generator<PhiloxGenerator>(default_generator(
                                                     index >= 0 ? index : current_device()));
-    const auto [seed, block] = source->reserve(4);
+    const auto [seed, block, state] = source->reserve(4);
     const auto words = philox_block(seed, block);
     const uint64_t cpu_seed = (static_cast<uint64_t>(words[1]) << 32) | words[0];
     value = c10::IValue(at::make_generator<at::CPUGeneratorImpl>(cpu_seed));

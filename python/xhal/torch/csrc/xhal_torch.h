@@ -164,11 +164,16 @@ struct PhiloxGenerator : public c10::GeneratorImpl {
   static c10::DeviceType device_type() { return c10::DeviceType::PrivateUse1; }
 
   // The seed and first Philox block of a draw of `words` words; the offset moves past them.
+  // During a graph capture, `state` is the buffer that holds the seed and the replay's first
+  // block, and `block` counts from that block (random.wgsl's FROM_STATE).
   struct Reservation {
     uint64_t seed;
     uint64_t block;
+    xhal_buffer_t* state = nullptr;
   };
   Reservation reserve(uint64_t words);
+  // The seed and offset now, and the offset moved `words` on: what a graph's replay draws from.
+  std::pair<uint64_t, uint64_t> advance(uint64_t words);
 
  private:
   PhiloxGenerator* clone_impl() const override;
@@ -179,9 +184,23 @@ struct PhiloxGenerator : public c10::GeneratorImpl {
 // The default generator of xhal:`index` (what torch.manual_seed seeds), and a new one.
 const at::Generator& default_generator(int index);
 at::Generator new_generator(int index);
-// Counts graph captures under way (graph_ops.cpp): a random draw during one is refused, since
-// every replay would draw the same numbers.
-void set_capturing(bool capturing);
+// Random draws in a graph capture (graph_ops.cpp). Each generator a captured draw uses gets a
+// device buffer for its seed and the replay's first block, which the graph writes before each
+// replay, moving the generator on by the words the graph draws: every replay draws new numbers,
+// the ones eager steps would.
+struct CapturedGenerator {
+  c10::intrusive_ptr<PhiloxGenerator> generator;
+  xhal_buffer_t* state = nullptr;
+  uint64_t words = 0;
+};
+struct CapturedDraws {
+  int device = 0;
+  std::vector<CapturedGenerator> generators;
+};
+// Makes draws from now on record into `draws` (nullptr: draw as usual again).
+void capture_draws(CapturedDraws* draws);
+// Whether a capture is under way (random operators that cannot be captured refuse then).
+bool capturing_draws();
 // Seeds every device's default generator; before they exist, they will start from `seed`.
 void seed_all(uint64_t seed);
 void seed_device(int index, uint64_t seed);

@@ -29,6 +29,9 @@ const OP_GEOMETRIC: u32 = 7u;          // trials to the first success, success p
 
 override OP: u32 = 0u;
 override WORDS: u32 = 1u;  // words an element: 1 (f32, i32), 2 (f64, i64)
+// A draw captured in a graph: the seed and the replay's first block are read from
+// `graph_state`, which the host writes before each replay, and `block` counts from there.
+override FROM_STATE: bool = false;
 
 struct Draw {
   key: vec2<u32>,    // the seed: low word, high word
@@ -42,14 +45,17 @@ struct Draw {
 }
 var<immediate> d: Draw;
 
-@group(0) @binding(0) var<storage, read_write> out: array<E>;
-@group(0) @binding(1) var<storage, read> p: array<E>;              // probabilities, dropout's input
-@group(0) @binding(2) var<storage, read_write> mask: array<u32>;   // dropout's mask, 4 bytes a word
+// Every entry point's first binding (a small placeholder when FROM_STATE is false): the seed's
+// low and high words, then the first block's.
+@group(0) @binding(0) var<storage, read> graph_state: array<u32, 4>;
+@group(0) @binding(1) var<storage, read_write> out: array<E>;
+@group(0) @binding(2) var<storage, read> p: array<E>;              // probabilities, dropout's input
+@group(0) @binding(3) var<storage, read_write> mask: array<u32>;   // dropout's mask, 4 bytes a word
 // Each of the two entry points below has bindings of its own, which no other one shares (a
 // binding two entry points use must be at the same place in their launches).
-@group(0) @binding(3) var<storage, read_write> ints: array<I>;         // draw_integers
-@group(0) @binding(4) var<storage, read> cumulative: array<E>;         // sample_categories
-@group(0) @binding(5) var<storage, read_write> samples: array<u32>;    // sample_categories, int64
+@group(0) @binding(4) var<storage, read_write> ints: array<I>;         // draw_integers
+@group(0) @binding(5) var<storage, read> cumulative: array<E>;         // sample_categories
+@group(0) @binding(6) var<storage, read_write> samples: array<u32>;    // sample_categories, int64
 
 // --- Philox4x32-10 (Salmon, Moraes, Dror and Shaw, "Parallel random numbers: as easy as 1, 2,
 // 3", SC 2011): ten rounds of two 32x32-bit products, bumping the key by the Weyl constants.
@@ -87,11 +93,26 @@ fn philox(counter: vec4<u32>, key: vec2<u32>) -> vec4<u32> {
   return c;
 }
 
-// Block `first + step` of the stream, the 64-bit sum carried.
+// a + b as 64-bit numbers, low word first.
+fn add64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+  let lo = a.x + b.x;
+  return vec2<u32>(lo, a.y + b.y + select(0u, 1u, lo < a.x));
+}
+
+fn draw_key() -> vec2<u32> {
+  if (FROM_STATE) { return vec2<u32>(graph_state[0], graph_state[1]); }
+  return d.key;
+}
+
+fn first_block() -> vec2<u32> {
+  if (FROM_STATE) { return add64(vec2<u32>(graph_state[2], graph_state[3]), d.block); }
+  return d.block;
+}
+
+// Block `first + step` of the stream.
 fn block(first: vec2<u32>, step: u32) -> vec4<u32> {
-  let lo = first.x + step;
-  let hi = first.y + select(0u, 1u, lo < first.x);
-  return philox(vec4<u32>(lo, hi, 0u, 0u), d.key);
+  let at = add64(first, vec2<u32>(step, 0u));
+  return philox(vec4<u32>(at.x, at.y, 0u, 0u), draw_key());
 }
 
 // The 4 * WORDS words of invocation t, which makes elements 4t to 4t + 3.
@@ -101,13 +122,13 @@ struct Words {
 
 fn words_of(t: u32) -> Words {
   var r: Words;
-  let first = block(d.block, t * WORDS);
+  let first = block(first_block(), t * WORDS);
   r.w[0] = first.x;
   r.w[1] = first.y;
   r.w[2] = first.z;
   r.w[3] = first.w;
   if (WORDS == 2u) {
-    let second = block(d.block, t * WORDS + 1u);
+    let second = block(first_block(), t * WORDS + 1u);
     r.w[4] = second.x;
     r.w[5] = second.y;
     r.w[6] = second.z;
