@@ -260,3 +260,13 @@ def test_the_gradient_at_a_nan_is_0_as_in_the_cpu_s_vectorized_loop(dev, activat
     activation(on).sum().backward()
     assert (x.grad[::5] == 0).all()
     torch.testing.assert_close(on.grad.cpu(), x.grad)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_hardswish_gradient_at_its_ends(dev, dtype):
+    # PyTorch's ends: 0 at -3 itself and the whole gradient at 3 itself; NaN passes it through.
+    x = torch.tensor([-4.0, -3.0, -2.984375, 0.0, 2.984375, 3.0, 4.0, float("nan")], dtype=dtype)
+    grad = torch.full_like(x, 2.0)
+    expected = torch.ops.aten.hardswish_backward(grad, x)
+    got = torch.ops.aten.hardswish_backward(grad.to(dev), x.to(dev)).cpu()
+    assert torch.equal(got, expected)

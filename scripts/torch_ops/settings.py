@@ -61,6 +61,8 @@ RANDOM_OPS = [
     "nn.functional.fractional_max_pool2d",
     "nn.functional.fractional_max_pool3d",
     "nn.functional.rrelu",
+    # Its samples apply dropout (dropout_p=0.5 in training), drawn from xhal's own generator.
+    "nn.functional.multi_head_attention_forward",
     "pca_lowrank",
     "svd_lowrank",
 ]

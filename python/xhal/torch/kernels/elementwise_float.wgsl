@@ -353,8 +353,9 @@ fn float_op(i: u32, at: vec4<u32>) -> F {
     }
     case OP_HARDSIGMOID_BACKWARD: { return select(F(0), x / F(6), y > F(-3) && y < F(3)); }
     case OP_HARDSWISH_BACKWARD: {
-      if (y < F(-3)) { return F(0); }
-      if (y <= F(3)) { return x * (y / F(3) + F(0.5)); }
+      // PyTorch's ends: 0 at -3 itself, the whole gradient at 3 itself (and for NaN).
+      if (y <= F(-3)) { return F(0); }
+      if (y < F(3)) { return x * (y / F(3) + F(0.5)); }
       return x;
     }
     case OP_LOG_SIGMOID_BACKWARD: {
