@@ -15,7 +15,7 @@
 #define XHAL_ABI_MAJOR 1
 
 // Minor version of the ABI this crate describes. Minors only append fields and entries.
-#define XHAL_ABI_MINOR 4
+#define XHAL_ABI_MINOR 5
 
 // The device is a CPU.
 #define XHAL_DEVICE_TYPE_CPU 1
@@ -474,6 +474,25 @@ typedef struct XhalPluginApi {
   // Added in 1.4. Frees memory `host_memory_allocate` returned, once no queued transfer uses
   // it. Accepts null.
   void (*host_memory_free)(struct XhalDevice *device, uint8_t *host_pointer);
+  // Added in 1.5, optional, with `stream_create_with_priority`: the device's stream
+  // priorities, numbered as CUDA numbers them: `least` is the priority of a stream made by
+  // `stream_create` and must be 0, `greatest` the most urgent, numerically lower or equal
+  // (`greatest <= 0`). A device that schedules every stream alike returns
+  // `XHAL_STATUS_UNSUPPORTED` or leaves both entries null; the host then gives every stream
+  // priority 0.
+  XhalStatus (*device_stream_priorities)(struct XhalDevice *device,
+                                         int32_t *least,
+                                         int32_t *greatest,
+                                         XhalErrorOut error);
+  // Added in 1.5. Creates a stream whose work the device prefers to work of streams with a
+  // numerically greater priority, when both are ready: a hint about order, never about
+  // results. `priority` lies in the range `device_stream_priorities` reports (the host clamps
+  // a request into it before calling); a stream of priority `least` behaves as one from
+  // `stream_create`.
+  XhalStatus (*stream_create_with_priority)(struct XhalDevice *device,
+                                            int32_t priority,
+                                            struct XhalStream **stream,
+                                            XhalErrorOut error);
 } XhalPluginApi;
 
 // The one function a plugin exports, as `xhal_plugin_query`. It returns the plugin's static
@@ -540,6 +559,9 @@ typedef const struct XhalPluginApi *(*XhalPluginQueryFn)(uint32_t host_abi_major
 /* Where the v1.4 part of the table ends (1.4 appended the command-list entries, buffer_map,
  * buffer_unmap, host_memory_allocate and host_memory_free). */
 #define XHAL_PLUGIN_API_V1_4_SIZE (offsetof(XhalPluginApi, host_memory_free) + sizeof(void *))
+/* Where the v1.5 part of the table ends (1.5 appended device_stream_priorities and
+ * stream_create_with_priority). */
+#define XHAL_PLUGIN_API_V1_5_SIZE (offsetof(XhalPluginApi, stream_create_with_priority) + sizeof(void *))
 
 /* The name of the one symbol a plugin exports. */
 #define XHAL_PLUGIN_QUERY_SYMBOL "xhal_plugin_query"

@@ -20,7 +20,7 @@
 
 // The minor version of this API: additions only. A program built against a newer minor than
 // the library's is refused by `xhal_runtime_create`.
-#define XHAL_API_MINOR 2
+#define XHAL_API_MINOR 3
 
 // `xhal_param_info_t::kind`: a `var<storage>` binding.
 #define XHAL_PARAM_STORAGE 1
@@ -751,6 +751,35 @@ xhal_status_t xhal_device_why(const struct xhal_device_t *device, const char **w
 //
 // `stream` points to writable storage for a handle.
 xhal_status_t xhal_stream_create(const struct xhal_device_t *device, struct xhal_stream_t **stream);
+
+// The stream priorities of `device` (C API 1.3), numbered as CUDA numbers them: a lower number
+// is more urgent; `least` (0) is what `xhal_stream_create` gives, `greatest` the most urgent.
+// Both are 0 on a device that schedules every stream alike.
+//
+// # Safety
+//
+// `least` and `greatest` point to writable `int32_t`s.
+xhal_status_t xhal_device_stream_priorities(const struct xhal_device_t *device,
+                                            int32_t *least,
+                                            int32_t *greatest);
+
+// A new stream on `device` whose work the device prefers to that of less urgent streams
+// (C API 1.3). `priority` outside `xhal_device_stream_priorities` is clamped into them, as CUDA
+// clamps it; `xhal_stream_priority` says what the stream got.
+//
+// # Safety
+//
+// `stream` points to writable storage for a handle.
+xhal_status_t xhal_stream_create_with_priority(const struct xhal_device_t *device,
+                                               int32_t priority,
+                                               struct xhal_stream_t **stream);
+
+// The stream's priority on its device (C API 1.3): 0 unless it was made with one.
+//
+// # Safety
+//
+// `priority` points to a writable `int32_t`.
+xhal_status_t xhal_stream_priority(const struct xhal_stream_t *stream, int32_t *priority);
 
 // The device handle's default stream. It belongs to the device handle: it is not destroyed
 // with `xhal_stream_destroy`, and its handle ends with the device's.

@@ -293,11 +293,28 @@ impl Device {
         py.detach(|| stream.synchronize()).py()
     }
 
-    /// A new stream: operations on it run in order, and independently of other streams.
-    fn stream(&self) -> PyResult<Stream> {
+    /// A new stream: operations on it run in order, and independently of other streams. A
+    /// negative `priority` asks for an urgent stream, whose work the device runs first where it
+    /// schedules by priority; one beyond `stream_priorities` is clamped into them.
+    #[pyo3(signature = (priority = 0))]
+    fn stream(&self, priority: i32) -> PyResult<Stream> {
         self.core.check_open().py()?;
-        let stream = self.core.device.create_stream().py()?;
+        let stream = if priority == 0 {
+            self.core.device.create_stream()
+        } else {
+            self.core.device.create_stream_with_priority(priority)
+        }
+        .py()?;
         Ok(Stream::from_parts(&self.core, stream))
+    }
+
+    /// `(least, most urgent)`: the device's stream priorities, CUDA's numbering (a lower
+    /// number is more urgent); `(0, 0)` on a device that runs every stream alike.
+    #[getter]
+    fn stream_priorities(&self) -> PyResult<(i32, i32)> {
+        self.core.check_open().py()?;
+        let priorities = self.core.device.stream_priorities().py()?;
+        Ok((priorities.least, priorities.greatest))
     }
 
     /// A new event; with `timing`, events recorded on a stream can be timed against each

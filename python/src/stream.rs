@@ -32,6 +32,12 @@ impl Stream {
         Device::from_core(&self.core)
     }
 
+    /// The stream's priority on its device: 0, or the urgent priority it was made with.
+    #[getter]
+    fn priority(&self) -> i32 {
+        self.stream.priority()
+    }
+
     /// Waits until every operation queued so far has finished; raises the first failure.
     fn synchronize(&self, py: Python<'_>) -> PyResult<()> {
         self.core.check_open().py()?;

@@ -156,6 +156,21 @@ def test_streams_and_events(dev, saxpy):
         end.synchronize()
 
 
+def test_stream_priorities(dev, saxpy):
+    least, most_urgent = dev.stream_priorities
+    assert least == 0 and most_urgent <= 0
+    assert dev.stream().priority == 0
+    urgent = dev.stream(priority=-1)
+    assert urgent.priority == max(-1, most_urgent)
+    # Beyond either end is clamped to it, as CUDA does.
+    assert dev.stream(priority=-1000).priority == most_urgent
+    assert dev.stream(priority=5).priority == 0
+    n = 2048
+    x, y = dev.asarray(floats(n, 3), stream=urgent), dev.zeros(n, stream=urgent)
+    saxpy(x, y, a=2.0, n=n, invocations=n, stream=urgent)
+    np.testing.assert_array_equal(y.numpy(stream=urgent), 2 * floats(n, 3))
+
+
 def test_several_python_threads(dev, saxpy):
     n, rounds = 2048, 20
     results, errors = {}, []

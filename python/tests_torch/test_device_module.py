@@ -54,17 +54,26 @@ def test_device_properties(dev):
     assert torch.accelerator.get_device_capability(dev) == capability
 
 
+# The backends whose plugins schedule streams by priority (ABI 1.5); the others run every
+# stream alike, and their urgent streams are plain ones.
+SCHEDULES_BY_PRIORITY = ("cpu", "cuda", "rocm", "level-zero")
+
+
 def test_streams_and_priorities(dev):
     low, high = torch.xhal.stream_priority_range()
-    assert (low, high) == (0, -1)
+    backend = xhal.torch.devices()[dev.index or 0]["label"].split(":")[0]
+    assert (low, high) == ((0, -1) if backend in SCHEDULES_BY_PRIORITY else (0, 0)), backend
+    assert torch.xhal.Stream.priority_range() == (low, high)
     s = torch.xhal.Stream()
     urgent = torch.xhal.Stream(priority=-1)
-    assert s.priority == 0 and urgent.priority == -1
+    assert s.priority == 0 and urgent.priority == high
     assert s.stream_id != urgent.stream_id
     generic = torch.Stream(device=dev, priority=-1)
-    assert torch.xhal.Stream.priority.fget(generic) == -1
-    with pytest.raises(ValueError, match="priority"):
-        torch.xhal.Stream(priority=-5)
+    assert torch.xhal.Stream.priority.fget(generic) == high
+    # Beyond the most urgent priority is clamped to it, as on CUDA; a positive one is refused.
+    assert torch.xhal.Stream(priority=-5).priority == high
+    with pytest.raises(ValueError, match="priority is 0 or negative"):
+        torch.xhal.Stream(priority=1)
     a = torch.ones(1000, device=dev)
     # As on CUDA, work on another stream waits for what it reads only when told to.
     urgent.wait_stream(torch.xhal.current_stream())

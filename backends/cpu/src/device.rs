@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use xhal_backend::{
     ClockSample, Command, DeviceInfo, DeviceType, DriverCommandList, DriverDevice, Error, Features, KernelFormat,
-    MemoryUsage, Object, Result,
+    MemoryUsage, Object, Result, StreamPriorities,
 };
 
 /// Workgroups per dimension a launch may ask for.
@@ -134,6 +134,12 @@ impl DeviceMemory {
 }
 
 impl DriverDevice<CpuDriver> for Arc<DeviceMemory> {
+    /// Two: ordinary streams (0) and urgent ones (-1), whose launches the kernel pool's
+    /// helper threads serve first.
+    fn stream_priorities(_device: &Arc<Object<Arc<DeviceMemory>>>) -> Result<StreamPriorities> {
+        Ok(StreamPriorities { least: 0, greatest: -1 })
+    }
+
     fn memory_usage(device: &Arc<Object<Arc<DeviceMemory>>>) -> Result<MemoryUsage> {
         Ok(MemoryUsage {
             free: device.free(),

@@ -1,14 +1,21 @@
 //! The threads that help run a launch's workgroups, started once per process and kept: a
 //! launch costs a hand-off to threads that are already there, never a thread start.
 //!
-//! One job runs at a time. The thread that submits it (a stream's worker) works on it too, and
-//! helpers join while it lasts; a launch that finds the pool busy runs on its own thread alone,
-//! which only means less parallelism. The job is borrowed from the submitter's stack: the
-//! submitter closes the job to new helpers and waits for the ones inside it before it returns,
-//! which is what makes lending it to other threads sound.
+//! One job runs at a time per priority level, and there are two: the launches of ordinary
+//! streams and those of urgent ones (a stream made with priority -1). The thread that submits
+//! a job (a stream's worker) works on it too, and helpers join while it lasts; a launch that
+//! finds its level's job slot busy runs on its own thread alone, which only means less
+//! parallelism. Helpers prefer the urgent job: a helper inside an ordinary job leaves it at
+//! the next chunk of workgroups when an urgent job wants helpers ([`Pool::should_leave`]), and
+//! comes back to it later; the ordinary job's submitter carries on meanwhile, so nothing waits
+//! for a helper. The job is borrowed from the submitter's stack: the submitter closes the job
+//! to new helpers and waits for the ones inside it before it returns, which is what makes
+//! lending it to other threads sound.
 
 use parking_lot::{Condvar, Mutex};
+use std::cell::Cell;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 /// A job as the helpers see it: the submitter's closure with its lifetime erased.
@@ -19,10 +26,15 @@ struct JobRef(*const (dyn Fn() + Sync));
 // took the pointer has finished with it (see `Pool::run`).
 unsafe impl Send for JobRef {}
 
+/// The priority levels, as indices of `State::slots`.
+const ORDINARY: usize = 0;
+const URGENT: usize = 1;
+
+/// One level's job.
 #[derive(Default)]
-struct State {
+struct Slot {
     job: Option<JobRef>,
-    /// Bumped for every job, so a helper joins each job at most once.
+    /// Bumped for every job, so a helper joins each job at most once (unless it left early).
     generation: u64,
     /// Helpers that may still join the current job.
     wanted: usize,
@@ -30,6 +42,13 @@ struct State {
     running: usize,
     /// A helper's panic, handed to the submitter to raise on its own thread.
     panic: Option<Box<dyn std::any::Any + Send>>,
+    /// The submitter has finished its part and takes no helper back.
+    closed: bool,
+}
+
+#[derive(Default)]
+struct State {
+    slots: [Slot; 2],
     /// Helpers started so far.
     started: usize,
 }
@@ -39,6 +58,34 @@ pub(crate) struct Pool {
     state: Mutex<State>,
     job_posted: Condvar,
     helper_done: Condvar,
+    /// `slots[URGENT].wanted` and `generation`, readable without the lock by helpers between
+    /// chunks.
+    urgent_wanted: AtomicUsize,
+    urgent_generation: AtomicU64,
+}
+
+thread_local! {
+    /// The level of the jobs this thread submits: set once by an urgent stream's worker.
+    static SUBMITS_URGENT: Cell<bool> = const { Cell::new(false) };
+    /// While a helper runs an ordinary job: whether it was asked to leave it.
+    static HELPING: Cell<Helping> = const { Cell::new(Helping::No) };
+    /// The urgent job this helper joined last, which it cannot join again.
+    static JOINED_URGENT: Cell<u64> = const { Cell::new(0) };
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Helping {
+    No,
+    Ordinary,
+    Urgent,
+    /// Helping an ordinary job, and told to leave it for an urgent one.
+    Leaving,
+}
+
+/// Makes the calling thread's launches urgent (or ordinary again): a stream's worker calls it
+/// once, with the stream's priority.
+pub(crate) fn submit_as_urgent(urgent: bool) {
+    SUBMITS_URGENT.with(|cell| cell.set(urgent));
 }
 
 impl Pool {
@@ -49,6 +96,8 @@ impl Pool {
             state: Mutex::new(State::default()),
             job_posted: Condvar::new(),
             helper_done: Condvar::new(),
+            urgent_wanted: AtomicUsize::new(0),
+            urgent_generation: AtomicU64::new(0),
         })
     }
 
@@ -58,25 +107,50 @@ impl Pool {
         *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, std::num::NonZero::get))
     }
 
+    /// Whether the calling thread, a helper of an ordinary job, should stop taking work from
+    /// it because an urgent job wants helpers. Jobs call it between chunks of work and return
+    /// when it says so; the submitter (and a helper of an urgent job) is never asked to.
+    pub(crate) fn should_leave(&self) -> bool {
+        HELPING.with(|helping| {
+            if helping.get() == Helping::Ordinary
+                && self.urgent_wanted.load(Ordering::Relaxed) > 0
+                && self.urgent_generation.load(Ordering::Relaxed) != JOINED_URGENT.with(Cell::get)
+            {
+                helping.set(Helping::Leaving);
+            }
+            helping.get() == Helping::Leaving
+        })
+    }
+
     /// Runs `job` on this thread and on up to `helpers` pool threads at once, and returns when
     /// every thread that ran it has finished. `job` must split its own work (it is called once
-    /// per thread) and stop when there is none left.
+    /// per thread) and stop when there is none left, or when [`should_leave`](Pool::should_leave)
+    /// says so.
     pub(crate) fn run(&'static self, job: &(dyn Fn() + Sync), helpers: usize) {
+        let level = if SUBMITS_URGENT.with(Cell::get) {
+            URGENT
+        } else {
+            ORDINARY
+        };
         let helpers = helpers.min(Self::threads().saturating_sub(1));
-        if helpers == 0 || !self.post(job, helpers) {
+        if helpers == 0 || !self.post(job, helpers, level) {
             job();
             return;
         }
         let submitted = catch_unwind(AssertUnwindSafe(job));
         let helper_panic = {
             let mut state = self.state.lock();
-            // No helper joins from here on; wait for those inside the job.
-            state.wanted = 0;
-            while state.running > 0 {
+            // No helper joins (or comes back) from here on; wait for those inside the job.
+            state.slots[level].wanted = 0;
+            state.slots[level].closed = true;
+            if level == URGENT {
+                self.urgent_wanted.store(0, Ordering::Relaxed);
+            }
+            while state.slots[level].running > 0 {
                 self.helper_done.wait(&mut state);
             }
-            state.job = None;
-            state.panic.take()
+            state.slots[level].job = None;
+            state.slots[level].panic.take()
         };
         if let Err(panic) = submitted {
             resume_unwind(panic);
@@ -86,11 +160,11 @@ impl Pool {
         }
     }
 
-    /// Makes `job` the current job for `helpers` helpers, starting helpers the pool lacks;
-    /// false when another job holds the pool.
-    fn post(&'static self, job: &(dyn Fn() + Sync), helpers: usize) -> bool {
+    /// Makes `job` the current job of `level` for `helpers` helpers, starting helpers the pool
+    /// lacks; false when another job holds the level.
+    fn post(&'static self, job: &(dyn Fn() + Sync), helpers: usize, level: usize) -> bool {
         let mut state = self.state.lock();
-        if state.job.is_some() {
+        if state.slots[level].job.is_some() {
             return false;
         }
         while state.started < helpers {
@@ -109,37 +183,70 @@ impl Pool {
         // SAFETY: only the lifetime is erased; `run` keeps `job` borrowed until no helper
         // holds the pointer (`running` is back to 0 after `wanted` was set to 0).
         let erased: *const (dyn Fn() + Sync) = unsafe { std::mem::transmute(job as *const (dyn Fn() + Sync)) };
-        state.job = Some(JobRef(erased));
-        state.generation += 1;
-        state.wanted = helpers.min(state.started);
+        let wanted = helpers.min(state.started);
+        let slot = &mut state.slots[level];
+        slot.job = Some(JobRef(erased));
+        slot.generation += 1;
+        slot.wanted = wanted;
+        slot.closed = false;
+        if level == URGENT {
+            self.urgent_generation.store(slot.generation, Ordering::Relaxed);
+            self.urgent_wanted.store(wanted, Ordering::Relaxed);
+        }
         self.job_posted.notify_all();
         true
     }
 
-    /// A helper's life: join each job once while it wants helpers, then sleep.
+    /// A helper's life: join each job once while it wants helpers, the urgent one first, then
+    /// sleep.
     fn help(&self) {
-        let mut joined = 0u64;
+        let mut joined = [0u64; 2];
         let mut state = self.state.lock();
         loop {
-            let job = match state.job {
-                Some(job) if state.wanted > 0 && state.generation != joined => job,
-                _ => {
+            let ready = |state: &State, level: usize| {
+                let slot = &state.slots[level];
+                slot.job.filter(|_| slot.wanted > 0 && slot.generation != joined[level])
+            };
+            let (level, job) = match (ready(&state, URGENT), ready(&state, ORDINARY)) {
+                (Some(job), _) => (URGENT, job),
+                (None, Some(job)) => (ORDINARY, job),
+                (None, None) => {
                     self.job_posted.wait(&mut state);
                     continue;
                 }
             };
-            joined = state.generation;
-            state.wanted -= 1;
-            state.running += 1;
+            let slot = &mut state.slots[level];
+            joined[level] = slot.generation;
+            slot.wanted -= 1;
+            slot.running += 1;
+            if level == URGENT {
+                self.urgent_wanted.store(slot.wanted, Ordering::Relaxed);
+                JOINED_URGENT.with(|joined_urgent| joined_urgent.set(joined[URGENT]));
+            }
             drop(state);
+            HELPING.with(|helping| {
+                helping.set(if level == URGENT {
+                    Helping::Urgent
+                } else {
+                    Helping::Ordinary
+                })
+            });
             // SAFETY: the submitter keeps the job alive until `running` drops back to 0.
             let result = catch_unwind(AssertUnwindSafe(|| unsafe { (*job.0)() }));
+            let left = HELPING.with(|helping| helping.replace(Helping::No)) == Helping::Leaving;
             state = self.state.lock();
+            let slot = &mut state.slots[level];
             if let Err(panic) = result {
-                state.panic.get_or_insert(panic);
+                slot.panic.get_or_insert(panic);
             }
-            state.running -= 1;
-            if state.running == 0 {
+            slot.running -= 1;
+            if left && !slot.closed && slot.generation == joined[level] {
+                // Back to the ordinary job after the urgent one, unless its submitter has
+                // finished its part by then.
+                slot.wanted += 1;
+                joined[level] = 0;
+            }
+            if state.slots[level].running == 0 {
                 self.helper_done.notify_all();
             }
         }
@@ -170,6 +277,74 @@ mod tests {
             Pool::get().run(&job, 8);
             assert!(done.iter().all(|item| item.load(Ordering::Relaxed) == 1));
         }
+    }
+
+    /// A job over `items` that sleeps `pause` per item, leaves when the pool asks, and notes
+    /// which items ran on a helper thread.
+    fn counted_job<'a>(
+        items: &'a [AtomicUsize],
+        next: &'a AtomicUsize,
+        on_helper: &'a AtomicUsize,
+        pause: std::time::Duration,
+    ) -> impl Fn() + Sync + 'a {
+        move || loop {
+            if Pool::get().should_leave() {
+                return;
+            }
+            let item = next.fetch_add(1, Ordering::Relaxed);
+            if item >= items.len() {
+                return;
+            }
+            items[item].fetch_add(1, Ordering::Relaxed);
+            if std::thread::current().name() == Some("xhal-cpu-kernel") {
+                on_helper.fetch_add(1, Ordering::Relaxed);
+            }
+            std::thread::sleep(pause);
+        }
+    }
+
+    #[test]
+    fn an_urgent_job_takes_the_helpers_of_an_ordinary_one_which_still_finishes() {
+        if Pool::threads() < 2 {
+            eprintln!("one core: the pool has no helper for an urgent job to take");
+            return;
+        }
+        // Other tests' launches share the pool: an attempt counts once a helper worked on this
+        // test's ordinary job before the urgent one was posted.
+        for _attempt in 0..20 {
+            let pause = std::time::Duration::from_millis(2);
+            let ordinary_items: Vec<AtomicUsize> = (0..400).map(|_| AtomicUsize::new(0)).collect();
+            let (ordinary_next, ordinary_on_helper) = (AtomicUsize::new(0), AtomicUsize::new(0));
+            let urgent_items: Vec<AtomicUsize> = (0..100).map(|_| AtomicUsize::new(0)).collect();
+            let (urgent_next, urgent_on_helper) = (AtomicUsize::new(0), AtomicUsize::new(0));
+            let mut helped = false;
+            std::thread::scope(|scope| {
+                let ordinary = scope.spawn(|| {
+                    Pool::get().run(
+                        &counted_job(&ordinary_items, &ordinary_next, &ordinary_on_helper, pause),
+                        8,
+                    )
+                });
+                while ordinary_on_helper.load(Ordering::Relaxed) == 0 && !ordinary.is_finished() {
+                    std::thread::sleep(std::time::Duration::from_micros(200));
+                }
+                helped = ordinary_on_helper.load(Ordering::Relaxed) > 0 && !ordinary.is_finished();
+                scope.spawn(|| {
+                    submit_as_urgent(true);
+                    Pool::get().run(&counted_job(&urgent_items, &urgent_next, &urgent_on_helper, pause), 8);
+                });
+            });
+            assert!(ordinary_items.iter().all(|item| item.load(Ordering::Relaxed) == 1));
+            assert!(urgent_items.iter().all(|item| item.load(Ordering::Relaxed) == 1));
+            if helped {
+                assert!(
+                    urgent_on_helper.load(Ordering::Relaxed) > 0,
+                    "no helper left the ordinary job for the urgent one"
+                );
+                return;
+            }
+        }
+        panic!("in 20 attempts, no helper ever joined the ordinary job");
     }
 
     #[test]

@@ -205,19 +205,33 @@ impl DriverStream<CpuDriver> for Stream {
     /// Starts a stream of the device, known to the driver (which cancels it when the backend
     /// goes) until it is dropped.
     fn create(driver: &CpuDriver, device: &Arc<Object<Arc<DeviceMemory>>>) -> Result<Stream> {
+        Self::create_with_priority(driver, device, 0)
+    }
+
+    /// Priority -1 makes the stream urgent: its launches take the kernel pool's helpers from
+    /// ordinary streams' launches (see `pool`).
+    fn create_with_priority(
+        driver: &CpuDriver,
+        device: &Arc<Object<Arc<DeviceMemory>>>,
+        priority: i32,
+    ) -> Result<Stream> {
         let device_index = device.device_index();
         let shared = Arc::new(StreamShared::default());
         let worker_shared = Arc::clone(&shared);
+        let urgent = priority < 0;
         let worker = std::thread::Builder::new()
             .name(format!("xhal-cpu-{device_index}-stream"))
-            .spawn(move || run_worker(device_index, &worker_shared))
+            .spawn(move || {
+                crate::pool::submit_as_urgent(urgent);
+                run_worker(device_index, &worker_shared)
+            })
             .map_err(|error| {
                 Error::internal(format!(
                     "could not start the worker thread of a stream of cpu device {device_index}: {error}"
                 ))
             })?;
         driver.streams.add(&shared);
-        tracing::debug!(device = device_index, "stream created");
+        tracing::debug!(device = device_index, priority, "stream created");
         Ok(Stream {
             shared,
             worker: Mutex::new(Some(worker)),

@@ -9,7 +9,7 @@ use std::ffi::c_void;
 use std::sync::Arc;
 use xhal_backend::{
     ClockSample, Command, DriverCommandList, DriverDevice, ElapsedTimer, Error, MemoryUsage, Object, ReferenceClock,
-    Result,
+    Result, StreamPriorities,
 };
 
 /// Bytes of one pinned staging block: transfers are split into blocks of this size, so the
@@ -167,6 +167,20 @@ impl Gpu {
 impl DriverDevice<CudaDriver> for Arc<Gpu> {
     fn memory_usage(device: &Arc<Object<Arc<Gpu>>>) -> Result<MemoryUsage> {
         Gpu::memory_usage(device)
+    }
+
+    /// The context's range, as `cuCtxGetStreamPriorityRange` gives it: 0 to -5 on recent GPUs.
+    fn stream_priorities(device: &Arc<Object<Arc<Gpu>>>) -> Result<StreamPriorities> {
+        let gpu: &Arc<Gpu> = device;
+        gpu.bind()?;
+        let (mut least, mut greatest) = (0i32, 0i32);
+        call(
+            "cuCtxGetStreamPriorityRange",
+            || format!("reading the stream priorities of {}", gpu.name()),
+            // SAFETY: two valid out pointers, in the current context.
+            || unsafe { sys::cuCtxGetStreamPriorityRange(&mut least, &mut greatest) },
+        )?;
+        Ok(StreamPriorities { least, greatest })
     }
 
     /// Where the driver has stream capture and executable graphs (CUDA 11.4 and later).

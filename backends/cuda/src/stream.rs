@@ -114,6 +114,18 @@ unsafe extern "C" fn copy_out(user_data: *mut c_void) {
 }
 
 impl Stream {
+    fn wrap(gpu: &Arc<Gpu>, raw: CUstream) -> Stream {
+        Stream {
+            gpu: Arc::clone(gpu),
+            raw,
+            state: Arc::new(Mutex::new(StreamState {
+                retained: VecDeque::new(),
+                spare_events: Vec::new(),
+                sticky: None,
+            })),
+        }
+    }
+
     /// Enqueues one command through `body` under the stream's lock, after the sticky check,
     /// with the context current. `function` names the driver call for errors.
     pub(crate) fn enqueue(
@@ -248,15 +260,21 @@ impl DriverStream<CudaDriver> for Stream {
             // SAFETY: writes one stream in the current context.
             || unsafe { sys::cuStreamCreate(&mut raw, ffi::STREAM_NON_BLOCKING) },
         )?;
-        Ok(Stream {
-            gpu: Arc::clone(gpu),
-            raw,
-            state: Arc::new(Mutex::new(StreamState {
-                retained: VecDeque::new(),
-                spare_events: Vec::new(),
-                sticky: None,
-            })),
-        })
+        Ok(Stream::wrap(gpu, raw))
+    }
+
+    /// A non-blocking stream of `priority` (`cuStreamCreateWithPriority`).
+    fn create_with_priority(_driver: &CudaDriver, device: &Arc<Object<Arc<Gpu>>>, priority: i32) -> Result<Stream> {
+        let gpu: &Arc<Gpu> = device;
+        gpu.bind()?;
+        let mut raw: CUstream = std::ptr::null_mut();
+        call(
+            "cuStreamCreateWithPriority",
+            || format!("creating a stream of priority {priority} on {}", gpu.name()),
+            // SAFETY: writes one stream in the current context.
+            || unsafe { sys::cuStreamCreateWithPriority(&mut raw, ffi::STREAM_NON_BLOCKING, priority) },
+        )?;
+        Ok(Stream::wrap(gpu, raw))
     }
 
     /// The fault that stuck to the stream, if one did: what an empty command returns.

@@ -4,7 +4,7 @@ use crate::ffi::{self, ContextHandle};
 use crate::instance::{Adapter, Instance};
 use crate::LevelZeroDriver;
 use std::sync::Arc;
-use xhal_backend::{ClockSample, Command, DriverCommandList, DriverDevice, Error, Object, Result};
+use xhal_backend::{ClockSample, Command, DriverCommandList, DriverDevice, Error, Object, Result, StreamPriorities};
 
 /// An opened device: one context of its driver.
 pub struct Gpu {
@@ -73,6 +73,12 @@ impl Gpu {
 
 // `memory_usage` keeps its default: this backend does not report its devices' memory usage.
 impl DriverDevice<LevelZeroDriver> for Arc<Gpu> {
+    /// A queue's priority in Level Zero is normal or high (its low priority, below a plain
+    /// stream's, has no place in CUDA's numbering): 0 and -1.
+    fn stream_priorities(_device: &Arc<Object<Arc<Gpu>>>) -> Result<StreamPriorities> {
+        Ok(StreamPriorities { least: 0, greatest: -1 })
+    }
+
     /// `zeMemAllocHost`: host memory the device's copy engines read and write directly.
     fn host_memory_allocate(device: &Arc<Object<Arc<Gpu>>>, size: u64) -> Result<*mut u8> {
         let length = usize::try_from(size)

@@ -75,6 +75,8 @@ pub(crate) const ZE_COMMAND_QUEUE_FLAG_IN_ORDER: u32 = 1 << 1;
 pub(crate) const ZE_COMMAND_LIST_FLAG_IN_ORDER: u32 = 1 << 3;
 pub(crate) const ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS: u32 = 2;
 pub(crate) const ZE_COMMAND_QUEUE_PRIORITY_NORMAL: u32 = 0;
+/// `ZE_COMMAND_QUEUE_PRIORITY_PRIORITY_HIGH`.
+pub(crate) const ZE_COMMAND_QUEUE_PRIORITY_HIGH: u32 = 2;
 
 pub(crate) const ZE_EVENT_POOL_FLAG_HOST_VISIBLE: u32 = 1 << 0;
 pub(crate) const ZE_EVENT_POOL_FLAG_KERNEL_TIMESTAMP: u32 = 1 << 2;

@@ -363,7 +363,16 @@ impl Stream {
 }
 
 impl DriverStream<LevelZeroDriver> for Stream {
-    fn create(_driver: &LevelZeroDriver, device: &Arc<Object<Arc<Gpu>>>) -> Result<Stream> {
+    fn create(driver: &LevelZeroDriver, device: &Arc<Object<Arc<Gpu>>>) -> Result<Stream> {
+        Self::create_with_priority(driver, device, 0)
+    }
+
+    /// An immediate command list on a queue of normal priority, or of high priority for -1.
+    fn create_with_priority(
+        _driver: &LevelZeroDriver,
+        device: &Arc<Object<Arc<Gpu>>>,
+        priority: i32,
+    ) -> Result<Stream> {
         let gpu: &Arc<Gpu> = device;
         let adapter = gpu.adapter();
         let desc = ffi::CommandQueueDesc {
@@ -377,13 +386,17 @@ impl DriverStream<LevelZeroDriver> for Stream {
                 0
             },
             mode: ffi::ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS,
-            priority: ffi::ZE_COMMAND_QUEUE_PRIORITY_NORMAL,
+            priority: if priority < 0 {
+                ffi::ZE_COMMAND_QUEUE_PRIORITY_HIGH
+            } else {
+                ffi::ZE_COMMAND_QUEUE_PRIORITY_NORMAL
+            },
         };
         let mut list = std::ptr::null_mut();
         // SAFETY: a live context and its device, a filled descriptor.
         let code = unsafe { (gpu.api().command_list_create_immediate)(gpu.context, adapter.device, &desc, &mut list) };
         ffi::check(code, "zeCommandListCreateImmediate", || {
-            format!("creating a stream on {}", gpu.name())
+            format!("creating a stream of priority {priority} on {}", gpu.name())
         })?;
         Ok(Stream {
             gpu: Arc::clone(gpu),

@@ -7,7 +7,7 @@ use parking_lot::Mutex;
 use std::sync::Arc;
 use xhal_backend::{
     ClockSample, Command, DriverCommandList, DriverDevice, ElapsedTimer, Error, MemoryUsage, Object, ReferenceClock,
-    Result,
+    Result, StreamPriorities,
 };
 
 /// An opened device: a HIP device ordinal.
@@ -96,6 +96,25 @@ impl DriverDevice<RocmDriver> for Arc<Gpu> {
         commands: &[Command<RocmDriver>],
     ) -> Result<Box<dyn DriverCommandList<RocmDriver>>> {
         Ok(Box::new(crate::command_list::CommandList::build(device, commands)?))
+    }
+
+    /// The current device's range (`hipDeviceGetStreamPriorityRange`): 0 to -1 on AMD GPUs.
+    fn stream_priorities(device: &Arc<Object<Arc<Gpu>>>) -> Result<StreamPriorities> {
+        let api = device.api();
+        let (Some(range), Some(_)) = (api.device_get_stream_priority_range, api.stream_create_with_priority) else {
+            return Err(Error::unsupported(format!(
+                "this HIP runtime has no stream priorities for {}",
+                device.name()
+            )));
+        };
+        device.bind()?;
+        let (mut least, mut greatest) = (0, 0);
+        // SAFETY: two valid out pointers, for the device just made current.
+        let code = unsafe { range(&mut least, &mut greatest) };
+        api.check(code, "hipDeviceGetStreamPriorityRange", || {
+            format!("reading the stream priorities of {}", device.name())
+        })?;
+        Ok(StreamPriorities { least, greatest })
     }
 
     /// `hipHostMalloc` (portable): page-locked memory HIP's copies reach without staging.

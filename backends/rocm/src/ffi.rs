@@ -155,6 +155,9 @@ xhal_backend::function_table! {
         /// Page-locked host memory (`hipHostMallocPortable` and friends in `flags`).
         host_malloc = "hipHostMalloc": fn(*mut *mut c_void, usize, u32) -> HipError;
         host_free = "hipHostFree": fn(*mut c_void) -> HipError;
+        /// Stream priorities (HIP 1.9 and later): the range, and a stream of one of them.
+        device_get_stream_priority_range = "hipDeviceGetStreamPriorityRange": fn(*mut c_int, *mut c_int) -> HipError;
+        stream_create_with_priority = "hipStreamCreateWithPriority": fn(*mut HipStream, c_uint, c_int) -> HipError;
         /// Stream capture and executable graphs, for command lists (see [`GraphApi`]).
         stream_begin_capture = "hipStreamBeginCapture": fn(HipStream, c_int) -> HipError;
         stream_end_capture = "hipStreamEndCapture": fn(HipStream, *mut HipGraph) -> HipError;

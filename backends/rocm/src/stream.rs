@@ -90,6 +90,19 @@ impl Drop for Stream {
 }
 
 impl Stream {
+    fn wrap(gpu: &Arc<Gpu>, raw: HipStream) -> Stream {
+        Stream {
+            gpu: Arc::clone(gpu),
+            raw,
+            state: Arc::new(Mutex::new(StreamState {
+                sticky: None,
+                retained: Vec::new(),
+                launched_graphs: Vec::new(),
+                launched_kernels: Vec::new(),
+            })),
+        }
+    }
+
     /// Enqueues one command through `call` (HIP function `function`), which receives the
     /// stream; `doing` names the command for errors.
     pub(crate) fn enqueue(
@@ -170,16 +183,26 @@ impl DriverStream<RocmDriver> for Stream {
         gpu.api().check(code, "hipStreamCreateWithFlags", || {
             format!("creating a stream on {}", gpu.name())
         })?;
-        Ok(Stream {
-            gpu: Arc::clone(gpu),
-            raw,
-            state: Arc::new(Mutex::new(StreamState {
-                sticky: None,
-                retained: Vec::new(),
-                launched_graphs: Vec::new(),
-                launched_kernels: Vec::new(),
-            })),
-        })
+        Ok(Stream::wrap(gpu, raw))
+    }
+
+    /// A non-blocking stream of `priority` (`hipStreamCreateWithPriority`).
+    fn create_with_priority(_driver: &RocmDriver, device: &Arc<Object<Arc<Gpu>>>, priority: i32) -> Result<Stream> {
+        let gpu: &Arc<Gpu> = device;
+        let Some(create) = gpu.api().stream_create_with_priority else {
+            return Err(Error::unsupported(format!(
+                "this HIP runtime has no hipStreamCreateWithPriority for {}",
+                gpu.name()
+            )));
+        };
+        gpu.bind()?;
+        let mut raw: HipStream = std::ptr::null_mut();
+        // SAFETY: writes one stream handle.
+        let code = unsafe { create(&mut raw, ffi::HIP_STREAM_NON_BLOCKING, priority) };
+        gpu.api().check(code, "hipStreamCreateWithPriority", || {
+            format!("creating a stream of priority {priority} on {}", gpu.name())
+        })?;
+        Ok(Stream::wrap(gpu, raw))
     }
 
     /// The error found while executing, if any: what an empty command on this stream returns.

@@ -582,6 +582,23 @@ hipError_t hipMemsetD32Async(hipDeviceptr_t destination, int value, size_t count
     return submit(stream, fill_work(destination, 4, &value, count));
 }
 
+/* AMD GPUs' range. The stub runs streams in order and ignores the priority, which is only a
+ * hint; out of range it refuses, so that a test notices if the backend ever passes one. */
+hipError_t hipDeviceGetStreamPriorityRange(int* least, int* greatest) {
+    FAIL_ON_CUE("hipDeviceGetStreamPriorityRange");
+    if (least) *least = 0;
+    if (greatest) *greatest = -1;
+    return 0;
+}
+
+hipError_t hipStreamCreateWithFlags(hipStream_t* stream, unsigned int flags);
+
+hipError_t hipStreamCreateWithPriority(hipStream_t* stream, unsigned int flags, int priority) {
+    FAIL_ON_CUE("hipStreamCreateWithPriority");
+    if (priority > 0 || priority < -1) return 1; /* hipErrorInvalidValue */
+    return hipStreamCreateWithFlags(stream, flags);
+}
+
 hipError_t hipStreamCreateWithFlags(hipStream_t* stream, unsigned int flags) {
     FAIL_ON_CUE("hipStreamCreateWithFlags");
     if (flags != 1) return 1; /* the backend asks for hipStreamNonBlocking */

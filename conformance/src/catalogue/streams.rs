@@ -120,6 +120,29 @@ pub(super) fn tests() -> Vec<TestCase> {
             "buffers dropped while queued work still uses them stay valid until that work is done",
             buffers_dropped_while_queued
         ),
+        test_case!(
+            "streams.priority.range_is_well_formed",
+            "the device's stream priorities (ABI 1.5) run from 0, a plain stream's, down to the most urgent, and a \
+             plain stream has priority 0",
+            priority_range_is_well_formed
+        ),
+        test_case!(
+            "streams.priority.every_priority_runs_work",
+            "a stream of each of the device's priorities runs kernels, fills and copies in order, with the right \
+             results, and reports its priority",
+            every_priority_runs_work
+        ),
+        test_case!(
+            "streams.priority.out_of_range_is_clamped",
+            "a priority beyond either end of the device's range gives a working stream of that end's priority",
+            out_of_range_priority_is_clamped
+        ),
+        test_case!(
+            "streams.priority.urgent_and_plain_streams_at_once",
+            "long work queued on the most urgent and on plain streams at once, with events between them, gives every \
+             stream its own results",
+            urgent_and_plain_streams_at_once
+        ),
     ]
 }
 
@@ -832,4 +855,135 @@ fn buffers_dropped_while_queued(context: &TestContext) -> TestResult {
         &busy_expected(BUSY_ELEMENTS, BUSY_ITERATIONS, 54),
         "the result computed through dropped buffers",
     )
+}
+
+fn priority_range_is_well_formed(context: &TestContext) -> TestResult {
+    let priorities = context.device().stream_priorities()?;
+    check_eq(priorities.least, 0, "the least urgent priority (a plain stream's)")?;
+    check(priorities.greatest <= priorities.least, || {
+        format!(
+            "the most urgent priority {} is numerically greater than the least urgent {}",
+            priorities.greatest, priorities.least
+        )
+    })?;
+    check_eq(context.stream().priority(), 0, "a plain stream's priority")
+}
+
+/// Fills a buffer with `seed`, steps it twice and copies it; the host's expectation.
+fn queue_small_chain(
+    stream: &Stream,
+    update: &Kernel,
+    data: &Buffer<u32>,
+    copy: &Buffer<u32>,
+    seed: u32,
+) -> xhal::Result<Vec<u32>> {
+    stream.fill(data, seed)?;
+    queue_update(stream, update, data, 3, seed)?;
+    queue_update(stream, update, data, 5, 1)?;
+    stream.copy(data, copy)?;
+    Ok(affine(&affine(&vec![seed; data.len()], 3, seed), 5, 1))
+}
+
+fn every_priority_runs_work(context: &TestContext) -> TestResult {
+    let device = context.device();
+    let priorities = device.stream_priorities()?;
+    let update = update_kernel(context)?;
+    for priority in priorities.greatest..=priorities.least {
+        let stream = device.create_stream_with_priority(priority)?;
+        check_eq(
+            stream.priority(),
+            priority,
+            "the priority of a stream made with one of the device's",
+        )?;
+        let (data, copy) = (device.alloc::<u32>(1000)?, device.alloc::<u32>(1000)?);
+        let expected = queue_small_chain(&stream, &update, &data, &copy, 7 + priority.unsigned_abs())?;
+        stream.synchronize()?;
+        check_slice_eq(
+            &stream.read_to_vec(&copy)?,
+            &expected,
+            &format!("the work of a stream of priority {priority}"),
+        )?;
+    }
+    Ok(())
+}
+
+fn out_of_range_priority_is_clamped(context: &TestContext) -> TestResult {
+    let device = context.device();
+    let priorities = device.stream_priorities()?;
+    let update = update_kernel(context)?;
+    let asked = [
+        (priorities.least.saturating_add(3), priorities.least),
+        (i32::MAX, priorities.least),
+        (priorities.greatest.saturating_sub(3), priorities.greatest),
+        (i32::MIN, priorities.greatest),
+    ];
+    for (index, (requested, expected_priority)) in asked.into_iter().enumerate() {
+        let stream = device.create_stream_with_priority(requested)?;
+        check_eq(
+            stream.priority(),
+            expected_priority,
+            &format!("the priority given for a request of {requested}"),
+        )?;
+        let (data, copy) = (device.alloc::<u32>(300)?, device.alloc::<u32>(300)?);
+        let expected = queue_small_chain(&stream, &update, &data, &copy, index as u32 + 1)?;
+        stream.synchronize()?;
+        check_slice_eq(
+            &stream.read_to_vec(&copy)?,
+            &expected,
+            &format!("the work of a stream asked for priority {requested}"),
+        )?;
+    }
+    Ok(())
+}
+
+fn urgent_and_plain_streams_at_once(context: &TestContext) -> TestResult {
+    const ELEMENTS: usize = 64;
+    const ITERATIONS: u32 = 300;
+    let device = context.device();
+    let busy = busy_kernel(context)?;
+    let update = update_kernel(context)?;
+    let most_urgent = device.stream_priorities()?.greatest;
+    // Three pairs of a plain and an urgent stream, everything queued before anything is
+    // waited for; each urgent stream also copies the head of its plain partner's result, after
+    // an event recorded on the partner.
+    let mut lanes = Vec::new();
+    for pair in 0..3u32 {
+        let (plain_seed, urgent_seed) = (2 * pair, 2 * pair + 1);
+        let plain = device.create_stream()?;
+        let plain_out = device.alloc::<u32>(ELEMENTS)?;
+        queue_busy(&plain, &busy, &plain_out, ITERATIONS, plain_seed)?;
+        queue_update(&plain, &update, &plain_out, plain_seed + 2, plain_seed)?;
+        let plain_done = device.create_event()?;
+        plain.record(&plain_done)?;
+        let plain_expected = affine(
+            &busy_expected(ELEMENTS, ITERATIONS, plain_seed),
+            plain_seed + 2,
+            plain_seed,
+        );
+
+        let urgent = device.create_stream_with_priority(most_urgent)?;
+        let urgent_out = device.alloc::<u32>(ELEMENTS)?;
+        queue_busy(&urgent, &busy, &urgent_out, ITERATIONS, urgent_seed)?;
+        queue_update(&urgent, &update, &urgent_out, urgent_seed + 2, urgent_seed)?;
+        urgent.wait(&plain_done)?;
+        urgent.copy(plain_out.slice(..8), urgent_out.slice(..8))?;
+        let mut urgent_expected = affine(
+            &busy_expected(ELEMENTS, ITERATIONS, urgent_seed),
+            urgent_seed + 2,
+            urgent_seed,
+        );
+        urgent_expected[..8].copy_from_slice(&plain_expected[..8]);
+
+        lanes.push((plain, plain_out, plain_expected));
+        lanes.push((urgent, urgent_out, urgent_expected));
+    }
+    for (lane, (stream, out, expected)) in lanes.iter().enumerate() {
+        stream.synchronize()?;
+        check_slice_eq(
+            &stream.read_to_vec(out)?,
+            expected,
+            &format!("lane {lane}'s result (priority {})", stream.priority()),
+        )?;
+    }
+    Ok(())
 }

@@ -1,4 +1,4 @@
-//! The xhal plugin ABI, version 1.4.
+//! The xhal plugin ABI, version 1.5.
 //!
 //! This crate is the single source of truth for the C boundary between the xhal host and a
 //! backend plugin. `include/xhal.h` is generated from it by cbindgen; `docs/abi.md` explains
@@ -20,7 +20,7 @@
 /// Major version of the ABI this crate describes. A host loads a plugin only when the majors match.
 pub const XHAL_ABI_MAJOR: u32 = 1;
 /// Minor version of the ABI this crate describes. Minors only append fields and entries.
-pub const XHAL_ABI_MINOR: u32 = 4;
+pub const XHAL_ABI_MINOR: u32 = 5;
 
 /// Name of the one symbol a plugin exports.
 pub const XHAL_PLUGIN_QUERY_SYMBOL: &str = "xhal_plugin_query";
@@ -593,6 +593,34 @@ pub struct XhalPluginApi {
     /// Added in 1.4. Frees memory `host_memory_allocate` returned, once no queued transfer uses
     /// it. Accepts null.
     pub host_memory_free: Option<unsafe extern "C" fn(device: *mut XhalDevice, host_pointer: *mut u8)>,
+
+    /// Added in 1.5, optional, with `stream_create_with_priority`: the device's stream
+    /// priorities, numbered as CUDA numbers them: `least` is the priority of a stream made by
+    /// `stream_create` and must be 0, `greatest` the most urgent, numerically lower or equal
+    /// (`greatest <= 0`). A device that schedules every stream alike returns
+    /// `XHAL_STATUS_UNSUPPORTED` or leaves both entries null; the host then gives every stream
+    /// priority 0.
+    pub device_stream_priorities: Option<
+        unsafe extern "C" fn(
+            device: *mut XhalDevice,
+            least: *mut i32,
+            greatest: *mut i32,
+            error: XhalErrorOut,
+        ) -> XhalStatus,
+    >,
+    /// Added in 1.5. Creates a stream whose work the device prefers to work of streams with a
+    /// numerically greater priority, when both are ready: a hint about order, never about
+    /// results. `priority` lies in the range `device_stream_priorities` reports (the host clamps
+    /// a request into it before calling); a stream of priority `least` behaves as one from
+    /// `stream_create`.
+    pub stream_create_with_priority: Option<
+        unsafe extern "C" fn(
+            device: *mut XhalDevice,
+            priority: i32,
+            stream: *mut *mut XhalStream,
+            error: XhalErrorOut,
+        ) -> XhalStatus,
+    >,
 }
 
 /// `struct_size` of an `XhalPluginApi` with every v1.0 entry: where the v1.0 part ends. A host
@@ -608,6 +636,9 @@ pub const XHAL_PLUGIN_API_V1_3_SIZE: usize =
 /// `struct_size` of an `XhalPluginApi` with every v1.4 entry.
 pub const XHAL_PLUGIN_API_V1_4_SIZE: usize =
     core::mem::offset_of!(XhalPluginApi, host_memory_free) + core::mem::size_of::<usize>();
+/// `struct_size` of an `XhalPluginApi` with every v1.5 entry.
+pub const XHAL_PLUGIN_API_V1_5_SIZE: usize =
+    core::mem::offset_of!(XhalPluginApi, stream_create_with_priority) + core::mem::size_of::<usize>();
 /// `struct_size` of an `XhalDeviceInfo` with every v1.0 field: where the v1.0 part ends (the
 /// struct's trailing padding is not part of it).
 pub const XHAL_DEVICE_INFO_V1_0_SIZE: usize =
@@ -744,6 +775,8 @@ impl XhalPluginApi {
             buffer_unmap: None,
             host_memory_allocate: None,
             host_memory_free: None,
+            device_stream_priorities: None,
+            stream_create_with_priority: None,
         }
     }
 }

@@ -113,6 +113,7 @@ static_assert(XHAL_ERROR_V1_0_SIZE == {}, "v1.0 error size");
 static_assert(XHAL_PLUGIN_API_V1_1_SIZE == {}, "v1.1 table size");
 static_assert(XHAL_PLUGIN_API_V1_3_SIZE == {}, "v1.3 table size");
 static_assert(XHAL_PLUGIN_API_V1_4_SIZE == {}, "v1.4 table size");
+static_assert(XHAL_PLUGIN_API_V1_5_SIZE == {}, "v1.5 table size");
 "#,
         std::mem::size_of::<xhal_abi::XhalPluginApi>(),
         std::mem::size_of::<xhal_abi::XhalDeviceInfo>(),
@@ -126,6 +127,7 @@ static_assert(XHAL_PLUGIN_API_V1_4_SIZE == {}, "v1.4 table size");
         xhal_abi::XHAL_PLUGIN_API_V1_1_SIZE,
         xhal_abi::XHAL_PLUGIN_API_V1_3_SIZE,
         xhal_abi::XHAL_PLUGIN_API_V1_4_SIZE,
+        xhal_abi::XHAL_PLUGIN_API_V1_5_SIZE,
     );
     let output = compile_c(&source, &dir, &[]);
     assert!(

@@ -384,6 +384,31 @@ pub struct MemoryUsage {
     pub total: u64,
 }
 
+/// The stream priorities a device schedules by (ABI 1.5), numbered as CUDA numbers them: a
+/// lower number is more urgent, `least` is what a plain stream has (always 0), `greatest <= 0`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamPriorities {
+    /// The priority of a stream made without one: the least urgent.
+    pub least: i32,
+    /// The most urgent priority, numerically lower than or equal to `least`.
+    pub greatest: i32,
+}
+
+impl StreamPriorities {
+    /// What a device that schedules every stream alike has: one priority, 0.
+    pub const SINGLE: StreamPriorities = StreamPriorities { least: 0, greatest: 0 };
+
+    /// Whether `priority` is one of the device's priorities.
+    pub fn contains(self, priority: i32) -> bool {
+        (self.greatest..=self.least).contains(&priority)
+    }
+
+    /// `priority` moved into the range, as CUDA clamps a stream's priority.
+    pub fn clamp(self, priority: i32) -> i32 {
+        priority.clamp(self.greatest, self.least)
+    }
+}
+
 /// Name and version of a backend, and the ABI it speaks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BackendInfo {
@@ -443,6 +468,24 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Creates a stream.
     fn stream_create(&self, device: DeviceHandle) -> Result<StreamHandle>;
+    /// The device's stream priorities (ABI 1.5). The default says the device schedules every
+    /// stream alike; core then gives every stream priority 0.
+    fn device_stream_priorities(&self, device: DeviceHandle) -> Result<StreamPriorities> {
+        let _ = device;
+        Err(crate::Error::unsupported(format!(
+            "backend `{}` schedules every stream alike (no stream priorities)",
+            self.info().name
+        )))
+    }
+    /// Creates a stream of `priority`, one of [`device_stream_priorities`](Backend::device_stream_priorities)
+    /// (ABI 1.5). The default says the device has no priorities.
+    fn stream_create_with_priority(&self, device: DeviceHandle, priority: i32) -> Result<StreamHandle> {
+        let _ = (device, priority);
+        Err(crate::Error::unsupported(format!(
+            "backend `{}` schedules every stream alike (no stream priorities)",
+            self.info().name
+        )))
+    }
     /// Waits for the stream's work, then destroys it.
     fn stream_destroy(&self, stream: StreamHandle);
     /// Enqueues a host-to-device copy.

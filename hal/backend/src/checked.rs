@@ -7,7 +7,7 @@
 
 use crate::backend::{
     Backend, BackendInfo, BufferHandle, CommandListHandle, DeviceHandle, DeviceInfo, EventHandle, KernelFormat,
-    KernelHandle, LaunchArgs, MemoryUsage, ModuleHandle, StreamHandle,
+    KernelHandle, LaunchArgs, MemoryUsage, ModuleHandle, StreamHandle, StreamPriorities,
 };
 use crate::driver::{
     BufferView, Command, Driver, DriverBuffer, DriverCommandList, DriverDevice, DriverEvent, DriverKernel,
@@ -386,6 +386,38 @@ impl<D: Driver> Backend for Checked<D> {
     fn stream_create(&self, device: DeviceHandle) -> Result<StreamHandle> {
         let device = self.device(device)?;
         let stream = D::Stream::create(&self.driver, &device)?;
+        Self::insert(&self.streams, device.device_index(), 0, stream).map(StreamHandle)
+    }
+
+    fn device_stream_priorities(&self, device: DeviceHandle) -> Result<StreamPriorities> {
+        let device = self.device(device)?;
+        let priorities = D::Device::stream_priorities(&device)?;
+        if priorities.least != 0 || priorities.greatest > 0 {
+            return Err(Error::internal(format!(
+                "{} device {} reported stream priorities from {} (least) to {} (greatest): the ABI asks for 0 \
+                 to a number at most 0",
+                D::NAME,
+                device.device_index(),
+                priorities.least,
+                priorities.greatest
+            )));
+        }
+        Ok(priorities)
+    }
+
+    fn stream_create_with_priority(&self, device: DeviceHandle, priority: i32) -> Result<StreamHandle> {
+        let device = self.device(device)?;
+        let priorities = D::Device::stream_priorities(&device)?;
+        if !priorities.contains(priority) {
+            return Err(Error::invalid_argument(format!(
+                "stream priority {priority} is outside {} device {}'s range, {} (least urgent) to {} (most urgent)",
+                D::NAME,
+                device.device_index(),
+                priorities.least,
+                priorities.greatest
+            )));
+        }
+        let stream = D::Stream::create_with_priority(&self.driver, &device, priority)?;
         Self::insert(&self.streams, device.device_index(), 0, stream).map(StreamHandle)
     }
 

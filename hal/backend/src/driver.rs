@@ -218,6 +218,18 @@ pub trait DriverDevice<D: Driver>: Sized + Send + Sync + 'static {
         let _ = (device, pointer);
     }
 
+    /// The stream priorities this device schedules by (ABI 1.5): `cuCtxGetStreamPriorityRange`,
+    /// `hipDeviceGetStreamPriorityRange`, a Level Zero queue's priority. The default says it
+    /// schedules every stream alike; a driver that overrides it also implements
+    /// [`DriverStream::create_with_priority`].
+    fn stream_priorities(device: &Arc<Object<Self>>) -> Result<crate::StreamPriorities> {
+        let _ = device;
+        Err(Error::unsupported(format!(
+            "backend `{}` schedules every stream alike (no stream priorities)",
+            D::NAME
+        )))
+    }
+
     /// Whether [`build_command_list`](DriverDevice::build_command_list) works on this device.
     /// The default says no: core then replays graphs operation by operation, which is correct
     /// everywhere and only costs host time.
@@ -343,6 +355,16 @@ pub trait DriverBuffer<D: Driver>: Sized + Send + Sync + 'static {
 pub trait DriverStream<D: Driver>: Sized + Send + Sync + 'static {
     /// Creates a stream.
     fn create(driver: &D, device: &Arc<Object<D::Device>>) -> Result<Self>;
+    /// Creates a stream of `priority`, which the adapter checked lies in the device's
+    /// [`stream_priorities`](DriverDevice::stream_priorities). The default, for a device
+    /// without priorities, says so.
+    fn create_with_priority(driver: &D, device: &Arc<Object<D::Device>>, priority: i32) -> Result<Self> {
+        let _ = (driver, device, priority);
+        Err(Error::unsupported(format!(
+            "backend `{}` schedules every stream alike (no stream priorities)",
+            D::NAME
+        )))
+    }
     /// The stream's sticky error, if any: what a command of 0 bytes returns, since the adapter
     /// does not hand such a command to the driver. The default has no sticky state to report.
     fn sticky_error(stream: &Arc<Object<Self>>) -> Result<()> {

@@ -68,7 +68,7 @@ pub fn query(
 fn build_api(backend: &dyn Backend) -> XhalPluginApi {
     let info = backend.info();
     XhalPluginApi {
-        struct_size: XHAL_PLUGIN_API_V1_4_SIZE,
+        struct_size: XHAL_PLUGIN_API_V1_5_SIZE,
         abi_major: XHAL_ABI_MAJOR,
         abi_minor: XHAL_ABI_MINOR,
         plugin_name: XhalStr::from_str(intern(&info.name)),
@@ -115,6 +115,8 @@ fn build_api(backend: &dyn Backend) -> XhalPluginApi {
         buffer_unmap: Some(buffer_unmap),
         host_memory_allocate: Some(host_memory_allocate),
         host_memory_free: Some(host_memory_free),
+        device_stream_priorities: Some(device_stream_priorities),
+        stream_create_with_priority: Some(stream_create_with_priority),
     }
 }
 
@@ -399,6 +401,38 @@ unsafe extern "C" fn stream_create(
     guarded("stream_create", error, |backend| {
         required(stream, "stream")?;
         let created = backend.stream_create(DeviceHandle(handle(device)))?;
+        // SAFETY: checked non-null above.
+        unsafe { write_out(stream, pointer(created.0), "stream") }
+    })
+}
+
+unsafe extern "C" fn device_stream_priorities(
+    device: *mut XhalDevice,
+    least: *mut i32,
+    greatest: *mut i32,
+    error: XhalErrorOut,
+) -> XhalStatus {
+    guarded("device_stream_priorities", error, |backend| {
+        required(least, "least")?;
+        required(greatest, "greatest")?;
+        let priorities = backend.device_stream_priorities(DeviceHandle(handle(device)))?;
+        // SAFETY: both checked non-null above.
+        unsafe {
+            write_out(least, priorities.least, "least")?;
+            write_out(greatest, priorities.greatest, "greatest")
+        }
+    })
+}
+
+unsafe extern "C" fn stream_create_with_priority(
+    device: *mut XhalDevice,
+    priority: i32,
+    stream: *mut *mut XhalStream,
+    error: XhalErrorOut,
+) -> XhalStatus {
+    guarded("stream_create_with_priority", error, |backend| {
+        required(stream, "stream")?;
+        let created = backend.stream_create_with_priority(DeviceHandle(handle(device)), priority)?;
         // SAFETY: checked non-null above.
         unsafe { write_out(stream, pointer(created.0), "stream") }
     })

@@ -41,6 +41,7 @@ pub mod registry;
 pub use backend::{
     Backend, BackendInfo, BufferArg, BufferHandle, CommandListHandle, DeviceHandle, DeviceInfo, DeviceType,
     EventHandle, Features, KernelFormat, KernelHandle, LaunchArgs, MemoryUsage, ModuleHandle, StreamHandle,
+    StreamPriorities,
 };
 pub use checked::Checked;
 pub use clock::{ClockSample, ElapsedTimer, ReferenceClock};

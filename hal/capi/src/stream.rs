@@ -57,6 +57,71 @@ pub unsafe extern "C" fn xhal_stream_create(
     })
 }
 
+/// The stream priorities of `device` (C API 1.3), numbered as CUDA numbers them: a lower number
+/// is more urgent; `least` (0) is what `xhal_stream_create` gives, `greatest` the most urgent.
+/// Both are 0 on a device that schedules every stream alike.
+///
+/// # Safety
+///
+/// `least` and `greatest` point to writable `int32_t`s.
+#[no_mangle]
+pub unsafe extern "C" fn xhal_device_stream_priorities(
+    device: *const xhal_device_t,
+    least: *mut i32,
+    greatest: *mut i32,
+) -> xhal_status_t {
+    call("xhal_device_stream_priorities", || {
+        let object = handles::device(device as usize, "device")?;
+        let priorities = object.device.stream_priorities()?;
+        // SAFETY: the caller passes writable storage for both.
+        unsafe {
+            write_out(least, priorities.least, "least")?;
+            write_out(greatest, priorities.greatest, "greatest")
+        }
+    })
+}
+
+/// A new stream on `device` whose work the device prefers to that of less urgent streams
+/// (C API 1.3). `priority` outside `xhal_device_stream_priorities` is clamped into them, as CUDA
+/// clamps it; `xhal_stream_priority` says what the stream got.
+///
+/// # Safety
+///
+/// `stream` points to writable storage for a handle.
+#[no_mangle]
+pub unsafe extern "C" fn xhal_stream_create_with_priority(
+    device: *const xhal_device_t,
+    priority: i32,
+    stream: *mut *mut xhal_stream_t,
+) -> xhal_status_t {
+    call("xhal_stream_create_with_priority", || {
+        let object = handles::device(device as usize, "device")?;
+        let created = object.device.create_stream_with_priority(priority)?;
+        let handle = handles::insert(Object::Stream(Arc::new(StreamObject {
+            stream: created,
+            device: object.device.clone(),
+            is_default: false,
+            capture: Default::default(),
+        })));
+        // SAFETY: the caller passes writable storage for a handle.
+        unsafe { write_out(stream, handle as *mut xhal_stream_t, "stream") }
+    })
+}
+
+/// The stream's priority on its device (C API 1.3): 0 unless it was made with one.
+///
+/// # Safety
+///
+/// `priority` points to a writable `int32_t`.
+#[no_mangle]
+pub unsafe extern "C" fn xhal_stream_priority(stream: *const xhal_stream_t, priority: *mut i32) -> xhal_status_t {
+    call("xhal_stream_priority", || {
+        let object = handles::stream(stream as usize, "stream")?;
+        // SAFETY: the caller passes writable storage.
+        unsafe { write_out(priority, object.stream.priority(), "priority") }
+    })
+}
+
 /// The device handle's default stream. It belongs to the device handle: it is not destroyed
 /// with `xhal_stream_destroy`, and its handle ends with the device's.
 ///

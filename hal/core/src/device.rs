@@ -152,9 +152,34 @@ impl Device {
         Ok(buffer)
     }
 
-    /// Creates an in-order stream.
+    /// Creates an in-order stream, of the device's least urgent priority (0).
     pub fn create_stream(&self) -> Result<Stream> {
         Stream::create(self.shared.clone())
+    }
+
+    /// The stream priorities the device schedules by (ABI 1.5): a lower number is more urgent,
+    /// as in CUDA; `least` (0) is what [`create_stream`](Device::create_stream) gives.
+    /// [`StreamPriorities::SINGLE`](crate::StreamPriorities::SINGLE) on a device that schedules
+    /// every stream alike, such as one whose plugin predates ABI 1.5.
+    pub fn stream_priorities(&self) -> Result<crate::StreamPriorities> {
+        match self.shared.backend.device_stream_priorities(self.shared.handle) {
+            Ok(priorities) => Ok(priorities),
+            Err(error) if error.kind() == crate::ErrorKind::Unsupported => Ok(crate::StreamPriorities::SINGLE),
+            Err(error) => Err(error.context(format!("stream priorities of {}", self.label()))),
+        }
+    }
+
+    /// Creates an in-order stream whose work the device prefers to that of less urgent streams
+    /// when both are ready: a hint about order, never about results. `priority` outside the
+    /// device's [`stream_priorities`](Device::stream_priorities) is clamped into them, as CUDA
+    /// clamps it, so that code written for one device's range runs on every device;
+    /// [`Stream::priority`] says what the stream got.
+    pub fn create_stream_with_priority(&self, priority: i32) -> Result<Stream> {
+        let priorities = self.stream_priorities()?;
+        if priorities == crate::StreamPriorities::SINGLE {
+            return Stream::create(self.shared.clone());
+        }
+        Stream::create_with_priority(self.shared.clone(), priorities.clamp(priority))
     }
 
     /// Creates an event; it records timestamps when the device supports them.

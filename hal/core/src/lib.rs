@@ -43,7 +43,9 @@ pub use stream::Stream;
 /// application API (the conformance suite, tools, tests).
 pub use xhal_backend as backend;
 pub use xhal_backend::error;
-pub use xhal_backend::{BackendInfo, ClockSample, DeviceInfo, DeviceType, Features, KernelFormat, MemoryUsage};
+pub use xhal_backend::{
+    BackendInfo, ClockSample, DeviceInfo, DeviceType, Features, KernelFormat, MemoryUsage, StreamPriorities,
+};
 
 pub use bytemuck;
 pub use xhal_abi as abi;

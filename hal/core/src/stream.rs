@@ -98,6 +98,8 @@ pub(crate) struct StreamShared {
     handle: StreamHandle,
     /// The stream's number in the process, as traces show it.
     serial: u64,
+    /// The device's priority of the stream: 0 unless made with one (ABI 1.5).
+    priority: i32,
     /// Held across each backend call, so destroy cannot race with an enqueue.
     state: Mutex<StreamState>,
 }
@@ -135,10 +137,21 @@ impl std::fmt::Debug for Stream {
 impl Stream {
     pub(crate) fn create(device: Arc<DeviceShared>) -> Result<Stream> {
         let handle = device.backend.stream_create(device.handle)?;
-        Ok(Stream {
+        Ok(Stream::wrap(device, handle, 0))
+    }
+
+    /// A stream of `priority`, which lies in the device's priorities.
+    pub(crate) fn create_with_priority(device: Arc<DeviceShared>, priority: i32) -> Result<Stream> {
+        let handle = device.backend.stream_create_with_priority(device.handle, priority)?;
+        Ok(Stream::wrap(device, handle, priority))
+    }
+
+    fn wrap(device: Arc<DeviceShared>, handle: StreamHandle, priority: i32) -> Stream {
+        Stream {
             shared: Arc::new(StreamShared {
                 device,
                 handle,
+                priority,
                 serial: NEXT_STREAM_SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
                 state: Mutex::new(StreamState {
                     destroyed: false,
@@ -150,7 +163,13 @@ impl Stream {
                     linked: Vec::new(),
                 }),
             }),
-        })
+        }
+    }
+
+    /// The stream's priority on its device: 0 for a stream made without one, otherwise the
+    /// requested priority clamped into [`Device::stream_priorities`](crate::Device::stream_priorities).
+    pub fn priority(&self) -> i32 {
+        self.shared.priority
     }
 
     /// `backend:index` of the stream's device.

@@ -264,6 +264,17 @@ fn a_newer_minor_plugin_with_a_longer_table_loads_and_works() {
             let graph = check_graph(&device);
             assert!(graph.is_native(), "a plugin with command lists replays graphs natively");
             assert_eq!(list_submissions(&device), 3, "each replay submitted the plugin's list");
+            // The 1.5 entries, which this plugin has: its range, and streams of a priority in it,
+            // requests beyond it clamped by the host before the plugin sees them.
+            let priorities = device.stream_priorities().expect("device_stream_priorities");
+            assert_eq!((priorities.least, priorities.greatest), (0, -2));
+            for (asked, given) in [(-1, -1), (-9, -2), (4, 0)] {
+                let stream = device
+                    .create_stream_with_priority(asked)
+                    .expect("stream_create_with_priority");
+                assert_eq!(stream.priority(), given, "a stream asked for priority {asked}");
+                check_stream_works(&device, &stream);
+            }
         },
     );
 }
@@ -320,8 +331,24 @@ fn a_v1_0_table_loads_and_works_and_nothing_beyond_its_struct_size_is_read() {
             let graph = check_graph(&device);
             assert!(!graph.is_native(), "a 1.0 plugin's graphs replay op by op");
             assert_eq!(list_submissions(&device), 0, "nothing was submitted as a command list");
+            // The 1.5 entries lie in the unreadable page too: one priority, 0, and a stream asked
+            // for another is a plain stream.
+            let priorities = device.stream_priorities().expect("priorities of a 1.0 plugin");
+            assert_eq!(priorities, xhal_core::StreamPriorities::SINGLE);
+            let stream = device
+                .create_stream_with_priority(-1)
+                .expect("a stream asked for priority -1");
+            assert_eq!(stream.priority(), 0);
+            check_stream_works(&device, &stream);
         },
     );
+}
+
+/// A fill and a read on `stream` give the filled bytes.
+fn check_stream_works(device: &Device, stream: &xhal_core::Stream) {
+    let buffer = device.alloc::<u32>(8).expect("buffer");
+    stream.fill(&buffer, 0x0102_0304u32).expect("fill");
+    assert_eq!(stream.read_to_vec(&buffer).expect("read"), vec![0x0102_0304u32; 8]);
 }
 
 /// Records a graph of a fill, a launch of `add_scalar` and a copy on one stream, replays it

@@ -230,16 +230,16 @@ def get_device_capability(device=None) -> dict:
 class Stream(torch.Stream):
     """A stream of an xhal device: an in-order queue that runs beside the device's other streams.
 
-    ``priority`` is 0 (the default) or -1 (high): PyTorch's convention, negative being higher.
-    Each priority has its own pool of streams. xhal's plugins schedule every stream alike today,
-    so a high-priority stream is a separate queue, not a faster one (docs/pytorch.md)."""
+    ``priority`` is 0 (the default) or negative (urgent), PyTorch's convention: an urgent
+    stream's work is run first where the device schedules by priority (the cpu device's kernel
+    threads, CUDA's, HIP's and Level Zero's queues; see ``stream_priority_range``). A priority
+    below the device's most urgent is clamped to it, as on CUDA; a positive one is refused."""
 
     def __new__(cls, device=None, priority: int = 0, **kwargs):
         if "stream_id" in kwargs:  # rebuilding one from its parts (torch.Stream's own path)
             return super().__new__(cls, **kwargs)
-        low, high = _C.stream_priority_range()
-        if not high <= priority <= low:
-            raise ValueError(f"xhal: a stream's priority is between {high} (highest) and {low}; got {priority}")
+        if priority > 0:
+            raise ValueError(f"xhal: a stream's priority is 0 or negative (more urgent); got {priority}")
         _lazy_init()
         with torch.xhal.device(device):
             return super().__new__(cls, device=torch.device("xhal", current_device()), priority=priority)
@@ -248,13 +248,21 @@ class Stream(torch.Stream):
     def priority(self) -> int:
         return _C.stream_priority(self.device_index, self.stream_id)
 
+    @staticmethod
+    def priority_range() -> tuple[int, int]:
+        """The current device's ``(least, most urgent)`` priorities: ``stream_priority_range()``."""
+        return stream_priority_range()
+
     def __repr__(self):
         return f"torch.xhal.Stream(device={self.device}, stream_id={self.stream_id}, priority={self.priority})"
 
 
-def stream_priority_range() -> tuple[int, int]:
-    """The lowest and the highest stream priority, as ``torch.cuda.Stream.priority_range``."""
-    return _C.stream_priority_range()
+def stream_priority_range(device=None) -> tuple[int, int]:
+    """The least and the most urgent stream priority of the device, as
+    ``torch.cuda.Stream.priority_range``: ``(0, -1)`` where it schedules streams by priority,
+    ``(0, 0)`` where it runs every stream alike (vulkan, opencl, wgpu)."""
+    _lazy_init()
+    return _C.stream_priority_range(_index(device))
 
 
 def Event(enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> torch.Event:  # noqa: N802

@@ -294,6 +294,11 @@ impl LaunchParts<'_> {
                     pointers.iter().map(|&address| address as *mut c_void).collect();
                 let mut record = 0u32;
                 loop {
+                    // A helper may be wanted by an urgent stream's launch: it leaves between
+                    // chunks, and the threads still here finish the workgroups.
+                    if Pool::get().should_leave() {
+                        break;
+                    }
                     let start = next.fetch_add(chunk, Ordering::Relaxed);
                     if start >= total || cancel.load(Ordering::Relaxed) != 0 {
                         break;
@@ -399,6 +404,9 @@ fn run_workgroups(program: &Program, launch: &Launch<'_>) -> Result<()> {
             Err(error) => return fail(error),
         };
         loop {
+            if Pool::get().should_leave() {
+                return;
+            }
             let start = next.fetch_add(chunk, Ordering::Relaxed);
             if start >= total {
                 return;

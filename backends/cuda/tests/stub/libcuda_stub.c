@@ -453,6 +453,23 @@ CUresult cuStreamCreate(CUstream *handle, unsigned flags) {
     *handle = stream;
     return CUDA_SUCCESS;
 }
+/* The range of recent GPUs. The stub runs every stream's work in order on its own thread,
+ * so a priority changes nothing it does: it only has to be in the range. */
+#define STUB_LEAST_PRIORITY 0
+#define STUB_GREATEST_PRIORITY (-5)
+CUresult cuCtxGetStreamPriorityRange(int *least, int *greatest) {
+    CUE_CONTEXT("cuCtxGetStreamPriorityRange");
+    if (least) *least = STUB_LEAST_PRIORITY;
+    if (greatest) *greatest = STUB_GREATEST_PRIORITY;
+    return CUDA_SUCCESS;
+}
+CUresult cuStreamCreateWithPriority(CUstream *handle, unsigned flags, int priority) {
+    CUE_CONTEXT("cuStreamCreateWithPriority");
+    /* CUDA clamps a priority outside the range; xhal never passes one, and the stub refuses
+     * it so that a test would notice if it did. */
+    if (priority > STUB_LEAST_PRIORITY || priority < STUB_GREATEST_PRIORITY) return CUDA_ERROR_INVALID_VALUE;
+    return cuStreamCreate(handle, flags);
+}
 CUresult cuStreamDestroy_v2(CUstream handle) {
     StubStream *stream = handle;
     if (!stream) return CUDA_ERROR_INVALID_VALUE;

@@ -912,6 +912,8 @@ EXPORT ze_result_t zeCommandListCreateImmediate(void *context, void *device, con
     if (desc->flags & ~known)
         return failure(INVALID_ENUMERATION, "queue flags %#x are not all flags of API %u.%u", desc->flags, version >> 16,
                        version & 0xffff);
+    /* NORMAL, LOW and HIGH; the stub runs every queue alike, as a driver may. */
+    if (desc->priority > 2) return failure(INVALID_ENUMERATION, "queue priority %u is not a ze_command_queue_priority_t", desc->priority);
 #endif
     stub_list_t *l = calloc(1, sizeof *l);
     if (!l) return OUT_OF_HOST_MEMORY;

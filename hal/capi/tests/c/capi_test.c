@@ -458,6 +458,53 @@ static void test_kernels(xhal_device_t *device) {
 
 /* Graphs by stream capture: work queued while a stream captures is recorded, not run, and
  * each replay runs it again; what needs the work to have run is refused during a capture. */
+static void test_stream_priorities(xhal_device_t *device) {
+    int32_t least = 7, greatest = 7;
+    CHECK(xhal_device_stream_priorities(device, &least, &greatest));
+    /* The cpu device has ordinary (0) and urgent (-1) streams. */
+    EXPECT(least == 0 && greatest == -1);
+    EXPECT_ERROR(xhal_device_stream_priorities(device, &least, NULL), XHAL_ERROR_INVALID_ARGUMENT, "greatest");
+    EXPECT_ERROR(xhal_device_stream_priorities(NULL, &least, &greatest), XHAL_ERROR_INVALID_HANDLE, "device");
+
+    xhal_stream_t *plain = NULL, *urgent = NULL, *clamped = NULL;
+    CHECK(xhal_stream_create(device, &plain));
+    CHECK(xhal_stream_create_with_priority(device, -1, &urgent));
+    CHECK(xhal_stream_create_with_priority(device, -100, &clamped));
+    int32_t priority = 7;
+    CHECK(xhal_stream_priority(plain, &priority));
+    EXPECT(priority == 0);
+    CHECK(xhal_stream_priority(urgent, &priority));
+    EXPECT(priority == -1);
+    CHECK(xhal_stream_priority(clamped, &priority));
+    EXPECT(priority == -1);
+    EXPECT_ERROR(xhal_stream_priority(urgent, NULL), XHAL_ERROR_INVALID_ARGUMENT, "priority");
+    EXPECT_ERROR(xhal_stream_create_with_priority(device, -1, NULL), XHAL_ERROR_INVALID_ARGUMENT, "stream");
+
+    /* Work on an urgent stream, waited for by a plain one, arrives. */
+    enum { N = 4096 };
+    xhal_buffer_t *source = NULL, *target = NULL;
+    CHECK(xhal_buffer_alloc(device, N * sizeof(uint32_t), &source));
+    CHECK(xhal_buffer_alloc(device, N * sizeof(uint32_t), &target));
+    uint32_t pattern = 0xA5A5A5A5u;
+    CHECK(xhal_stream_fill(urgent, source, 0, N * sizeof(uint32_t), &pattern, sizeof pattern));
+    xhal_event_t *filled = NULL;
+    CHECK(xhal_event_create(device, 0, &filled));
+    CHECK(xhal_stream_record_event(urgent, filled));
+    CHECK(xhal_stream_wait_event(plain, filled));
+    CHECK(xhal_stream_copy(plain, source, 0, target, 0, N * sizeof(uint32_t)));
+    static uint32_t back[N];
+    CHECK(xhal_stream_read(plain, target, 0, back, sizeof back));
+    int same = 1;
+    for (int i = 0; i < N; i++) same &= back[i] == pattern;
+    EXPECT(same);
+    CHECK(xhal_event_destroy(filled));
+    CHECK(xhal_buffer_free(source));
+    CHECK(xhal_buffer_free(target));
+    CHECK(xhal_stream_destroy(plain));
+    CHECK(xhal_stream_destroy(urgent));
+    CHECK(xhal_stream_destroy(clamped));
+}
+
 static void test_graphs(xhal_device_t *device) {
     enum { N = 1000 };
     xhal_stream_t *stream = NULL, *other = NULL;
@@ -617,6 +664,7 @@ int main(void) {
     CHECK(xhal_device_open(runtime, "cpu:0", &device));
     test_memory(device);
     test_kernels(device);
+    test_stream_priorities(device);
     test_graphs(device);
     test_profiler(device);
     CHECK(xhal_device_destroy(device));

@@ -8,7 +8,7 @@
 use crate::backend::ClockSample;
 use crate::backend::{
     Backend, BackendInfo, BufferHandle, CommandListHandle, DeviceHandle, DeviceInfo, DeviceType, EventHandle, Features,
-    KernelFormat, KernelHandle, LaunchArgs, MemoryUsage, ModuleHandle, StreamHandle,
+    KernelFormat, KernelHandle, LaunchArgs, MemoryUsage, ModuleHandle, StreamHandle, StreamPriorities,
 };
 use crate::error::{Error, ErrorKind, Result};
 use smallvec::SmallVec;
@@ -467,6 +467,45 @@ impl Backend for AbiBackend {
             function(ptr(device.0), &mut stream, error)
         })?;
         non_null("stream_create", stream).map(StreamHandle)
+    }
+
+    fn device_stream_priorities(&self, device: DeviceHandle) -> Result<StreamPriorities> {
+        let (Some(priorities), Some(_)) = (self.api.device_stream_priorities, self.api.stream_create_with_priority)
+        else {
+            return Err(Error::unsupported(format!(
+                "plugin `{}` (ABI {}.{}) schedules every stream alike: device_stream_priorities and \
+                 stream_create_with_priority are ABI 1.5 entries it does not provide",
+                self.name, self.api.abi_major, self.api.abi_minor
+            )));
+        };
+        let (mut least, mut greatest) = (0i32, 0i32);
+        // SAFETY: valid out pointers; the device came from this plugin.
+        self.call("device_stream_priorities", |error| unsafe {
+            priorities(ptr(device.0), &mut least, &mut greatest, error)
+        })?;
+        if least != 0 || greatest > 0 {
+            return Err(Error::internal(format!(
+                "plugin `{}` reported stream priorities from {least} (least) to {greatest} (greatest): the ABI asks \
+                 for 0 to a number at most 0",
+                self.name
+            )));
+        }
+        Ok(StreamPriorities { least, greatest })
+    }
+
+    fn stream_create_with_priority(&self, device: DeviceHandle, priority: i32) -> Result<StreamHandle> {
+        let Some(function) = self.api.stream_create_with_priority else {
+            return Err(Error::unsupported(format!(
+                "plugin `{}` (ABI {}.{}) has no stream_create_with_priority (an ABI 1.5 entry)",
+                self.name, self.api.abi_major, self.api.abi_minor
+            )));
+        };
+        let mut stream: *mut XhalStream = std::ptr::null_mut();
+        // SAFETY: valid out pointer.
+        self.call("stream_create_with_priority", |error| unsafe {
+            function(ptr(device.0), priority, &mut stream, error)
+        })?;
+        non_null("stream_create_with_priority", stream).map(StreamHandle)
     }
 
     fn stream_destroy(&self, stream: StreamHandle) {

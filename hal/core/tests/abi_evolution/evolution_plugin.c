@@ -6,7 +6,7 @@
  *   NEWER_MINOR            reports the host's minor + 1; its table is longer than the host's
  *                          and its extra trailing entries are traps; its errors carry a
  *                          larger XhalError; it knows a device-info field the host does not.
- *                          It has the optional entries of 1.1 and 1.3 and the 1.4 command
+ *                          It has the optional entries of 1.1, 1.3 and 1.5 and the 1.4 command
  *                          lists, and counts the lists submitted to its streams.
  *   V1_0_TABLE_AT_PAGE_END reports minor 0 with a table of exactly the v1.0 size, placed so
  *                          that it ends where an unreadable page begins.
@@ -284,6 +284,27 @@ static XhalStatus zoo_stream_create(struct XhalDevice *device, struct XhalStream
 }
 
 static void zoo_stream_destroy(struct XhalStream *stream) { free(stream); }
+
+/* The 1.5 entries, filled in by the newer-minor variant only: priorities 0 to -2. The zoo runs
+ * every stream's work at once, so a priority changes nothing but what it was asked for. */
+#define ZOO_MOST_URGENT (-2)
+ZOO_SOME_VARIANTS static XhalStatus zoo_device_stream_priorities(struct XhalDevice *device, int32_t *least,
+                                                                 int32_t *greatest, XhalErrorOut error) {
+    if (device == NULL || least == NULL || greatest == NULL) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "device_stream_priorities: null device or out pointer");
+    }
+    *least = 0;
+    *greatest = ZOO_MOST_URGENT;
+    return XHAL_STATUS_OK;
+}
+
+ZOO_SOME_VARIANTS static XhalStatus zoo_stream_create_with_priority(struct XhalDevice *device, int32_t priority,
+                                                                    struct XhalStream **stream, XhalErrorOut error) {
+    if (priority > 0 || priority < ZOO_MOST_URGENT) {
+        return fail(error, XHAL_STATUS_INVALID_ARGUMENT, "stream_create_with_priority: priority outside 0 to -2");
+    }
+    return zoo_stream_create(device, stream, error);
+}
 
 static int out_of_range(const struct XhalBuffer *buffer, uint64_t offset, uint64_t size) {
     return offset > buffer->size || size > buffer->size - offset;
@@ -859,6 +880,8 @@ static void build_table(void) {
     api->command_list_update_launch = zoo_command_list_update_launch;
     api->stream_submit_command_list = zoo_stream_submit_command_list;
     api->command_list_destroy = zoo_command_list_destroy;
+    api->device_stream_priorities = zoo_device_stream_priorities;
+    api->stream_create_with_priority = zoo_stream_create_with_priority;
     table.future_entries[0] = trap_future_entry_0;
     table.future_entries[1] = trap_future_entry_1;
     table.future_entries[2] = trap_future_entry_2;

@@ -65,7 +65,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     d["features"] = pybind11::tuple(features);
     return d;
   });
-  m.def("stream_priority_range", []() { return std::make_pair(0, -1); });
+  m.def("stream_priority_range", [](int index) { return std::make_pair(0, xhal_torch::urgent_priority(index)); });
   m.def("stream_priority", [](int index, int64_t id) {
     return xhal_torch::stream_priority(c10::Stream(c10::Stream::UNSAFE,
                                                    c10::Device(c10::DeviceType::PrivateUse1, index), id));

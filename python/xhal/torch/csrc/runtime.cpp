@@ -26,7 +26,8 @@ namespace {
 
 constexpr c10::DeviceType kType = c10::DeviceType::PrivateUse1;
 // Streams per device and priority beyond the default one; torch's pools hand them out in turn.
-// Stream ids 1 to kPoolStreams are priority 0, the next kPoolStreams priority -1 (high).
+// Stream ids 1 to kPoolStreams are priority 0, the next kPoolStreams the device's urgent
+// priority (-1 where the device has priorities, else 0).
 constexpr int kPoolStreams = 8;
 
 struct Runtime {
@@ -124,6 +125,9 @@ Device& device(int index) {
     check(xhal_device_open(r.runtime, info.label, &opened->device), "open a device");
     check(xhal_device_default_stream(opened->device, &opened->default_stream), "default stream");
     check(xhal_buffer_alloc(opened->device, 16, &opened->placeholder), "allocate a placeholder buffer");
+    int32_t least = 0, greatest = 0;
+    check(xhal_device_stream_priorities(opened->device, &least, &greatest), "stream priorities");
+    opened->urgent_priority = std::max(greatest, -1);
     opened->index = index;
     opened->label = info.label;
     opened->name = info.name;
@@ -146,7 +150,14 @@ bool runtime_initialized() { return g_runtime_created.load() && !g_in_bad_fork.l
 
 bool in_bad_fork() { return g_in_bad_fork.load(); }
 
-int stream_priority(const c10::Stream& stream) { return stream.id() > kPoolStreams ? -1 : 0; }
+int stream_priority(const c10::Stream& stream) {
+  if (stream.id() == 0) return 0;
+  int32_t priority = 0;
+  check(xhal_stream_priority(stream_of(stream), &priority), "stream priority");
+  return priority;
+}
+
+int urgent_priority(int index) { return device(index).urgent_priority; }
 
 xhal_device_info_t device_info(int index) {
   Runtime& r = runtime();
@@ -183,8 +194,8 @@ xhal_stream_t* current_xhal_stream(int index) { return stream_of(current_stream(
 
 namespace {
 
-// A stream from the device's pool of its priority (0, or -1 and below: high), created when
-// first handed out.
+// A stream from the device's pool of its priority (0, or below 0: the device's urgent priority,
+// which xhal's plugins schedule first), created when first handed out.
 c10::Stream pool_stream(c10::Device d, int priority = 0) {
   int index = d.index() < 0 ? current_device() : d.index();
   Device& dev = device(index);
@@ -194,7 +205,8 @@ c10::Stream pool_stream(c10::Device d, int priority = 0) {
   size_t k = next[high]++ % kPoolStreams + (high ? kPoolStreams : 0);
   while (dev.streams.size() <= k) {
     xhal_stream_t* s = nullptr;
-    check(xhal_stream_create(dev.device, &s), "create a stream");
+    const bool urgent_slot = dev.streams.size() >= static_cast<size_t>(kPoolStreams);
+    check(xhal_stream_create_with_priority(dev.device, urgent_slot ? dev.urgent_priority : 0, &s), "create a stream");
     dev.streams.push_back(s);
   }
   return c10::Stream(c10::Stream::UNSAFE, c10::Device(kType, static_cast<c10::DeviceIndex>(index)),

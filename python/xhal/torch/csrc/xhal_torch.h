@@ -42,6 +42,7 @@ struct Device {
   uint64_t features = 0;
   uint64_t total_memory = 0;
   uint32_t max_scalar_block_size = 0;  // bytes of `var<immediate>` a launch may pass
+  int32_t urgent_priority = 0;  // what torch's high-priority streams get: -1, or 0 on a device without priorities
   // A small buffer bound where a kernel declares memory that a launch does not use (an input
   // past an operator's arity), so that a binding never aliases one the kernel writes.
   xhal_buffer_t* placeholder = nullptr;
@@ -63,8 +64,10 @@ int current_device();
 void set_device(int index);
 // What the plugin reports of xhal:`index`, without opening it.
 xhal_device_info_t device_info(int index);
-// A torch stream's priority: 0, or -1 for the high-priority pool.
+// A torch stream's priority on its xhal device: 0, or the device's urgent priority.
 int stream_priority(const c10::Stream& stream);
+// The priority of device `index`'s high-priority streams: -1, or 0 where it has no priorities.
+int urgent_priority(int index);
 
 // The xhal stream of a torch stream, and the current stream of a device on this thread.
 xhal_stream_t* stream_of(const c10::Stream& stream);
