@@ -5,6 +5,9 @@
   step (until the device is done);
 - random numbers: torch.rand and torch.randn of 4M float32 on the device, against torch's CPU;
 - the profiler: the eager step under torch.profiler with device activities, against without;
+- stream priorities: short operations (softmaxes) on a stream of priority 0 and on one of the
+  device's most urgent priority while another stream runs matrix products, against the same
+  operations on an idle device;
 - sharded training: a fully_shard training step of a transformer block over two processes on
   xhal tensors (staged through host memory to Gloo), against the same program on CPU tensors
   with Gloo.
@@ -117,6 +120,48 @@ def profiler():
     return {"plain_ms": plain, "profiled_ms": profiled, "ratio": profiled / plain}
 
 
+def stream_priorities():
+    """30 softmaxes queued on a stream and waited for, per softmax, on an idle device and while
+    another stream runs 60 matrix products, at priority 0 and at the most urgent; the median of
+    three rounds of each."""
+    dev = torch.device("xhal:0")
+    products = torch.randn(256, 256, device=dev)
+    x = torch.randn(256, 1024, device=dev)
+    background = torch.xhal.Stream()
+
+    def per_softmax(priority, busy):
+        stream = torch.xhal.Stream(priority=priority)
+        stream.wait_stream(torch.xhal.current_stream())
+        with torch.xhal.stream(stream):
+            torch.softmax(x, 1)
+            stream.synchronize()
+        if busy:
+            background.wait_stream(torch.xhal.current_stream())
+            with torch.xhal.stream(background):
+                for _ in range(60):
+                    products @ products
+            time.sleep(0.05)  # the products are running
+        with torch.xhal.stream(stream):
+            start = time.perf_counter()
+            for _ in range(30):
+                torch.softmax(x, 1)
+            stream.synchronize()
+            elapsed = time.perf_counter() - start
+        background.synchronize()
+        return elapsed * 1e3 / 30
+
+    def median(priority, busy):
+        runs = sorted(per_softmax(priority, busy) for _ in range(3))
+        return runs[1]
+
+    urgent = torch.xhal.stream_priority_range()[1]
+    idle = median(0, False)
+    plain = median(0, True)
+    hurried = median(urgent, True)
+    return {"priority_range": torch.xhal.stream_priority_range(), "idle_ms": idle, "busy_plain_ms": plain,
+            "busy_urgent_ms": hurried, "plain_over_idle": plain / idle, "urgent_over_idle": hurried / idle}
+
+
 def sharded_worker(rank, port, device, results):
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
@@ -191,6 +236,7 @@ def main():
         "graphs": graphs(),
         "random": random_numbers(),
         "profiler": profiler(),
+        "stream_priorities": stream_priorities(),
         "fully_shard_2_processes": sharded(),
     }
     if "--json" in sys.argv:
@@ -206,6 +252,10 @@ def main():
               f"({r['ratio']:.2f}x)")
     p = figures["profiler"]
     print(f"profiler: MLP step {p['plain_ms']:.3f} ms, profiled {p['profiled_ms']:.3f} ms ({p['ratio']:.2f}x)")
+    q = figures["stream_priorities"]
+    print(f"stream priorities {tuple(q['priority_range'])}: softmax 256x1024 {q['idle_ms']:.2f} ms each on an idle device; "
+          f"beside matrix products {q['busy_plain_ms']:.2f} ms at priority 0 ({q['plain_over_idle']:.2f}x), "
+          f"{q['busy_urgent_ms']:.2f} ms at the most urgent ({q['urgent_over_idle']:.2f}x)")
     s = figures["fully_shard_2_processes"]
     print(f"fully_shard, 2 processes: step {s['xhal_step_ms']:.1f} ms on xhal tensors, {s['cpu_step_ms']:.1f} ms "
           f"on CPU tensors with Gloo ({s['ratio']:.2f}x); its collectives ({s['parameters']} parameters gathered "

@@ -134,8 +134,8 @@ impl DeviceMemory {
 }
 
 impl DriverDevice<CpuDriver> for Arc<DeviceMemory> {
-    /// Two: ordinary streams (0) and urgent ones (-1), whose launches the kernel pool's
-    /// helper threads serve first.
+    /// Two: ordinary streams (0) and urgent ones (-1), whose launches pause ordinary ones
+    /// and take their helper threads (see `pool`).
     fn stream_priorities(_device: &Arc<Object<Arc<DeviceMemory>>>) -> Result<StreamPriorities> {
         Ok(StreamPriorities { least: 0, greatest: -1 })
     }

@@ -5,18 +5,21 @@
 //! streams and those of urgent ones (a stream made with priority -1). The thread that submits
 //! a job (a stream's worker) works on it too, and helpers join while it lasts; a launch that
 //! finds its level's job slot busy runs on its own thread alone, which only means less
-//! parallelism. Helpers prefer the urgent job: a helper inside an ordinary job leaves it at
-//! the next chunk of workgroups when an urgent job wants helpers ([`Pool::should_leave`]), and
-//! comes back to it later; the ordinary job's submitter carries on meanwhile, so nothing waits
-//! for a helper. The job is borrowed from the submitter's stack: the submitter closes the job
+//! parallelism. Urgent work runs first, as a GPU's scheduler prefers a high-priority stream's
+//! blocks: while an urgent job runs, an ordinary job stops at its next chunk of workgroups
+//! ([`Pool::should_leave`]): its helpers leave it for the urgent job (and come back to it
+//! later), and its submitter waits until the urgent job is done. An urgent job never waits for
+//! an ordinary one (a launch depends on other streams' work only between operations, through
+//! events), so this cannot deadlock. The job is borrowed from the submitter's stack: the submitter closes the job
 //! to new helpers and waits for the ones inside it before it returns, which is what makes
 //! lending it to other threads sound.
 
 use parking_lot::{Condvar, Mutex};
 use std::cell::Cell;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 /// A job as the helpers see it: the submitter's closure with its lifetime erased.
 #[derive(Clone, Copy)]
@@ -58,11 +61,21 @@ pub(crate) struct Pool {
     state: Mutex<State>,
     job_posted: Condvar,
     helper_done: Condvar,
-    /// `slots[URGENT].wanted` and `generation`, readable without the lock by helpers between
-    /// chunks.
-    urgent_wanted: AtomicUsize,
-    urgent_generation: AtomicU64,
+    /// Whether `slots[URGENT]` holds a job, readable without the lock.
+    urgent_running: AtomicBool,
+    /// When the last urgent job ended, in nanoseconds since `epoch`.
+    urgent_ended_at: AtomicU64,
+    epoch: Instant,
+    /// Signalled when an urgent job is posted or ends, for ordinary jobs paused for it.
+    urgent_changed: Condvar,
 }
+
+/// How long an ordinary job stays paused after an urgent job ends, for the urgent stream's
+/// next launch: an urgent stream's launches follow each other with a few microseconds of host
+/// work between them, and an ordinary job that resumed in that gap would hold the helpers for
+/// a whole chunk of workgroups. Pauses are bounded by this and by the urgent job, so an
+/// urgent stream waiting for an ordinary one (through an event) only waits this much longer.
+const URGENT_GRACE: Duration = Duration::from_micros(500);
 
 thread_local! {
     /// The level of the jobs this thread submits: set once by an urgent stream's worker.
@@ -71,6 +84,24 @@ thread_local! {
     static HELPING: Cell<Helping> = const { Cell::new(Helping::No) };
     /// The urgent job this helper joined last, which it cannot join again.
     static JOINED_URGENT: Cell<u64> = const { Cell::new(0) };
+    /// Whether this thread is running its own ordinary job (as its submitter).
+    static SUBMITTING_ORDINARY: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks the calling thread as an ordinary job's submitter while it lives.
+struct SubmittingOrdinary;
+
+impl SubmittingOrdinary {
+    fn enter() -> SubmittingOrdinary {
+        SUBMITTING_ORDINARY.with(|cell| cell.set(true));
+        SubmittingOrdinary
+    }
+}
+
+impl Drop for SubmittingOrdinary {
+    fn drop(&mut self) {
+        SUBMITTING_ORDINARY.with(|cell| cell.set(false));
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -96,8 +127,10 @@ impl Pool {
             state: Mutex::new(State::default()),
             job_posted: Condvar::new(),
             helper_done: Condvar::new(),
-            urgent_wanted: AtomicUsize::new(0),
-            urgent_generation: AtomicU64::new(0),
+            urgent_running: AtomicBool::new(false),
+            urgent_ended_at: AtomicU64::new(0),
+            epoch: Instant::now(),
+            urgent_changed: Condvar::new(),
         })
     }
 
@@ -107,19 +140,54 @@ impl Pool {
         *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, std::num::NonZero::get))
     }
 
-    /// Whether the calling thread, a helper of an ordinary job, should stop taking work from
-    /// it because an urgent job wants helpers. Jobs call it between chunks of work and return
-    /// when it says so; the submitter (and a helper of an urgent job) is never asked to.
+    /// Jobs call it between chunks of work. While an urgent job runs, and for
+    /// `URGENT_GRACE` after one ends, it pauses an ordinary job: a helper of one leaves it
+    /// (true: the job returns) when the urgent job wants helpers and waits otherwise, the
+    /// submitter waits. Submitters and helpers of urgent jobs pass straight through.
     pub(crate) fn should_leave(&self) -> bool {
-        HELPING.with(|helping| {
-            if helping.get() == Helping::Ordinary
-                && self.urgent_wanted.load(Ordering::Relaxed) > 0
-                && self.urgent_generation.load(Ordering::Relaxed) != JOINED_URGENT.with(Cell::get)
+        let helping = HELPING.with(Cell::get);
+        let ordinary_helper = helping == Helping::Ordinary;
+        let ordinary_submitter = helping == Helping::No && SUBMITTING_ORDINARY.with(Cell::get);
+        if !(ordinary_helper || ordinary_submitter) {
+            return helping == Helping::Leaving;
+        }
+        if !self.urgent_running.load(Ordering::Relaxed) && self.grace_left().is_zero() {
+            return false;
+        }
+        let mut state = self.state.lock();
+        loop {
+            let urgent = &state.slots[URGENT];
+            if ordinary_helper
+                && urgent.job.is_some()
+                && urgent.wanted > 0
+                && urgent.generation != JOINED_URGENT.with(Cell::get)
             {
-                helping.set(Helping::Leaving);
+                HELPING.with(|cell| cell.set(Helping::Leaving));
+                return true;
             }
-            helping.get() == Helping::Leaving
-        })
+            if urgent.job.is_some() {
+                self.urgent_changed.wait(&mut state);
+                continue;
+            }
+            let grace = self.grace_left();
+            if grace.is_zero() {
+                return false;
+            }
+            self.urgent_changed.wait_for(&mut state, grace);
+        }
+    }
+
+    fn nanoseconds(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// What is left of the pause after the last urgent job; zero when none ever ran.
+    fn grace_left(&self) -> Duration {
+        let ended = self.urgent_ended_at.load(Ordering::Relaxed);
+        if ended == 0 {
+            return Duration::ZERO;
+        }
+        URGENT_GRACE.saturating_sub(Duration::from_nanos(self.nanoseconds().saturating_sub(ended)))
     }
 
     /// Runs `job` on this thread and on up to `helpers` pool threads at once, and returns when
@@ -132,6 +200,7 @@ impl Pool {
         } else {
             ORDINARY
         };
+        let _ordinary = (level == ORDINARY).then(SubmittingOrdinary::enter);
         let helpers = helpers.min(Self::threads().saturating_sub(1));
         if helpers == 0 || !self.post(job, helpers, level) {
             job();
@@ -143,13 +212,15 @@ impl Pool {
             // No helper joins (or comes back) from here on; wait for those inside the job.
             state.slots[level].wanted = 0;
             state.slots[level].closed = true;
-            if level == URGENT {
-                self.urgent_wanted.store(0, Ordering::Relaxed);
-            }
             while state.slots[level].running > 0 {
                 self.helper_done.wait(&mut state);
             }
             state.slots[level].job = None;
+            if level == URGENT {
+                self.urgent_running.store(false, Ordering::Relaxed);
+                self.urgent_ended_at.store(self.nanoseconds(), Ordering::Relaxed);
+                self.urgent_changed.notify_all();
+            }
             state.slots[level].panic.take()
         };
         if let Err(panic) = submitted {
@@ -190,8 +261,8 @@ impl Pool {
         slot.wanted = wanted;
         slot.closed = false;
         if level == URGENT {
-            self.urgent_generation.store(slot.generation, Ordering::Relaxed);
-            self.urgent_wanted.store(wanted, Ordering::Relaxed);
+            self.urgent_running.store(true, Ordering::Relaxed);
+            self.urgent_changed.notify_all();
         }
         self.job_posted.notify_all();
         true
@@ -220,7 +291,6 @@ impl Pool {
             slot.wanted -= 1;
             slot.running += 1;
             if level == URGENT {
-                self.urgent_wanted.store(slot.wanted, Ordering::Relaxed);
                 JOINED_URGENT.with(|joined_urgent| joined_urgent.set(joined[URGENT]));
             }
             drop(state);
@@ -304,7 +374,7 @@ mod tests {
     }
 
     #[test]
-    fn an_urgent_job_takes_the_helpers_of_an_ordinary_one_which_still_finishes() {
+    fn an_urgent_job_pauses_an_ordinary_one_and_takes_its_helpers_and_both_finish() {
         if Pool::threads() < 2 {
             eprintln!("one core: the pool has no helper for an urgent job to take");
             return;
@@ -318,6 +388,7 @@ mod tests {
             let urgent_items: Vec<AtomicUsize> = (0..100).map(|_| AtomicUsize::new(0)).collect();
             let (urgent_next, urgent_on_helper) = (AtomicUsize::new(0), AtomicUsize::new(0));
             let mut helped = false;
+            let mut ordinary_during_urgent = 0;
             std::thread::scope(|scope| {
                 let ordinary = scope.spawn(|| {
                     Pool::get().run(
@@ -329,10 +400,13 @@ mod tests {
                     std::thread::sleep(std::time::Duration::from_micros(200));
                 }
                 helped = ordinary_on_helper.load(Ordering::Relaxed) > 0 && !ordinary.is_finished();
-                scope.spawn(|| {
+                let ordinary_before = ordinary_next.load(Ordering::Relaxed);
+                let urgent = scope.spawn(|| {
                     submit_as_urgent(true);
                     Pool::get().run(&counted_job(&urgent_items, &urgent_next, &urgent_on_helper, pause), 8);
+                    ordinary_next.load(Ordering::Relaxed)
                 });
+                ordinary_during_urgent = urgent.join().unwrap().saturating_sub(ordinary_before);
             });
             assert!(ordinary_items.iter().all(|item| item.load(Ordering::Relaxed) == 1));
             assert!(urgent_items.iter().all(|item| item.load(Ordering::Relaxed) == 1));
@@ -340,6 +414,12 @@ mod tests {
                 assert!(
                     urgent_on_helper.load(Ordering::Relaxed) > 0,
                     "no helper left the ordinary job for the urgent one"
+                );
+                // The urgent job's 100 items take about 100 ms on two threads; an ordinary
+                // job that went on meanwhile would have done about 50 of its own.
+                assert!(
+                    ordinary_during_urgent < 10,
+                    "the ordinary job did {ordinary_during_urgent} items while the urgent one ran"
                 );
                 return;
             }

@@ -208,8 +208,8 @@ impl DriverStream<CpuDriver> for Stream {
         Self::create_with_priority(driver, device, 0)
     }
 
-    /// Priority -1 makes the stream urgent: its launches take the kernel pool's helpers from
-    /// ordinary streams' launches (see `pool`).
+    /// Priority -1 makes the stream urgent: its launches pause ordinary streams' launches and
+    /// take their helper threads (see `pool`).
     fn create_with_priority(
         driver: &CpuDriver,
         device: &Arc<Object<Arc<DeviceMemory>>>,
