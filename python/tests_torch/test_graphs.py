@@ -94,6 +94,30 @@ def test_reset_and_capture_again(dev):
     assert x.cpu().tolist() == [4.0] * 10
 
 
+def test_a_second_capture_under_way_is_refused(dev):
+    x = torch.ones(8, device=dev)
+    first, second = torch.accelerator.Graph(), torch.accelerator.Graph()
+    capturing, other = torch.Stream(device=dev), torch.Stream(device=dev)
+    with capturing:
+        first.capture_begin()
+        y = x * 2
+        with other:
+            with pytest.raises(RuntimeError, match="another graph is capturing"):
+                second.capture_begin()
+        first.capture_end()
+        first.replay()
+    torch.accelerator.synchronize()
+    assert torch.equal(y.cpu(), torch.full((8,), 2.0))
+    # Once the first capture ended, the second graph captures.
+    with other:
+        second.capture_begin()
+        z = x * 3
+        second.capture_end()
+        second.replay()
+    torch.accelerator.synchronize()
+    assert torch.equal(z.cpu(), torch.full((8,), 3.0))
+
+
 def test_debug_dump(dev, tmp_path):
     graph = torch.accelerator.Graph()
     graph.enable_debug_mode()

@@ -27,10 +27,13 @@ struct XhalGraph final : public at::GraphImplInterface {
     TORCH_CHECK(graph_ == nullptr && capturing_ == nullptr,
                 "xhal: this graph already holds a capture; reset() it before capturing again");
     device_ = current_device();
-    capturing_ = current_xhal_stream(device_);
-    check(xhal_stream_begin_capture(capturing_), "begin a graph capture");
     draws_.device = device_;
     capture_draws(&draws_);
+    xhal_stream_t* stream = current_xhal_stream(device_);
+    const xhal_status_t begun = xhal_stream_begin_capture(stream);
+    if (begun != XHAL_SUCCESS) capture_draws(nullptr);
+    check(begun, "begin a graph capture");
+    capturing_ = stream;
     pool_ = g_next_pool++;
   }
 

@@ -90,6 +90,10 @@ CapturedDraws* g_capture = nullptr;
 
 void capture_draws(CapturedDraws* draws) {
   std::lock_guard<std::mutex> lock(g_capture_mutex);
+  // Draws are laid out for one graph's replays; a second capture under way would take them.
+  TORCH_CHECK(draws == nullptr || g_capture == nullptr || g_capture == draws,
+              "xhal: another graph is capturing (on xhal:", g_capture == nullptr ? -1 : g_capture->device,
+              "); xhal captures one graph at a time: end that capture first");
   g_capture = draws;
 }
 
