@@ -98,6 +98,9 @@ def test_a_second_capture_under_way_is_refused(dev):
     x = torch.ones(8, device=dev)
     first, second = torch.accelerator.Graph(), torch.accelerator.Graph()
     capturing, other = torch.Stream(device=dev), torch.Stream(device=dev)
+    # As on CUDA, the side streams wait for x, made on the default stream.
+    capturing.wait_stream(torch.accelerator.current_stream())
+    other.wait_stream(torch.accelerator.current_stream())
     with capturing:
         first.capture_begin()
         y = x * 2
