@@ -25,7 +25,7 @@ ROCM_EMULATOR := target/rocm-emulator
 # cuda backend's tests compile every repository kernel with it.
 export XHAL_NVRTC_LIBRARY ?= $(wildcard $(CURDIR)/target/nvrtc/libnvrtc.so.13)
 
-.PHONY: all build plugins drivers demo test capi python python-test bench-python bench-torch bench-torch-services bench-capi cts cuda-emulator level-zero-emulator rocm-emulator gpu-check-emulated fmt-check clippy header bench bench-trace bench-ops bench-overhead bench-backends bench-kernels doc clean
+.PHONY: all build plugins drivers demo test capi python python-test bench-python bench-torch bench-torch-services bench-torch-ops bench-capi cts cuda-emulator level-zero-emulator rocm-emulator gpu-check-emulated fmt-check clippy header bench bench-trace bench-ops bench-overhead bench-backends bench-kernels doc clean
 
 all: build
 
@@ -138,6 +138,13 @@ bench-torch: python
 # tensors; on the device XHAL_DEVICE picks (docs/benchmarks.md).
 bench-torch-services: python
 	XHAL_TORCH_BUILD_DIR=target/torch-extension $(VENV)/bin/python python/benches/torch_services.py
+
+# The operators against torch's CPU on the same cores (python/benches/torch_ops.py), on each
+# device with real drivers here (cpu, lavapipe, PoCL); docs/benchmarks.md has the figures.
+bench-torch-ops: python
+	@for device in cpu 'vulkan:*' 'opencl:*'; do \
+	  XHAL_DEVICE="$$device" XHAL_TORCH_BUILD_DIR=target/torch-extension $(VENV)/bin/python python/benches/torch_ops.py || exit 1; \
+	done
 
 # The operator sweep (scripts/torch-ops.py): PyTorch's OpInfo database run on xhal:0 against
 # torch's own CPU, each case in a worker process so that a crash costs only that case. `make

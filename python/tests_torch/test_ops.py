@@ -93,6 +93,32 @@ def test_matrix_products(dev):
     no_fallbacks()
 
 
+@pytest.mark.parametrize("m, n, k", [(1, 70, 33), (70, 1, 33), (63, 65, 1), (64, 64, 16), (65, 130, 17), (130, 63, 100),
+                                     (5, 7, 0)])
+def test_matrix_products_of_every_edge(dev, m, n, k):
+    # The tiled kernel's 64x64 blocks and 16-deep steps, with shapes on both sides of each
+    # edge; operands transposed and broadcast through strides; a bias scaled by beta.
+    g = torch.Generator().manual_seed(m * 1000 + n * 10 + k)
+    a, b = torch.randn(m, k, generator=g), torch.randn(k, n, generator=g)
+    bias = torch.randn(n, generator=g)
+    close(a.to(dev) @ b.to(dev), a @ b, rtol=1e-4, atol=1e-4)
+    transposed_a = a.t().contiguous().to(dev).t()  # a, read column by column
+    close(transposed_a @ b.to(dev), a @ b, rtol=1e-4, atol=1e-4)
+    close(torch.addmm(bias.to(dev), a.to(dev), b.t().contiguous().to(dev).t(), beta=0.5, alpha=-2),
+          torch.addmm(bias, a, b, beta=0.5, alpha=-2), rtol=1e-4, atol=1e-4)
+    batch_a = torch.randn(3, m, k, generator=g)
+    broadcast_b = b.expand(3, k, n)
+    close(torch.bmm(batch_a.to(dev), broadcast_b.to(dev)), torch.bmm(batch_a, broadcast_b), rtol=1e-4, atol=1e-4)
+    close(torch.baddbmm(bias.to(dev), batch_a.to(dev), broadcast_b.to(dev), beta=2, alpha=0.5),
+          torch.baddbmm(bias, batch_a, broadcast_b, beta=2, alpha=0.5), rtol=1e-4, atol=1e-4)
+    for dtype, tolerance in ((torch.float16, 2e-2), (torch.float64, 1e-10)):
+        if dtype not in xhal.torch.native_dtypes(dev):
+            continue
+        close((a.to(dev, dtype) @ b.to(dev, dtype)), (a.to(dtype).double() @ b.to(dtype).double()).to(dtype),
+              rtol=tolerance, atol=tolerance)
+    no_fallbacks()
+
+
 def test_softmax_family(dev):
     x = torch.randn(3, 4, 5) * 4
     for dim in (0, 1, -1):

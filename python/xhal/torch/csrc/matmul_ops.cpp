@@ -71,16 +71,25 @@ bool matmul(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at:
     bindings[2] = Binding{place_of(expanded).buffer};
   }
   q.offsets[3] = element_offset(result);
-  const std::string key = std::string("matmul|") + wgsl_type(dtype) + (has_bias ? "b" : "");
+  // Blocks share loads only where there are rows and columns to share them; a matrix-vector
+  // or dot product has one of them and runs an invocation per output.
+  constexpr uint32_t kBlock = 64;  // kernels/matmul.wgsl's BLOCK
+  const bool tiled = q.m > 1 && q.n > 1 && q.batch <= 65535;
+  const std::string key = std::string("matmul|") + wgsl_type(dtype) + (has_bias ? "b" : "") + (tiled ? "|tiled" : "");
   const Kernel& compiled = recipe_kernel(dev, key, [&] {
     KernelRecipe recipe;
     recipe.files = {"matmul.wgsl"};
     recipe.types = {{"E", wgsl_type(dtype)}, {"F", wgsl_type(compute)}};
     recipe.overrides = {{"HAS_BIAS", has_bias ? 1.0 : 0.0}};
-    recipe.entry = "main";
+    recipe.entry = tiled ? "tiled" : "main";
     return recipe;
   });
-  launch(dev, compiled, bindings, result.numel(), &q, sizeof q);
+  if (tiled) {
+    launch_workgroups(dev, compiled, bindings, {(q.n + kBlock - 1) / kBlock, (q.m + kBlock - 1) / kBlock, q.batch}, &q,
+                      sizeof q);
+  } else {
+    launch(dev, compiled, bindings, result.numel(), &q, sizeof q);
+  }
   if (!result.is_same(out)) copy_on_device(out, result);
   return true;
 }

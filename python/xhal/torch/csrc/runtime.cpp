@@ -565,9 +565,9 @@ Place place_of(const at::Tensor& tensor) {
   return p;
 }
 
-void launch(Device& device, const Kernel& kernel, at::ArrayRef<Binding> bindings, uint64_t invocations,
-            const void* scalars, size_t scalar_size) {
-  if (invocations == 0) return;
+namespace {
+
+void launch_with(Device& device, const Kernel& kernel, at::ArrayRef<Binding> bindings, xhal_launch_t& launch) {
   xhal_binding_t raw[16];
   TORCH_CHECK(kernel.bindings.size() <= 16, "xhal: a kernel of more than 16 bindings");
   for (size_t i = 0; i < kernel.bindings.size(); i++) {
@@ -576,15 +576,35 @@ void launch(Device& device, const Kernel& kernel, at::ArrayRef<Binding> bindings
     const Binding& b = bindings[n];
     raw[i] = xhal_binding_t{b.buffer, b.offset, b.size, b.data};
   }
-  xhal_launch_t launch{};
   launch.struct_size = sizeof launch;
   launch.kernel = kernel.kernel;
-  launch.invocations = invocations;
   launch.bindings = raw;
   launch.binding_count = kernel.bindings.size();
+  check(xhal_stream_launch(current_xhal_stream(device.index), &launch), "launch");
+}
+
+}  // namespace
+
+void launch_workgroups(Device& device, const Kernel& kernel, at::ArrayRef<Binding> bindings,
+                       const std::array<uint32_t, 3>& workgroups, const void* scalars, size_t scalar_size) {
+  if (workgroups[0] == 0 || workgroups[1] == 0 || workgroups[2] == 0) return;
+  xhal_launch_t launch{};
+  launch.workgroups[0] = workgroups[0];
+  launch.workgroups[1] = workgroups[1];
+  launch.workgroups[2] = workgroups[2];
   launch.scalars = scalars;
   launch.scalar_size = scalar_size;
-  check(xhal_stream_launch(current_xhal_stream(device.index), &launch), "launch");
+  launch_with(device, kernel, bindings, launch);
+}
+
+void launch(Device& device, const Kernel& kernel, at::ArrayRef<Binding> bindings, uint64_t invocations,
+            const void* scalars, size_t scalar_size) {
+  if (invocations == 0) return;
+  xhal_launch_t launch{};
+  launch.invocations = invocations;
+  launch.scalars = scalars;
+  launch.scalar_size = scalar_size;
+  launch_with(device, kernel, bindings, launch);
 }
 
 void count_fallback(const std::string& op) {

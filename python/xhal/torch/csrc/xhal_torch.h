@@ -148,6 +148,11 @@ struct Binding {
 // `scalars` (`scalar_size` bytes) is the kernel's `var<immediate>` block, if it has one.
 void launch(Device& device, const Kernel& kernel, at::ArrayRef<Binding> bindings, uint64_t invocations,
             const void* scalars = nullptr, size_t scalar_size = 0);
+// Launches `kernel` over `workgroups` workgroups in x, y and z, for kernels that lay their work
+// out in blocks (the tiled matrix product); otherwise as `launch`.
+void launch_workgroups(Device& device, const Kernel& kernel, at::ArrayRef<Binding> bindings,
+                       const std::array<uint32_t, 3>& workgroups, const void* scalars = nullptr,
+                       size_t scalar_size = 0);
 
 // --- Random numbers (random_ops.cpp) ------------------------------------------------------------
 //
