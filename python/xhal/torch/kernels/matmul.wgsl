@@ -114,14 +114,22 @@ fn tiled(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wi
     b_block[slot] = vec4<F>(b_at(b_base, d, group_column), b_at(b_base, d, group_column + 1u),
                             b_at(b_base, d, group_column + 2u), b_at(b_base, d, group_column + 3u));
     workgroupBarrier();
-    // Invocation (x, y) computes rows 4y to 4y + 3 and columns 4x to 4x + 3 of the block.
-    for (var step = 0u; step < TILE_K; step = step + 1u) {
-      let rows = a_block[step * TILE + lid.y];
-      let columns = b_block[step * TILE + lid.x];
-      acc0 = acc0 + rows.x * columns;
-      acc1 = acc1 + rows.y * columns;
-      acc2 = acc2 + rows.z * columns;
-      acc3 = acc3 + rows.w * columns;
+    // Invocation (x, y) computes rows 4y to 4y + 3 and columns 4x to 4x + 3 of the block,
+    // four depths a step: where invocations run as a loop between barriers (the cpu device),
+    // the accumulators are loaded and stored once per four depths.
+    for (var step = 0u; step < TILE_K; step = step + 4u) {
+      let rows0 = a_block[step * TILE + lid.y];
+      let columns0 = b_block[step * TILE + lid.x];
+      let rows1 = a_block[(step + 1u) * TILE + lid.y];
+      let columns1 = b_block[(step + 1u) * TILE + lid.x];
+      let rows2 = a_block[(step + 2u) * TILE + lid.y];
+      let columns2 = b_block[(step + 2u) * TILE + lid.x];
+      let rows3 = a_block[(step + 3u) * TILE + lid.y];
+      let columns3 = b_block[(step + 3u) * TILE + lid.x];
+      acc0 = acc0 + rows0.x * columns0 + rows1.x * columns1 + rows2.x * columns2 + rows3.x * columns3;
+      acc1 = acc1 + rows0.y * columns0 + rows1.y * columns1 + rows2.y * columns2 + rows3.y * columns3;
+      acc2 = acc2 + rows0.z * columns0 + rows1.z * columns1 + rows2.z * columns2 + rows3.z * columns3;
+      acc3 = acc3 + rows0.w * columns0 + rows1.w * columns1 + rows2.w * columns2 + rows3.w * columns3;
     }
     workgroupBarrier();
   }
