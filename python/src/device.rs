@@ -299,12 +299,7 @@ impl Device {
     #[pyo3(signature = (priority = 0))]
     fn stream(&self, priority: i32) -> PyResult<Stream> {
         self.core.check_open().py()?;
-        let stream = if priority == 0 {
-            self.core.device.create_stream()
-        } else {
-            self.core.device.create_stream_with_priority(priority)
-        }
-        .py()?;
+        let stream = self.core.device.create_stream_with_priority(priority).py()?;
         Ok(Stream::from_parts(&self.core, stream))
     }
 

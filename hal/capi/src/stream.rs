@@ -44,17 +44,37 @@ pub unsafe extern "C" fn xhal_stream_create(
     stream: *mut *mut xhal_stream_t,
 ) -> xhal_status_t {
     call("xhal_stream_create", || {
-        let object = handles::device(device as usize, "device")?;
-        let created = object.device.create_stream()?;
-        let handle = handles::insert(Object::Stream(Arc::new(StreamObject {
-            stream: created,
-            device: object.device.clone(),
-            is_default: false,
-            capture: Default::default(),
-        })));
         // SAFETY: the caller passes writable storage for a handle.
-        unsafe { write_out(stream, handle as *mut xhal_stream_t, "stream") }
+        unsafe { create_stream(device, stream, xhal::Device::create_stream) }
     })
+}
+
+/// Makes a stream of `device` with `make` and writes its handle to `stream`, which is checked
+/// first, so that a null out pointer never leaves a stream no one can destroy.
+///
+/// # Safety
+///
+/// `stream`, when not null, points to writable storage for a handle.
+unsafe fn create_stream(
+    device: *const xhal_device_t,
+    stream: *mut *mut xhal_stream_t,
+    make: impl FnOnce(&xhal::Device) -> Result<xhal::Stream>,
+) -> Result<()> {
+    if stream.is_null() {
+        return Err(invalid(
+            "stream is a null pointer; pass where to write the result".to_string(),
+        ));
+    }
+    let object = handles::device(device as usize, "device")?;
+    let created = make(&object.device)?;
+    let handle = handles::insert(Object::Stream(Arc::new(StreamObject {
+        stream: created,
+        device: object.device.clone(),
+        is_default: false,
+        capture: Default::default(),
+    })));
+    // SAFETY: checked non-null above; the caller passes writable storage.
+    unsafe { write_out(stream, handle as *mut xhal_stream_t, "stream") }
 }
 
 /// The stream priorities of `device` (C API 1.3), numbered as CUDA numbers them: a lower number
@@ -71,9 +91,15 @@ pub unsafe extern "C" fn xhal_device_stream_priorities(
     greatest: *mut i32,
 ) -> xhal_status_t {
     call("xhal_device_stream_priorities", || {
+        if least.is_null() || greatest.is_null() {
+            return Err(invalid(format!(
+                "{} is a null pointer; pass where to write the result",
+                if least.is_null() { "least" } else { "greatest" }
+            )));
+        }
         let object = handles::device(device as usize, "device")?;
         let priorities = object.device.stream_priorities()?;
-        // SAFETY: the caller passes writable storage for both.
+        // SAFETY: both checked non-null above; the caller passes writable storage.
         unsafe {
             write_out(least, priorities.least, "least")?;
             write_out(greatest, priorities.greatest, "greatest")
@@ -95,16 +121,8 @@ pub unsafe extern "C" fn xhal_stream_create_with_priority(
     stream: *mut *mut xhal_stream_t,
 ) -> xhal_status_t {
     call("xhal_stream_create_with_priority", || {
-        let object = handles::device(device as usize, "device")?;
-        let created = object.device.create_stream_with_priority(priority)?;
-        let handle = handles::insert(Object::Stream(Arc::new(StreamObject {
-            stream: created,
-            device: object.device.clone(),
-            is_default: false,
-            capture: Default::default(),
-        })));
         // SAFETY: the caller passes writable storage for a handle.
-        unsafe { write_out(stream, handle as *mut xhal_stream_t, "stream") }
+        unsafe { create_stream(device, stream, |device| device.create_stream_with_priority(priority)) }
     })
 }
 

@@ -479,6 +479,11 @@ static void test_stream_priorities(xhal_device_t *device) {
     EXPECT(priority == -1);
     EXPECT_ERROR(xhal_stream_priority(urgent, NULL), XHAL_ERROR_INVALID_ARGUMENT, "priority");
     EXPECT_ERROR(xhal_stream_create_with_priority(device, -1, NULL), XHAL_ERROR_INVALID_ARGUMENT, "stream");
+    EXPECT_ERROR(xhal_stream_create(device, NULL), XHAL_ERROR_INVALID_ARGUMENT, "stream");
+    /* Nothing was written when the other out pointer is null. */
+    least = 7;
+    EXPECT_ERROR(xhal_device_stream_priorities(device, &least, NULL), XHAL_ERROR_INVALID_ARGUMENT, "greatest");
+    EXPECT(least == 7);
 
     /* Work on an urgent stream, waited for by a plain one, arrives. */
     enum { N = 4096 };
