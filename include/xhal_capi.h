@@ -20,7 +20,7 @@
 
 // The minor version of this API: additions only. A program built against a newer minor than
 // the library's is refused by `xhal_runtime_create`.
-#define XHAL_API_MINOR 3
+#define XHAL_API_MINOR 4
 
 // `xhal_param_info_t::kind`: a `var<storage>` binding.
 #define XHAL_PARAM_STORAGE 1
@@ -504,6 +504,21 @@ xhal_status_t xhal_stream_launch(const struct xhal_stream_t *stream,
 xhal_status_t xhal_buffer_alloc(const struct xhal_device_t *device,
                                 uint64_t size,
                                 struct xhal_buffer_t **buffer);
+
+// Allocates `size` bytes for work on `stream`, as `xhal_buffer_alloc` does, except that the
+// memory may be a block freed while work queued on this same stream still used it: the
+// stream's later work runs after that work, so the block is reused at once instead of after
+// the work completes (PyTorch's stream-ordered allocation). Work on another stream that uses
+// the buffer must first wait for this stream (`xhal_stream_record_event` here,
+// `xhal_stream_wait_event` there), and the host cannot map it until this stream is idle.
+// While the stream captures a graph, this is `xhal_buffer_alloc` on its device.
+//
+// # Safety
+//
+// `buffer` points to writable storage for a handle.
+xhal_status_t xhal_stream_buffer_alloc(const struct xhal_stream_t *stream,
+                                       uint64_t size,
+                                       struct xhal_buffer_t **buffer);
 
 // Frees a buffer (null is accepted): its memory returns to the device's cache once the work
 // already queued on it has completed, so freeing a buffer a kernel is still using is safe.

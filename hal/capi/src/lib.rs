@@ -45,7 +45,7 @@ pub use stream::*;
 pub const XHAL_API_MAJOR: u32 = 1;
 /// The minor version of this API: additions only. A program built against a newer minor than
 /// the library's is refused by `xhal_runtime_create`.
-pub const XHAL_API_MINOR: u32 = 3;
+pub const XHAL_API_MINOR: u32 = 4;
 
 /// What every entry point returns: `XHAL_SUCCESS` or one of the `XHAL_ERROR_` codes. The
 /// codes 1 to 12 have the numbers of the plugin ABI's `XHAL_STATUS_` codes.

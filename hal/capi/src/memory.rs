@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::handles::{self, Object};
 use crate::runtime::xhal_device_t;
+use crate::stream::xhal_stream_t;
 use crate::{call, fill_sized, write_out, xhal_status_t};
 
 /// Device memory. Opaque; from `xhal_buffer_alloc`.
@@ -40,23 +41,80 @@ pub unsafe extern "C" fn xhal_buffer_alloc(
     buffer: *mut *mut xhal_buffer_t,
 ) -> xhal_status_t {
     call("xhal_buffer_alloc", || {
+        refuse_null_out(buffer)?;
         let object = handles::device(device as usize, "device")?;
-        let length = usize::try_from(size)
-            .map_err(|_| xhal::Error::out_of_memory(format!("{size} bytes do not fit this host's address space")))?;
-        let allocated = object.device.alloc::<u8>(length)?;
-        let span = size
-            .div_ceil(ADDRESS_ALIGNMENT)
-            .saturating_add(1)
-            .saturating_mul(ADDRESS_ALIGNMENT);
-        let address = NEXT_ADDRESS.fetch_add(span, Ordering::Relaxed);
-        let handle = handles::insert(Object::Buffer(Arc::new(BufferObject {
-            buffer: allocated,
-            address,
-        })));
-        handles::register_address(address, address + size, handle);
+        let allocated = object.device.alloc::<u8>(byte_length(size)?)?;
         // SAFETY: the caller passes writable storage for a handle.
-        unsafe { write_out(buffer, handle as *mut xhal_buffer_t, "buffer") }
+        unsafe { publish(allocated, size, buffer) }
     })
+}
+
+/// Allocates `size` bytes for work on `stream`, as `xhal_buffer_alloc` does, except that the
+/// memory may be a block freed while work queued on this same stream still used it: the
+/// stream's later work runs after that work, so the block is reused at once instead of after
+/// the work completes (PyTorch's stream-ordered allocation). Work on another stream that uses
+/// the buffer must first wait for this stream (`xhal_stream_record_event` here,
+/// `xhal_stream_wait_event` there), and the host cannot map it until this stream is idle.
+/// While the stream captures a graph, this is `xhal_buffer_alloc` on its device.
+///
+/// # Safety
+///
+/// `buffer` points to writable storage for a handle.
+#[no_mangle]
+pub unsafe extern "C" fn xhal_stream_buffer_alloc(
+    stream: *const xhal_stream_t,
+    size: u64,
+    buffer: *mut *mut xhal_buffer_t,
+) -> xhal_status_t {
+    call("xhal_stream_buffer_alloc", || {
+        refuse_null_out(buffer)?;
+        let object = handles::stream(stream as usize, "stream")?;
+        let length = byte_length(size)?;
+        // A capture's work runs at its replays, on whatever stream replays it: memory only this
+        // stream's order makes safe could be reused under it.
+        let allocated = if object.capture.lock().is_some() {
+            object.device.alloc::<u8>(length)?
+        } else {
+            object.stream.alloc::<u8>(length)?
+        };
+        // SAFETY: the caller passes writable storage for a handle.
+        unsafe { publish(allocated, size, buffer) }
+    })
+}
+
+/// An error before anything is allocated when there is nowhere to put the buffer's handle.
+fn refuse_null_out(buffer: *mut *mut xhal_buffer_t) -> xhal::Result<()> {
+    if buffer.is_null() {
+        return Err(xhal::Error::invalid_argument(
+            "buffer is a null pointer; pass where to write the result",
+        ));
+    }
+    Ok(())
+}
+
+fn byte_length(size: u64) -> xhal::Result<usize> {
+    usize::try_from(size)
+        .map_err(|_| xhal::Error::out_of_memory(format!("{size} bytes do not fit this host's address space")))
+}
+
+/// Gives `allocated` a handle and an address range, and writes the handle to `buffer`.
+///
+/// # Safety
+///
+/// `buffer` points to writable storage for a handle.
+unsafe fn publish(allocated: xhal::Buffer<u8>, size: u64, buffer: *mut *mut xhal_buffer_t) -> xhal::Result<()> {
+    let span = size
+        .div_ceil(ADDRESS_ALIGNMENT)
+        .saturating_add(1)
+        .saturating_mul(ADDRESS_ALIGNMENT);
+    let address = NEXT_ADDRESS.fetch_add(span, Ordering::Relaxed);
+    let handle = handles::insert(Object::Buffer(Arc::new(BufferObject {
+        buffer: allocated,
+        address,
+    })));
+    handles::register_address(address, address + size, handle);
+    // SAFETY: the caller passes writable storage for a handle.
+    unsafe { write_out(buffer, handle as *mut xhal_buffer_t, "buffer") }
 }
 
 /// Frees a buffer (null is accepted): its memory returns to the device's cache once the work

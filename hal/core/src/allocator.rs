@@ -5,11 +5,19 @@
 //! the names PyTorch users know: allocated, reserved, peak, `empty_cache`,
 //! `reset_peak_stats`. Set `XHAL_CACHING_ALLOCATOR=0` to pass every request straight to the
 //! backend (useful to find use-after-free bugs with a strict backend).
+//!
+//! Freed memory that queued work on exactly one stream still uses is *stream-ordered*: it may
+//! be handed at once to an allocation for that same stream ([`Stream::alloc`](crate::Stream)),
+//! whose work runs after the old work in the stream's order, as PyTorch's CUDA allocator does.
+//! Any other allocation gets it only once that stream is known idle. Without this, a host that
+//! queues ahead of the device finds none of its freed memory reusable and asks the backend for
+//! fresh memory on every allocation.
 
 use crate::backend::{Backend, BufferHandle, DeviceHandle};
 use crate::error::{ErrorKind, Result};
 use parking_lot::Mutex;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Sizes up to this are rounded to [`SMALL_ROUNDING`]; larger ones to [`LARGE_ROUNDING`].
@@ -53,7 +61,20 @@ pub struct Block {
 struct State {
     /// Free blocks by size; exact-size reuse keeps fragmentation accounting simple.
     free: BTreeMap<u64, Vec<BufferHandle>>,
+    /// Stream-ordered blocks: by stream serial, then size. Queued work on that stream may
+    /// still use them, so only that stream's allocations take them, until it is known idle.
+    stream_free: HashMap<u64, BTreeMap<u64, Vec<BufferHandle>>>,
     stats: MemoryStats,
+}
+
+/// Takes a block of `size` from `free`, dropping an emptied entry.
+fn take_block(free: &mut BTreeMap<u64, Vec<BufferHandle>>, size: u64) -> Option<BufferHandle> {
+    let blocks = free.get_mut(&size)?;
+    let handle = blocks.pop();
+    if blocks.is_empty() {
+        free.remove(&size);
+    }
+    handle
 }
 
 /// Caching allocator for one opened device.
@@ -64,6 +85,9 @@ pub struct CachingAllocator {
     max_allocation: u64,
     caching: bool,
     state: Mutex<State>,
+    /// Blocks in [`State::stream_free`], read without the lock so that a stream going idle
+    /// with none of them costs no lock.
+    stream_blocks: AtomicU64,
 }
 
 impl CachingAllocator {
@@ -86,6 +110,7 @@ impl CachingAllocator {
             max_allocation: if max_allocation == 0 { u64::MAX } else { max_allocation },
             caching,
             state: Mutex::new(State::default()),
+            stream_blocks: AtomicU64::new(0),
         }
     }
 
@@ -111,18 +136,36 @@ impl CachingAllocator {
     /// Allocates at least `size` (> 0) bytes. When the backend is out of memory, the cache is
     /// emptied and the request tried once more.
     pub fn allocate(&self, size: u64) -> Result<Block> {
+        self.allocate_for(size, None).map(|(block, _)| block)
+    }
+
+    /// Allocates at least `size` (> 0) bytes for work queued on the stream with serial
+    /// `stream` (any stream's for `None`), preferring memory freed while that stream's queued
+    /// work still used it. Returns whether the block is such memory: work the stream has
+    /// queued may still use it, so the host must not touch it before the stream is idle.
+    pub(crate) fn allocate_for(&self, size: u64, stream: Option<u64>) -> Result<(Block, bool)> {
         let rounded = self.rounded_size(size);
         if self.caching {
             let mut state = self.state.lock();
-            let reused = state.free.get_mut(&rounded).and_then(Vec::pop);
-            if let Some(handle) = reused {
-                if state.free.get(&rounded).is_some_and(Vec::is_empty) {
-                    state.free.remove(&rounded);
+            let ordered = stream.and_then(|serial| {
+                let lists = state.stream_free.get_mut(&serial)?;
+                let handle = take_block(lists, rounded);
+                if lists.is_empty() {
+                    state.stream_free.remove(&serial);
                 }
+                handle
+            });
+            if ordered.is_some() {
+                self.stream_blocks.fetch_sub(1, Ordering::Relaxed);
+            }
+            let reused = ordered
+                .map(|handle| (handle, true))
+                .or_else(|| take_block(&mut state.free, rounded).map(|handle| (handle, false)));
+            if let Some((handle, ordered)) = reused {
                 state.stats.cache_hits += 1;
                 state.stats.cached_blocks -= 1;
                 Self::count_allocated(&mut state.stats, rounded);
-                return Ok(Block { handle, size: rounded });
+                return Ok((Block { handle, size: rounded }, ordered));
             }
         }
         let handle = match self.backend.buffer_allocate(self.device, rounded) {
@@ -139,7 +182,7 @@ impl CachingAllocator {
         state.stats.reserved += rounded;
         state.stats.peak_reserved = state.stats.peak_reserved.max(state.stats.reserved);
         Self::count_allocated(&mut state.stats, rounded);
-        Ok(Block { handle, size: rounded })
+        Ok((Block { handle, size: rounded }, false))
     }
 
     fn count_allocated(stats: &mut MemoryStats, size: u64) {
@@ -163,19 +206,59 @@ impl CachingAllocator {
         }
     }
 
+    /// Whether a block freed while queued work uses it can be kept for its stream.
+    pub(crate) fn keeps_stream_ordered(&self) -> bool {
+        self.caching
+    }
+
+    /// Returns a block that queued work on the stream with serial `stream`, and on no other,
+    /// may still use: only that stream's allocations get it until [`stream_idle`](Self::stream_idle).
+    pub(crate) fn release_to_stream(&self, stream: u64, block: Block) {
+        let mut state = self.state.lock();
+        state.stats.allocated -= block.size;
+        state.stats.active_blocks -= 1;
+        state.stats.cached_blocks += 1;
+        state
+            .stream_free
+            .entry(stream)
+            .or_default()
+            .entry(block.size)
+            .or_default()
+            .push(block.handle);
+        self.stream_blocks.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The stream with serial `stream` is known idle (or destroyed): the blocks kept for it
+    /// join the cache every allocation draws from.
+    pub(crate) fn stream_idle(&self, stream: u64) {
+        if self.stream_blocks.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let mut state = self.state.lock();
+        let Some(lists) = state.stream_free.remove(&stream) else {
+            return;
+        };
+        for (size, handles) in lists {
+            self.stream_blocks.fetch_sub(handles.len() as u64, Ordering::Relaxed);
+            state.free.entry(size).or_default().extend(handles);
+        }
+    }
+
     fn cached_bytes(&self) -> u64 {
         let state = self.state.lock();
         state.free.iter().map(|(size, blocks)| size * blocks.len() as u64).sum()
     }
 
-    /// Frees every cached block back to the backend.
+    /// Frees every cached block back to the backend, except those queued work on a stream may
+    /// still use: they follow once their stream is known idle (after its synchronize).
     pub fn empty_cache(&self) {
         let free = {
             let mut state = self.state.lock();
             let free = std::mem::take(&mut state.free);
             let bytes: u64 = free.iter().map(|(size, blocks)| size * blocks.len() as u64).sum();
+            let blocks: u64 = free.values().map(|blocks| blocks.len() as u64).sum();
             state.stats.reserved -= bytes;
-            state.stats.cached_blocks = 0;
+            state.stats.cached_blocks -= blocks;
             free
         };
         for handle in free.into_values().flatten() {
@@ -198,6 +281,11 @@ impl CachingAllocator {
 
 impl Drop for CachingAllocator {
     fn drop(&mut self) {
+        // The device is closing: every stream of it is gone, so no queued work remains.
+        let streams: Vec<u64> = self.state.lock().stream_free.keys().copied().collect();
+        for stream in streams {
+            self.stream_idle(stream);
+        }
         self.empty_cache();
     }
 }

@@ -3,9 +3,10 @@
 use crate::allocator::Block;
 use crate::device::DeviceShared;
 use crate::error::{Error, Result};
+use parking_lot::Mutex;
 use std::marker::PhantomData;
 use std::ops::{Bound, Deref, DerefMut, RangeBounds};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 
 /// The memory behind a buffer. Streams hold it while queued work uses it, so dropping a
@@ -21,6 +22,65 @@ pub(crate) struct BufferMemory {
     /// Queued operations that use the memory and are not yet known complete: while any
     /// exists, the memory may not be mapped.
     pub(crate) queued: AtomicU32,
+    /// Which streams those operations are queued on, for stream-ordered reuse.
+    pub(crate) queued_on: Mutex<QueuedStreams>,
+    /// The block went to the allocator for its stream's reuse when the buffer was dropped
+    /// (queued work still held the memory); the memory's own drop must not release it again.
+    pub(crate) handed_back: AtomicBool,
+}
+
+/// The streams a buffer's queued uses are on.
+#[derive(Default)]
+pub(crate) struct QueuedStreams {
+    /// Queued uses.
+    count: u32,
+    /// The serial of the stream of every one of them, when there is one such stream.
+    stream: Option<u64>,
+    /// A use is on another stream too, or on none in particular (a graph replay's).
+    several: bool,
+}
+
+impl BufferMemory {
+    pub(crate) fn new(device: Arc<DeviceShared>, block: Option<Block>, size: u64) -> BufferMemory {
+        BufferMemory {
+            device,
+            block,
+            size,
+            maps: AtomicU32::new(0),
+            queued: AtomicU32::new(0),
+            queued_on: Mutex::new(QueuedStreams::default()),
+            handed_back: AtomicBool::new(false),
+        }
+    }
+
+    /// The buffer that owns this memory is being dropped. Where the memory's only other
+    /// holders are queued uses on one stream, its block goes to the allocator for that
+    /// stream's allocations now, instead of for anyone once the work completes.
+    fn hand_back_to_stream(self: &Arc<Self>) {
+        let Some(block) = &self.block else { return };
+        if !self.device.allocator.keeps_stream_ordered() {
+            return;
+        }
+        let users = self.queued_on.lock();
+        let Some(stream) = users.stream.filter(|_| users.count > 0 && !users.several) else {
+            return;
+        };
+        // Every holder but the buffer is a queued use on `stream` (a graph, a launch being
+        // built or a mapping would be one more). A use made or ended meanwhile changes the
+        // count or the holders only after the other, so a race can only make the two differ:
+        // the memory then waits for its work, as without this.
+        if Arc::strong_count(self) != 1 + users.count as usize || self.maps.load(Ordering::SeqCst) != 0 {
+            return;
+        }
+        self.handed_back.store(true, Ordering::SeqCst);
+        self.device.allocator.release_to_stream(
+            stream,
+            Block {
+                handle: block.handle,
+                size: block.size,
+            },
+        );
+    }
 }
 
 /// One queued operation's use of a buffer's memory, held in its stream's in-flight list until
@@ -30,10 +90,21 @@ pub(crate) struct BufferMemory {
 pub(crate) struct QueuedUse(Arc<BufferMemory>);
 
 impl QueuedUse {
-    /// The use of `memory` by an operation, or an error naming `what` when it is mapped.
-    pub(crate) fn new(memory: &Arc<BufferMemory>, what: &str) -> Result<QueuedUse> {
+    /// The use of `memory` by an operation queued on the stream with serial `stream` (`None`:
+    /// on several), or an error naming `what` when it is mapped.
+    pub(crate) fn new(memory: &Arc<BufferMemory>, what: &str, stream: Option<u64>) -> Result<QueuedUse> {
         memory.queued.fetch_add(1, Ordering::SeqCst);
         let queued = QueuedUse(Arc::clone(memory));
+        {
+            let mut users = memory.queued_on.lock();
+            if users.count == 0 {
+                users.stream = stream;
+                users.several = stream.is_none();
+            } else if users.stream != stream {
+                users.several = true;
+            }
+            users.count += 1;
+        }
         let maps = memory.maps.load(Ordering::SeqCst);
         if maps > 0 {
             return Err(Error::invalid_argument(format!(
@@ -47,12 +118,22 @@ impl QueuedUse {
 
 impl Drop for QueuedUse {
     fn drop(&mut self) {
+        {
+            let mut users = self.0.queued_on.lock();
+            users.count -= 1;
+            if users.count == 0 {
+                *users = QueuedStreams::default();
+            }
+        }
         self.0.queued.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
 impl Drop for BufferMemory {
     fn drop(&mut self) {
+        if self.handed_back.load(Ordering::SeqCst) {
+            return;
+        }
         if let Some(block) = self.block.take() {
             self.device.allocator.release(block);
             if crate::trace::is_active() {
@@ -93,7 +174,14 @@ pub(crate) fn bytes_of<T>(count: usize, what: &str) -> Result<u64> {
 }
 
 impl<T: bytemuck::Pod> Buffer<T> {
-    pub(crate) fn allocate(device: Arc<DeviceShared>, len: usize) -> Result<Buffer<T>> {
+    /// A buffer of `len` elements; with `stream`, it may reuse memory that work queued on that
+    /// stream still uses, and the returned memory counts as used by that stream until it is
+    /// known idle (the caller holds the `QueuedUse` there).
+    pub(crate) fn allocate(
+        device: Arc<DeviceShared>,
+        len: usize,
+        stream: Option<u64>,
+    ) -> Result<(Buffer<T>, Option<QueuedUse>)> {
         if std::mem::size_of::<T>() == 0 {
             return Err(Error::invalid_argument(format!(
                 "buffers of zero-sized type {} hold nothing",
@@ -111,25 +199,36 @@ impl<T: bytemuck::Pod> Buffer<T> {
                 device.label()
             )));
         }
-        let block = if size == 0 {
-            None
+        let (block, ordered) = if size == 0 {
+            (None, false)
         } else {
-            Some(device.allocator.allocate(size)?)
+            let (block, ordered) = device.allocator.allocate_for(size, stream)?;
+            (Some(block), ordered)
         };
         if crate::trace::is_active() {
             crate::trace::memory_counter(&device);
         }
-        Ok(Buffer {
-            memory: Arc::new(BufferMemory {
-                device,
-                block,
-                size,
-                maps: AtomicU32::new(0),
-                queued: AtomicU32::new(0),
-            }),
-            len,
-            _element: PhantomData,
-        })
+        let memory = Arc::new(BufferMemory::new(device, block, size));
+        // Work the stream queued before may still use the block: the memory is in use by the
+        // stream until it is idle, so the host cannot map it meanwhile.
+        let queued = match stream.filter(|_| ordered) {
+            Some(serial) => Some(QueuedUse::new(&memory, "", Some(serial))?),
+            None => None,
+        };
+        Ok((
+            Buffer {
+                memory,
+                len,
+                _element: PhantomData,
+            },
+            queued,
+        ))
+    }
+}
+
+impl<T> Drop for Buffer<T> {
+    fn drop(&mut self) {
+        self.memory.hand_back_to_stream();
     }
 }
 

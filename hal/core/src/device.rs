@@ -142,7 +142,7 @@ impl Device {
     /// memory; any non-empty access to it is out of bounds. Contents start undefined (the CPU
     /// reference backend fills fresh memory with a poison pattern).
     pub fn alloc<T: bytemuck::Pod>(&self, len: usize) -> Result<Buffer<T>> {
-        Buffer::allocate(self.shared.clone(), len)
+        Buffer::allocate(self.shared.clone(), len, None).map(|(buffer, _)| buffer)
     }
 
     /// Allocates a buffer and fills it with `data`, waiting until the data is on the device.

@@ -583,7 +583,7 @@ impl GraphBuilder {
         if self.staged.is_empty() {
             return Ok(None);
         }
-        let buffer = Buffer::<u8>::allocate(self.device.clone(), self.staged.len())?;
+        let (buffer, _) = Buffer::<u8>::allocate(self.device.clone(), self.staged.len(), None)?;
         let stream = Stream::create(self.device.clone())?;
         stream.write(&buffer, &self.staged)?;
         stream.destroy()?;
@@ -778,7 +778,7 @@ impl Graph {
             state
                 .memories
                 .iter()
-                .map(|memory| QueuedUse::new(memory, "a buffer the graph uses"))
+                .map(|memory| QueuedUse::new(memory, "a buffer the graph uses", None))
                 .collect::<Result<Vec<_>>>()?,
         );
         let keep = Arc::new((self.exec.clone(), Arc::clone(&uses))) as Held;

@@ -53,10 +53,12 @@ struct StreamState {
 }
 
 impl StreamState {
-    /// Drops what queued work held, once the stream is known idle.
-    fn release_in_flight(&mut self) {
+    /// Drops what queued work held, once the stream is known idle; memory kept for this
+    /// stream's reuse becomes anyone's.
+    fn release_in_flight(&mut self, device: &DeviceShared, serial: u64) {
         self.in_flight.clear();
         self.next_trim_check = IN_FLIGHT_TRIM_THRESHOLD;
+        device.allocator.stream_idle(serial);
     }
 
     /// The stream is known idle: its traced operations get their device spans.
@@ -114,6 +116,10 @@ impl Drop for StreamShared {
         if let Some(mut trace) = state.trace.take() {
             trace.release(&*self.device.backend);
         }
+        // The queued work is done (or the stream was destroyed before): what it held goes,
+        // and memory kept for the stream's reuse becomes anyone's.
+        state.in_flight.clear();
+        self.device.allocator.stream_idle(self.serial);
     }
 }
 
@@ -290,7 +296,7 @@ impl Stream {
         state.in_flight.extend(keep);
         if state.in_flight.len() >= state.next_trim_check {
             if let Ok(true) = self.shared.device.backend.stream_query(self.shared.handle) {
-                state.release_in_flight();
+                state.release_in_flight(&self.shared.device, self.shared.serial);
                 state.resolve_trace(&self.shared.device, self.shared.handle);
             }
             state.next_trim_check = (state.in_flight.len() * 2).max(IN_FLIGHT_TRIM_THRESHOLD);
@@ -323,8 +329,8 @@ impl Stream {
     }
 
     /// The queued use of a buffer's memory, refused while the buffer is mapped.
-    fn memory_of<T>(buffer: &Buffer<T>, what: &str) -> Result<InFlight> {
-        QueuedUse::new(&buffer.memory, what).map(InFlight::Memory)
+    fn memory_of<T>(&self, buffer: &Buffer<T>, what: &str) -> Result<InFlight> {
+        QueuedUse::new(&buffer.memory, what, Some(self.shared.serial)).map(InFlight::Memory)
     }
 
     /// Copies `data` to the start of `destination` (a [`Buffer`], or a view from
@@ -342,7 +348,7 @@ impl Stream {
         self.enqueue(
             "write",
             Traced::transfer("write", size),
-            [Self::memory_of(buffer, "the write destination")?],
+            [self.memory_of(buffer, "the write destination")?],
             |device, stream| {
                 let handle = Self::block_of(buffer)?;
                 // SAFETY: `data` outlives the write: this function synchronizes before returning.
@@ -376,10 +382,7 @@ impl Stream {
         self.enqueue(
             "write",
             Traced::transfer("write", size),
-            [
-                Self::memory_of(buffer, "the write destination")?,
-                InFlight::Object(data),
-            ],
+            [self.memory_of(buffer, "the write destination")?, InFlight::Object(data)],
             |device, stream| {
                 let handle = Self::block_of(buffer)?;
                 // SAFETY: the Vec is held in the stream's in-flight list until the stream is
@@ -436,7 +439,7 @@ impl Stream {
             "write",
             Traced::transfer("write", size),
             [
-                Self::memory_of(buffer, "the write destination")?,
+                self.memory_of(buffer, "the write destination")?,
                 InFlight::Object(Arc::new(held)),
             ],
             |device, stream| {
@@ -492,7 +495,7 @@ impl Stream {
             "read",
             Traced::transfer("read", size),
             [
-                Self::memory_of(buffer, "the read source")?,
+                self.memory_of(buffer, "the read source")?,
                 InFlight::Object(Arc::new(held)),
             ],
             |device, stream| {
@@ -520,7 +523,7 @@ impl Stream {
         self.enqueue(
             "read",
             Traced::transfer("read", size),
-            [Self::memory_of(buffer, "the read source")?],
+            [self.memory_of(buffer, "the read source")?],
             |device, stream| {
                 let handle = Self::block_of(buffer)?;
                 // SAFETY: `out` is borrowed mutably for this whole function, which synchronizes
@@ -565,8 +568,8 @@ impl Stream {
             "copy",
             Traced::transfer("copy", size),
             [
-                Self::memory_of(source, "the copy source")?,
-                Self::memory_of(destination, "the copy destination")?,
+                self.memory_of(source, "the copy source")?,
+                self.memory_of(destination, "the copy destination")?,
             ],
             |device, stream| {
                 let from = Self::block_of(source)?;
@@ -626,7 +629,7 @@ impl Stream {
         self.enqueue(
             "fill",
             traced,
-            [Self::memory_of(buffer, "the fill destination")?],
+            [self.memory_of(buffer, "the fill destination")?],
             |device, stream| {
                 let handle = Self::block_of(buffer)?;
                 device.backend.stream_fill(stream, handle, byte_offset, size, pattern)
@@ -652,6 +655,7 @@ impl Stream {
             .check_same_device(&kernel.module_device(), "")
             .or_else(|_| device.check_same_device(&kernel.module_device(), &format!("kernel `{}`", kernel.name())))?;
         let scalars = launch.validate_for(device)?;
+        let serial = self.shared.serial;
         // On the stack for up to 8 buffers: a launch allocates nothing of its own.
         let mut keep: SmallVec<[InFlight; 10]> = SmallVec::new();
         let mut args: SmallVec<[BufferArg; 8]> = SmallVec::new();
@@ -676,7 +680,8 @@ impl Stream {
                         size: *size,
                     });
                     keep.push(InFlight::Memory(
-                        QueuedUse::new(memory, "").or_else(|_| QueuedUse::new(memory, &what()))?,
+                        QueuedUse::new(memory, "", Some(serial))
+                            .or_else(|_| QueuedUse::new(memory, &what(), Some(serial)))?,
                     ));
                 }
                 BufferBinding::Staged(bytes) => {
@@ -778,6 +783,23 @@ impl Stream {
         )
     }
 
+    /// Allocates a buffer of `len` elements for work on this stream. It may reuse memory freed
+    /// while work queued here still used it: this stream's later work runs after that work,
+    /// so reuse needs no wait, as with PyTorch's stream-ordered CUDA allocator. Work queued on
+    /// another stream that uses the buffer must first be ordered after this stream's (an
+    /// [`Event`] recorded here and waited for there), and the host cannot map the buffer
+    /// until this stream is known idle. [`Device::alloc`](crate::Device::alloc) gives memory
+    /// free of any stream's work.
+    pub fn alloc<T: bytemuck::Pod>(&self, len: usize) -> Result<Buffer<T>> {
+        let mut state = self.shared.state.lock();
+        Self::check_usable(&state, "alloc")?;
+        let (buffer, queued) = Buffer::allocate(Arc::clone(&self.shared.device), len, Some(self.shared.serial))?;
+        if let Some(queued) = queued {
+            self.keep_in_flight(&mut state, [InFlight::Memory(queued)]);
+        }
+        Ok(buffer)
+    }
+
     /// Blocks until everything queued has completed. An error found while executing is
     /// returned here and by every later call on this stream.
     pub fn synchronize(&self) -> Result<()> {
@@ -792,7 +814,7 @@ impl Stream {
         // Only a clean synchronize proves the queue drained. After a failure the objects stay
         // held (until the stream is destroyed) in case a misbehaving backend still uses them.
         if result.is_ok() {
-            state.release_in_flight();
+            state.release_in_flight(&self.shared.device, self.shared.serial);
             state.resolve_trace(&self.shared.device, self.shared.handle);
             // Graph helpers joined this stream, so their work is done: a failure there is ours.
             if state.sticky.is_none() {
@@ -821,7 +843,7 @@ impl Stream {
         match self.shared.device.backend.stream_query(self.shared.handle) {
             Ok(idle) => {
                 if idle {
-                    state.release_in_flight();
+                    state.release_in_flight(&self.shared.device, self.shared.serial);
                     state.resolve_trace(&self.shared.device, self.shared.handle);
                 }
                 Ok(idle)
@@ -852,7 +874,7 @@ impl Stream {
         }
         self.shared.device.backend.stream_destroy(self.shared.handle);
         state.destroyed = true;
-        state.release_in_flight();
+        state.release_in_flight(&self.shared.device, self.shared.serial);
         result
     }
 
@@ -892,7 +914,7 @@ impl UniformArena {
     ) -> Result<(Arc<BufferMemory>, crate::backend::BufferHandle, u64)> {
         let handle_of = |buffer: &Buffer<u8>| Self::handle(buffer).map(|handle| (buffer.memory.clone(), handle));
         if len > UNIFORM_ARENA_BYTES {
-            let own = Buffer::<u8>::allocate(device.clone(), len as usize)?;
+            let (own, _) = Buffer::<u8>::allocate(device.clone(), len as usize, None)?;
             let (memory, handle) = handle_of(&own)?;
             return Ok((memory, handle, 0));
         }
@@ -900,7 +922,7 @@ impl UniformArena {
             Some(buffer) => buffer,
             None => self
                 .buffer
-                .insert(Buffer::<u8>::allocate(device.clone(), UNIFORM_ARENA_BYTES as usize)?),
+                .insert(Buffer::<u8>::allocate(device.clone(), UNIFORM_ARENA_BYTES as usize, None)?.0),
         };
         // WebGPU's uniform offset alignment (256) covers every backend's, and whatever the
         // device asks for views.

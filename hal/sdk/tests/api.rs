@@ -217,16 +217,26 @@ fn queued_work_keeps_dropped_buffers_alive() {
     // The copy runs after a sleep; both buffers are dropped before it starts.
     stream.launch(&Launch::new(&sleep).scalar(20_000u32)).unwrap();
     stream.copy(&source, &target).unwrap();
-    let allocated_while_queued = device.memory_allocated();
+    let before = device.memory_stats();
     drop(source);
     drop(target);
+    // The blocks now wait for the stream (which alone may reuse them, in its order): nothing
+    // else gets them while the copy is queued.
+    let stats = device.memory_stats();
     assert_eq!(
-        device.memory_allocated(),
-        allocated_while_queued,
-        "memory used by queued work must not be released early"
+        stats.reserved, before.reserved,
+        "memory used by queued work must not be released"
     );
+    let other = device.alloc::<u32>(1 << 16).unwrap();
+    assert_eq!(
+        device.memory_stats().backend_allocations,
+        before.backend_allocations + 1,
+        "memory used by queued work must not be handed to another user early"
+    );
+    drop(other);
     stream.synchronize().unwrap();
     assert_eq!(device.memory_allocated(), 0, "released once the work completed");
+    assert_eq!(device.memory_stats().cached_blocks, 3);
 }
 
 #[test]
@@ -338,6 +348,91 @@ fn caching_allocator_reuses_blocks_and_reports_statistics() {
     assert_eq!(device.max_memory_allocated(), 1024);
     device.empty_cache();
     assert_eq!(device.memory_reserved(), 1024, "only the live block stays reserved");
+}
+
+/// A stream that sleeps for `micros` on the device before its later work.
+fn busy_stream(device: &Device, micros: u32) -> (xhal::Stream, xhal::Module) {
+    let stream = device.create_stream().unwrap();
+    let module = device.load_module(KernelFormat::CPU_BUILTIN, b"sleep_us\n").unwrap();
+    let sleep = module.kernel("sleep_us").unwrap();
+    stream.launch(&Launch::new(&sleep).scalar(micros)).unwrap();
+    (stream, module)
+}
+
+#[test]
+fn memory_freed_under_queued_work_is_reused_by_the_same_stream_at_once() {
+    let device = cpu_device();
+    let (stream, _module) = busy_stream(&device, 200_000);
+    let first = stream.alloc::<u32>(1024).unwrap();
+    stream.fill(&first, 7u32).unwrap();
+    drop(first);
+    let stats = device.memory_stats();
+    assert_eq!(
+        (stats.allocated, stats.cached_blocks),
+        (0, 1),
+        "the block waits for its stream"
+    );
+    // Another stream's allocation, and one free of any stream, must not get memory the
+    // sleeping stream's fill has yet to write.
+    let other = device.create_stream().unwrap();
+    let elsewhere = other.alloc::<u32>(1024).unwrap();
+    let anyone = device.alloc::<u32>(1024).unwrap();
+    assert_eq!(device.memory_stats().backend_allocations, 3);
+    // The same stream gets it back with no wait, and its work runs after the fill.
+    let second = stream.alloc::<u32>(1024).unwrap();
+    let stats = device.memory_stats();
+    assert_eq!((stats.backend_allocations, stats.cache_hits), (3, 1), "{stats:?}");
+    let mut second = second;
+    let error = second.map_mut(..).unwrap_err();
+    assert!(
+        error.message().contains("queued"),
+        "the host cannot touch memory the stream's queued work may use: {error}"
+    );
+    stream.fill(&second, 9u32).unwrap();
+    assert_eq!(stream.read_to_vec(&second).unwrap(), vec![9u32; 1024]);
+    drop((elsewhere, anyone));
+    // Once the stream is idle, its kept blocks are anyone's.
+    let (busy, _module) = busy_stream(&device, 1_000);
+    let third = busy.alloc::<u32>(1024).unwrap();
+    busy.fill(&third, 1u32).unwrap();
+    drop(third);
+    busy.synchronize().unwrap();
+    let before = device.memory_stats();
+    let _fourth = device.alloc::<u32>(1024).unwrap();
+    assert_eq!(device.memory_stats().backend_allocations, before.backend_allocations);
+}
+
+#[test]
+fn memory_queued_on_two_streams_waits_for_both() {
+    let device = cpu_device();
+    let (first, _module) = busy_stream(&device, 100_000);
+    let (second, _module2) = busy_stream(&device, 100_000);
+    let shared = device.alloc::<u32>(256).unwrap();
+    first.fill(&shared, 1u32).unwrap();
+    second.fill(&shared, 2u32).unwrap();
+    drop(shared);
+    let stats = device.memory_stats();
+    assert_eq!(stats.cached_blocks, 0, "still in use on two streams: {stats:?}");
+    let _fresh = first.alloc::<u32>(256).unwrap();
+    assert_eq!(device.memory_stats().backend_allocations, 2);
+    first.synchronize().unwrap();
+    second.synchronize().unwrap();
+    assert_eq!(device.memory_stats().cached_blocks, 1, "both done: the block is cached");
+}
+
+#[test]
+fn a_dropped_stream_hands_its_kept_memory_to_everyone() {
+    let device = cpu_device();
+    let (stream, _module) = busy_stream(&device, 20_000);
+    let buffer = stream.alloc::<u8>(4096).unwrap();
+    stream.fill(&buffer, 3u8).unwrap();
+    drop(buffer);
+    drop(stream);
+    let before = device.memory_stats();
+    let _again = device.alloc::<u8>(4096).unwrap();
+    let after = device.memory_stats();
+    assert_eq!(after.backend_allocations, before.backend_allocations, "{after:?}");
+    device.empty_cache();
 }
 
 #[test]

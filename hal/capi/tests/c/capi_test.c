@@ -456,8 +456,7 @@ static void test_kernels(xhal_device_t *device) {
     CHECK(xhal_buffer_free(big));
 }
 
-/* Graphs by stream capture: work queued while a stream captures is recorded, not run, and
- * each replay runs it again; what needs the work to have run is refused during a capture. */
+/* Stream priorities: a lower number is more urgent, requests are clamped into the range. */
 static void test_stream_priorities(xhal_device_t *device) {
     int32_t least = 7, greatest = 7;
     CHECK(xhal_device_stream_priorities(device, &least, &greatest));
@@ -510,6 +509,52 @@ static void test_stream_priorities(xhal_device_t *device) {
     CHECK(xhal_stream_destroy(clamped));
 }
 
+/* Stream-ordered memory: a block freed on a stream comes back to that stream's allocations;
+ * what its work writes is what a read on the stream sees. */
+static void test_stream_buffers(xhal_device_t *device) {
+    xhal_stream_t *stream = NULL;
+    CHECK(xhal_stream_create(device, &stream));
+    enum { N = 8192 };
+    xhal_memory_stats_t before = {0};
+    before.struct_size = sizeof before;
+    CHECK(xhal_device_memory_stats(device, &before));
+    xhal_buffer_t *first = NULL, *second = NULL;
+    CHECK(xhal_stream_buffer_alloc(stream, N * sizeof(uint32_t), &first));
+    uint32_t one = 1u, two = 2u;
+    CHECK(xhal_stream_fill(stream, first, 0, N * sizeof(uint32_t), &one, sizeof one));
+    CHECK(xhal_buffer_free(first));
+    CHECK(xhal_stream_buffer_alloc(stream, N * sizeof(uint32_t), &second));
+    CHECK(xhal_stream_fill(stream, second, 0, N * sizeof(uint32_t), &two, sizeof two));
+    static uint32_t back[N];
+    CHECK(xhal_stream_read(stream, second, 0, back, sizeof back));
+    int same = 1;
+    for (int i = 0; i < N; i++) same &= back[i] == two;
+    EXPECT(same);
+    xhal_memory_stats_t after = {0};
+    after.struct_size = sizeof after;
+    CHECK(xhal_device_memory_stats(device, &after));
+    /* The second allocation reused the first block, whether or not the fill had run. */
+    EXPECT(after.backend_allocations <= before.backend_allocations + 1);
+    EXPECT(after.cache_hits >= before.cache_hits + 1);
+    CHECK(xhal_buffer_free(second));
+
+    EXPECT_ERROR(xhal_stream_buffer_alloc(stream, 16, NULL), XHAL_ERROR_INVALID_ARGUMENT, "buffer");
+    EXPECT_ERROR(xhal_stream_buffer_alloc(NULL, 16, &first), XHAL_ERROR_INVALID_HANDLE, "stream");
+    EXPECT_ERROR(xhal_stream_buffer_alloc((xhal_stream_t *)device, 16, &first), XHAL_ERROR_INVALID_HANDLE, "stream");
+    /* While capturing, the allocation is an ordinary one, and works. */
+    CHECK(xhal_stream_begin_capture(stream));
+    xhal_buffer_t *captured = NULL;
+    CHECK(xhal_stream_buffer_alloc(stream, 64, &captured));
+    xhal_graph_t *graph = NULL;
+    CHECK(xhal_stream_end_capture(stream, &graph));
+    CHECK(xhal_graph_destroy(graph));
+    CHECK(xhal_buffer_free(captured));
+    CHECK(xhal_stream_destroy(stream));
+    EXPECT_ERROR(xhal_stream_buffer_alloc(stream, 16, &first), XHAL_ERROR_INVALID_HANDLE, "destroyed");
+}
+
+/* Graphs by stream capture: work queued while a stream captures is recorded, not run, and
+ * each replay runs it again; what needs the work to have run is refused during a capture. */
 static void test_graphs(xhal_device_t *device) {
     enum { N = 1000 };
     xhal_stream_t *stream = NULL, *other = NULL;
@@ -670,6 +715,7 @@ int main(void) {
     test_memory(device);
     test_kernels(device);
     test_stream_priorities(device);
+    test_stream_buffers(device);
     test_graphs(device);
     test_profiler(device);
     CHECK(xhal_device_destroy(device));

@@ -329,8 +329,9 @@ struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
     }
     for (auto* s : streams) check(xhal_stream_synchronize(s), "synchronize the device");
   }
-  // xhal keeps memory that queued work uses alive until that work completes, on any stream,
-  // so a storage used on another stream needs no record.
+  // xhal keeps memory that queued work on another stream uses until that work completes, and
+  // reuses it early only for the one stream whose queued work alone uses it, so a storage
+  // used on another stream needs no record.
   void recordDataPtrOnStream(const c10::DataPtr&, const c10::Stream&) const override {}
 };
 
@@ -374,8 +375,11 @@ struct Allocator final : public c10::DeviceAllocator {
     Device& d = device(index);
     xhal_buffer_t* buffer = nullptr;
     // Whole 32-bit words, so that kernels can read 1- and 2-byte elements (bool masks) as
-    // words without reading past the buffer.
-    xhal_status_t status = xhal_buffer_alloc(d.device, (bytes + 3) & ~static_cast<size_t>(3), &buffer);
+    // words without reading past the buffer. Memory is the current stream's, as in torch's
+    // CUDA allocator: a block freed while only that stream's queued work used it comes back
+    // at once, instead of after the work completes, when the host is already far ahead.
+    xhal_status_t status =
+        xhal_stream_buffer_alloc(current_xhal_stream(index), (bytes + 3) & ~static_cast<size_t>(3), &buffer);
     if (status == XHAL_ERROR_OUT_OF_MEMORY) {
       TORCH_CHECK_WITH(OutOfMemoryError, false, "xhal: out of memory on xhal:", index, " (", d.label,
                        ") allocating ", bytes, " bytes: ", xhal_last_error_message());
