@@ -80,6 +80,39 @@ def test_reductions(dev):
     no_fallbacks()
 
 
+@pytest.mark.parametrize("shape, dims", [((70001,), None), ((3, 40000), (1,)), ((40000, 3), (0,)), ((2, 3, 20000), (0, 2)),
+                                         ((65536,), None), ((5, 8, 4096), None)])
+def test_long_reductions_in_parts(dev, shape, dims):
+    # Few outputs of at least 32768 elements each are reduced in parts (a workgroup each),
+    # then merged: the parts' edges, a tail past the last whole quad, strided and offset inputs.
+    g = torch.Generator().manual_seed(sum(shape))
+    x = torch.randn(*shape, generator=g)
+    def each(t):
+        yield t
+        yield t.flatten()[1:].reshape(-1) if dims is None else t.narrow(-1, 1, t.shape[-1] - 1)
+        yield t.transpose(0, -1) if t.dim() > 1 else t[::3]
+    for got_in, expected_in in zip(each(x.to(dev)), each(x)):
+        reduce_dims = dims if dims is None or got_in.dim() == len(shape) else None
+        for name in ("sum", "mean", "amax", "amin"):
+            got = getattr(got_in, name)(dim=reduce_dims) if reduce_dims is not None else getattr(got_in, name)()
+            expected = getattr(expected_in, name)(dim=reduce_dims) if reduce_dims is not None else getattr(expected_in, name)()
+            close(got, expected, rtol=1e-4, atol=1e-3)
+    flat = x.flatten()
+    flat[len(flat) // 2] = flat.max() + 1
+    flat[len(flat) - 3] = flat.max()  # a tie in a later part: the first index wins
+    close(flat.to(dev).argmax(), flat.argmax())
+    close(flat.to(dev).max(0).indices, flat.max(0).indices)
+    flat[7777] = float("nan")
+    close(flat.to(dev).max(), flat.max())
+    close(flat.to(dev).argmin(), flat.argmin())
+    ints = torch.randint(-1000, 1000, shape, generator=g)
+    close(ints.to(dev).sum(), ints.sum())
+    truth = ints > 990
+    close(truth.to(dev).any(), truth.any())
+    close(truth.to(dev).all(), truth.all())
+    no_fallbacks()
+
+
 def test_matrix_products(dev):
     g = torch.Generator().manual_seed(3)
     a, b, bias = torch.randn(7, 9, generator=g), torch.randn(9, 4, generator=g), torch.randn(4, generator=g)

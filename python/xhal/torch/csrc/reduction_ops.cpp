@@ -43,7 +43,7 @@ struct ReduceLayout {
   uint32_t input_offset = 0;
   uint32_t output_offset = 0;
   uint32_t indices_offset = 0;
-  uint32_t pad = 0;
+  uint32_t part = 0;  // elements of each part (split), or parts of each output (merge)
   uint32_t kept_sizes[kMaxDims] = {};
   uint32_t kept_strides[kMaxDims] = {};
   uint32_t reduced_sizes[kMaxDims] = {};
@@ -53,6 +53,98 @@ static_assert(sizeof(ReduceLayout) == 160, "the WGSL struct Layout is 160 bytes"
 
 // Reductions at least this long get a workgroup each (the `groups` entry point).
 constexpr uint64_t kGroupThreshold = 128;
+// Fewer outputs than this, each reducing at least kSplitCount elements, are reduced in two
+// stages (split, then merge), so that one long reduction is spread over the whole device
+// instead of one workgroup; each part is about kSplitPart elements, and there are at most
+// kMaxParts of them.
+constexpr uint64_t kSplitOutputs = 64;
+constexpr uint64_t kSplitCount = 32768;
+constexpr uint64_t kSplitPart = 8192;
+constexpr uint64_t kMaxParts = 256;
+
+// Merges dimension k + 1 of `sizes` and `strides` (the first `n`) into dimension k wherever
+// stepping the pair in order is one stride (a contiguous block), so that a reduction over
+// all of a contiguous tensor walks one dimension.
+void coalesce(uint32_t* sizes, uint32_t* strides, uint32_t& n) {
+  if (n == 0) return;
+  uint32_t kept = 0;
+  for (uint32_t k = 1; k < n; k++) {
+    if (static_cast<uint64_t>(strides[kept]) == static_cast<uint64_t>(sizes[k]) * strides[k]) {
+      sizes[kept] *= sizes[k];
+      strides[kept] = strides[k];
+    } else {
+      kept++;
+      sizes[kept] = sizes[k];
+      strides[kept] = strides[k];
+    }
+  }
+  n = kept + 1;
+}
+
+// The reduce.wgsl kernel of `entry` for these types.
+const Kernel& reduce_kernel(Device& dev, Reduction op, const char* entry, at::ScalarType in_dtype,
+                            at::ScalarType result_dtype, at::ScalarType accumulate, bool values, bool indices,
+                            bool quads = false) {
+  std::string key = std::string("reduce|") + op_name(op) + entry + wgsl_type(in_dtype) + wgsl_type(result_dtype) +
+                    wgsl_type(accumulate) + (values ? "v" : "") + (indices ? "i" : "") + (quads ? "q" : "");
+  return recipe_kernel(dev, key, [&] {
+    KernelRecipe recipe;
+    recipe.files = {"reduce.wgsl"};
+    recipe.types = {{"SI", storage_type(in_dtype)},
+                    {"SO", storage_type(result_dtype)},
+                    {"A", wgsl_type(accumulate)},
+                    {"F", accumulate == at::kDouble ? "f64" : "f32"}};
+    recipe.overrides = {{"OP", kernel_constant("reduce.wgsl", op_name(op))},
+                        {"BYTES", in_dtype == at::kBool ? 1.0 : 0.0},
+                        {"VALUES", values ? 1.0 : 0.0},
+                        {"INDICES", indices ? 1.0 : 0.0},
+                        {"QUADS", quads ? 1.0 : 0.0}};
+    recipe.entry = entry;
+    return recipe;
+  });
+}
+
+// One launch: an invocation per output element (rows), or a workgroup per one (groups).
+void reduce_in_one(Device& dev, Reduction op, ReduceLayout& layout, at::ScalarType in_dtype,
+                   at::ScalarType result_dtype, at::ScalarType accumulate, Binding (&bindings)[4], bool values,
+                   bool indices) {
+  const bool grouped = layout.count >= kGroupThreshold;
+  const Kernel& compiled =
+      reduce_kernel(dev, op, grouped ? "groups" : "rows", in_dtype, result_dtype, accumulate, values, indices);
+  bindings[0].data = &layout;
+  launch(dev, compiled, bindings, grouped ? uint64_t{layout.numel} * 256 : layout.numel);
+}
+
+// Two launches for a few long reductions: each output's elements in parts, a workgroup each,
+// into partial states, then a workgroup per output combining its parts.
+void reduce_in_parts(Device& dev, const at::TensorOptions& options, Reduction op, ReduceLayout& layout,
+                     at::ScalarType in_dtype, at::ScalarType result_dtype, at::ScalarType accumulate,
+                     Binding (&bindings)[4], bool values, bool indices) {
+  const uint64_t count = layout.count;
+  uint64_t parts = std::min<uint64_t>(kMaxParts, (count + kSplitPart - 1) / kSplitPart);
+  const uint64_t part = (count + parts - 1) / parts;
+  parts = (count + part - 1) / part;
+  at::Tensor partial_values = at::empty({static_cast<int64_t>(layout.numel * parts)}, options.dtype(accumulate));
+  at::Tensor partial_indices = at::empty({static_cast<int64_t>(layout.numel * parts)}, options.dtype(at::kInt));
+  const Binding partials[2] = {Binding{place_of(partial_values).buffer}, Binding{place_of(partial_indices).buffer}};
+  ReduceLayout split = layout;
+  split.part = static_cast<uint32_t>(part);
+  // Four elements at a time where every output's elements run with stride 1 from a multiple
+  // of 4 and each part is whole quads (float sums, whose memory is the value's type).
+  bool quads = (op == Reduction::Sum || op == Reduction::Mean) && in_dtype == at::kFloat && layout.reduced == 1 &&
+               layout.reduced_strides[0] == 1 && layout.input_offset % 4 == 0 && part % 4 == 0;
+  for (uint32_t d = 0; d < layout.kept; d++) quads = quads && layout.kept_strides[d] % 4 == 0;
+  const Binding split_bindings[7] = {Binding{nullptr, 0, sizeof split, &split}, bindings[1], bindings[2], bindings[3],
+                                     partials[0], partials[1], bindings[1]};
+  launch_workgroups(dev, reduce_kernel(dev, op, "split", in_dtype, result_dtype, accumulate, values, indices, quads),
+                    split_bindings, {static_cast<uint32_t>(parts), layout.numel, 1});
+  ReduceLayout merge = layout;
+  merge.part = static_cast<uint32_t>(parts);
+  const Binding merge_bindings[6] = {Binding{nullptr, 0, sizeof merge, &merge}, bindings[1], bindings[2], bindings[3],
+                                     partials[0], partials[1]};
+  launch(dev, reduce_kernel(dev, op, "merge", in_dtype, result_dtype, accumulate, values, indices), merge_bindings,
+         uint64_t{layout.numel} * 256);
+}
 
 // Reduces `input` over `dims` (all of them when none are given) into `values` and/or
 // `indices` (int64), each resized to the shape the reduction leaves. A 0-dimensional input
@@ -159,25 +251,15 @@ bool reduce(const at::Tensor& input, at::OptionalIntArrayRef dims, bool keepdim,
     bindings[3] = Binding{place_of(index_result).buffer};
   }
   const at::ScalarType result_dtype = result.defined() ? result.scalar_type() : in_dtype;
-  const bool grouped = count >= kGroupThreshold;
-  const char* entry = grouped ? "groups" : "rows";
-  std::string key = std::string("reduce|") + op_name(op) + entry + wgsl_type(in_dtype) + wgsl_type(result_dtype) +
-                    wgsl_type(accumulate) + (result.defined() ? "v" : "") + (index_result.defined() ? "i" : "");
-  const Kernel& compiled = recipe_kernel(dev, key, [&] {
-    KernelRecipe recipe;
-    recipe.files = {"reduce.wgsl"};
-    recipe.types = {{"SI", storage_type(in_dtype)},
-                    {"SO", storage_type(result_dtype)},
-                    {"A", wgsl_type(accumulate)},
-                    {"F", accumulate == at::kDouble ? "f64" : "f32"}};
-    recipe.overrides = {{"OP", kernel_constant("reduce.wgsl", op_name(op))},
-                        {"BYTES", in_dtype == at::kBool ? 1.0 : 0.0},
-                        {"VALUES", result.defined() ? 1.0 : 0.0},
-                        {"INDICES", index_result.defined() ? 1.0 : 0.0}};
-    recipe.entry = entry;
-    return recipe;
-  });
-  launch(dev, compiled, bindings, grouped ? out_numel * 256 : out_numel);
+  coalesce(layout.kept_sizes, layout.kept_strides, layout.kept);
+  coalesce(layout.reduced_sizes, layout.reduced_strides, layout.reduced);
+  if (out_numel < kSplitOutputs && count >= kSplitCount) {
+    reduce_in_parts(dev, self.options(), op, layout, in_dtype, result_dtype, accumulate, bindings, result.defined(),
+                    index_result.defined());
+  } else {
+    reduce_in_one(dev, op, layout, in_dtype, result_dtype, accumulate, bindings, result.defined(),
+                  index_result.defined());
+  }
   if (values != nullptr && !result.is_same(*values)) copy_on_device(*values, result);
   if (indices != nullptr && !index_result.is_same(*indices)) copy_on_device(*indices, index_result);
   return true;

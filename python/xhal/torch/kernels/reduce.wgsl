@@ -6,6 +6,10 @@
 //   rows    one invocation per output element, for short reductions
 //   groups  one workgroup of 256 per output element, each invocation reducing a stride of the
 //           elements before the workgroup combines them as a tree, for long ones
+//   split   the first of two stages for a few very long reductions: workgroup (p, o) reduces
+//           part p (`part` elements) of output element o into partials[o * parts + p], so that
+//           every core or compute unit takes a share of one output's elements
+//   merge   the second: one workgroup per output element combines its parts
 //
 // Run one by itself (README.md): cat lib/float_f32.wgsl reduce.wgsl | xhal run - ...
 
@@ -18,6 +22,8 @@ override OP: u32 = 0u;          // an OP_ constant
 override BYTES: bool = false;   // the input is bool, a byte an element in 32-bit words
 override VALUES: bool = true;   // whether `output` is written
 override INDICES: bool = false; // whether `indices` (int64, two words an element) is written
+override QUADS: bool = false;   // split: a sum whose elements run with stride 1 from a multiple of 4,
+                                // in every output, read four at a time through `input_quads`
 
 const OP_SUM: u32 = 0u;
 const OP_MEAN: u32 = 1u;
@@ -38,7 +44,7 @@ struct Layout {
   input_offset: u32,
   output_offset: u32,
   indices_offset: u32,
-  pad: u32,
+  part: u32,             // elements of each part (split), or parts of each output (merge)
   kept_sizes: array<vec4<u32>, 2>,
   kept_strides: array<vec4<u32>, 2>,
   reduced_sizes: array<vec4<u32>, 2>,
@@ -48,6 +54,11 @@ struct Layout {
 @group(0) @binding(1) var<storage, read> input: array<SI>;
 @group(0) @binding(2) var<storage, read_write> output: array<SO>;
 @group(0) @binding(3) var<storage, read_write> indices: array<u32>;
+// The parts' states, for split and merge: output element o's part p is at o * parts + p.
+@group(0) @binding(4) var<storage, read_write> partial_values: array<A>;
+@group(0) @binding(5) var<storage, read_write> partial_indices: array<u32>;
+// The input again, four elements to a vector (split, where QUADS).
+@group(0) @binding(6) var<storage, read> input_quads: array<vec4<SI>>;
 
 const EMPTY: u32 = 0xffffffffu;  // the index of a state that has seen no element
 
@@ -167,6 +178,89 @@ fn groups(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) count:
   var state = State(A(0), EMPTY);
   for (var j = lane; j < shape.count; j = j + 256u) {
     state = combine(state, State(load(element(base, j)), j));
+  }
+  shared_values[lane] = state.value;
+  shared_indices[lane] = state.index;
+  workgroupBarrier();
+  for (var width = 128u; width > 0u; width = width / 2u) {
+    if (lane < width) {
+      let merged = combine(State(shared_values[lane], shared_indices[lane]),
+                           State(shared_values[lane + width], shared_indices[lane + width]));
+      shared_values[lane] = merged.value;
+      shared_indices[lane] = merged.index;
+    }
+    workgroupBarrier();
+  }
+  if (lane == 0u) { finish(o, State(shared_values[0], shared_indices[0])); }
+}
+
+@compute @workgroup_size(256)
+fn split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) count: vec3<u32>,
+         @builtin(local_invocation_index) lane: u32) {
+  // Every entry point's bindings are 0 to 3 first, so that each sits at the same argument.
+  _ = &output;
+  _ = &indices;
+  let part = wid.x;
+  let o = wid.y;
+  let base = first_element(o);
+  let start = part * shape.part;
+  let end = min(shape.count, start + shape.part);
+  var state = State(A(0), EMPTY);
+  if (QUADS) {
+    // Consecutive invocations read consecutive quads (coalesced on a GPU); the few elements
+    // past the last whole quad, in the last part, one at a time.
+    let quads = (end - start) / 4u;
+    let first = (base + start) / 4u;
+    var sums = vec4<A>(A(0));
+    for (var k = lane; k < quads; k = k + 256u) {
+      sums = sums + vec4<A>(input_quads[first + k]);
+    }
+    var total = (sums.x + sums.y) + (sums.z + sums.w);
+    for (var j = start + quads * 4u + lane; j < end; j = j + 256u) {
+      total = total + load(base + j);
+    }
+    if (start + lane < end) { state = State(total, start + lane); }
+  } else if ((OP == OP_SUM || OP == OP_MEAN) && shape.reduced == 1u) {
+    // A plain sum along one stride: no state to combine per element.
+    let stride = shape.reduced_strides[0].x;
+    var total = A(0);
+    for (var j = start + lane; j < end; j = j + 256u) {
+      total = total + load(base + j * stride);
+    }
+    if (start + lane < end) { state = State(total, start + lane); }
+  } else {
+    for (var j = start + lane; j < end; j = j + 256u) {
+      state = combine(state, State(load(element(base, j)), j));
+    }
+  }
+  shared_values[lane] = state.value;
+  shared_indices[lane] = state.index;
+  workgroupBarrier();
+  for (var width = 128u; width > 0u; width = width / 2u) {
+    if (lane < width) {
+      let merged = combine(State(shared_values[lane], shared_indices[lane]),
+                           State(shared_values[lane + width], shared_indices[lane + width]));
+      shared_values[lane] = merged.value;
+      shared_indices[lane] = merged.index;
+    }
+    workgroupBarrier();
+  }
+  if (lane == 0u) {
+    partial_values[o * count.x + part] = shared_values[0];
+    partial_indices[o * count.x + part] = shared_indices[0];
+  }
+}
+
+@compute @workgroup_size(256)
+fn merge(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) count: vec3<u32>,
+         @builtin(local_invocation_index) lane: u32) {
+  _ = &input;
+  let o = wid.x + wid.y * count.x;
+  if (o >= shape.numel) { return; }
+  var state = State(A(0), EMPTY);
+  for (var p = lane; p < shape.part; p = p + 256u) {
+    let at = o * shape.part + p;
+    state = combine(state, State(partial_values[at], partial_indices[at]));
   }
   shared_values[lane] = state.value;
   shared_indices[lane] = state.index;
