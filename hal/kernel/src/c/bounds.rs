@@ -188,7 +188,12 @@ impl<'a> Writer<'a> {
         let total = wg[0].saturating_mul(wg[1]).saturating_mul(wg[2]).max(1);
         let one_dimensional = wg[1] <= 1 && wg[2] <= 1;
         let mut sites = Vec::new();
+        // Accesses in branches the resolved overrides pruned never run: they need no check.
+        let live = emitted_expressions(&f.body);
         for (h, e) in f.expressions.iter() {
+            if !live.contains(&h) {
+                continue;
+            }
             let (base, index) = match e {
                 Expression::Access { base, index } => (*base, Some(*index)),
                 Expression::AccessIndex { base, .. } => (*base, None),
@@ -519,4 +524,34 @@ impl<'a> Writer<'a> {
             _ => None,
         }
     }
+}
+
+/// The expressions that `block`'s statements, and those of the blocks inside them, emit: those
+/// that can run (an access is always emitted before it is used).
+fn emitted_expressions(block: &naga::Block) -> std::collections::HashSet<Handle<Expression>> {
+    fn walk(block: &naga::Block, live: &mut std::collections::HashSet<Handle<Expression>>) {
+        for statement in block.iter() {
+            match statement {
+                Statement::Emit(range) => live.extend(range.clone()),
+                Statement::Block(inner) => walk(inner, live),
+                Statement::If { accept, reject, .. } => {
+                    walk(accept, live);
+                    walk(reject, live);
+                }
+                Statement::Switch { cases, .. } => {
+                    for case in cases {
+                        walk(&case.body, live);
+                    }
+                }
+                Statement::Loop { body, continuing, .. } => {
+                    walk(body, live);
+                    walk(continuing, live);
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut live = std::collections::HashSet::new();
+    walk(block, &mut live);
+    live
 }

@@ -63,7 +63,86 @@ void run_conv(const char* entry, Geometry& g, const at::Tensor& a, const at::Ten
     recipe.entry = entry;
     return recipe;
   });
-  launch(dev, compiled, bindings, out.numel());
+  // `columns` runs an invocation per row of output positions (all widths of one depth and
+  // height), the others one per element they write.
+  const uint64_t invocations =
+      std::strcmp(entry, "columns") == 0 ? static_cast<uint64_t>(out.numel()) / g.out_size[2] : out.numel();
+  launch(dev, compiled, bindings, invocations);
+}
+
+// The matrix of x's receptive fields (columns in kernels/conv.wgsl) is at most this many
+// bytes; a convolution whose matrix would be larger runs the direct kernels.
+constexpr uint64_t kMaxColumnsBytes = uint64_t{1} << 30;
+
+// Whether convolution geometry `g` (with elements of `element_size` bytes) runs as matrix
+// products over its columns.
+bool by_columns(const Geometry& g, size_t element_size) {
+  const uint64_t taps = uint64_t{g.kernel[0]} * g.kernel[1] * g.kernel[2];
+  const uint64_t positions = uint64_t{g.out_size[0]} * g.out_size[1] * g.out_size[2];
+  const uint64_t elements = uint64_t{g.batch} * g.in_channels * taps * positions;
+  const uint64_t in_elements = uint64_t{g.batch} * g.in_channels * g.in_size[0] * g.in_size[1] * g.in_size[2];
+  return elements > 0 && elements < (uint64_t{1} << 31) && in_elements < (uint64_t{1} << 31) &&
+         elements * element_size <= kMaxColumnsBytes;
+}
+
+// x's columns, [N, G, C / G * taps, positions].
+at::Tensor columns_of(Geometry& g, const at::Tensor& x) {
+  const int64_t taps = int64_t{g.kernel[0]} * g.kernel[1] * g.kernel[2];
+  const int64_t positions = int64_t{g.out_size[0]} * g.out_size[1] * g.out_size[2];
+  at::Tensor columns = at::empty({g.batch, g.groups, g.in_channels / g.groups * taps, positions}, x.options());
+  run_conv("columns", g, x, at::Tensor(), at::Tensor(), columns);
+  return columns;
+}
+
+// The convolution's weight as G matrices [G, O / G, C / G * taps].
+at::Tensor weight_matrices(const Geometry& g, const at::Tensor& w) {
+  return w.reshape({g.groups, g.out_channels / g.groups, -1});
+}
+
+// y = conv(x, w) + bias as products of the weight and x's columns.
+void forward_by_columns(Geometry& g, const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias, at::Tensor& y) {
+  const at::Tensor columns = columns_of(g, x);
+  const at::Tensor weights = weight_matrices(g, w);
+  const int64_t positions = columns.size(3);
+  at::Tensor target = y.view({g.batch, g.out_channels, positions});
+  if (g.groups == 1) {
+    // One weight for every batch element, read through a stride of 0, into y directly, with
+    // the bias added by the product's last step.
+    const at::Tensor expanded = weights.expand({g.batch, weights.size(1), weights.size(2)});
+    if (bias.defined()) {
+      at::baddbmm_out(target, bias.view({1, g.out_channels, 1}).expand(target.sizes()), expanded, columns.select(1, 0));
+    } else {
+      at::bmm_out(target, expanded, columns.select(1, 0));
+    }
+    return;
+  }
+  target.copy_(at::matmul(weights.unsqueeze(0), columns).view({g.batch, g.out_channels, positions}));
+  if (bias.defined()) target.add_(bias.view({1, g.out_channels, 1}));
+}
+
+// A convolution's input gradient: the weight's transpose times dy gives the columns' gradient,
+// which `image` sums back into x's shape.
+void input_gradient_by_columns(Geometry& g, const at::Tensor& dy, const at::Tensor& w, at::Tensor& dx) {
+  const at::Tensor weights = weight_matrices(g, w).transpose(1, 2);
+  const int64_t positions = dy.numel() / (int64_t{g.batch} * g.out_channels);
+  const at::Tensor gradient = dy.reshape({g.batch, g.groups, g.out_channels / g.groups, positions});
+  at::Tensor columns;
+  if (g.groups == 1) {
+    columns = at::bmm(weights.expand({g.batch, weights.size(1), weights.size(2)}), gradient.select(1, 0));
+  } else {
+    columns = at::matmul(weights.unsqueeze(0), gradient);
+  }
+  columns = columns.contiguous();
+  run_conv("image", g, columns, at::Tensor(), at::Tensor(), dx);
+}
+
+// A convolution's weight gradient: dy times the columns' transpose, summed over the batch.
+void weight_gradient_by_columns(Geometry& g, const at::Tensor& x, const at::Tensor& dy, at::Tensor& dw) {
+  const at::Tensor columns = columns_of(g, x);
+  const int64_t positions = columns.size(3);
+  const at::Tensor gradient = dy.reshape({g.batch, g.groups, g.out_channels / g.groups, positions});
+  const at::Tensor per_batch = at::matmul(gradient, columns.transpose(2, 3));
+  dw.view({g.groups, g.out_channels / g.groups, -1}).copy_(per_batch.sum(0));
 }
 
 // Contiguous at the start of its memory, which the kernels index from.
@@ -134,7 +213,11 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const 
     run_conv("backward_input", g, x, w, b, out);
   } else {
     Geometry g = geometry(x, w, out, stride, padding, dilation, groups);
-    run_conv("forward", g, x, w, b, out);
+    if (by_columns(g, x.element_size())) {
+      forward_by_columns(g, x, w, b, out);
+    } else {
+      run_conv("forward", g, x, w, b, out);
+    }
   }
   return out;
 }
@@ -166,13 +249,22 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
   const at::Tensor& conv_x = transposed ? dy : x;
   const at::Tensor& conv_y = transposed ? x : dy;
   Geometry g = geometry(conv_x, w, conv_y, stride, padding, dilation, groups);
+  const bool products = !transposed && by_columns(g, x.element_size());
   if (output_mask[0]) {
     grad_input = at::empty(input.sizes(), input.options());
-    run_conv(transposed ? "forward" : "backward_input", g, dy, w, at::Tensor(), grad_input);
+    if (products) {
+      input_gradient_by_columns(g, dy, w, grad_input);
+    } else {
+      run_conv(transposed ? "forward" : "backward_input", g, dy, w, at::Tensor(), grad_input);
+    }
   }
   if (output_mask[1]) {
     grad_weight = at::empty(weight.sizes(), weight.options());
-    run_conv("backward_weight", g, conv_x, conv_y, at::Tensor(), grad_weight);
+    if (products) {
+      weight_gradient_by_columns(g, x, dy, grad_weight);
+    } else {
+      run_conv("backward_weight", g, conv_x, conv_y, at::Tensor(), grad_weight);
+    }
   }
   if (output_mask[2]) {
     at::DimVector dims{0};

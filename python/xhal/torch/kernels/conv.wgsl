@@ -1,11 +1,18 @@
 // Convolutions in 1, 2 and 3 dimensions (fewer dimensions are a depth and height of 1), with
-// stride, padding, dilation and groups, computed directly in F: one invocation per element of
-// what it writes, summing its whole receptive field, so no intermediate matrix is stored and
-// every sum has one order on every device.
+// stride, padding, dilation and groups, computed in F.
 //
 // The geometry is a convolution's: x [N, C, D, H, W] and w [O, C / G, KD, KH, KW] give y
-// [N, O, OD, OH, OW]. Its three entry points are the three products a convolution and its
-// transpose need:
+// [N, O, OD, OH, OW]. Most convolutions are matrix products (conv_ops.cpp runs them with the
+// tiled matrix product) of w and the matrix of x's receptive fields, which two entry points
+// make and unmake:
+//   columns          x's receptive fields (im2col): [N, C * taps, positions], row c * taps + t
+//                    holding what kernel tap t of channel c reads at each output position
+//                    (0 in the padding)
+//   image            the sum back into x's shape (col2im): each element of x-shaped output
+//                    adds up the column entries that read it, for the input gradient
+// and three compute a product directly, one invocation per element of what it writes, summing
+// its whole receptive field with no intermediate matrix (transposed convolutions, and
+// convolutions whose columns would not fit):
 //   forward          y = conv(x, w) (+ bias by y's channel)
 //   backward_input   x-shaped, from y-shaped and w: a convolution's input gradient, and a
 //                    transposed convolution's output (+ bias by x's channel)
@@ -138,6 +145,67 @@ fn backward_weight(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_w
         sum = sum + F(a[x_base + offset_in(vec3<u32>(p), g.in_size)]) * F(b[y_base + l]);
       }
     }
+  }
+  out[e] = E(sum);
+}
+
+@compute @workgroup_size(64)
+fn columns(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  _ = &b;  // unread, bound so that `out` is the same argument in every entry point
+  // One invocation per row of output positions (a depth and height, all widths): the inner
+  // loop steps through x's row with the stride, with no division per element.
+  let e = invocation(gid, groups);
+  let lines = g.out_size.x * g.out_size.y;
+  let taps = volume(g.kernel);
+  let rows = g.in_channels * taps;
+  if (e >= g.batch * rows * lines) { return; }
+  let line = e % lines;
+  let row = (e / lines) % rows;
+  let n = e / (lines * rows);
+  let k = coordinates(row % taps, g.kernel);
+  let od = line / g.out_size.y;
+  let oh = line % g.out_size.y;
+  let width = g.out_size.z;
+  let first = e * width;  // = ((n * rows + row) * lines + line) * width
+  let pd = i32(od * g.stride.x + k.x * g.dilation.x) - i32(g.padding.x);
+  let ph = i32(oh * g.stride.y + k.y * g.dilation.y) - i32(g.padding.y);
+  if (pd < 0 || pd >= i32(g.in_size.x) || ph < 0 || ph >= i32(g.in_size.y)) {
+    for (var ow = 0u; ow < width; ow = ow + 1u) { out[first + ow] = E(0); }
+    return;
+  }
+  let x_row = ((n * g.in_channels + row / taps) * g.in_size.x + u32(pd)) * g.in_size.y * g.in_size.z +
+              u32(ph) * g.in_size.z;
+  let start = i32(k.z * g.dilation.z) - i32(g.padding.z);
+  for (var ow = 0u; ow < width; ow = ow + 1u) {
+    let pw = start + i32(ow * g.stride.z);
+    var value = E(0);
+    if (pw >= 0 && pw < i32(g.in_size.z)) { value = a[x_row + u32(pw)]; }
+    out[first + ow] = value;
+  }
+}
+
+@compute @workgroup_size(64)
+fn image(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  _ = &b;  // unread, as in columns
+  let e = invocation(gid, groups);
+  let volume_in = volume(g.in_size);
+  if (e >= g.batch * g.in_channels * volume_in) { return; }
+  let i = vec3<i32>(coordinates(e % volume_in, g.in_size));
+  let c = (e / volume_in) % g.in_channels;
+  let n = e / (volume_in * g.in_channels);
+  let taps = volume(g.kernel);
+  let positions = volume(g.out_size);
+  let first_row = (n * g.in_channels + c) * taps;
+  var sum = F(0);
+  for (var t = 0u; t < taps; t = t + 1u) {
+    let k = coordinates(t, g.kernel);
+    // The output position whose tap t reads i, where there is one: o * stride = i + padding - k * dilation.
+    let reach = i + vec3<i32>(g.padding.xyz) - vec3<i32>(k * g.dilation.xyz);
+    let stride = vec3<i32>(g.stride.xyz);
+    if (any(reach < vec3<i32>(0)) || any(reach % stride != vec3<i32>(0))) { continue; }
+    let o = reach / stride;
+    if (!inside(o, g.out_size)) { continue; }
+    sum = sum + F(a[(first_row + t) * positions + offset_in(vec3<u32>(o), g.out_size)]);
   }
   out[e] = E(sum);
 }
