@@ -2,10 +2,14 @@
 
 Matrix products `a @ b` of square float32 matrices: milliseconds per product on xhal:0 and on
 torch's CPU (with as many threads as cores), the throughput of each in GFLOP/s, and xhal's
-throughput as a share of torch CPU's. Every product is checked against torch's.
+throughput as a share of torch CPU's. Then the other operators of a model (a sum and
+elementwise arithmetic over 4M floats, softmax and layer norm rows, a ResNet-shaped
+convolution, a copy as the memory probe) and training steps of four small models (an MLP, a
+transformer block, a decoder language model and a CNN, AdamW), each as a ratio of torch CPU's
+time to xhal's (above 1: xhal is faster). Every result is checked against torch's.
 
     XHAL_TORCH_BUILD_DIR=target/torch-extension XHAL_DEVICE=cpu .venv/bin/python \\
-        python/benches/torch_ops.py [--sizes 256,512,1024,2048] [--json]
+        python/benches/torch_ops.py [--sizes 256,512,1024,2048] [--skip-models] [--json]
 """
 
 import argparse
@@ -15,8 +19,12 @@ import sys
 import time
 
 import torch
+from torch import nn
 
 import xhal.torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests_torch"))
+import models  # noqa: E402  (the tests' models: MLP, TransformerBlock)
 
 
 def timed(run, synchronize, budget_s=1.0, most=20):
@@ -59,9 +67,134 @@ def matrix_products(sizes):
     return rows
 
 
+def operators():
+    """The other operators of a model, each timed on xhal:0 and torch CPU and checked."""
+    generator = torch.Generator().manual_seed(1)
+    big = torch.randn(4 * 1024 * 1024, generator=generator)
+    other = torch.randn(4 * 1024 * 1024, generator=generator)
+    rows = torch.randn(256, 1024, generator=generator)
+    image = torch.randn(8, 64, 56, 56, generator=generator)
+    norm = nn.LayerNorm(1024)
+    conv = nn.Conv2d(64, 64, 3, padding=1)
+    xhal_norm = nn.LayerNorm(1024).to("xhal:0")
+    xhal_norm.load_state_dict(norm.state_dict())
+    xhal_conv = nn.Conv2d(64, 64, 3, padding=1).to("xhal:0")
+    xhal_conv.load_state_dict(conv.state_dict())
+    cases = [
+        ("x.sum(), 4M float32", lambda t: t[0].sum(), (big,), 1e-3),
+        ("x * 2 + 1, 4M", lambda t: t[0] * 2 + 1, (big,), 1e-6),
+        ("x + y, 4M", lambda t: t[0] + t[1], (big, other), 1e-6),
+        ("x.mul_(1.0), 4M in place", lambda t: t[0].mul_(1.0), (big,), 1e-6),
+        ("x.clone(), 4M (memory probe)", lambda t: t[0].clone(), (big,), 0),
+        ("softmax, 256x1024", lambda t: t[0].softmax(-1), (rows,), 1e-6),
+        ("layer norm, 256x1024", None, (rows,), 1e-4),
+        ("conv2d 64->64 3x3, 8x64x56x56", None, (image,), 1e-3),
+    ]
+    results = []
+    for name, run, inputs, tolerance in cases:
+        print(f"torch_ops: {name}", file=sys.stderr)
+        on_device = tuple(t.to("xhal:0") for t in inputs)
+        if name.startswith("layer norm"):
+            cpu_run, xhal_run = (lambda t: norm(t[0])), (lambda t: xhal_norm(t[0]))
+        elif name.startswith("conv2d"):
+            cpu_run, xhal_run = (lambda t: conv(t[0])), (lambda t: xhal_conv(t[0]))
+        else:
+            cpu_run = xhal_run = run
+        with torch.no_grad():
+            expected = cpu_run(inputs)
+            got = xhal_run(on_device).cpu()
+            error = (got - expected).abs().max().item() / max(expected.abs().max().item(), 1e-30)
+            xhal_s = timed(lambda: xhal_run(on_device), torch.xhal.synchronize)
+            cpu_s = timed(lambda: cpu_run(inputs), lambda: None)
+        results.append({"operation": name, "xhal_ms": xhal_s * 1e3, "torch_cpu_ms": cpu_s * 1e3,
+                        "speed_vs_torch_cpu": cpu_s / xhal_s, "max_error_relative_to_max": error,
+                        "checked": error <= tolerance})
+    return results
+
+
+class DecoderLM(nn.Module):
+    """A decoder-only language model from torch.nn's transformer layers with a causal mask."""
+
+    def __init__(self, vocabulary=128, width=64, heads=4, layers=2, length=32):
+        super().__init__()
+        self.embed = nn.Embedding(vocabulary, width)
+        self.position = nn.Parameter(torch.randn(length, width) * 0.02)
+        layer = nn.TransformerEncoderLayer(width, heads, 4 * width, dropout=0.0, batch_first=True, norm_first=True)
+        self.layers = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.head = nn.Linear(width, vocabulary)
+        self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(length))
+
+    def forward(self, tokens):
+        x = self.embed(tokens) + self.position[: tokens.shape[1]]
+        return self.head(self.layers(x, mask=self.mask, is_causal=True))
+
+
+class SmallCNN(nn.Module):
+    """A CNN for 32x32 images: two convolution stages, pooling, a linear head."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.AdaptiveAvgPool2d(4))
+        self.head = nn.Linear(32 * 16, classes)
+
+    def forward(self, x):
+        return self.head(self.features(x).flatten(1))
+
+
+def training_steps(steps=5):
+    """Seconds per AdamW step of each model on xhal:0 and on torch CPU, with the losses."""
+    generator = torch.Generator().manual_seed(2)
+    cases = [
+        ("MLP (models.py)", lambda: models.MLP(), (torch.randn(16, 32, generator=generator),
+                                                   torch.randint(0, 10, (16,), generator=generator))),
+        ("transformer block (models.py)", lambda: models.TransformerBlock(),
+         models.token_batches(1, batch=4, length=8, vocabulary=50)[0]),
+        ("decoder LM, 2 layers of width 64", lambda: DecoderLM(),
+         models.token_batches(1, batch=8, length=32, vocabulary=128)[0]),
+        ("CNN, 16x3x32x32", lambda: SmallCNN(), (torch.randn(16, 3, 32, 32, generator=generator),
+                                                 torch.randint(0, 10, (16,), generator=generator))),
+    ]
+    results = []
+    for name, make, (inputs, targets) in cases:
+        print(f"torch_ops: training step, {name}", file=sys.stderr)
+        torch.manual_seed(3)
+        reference = make()
+        timings = {}
+        losses = {}
+        for where in ("xhal:0", "cpu"):
+            model = make().to(where)
+            model.load_state_dict(reference.state_dict())
+            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+            x, y = inputs.to(where), targets.to(where)
+
+            def step():
+                optimizer.zero_grad()
+                logits = model(x)
+                loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+                loss.backward()
+                optimizer.step()
+                return loss.item()
+
+            losses[where] = [step() for _ in range(2)]
+            start = time.perf_counter()
+            for _ in range(steps):
+                step()
+            timings[where] = (time.perf_counter() - start) / steps
+        parameters = sum(p.numel() for p in reference.parameters())
+        results.append({"model": name, "parameters": parameters, "xhal_ms": timings["xhal:0"] * 1e3,
+                        "torch_cpu_ms": timings["cpu"] * 1e3, "xhal_vs_torch_cpu_time": timings["xhal:0"] / timings["cpu"],
+                        "first_losses_xhal": losses["xhal:0"], "first_losses_torch_cpu": losses["cpu"],
+                        "checked": all(abs(a - b) <= 1e-3 * max(1.0, abs(b))
+                                       for a, b in zip(losses["xhal:0"], losses["cpu"]))})
+    return results
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="256,512,1024,2048", help="square sizes, comma-separated")
+    parser.add_argument("--skip-models", action="store_true", help="leave out the training steps")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     arguments = parser.parse_args()
     torch.set_num_threads(os.cpu_count() or 1)
@@ -70,15 +203,28 @@ def main():
         "device_name": xhal.torch.devices()[0]["name"],
         "torch_threads": torch.get_num_threads(),
         "matrix_products": matrix_products([int(size) for size in arguments.sizes.split(",")]),
+        "operators": operators(),
+        "training_steps": [] if arguments.skip_models else training_steps(),
     }
+    failed = [row.get("operation", row.get("model")) for row in figures["operators"] + figures["training_steps"]
+              if not row["checked"]]
     if arguments.json:
         print(json.dumps(figures, indent=2))
-        return 0
-    print(f"device {figures['device']} ({figures['device_name']}), torch CPU on {figures['torch_threads']} threads")
-    for row in figures["matrix_products"]:
-        print(f"a @ b {row['n']}x{row['n']}: xhal {row['xhal_ms']:.2f} ms ({row['xhal_gflops']:.1f} GFLOP/s), "
-              f"torch CPU {row['torch_cpu_ms']:.2f} ms ({row['torch_cpu_gflops']:.1f} GFLOP/s): "
-              f"{row['throughput_vs_torch_cpu']:.2f}x torch CPU's throughput, error {row['max_error_relative_to_max']:.1e}")
+    else:
+        print(f"device {figures['device']} ({figures['device_name']}), torch CPU on {figures['torch_threads']} threads")
+        for row in figures["matrix_products"]:
+            print(f"a @ b {row['n']}x{row['n']}: xhal {row['xhal_ms']:.2f} ms ({row['xhal_gflops']:.1f} GFLOP/s), "
+                  f"torch CPU {row['torch_cpu_ms']:.2f} ms ({row['torch_cpu_gflops']:.1f} GFLOP/s): "
+                  f"{row['throughput_vs_torch_cpu']:.2f}x torch CPU's throughput, error {row['max_error_relative_to_max']:.1e}")
+        for row in figures["operators"]:
+            print(f"{row['operation']}: xhal {row['xhal_ms']:.3f} ms, torch CPU {row['torch_cpu_ms']:.3f} ms: "
+                  f"{row['speed_vs_torch_cpu']:.2f}x torch CPU's speed, error {row['max_error_relative_to_max']:.1e}")
+        for row in figures["training_steps"]:
+            print(f"training step, {row['model']} ({row['parameters']} parameters): xhal {row['xhal_ms']:.1f} ms, "
+                  f"torch CPU {row['torch_cpu_ms']:.1f} ms: {row['xhal_vs_torch_cpu_time']:.1f}x torch CPU's time")
+    if failed:
+        print(f"torch_ops: results differ from torch CPU's: {', '.join(failed)}", file=sys.stderr)
+        return 1
     return 0
 
 

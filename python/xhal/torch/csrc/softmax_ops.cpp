@@ -46,6 +46,7 @@ bool softmax_rows(at::Tensor& out, const at::Tensor& x_in, const at::Tensor& y_i
     KernelRecipe recipe;
     recipe.files = {"softmax.wgsl"};
     recipe.types = {{"E", wgsl_type(dtype)}, {"F", wgsl_type(float_compute(dtype))}};
+    recipe.overrides = {{"EXACT", float_compute(dtype) == dtype ? 1.0 : 0.0}};
     recipe.entry = entry;
     return recipe;
   });

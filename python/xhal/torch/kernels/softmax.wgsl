@@ -8,6 +8,8 @@
 alias E = f32;  // the elements of the tensors' memory
 alias F = f32;  // what rows are computed in
 
+override EXACT: bool = false;  // E is F: out can hold each exponential until the division
+
 struct Rows {
   outer: u32,
   length: u32,
@@ -51,6 +53,21 @@ fn softmax(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
   let base = row_start(gid, groups);
   if (base == NONE) { return; }
   let top = row_max(base);
+  if (EXACT) {
+    // Each exponential once, kept in out, then divided by the same sum, in the same order.
+    var total = F(0);
+    for (var j = 0u; j < s.length; j = j + 1u) {
+      let k = base + j * s.inner;
+      let e = xexp(xv(k) - top);
+      put(k, e);
+      total = total + e;
+    }
+    for (var j = 0u; j < s.length; j = j + 1u) {
+      let k = base + j * s.inner;
+      put(k, F(out[s.offsets.z + k]) / total);
+    }
+    return;
+  }
   let total = row_exp_sum(base, top);
   for (var j = 0u; j < s.length; j = j + 1u) {
     let k = base + j * s.inner;
