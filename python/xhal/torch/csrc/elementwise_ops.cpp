@@ -257,16 +257,35 @@ bool elementwise(at::Tensor& out, at::ArrayRef<at::Tensor> inputs, ElementwiseOp
 
   ElementwiseShape shape;
   if (!flat) {
-    const int64_t ndim = std::max<int64_t>(out.dim(), 1);
-    params.ndim = static_cast<uint32_t>(ndim);
-    for (int64_t d = 0; d < ndim; d++) {
-      shape.sizes[d] = out.dim() == 0 ? 1 : static_cast<uint32_t>(out.size(d));
-      if (out.dim() == 0) continue;
-      shape.strides[d][0] = static_cast<uint32_t>(out.stride(d));
+    // Dimensions of size 1 are left out, and a dimension joins the one before it wherever
+    // every operand steps through the pair as one (a contiguous block, a broadcast one): each
+    // dimension costs the kernel a division per element.
+    uint32_t ndim = 0;
+    for (int64_t d = 0; d < out.dim(); d++) {
+      const uint32_t size = static_cast<uint32_t>(out.size(d));
+      if (size == 1) continue;
+      uint32_t strides[4] = {static_cast<uint32_t>(out.stride(d)), 0, 0, 0};
       for (size_t k = 0; k < inputs.size(); k++) {
-        if (expanded[k].defined()) shape.strides[d][k + 1] = static_cast<uint32_t>(expanded[k].stride(d));
+        if (expanded[k].defined()) strides[k + 1] = static_cast<uint32_t>(expanded[k].stride(d));
+      }
+      bool joins = ndim > 0;
+      for (int k = 0; k < 4 && joins; k++) {
+        joins = static_cast<uint64_t>(shape.strides[ndim - 1][k]) == static_cast<uint64_t>(size) * strides[k];
+      }
+      if (joins) {
+        shape.sizes[ndim - 1] *= size;
+        for (int k = 0; k < 4; k++) shape.strides[ndim - 1][k] = strides[k];
+      } else {
+        shape.sizes[ndim] = size;
+        for (int k = 0; k < 4; k++) shape.strides[ndim][k] = strides[k];
+        ndim++;
       }
     }
+    if (ndim == 0) {
+      shape.sizes[0] = 1;
+      ndim = 1;
+    }
+    params.ndim = ndim;
   }
   // Floating results over flat operands with no bytes or half-words (most of a model's
   // arithmetic) use `plain`, whose indices a compiler for CPUs can see move with the
