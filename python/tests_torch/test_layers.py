@@ -179,6 +179,15 @@ def test_attention_grouped_query_heads_and_views(dev):
     no_fallbacks()
 
 
+@pytest.mark.parametrize("head, value", [(130, 6), (8, 140), (200, 257)])
+def test_attention_with_heads_longer_than_a_sweep(dev, head, value):
+    # The kernels hold 128 elements of a row at a time: longer heads (or values) take more
+    # than one sweep over the keys, and the key/value gradients more than one pass.
+    compare(dev, lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), torch.randn(1, 2, 5, head),
+            torch.randn(1, 2, 5, head), torch.randn(1, 2, 5, value))
+    no_fallbacks()
+
+
 def test_batch_norm_updates_its_running_statistics(dev):
     cpu = nn.BatchNorm2d(3, momentum=0.3)
     on = nn.BatchNorm2d(3, momentum=0.3).to(dev)

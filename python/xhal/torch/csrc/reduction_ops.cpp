@@ -51,8 +51,13 @@ struct ReduceLayout {
 };
 static_assert(sizeof(ReduceLayout) == 160, "the WGSL struct Layout is 160 bytes");
 
-// Reductions at least this long get a workgroup each (the `groups` entry point).
+// Reductions at least this long get a workgroup each (the `groups` entry point), unless there
+// are at least kRowsOutputs of them and none longer than kRowsCount: then an invocation each
+// (`rows`) keeps every invocation busy, where a workgroup's tree would cost more than its few
+// elements a lane (a linear layer's bias gradient, 256 rows summed into each of 64 outputs).
 constexpr uint64_t kGroupThreshold = 128;
+constexpr uint64_t kRowsOutputs = 16;
+constexpr uint64_t kRowsCount = 1024;
 // Fewer outputs than this, each reducing at least kSplitCount elements, are reduced in two
 // stages (split, then merge), so that one long reduction is spread over the whole device
 // instead of one workgroup; each part is about kSplitPart elements, and there are at most
@@ -108,7 +113,8 @@ const Kernel& reduce_kernel(Device& dev, Reduction op, const char* entry, at::Sc
 void reduce_in_one(Device& dev, Reduction op, ReduceLayout& layout, at::ScalarType in_dtype,
                    at::ScalarType result_dtype, at::ScalarType accumulate, Binding (&bindings)[4], bool values,
                    bool indices) {
-  const bool grouped = layout.count >= kGroupThreshold;
+  const bool grouped =
+      layout.count >= kGroupThreshold && (layout.count > kRowsCount || layout.numel < kRowsOutputs);
   const Kernel& compiled =
       reduce_kernel(dev, op, grouped ? "groups" : "rows", in_dtype, result_dtype, accumulate, values, indices);
   bindings[0].data = &layout;

@@ -207,13 +207,31 @@ fn backward_key_value(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(nu
   let b = e / (s.heads * s.keys);
   let h = (e / s.keys) % s.heads;
   let j = e % s.keys;
+  let deltas = s.batch * s.heads * s.queries + (b * s.heads + h) * s.queries;
+  let dv_at = s.batch * s.heads * s.keys * s.head_size + e * s.value_size;
+  if (s.head_size <= CHUNK && s.value_size <= CHUNK) {
+    // Both gradients in one sweep over the queries: each probability is computed once (the
+    // sums are the same, in the same order, as the two sweeps below).
+    var dk: array<F, CHUNK>;
+    var dv: array<F, CHUNK>;
+    for (var i = 0u; i < s.queries; i = i + 1u) {
+      let p = probability(b, h, i, j);
+      if (p == F(0)) { continue; }
+      let ds = p * (grad_probability(b, h, i, j) - stats[deltas + i]);
+      for (var d = 0u; d < s.head_size; d = d + 1u) { dk[d] = dk[d] + ds * q_at(b, h, i, d); }
+      for (var d = 0u; d < s.value_size; d = d + 1u) { dv[d] = dv[d] + p * do_at(b, h, i, d); }
+    }
+    for (var d = 0u; d < s.head_size; d = d + 1u) { out[e * s.head_size + d] = E(dk[d] * scale()); }
+    for (var d = 0u; d < s.value_size; d = d + 1u) { out[dv_at + d] = E(dv[d]); }
+    return;
+  }
   for (var first = 0u; first < s.head_size; first = first + CHUNK) {
     var acc: array<F, CHUNK>;
     let width = min(CHUNK, s.head_size - first);
     for (var i = 0u; i < s.queries; i = i + 1u) {
       let p = probability(b, h, i, j);
       if (p == F(0)) { continue; }
-      let ds = p * (grad_probability(b, h, i, j) - stats[s.batch * s.heads * s.queries + (b * s.heads + h) * s.queries + i]);
+      let ds = p * (grad_probability(b, h, i, j) - stats[deltas + i]);
       for (var d = 0u; d < width; d = d + 1u) { acc[d] = acc[d] + ds * q_at(b, h, i, first + d); }
     }
     for (var d = 0u; d < width; d = d + 1u) { out[e * s.head_size + first + d] = E(acc[d] * scale()); }
@@ -226,7 +244,6 @@ fn backward_key_value(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(nu
       if (p == F(0)) { continue; }
       for (var d = 0u; d < width; d = d + 1u) { acc[d] = acc[d] + p * do_at(b, h, i, first + d); }
     }
-    let dv_at = s.batch * s.heads * s.keys * s.head_size + e * s.value_size;
     for (var d = 0u; d < width; d = d + 1u) { out[dv_at + first + d] = E(acc[d]); }
   }
 }
