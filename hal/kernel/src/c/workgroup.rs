@@ -6,7 +6,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt::Write as _;
 
 use naga::valid::FunctionInfo;
-use naga::{AddressSpace, BinaryOperator as Bin, Block, Expression, Handle, Statement};
+use naga::{AddressSpace, BinaryOperator as Bin, Block, Expression, Handle, Statement, TypeInner};
 
 use super::writer::{ident, Fx, Writer};
 use super::{c_symbol, CEntryPoint};
@@ -595,20 +595,42 @@ impl Writer<'_> {
                 None => self.zero_of(local.ty)?,
             };
             let private = decided.private_locals.contains(&h);
-            // A uniform local needs one slot for the workgroup.
-            let slot = if uniform.locals.contains(&h) {
-                format!("F->{ln}")
-            } else {
-                format!("F->{ln}[li]")
+            // A vector that each invocation keeps is laid out by component (one array of x's,
+            // one of y's, ...), so that the invocations' loop reads and writes each component
+            // with a stride of one element: the C compiler then keeps invocations in vector
+            // lanes without shuffling (a matrix product's accumulators).
+            let components = match self.m.types[local.ty].inner {
+                TypeInner::Vector { size: n, scalar } if !uniform.locals.contains(&h) => {
+                    Some((n as usize, self.inner_name(&TypeInner::Scalar(scalar))?))
+                }
+                _ => None,
             };
+            const NAMES: [&str; 4] = ["x", "y", "z", "w"];
+            // A uniform local needs one slot for the workgroup. `slot` reads the value; `store`
+            // writes `{}` to it.
+            let (slot, store) = match &components {
+                _ if uniform.locals.contains(&h) => (format!("F->{ln}"), format!("F->{ln} = {{}};")),
+                Some((n, _)) => {
+                    let parts: Vec<String> = (0..*n).map(|k| format!("F->{ln}[{k}][li]")).collect();
+                    let sets: Vec<String> = (0..*n)
+                        .map(|k| format!("F->{ln}[{k}][li] = xh_v.{};", NAMES[k]))
+                        .collect();
+                    (
+                        format!("xh_make_{t}({})", parts.join(", ")),
+                        format!("{{ {t} xh_v = {{}}; {} }}", sets.join(" ")),
+                    )
+                }
+                None => (format!("F->{ln}[li]"), format!("F->{ln}[li] = {{}};")),
+            };
+            let store_of = |value: &str| store.replacen("{}", value, 1);
             if private {
                 let wg = fx.wg.as_ref().expect("workgroup mode");
-                if uniform.locals.contains(&h) {
-                    wg.frame.borrow_mut().push(format!("{t} {ln};"));
-                } else {
-                    wg.frame.borrow_mut().push(format!("{t} {ln}[{size}];"));
+                match &components {
+                    _ if uniform.locals.contains(&h) => wg.frame.borrow_mut().push(format!("{t} {ln};")),
+                    Some((n, scalar)) => wg.frame.borrow_mut().push(format!("{scalar} {ln}[{n}][{size}];")),
+                    None => wg.frame.borrow_mut().push(format!("{t} {ln}[{size}];")),
                 }
-                let _ = writeln!(init, "        {slot} = {value};");
+                let _ = writeln!(init, "        {}", store_of(&value));
             }
             for &region in decided.local_uses.get(&h).into_iter().flatten() {
                 let start = region_locals.entry(region).or_default();
@@ -623,7 +645,7 @@ impl Writer<'_> {
                     region_writeback
                         .entry(region)
                         .or_default()
-                        .push((h, format!("    {slot} = {ln};")));
+                        .push((h, format!("    {}", store_of(&ln))));
                 }
             }
             fx.locals.insert(h, ln);

@@ -72,9 +72,12 @@ bool matches(const at::Tensor& input, std::initializer_list<const at::Tensor*> o
 }
 
 // The invocations a row gets: a power of two from 32 to 256, no more than the row needs.
+// The invocations a row: enough that each takes about 16 elements, 32 to 256. The workgroup's
+// tree costs a step per halving of it, on a device that runs invocations one after another
+// (the cpu device) a loop over the invocations each.
 uint32_t workgroup_for(uint64_t count) {
   uint32_t size = 32;
-  while (size < 256 && size < count) size *= 2;
+  while (size < 256 && size * 16 < count) size *= 2;
   return size;
 }
 

@@ -55,7 +55,11 @@ var<immediate> q: Norm;
 
 var<workgroup> partial: array<vec2<F>, WG>;
 
-fn at(r: u32, j: u32) -> u32 { return r * q.row_stride + (j / q.inner) * q.outer_stride + j % q.inner; }
+fn at(r: u32, j: u32) -> u32 {
+  // A row that is one contiguous run (layer, RMS and group norms) needs no division.
+  if (q.inner == q.count) { return r * q.row_stride + j; }
+  return r * q.row_stride + (j / q.inner) * q.outer_stride + j % q.inner;
+}
 
 fn channel(r: u32, j: u32) -> u32 {
   switch MODE {
