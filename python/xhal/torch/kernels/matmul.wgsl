@@ -107,12 +107,24 @@ fn tiled(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wi
   var acc1 = vec4<F>(F(0));
   var acc2 = vec4<F>(F(0));
   var acc3 = vec4<F>(F(0));
+  // A block inside the output reads whole operand blocks at every depth but the last few:
+  // those loads need no test of their own (the same in every invocation, so no divergence).
+  let inside = first_row + BLOCK <= q.m && first_column + BLOCK <= q.n;
   for (var depth = 0u; depth < q.k; depth = depth + TILE_K) {
     let d = depth + lid.y;
-    a_block[slot] = vec4<F>(a_at(a_base, group_row, d), a_at(a_base, group_row + 1u, d),
-                            a_at(a_base, group_row + 2u, d), a_at(a_base, group_row + 3u, d));
-    b_block[slot] = vec4<F>(b_at(b_base, d, group_column), b_at(b_base, d, group_column + 1u),
-                            b_at(b_base, d, group_column + 2u), b_at(b_base, d, group_column + 3u));
+    if (inside && depth + TILE_K <= q.k) {
+      let a_first = a_base + group_row * q.a_strides.y + d * q.a_strides.z;
+      let b_first = b_base + d * q.b_strides.y + group_column * q.b_strides.z;
+      a_block[slot] = vec4<F>(F(a[a_first]), F(a[a_first + q.a_strides.y]), F(a[a_first + 2u * q.a_strides.y]),
+                              F(a[a_first + 3u * q.a_strides.y]));
+      b_block[slot] = vec4<F>(F(b[b_first]), F(b[b_first + q.b_strides.z]), F(b[b_first + 2u * q.b_strides.z]),
+                              F(b[b_first + 3u * q.b_strides.z]));
+    } else {
+      a_block[slot] = vec4<F>(a_at(a_base, group_row, d), a_at(a_base, group_row + 1u, d),
+                              a_at(a_base, group_row + 2u, d), a_at(a_base, group_row + 3u, d));
+      b_block[slot] = vec4<F>(b_at(b_base, d, group_column), b_at(b_base, d, group_column + 1u),
+                              b_at(b_base, d, group_column + 2u), b_at(b_base, d, group_column + 3u));
+    }
     workgroupBarrier();
     // Invocation (x, y) computes rows 4y to 4y + 3 and columns 4x to 4x + 3 of the block,
     // four depths a step: where invocations run as a loop between barriers (the cpu device),
