@@ -190,22 +190,34 @@ fn image(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups)
   let e = invocation(gid, groups);
   let volume_in = volume(g.in_size);
   if (e >= g.batch * g.in_channels * volume_in) { return; }
-  let i = vec3<i32>(coordinates(e % volume_in, g.in_size));
+  let i = coordinates(e % volume_in, g.in_size);
   let c = (e / volume_in) % g.in_channels;
   let n = e / (volume_in * g.in_channels);
-  let taps = volume(g.kernel);
   let positions = volume(g.out_size);
-  let first_row = (n * g.in_channels + c) * taps;
+  let first_row = (n * g.in_channels + c) * volume(g.kernel);
   var sum = F(0);
-  for (var t = 0u; t < taps; t = t + 1u) {
-    let k = coordinates(t, g.kernel);
-    // The output position whose tap t reads i, where there is one: o * stride = i + padding - k * dilation.
-    let reach = i + vec3<i32>(g.padding.xyz) - vec3<i32>(k * g.dilation.xyz);
-    let stride = vec3<i32>(g.stride.xyz);
-    if (any(reach < vec3<i32>(0)) || any(reach % stride != vec3<i32>(0))) { continue; }
-    let o = reach / stride;
-    if (!inside(o, g.out_size)) { continue; }
-    sum = sum + F(a[(first_row + t) * positions + offset_in(vec3<u32>(o), g.out_size)]);
+  // Tap (kd, kh, kw) reads i from output position o where o * stride = i + padding - k *
+  // dilation, if that is a whole multiple inside the output; each dimension is tested once
+  // for all the taps that share it.
+  var t = 0u;
+  for (var kd = 0u; kd < g.kernel.x; kd = kd + 1u) {
+    let rd = i32(i.x + g.padding.x) - i32(kd * g.dilation.x);
+    let od = u32(max(rd, 0)) / g.stride.x;
+    let depth_ok = rd >= 0 && u32(rd) % g.stride.x == 0u && od < g.out_size.x;
+    for (var kh = 0u; kh < g.kernel.y; kh = kh + 1u) {
+      let rh = i32(i.y + g.padding.y) - i32(kh * g.dilation.y);
+      let oh = u32(max(rh, 0)) / g.stride.y;
+      let height_ok = depth_ok && rh >= 0 && u32(rh) % g.stride.y == 0u && oh < g.out_size.y;
+      let line = (od * g.out_size.y + oh) * g.out_size.z;
+      for (var kw = 0u; kw < g.kernel.z; kw = kw + 1u) {
+        let rw = i32(i.z + g.padding.z) - i32(kw * g.dilation.z);
+        let ow = u32(max(rw, 0)) / g.stride.z;
+        if (height_ok && rw >= 0 && u32(rw) % g.stride.z == 0u && ow < g.out_size.z) {
+          sum = sum + F(a[(first_row + t) * positions + line + ow]);
+        }
+        t = t + 1u;
+      }
+    }
   }
   out[e] = E(sum);
 }

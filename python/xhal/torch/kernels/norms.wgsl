@@ -55,11 +55,27 @@ var<immediate> q: Norm;
 
 var<workgroup> partial: array<vec2<F>, WG>;
 
-fn at(r: u32, j: u32) -> u32 {
-  // A row that is one contiguous run (layer, RMS and group norms) needs no division.
-  if (q.inner == q.count) { return r * q.row_stride + j; }
-  return r * q.row_stride + (j / q.inner) * q.outer_stride + j % q.inner;
+// Where an invocation is in its row: element j is run j / inner, element j % inner of it. The
+// loops over a row step j by WG, and move the cursor by adding, so that no element costs a
+// division.
+struct Cursor {
+  run: u32,
+  within: u32,
 }
+
+fn cursor_at(j: u32) -> Cursor { return Cursor(j / q.inner, j % q.inner); }
+
+// The cursor WG elements further on; `step` is cursor_at(WG).
+fn advance(c: Cursor, step: Cursor) -> Cursor {
+  var next = Cursor(c.run + step.run, c.within + step.within);
+  if (next.within >= q.inner) {
+    next.within = next.within - q.inner;
+    next.run = next.run + 1u;
+  }
+  return next;
+}
+
+fn at(r: u32, c: Cursor) -> u32 { return r * q.row_stride + c.run * q.outer_stride + c.within; }
 
 fn channel(r: u32, j: u32) -> u32 {
   switch MODE {
@@ -99,6 +115,7 @@ fn forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) group
            @builtin(local_invocation_index) lane: u32) {
   let r = row_of(wid, groups);
   if (r >= q.rows) { return; }
+  let step = cursor_at(WG);
   let n = F(q.count);
   let eps = float_from_bits(q.eps.x, q.eps.y);
   var m = F(0);
@@ -109,15 +126,21 @@ fn forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) group
   } else {
     var sum = F(0);
     if (MODE != MODE_RMS) {
-      for (var j = lane; j < q.count; j = j + WG) { sum = sum + F(x[at(r, j)]); }
+      var c = cursor_at(lane);
+      for (var j = lane; j < q.count; j = j + WG) {
+        sum = sum + F(x[at(r, c)]);
+        c = advance(c, step);
+      }
       m = workgroup_sum(lane, vec2<F>(sum, F(0))).x / n;
     }
     // The variance from the deviations, in a second pass: sums of squares lose the small
     // variance of large values.
     var squares = F(0);
+    var c = cursor_at(lane);
     for (var j = lane; j < q.count; j = j + WG) {
-      let d = F(x[at(r, j)]) - m;
+      let d = F(x[at(r, c)]) - m;
       squares = squares + d * d;
+      c = advance(c, step);
     }
     let variance = workgroup_sum(lane, vec2<F>(squares, F(0))).x / n;
     inverse = F(1) / xsqrt(variance + eps);
@@ -128,9 +151,11 @@ fn forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) group
       running_var[r] = E((F(1) - momentum) * F(running_var[r]) + momentum * unbiased);
     }
   }
+  var c = cursor_at(lane);
   for (var j = lane; j < q.count; j = j + WG) {
-    let k = at(r, j);
+    let k = at(r, c);
     out[k] = E((F(x[k]) - m) * inverse * scale(r, j) + shift(r, j));
+    c = advance(c, step);
   }
   if (lane == 0u && RUNNING != RUNNING_USE) {
     mean[r] = E(m);
@@ -151,13 +176,16 @@ fn backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) grou
   // g = dy * weight; the sums of g and of g * xhat over the row.
   var sums = vec2<F>(F(0));
   var raw = vec2<F>(F(0));
+  let step = cursor_at(WG);
+  var c = cursor_at(lane);
   for (var j = lane; j < q.count; j = j + WG) {
-    let k = at(r, j);
+    let k = at(r, c);
     let d = F(dy[k]);
     let xhat = (F(x[k]) - m) * inverse;
     let g = d * scale(r, j);
     sums = sums + vec2<F>(g, g * xhat);
     raw = raw + vec2<F>(d, d * xhat);
+    c = advance(c, step);
   }
   let total = workgroup_sum(lane, sums);
   var weight_sums = vec2<F>(F(0));
@@ -165,8 +193,9 @@ fn backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) grou
   var mean_g = total.x / n;
   let mean_gx = total.y / n;
   if (MODE == MODE_RMS) { mean_g = F(0); }
+  c = cursor_at(lane);
   for (var j = lane; j < q.count; j = j + WG) {
-    let k = at(r, j);
+    let k = at(r, c);
     let g = F(dy[k]) * scale(r, j);
     if (RUNNING == RUNNING_USE) {
       // Evaluation: the statistics are constants.
@@ -175,6 +204,7 @@ fn backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) grou
       let xhat = (F(x[k]) - m) * inverse;
       out[k] = E(inverse * (g - mean_g - xhat * mean_gx));
     }
+    c = advance(c, step);
   }
   if (lane == 0u && MODE == MODE_BATCH) {
     grad_weight[r] = E(weight_sums.y);
