@@ -510,7 +510,8 @@ xhal_status_t xhal_buffer_alloc(const struct xhal_device_t *device,
 // stream's later work runs after that work, so the block is reused at once instead of after
 // the work completes (PyTorch's stream-ordered allocation). Work on another stream that uses
 // the buffer must first wait for this stream (`xhal_stream_record_event` here,
-// `xhal_stream_wait_event` there), and the host cannot map it until this stream is idle.
+// `xhal_stream_wait_event` there), and so must a graph replayed on another stream that uses
+// it; the host cannot map it until this stream is idle.
 // While the stream captures a graph, this is `xhal_buffer_alloc` on its device.
 //
 // # Safety
@@ -520,8 +521,10 @@ xhal_status_t xhal_stream_buffer_alloc(const struct xhal_stream_t *stream,
                                        uint64_t size,
                                        struct xhal_buffer_t **buffer);
 
-// Frees a buffer (null is accepted): its memory returns to the device's cache once the work
-// already queued on it has completed, so freeing a buffer a kernel is still using is safe.
+// Frees a buffer (null is accepted). Freeing a buffer a kernel is still using is safe: its
+// memory returns to the device's cache once the work already queued on it has completed, or,
+// where that work is all on one stream, at once to that stream's `xhal_stream_buffer_alloc`,
+// whose later work runs after it.
 xhal_status_t xhal_buffer_free(struct xhal_buffer_t *buffer);
 
 // The buffer's size in bytes.

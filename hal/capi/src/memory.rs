@@ -54,7 +54,8 @@ pub unsafe extern "C" fn xhal_buffer_alloc(
 /// stream's later work runs after that work, so the block is reused at once instead of after
 /// the work completes (PyTorch's stream-ordered allocation). Work on another stream that uses
 /// the buffer must first wait for this stream (`xhal_stream_record_event` here,
-/// `xhal_stream_wait_event` there), and the host cannot map it until this stream is idle.
+/// `xhal_stream_wait_event` there), and so must a graph replayed on another stream that uses
+/// it; the host cannot map it until this stream is idle.
 /// While the stream captures a graph, this is `xhal_buffer_alloc` on its device.
 ///
 /// # Safety
@@ -71,12 +72,15 @@ pub unsafe extern "C" fn xhal_stream_buffer_alloc(
         let object = handles::stream(stream as usize, "stream")?;
         let length = byte_length(size)?;
         // A capture's work runs at its replays, on whatever stream replays it: memory only this
-        // stream's order makes safe could be reused under it.
-        let allocated = if object.capture.lock().is_some() {
+        // stream's order makes safe could be reused under it. The capture state stays locked
+        // until the buffer exists, so that a capture cannot begin in between.
+        let capture = object.capture.lock();
+        let allocated = if capture.is_some() {
             object.device.alloc::<u8>(length)?
         } else {
             object.stream.alloc::<u8>(length)?
         };
+        drop(capture);
         // SAFETY: the caller passes writable storage for a handle.
         unsafe { publish(allocated, size, buffer) }
     })
@@ -117,8 +121,10 @@ unsafe fn publish(allocated: xhal::Buffer<u8>, size: u64, buffer: *mut *mut xhal
     unsafe { write_out(buffer, handle as *mut xhal_buffer_t, "buffer") }
 }
 
-/// Frees a buffer (null is accepted): its memory returns to the device's cache once the work
-/// already queued on it has completed, so freeing a buffer a kernel is still using is safe.
+/// Frees a buffer (null is accepted). Freeing a buffer a kernel is still using is safe: its
+/// memory returns to the device's cache once the work already queued on it has completed, or,
+/// where that work is all on one stream, at once to that stream's `xhal_stream_buffer_alloc`,
+/// whose later work runs after it.
 #[no_mangle]
 pub extern "C" fn xhal_buffer_free(buffer: *mut xhal_buffer_t) -> xhal_status_t {
     call("xhal_buffer_free", || {

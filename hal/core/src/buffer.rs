@@ -80,6 +80,9 @@ impl BufferMemory {
                 size: block.size,
             },
         );
+        if crate::trace::is_active() {
+            crate::trace::memory_counter(&self.device);
+        }
     }
 }
 

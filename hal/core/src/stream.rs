@@ -790,12 +790,29 @@ impl Stream {
     /// [`Event`] recorded here and waited for there), and the host cannot map the buffer
     /// until this stream is known idle. [`Device::alloc`](crate::Device::alloc) gives memory
     /// free of any stream's work.
+    ///
+    /// A stream whose work failed gives memory free of any stream's work, as
+    /// [`Device::alloc`](crate::Device::alloc) does: its queued work's order is no longer a
+    /// guarantee.
     pub fn alloc<T: bytemuck::Pod>(&self, len: usize) -> Result<Buffer<T>> {
-        let mut state = self.shared.state.lock();
-        Self::check_usable(&state, "alloc")?;
-        let (buffer, queued) = Buffer::allocate(Arc::clone(&self.shared.device), len, Some(self.shared.serial))?;
+        let ordered = {
+            let state = self.shared.state.lock();
+            if state.destroyed {
+                return Err(Error::invalid_handle("alloc on a destroyed stream"));
+            }
+            state.sticky.is_none()
+        };
+        // Allocated without the stream's lock, so that a slow backend allocation does not hold
+        // up other threads' work on the stream.
+        let serial = ordered.then_some(self.shared.serial);
+        let (buffer, queued) = Buffer::allocate(Arc::clone(&self.shared.device), len, serial)?;
         if let Some(queued) = queued {
-            self.keep_in_flight(&mut state, [InFlight::Memory(queued)]);
+            let mut state = self.shared.state.lock();
+            // Destroyed meanwhile: its work is done (or abandoned with it), so the memory needs
+            // no use held for it.
+            if !state.destroyed {
+                self.keep_in_flight(&mut state, [InFlight::Memory(queued)]);
+            }
         }
         Ok(buffer)
     }

@@ -271,6 +271,13 @@ fn an_execution_error_sticks_to_the_stream() {
     let healthy = device.create_stream().unwrap();
     healthy.write(&buffer, &[1, 2, 3, 4]).unwrap();
     assert_eq!(healthy.read_to_vec(&buffer).unwrap(), [1, 2, 3, 4]);
+    // The failed stream still allocates, memory free of any stream's work, usable elsewhere;
+    // a destroyed one refuses.
+    let fresh = stream.alloc::<u32>(4).unwrap();
+    healthy.write(&fresh, &[5, 6, 7, 8]).unwrap();
+    assert_eq!(healthy.read_to_vec(&fresh).unwrap(), [5, 6, 7, 8]);
+    let _ = stream.destroy();
+    assert_eq!(stream.alloc::<u32>(4).unwrap_err().kind(), ErrorKind::InvalidHandle);
 }
 
 #[test]
