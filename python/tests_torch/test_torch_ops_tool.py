@@ -75,6 +75,20 @@ reason = "neg passes: this entry is stale"
     assert len(summary["check"]["stale"]) == 1 and "'neg'" in summary["check"]["stale"][0]
 
 
+def test_a_backward_that_corrupts_torchs_heap_is_left_out_and_said(tmp_path):
+    """grid_sample's half-precision backward corrupts the heap in torch's own CPU kernel: the
+    case is compared without gradients, and both the result and the summary say why."""
+    code, summary, out = sweep(tmp_path, "--ops", "^nn.functional.grid_sample$", "--dtype", "bfloat16",
+                               "--samples", "2", "--jobs", "1")
+    assert code == 0, summary
+    result = json.loads((out / "cpu-compile.json").read_text())["results"]["nn.functional.grid_sample"]
+    assert result["bfloat16"]["class"] in ("native", "fallback"), result["bfloat16"]
+    assert "corrupts the heap" in result["bfloat16"]["without_gradients"]
+    assert "without_gradients" not in result["float32"]
+    listed = summary["backends"]["cpu-compile"]["without_gradients"]
+    assert [(case["op"], case["dtype"]) for case in listed] == [("nn.functional.grid_sample", "bfloat16")]
+
+
 def test_a_run_of_no_cases_fails(tmp_path):
     code, summary, _ = sweep(tmp_path, "--ops", "^no such operator$")
     assert code == 1 and summary["cases"] == 0 and not summary["ok"]

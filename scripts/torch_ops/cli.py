@@ -15,7 +15,7 @@ from pathlib import Path
 
 from . import known, markdown
 from .pool import Pool, PoolError
-from .settings import CLASSES, COMPARED, DTYPES, FAILURES, RANDOM_OPS, SUBSETS, TOLERANCES
+from .settings import CLASSES, COMPARED, DTYPES, FAILURES, FORWARD_ONLY, RANDOM_OPS, SUBSETS, TOLERANCES
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = ROOT / "target" / "torch-ops"
@@ -139,7 +139,8 @@ def sweep(backend: str, args: argparse.Namespace, command: str) -> dict:
     state = args.out / backend
     state.mkdir(parents=True, exist_ok=True)
     environment = backend_environment(backend, state)
-    config = {"samples": args.samples, "tolerances": TOLERANCES, "random_ops": RANDOM_OPS}
+    config = {"samples": args.samples, "tolerances": TOLERANCES, "random_ops": RANDOM_OPS,
+              "forward_only": FORWARD_ONLY}
     started = time.monotonic()
     pool = Pool(args.jobs, environment, config, state, args.timeout)
     try:
@@ -227,6 +228,8 @@ def print_summary(summary: dict) -> None:
         if report["reference_judged"]:
             print(f"  {report['reference_judged']} case(s) passed some sample by the float64 reference: beyond the "
                   "tolerance, but no farther from the reference than the CPU")
+        for case in report["without_gradients"]:
+            print(f"  compared without gradients: {case['op']} {case['dtype']}: {case['reason']}")
         for failure in report["failures"]:
             declared = "  [declared]" if failure["declared"] else ""
             print(f"  {failure['class']:8} {failure['op']} {failure['dtype']}: {failure['message']}{declared}")
@@ -283,6 +286,11 @@ def main(argv: list[str] | None = None) -> int:
             "cases": cases, "counts": counts,
             "reference_judged": sum(1 for by_dtype in run["results"].values() for result in by_dtype.values()
                                     if result.get("reference_judged")),
+            "without_gradients": [
+                {"op": key, "dtype": dtype, "reason": result["without_gradients"]}
+                for key, by_dtype in run["results"].items() for dtype, result in by_dtype.items()
+                if result.get("without_gradients")
+            ],
             "failures": [
                 {"op": key, "dtype": dtype, "class": result["class"], "message": result["details"]["message"]}
                 for key, by_dtype in run["results"].items() for dtype, result in by_dtype.items()
