@@ -184,7 +184,7 @@ cts: drivers build cuda-emulator rocm-emulator level-zero-emulator
 EMULATOR_HEADER := backends/cuda/tests/emulator/cuda_emulator.h
 define emulator_header
 	@cp $(EMULATOR_HEADER) $(1)/cuda_emulator.h
-	c++ -std=c++17 -O1 -fPIC -w -x c++-header $(1)/cuda_emulator.h -o $(1)/cuda_emulator.h.gch
+	c++ -std=c++17 -O1 -fvisibility=hidden -fPIC -w -x c++-header $(1)/cuda_emulator.h -o $(1)/cuda_emulator.h.gch
 endef
 
 cuda-emulator:

@@ -13,7 +13,11 @@
  * anything CUDA leaves unordered can still pass here and fail on hardware; a kernel that is
  * wrong under every schedule fails here too. */
 #pragma once
+/* Fibers switch with _longjmp between stacks, which fortified longjmp takes for a corrupt
+   stack and aborts. */
+#undef _FORTIFY_SOURCE
 #include <math.h>
+#include <setjmp.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -44,14 +48,20 @@ inline thread_local Dim3 thread_index, block_index, block_size, grid_size;
 
 enum class State { Ready, AtBarrier, Done };
 
+/* A fiber's first entry goes through its ucontext; every switch after that is a _setjmp and a
+   _longjmp, which keep the signal mask as it is: swapcontext makes two system calls a switch to
+   save and restore it, and a tiled kernel switches at every barrier of every thread. A fiber
+   outlives its block: it runs the body once a block, then parks until the next block. */
 struct Fiber {
     ucontext_t context;
+    jmp_buf resume;
+    bool started;
     Dim3 index;
     State state;
 };
 
 struct Scheduler {
-    ucontext_t home;
+    jmp_buf home;
     Fiber *current = nullptr;
     void (*body)(void **) = nullptr;
     void **parameters = nullptr;
@@ -64,17 +74,36 @@ inline thread_local Scheduler scheduler;
     abort();
 }
 
-inline void barrier() {
+/* Parks the running fiber in `state` and goes back to the scheduler. */
+inline void park(State state) {
     Fiber *fiber = scheduler.current;
-    if (fiber == nullptr) barrier_outside_fiber();
-    fiber->state = State::AtBarrier;
-    swapcontext(&fiber->context, &scheduler.home);
+    fiber->state = state;
+    if (_setjmp(fiber->resume) == 0) _longjmp(scheduler.home, 1);
+}
+
+inline void barrier() {
+    if (scheduler.current == nullptr) barrier_outside_fiber();
+    park(State::AtBarrier);
 }
 
 inline void fiber_main() {
-    scheduler.body(scheduler.parameters);
-    scheduler.current->state = State::Done;
-    /* Returning resumes uc_link, the scheduler. */
+    for (;;) {
+        scheduler.body(scheduler.parameters);
+        park(State::Done);
+    }
+}
+
+/* Runs `fiber` until it reaches a barrier or the end of its block's body. */
+inline void resume(Fiber &fiber) {
+    scheduler.current = &fiber;
+    thread_index = fiber.index;
+    if (_setjmp(scheduler.home) == 0) {
+        if (!fiber.started) {
+            fiber.started = true;
+            setcontext(&fiber.context);
+        }
+        _longjmp(fiber.resume, 1);
+    }
 }
 
 /* Stack bytes for each thread of a block with barriers: WGSL's function-scope arrays live on
@@ -109,38 +138,33 @@ inline int launch(void (*body)(void **), void **parameters, const unsigned int *
                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (fibers == nullptr || stacks == MAP_FAILED) {
         free(fibers);
+        if (stacks != MAP_FAILED) munmap(stacks, threads * fiber_stack_bytes);
         return 2; /* CUDA_ERROR_OUT_OF_MEMORY */
     }
+    size_t t = 0;
+    for (unsigned int tz = 0; tz < block[2]; tz++)
+        for (unsigned int ty = 0; ty < block[1]; ty++)
+            for (unsigned int tx = 0; tx < block[0]; tx++, t++) {
+                Fiber &fiber = fibers[t];
+                fiber.index = Dim3{tx, ty, tz};
+                getcontext(&fiber.context);
+                fiber.context.uc_stack.ss_sp = (char *)stacks + t * fiber_stack_bytes;
+                fiber.context.uc_stack.ss_size = fiber_stack_bytes;
+                /* fiber_main never returns: a fiber parks at the end of each block's body. */
+                fiber.context.uc_link = nullptr;
+                makecontext(&fiber.context, fiber_main, 0);
+            }
     for (unsigned int bz = 0; bz < grid[2]; bz++)
         for (unsigned int by = 0; by < grid[1]; by++)
             for (unsigned int bx = 0; bx < grid[0]; bx++) {
                 block_index = Dim3{bx, by, bz};
-                size_t t = 0;
-                for (unsigned int tz = 0; tz < block[2]; tz++)
-                    for (unsigned int ty = 0; ty < block[1]; ty++)
-                        for (unsigned int tx = 0; tx < block[0]; tx++, t++) {
-                            Fiber &fiber = fibers[t];
-                            fiber.index = Dim3{tx, ty, tz};
-                            fiber.state = State::Ready;
-                            getcontext(&fiber.context);
-                            fiber.context.uc_stack.ss_sp = (char *)stacks + t * fiber_stack_bytes;
-                            fiber.context.uc_stack.ss_size = fiber_stack_bytes;
-                            fiber.context.uc_link = &scheduler.home;
-                            makecontext(&fiber.context, fiber_main, 0);
-                        }
                 /* Rounds: every thread runs to its next barrier or its end; then all go on. */
+                for (t = 0; t < threads; t++) fibers[t].state = State::Ready;
                 for (;;) {
                     size_t done = 0;
                     for (t = 0; t < threads; t++) {
                         Fiber &fiber = fibers[t];
-                        if (fiber.state == State::Done) {
-                            done++;
-                            continue;
-                        }
-                        fiber.state = State::Ready;
-                        scheduler.current = &fiber;
-                        thread_index = fiber.index;
-                        swapcontext(&scheduler.home, &fiber.context);
+                        if (fiber.state != State::Done) resume(fiber);
                         if (fiber.state == State::Done) done++;
                     }
                     if (done == threads) break;

@@ -282,7 +282,7 @@ nvrtcResult RTC(CompileProgram)(nvrtcProgram program, int count, const char *con
 
     /* posix_spawn rather than fork: the calling process has other threads (the streams'),
        and a forked child may not allocate before exec. */
-    char *const arguments[] = {(char *)compiler, "-std=c++17", "-O1", "-fPIC", "-shared", "-w", "-include",
+    char *const arguments[] = {(char *)compiler, "-std=c++17", "-O1", "-fvisibility=hidden", "-fPIC", "-shared", "-w", "-include",
                                (char *)header, "-x", "c++", source_path, "-o", object_path, NULL};
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
