@@ -4,7 +4,8 @@ Matrix products `a @ b` of square float32 matrices: milliseconds per product on 
 torch's CPU (with as many threads as cores), the throughput of each in GFLOP/s, and xhal's
 throughput as a share of torch CPU's. Then the other operators of a model (a sum and
 elementwise arithmetic over 4M floats, softmax and layer norm rows, a ResNet-shaped
-convolution, a copy as the memory probe) and training steps of four small models (an MLP, a
+convolution, a copy as the memory probe), 3x3 convolution layers from a ResNet's first stage to
+its last and a small CNN's, forward and with both gradients, and training steps of four small models (an MLP, a
 transformer block, a decoder language model and a CNN, AdamW), each as a ratio of torch CPU's
 time to xhal's (above 1: xhal is faster). Every result is checked against torch's.
 
@@ -112,6 +113,53 @@ def operators():
     return results
 
 
+# ResNet-shaped 3x3 layers from the first stage to the last (fewer positions, more channels),
+# and a small CNN's two layers: N, C, H (= W), O.
+CONVOLUTION_LAYERS = [(8, 64, 56, 64), (8, 128, 28, 128), (8, 256, 14, 256), (8, 256, 7, 256), (8, 512, 4, 512),
+                      (16, 3, 32, 16), (16, 16, 16, 32)]
+
+
+def convolution_layers():
+    """Each 3x3 convolution layer's forward, and forward plus both gradients, on xhal:0 and torch
+    CPU; the output and the gradients checked against the CPU's."""
+    results = []
+    for batch, channels, size, out_channels in CONVOLUTION_LAYERS:
+        name = f"conv2d {batch}x{channels}x{size}x{size} -> {out_channels}, 3x3"
+        print(f"torch_ops: {name}", file=sys.stderr)
+        torch.manual_seed(4)
+        cpu_layer = nn.Conv2d(channels, out_channels, 3, padding=1)
+        xhal_layer = nn.Conv2d(channels, out_channels, 3, padding=1).to("xhal:0")
+        xhal_layer.load_state_dict(cpu_layer.state_dict())
+        x = torch.randn(batch, channels, size, size)
+        x_on_device = x.to("xhal:0")
+        figures = {}
+        answers = {}
+        for where, layer, data, synchronize in (("xhal", xhal_layer, x_on_device, torch.xhal.synchronize),
+                                                ("cpu", cpu_layer, x, lambda: None)):
+            def forward():
+                with torch.no_grad():
+                    return layer(data)
+
+            def forward_backward():
+                leaf = data.detach().requires_grad_()
+                layer.zero_grad(set_to_none=False)
+                layer(leaf).square().sum().backward()
+                return leaf.grad
+
+            input_grad = forward_backward()
+            answers[where] = [forward(), input_grad, layer.weight.grad, layer.bias.grad]
+            figures[where] = (timed(forward, synchronize), timed(forward_backward, synchronize))
+        error = max((got.cpu() - expected).abs().max().item() / max(expected.abs().max().item(), 1e-30)
+                    for got, expected in zip(answers["xhal"], answers["cpu"]))
+        results.append({"layer": name, "forward_xhal_ms": figures["xhal"][0] * 1e3,
+                        "forward_torch_cpu_ms": figures["cpu"][0] * 1e3,
+                        "training_xhal_ms": figures["xhal"][1] * 1e3, "training_torch_cpu_ms": figures["cpu"][1] * 1e3,
+                        "forward_speed_vs_torch_cpu": figures["cpu"][0] / figures["xhal"][0],
+                        "training_speed_vs_torch_cpu": figures["cpu"][1] / figures["xhal"][1],
+                        "max_error_relative_to_max": error, "checked": error <= 1e-3})
+    return results
+
+
 class DecoderLM(nn.Module):
     """A decoder-only language model from torch.nn's transformer layers with a causal mask."""
 
@@ -204,10 +252,11 @@ def main():
         "torch_threads": torch.get_num_threads(),
         "matrix_products": matrix_products([int(size) for size in arguments.sizes.split(",")]),
         "operators": operators(),
+        "convolution_layers": convolution_layers(),
         "training_steps": [] if arguments.skip_models else training_steps(),
     }
-    failed = [row.get("operation", row.get("model")) for row in figures["operators"] + figures["training_steps"]
-              if not row["checked"]]
+    checked = figures["operators"] + figures["convolution_layers"] + figures["training_steps"]
+    failed = [row.get("operation", row.get("layer", row.get("model"))) for row in checked if not row["checked"]]
     if arguments.json:
         print(json.dumps(figures, indent=2))
     else:
@@ -219,6 +268,11 @@ def main():
         for row in figures["operators"]:
             print(f"{row['operation']}: xhal {row['xhal_ms']:.3f} ms, torch CPU {row['torch_cpu_ms']:.3f} ms: "
                   f"{row['speed_vs_torch_cpu']:.2f}x torch CPU's speed, error {row['max_error_relative_to_max']:.1e}")
+        for row in figures["convolution_layers"]:
+            print(f"{row['layer']}: forward xhal {row['forward_xhal_ms']:.2f} ms, torch CPU "
+                  f"{row['forward_torch_cpu_ms']:.2f} ms ({row['forward_speed_vs_torch_cpu']:.2f}x); forward and both "
+                  f"gradients xhal {row['training_xhal_ms']:.2f} ms, torch CPU {row['training_torch_cpu_ms']:.2f} ms "
+                  f"({row['training_speed_vs_torch_cpu']:.2f}x), error {row['max_error_relative_to_max']:.1e}")
         for row in figures["training_steps"]:
             print(f"training step, {row['model']} ({row['parameters']} parameters): xhal {row['xhal_ms']:.1f} ms, "
                   f"torch CPU {row['torch_cpu_ms']:.1f} ms: {row['xhal_vs_torch_cpu_time']:.1f}x torch CPU's time")

@@ -43,6 +43,12 @@ CONVOLUTIONS = {
                                       [(2, 4, 9), (6, 2, 3), (6,)]),
     "conv2d": (lambda x, w, b: F.conv2d(x, w, b, stride=(2, 1), padding=(1, 0)), [(2, 3, 8, 7), (5, 3, 3, 2), (5,)]),
     "conv2d depthwise": (lambda x, w: F.conv2d(x, w, padding=1, groups=4), [(2, 4, 6, 6), (4, 1, 3, 3)]),
+    # 64 output positions or more: a product per batch element rather than one over the batch.
+    "conv2d wide": (lambda x, w, b: F.conv2d(x, w, b, padding=1), [(3, 3, 10, 10), (4, 3, 3, 3), (4,)]),
+    "conv2d wide groups": (lambda x, w, b: F.conv2d(x, w, b, padding=1, groups=2), [(2, 4, 12, 9), (6, 2, 3, 3), (6,)]),
+    # A small weight over 256 positions: its gradient's product splits the batch into chunks.
+    "conv2d batch chunks": (lambda x, w, b: F.conv2d(x, w, b, padding=1), [(4, 3, 16, 16), (5, 3, 3, 3), (5,)]),
+    "conv2d batch chunks groups": (lambda x, w: F.conv2d(x, w, padding=1, groups=2), [(6, 4, 16, 16), (6, 2, 3, 3)]),
     "conv3d": (lambda x, w: F.conv3d(x, w, padding=1), [(1, 2, 5, 6, 4), (4, 2, 2, 3, 2)]),
     "conv_transpose1d": (lambda x, w: F.conv_transpose1d(x, w, stride=3, dilation=2), [(2, 3, 7), (3, 2, 4)]),
     "conv_transpose2d output padding groups": (

@@ -13,6 +13,8 @@ namespace {
 // The uniform of kernels/conv.wgsl (struct Geometry).
 struct Geometry {
   uint32_t batch = 0, in_channels = 0, out_channels = 0, groups = 1;
+  uint32_t batch_chunk = 0;  // the columns' batch-inner layout: batch elements per chunk
+  uint32_t unused[3] = {0, 0, 0};
   uint32_t in_size[4] = {1, 1, 1, 0};
   uint32_t out_size[4] = {1, 1, 1, 0};
   uint32_t kernel[4] = {1, 1, 1, 0};
@@ -20,7 +22,7 @@ struct Geometry {
   uint32_t padding[4] = {0, 0, 0, 0};
   uint32_t dilation[4] = {1, 1, 1, 0};
 };
-static_assert(sizeof(Geometry) == 112, "the WGSL struct Geometry is 112 bytes");
+static_assert(sizeof(Geometry) == 128, "the WGSL struct Geometry is 128 bytes");
 
 // A convolution's geometry: x [N, C, *in], w [O, C / G, *kernel], y [N, O, *out], the spatial
 // dimensions right-aligned into depth, height and width.
@@ -31,6 +33,7 @@ Geometry geometry(const at::Tensor& x, const at::Tensor& w, const at::Tensor& y,
   g.in_channels = static_cast<uint32_t>(x.size(1));
   g.out_channels = static_cast<uint32_t>(y.size(1));
   g.groups = static_cast<uint32_t>(groups);
+  g.batch_chunk = g.batch;
   const int64_t spatial = x.dim() - 2;
   for (int64_t d = 0; d < spatial; d++) {
     const int64_t slot = 3 - spatial + d;
@@ -46,7 +49,7 @@ Geometry geometry(const at::Tensor& x, const at::Tensor& w, const at::Tensor& y,
 
 // Runs `entry` writing `out` from `a` and `b` (and `bias` by channel, if defined).
 void run_conv(const char* entry, Geometry& g, const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias,
-              at::Tensor& out) {
+              at::Tensor& out, bool batch_inner = false) {
   if (out.numel() == 0) return;
   Device& dev = device(out.device().index());
   const at::ScalarType dtype = out.scalar_type();
@@ -54,12 +57,13 @@ void run_conv(const char* entry, Geometry& g, const at::Tensor& a, const at::Ten
   const Binding bindings[5] = {Binding{nullptr, 0, sizeof g, &g}, Binding{buffer(a)}, Binding{buffer(b)},
                                Binding{place_of(out).buffer}, Binding{buffer(bias)}};
   const bool has_bias = bias.defined();
-  const std::string key = std::string("conv|") + entry + wgsl_type(dtype) + (has_bias ? "b" : "");
+  const std::string key =
+      std::string("conv|") + entry + wgsl_type(dtype) + (has_bias ? "b" : "") + (batch_inner ? "i" : "");
   const Kernel& compiled = recipe_kernel(dev, key, [&] {
     KernelRecipe recipe;
     recipe.files = {"conv.wgsl"};
     recipe.types = {{"E", wgsl_type(dtype)}, {"F", wgsl_type(float_compute(dtype))}};
-    recipe.overrides = {{"HAS_BIAS", has_bias ? 1.0 : 0.0}};
+    recipe.overrides = {{"HAS_BIAS", has_bias ? 1.0 : 0.0}, {"BATCH_INNER", batch_inner ? 1.0 : 0.0}};
     recipe.entry = entry;
     return recipe;
   });
@@ -85,12 +89,20 @@ bool by_columns(const Geometry& g, size_t element_size) {
          elements * element_size <= kMaxColumnsBytes;
 }
 
-// x's columns, [N, G, C / G * taps, positions].
-at::Tensor columns_of(Geometry& g, const at::Tensor& x) {
-  const int64_t taps = int64_t{g.kernel[0]} * g.kernel[1] * g.kernel[2];
-  const int64_t positions = int64_t{g.out_size[0]} * g.out_size[1] * g.out_size[2];
-  at::Tensor columns = at::empty({g.batch, g.groups, g.in_channels / g.groups * taps, positions}, x.options());
-  run_conv("columns", g, x, at::Tensor(), at::Tensor(), columns);
+int64_t output_positions(const Geometry& g) { return int64_t{g.out_size[0]} * g.out_size[1] * g.out_size[2]; }
+
+int64_t taps_of(const Geometry& g) { return int64_t{g.kernel[0]} * g.kernel[1] * g.kernel[2]; }
+
+// x's columns, [N, G, C / G * taps, positions], or with `batch_inner` [S, G, C / G * taps,
+// N / S * positions], S = N / g.batch_chunk: one row then spans a chunk of the batch, and a
+// product over it is one long product.
+at::Tensor columns_of(Geometry& g, const at::Tensor& x, bool batch_inner) {
+  const int64_t rows = g.in_channels / g.groups * taps_of(g);
+  at::Tensor columns =
+      batch_inner ? at::empty({g.batch / g.batch_chunk, g.groups, rows, int64_t{g.batch_chunk} * output_positions(g)},
+                              x.options())
+                  : at::empty({g.batch, g.groups, rows, output_positions(g)}, x.options());
+  run_conv("columns", g, x, at::Tensor(), at::Tensor(), columns, batch_inner);
   return columns;
 }
 
@@ -99,16 +111,68 @@ at::Tensor weight_matrices(const Geometry& g, const at::Tensor& w) {
   return w.reshape({g.groups, g.out_channels / g.groups, -1});
 }
 
+// An output-shaped tensor (y, dy) as each batch element's G matrices [N, G, O / G, positions].
+at::Tensor output_matrices(const Geometry& g, const at::Tensor& t) {
+  return t.reshape({g.batch, g.groups, g.out_channels / g.groups, output_positions(g)});
+}
+
+// dy as S * G matrices [O / G, N / S * positions], S = N / chunk, the batch elements of a
+// chunk inside each row, as the backward products read it.
+at::Tensor gradient_rows(const Geometry& g, const at::Tensor& dy, uint32_t chunk) {
+  const int64_t per_group = g.out_channels / g.groups, positions = output_positions(g);
+  return dy.reshape({g.batch / chunk, chunk, g.groups, per_group, positions})
+      .permute({0, 2, 3, 1, 4})
+      .contiguous()
+      .view({g.batch / chunk * g.groups, per_group, chunk * positions});
+}
+
+// The tiled product's blocks are 64 x 64.
+int64_t product_blocks(int64_t rows, int64_t columns) { return (rows + 63) / 64 * ((columns + 63) / 64); }
+
+// Batch elements per chunk of the weight gradient's product. One product over the whole batch
+// is one block per 64 x 64 of the weight, which for an early layer (16 x 27) is a single
+// workgroup running a depth of N * positions alone; splitting the depth by batch chunks, and
+// summing the chunks' products, gives at least about 32 workgroups where the chunks stay at
+// least 256 deep.
+uint32_t weight_gradient_chunk(const Geometry& g) {
+  const int64_t blocks = g.groups * product_blocks(g.out_channels / g.groups, g.in_channels / g.groups * taps_of(g));
+  uint32_t chunk = g.batch;
+  for (uint32_t size = g.batch; size >= 1; size--) {
+    if (g.batch % size != 0) continue;
+    if (int64_t{size} * output_positions(g) < 256) break;
+    chunk = size;
+    if (blocks * (g.batch / size) >= 32) break;
+  }
+  return chunk;
+}
+
+// Below this many output positions, a product per batch element would fill a fraction of the
+// tiled product's 64-wide blocks (a late ResNet layer has 4 to 49 positions): the forward and
+// the input gradient run one product over the whole batch instead, at the cost of reordering y
+// (or a copy of dy).
+constexpr int64_t kFewPositions = 64;
+
 // y = conv(x, w) + bias as products of the weight and x's columns.
 void forward_by_columns(Geometry& g, const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias, at::Tensor& y) {
-  const at::Tensor columns = columns_of(g, x);
   const at::Tensor weights = weight_matrices(g, w);
-  const int64_t positions = columns.size(3);
+  const int64_t positions = output_positions(g);
+  if (positions < kFewPositions) {
+    const at::Tensor columns = columns_of(g, x, /*batch_inner=*/true).select(0, 0);  // one chunk
+    const int64_t per_group = g.out_channels / g.groups;
+    at::Tensor rows = bias.defined()
+                          ? at::baddbmm(bias.view({g.groups, per_group, 1}).expand({g.groups, per_group, columns.size(2)}),
+                                        weights, columns)
+                          : at::bmm(weights, columns);
+    y.view({g.batch, g.groups, per_group, positions})
+        .copy_(rows.view({g.groups, per_group, g.batch, positions}).permute({2, 0, 1, 3}));
+    return;
+  }
+  const at::Tensor columns = columns_of(g, x, /*batch_inner=*/false);
   at::Tensor target = y.view({g.batch, g.out_channels, positions});
   if (g.groups == 1) {
-    // One weight for every batch element, read through a stride of 0, into y directly, with
-    // the bias added by the product's last step.
-    const at::Tensor expanded = weights.expand({g.batch, weights.size(1), weights.size(2)});
+    // One weight for every batch element, read through a batch stride of 0, into y directly,
+    // with the bias added by the product's last step.
+    const at::Tensor expanded = weights.select(0, 0).expand({g.batch, weights.size(1), weights.size(2)});
     if (bias.defined()) {
       at::baddbmm_out(target, bias.view({1, g.out_channels, 1}).expand(target.sizes()), expanded, columns.select(1, 0));
     } else {
@@ -116,33 +180,47 @@ void forward_by_columns(Geometry& g, const at::Tensor& x, const at::Tensor& w, c
     }
     return;
   }
-  target.copy_(at::matmul(weights.unsqueeze(0), columns).view({g.batch, g.out_channels, positions}));
+  target.copy_(at::matmul(weights.unsqueeze(0), columns).view(target.sizes()));
   if (bias.defined()) target.add_(bias.view({1, g.out_channels, 1}));
 }
 
 // A convolution's input gradient: the weight's transpose times dy gives the columns' gradient,
-// which `image` sums back into x's shape.
+// which `image` sums back into x's shape. With few positions, one product over the whole batch
+// ([G, C / G * taps, N * positions], from a reordered copy of dy); otherwise a product per
+// batch element, reading dy where it is.
 void input_gradient_by_columns(Geometry& g, const at::Tensor& dy, const at::Tensor& w, at::Tensor& dx) {
   const at::Tensor weights = weight_matrices(g, w).transpose(1, 2);
-  const int64_t positions = dy.numel() / (int64_t{g.batch} * g.out_channels);
-  const at::Tensor gradient = dy.reshape({g.batch, g.groups, g.out_channels / g.groups, positions});
-  at::Tensor columns;
-  if (g.groups == 1) {
-    columns = at::bmm(weights.expand({g.batch, weights.size(1), weights.size(2)}), gradient.select(1, 0));
-  } else {
-    columns = at::matmul(weights.unsqueeze(0), gradient);
+  if (output_positions(g) < kFewPositions) {
+    const at::Tensor columns = at::bmm(weights, gradient_rows(g, dy, g.batch));
+    run_conv("image", g, columns, at::Tensor(), at::Tensor(), dx, /*batch_inner=*/true);
+    return;
   }
-  columns = columns.contiguous();
-  run_conv("image", g, columns, at::Tensor(), at::Tensor(), dx);
+  const at::Tensor gradient = output_matrices(g, dy);
+  const at::Tensor columns =
+      g.groups == 1 ? at::bmm(weights.select(0, 0).expand({g.batch, weights.size(1), weights.size(2)}),
+                              gradient.select(1, 0))
+                    : at::matmul(weights.unsqueeze(0), gradient).contiguous();
+  run_conv("image", g, columns, at::Tensor(), at::Tensor(), dx, /*batch_inner=*/false);
 }
 
-// A convolution's weight gradient: dy times the columns' transpose, summed over the batch.
-void weight_gradient_by_columns(Geometry& g, const at::Tensor& x, const at::Tensor& dy, at::Tensor& dw) {
-  const at::Tensor columns = columns_of(g, x);
-  const int64_t positions = columns.size(3);
-  const at::Tensor gradient = dy.reshape({g.batch, g.groups, g.out_channels / g.groups, positions});
-  const at::Tensor per_batch = at::matmul(gradient, columns.transpose(2, 3));
-  dw.view({g.groups, g.out_channels / g.groups, -1}).copy_(per_batch.sum(0));
+// A convolution's weight gradient: dy times the columns' transpose, over the batch elements of
+// each chunk, the chunks' products summed. A product per batch element (chunks of one, which
+// read dy where it is) writes N weight-sized results from products of depth `positions`, short
+// in late layers; one product over the whole batch may leave most of the device idle.
+void weight_gradient_by_columns(Geometry g, const at::Tensor& x, const at::Tensor& dy, at::Tensor& dw) {
+  g.batch_chunk = weight_gradient_chunk(g);
+  const at::Tensor columns = columns_of(g, x, /*batch_inner=*/true);
+  const int64_t chunks = g.batch / g.batch_chunk, per_group = g.out_channels / g.groups;
+  const at::Tensor gradient = g.batch_chunk == 1
+                                  ? dy.reshape({chunks * g.groups, per_group, output_positions(g)})
+                                  : gradient_rows(g, dy, g.batch_chunk);
+  at::Tensor target = dw.view({g.groups, per_group, -1});
+  const at::Tensor flat = columns.view({chunks * g.groups, columns.size(2), columns.size(3)});
+  if (chunks == 1) {
+    at::bmm_out(target, gradient, flat.transpose(1, 2));
+  } else {
+    target.copy_(at::bmm(gradient, flat.transpose(1, 2)).view({chunks, g.groups, per_group, -1}).sum(0));
+  }
 }
 
 // Contiguous at the start of its memory, which the kernels index from.

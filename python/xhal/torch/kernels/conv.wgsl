@@ -7,9 +7,11 @@
 // make and unmake:
 //   columns          x's receptive fields (im2col): [N, C * taps, positions], row c * taps + t
 //                    holding what kernel tap t of channel c reads at each output position
-//                    (0 in the padding)
+//                    (0 in the padding); with BATCH_INNER, [N / chunk, C * taps, chunk,
+//                    positions], whose rows span a chunk of the batch, for products over it
 //   image            the sum back into x's shape (col2im): each element of x-shaped output
-//                    adds up the column entries that read it, for the input gradient
+//                    adds up the column entries that read it, for the input gradient; from
+//                    either layout (BATCH_INNER in one chunk)
 // and three compute a product directly, one invocation per element of what it writes, summing
 // its whole receptive field with no intermediate matrix (transposed convolutions, and
 // convolutions whose columns would not fit):
@@ -25,12 +27,14 @@ alias E = f32;  // the elements of the tensors' memory
 alias F = f32;  // what sums are computed in
 
 override HAS_BIAS: bool = false;
+override BATCH_INNER: bool = false;  // the columns' layout, for `columns` and `image`
 
 struct Geometry {
   batch: u32,
   in_channels: u32,      // C
   out_channels: u32,     // O
   groups: u32,
+  batch_chunk: u32,      // BATCH_INNER columns: batch elements per chunk (N: one chunk)
   in_size: vec4<u32>,    // D, H, W
   out_size: vec4<u32>,   // OD, OH, OW
   kernel: vec4<u32>,     // KD, KH, KW
@@ -166,7 +170,11 @@ fn columns(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
   let od = line / g.out_size.y;
   let oh = line % g.out_size.y;
   let width = g.out_size.z;
-  let first = e * width;  // = ((n * rows + row) * lines + line) * width
+  var first = e * width;  // = ((n * rows + row) * lines + line) * width
+  if (BATCH_INNER) {
+    let chunk = n / g.batch_chunk;
+    first = (((chunk * rows + row) * g.batch_chunk + n % g.batch_chunk) * lines + line) * width;
+  }
   let pd = i32(od * g.stride.x + k.x * g.dilation.x) - i32(g.padding.x);
   let ph = i32(oh * g.stride.y + k.y * g.dilation.y) - i32(g.padding.y);
   if (pd < 0 || pd >= i32(g.in_size.x) || ph < 0 || ph >= i32(g.in_size.y)) {
@@ -194,7 +202,14 @@ fn image(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups)
   let c = (e / volume_in) % g.in_channels;
   let n = e / (volume_in * g.in_channels);
   let positions = volume(g.out_size);
-  let first_row = (n * g.in_channels + c) * volume(g.kernel);
+  let taps = volume(g.kernel);
+  // Where tap t's entry for output position p is: first + t * row_step + p.
+  var first = (n * g.in_channels + c) * taps * positions;
+  var row_step = positions;
+  if (BATCH_INNER) {
+    first = (c * taps * g.batch + n) * positions;
+    row_step = g.batch * positions;
+  }
   var sum = F(0);
   // Tap (kd, kh, kw) reads i from output position o where o * stride = i + padding - k *
   // dilation, if that is a whole multiple inside the output; each dimension is tested once
@@ -213,7 +228,7 @@ fn image(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups)
         let rw = i32(i.z + g.padding.z) - i32(kw * g.dilation.z);
         let ow = u32(max(rw, 0)) / g.stride.z;
         if (height_ok && rw >= 0 && u32(rw) % g.stride.z == 0u && ow < g.out_size.z) {
-          sum = sum + F(a[(first_row + t) * positions + line + ow]);
+          sum = sum + F(a[first + t * row_step + line + ow]);
         }
         t = t + 1u;
       }
