@@ -133,16 +133,11 @@ impl CachingAllocator {
         }
     }
 
-    /// Allocates at least `size` (> 0) bytes. When the backend is out of memory, the cache is
-    /// emptied and the request tried once more.
-    pub fn allocate(&self, size: u64) -> Result<Block> {
-        self.allocate_for(size, None).map(|(block, _)| block)
-    }
-
     /// Allocates at least `size` (> 0) bytes for work queued on the stream with serial
     /// `stream` (any stream's for `None`), preferring memory freed while that stream's queued
     /// work still used it. Returns whether the block is such memory: work the stream has
-    /// queued may still use it, so the host must not touch it before the stream is idle.
+    /// queued may still use it, so the host must not touch it before the stream is idle. When
+    /// the backend is out of memory, the cache is emptied and the request tried once more.
     pub(crate) fn allocate_for(&self, size: u64, stream: Option<u64>) -> Result<(Block, bool)> {
         let rounded = self.rounded_size(size);
         if self.caching {

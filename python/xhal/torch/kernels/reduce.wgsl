@@ -169,16 +169,9 @@ fn rows(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 var<workgroup> shared_values: array<A, 256>;
 var<workgroup> shared_indices: array<u32, 256>;
 
-@compute @workgroup_size(256)
-fn groups(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) count: vec3<u32>,
-          @builtin(local_invocation_index) lane: u32) {
-  let o = wid.x + wid.y * count.x;
-  if (o >= shape.numel) { return; }
-  let base = first_element(o);
-  var state = State(A(0), EMPTY);
-  for (var j = lane; j < shape.count; j = j + 256u) {
-    state = combine(state, State(load(element(base, j)), j));
-  }
+// The 256 lanes' states combined in a tree, pairs at halving distances, so that every backend
+// sums in the same order; every lane gets the whole.
+fn workgroup_combine(lane: u32, state: State) -> State {
   shared_values[lane] = state.value;
   shared_indices[lane] = state.index;
   workgroupBarrier();
@@ -191,7 +184,21 @@ fn groups(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) count:
     }
     workgroupBarrier();
   }
-  if (lane == 0u) { finish(o, State(shared_values[0], shared_indices[0])); }
+  return State(shared_values[0], shared_indices[0]);
+}
+
+@compute @workgroup_size(256)
+fn groups(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) count: vec3<u32>,
+          @builtin(local_invocation_index) lane: u32) {
+  let o = wid.x + wid.y * count.x;
+  if (o >= shape.numel) { return; }
+  let base = first_element(o);
+  var state = State(A(0), EMPTY);
+  for (var j = lane; j < shape.count; j = j + 256u) {
+    state = combine(state, State(load(element(base, j)), j));
+  }
+  let total = workgroup_combine(lane, state);
+  if (lane == 0u) { finish(o, total); }
 }
 
 @compute @workgroup_size(256)
@@ -233,21 +240,10 @@ fn split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) count: 
       state = combine(state, State(load(element(base, j)), j));
     }
   }
-  shared_values[lane] = state.value;
-  shared_indices[lane] = state.index;
-  workgroupBarrier();
-  for (var width = 128u; width > 0u; width = width / 2u) {
-    if (lane < width) {
-      let merged = combine(State(shared_values[lane], shared_indices[lane]),
-                           State(shared_values[lane + width], shared_indices[lane + width]));
-      shared_values[lane] = merged.value;
-      shared_indices[lane] = merged.index;
-    }
-    workgroupBarrier();
-  }
+  let total = workgroup_combine(lane, state);
   if (lane == 0u) {
-    partial_values[o * count.x + part] = shared_values[0];
-    partial_indices[o * count.x + part] = shared_indices[0];
+    partial_values[o * count.x + part] = total.value;
+    partial_indices[o * count.x + part] = total.index;
   }
 }
 
@@ -262,17 +258,6 @@ fn merge(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) count: 
     let at = o * shape.part + p;
     state = combine(state, State(partial_values[at], partial_indices[at]));
   }
-  shared_values[lane] = state.value;
-  shared_indices[lane] = state.index;
-  workgroupBarrier();
-  for (var width = 128u; width > 0u; width = width / 2u) {
-    if (lane < width) {
-      let merged = combine(State(shared_values[lane], shared_indices[lane]),
-                           State(shared_values[lane + width], shared_indices[lane + width]));
-      shared_values[lane] = merged.value;
-      shared_indices[lane] = merged.index;
-    }
-    workgroupBarrier();
-  }
-  if (lane == 0u) { finish(o, State(shared_values[0], shared_indices[0])); }
+  let total = workgroup_combine(lane, state);
+  if (lane == 0u) { finish(o, total); }
 }
