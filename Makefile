@@ -152,8 +152,10 @@ bench-torch-ops: python
 # dtypes, bfloat16 and the dtypes without kernels (which run through the fallback), and on
 # Vulkan (lavapipe), OpenCL (PoCL) and the emulated CUDA device in float32, then writes the matrix of every results file in target/torch-ops/,
 # docs/torch-ops.md. It lists failures without judging them. `make torch-ops-check` is CI's
-# slice: every operator on the cpu backend in its native dtypes and bfloat16, the `ci` subset
-# on the other three, each failing on a failure python/tests_torch/known_ops.toml does not
+# slice: every operator on the cpu backend in float32, float16, bfloat16, int64 and bool (float64
+# and int32, whose kernels are float32's and int64's with another type, are left to the full
+# sweep and the torch suite's per-dtype tests, to keep CI within its hour), the `ci` subset on
+# the other three, each failing on a failure python/tests_torch/known_ops.toml does not
 # declare (scripts/torch-ops.py --check). docs/torch-ops.md gives each run's wall time.
 TORCH_OPS_FALLBACK_DTYPES := int8 uint8 int16 complex64 complex128
 TORCH_OPS := XHAL_TORCH_BUILD_DIR=target/torch-extension $(VENV)/bin/python scripts/torch-ops.py
@@ -164,7 +166,8 @@ torch-ops: python cuda-emulator
 	$(VENV)/bin/python scripts/torch-ops.py --markdown docs/torch-ops.md
 
 torch-ops-check: python cuda-emulator
-	$(TORCH_OPS) --check --out target/torch-ops-check --backend cpu-compile --dtype native --dtype bfloat16
+	$(TORCH_OPS) --check --out target/torch-ops-check --backend cpu-compile \
+	  --dtype float32 --dtype float16 --dtype bfloat16 --dtype int64 --dtype bool
 	$(TORCH_OPS) --check --out target/torch-ops-check --backend vulkan --backend opencl --backend cuda-emulated \
 	  --dtype float32 --subset ci
 

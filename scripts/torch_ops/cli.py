@@ -15,7 +15,7 @@ from pathlib import Path
 
 from . import known, markdown
 from .pool import Pool, PoolError
-from .settings import CLASSES, COMPARED, DTYPES, FAILURES, FORWARD_ONLY, RANDOM_OPS, SUBSETS, TOLERANCES
+from .settings import CLASSES, COMPARED, DTYPES, FAILURES, CPU_UNRELIABLE, RANDOM_OPS, SUBSETS, TOLERANCES
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = ROOT / "target" / "torch-ops"
@@ -140,7 +140,7 @@ def sweep(backend: str, args: argparse.Namespace, command: str) -> dict:
     state.mkdir(parents=True, exist_ok=True)
     environment = backend_environment(backend, state)
     config = {"samples": args.samples, "tolerances": TOLERANCES, "random_ops": RANDOM_OPS,
-              "forward_only": FORWARD_ONLY}
+              "cpu_unreliable": CPU_UNRELIABLE}
     started = time.monotonic()
     pool = Pool(args.jobs, environment, config, state, args.timeout)
     try:
@@ -228,8 +228,8 @@ def print_summary(summary: dict) -> None:
         if report["reference_judged"]:
             print(f"  {report['reference_judged']} case(s) passed some sample by the float64 reference: beyond the "
                   "tolerance, but no farther from the reference than the CPU")
-        for case in report["without_gradients"]:
-            print(f"  compared without gradients: {case['op']} {case['dtype']}: {case['reason']}")
+        for case in report["not_run"]:
+            print(f"  {case['op']} {case['dtype']}: {case['reason']}")
         for failure in report["failures"]:
             declared = "  [declared]" if failure["declared"] else ""
             print(f"  {failure['class']:8} {failure['op']} {failure['dtype']}: {failure['message']}{declared}")
@@ -286,10 +286,10 @@ def main(argv: list[str] | None = None) -> int:
             "cases": cases, "counts": counts,
             "reference_judged": sum(1 for by_dtype in run["results"].values() for result in by_dtype.values()
                                     if result.get("reference_judged")),
-            "without_gradients": [
-                {"op": key, "dtype": dtype, "reason": result["without_gradients"]}
+            "not_run": [
+                {"op": key, "dtype": dtype, "reason": result["details"]["message"]}
                 for key, by_dtype in run["results"].items() for dtype, result in by_dtype.items()
-                if result.get("without_gradients")
+                if result.get("not_run")
             ],
             "failures": [
                 {"op": key, "dtype": dtype, "class": result["class"], "message": result["details"]["message"]}

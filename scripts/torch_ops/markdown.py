@@ -171,8 +171,6 @@ def render(runs: list[dict], entries: list, date: datetime.date) -> str:
             if result.get("reference_judged"):
                 text += note("r", "beyond the tolerance on some samples, but as accurate as the CPU against the "
                                   "float64 reference")
-            if result.get("without_gradients"):
-                text += note("g", f"compared without gradients: {result['without_gradients']}")
             if result.get("fallbacks"):
                 text += note("f", "fell back: " + ", ".join(f"`{name}`" for name in result["fallbacks"]))
             cells.append(text)

@@ -177,8 +177,8 @@ class Pool:
         where = f" at {worker.at}" if worker.at else ""
         last = worker.stderr_since_task()
         message = f"the worker died of {death(returncode)}{where}" + (f"; its last words: {last}" if last else "")
-        # A death in the CPU's own run is torch's failure, not xhal's (the backwards known to
-        # corrupt the heap are not run at all: settings.FORWARD_ONLY).
+        # A death in the CPU's own run is torch's failure, not xhal's (the kernels known to
+        # corrupt the heap are not run at all: settings.CPU_UNRELIABLE).
         kind = "cpu-error" if worker.cpu_only else "crash"
         on_result({**worker.task, "class": kind, "seconds": round(time.monotonic() - worker.task_started, 3),
                    "details": {"message": message, "signal": death(returncode)}})

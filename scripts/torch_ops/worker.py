@@ -412,15 +412,13 @@ def check(op, key: str, dtype: torch.dtype, config: dict, random: bool) -> dict:
     """Classifies one (op, dtype); the classes are those docs/torch-ops.md explains."""
     if dtype not in op.supported_dtypes("cpu"):
         return {"class": "unsupported"}
+    unreliable = config["cpu_unreliable"].get(key, {})
+    if str(dtype).replace("torch.", "") in unreliable.get("dtypes", []):
+        return {"class": "cpu-error", "not_run": True, "details": {"message": unreliable["reason"]}}
     differentiable = bool(
         op.supports_autograd and (dtype.is_floating_point or dtype.is_complex)
         and dtype in op.supported_backward_dtypes("cpu")
     )
-    forward_only = config["forward_only"].get(key, {})
-    without_gradients = None
-    if differentiable and str(dtype).replace("torch.", "") in forward_only.get("dtypes", []):
-        differentiable = False
-        without_gradients = forward_only["reason"]
     seed = zlib.crc32(f"{op.name}.{op.variant_test_name}.{dtype}".encode())
     send({"type": "at", "where": "making the samples on xhal:0"})
     try:
@@ -448,8 +446,6 @@ def check(op, key: str, dtype: torch.dtype, config: dict, random: bool) -> dict:
         "reference_judged": sum(outcome.reference_judged for outcome in outcomes),
         "fallbacks": dict(sorted(fallbacks.items())),
     }
-    if without_gradients:
-        result["without_gradients"] = without_gradients
     if all(outcome.cpu_refused for outcome in outcomes):
         message = f"the CPU raised on every sample, first {outcomes[0].cpu_refused}"
         return {**result, "class": "cpu-error", "details": {"message": message}}
