@@ -15,7 +15,7 @@ from pathlib import Path
 
 from . import known, markdown
 from .pool import Pool, PoolError
-from .settings import CLASSES, COMPARED, DTYPES, FAILURES, CPU_UNRELIABLE, RANDOM_OPS, SUBSETS, TOLERANCES
+from .settings import CLASSES, COMPARED, CPU_UNRELIABLE, DTYPES, FAILURES, RANDOM_OPS, SUBSETS, TOLERANCES
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = ROOT / "target" / "torch-ops"

@@ -116,6 +116,12 @@ at::Tensor output_matrices(const Geometry& g, const at::Tensor& t) {
   return t.reshape({g.batch, g.groups, g.out_channels / g.groups, output_positions(g)});
 }
 
+// The one group's weight matrix [O, C * taps] for every batch element, read through a batch
+// stride of 0.
+at::Tensor for_every_batch(const Geometry& g, const at::Tensor& weights) {
+  return weights.select(0, 0).expand({g.batch, weights.size(1), weights.size(2)});
+}
+
 // dy as S * G matrices [O / G, N / S * positions], S = N / chunk, the batch elements of a
 // chunk inside each row, as the backward products read it.
 at::Tensor gradient_rows(const Geometry& g, const at::Tensor& dy, uint32_t chunk) {
@@ -170,9 +176,8 @@ void forward_by_columns(Geometry& g, const at::Tensor& x, const at::Tensor& w, c
   const at::Tensor columns = columns_of(g, x, /*batch_inner=*/false);
   at::Tensor target = y.view({g.batch, g.out_channels, positions});
   if (g.groups == 1) {
-    // One weight for every batch element, read through a batch stride of 0, into y directly,
-    // with the bias added by the product's last step.
-    const at::Tensor expanded = weights.select(0, 0).expand({g.batch, weights.size(1), weights.size(2)});
+    // Into y directly, with the bias added by the product's last step.
+    const at::Tensor expanded = for_every_batch(g, weights);
     if (bias.defined()) {
       at::baddbmm_out(target, bias.view({1, g.out_channels, 1}).expand(target.sizes()), expanded, columns.select(1, 0));
     } else {
@@ -197,8 +202,7 @@ void input_gradient_by_columns(Geometry& g, const at::Tensor& dy, const at::Tens
   }
   const at::Tensor gradient = output_matrices(g, dy);
   const at::Tensor columns =
-      g.groups == 1 ? at::bmm(weights.select(0, 0).expand({g.batch, weights.size(1), weights.size(2)}),
-                              gradient.select(1, 0))
+      g.groups == 1 ? at::bmm(for_every_batch(g, weights), gradient.select(1, 0))
                     : at::matmul(weights.unsqueeze(0), gradient).contiguous();
   run_conv("image", g, columns, at::Tensor(), at::Tensor(), dx, /*batch_inner=*/false);
 }
