@@ -262,6 +262,9 @@ fn find_toolchain() -> std::result::Result<Toolchain, String> {
     if accepts(&compiler, CHEAP_VECTORS_FLAG) {
         flags.push(CHEAP_VECTORS_FLAG.to_owned());
     }
+    if accepts(&compiler, NO_HALF_VECTORS_FLAG) {
+        flags.push(NO_HALF_VECTORS_FLAG.to_owned());
+    }
     if let Ok(extra) = std::env::var(CFLAGS_VARIABLE) {
         flags.extend(extra.split_whitespace().map(str::to_owned));
     }
@@ -284,6 +287,12 @@ const NATIVE_TARGET_FLAG: &str = "-march=native";
 /// with a remainder, as clang's `-O2` does. Given only to a compiler that takes it without
 /// a warning.
 const CHEAP_VECTORS_FLAG: &str = "-fvect-cost-model=cheap";
+
+/// Kernels compute f16 in f32 (converting with F16C's instructions), so AVX-512's f16
+/// arithmetic gains them nothing; and where `-march=native` enables it, GCC 12 vectorises
+/// loops over f16 with masked `vmovsh`, which the assembler of the same Debian release
+/// rejects. Given only to a compiler that takes it without a warning.
+const NO_HALF_VECTORS_FLAG: &str = "-mno-avx512fp16";
 
 /// Whether `compiler` compiles an empty file with `flag` and no warning about it.
 fn accepts(compiler: &str, flag: &str) -> bool {

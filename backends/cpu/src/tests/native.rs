@@ -1560,3 +1560,70 @@ fn geometric_built_ins_and_modf_on_f16_and_f64_match_the_interpreter() {
     assert_eq!([double(5 * 18 + 12), double(5 * 18 + 13)], [-0.6875, 2.0]);
     assert_eq!([double(34 * 18 + 12), double(34 * 18 + 13)], [0.5, -1073.0]);
 }
+
+const ROWS_ACROSS_LANES: &str = r#"
+struct Rows { rows: u32, length: u32 }
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+var<immediate> shape: Rows;
+var<workgroup> lanes: array<f32, 64>;
+
+// Each row less its largest element: a workgroup a row, the row's elements lane by lane.
+@compute @workgroup_size(64)
+fn center(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lane: u32) {
+    if wid.x >= shape.rows { return; }
+    let base = wid.x * shape.length;
+    var top = x[base];
+    for (var start = 0u; start < shape.length; start += 64u) {
+        let j = start + lane;
+        if j < shape.length { top = max(top, x[base + j]); }
+    }
+    lanes[lane] = top;
+    workgroupBarrier();
+    for (var width = 32u; width > 0u; width /= 2u) {
+        if lane < width { lanes[lane] = max(lanes[lane], lanes[lane + width]); }
+        workgroupBarrier();
+    }
+    for (var start = 0u; start < shape.length; start += 64u) {
+        let j = start + lane;
+        if j < shape.length { y[base + j] = x[base + j] - lanes[0]; }
+    }
+}
+"#;
+
+/// The way a row's reductions are written for vector lanes (softmax's `_wide` kernels): a
+/// return of the whole workgroup past the last row, loops that run as often in every
+/// invocation with the elements lane by lane (their indices written as steps from the first
+/// invocation's), `max` with NaNs among the elements, and a length that leaves the last
+/// step part empty.
+#[test]
+fn compiled_rows_across_lanes_match_the_interpreter() {
+    if !compiler_present() {
+        println!("skipped: no C compiler (cc or $CC); the compiled mode cannot be tested here");
+        return;
+    }
+    compiles(ROWS_ACROSS_LANES, "center");
+    let (rows, length) = (5u32, 150u32);
+    let mut x: Vec<f32> = (0..rows * length)
+        .map(|i| (scramble(i, 7) % 2001) as f32 / 100.0 - 10.0)
+        .collect();
+    x[3] = f32::NAN;
+    x[length as usize + 64] = f32::NAN;
+    x[2 * length as usize] = f32::NEG_INFINITY;
+    x[3 * length as usize + 149] = 1e30;
+    // Two workgroups past the last row, which return at once.
+    let out = agree(
+        ROWS_ACROSS_LANES,
+        "center",
+        [rows + 2, 1, 1],
+        &[f32s(&x), vec![0; (rows * length * 4) as usize]],
+        &words(&[rows, length]),
+    );
+    let y: Vec<f32> = out[1]
+        .chunks(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    // Row 3 holds 1e30, which every element of it less 1e30 shows.
+    assert_eq!(y[3 * length as usize + 149], 0.0);
+    assert!(y[3 * length as usize..4 * length as usize].iter().all(|&v| v <= 0.0));
+}

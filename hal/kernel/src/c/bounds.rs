@@ -71,7 +71,13 @@ impl<'a> Writer<'a> {
                 }
                 _ => format!("(xh_u32)({i})"),
             },
-            Dialect::HostC if fx.proven.accesses.contains(&h) => format!("(xh_u32)({i})"),
+            Dialect::HostC if fx.proven.accesses.contains(&h) => match &fx.f.expressions[h] {
+                Expression::Access { index, .. } if fx.proven.lane_sites.contains_key(index) => {
+                    let (k, step) = fx.proven.lane_sites[index];
+                    format!("xh_lane_site[{k}] + (xh_i64)li * {step}")
+                }
+                _ => format!("(xh_u32)({i})"),
+            },
             Dialect::HostC => {
                 if let (Some(wg), Expression::Access { index, .. }) = (&fx.wg, &fx.f.expressions[h]) {
                     wg.record_site(super::region::Site::Runtime {

@@ -332,12 +332,19 @@ impl<'a> Writer<'a> {
             let n = |name: &str| math_name(self.d, name, f32);
             let lit = |v: &str| if f32 { format!("{v}f") } else { v.to_owned() };
             let one = |name: &str| format!("{}({})", n(name), a[0]);
+            // Host C's own fmin and fmax are comparisons the C compiler can vectorise, where
+            // libm's are calls (see the prelude).
+            let (fmin, fmax) = if self.d == super::Dialect::HostC {
+                (format!("xh_fmin_{sfx}"), format!("xh_fmax_{sfx}"))
+            } else {
+                (n("fmin"), n("fmax"))
+            };
             return Ok(match fun {
                 Mf::Abs => one("fabs"),
-                Mf::Min => format!("{}({}, {})", n("fmin"), a[0], a[1]),
-                Mf::Max => format!("{}({}, {})", n("fmax"), a[0], a[1]),
-                Mf::Clamp => format!("{}({}({}, {}), {})", n("fmin"), n("fmax"), a[0], a[1], a[2]),
-                Mf::Saturate => format!("{}({}({}, {}), {})", n("fmin"), n("fmax"), a[0], lit("0.0"), lit("1.0")),
+                Mf::Min => format!("{fmin}({}, {})", a[0], a[1]),
+                Mf::Max => format!("{fmax}({}, {})", a[0], a[1]),
+                Mf::Clamp => format!("{fmin}({fmax}({}, {}), {})", a[0], a[1], a[2]),
+                Mf::Saturate => format!("{fmin}({fmax}({}, {}), {})", a[0], lit("0.0"), lit("1.0")),
                 Mf::Cos => one("cos"),
                 Mf::Cosh => one("cosh"),
                 Mf::Sin => one("sin"),

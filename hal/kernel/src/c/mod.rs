@@ -491,6 +491,42 @@ mod tests {
     }
 
     #[test]
+    fn host_c_runs_a_row_across_the_invocations_with_vector_indices() {
+        // A workgroup per row, as softmax.wgsl's `_wide` kernels are written.
+        let source = "struct Rows { rows: u32, length: u32 }\n\
+                      @group(0) @binding(0) var<storage, read> x: array<f32>;\n\
+                      @group(0) @binding(1) var<storage, read_write> y: array<f32>;\n\
+                      var<immediate> shape: Rows;\n\
+                      var<workgroup> w: array<f32, 64>;\n\
+                      @compute @workgroup_size(64)\n\
+                      fn f(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lane: u32) {\n\
+                          if wid.x >= shape.rows { return; }\n\
+                          let base = wid.x * shape.length;\n\
+                          var top = x[base];\n\
+                          for (var start = 0u; start < shape.length; start += 64u) {\n\
+                              let j = start + lane;\n\
+                              if j < shape.length { top = max(top, x[base + j]); }\n\
+                          }\n\
+                          w[lane] = top;\n\
+                          workgroupBarrier();\n\
+                          for (var start = 0u; start < shape.length; start += 64u) {\n\
+                              let j = start + lane;\n\
+                              if j < shape.length { y[base + j] = x[base + j] - w[0]; }\n\
+                          }\n\
+                      }\n";
+        let host = emit(source, Dialect::HostC);
+        // The uniform `return` ends the whole workgroup: no invocation carries a flag that
+        // every later region would test.
+        assert!(!host.contains("done_"), "{host}");
+        // An index the region's test proves in bounds is a step from the first invocation's,
+        // in 64 bits, where a 32-bit sum that may wrap is a gather (or a scatter).
+        assert!(host.contains("xh_lane_site[0] = ("), "{host}");
+        assert!(host.contains("xh_lane_site[0] + (xh_i64)li * 1"), "{host}");
+        // `max` of floats is a comparison, not a call to libm's fmaxf.
+        assert!(host.contains("xh_fmax_f32(") && !host.contains("fmaxf("), "{host}");
+    }
+
+    #[test]
     fn host_c_runs_a_guarded_body_for_the_prefix_of_invocations_it_guards() {
         let source = include_str!("../../../../examples/kernels/saxpy.wgsl");
         let host = emit(source, Dialect::HostC);

@@ -8,6 +8,10 @@ use super::Dialect;
 /// Suffixes of the scalar types the prelude defines vectors for.
 const SCALARS: &[&str] = &["bool", "i32", "u32", "f32", "i64", "u64", "f64", "f16"];
 
+/// Host C's `xh_fmax_*` and `xh_fmin_*` are WGSL's `max` and `min` of floats as libm's fmax
+/// and fmin (x86's `maxss`: `a > b ? a : b`, the other operand when one is a NaN), written as
+/// comparisons so that a loop over invocations that takes a maximum still vectorises.
+///
 /// Host C's `XH_INVOCATIONS` marks a loop over the invocations of a workgroup: WGSL leaves
 /// invocations unordered between barriers, so the C compiler may run them as vector lanes
 /// without proving that they touch different memory.
@@ -22,7 +26,11 @@ fn base_types(dialect: Dialect) -> &'static str {
              #elif defined(__GNUC__)\n#define XH_INVOCATIONS _Pragma(\"GCC ivdep\")\n\
              #else\n#define XH_INVOCATIONS\n#endif\n\
              typedef bool xh_bool;\ntypedef int32_t xh_i32;\ntypedef uint32_t xh_u32;\ntypedef float xh_f32;\n\
-             typedef int64_t xh_i64;\ntypedef uint64_t xh_u64;\ntypedef double xh_f64;\n"
+             typedef int64_t xh_i64;\ntypedef uint64_t xh_u64;\ntypedef double xh_f64;\n\
+             XH_FN xh_f32 xh_fmax_f32(xh_f32 a, xh_f32 b) { return (a > b || b != b) ? a : b; }\n\
+             XH_FN xh_f32 xh_fmin_f32(xh_f32 a, xh_f32 b) { return (a < b || b != b) ? a : b; }\n\
+             XH_FN xh_f64 xh_fmax_f64(xh_f64 a, xh_f64 b) { return (a > b || b != b) ? a : b; }\n\
+             XH_FN xh_f64 xh_fmin_f64(xh_f64 a, xh_f64 b) { return (a < b || b != b) ? a : b; }\n"
         }
         Dialect::CudaC | Dialect::HipC => {
             "#if defined(__CUDACC__) && !defined(__HIP__)\n#pragma nv_diag_suppress 177\n#endif\n\

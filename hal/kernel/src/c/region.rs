@@ -49,6 +49,12 @@ pub(super) struct Proven {
     pub(super) fixed: HashSet<(Handle<Expression>, u32)>,
     /// Comparisons with the same outcome everywhere, and that outcome.
     pub(super) conditions: HashMap<Handle<Expression>, bool>,
+    /// Indices of proven accesses that move by a constant step with the invocation, in a
+    /// workgroup of one dimension: the slot of `xh_lane_site` that holds the index in
+    /// invocation 0, and the step. The second copy writes them `site + li * step` in 64
+    /// bits, which the C compiler sees as contiguous (or strided) where the 32-bit sum it
+    /// must let wrap around is a gather, or a scatter it cannot write at all.
+    pub(super) lane_sites: HashMap<Handle<Expression>, (usize, i64)>,
 }
 
 /// How many operations a value from an earlier region may take for the second copy to
@@ -65,6 +71,8 @@ impl Proven {
 /// region's loop once the first invocation's built-ins are declared) and its statements.
 pub(super) struct SecondCopy {
     pub(super) test: String,
+    /// Statements, after the test, that fill `xh_lane_site` (see [`Proven::lane_sites`]).
+    pub(super) lane_sites: Vec<String>,
     pub(super) body: String,
 }
 
@@ -108,7 +116,7 @@ impl<'a> Writer<'a> {
         let inside = std::mem::replace(&mut fx.baked, outside);
         let claims = self.region_claims(fx, &start, &sites, statements);
         fx.baked = inside;
-        let (claims, proven) = claims?;
+        let (claims, lane_sites, proven) = claims?;
         if proven.is_empty() {
             return Ok(None);
         }
@@ -167,23 +175,25 @@ impl<'a> Writer<'a> {
         written?;
         Ok(Some(SecondCopy {
             test: claims.join(" & "),
+            lane_sites,
             body,
         }))
     }
 
-    /// The C claims the test makes (each an `int` that is 1 when it holds), and what they
-    /// prove together.
+    /// The C claims the test makes (each an `int` that is 1 when it holds), the statements
+    /// that fill `xh_lane_site`, and what the claims prove together.
     fn region_claims(
         &self,
         fx: &Fx,
         start: &Start,
         sites: &[Site],
         statements: &[(&Statement, naga::Span)],
-    ) -> Res<(Vec<String>, Proven)> {
+    ) -> Res<(Vec<String>, Vec<String>, Proven)> {
         let wg = fx.wg.as_ref().expect("workgroup mode");
         let [sx, sy, sz] = wg.shape.map(|d| d.max(1));
         let box_ = format!("{sx}, {sy}, {sz}");
         let mut claims = Vec::new();
+        let mut lane_sites = Vec::new();
         let mut proven = Proven::default();
         let mut seen = HashSet::new();
         for site in sites {
@@ -201,6 +211,15 @@ impl<'a> Writer<'a> {
                         "(ctx->n_[{binding}] <= 0x80000000u && xh_lin_in(&xh_bad, {form}, 0, (xh_i64)ctx->n_[{binding}], {box_}))"
                     ));
                     proven.accesses.insert(access);
+                    // An index proven in bounds is its form's value, exactly (the test notes
+                    // any overflow): in invocation 0, `b`.
+                    if sy == 1 && sz == 1 && !proven.lane_sites.contains_key(&index) {
+                        if let Some(step) = self.lane_step(fx, start, index, 0) {
+                            let k = proven.lane_sites.len();
+                            proven.lane_sites.insert(index, (k, step));
+                            lane_sites.push(format!("xh_lane_site[{k}] = ({form}).b;"));
+                        }
+                    }
                 }
                 Site::Fixed { index, len } => {
                     if !seen.insert((index, len)) {
@@ -261,7 +280,72 @@ impl<'a> Writer<'a> {
             claims.push(format!("xh_lin_in(&xh_bad, {form}, {least}, {end}, {box_})"));
             proven.conditions.insert(h, holds);
         }
-        Ok((claims, proven))
+        Ok((claims, lane_sites, proven))
+    }
+
+    /// How much `h` grows from one invocation to the next in a workgroup of one dimension,
+    /// when that is a constant: the same rules as [`Writer::linear`], with factors that are
+    /// literals.
+    fn lane_step(&self, fx: &Fx, start: &Start, h: Handle<Expression>, depth: u32) -> Option<i64> {
+        if depth > DEPTH || int_scalar(self, fx, h).is_none() {
+            return None;
+        }
+        if self.at_start(fx, start, h, 0) {
+            return Some(0);
+        }
+        let builtin = |e: Handle<Expression>| match fx.f.expressions[e] {
+            Expression::FunctionArgument(k) => match fx.f.arguments[k as usize].binding {
+                Some(naga::Binding::BuiltIn(b)) => Some(b),
+                _ => None,
+            },
+            _ => None,
+        };
+        let rec = |e: Handle<Expression>| self.lane_step(fx, start, e, depth + 1);
+        match &fx.f.expressions[h] {
+            Expression::FunctionArgument(_) => match builtin(h)? {
+                naga::BuiltIn::LocalInvocationIndex => Some(1),
+                _ => None,
+            },
+            Expression::AccessIndex { base, index } => match (builtin(*base)?, index) {
+                (naga::BuiltIn::LocalInvocationId | naga::BuiltIn::GlobalInvocationId, 0) => Some(1),
+                (naga::BuiltIn::LocalInvocationId | naga::BuiltIn::GlobalInvocationId, 1 | 2) => Some(0),
+                _ => None,
+            },
+            Expression::As {
+                expr,
+                kind: ScalarKind::Uint | ScalarKind::Sint,
+                convert: None | Some(4),
+            } => rec(*expr),
+            Expression::Unary {
+                op: UnaryOperator::Negate,
+                expr,
+            } => rec(*expr)?.checked_neg(),
+            Expression::Binary { op, left, right } => match op {
+                Bin::Add => rec(*left)?.checked_add(rec(*right)?),
+                Bin::Subtract => rec(*left)?.checked_sub(rec(*right)?),
+                Bin::Multiply => {
+                    let (form, factor) = if self.at_start(fx, start, *right, 0) {
+                        (*left, *right)
+                    } else if self.at_start(fx, start, *left, 0) {
+                        (*right, *left)
+                    } else {
+                        return None;
+                    };
+                    let step = rec(form)?;
+                    if step == 0 {
+                        return Some(0);
+                    }
+                    let literal = match fx.f.expressions[factor] {
+                        Expression::Literal(naga::Literal::U32(v)) => i64::from(v),
+                        Expression::Literal(naga::Literal::I32(v)) => i64::from(v),
+                        _ => return None,
+                    };
+                    step.checked_mul(literal)
+                }
+                _ => None,
+            },
+            _ => None,
+        }
     }
 
     /// Whether `h`, a value an earlier region computed, can be computed again as cheaply as

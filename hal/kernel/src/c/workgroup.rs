@@ -678,7 +678,9 @@ impl Writer<'_> {
     }
 
     /// Whether statement `s` must run at workgroup level: it holds a barrier, or it leaves
-    /// (`break`, `continue`) a loop that does (`in_wg_loop`).
+    /// (`break`, `continue`) a loop that does (`in_wg_loop`), or it returns under uniform
+    /// control (the whole workgroup then returns at once, and no invocation needs a flag
+    /// saying it is done, which would keep the regions after it from vector lanes).
     /// `uniform` is the entry point's uniformity while the control flow around `s` is
     /// uniform, and `None` under a condition that is not.
     fn wg_needs_control(
@@ -719,6 +721,7 @@ impl Writer<'_> {
                     || uniform.is_some_and(|u| uniform_trip_count(u, body, continuing, *break_if))
             }
             Statement::Break | Statement::Continue => in_wg_loop,
+            Statement::Return { .. } => uniform.is_some(),
             _ => false,
         })
     }
@@ -897,11 +900,17 @@ impl Writer<'_> {
                 // The test runs with the first invocation's built-ins, whose values it reads
                 // only where they are the same in every invocation.
                 let _ = writeln!(out, "{pad}li = 0u; lx = 0u; ly = 0u; lz = 0u; {{ int xh_fast;");
+                if !second.lane_sites.is_empty() {
+                    let _ = writeln!(out, "{pad}    xh_i64 xh_lane_site[{}];", second.lane_sites.len());
+                }
                 let _ = writeln!(out, "{pad}    {{ int xh_bad = 0;");
                 for line in prologue.common.lines() {
                     let _ = writeln!(out, "{pad}{}", line.trim_start_matches("        "));
                 }
                 let _ = writeln!(out, "{pad}        xh_fast = ({}) && !xh_bad;", second.test);
+                for line in &second.lane_sites {
+                    let _ = writeln!(out, "{pad}        {line}");
+                }
                 let _ = writeln!(out, "{pad}    }}");
                 let _ = writeln!(out, "{pad}if (xh_fast) {{");
                 region_loop(out, &second.body, "f");
@@ -1063,6 +1072,10 @@ impl Writer<'_> {
             }
             Statement::Continue => {
                 let _ = writeln!(out, "{pad}continue;");
+            }
+            // Under uniform control: every invocation still running returns here.
+            Statement::Return { value: None } => {
+                let _ = writeln!(out, "{pad}return;");
             }
             _ => return Err(self.unsupported_at("this statement around a barrier", span)),
         }

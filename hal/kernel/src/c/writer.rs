@@ -203,7 +203,7 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
              typedef struct xhal_workgroup { uint32_t workgroup_id[3]; uint32_t num_workgroups[3]; const uint32_t* cancel; uint32_t* out_of_bounds; } xhal_workgroup;\n\
              #endif\n\
              XH_FN xh_u32 xh_fx_index(xh_u32* oob, xh_u32 i, xh_u32 last) { *oob |= (xh_u32)(i > last); return i <= last ? i : last; }\n\
-             XH_FN xh_u32 xh_rt_index(xh_u32* oob, xh_u32 i, xh_u32 n) { *oob |= (xh_u32)(i >= n); return i < n ? i : (n == 0u ? 0u : n - 1u); }\n\
+             XH_FN xh_u32 xh_rt_index(xh_u32* oob, xh_u32 i, xh_u32 n) { xh_u32 last = n - (xh_u32)(n != 0u); *oob |= (xh_u32)(i >= n); return i < last ? i : last; }\n\
              XH_FN xh_u32 xh_atomic_min_u32(xh_u32* p, xh_u32 v) { xh_u32 o = __atomic_load_n(p, __ATOMIC_RELAXED); while (v < o && !__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return o; }\n\
              XH_FN xh_u32 xh_atomic_max_u32(xh_u32* p, xh_u32 v) { xh_u32 o = __atomic_load_n(p, __ATOMIC_RELAXED); while (v > o && !__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return o; }\n\
              XH_FN xh_i32 xh_atomic_min_i32(xh_i32* p, xh_i32 v) { xh_i32 o = __atomic_load_n(p, __ATOMIC_RELAXED); while (v < o && !__atomic_compare_exchange_n(p, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} return o; }\n\
