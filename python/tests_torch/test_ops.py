@@ -165,6 +165,36 @@ def test_softmax_family(dev):
     no_fallbacks()
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64], ids=str)
+def test_softmax_family_long_rows(dev, dtype):
+    """Rows of 256 elements or more whose elements are adjacent take a workgroup each
+    (softmax.wgsl's `_wide` entry points): lengths on and off the workgroup's 256, a row
+    holding infinities and one holding a NaN, a view that starts inside its storage, and
+    both backward passes."""
+    if dtype == torch.float64 and torch.float64 not in xhal.torch.native_dtypes(dev):
+        pytest.skip(f"{dev} does not claim f64")
+    g = torch.Generator().manual_seed(11)
+    # A half-precision gradient, y (g - sum(g y)), cancels: a few of its last places differ
+    # with the order of the sum.
+    precise = {torch.float16: dict(rtol=1e-2, atol=1e-2), torch.bfloat16: dict(rtol=4e-2, atol=4e-2)}.get(
+        dtype, dict(rtol=1e-5, atol=1e-6))
+    for rows, length in ((3, 256), (5, 1000), (2, 4099)):
+        x = (torch.randn(rows + 1, length, generator=g) * 5).to(dtype)
+        x[0, 7] = float("inf")
+        x[rows, 3] = float("nan")
+        view = x[1:]  # starts one row into its storage
+        for f in (torch.softmax, torch.log_softmax):
+            close(f(view.to(dev), -1), f(view.float(), -1).to(dtype), **precise)
+            close(f(x.to(dev), -1), f(x.float(), -1).to(dtype), **precise)
+            leaf = view.to(dev).requires_grad_()
+            expected_leaf = view.clone().requires_grad_()
+            grad = torch.randn(view.shape, generator=g).to(dtype)
+            f(leaf, -1).backward(grad.to(dev))
+            f(expected_leaf, -1).backward(grad)
+            close(leaf.grad, expected_leaf.grad, **precise)
+    no_fallbacks()
+
+
 def test_losses_embedding_and_layer_norm(dev):
     g = torch.Generator().manual_seed(5)
     logits = torch.randn(6, 4, generator=g)

@@ -104,16 +104,21 @@ bool widen_to_float(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   auto arguments = torch::jit::last(stack, count);
 
   // An explicit dtype (`sum(dtype=)`) decides the result's type itself: f32 is what the
-  // operator computes in anyway, and its results (and `out=`) stay f32; any other is left to
-  // the CPU.
+  // operator computes in anyway, and its results (and `out=`) stay f32. The narrow dtype
+  // itself (the `input_dtype` of softmax's backward) becomes f32 with the operands, and the
+  // results are rounded back as usual; any other is left to the CPU.
   bool results_in_float = false;
+  std::vector<size_t> narrow_dtype_arguments;
   for (size_t i = 0; i < count; i++) {
     const c10::Argument& argument = schema.arguments()[i];
     c10::TypePtr type = argument.real_type();
     if (type->kind() == c10::TypeKind::OptionalType) type = type->containedType(0);
     if (type->kind() == c10::TypeKind::ScalarTypeType && !arguments[i].isNone()) {
-      if (arguments[i].toScalarType() != at::kFloat) return false;
-      results_in_float = true;
+      if (arguments[i].toScalarType() == at::kFloat) {
+        results_in_float = true;
+      } else {
+        narrow_dtype_arguments.push_back(i);
+      }
     }
     // A view must alias its operand, which a copy cannot.
     if (argument.alias_info() != nullptr && !argument.alias_info()->isWrite()) return false;
@@ -128,6 +133,9 @@ bool widen_to_float(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   if (!operands.narrow_on_device || operands.other_floating) return false;
   const at::ScalarType narrow = operands.narrow;
+  for (size_t i : narrow_dtype_arguments) {
+    if (results_in_float || arguments[i].toScalarType() != narrow) return false;
+  }
 
   const std::vector<c10::IValue> originals(arguments.begin(), arguments.end());
   std::vector<c10::IValue> wide(count);
@@ -136,6 +144,7 @@ bool widen_to_float(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       return t.defined() && t.scalar_type() == narrow ? t.to(at::kFloat) : t;
     });
   }
+  for (size_t i : narrow_dtype_arguments) wide[i] = c10::IValue(at::kFloat);
   torch::jit::drop(stack, count);
   for (const c10::IValue& value : wide) torch::jit::push(stack, value);
 

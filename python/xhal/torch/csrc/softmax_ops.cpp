@@ -16,6 +16,10 @@ struct RowsLayout {
 };
 static_assert(sizeof(RowsLayout) == 32, "the WGSL struct Rows is 32 bytes");
 
+// Rows at least this long whose elements are adjacent take a workgroup each (the `_wide` entry
+// points); shorter ones, or rows strided through memory, an invocation each.
+constexpr uint32_t kWideRow = 256;
+
 // Runs softmax-family entry point `entry` along `dim`: out = f(x, y), y being the forward
 // output in the backward passes.
 bool softmax_rows(at::Tensor& out, const at::Tensor& x_in, const at::Tensor& y_in, int64_t dim, const char* entry) {
@@ -41,17 +45,20 @@ bool softmax_rows(at::Tensor& out, const at::Tensor& x_in, const at::Tensor& y_i
   s.offsets[1] = element_offset(y);
   s.offsets[2] = element_offset(result);
   Device& dev = device(out.device().index());
-  const std::string key = std::string("softmax|") + entry + wgsl_type(dtype);
+  const bool wide = s.inner == 1 && s.length >= kWideRow;
+  const std::string name = std::string(entry) + (wide ? "_wide" : "");
+  const std::string key = "softmax|" + name + wgsl_type(dtype);
   const Kernel& compiled = recipe_kernel(dev, key, [&] {
     KernelRecipe recipe;
     recipe.files = {"softmax.wgsl"};
     recipe.types = {{"E", wgsl_type(dtype)}, {"F", wgsl_type(float_compute(dtype))}};
     recipe.overrides = {{"EXACT", float_compute(dtype) == dtype ? 1.0 : 0.0}};
-    recipe.entry = entry;
+    recipe.entry = name;
     return recipe;
   });
   const Binding bindings[3] = {Binding{px.buffer}, Binding{place_of(result).buffer}, Binding{py.buffer}};
-  launch(dev, compiled, bindings, static_cast<uint64_t>(s.outer) * s.inner, &s, sizeof s);
+  const uint64_t invocations = static_cast<uint64_t>(s.outer) * (wide ? 256 : s.inner);
+  launch(dev, compiled, bindings, invocations, &s, sizeof s);
   if (!result.is_same(out)) out.copy_(result);
   return true;
 }

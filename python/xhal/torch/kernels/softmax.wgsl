@@ -1,7 +1,8 @@
 // Softmax and log-softmax along one dimension, and their backward passes, computed in F (f32
 // for float16 and float32, rounded once at the end as PyTorch's CPU does; f64 for float64).
-// One invocation per row: a row is `length` elements `inner` apart, and there are outer x inner
-// rows, all contiguous from their offsets.
+// A row is `length` elements `inner` apart, and there are outer x inner rows, all contiguous
+// from their offsets. The entry points below take one invocation per row; those at the end,
+// `_wide`, a workgroup per row, for long rows of adjacent elements.
 //
 // Run one by itself (README.md): cat lib/float_f32.wgsl softmax.wgsl | xhal run - -e softmax ...
 
@@ -114,5 +115,136 @@ fn log_softmax_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(
   for (var j = 0u; j < s.length; j = j + 1u) {
     let k = base + j * s.inner;
     put(k, xv(k) - xexp(yv(k)) * total);
+  }
+}
+
+// ---- Long rows, one workgroup each -------------------------------------------------------
+//
+// For rows whose elements are adjacent (inner = 1): the 256 invocations of a workgroup take a
+// row's elements in turn, so that neighbouring invocations read neighbouring elements
+// (coalesced on a GPU, vector lanes on the cpu device), and combine what they found in a
+// tree. Every loop over a row runs the same number of times in every invocation, each
+// element behind its own test, and indexes the buffers itself rather than through xv and
+// put, so that the cpu device runs it across the invocations with plain vector loads.
+
+const LANES: u32 = 256u;
+var<workgroup> lanes: array<F, 256>;
+
+// Every lane's `value` combined in a tree, the largest (`largest`) or the sum, which every
+// lane gets.
+fn lanes_combine(lane: u32, value: F, largest: bool) -> F {
+  lanes[lane] = value;
+  workgroupBarrier();
+  for (var width = LANES / 2u; width > 0u; width = width / 2u) {
+    if (lane < width) {
+      let other = lanes[lane + width];
+      lanes[lane] = select(lanes[lane] + other, max(lanes[lane], other), largest);
+    }
+    workgroupBarrier();
+  }
+  let whole = lanes[0];
+  // The next combine writes the lanes again.
+  workgroupBarrier();
+  return whole;
+}
+
+@compute @workgroup_size(256)
+fn softmax_wide(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
+                @builtin(local_invocation_index) lane: u32) {
+  let row = wid.x + wid.y * groups.x;
+  if (row >= s.outer) { return; }
+  let xs = s.offsets.x + row * s.length;
+  let outs = s.offsets.z + row * s.length;
+  var top = F(x[xs]);
+  for (var start = 0u; start < s.length; start = start + LANES) {
+    let j = start + lane;
+    if (j < s.length) { top = max(top, F(x[xs + j])); }
+  }
+  top = lanes_combine(lane, top, true);
+  var total = F(0);
+  for (var start = 0u; start < s.length; start = start + LANES) {
+    let j = start + lane;
+    if (j < s.length) {
+      let e = xexp(F(x[xs + j]) - top);
+      // Each exponential once, kept in out until the division (EXACT: out holds F).
+      if (EXACT) { out[outs + j] = E(e); }
+      total = total + e;
+    }
+  }
+  total = lanes_combine(lane, total, false);
+  for (var start = 0u; start < s.length; start = start + LANES) {
+    let j = start + lane;
+    if (j < s.length) {
+      if (EXACT) {
+        out[outs + j] = E(F(out[outs + j]) / total);
+      } else {
+        out[outs + j] = E(xexp(F(x[xs + j]) - top) / total);
+      }
+    }
+  }
+}
+
+@compute @workgroup_size(256)
+fn log_softmax_wide(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
+                    @builtin(local_invocation_index) lane: u32) {
+  let row = wid.x + wid.y * groups.x;
+  if (row >= s.outer) { return; }
+  let xs = s.offsets.x + row * s.length;
+  let outs = s.offsets.z + row * s.length;
+  var top = F(x[xs]);
+  for (var start = 0u; start < s.length; start = start + LANES) {
+    let j = start + lane;
+    if (j < s.length) { top = max(top, F(x[xs + j])); }
+  }
+  top = lanes_combine(lane, top, true);
+  var total = F(0);
+  for (var start = 0u; start < s.length; start = start + LANES) {
+    let j = start + lane;
+    if (j < s.length) { total = total + xexp(F(x[xs + j]) - top); }
+  }
+  let log_total = xlog(lanes_combine(lane, total, false));
+  for (var start = 0u; start < s.length; start = start + LANES) {
+    let j = start + lane;
+    if (j < s.length) { out[outs + j] = E((F(x[xs + j]) - top) - log_total); }
+  }
+}
+
+@compute @workgroup_size(256)
+fn softmax_backward_wide(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
+                         @builtin(local_invocation_index) lane: u32) {
+  let row = wid.x + wid.y * groups.x;
+  if (row >= s.outer) { return; }
+  let xs = s.offsets.x + row * s.length;
+  let ys = s.offsets.y + row * s.length;
+  let outs = s.offsets.z + row * s.length;
+  var dot = F(0);
+  for (var start = 0u; start < s.length; start = start + LANES) {
+    let j = start + lane;
+    if (j < s.length) { dot = dot + F(x[xs + j]) * F(y[ys + j]); }
+  }
+  dot = lanes_combine(lane, dot, false);
+  for (var start = 0u; start < s.length; start = start + LANES) {
+    let j = start + lane;
+    if (j < s.length) { out[outs + j] = E(F(y[ys + j]) * (F(x[xs + j]) - dot)); }
+  }
+}
+
+@compute @workgroup_size(256)
+fn log_softmax_backward_wide(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
+                             @builtin(local_invocation_index) lane: u32) {
+  let row = wid.x + wid.y * groups.x;
+  if (row >= s.outer) { return; }
+  let xs = s.offsets.x + row * s.length;
+  let ys = s.offsets.y + row * s.length;
+  let outs = s.offsets.z + row * s.length;
+  var total = F(0);
+  for (var start = 0u; start < s.length; start = start + LANES) {
+    let j = start + lane;
+    if (j < s.length) { total = total + F(x[xs + j]); }
+  }
+  total = lanes_combine(lane, total, false);
+  for (var start = 0u; start < s.length; start = start + LANES) {
+    let j = start + lane;
+    if (j < s.length) { out[outs + j] = E(F(x[xs + j]) - xexp(F(y[ys + j])) * total); }
   }
 }
