@@ -227,6 +227,20 @@ NORMS = {
     "rms_norm": (lambda x, w: F.rms_norm(x, (6,), w, eps=1e-5), [(4, 5, 6), (6,)]),
     "group_norm": (lambda x, w, b: F.group_norm(x, 2, w, b), [(3, 4, 5, 2), (4,), (4,)]),
     "batch_norm 1d": (lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True), [(8, 3), (3,), (3,)]),
+    # Rows longer than a workgroup, by more than one step and not by a whole one: the loops
+    # that run across the invocations, on rows of adjacent elements (every norm but batch
+    # norm over more than one sample) and on strided ones.
+    "layer_norm long rows": (lambda x, w, b: F.layer_norm(x, (1000,), w, b), [(3, 1000), (1000,), (1000,)]),
+    "layer_norm long rows, no affine": (lambda x: F.layer_norm(x, (4099,)), [(2, 4099)]),
+    "rms_norm long rows": (lambda x, w: F.rms_norm(x, (777,), w, eps=1e-5), [(2, 777), (777,)]),
+    "group_norm long groups": (lambda x, w, b: F.group_norm(x, 2, w, b), [(2, 4, 30, 31), (4,), (4,)]),
+    "batch_norm one sample": (lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True),
+                              [(1, 3, 40, 41), (3,), (3,)]),
+    "batch_norm long channels": (lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True),
+                                 [(3, 2, 30, 31), (2,), (2,)]),
+    "batch_norm evaluation one sample": (
+        lambda x, w, b: F.batch_norm(x, torch.full((3,), 0.5, device=x.device), torch.full((3,), 2.0, device=x.device),
+                                     w, b, training=False), [(1, 3, 40, 41), (3,), (3,)]),
 }
 
 

@@ -107,8 +107,10 @@ void run_norm(const char* entry, NormLaunch& how, const at::Tensor& input) {
   }
   const bool has_weight = how.tensors[1].defined(), has_bias = how.tensors[2].defined() && std::strcmp(entry, "forward") == 0;
   const uint32_t group = workgroup_for(how.layout.count);
+  const bool adjacent = how.layout.inner >= how.layout.count;
   const std::string key = std::string("norm|") + entry + mode_name(how.mode) + running_name(how.running) +
-                          wgsl_type(dtype) + (has_weight ? "w" : "") + (has_bias ? "b" : "") + std::to_string(group);
+                          wgsl_type(dtype) + (has_weight ? "w" : "") + (has_bias ? "b" : "") + std::to_string(group) +
+                          (adjacent ? "a" : "");
   const Kernel& compiled = recipe_kernel(dev, key, [&] {
     KernelRecipe recipe;
     recipe.files = {"norms.wgsl"};
@@ -117,7 +119,8 @@ void run_norm(const char* entry, NormLaunch& how, const at::Tensor& input) {
                         {"RUNNING", kernel_constant("norms.wgsl", running_name(how.running))},
                         {"HAS_WEIGHT", has_weight ? 1.0 : 0.0},
                         {"HAS_BIAS", has_bias ? 1.0 : 0.0},
-                        {"WG", static_cast<double>(group)}};
+                        {"WG", static_cast<double>(group)},
+                        {"ADJACENT", adjacent ? 1.0 : 0.0}};
     recipe.entry = entry;
     return recipe;
   });

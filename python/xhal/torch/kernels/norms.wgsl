@@ -6,6 +6,11 @@
 // so a layer norm's row is a contiguous run of `count` elements, and a batch norm's row is a
 // channel: `inner` spatial elements, then the next sample `outer_stride` further on.
 //
+// Every loop over a row runs the same number of times in every invocation, each element
+// behind its own test, so that the cpu device runs it across the invocations; where a row's
+// elements are adjacent (ADJACENT), the loops index the buffers themselves, so that those
+// lanes load whole vectors.
+//
 // Run one by itself (README.md): cat lib/float_f32.wgsl norms.wgsl | xhal run - -e forward ...
 
 alias E = f32;  // the elements of the tensors' memory
@@ -16,6 +21,7 @@ override HAS_WEIGHT: bool = false;
 override HAS_BIAS: bool = false;
 override RUNNING: u32 = 0u;     // a RUNNING_ constant (batch norm)
 override WG: u32 = 256u;        // invocations a row, a power of two
+override ADJACENT: bool = false; // inner >= count: element j of row r is at r * row_stride + j
 
 const MODE_LAYER: u32 = 0u;     // affine by element within the row
 const MODE_RMS: u32 = 1u;       // the same, scaling by the root mean square, with no mean taken out
@@ -108,12 +114,11 @@ fn workgroup_sum(lane: u32, value: vec2<F>) -> vec2<F> {
   return total;
 }
 
-fn row_of(wid: vec3<u32>, groups: vec3<u32>) -> u32 { return wid.x + wid.y * groups.x; }
-
 @compute @workgroup_size(WG)
 fn forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
            @builtin(local_invocation_index) lane: u32) {
-  let r = row_of(wid, groups);
+  // Written out, not called: the cpu device sees that it is the same in every invocation.
+  let r = wid.x + wid.y * groups.x;
   if (r >= q.rows) { return; }
   let step = cursor_at(WG);
   let n = F(q.count);
@@ -127,9 +132,16 @@ fn forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) group
     var sum = F(0);
     if (MODE != MODE_RMS) {
       var c = cursor_at(lane);
-      for (var j = lane; j < q.count; j = j + WG) {
-        sum = sum + F(x[at(r, c)]);
-        c = advance(c, step);
+      for (var start = 0u; start < q.count; start = start + WG) {
+        let j = start + lane;
+        if (j < q.count) {
+          if (ADJACENT) {
+            sum = sum + F(x[r * q.row_stride + j]);
+          } else {
+            sum = sum + F(x[at(r, c)]);
+            c = advance(c, step);
+          }
+        }
       }
       m = workgroup_sum(lane, vec2<F>(sum, F(0))).x / n;
     }
@@ -137,10 +149,18 @@ fn forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) group
     // variance of large values.
     var squares = F(0);
     var c = cursor_at(lane);
-    for (var j = lane; j < q.count; j = j + WG) {
-      let d = F(x[at(r, c)]) - m;
-      squares = squares + d * d;
-      c = advance(c, step);
+    for (var start = 0u; start < q.count; start = start + WG) {
+      let j = start + lane;
+      if (j < q.count) {
+        var d = F(0);
+        if (ADJACENT) {
+          d = F(x[r * q.row_stride + j]) - m;
+        } else {
+          d = F(x[at(r, c)]) - m;
+          c = advance(c, step);
+        }
+        squares = squares + d * d;
+      }
     }
     let variance = workgroup_sum(lane, vec2<F>(squares, F(0))).x / n;
     inverse = F(1) / xsqrt(variance + eps);
@@ -152,10 +172,25 @@ fn forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) group
     }
   }
   var c = cursor_at(lane);
-  for (var j = lane; j < q.count; j = j + WG) {
-    let k = at(r, c);
-    out[k] = E((F(x[k]) - m) * inverse * scale(r, j) + shift(r, j));
-    c = advance(c, step);
+  for (var start = 0u; start < q.count; start = start + WG) {
+    let j = start + lane;
+    if (j < q.count) {
+      if (ADJACENT && (MODE == MODE_LAYER || MODE == MODE_RMS)) {
+        // The weight and bias by element, indexed here too.
+        let k = r * q.row_stride + j;
+        var y = (F(x[k]) - m) * inverse;
+        if (HAS_WEIGHT) { y = y * F(weight[j]); }
+        if (HAS_BIAS) { y = y + F(bias[j]); }
+        out[k] = E(y);
+      } else if (ADJACENT) {
+        let k = r * q.row_stride + j;
+        out[k] = E((F(x[k]) - m) * inverse * scale(r, j) + shift(r, j));
+      } else {
+        let k = at(r, c);
+        out[k] = E((F(x[k]) - m) * inverse * scale(r, j) + shift(r, j));
+        c = advance(c, step);
+      }
+    }
   }
   if (lane == 0u && RUNNING != RUNNING_USE) {
     mean[r] = E(m);
@@ -168,7 +203,8 @@ fn forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) group
 @compute @workgroup_size(WG)
 fn backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
             @builtin(local_invocation_index) lane: u32) {
-  let r = row_of(wid, groups);
+  // Written out, not called: the cpu device sees that it is the same in every invocation.
+  let r = wid.x + wid.y * groups.x;
   if (r >= q.rows) { return; }
   let n = F(q.count);
   let m = F(mean[r]);
@@ -178,14 +214,27 @@ fn backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) grou
   var raw = vec2<F>(F(0));
   let step = cursor_at(WG);
   var c = cursor_at(lane);
-  for (var j = lane; j < q.count; j = j + WG) {
-    let k = at(r, c);
-    let d = F(dy[k]);
-    let xhat = (F(x[k]) - m) * inverse;
-    let g = d * scale(r, j);
-    sums = sums + vec2<F>(g, g * xhat);
-    raw = raw + vec2<F>(d, d * xhat);
-    c = advance(c, step);
+  for (var start = 0u; start < q.count; start = start + WG) {
+    let j = start + lane;
+    if (j < q.count) {
+      var k = 0u;
+      var d = F(0);
+      var xhat = F(0);
+      var g = F(0);
+      if (ADJACENT && (MODE == MODE_LAYER || MODE == MODE_RMS)) {
+        d = F(dy[r * q.row_stride + j]);
+        xhat = (F(x[r * q.row_stride + j]) - m) * inverse;
+        g = d;
+        if (HAS_WEIGHT) { g = d * F(weight[j]); }
+      } else {
+        if (ADJACENT) { k = r * q.row_stride + j; } else { k = at(r, c); c = advance(c, step); }
+        d = F(dy[k]);
+        xhat = (F(x[k]) - m) * inverse;
+        g = d * scale(r, j);
+      }
+      sums = sums + vec2<F>(g, g * xhat);
+      raw = raw + vec2<F>(d, d * xhat);
+    }
   }
   let total = workgroup_sum(lane, sums);
   var weight_sums = vec2<F>(F(0));
@@ -194,17 +243,28 @@ fn backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) grou
   let mean_gx = total.y / n;
   if (MODE == MODE_RMS) { mean_g = F(0); }
   c = cursor_at(lane);
-  for (var j = lane; j < q.count; j = j + WG) {
-    let k = at(r, c);
-    let g = F(dy[k]) * scale(r, j);
-    if (RUNNING == RUNNING_USE) {
-      // Evaluation: the statistics are constants.
-      out[k] = E(g * inverse);
-    } else {
-      let xhat = (F(x[k]) - m) * inverse;
-      out[k] = E(inverse * (g - mean_g - xhat * mean_gx));
+  for (var start = 0u; start < q.count; start = start + WG) {
+    let j = start + lane;
+    if (j < q.count) {
+      if (ADJACENT && (MODE == MODE_LAYER || MODE == MODE_RMS) && RUNNING != RUNNING_USE) {
+        let k = r * q.row_stride + j;
+        var g = F(dy[k]);
+        if (HAS_WEIGHT) { g = g * F(weight[j]); }
+        let xhat = (F(x[k]) - m) * inverse;
+        out[k] = E(inverse * (g - mean_g - xhat * mean_gx));
+      } else {
+        var k = 0u;
+        if (ADJACENT) { k = r * q.row_stride + j; } else { k = at(r, c); c = advance(c, step); }
+        let g = F(dy[k]) * scale(r, j);
+        if (RUNNING == RUNNING_USE) {
+          // Evaluation: the statistics are constants.
+          out[k] = E(g * inverse);
+        } else {
+          let xhat = (F(x[k]) - m) * inverse;
+          out[k] = E(inverse * (g - mean_g - xhat * mean_gx));
+        }
+      }
     }
-    c = advance(c, step);
   }
   if (lane == 0u && MODE == MODE_BATCH) {
     grad_weight[r] = E(weight_sums.y);
