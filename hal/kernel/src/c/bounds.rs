@@ -74,7 +74,14 @@ impl<'a> Writer<'a> {
             Dialect::HostC if fx.proven.accesses.contains(&h) => match &fx.f.expressions[h] {
                 Expression::Access { index, .. } if fx.proven.lane_sites.contains_key(index) => {
                     let (k, step) = fx.proven.lane_sites[index];
-                    format!("xh_lane_site[{k}] + (xh_i64)li * {step}")
+                    let site = format!("xh_lane_site[{k}]");
+                    match fx.wg.as_ref().map(|wg| wg.shape) {
+                        // One dimension: the loop runs `li` alone.
+                        Some([_, 0 | 1, 0 | 1]) | None => format!("{site}.b + (xh_i64)li * {step}"),
+                        Some(_) => {
+                            format!("{site}.b + (xh_i64)lx * {step} + (xh_i64)ly * {site}.y + (xh_i64)lz * {site}.z")
+                        }
+                    }
                 }
                 _ => format!("(xh_u32)({i})"),
             },

@@ -520,10 +520,39 @@ mod tests {
         assert!(!host.contains("done_"), "{host}");
         // An index the region's test proves in bounds is a step from the first invocation's,
         // in 64 bits, where a 32-bit sum that may wrap is a gather (or a scatter).
-        assert!(host.contains("xh_lane_site[0] = ("), "{host}");
-        assert!(host.contains("xh_lane_site[0] + (xh_i64)li * 1"), "{host}");
+        assert!(host.contains("xh_lane_site[0] = xh_lin_"), "{host}");
+        assert!(host.contains("xh_lane_site[0].b + (xh_i64)li * 1"), "{host}");
         // `max` of floats is a comparison, not a call to libm's fmaxf.
         assert!(host.contains("xh_fmax_f32(") && !host.contains("fmaxf("), "{host}");
+        // A `var<uniform>` block (read-only for the dispatch) and a call to a function of
+        // uniform values alone are the same in every invocation: the loop whose count they
+        // give runs once for the workgroup, its counter in one slot of the frame.
+        let source = "struct L { count: u32, part: u32 }\n\
+                      @group(0) @binding(0) var<uniform> shape: L;\n\
+                      @group(0) @binding(1) var<storage, read> input: array<vec4<f32>>;\n\
+                      @group(0) @binding(2) var<storage, read_write> out: array<f32>;\n\
+                      var<workgroup> w: array<f32, 256>;\n\
+                      fn first(o: u32) -> u32 { return o * shape.count; }\n\
+                      @compute @workgroup_size(256)\n\
+                      fn split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lane: u32) {\n\
+                          let base = first(wid.y);\n\
+                          let quads = min(shape.count, shape.part) / 4u;\n\
+                          var sums = vec4<f32>(0.0);\n\
+                          for (var step = 0u; step < quads; step = step + 256u) {\n\
+                              let k = step + lane;\n\
+                              if (k < quads) { sums = sums + input[base / 4u + k]; }\n\
+                          }\n\
+                          w[lane] = sums.x + sums.y + sums.z + sums.w;\n\
+                          workgroupBarrier();\n\
+                          if (lane == 0u) { out[wid.y] = w[0] + w[1]; }\n\
+                      }\n";
+        let host = emit(source, Dialect::HostC);
+        let frame = host
+            .lines()
+            .find(|line| line.starts_with("typedef struct xh_frame_split"))
+            .unwrap_or_default();
+        assert!(frame.contains("xh_u32 step_l"), "{host}");
+        assert!(host.contains("xh_lane_site[0].b + (xh_i64)li * 1"), "{host}");
     }
 
     #[test]

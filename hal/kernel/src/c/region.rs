@@ -49,11 +49,12 @@ pub(super) struct Proven {
     pub(super) fixed: HashSet<(Handle<Expression>, u32)>,
     /// Comparisons with the same outcome everywhere, and that outcome.
     pub(super) conditions: HashMap<Handle<Expression>, bool>,
-    /// Indices of proven accesses that move by a constant step with the invocation, in a
-    /// workgroup of one dimension: the slot of `xh_lane_site` that holds the index in
-    /// invocation 0, and the step. The second copy writes them `site + li * step` in 64
-    /// bits, which the C compiler sees as contiguous (or strided) where the 32-bit sum it
-    /// must let wrap around is a gather, or a scatter it cannot write at all.
+    /// Indices of proven accesses that move by a constant step along x, the direction the
+    /// innermost loop over the invocations takes: the slot of `xh_lane_site` that holds the
+    /// index's form (its value at the workgroup's origin and its step along each direction),
+    /// and the step along x. The second copy writes them `origin + lx * step + ly * y + lz
+    /// * z` in 64 bits, which the C compiler sees as contiguous (or strided) where the 32-bit
+    /// sum it must let wrap around is a gather, or a scatter it cannot write at all.
     pub(super) lane_sites: HashMap<Handle<Expression>, (usize, i64)>,
 }
 
@@ -212,12 +213,12 @@ impl<'a> Writer<'a> {
                     ));
                     proven.accesses.insert(access);
                     // An index proven in bounds is its form's value, exactly (the test notes
-                    // any overflow): in invocation 0, `b`.
-                    if sy == 1 && sz == 1 && !proven.lane_sites.contains_key(&index) {
+                    // any overflow).
+                    if !proven.lane_sites.contains_key(&index) {
                         if let Some(step) = self.lane_step(fx, start, index, 0) {
                             let k = proven.lane_sites.len();
                             proven.lane_sites.insert(index, (k, step));
-                            lane_sites.push(format!("xh_lane_site[{k}] = ({form}).b;"));
+                            lane_sites.push(format!("xh_lane_site[{k}] = {form};"));
                         }
                     }
                 }
@@ -283,9 +284,8 @@ impl<'a> Writer<'a> {
         Ok((claims, lane_sites, proven))
     }
 
-    /// How much `h` grows from one invocation to the next in a workgroup of one dimension,
-    /// when that is a constant: the same rules as [`Writer::linear`], with factors that are
-    /// literals.
+    /// How much `h` grows from one invocation to the next along x, when that is a constant:
+    /// the same rules as [`Writer::linear`], with factors that are literals.
     fn lane_step(&self, fx: &Fx, start: &Start, h: Handle<Expression>, depth: u32) -> Option<i64> {
         if depth > DEPTH || int_scalar(self, fx, h).is_none() {
             return None;
@@ -412,6 +412,7 @@ impl<'a> Writer<'a> {
             Expression::ArrayLength(_) => true,
             Expression::Load { pointer } => {
                 let mut p = *pointer;
+                let mut indexed = false;
                 loop {
                     match &fx.f.expressions[p] {
                         Expression::AccessIndex { base, .. } => p = *base,
@@ -419,10 +420,16 @@ impl<'a> Writer<'a> {
                             if !ok(*index) {
                                 return false;
                             }
+                            indexed = true;
                             p = *base;
                         }
+                        // The scalar block, or a member of a buffer bound read-only (a
+                        // `var<uniform>` block): the test reads it as it is. An element a
+                        // computed index picks from a buffer stays with the checked copy,
+                        // which clamps that index.
                         Expression::GlobalVariable(g) => {
-                            return self.m.global_variables[*g].space == AddressSpace::Immediate;
+                            let space = self.m.global_variables[*g].space;
+                            return space == AddressSpace::Immediate || (!indexed && super::uniform::read_only(space));
                         }
                         Expression::LocalVariable(l) => {
                             // Loaded in this region from a local it does not change: the
@@ -452,8 +459,8 @@ impl<'a> Writer<'a> {
         }
     }
 
-    /// Whether uniform `h` is made from a size: a member of the scalar block or a buffer's
-    /// length.
+    /// Whether uniform `h` is made from a size: a member of the scalar block or of a buffer
+    /// bound read-only (a `var<uniform>` block), or a buffer's length.
     fn mentions_size(&self, fx: &Fx, h: Handle<Expression>, depth: u32) -> bool {
         if depth > DEPTH {
             return false;
@@ -463,11 +470,17 @@ impl<'a> Writer<'a> {
             Expression::ArrayLength(_) => true,
             Expression::Load { pointer } => {
                 let mut p = *pointer;
+                let mut indexed = false;
                 loop {
                     match &fx.f.expressions[p] {
-                        Expression::AccessIndex { base, .. } | Expression::Access { base, .. } => p = *base,
+                        Expression::AccessIndex { base, .. } => p = *base,
+                        Expression::Access { base, .. } => {
+                            indexed = true;
+                            p = *base;
+                        }
                         Expression::GlobalVariable(g) => {
-                            return self.m.global_variables[*g].space == AddressSpace::Immediate
+                            let space = self.m.global_variables[*g].space;
+                            return space == AddressSpace::Immediate || (!indexed && super::uniform::read_only(space));
                         }
                         _ => return false,
                     }

@@ -10,7 +10,7 @@
 //! pointer to it is passed to a function. The rules are conservative: anything not shown
 //! uniform is not.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use naga::{AddressSpace, Block, Expression, Function, Handle, LocalVariable, Statement};
 
@@ -23,8 +23,11 @@ pub(super) struct Uniform {
 
 pub(super) fn analyze(module: &naga::Module, f: &Function) -> Uniform {
     let mut locals: HashSet<Handle<LocalVariable>> = f.local_variables.iter().map(|(h, _)| h).collect();
+    let pure = pure_functions(module);
+    let mut calls = HashMap::new();
+    call_results(&f.body, &mut calls);
     loop {
-        let exprs = uniform_exprs(module, f, &locals);
+        let exprs = uniform_exprs(module, f, &locals, &pure, &calls);
         let mut walker = Walker {
             f,
             exprs: &exprs,
@@ -38,11 +41,98 @@ pub(super) fn analyze(module: &naga::Module, f: &Function) -> Uniform {
     }
 }
 
+/// Whether memory in `space` stays the same for a whole dispatch: the scalar block, and
+/// buffers bound read-only (a `var<uniform>` reaches the writers as one; WebGPU forbids a
+/// writable binding to alias another in one dispatch, and xhal's devices take the same rule).
+pub(super) fn read_only(space: AddressSpace) -> bool {
+    match space {
+        AddressSpace::Immediate | AddressSpace::Uniform => true,
+        AddressSpace::Storage { access } => !access.contains(naga::StorageAccess::STORE),
+        _ => false,
+    }
+}
+
+/// Which functions of `module` compute their result from their arguments alone: no pointer
+/// arguments, and nothing read or written outside their locals but constants and memory
+/// that stays the same for the dispatch ([`read_only`]), calling only such functions.
+/// A call to one with uniform arguments is uniform (a row's first element, say).
+fn pure_functions(module: &naga::Module) -> Vec<bool> {
+    let mut pure: Vec<bool> = Vec::with_capacity(module.functions.len());
+    // A function only calls functions before it in the arena.
+    for (_, f) in module.functions.iter() {
+        let pointer_arguments = f.arguments.iter().any(|a| {
+            matches!(
+                module.types[a.ty].inner,
+                naga::TypeInner::Pointer { .. } | naga::TypeInner::ValuePointer { .. }
+            )
+        });
+        let reads_only_shared = f.expressions.iter().all(|(_, e)| match e {
+            Expression::GlobalVariable(g) => read_only(module.global_variables[*g].space),
+            Expression::CallResult(callee) => pure.get(callee.index()).copied().unwrap_or(false),
+            Expression::AtomicResult { .. }
+            | Expression::WorkGroupUniformLoadResult { .. }
+            | Expression::ImageLoad { .. }
+            | Expression::ImageSample { .. }
+            | Expression::RayQueryProceedResult
+            | Expression::SubgroupBallotResult
+            | Expression::SubgroupOperationResult { .. } => false,
+            _ => true,
+        });
+        let mut callees = std::collections::BTreeSet::new();
+        crate::ir::calls(&f.body, &mut callees);
+        let calls_pure = callees.iter().all(|c| pure.get(c.index()).copied().unwrap_or(false));
+        pure.push(!pointer_arguments && reads_only_shared && calls_pure && !has_atomic(&f.body));
+    }
+    pure
+}
+
+fn has_atomic(block: &Block) -> bool {
+    block.iter().any(|s| match s {
+        Statement::Atomic { .. } | Statement::ImageAtomic { .. } => true,
+        Statement::Block(b) => has_atomic(b),
+        Statement::If { accept, reject, .. } => has_atomic(accept) || has_atomic(reject),
+        Statement::Switch { cases, .. } => cases.iter().any(|c| has_atomic(&c.body)),
+        Statement::Loop { body, continuing, .. } => has_atomic(body) || has_atomic(continuing),
+        _ => false,
+    })
+}
+
+/// The arguments of each call, by the call's result expression.
+type CallArguments = HashMap<Handle<Expression>, Vec<Handle<Expression>>>;
+
+/// Adds to `out` the arguments of every call in `block` that has a result.
+fn call_results(block: &Block, out: &mut CallArguments) {
+    for s in block.iter() {
+        match s {
+            Statement::Call {
+                arguments,
+                result: Some(result),
+                ..
+            } => {
+                out.insert(*result, arguments.clone());
+            }
+            Statement::Block(b) => call_results(b, out),
+            Statement::If { accept, reject, .. } => {
+                call_results(accept, out);
+                call_results(reject, out);
+            }
+            Statement::Switch { cases, .. } => cases.iter().for_each(|c| call_results(&c.body, out)),
+            Statement::Loop { body, continuing, .. } => {
+                call_results(body, out);
+                call_results(continuing, out);
+            }
+            _ => {}
+        }
+    }
+}
+
 /// The expressions that are uniform when the locals in `locals` are.
 fn uniform_exprs(
     module: &naga::Module,
     f: &Function,
     locals: &HashSet<Handle<LocalVariable>>,
+    pure: &[bool],
+    calls: &CallArguments,
 ) -> HashSet<Handle<Expression>> {
     let mut uniform = HashSet::new();
     // Operands come before their users in the arena, so one pass in order suffices.
@@ -67,7 +157,7 @@ fn uniform_exprs(
                 u(pointer)
                     && match root(f, *pointer) {
                         Some(Root::Local(l)) => locals.contains(&l),
-                        Some(Root::Global(g)) => module.global_variables[g].space == AddressSpace::Immediate,
+                        Some(Root::Global(g)) => read_only(module.global_variables[g].space),
                         None => false,
                     }
             }
@@ -88,6 +178,11 @@ fn uniform_exprs(
                 arg, arg1, arg2, arg3, ..
             } => u(arg) && [arg1, arg2, arg3].into_iter().flatten().all(u),
             Expression::As { expr, .. } => u(expr),
+            // The call's arguments come before its result in the arena.
+            Expression::CallResult(callee) => {
+                pure.get(callee.index()).copied().unwrap_or(false)
+                    && calls.get(&h).is_some_and(|arguments| arguments.iter().all(u))
+            }
             _ => false,
         };
         if is {

@@ -901,7 +901,7 @@ impl Writer<'_> {
                 // only where they are the same in every invocation.
                 let _ = writeln!(out, "{pad}li = 0u; lx = 0u; ly = 0u; lz = 0u; {{ int xh_fast;");
                 if !second.lane_sites.is_empty() {
-                    let _ = writeln!(out, "{pad}    xh_i64 xh_lane_site[{}];", second.lane_sites.len());
+                    let _ = writeln!(out, "{pad}    xh_lin xh_lane_site[{}];", second.lane_sites.len());
                 }
                 let _ = writeln!(out, "{pad}    {{ int xh_bad = 0;");
                 for line in prologue.common.lines() {

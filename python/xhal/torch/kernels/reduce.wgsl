@@ -219,8 +219,11 @@ fn split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) count: 
     let quads = (end - start) / 4u;
     let first = (base + start) / 4u;
     var sums = vec4<A>(A(0));
-    for (var k = lane; k < quads; k = k + 256u) {
-      sums = sums + vec4<A>(input_quads[first + k]);
+    // As often in every invocation, each quad behind its own test: the cpu device runs
+    // these steps across the invocations, in vector lanes.
+    for (var step = 0u; step < quads; step = step + 256u) {
+      let k = step + lane;
+      if (k < quads) { sums = sums + vec4<A>(input_quads[first + k]); }
     }
     var total = (sums.x + sums.y) + (sums.z + sums.w);
     for (var j = start + quads * 4u + lane; j < end; j = j + 256u) {
