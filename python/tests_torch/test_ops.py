@@ -474,5 +474,8 @@ def test_every_dtype_the_device_claims(dev, dtype):
     # Sums of int32 and argmax give int64, which needs the device's i64 too.
     if native and (dtype != torch.int32 or torch.int64 in xhal.torch.native_dtypes(dev)):
         assert counts == {}, f"{dtype} is native on {dev} but fell back: {counts}"
-    else:
+    elif dtype != torch.float16:
         assert counts, f"{dtype} is not native on {dev}, yet nothing fell back"
+    # float16 on a device without f16 runs in f32 on the device wherever the operator has a
+    # kernel (bfloat16_ops.cpp), and may then fall back nowhere: the results above are what
+    # is checked.
