@@ -129,20 +129,25 @@ fn log_softmax_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(
 
 const LANES: u32 = 256u;
 var<workgroup> lanes: array<F, 256>;
+var<workgroup> sixteenths: array<F, 16>;
 
-// Every lane's `value` combined in a tree, the largest (`largest`) or the sum, which every
-// lane gets.
+fn combined(a: F, b: F, largest: bool) -> F { return select(a + b, max(a, b), largest); }
+
+// Every lane's `value` combined, the largest (`largest`) or the sum, which every lane gets:
+// sixteen lanes each combine sixteen, then every lane combines those sixteen, in that order
+// on every device. Three barriers, where a tree takes ten: a device that runs a workgroup's
+// invocations in turn (lavapipe, PoCL) pays for each one.
 fn lanes_combine(lane: u32, value: F, largest: bool) -> F {
   lanes[lane] = value;
   workgroupBarrier();
-  for (var width = LANES / 2u; width > 0u; width = width / 2u) {
-    if (lane < width) {
-      let other = lanes[lane + width];
-      lanes[lane] = select(lanes[lane] + other, max(lanes[lane], other), largest);
-    }
-    workgroupBarrier();
+  if (lane < 16u) {
+    var part = lanes[lane * 16u];
+    for (var k = 1u; k < 16u; k = k + 1u) { part = combined(part, lanes[lane * 16u + k], largest); }
+    sixteenths[lane] = part;
   }
-  let whole = lanes[0];
+  workgroupBarrier();
+  var whole = sixteenths[0];
+  for (var k = 1u; k < 16u; k = k + 1u) { whole = combined(whole, sixteenths[k], largest); }
   // The next combine writes the lanes again.
   workgroupBarrier();
   return whole;
