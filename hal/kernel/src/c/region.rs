@@ -52,9 +52,10 @@ pub(super) struct Proven {
     /// Indices of proven accesses that move by a constant step along x, the direction the
     /// innermost loop over the invocations takes: the slot of `xh_lane_site` that holds the
     /// index's form (its value at the workgroup's origin and its step along each direction),
-    /// and the step along x. The second copy writes them `origin + lx * step + ly * y + lz
-    /// * z` in 64 bits, which the C compiler sees as contiguous (or strided) where the 32-bit
-    /// sum it must let wrap around is a gather, or a scatter it cannot write at all.
+    /// and the step along x. The second copy writes them as the origin plus `lx` times the
+    /// step plus `ly` and `lz` times the form's steps along y and z, in 64 bits, which the C
+    /// compiler sees as contiguous (or strided) where the 32-bit sum it must let wrap around
+    /// is a gather, or a scatter it cannot write at all.
     pub(super) lane_sites: HashMap<Handle<Expression>, (usize, i64)>,
 }
 
