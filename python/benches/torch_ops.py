@@ -3,7 +3,7 @@
 Matrix products `a @ b` of square float32 matrices: milliseconds per product on xhal:0 and on
 torch's CPU (with as many threads as cores), the throughput of each in GFLOP/s, and xhal's
 throughput as a share of torch CPU's. Then the other operators of a model (a sum and
-elementwise arithmetic over 4M floats, softmax and layer norm rows, a ResNet-shaped
+elementwise arithmetic over 4M floats, softmax, log-softmax and layer norm rows with backward passes, a ResNet-shaped
 convolution, a copy as the memory probe), 3x3 convolution layers from a ResNet's first stage to
 its last and a small CNN's, forward and with both gradients, and training steps of four small models (an MLP, a
 transformer block, a decoder language model and a CNN, AdamW), each as a ratio of torch CPU's
@@ -74,6 +74,10 @@ def operators():
     big = torch.randn(4 * 1024 * 1024, generator=generator)
     other = torch.randn(4 * 1024 * 1024, generator=generator)
     rows = torch.randn(256, 1024, generator=generator)
+    row_gradient = torch.randn(256, 1024, generator=generator)
+    vocabulary = torch.randn(32, 50257, generator=generator)
+    norm_weight, norm_bias = torch.randn(1024, generator=generator), torch.randn(1024, generator=generator)
+    _, norm_mean, norm_rstd = torch.ops.aten.native_layer_norm(rows, [1024], norm_weight, norm_bias, 1e-5)
     image = torch.randn(8, 64, 56, 56, generator=generator)
     norm = nn.LayerNorm(1024)
     conv = nn.Conv2d(64, 64, 3, padding=1)
@@ -88,14 +92,22 @@ def operators():
         ("x.mul_(1.0), 4M in place", lambda t: t[0].mul_(1.0), (big,), 1e-6),
         ("x.clone(), 4M (memory probe)", lambda t: t[0].clone(), (big,), 0),
         ("softmax, 256x1024", lambda t: t[0].softmax(-1), (rows,), 1e-6),
+        ("softmax backward, 256x1024",
+         lambda t: torch.ops.aten._softmax_backward_data(t[0], t[1], -1, torch.float32),
+         (row_gradient, rows.softmax(-1)), 1e-6),
+        ("log_softmax, 32x50257 (a vocabulary)", lambda t: t[0].log_softmax(-1), (vocabulary,), 1e-6),
         ("layer norm, 256x1024", None, (rows,), 1e-4),
+        ("layer norm backward, 256x1024",
+         lambda t: torch.ops.aten.native_layer_norm_backward(t[0], t[1], [1024], t[2], t[3], t[4], t[5],
+                                                             [True, True, True])[0],
+         (row_gradient, rows, norm_mean, norm_rstd, norm_weight, norm_bias), 1e-4),
         ("conv2d 64->64 3x3, 8x64x56x56", None, (image,), 1e-3),
     ]
     results = []
     for name, run, inputs, tolerance in cases:
         print(f"torch_ops: {name}", file=sys.stderr)
         on_device = tuple(t.to("xhal:0") for t in inputs)
-        if name.startswith("layer norm"):
+        if name == "layer norm, 256x1024":
             cpu_run, xhal_run = (lambda t: norm(t[0])), (lambda t: xhal_norm(t[0]))
         elif name.startswith("conv2d"):
             cpu_run, xhal_run = (lambda t: conv(t[0])), (lambda t: xhal_conv(t[0]))
