@@ -117,7 +117,6 @@ fn workgroup_sum(lane: u32, value: vec2<F>) -> vec2<F> {
 @compute @workgroup_size(WG)
 fn forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
            @builtin(local_invocation_index) lane: u32) {
-  // Written out, not called: the cpu device sees that it is the same in every invocation.
   let r = wid.x + wid.y * groups.x;
   if (r >= q.rows) { return; }
   let step = cursor_at(WG);
@@ -203,7 +202,6 @@ fn forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) group
 @compute @workgroup_size(WG)
 fn backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
             @builtin(local_invocation_index) lane: u32) {
-  // Written out, not called: the cpu device sees that it is the same in every invocation.
   let r = wid.x + wid.y * groups.x;
   if (r >= q.rows) { return; }
   let n = F(q.count);
