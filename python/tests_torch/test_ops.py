@@ -152,6 +152,37 @@ def test_matrix_products_of_every_edge(dev, m, n, k):
     no_fallbacks()
 
 
+def operand_laid_out(t, layout, dev):
+    """`t` on `dev` with its last dimension adjacent in memory ("rows"), its first one
+    ("columns", a transposed tensor's layout), or neither (every other element of a wider
+    tensor)."""
+    if layout == "rows":
+        return t.to(dev)
+    if layout == "columns":
+        return t.t().contiguous().to(dev).t()
+    wide = torch.zeros(t.shape[0], 2 * t.shape[1])
+    wide[:, ::2] = t
+    return wide.to(dev)[:, ::2]
+
+
+@pytest.mark.parametrize("a_layout", ["rows", "columns", "neither"])
+@pytest.mark.parametrize("b_layout", ["rows", "columns", "neither"])
+def test_matrix_products_read_operands_in_every_layout(dev, a_layout, b_layout):
+    # The tiled kernel stages each operand along whichever dimension is adjacent in memory;
+    # shapes with whole 64x64 blocks, edge blocks and a partial last depth step.
+    g = torch.Generator().manual_seed(7)
+    a, b = torch.randn(130, 50, generator=g), torch.randn(50, 140, generator=g)
+    a_dev, b_dev = operand_laid_out(a, a_layout, dev), operand_laid_out(b, b_layout, dev)
+    close(a_dev @ b_dev, a @ b, rtol=1e-4, atol=1e-4)
+    bias = torch.randn(140, generator=g)
+    close(torch.addmm(bias.to(dev), a_dev, b_dev, beta=-1, alpha=3), torch.addmm(bias, a, b, beta=-1, alpha=3),
+          rtol=1e-4, atol=1e-4)
+    # bfloat16 operands accumulate in f32 and round once.
+    close(a_dev.bfloat16() @ b_dev.bfloat16(), (a.bfloat16().float() @ b.bfloat16().float()).bfloat16(),
+          rtol=1e-2, atol=1e-2)
+    no_fallbacks()
+
+
 def test_softmax_family(dev):
     x = torch.randn(3, 4, 5) * 4
     for dim in (0, 1, -1):

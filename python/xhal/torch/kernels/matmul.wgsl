@@ -2,8 +2,8 @@
 // strides (a stride of 0 broadcasts), accumulated in F: f32 for float16 and float32 (as
 // PyTorch's CPU does), f64 for float64. Two entry points: `tiled`, for products with rows and
 // columns to share work (a workgroup computes a 64x64 block of the output from 64x16 and
-// 16x64 blocks of the operands staged in workgroup memory, each invocation a 4x4 block held
-// in four vec4 accumulators), and `main`, one invocation per output element, for products
+// 16x64 blocks of the operands staged in workgroup memory, each invocation 4x4 of its outputs
+// held in four vec4 accumulators), and `main`, one invocation per output element, for products
 // with a single row or column (matrix-vector products and dot products).
 //
 // Run one by itself (README.md): cat lib/float_f32.wgsl matmul.wgsl | xhal run - ...
@@ -61,9 +61,10 @@ const TILE: u32 = 16u;         // invocations along each side of a workgroup
 const TILE_K: u32 = 16u;       // the depth of the operand blocks staged per step
 const BLOCK: u32 = 64u;        // output rows and columns of a workgroup: 4 per invocation
 
-// A block: TILE_K depths of 16 groups of 4 rows (a) or 4 columns (b), one vec4 per group.
-var<workgroup> a_block: array<vec4<F>, 256>;  // TILE_K * TILE
-var<workgroup> b_block: array<vec4<F>, 256>;
+// The operand blocks of a step: a_block[row * TILE_K + depth] holds a's BLOCK rows by TILE_K
+// depths, b_block[depth * BLOCK + column] b's TILE_K depths by BLOCK columns.
+var<workgroup> a_block: array<F, 1024>;  // BLOCK * TILE_K
+var<workgroup> b_block: array<F, 1024>;
 
 // a[matrix][row][depth] in F, or 0 outside the matrix (edge blocks read zeros).
 fn a_at(base: u32, row: u32, depth: u32) -> F {
@@ -90,8 +91,12 @@ fn store(matrix: u32, row: u32, column: u32, sum: F) {
   out[q.offsets.w + (matrix * q.m + row) * q.n + column] = E(value);
 }
 
-// Launched as ceil(n / 64) x ceil(m / 64) x batch workgroups. Each output sums its products in
-// order of depth, whatever the blocks, so the result does not depend on the tile sizes.
+// Launched as ceil(n / 64) x ceil(m / 64) x batch workgroups. Invocation (x, y) computes rows
+// y, y + 16, y + 32, y + 48 and columns x, x + 16, x + 32, x + 48 of the workgroup's block:
+// neighbours along x read neighbouring elements of b_block and write neighbouring elements of
+// the output, which a device that runs invocations as vector lanes (the cpu device) loads and
+// stores as whole vectors. Each output sums its products in order of depth, whatever the
+// blocks, so the result does not depend on the tile sizes.
 @compute @workgroup_size(16, 16)
 fn tiled(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
   let matrix = wid.z;
@@ -99,10 +104,13 @@ fn tiled(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wi
   let b_base = q.offsets.y + matrix * q.b_strides.x;
   let first_row = wid.y * BLOCK;
   let first_column = wid.x * BLOCK;
-  // Staging: invocation (x, y) loads depth y of row group x of a, and of column group x of b.
-  let group_row = first_row + lid.x * 4u;
-  let group_column = first_column + lid.x * 4u;
-  let slot = lid.y * TILE + lid.x;
+  // Staging reads each operand along the dimension that is adjacent in its memory, so that
+  // neighbouring invocations read neighbouring elements: a's depths (a row-major a) or rows
+  // (a transposed one), b's columns or depths.
+  let a_depths_adjacent = q.a_strides.z == 1u;
+  let a_rows_adjacent = q.a_strides.y == 1u && !a_depths_adjacent;
+  let b_columns_adjacent = q.b_strides.z == 1u;
+  let b_depths_adjacent = q.b_strides.y == 1u && !b_columns_adjacent;
   var acc0 = vec4<F>(F(0));
   var acc1 = vec4<F>(F(0));
   var acc2 = vec4<F>(F(0));
@@ -111,46 +119,86 @@ fn tiled(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wi
   // those loads need no test of their own (the same in every invocation, so no divergence).
   let inside = first_row + BLOCK <= q.m && first_column + BLOCK <= q.n;
   for (var depth = 0u; depth < q.k; depth = depth + TILE_K) {
-    let d = depth + lid.y;
+    // Each branch is the same in every invocation; each loop stages a quarter of a block.
     if (inside && depth + TILE_K <= q.k) {
-      let a_first = a_base + group_row * q.a_strides.y + d * q.a_strides.z;
-      let b_first = b_base + d * q.b_strides.y + group_column * q.b_strides.z;
-      a_block[slot] = vec4<F>(F(a[a_first]), F(a[a_first + q.a_strides.y]), F(a[a_first + 2u * q.a_strides.y]),
-                              F(a[a_first + 3u * q.a_strides.y]));
-      b_block[slot] = vec4<F>(F(b[b_first]), F(b[b_first + q.b_strides.z]), F(b[b_first + 2u * q.b_strides.z]),
-                              F(b[b_first + 3u * q.b_strides.z]));
+      if (a_depths_adjacent) {
+        for (var part = 0u; part < 4u; part = part + 1u) {
+          let row = lid.y + TILE * part;
+          a_block[row * TILE_K + lid.x] = F(a[a_base + (first_row + row) * q.a_strides.y + depth + lid.x]);
+        }
+      } else if (a_rows_adjacent) {
+        for (var part = 0u; part < 4u; part = part + 1u) {
+          let row = lid.x + TILE * part;
+          a_block[row * TILE_K + lid.y] = F(a[a_base + first_row + row + (depth + lid.y) * q.a_strides.z]);
+        }
+      } else {
+        for (var part = 0u; part < 4u; part = part + 1u) {
+          let row = lid.y + TILE * part;
+          a_block[row * TILE_K + lid.x] =
+              F(a[a_base + (first_row + row) * q.a_strides.y + (depth + lid.x) * q.a_strides.z]);
+        }
+      }
+      if (b_columns_adjacent) {
+        for (var part = 0u; part < 4u; part = part + 1u) {
+          let column = lid.x + TILE * part;
+          b_block[lid.y * BLOCK + column] = F(b[b_base + (depth + lid.y) * q.b_strides.y + first_column + column]);
+        }
+      } else if (b_depths_adjacent) {
+        for (var part = 0u; part < 4u; part = part + 1u) {
+          let column = lid.y + TILE * part;
+          b_block[lid.x * BLOCK + column] = F(b[b_base + depth + lid.x + (first_column + column) * q.b_strides.z]);
+        }
+      } else {
+        for (var part = 0u; part < 4u; part = part + 1u) {
+          let column = lid.x + TILE * part;
+          b_block[lid.y * BLOCK + column] =
+              F(b[b_base + (depth + lid.y) * q.b_strides.y + (first_column + column) * q.b_strides.z]);
+        }
+      }
     } else {
-      a_block[slot] = vec4<F>(a_at(a_base, group_row, d), a_at(a_base, group_row + 1u, d),
-                              a_at(a_base, group_row + 2u, d), a_at(a_base, group_row + 3u, d));
-      b_block[slot] = vec4<F>(b_at(b_base, d, group_column), b_at(b_base, d, group_column + 1u),
-                              b_at(b_base, d, group_column + 2u), b_at(b_base, d, group_column + 3u));
+      for (var part = 0u; part < 4u; part = part + 1u) {
+        let row = lid.y + TILE * part;
+        let column = lid.x + TILE * part;
+        a_block[row * TILE_K + lid.x] = a_at(a_base, first_row + row, depth + lid.x);
+        b_block[lid.y * BLOCK + column] = b_at(b_base, depth + lid.y, first_column + column);
+      }
     }
     workgroupBarrier();
-    // Invocation (x, y) computes rows 4y to 4y + 3 and columns 4x to 4x + 3 of the block,
-    // four depths a step: where invocations run as a loop between barriers (the cpu device),
-    // the accumulators are loaded and stored once per four depths.
+    // Four depths a step: where invocations run as a loop between barriers (the cpu device),
+    // the accumulators are loaded and stored once per four depths. Each product is added with
+    // `fma`, one rounding instead of two, and the fused instruction where the device has one.
     for (var step = 0u; step < TILE_K; step = step + 4u) {
-      let rows0 = a_block[step * TILE + lid.y];
-      let columns0 = b_block[step * TILE + lid.x];
-      let rows1 = a_block[(step + 1u) * TILE + lid.y];
-      let columns1 = b_block[(step + 1u) * TILE + lid.x];
-      let rows2 = a_block[(step + 2u) * TILE + lid.y];
-      let columns2 = b_block[(step + 2u) * TILE + lid.x];
-      let rows3 = a_block[(step + 3u) * TILE + lid.y];
-      let columns3 = b_block[(step + 3u) * TILE + lid.x];
-      acc0 = acc0 + rows0.x * columns0 + rows1.x * columns1 + rows2.x * columns2 + rows3.x * columns3;
-      acc1 = acc1 + rows0.y * columns0 + rows1.y * columns1 + rows2.y * columns2 + rows3.y * columns3;
-      acc2 = acc2 + rows0.z * columns0 + rows1.z * columns1 + rows2.z * columns2 + rows3.z * columns3;
-      acc3 = acc3 + rows0.w * columns0 + rows1.w * columns1 + rows2.w * columns2 + rows3.w * columns3;
+      let rows0 = vec4<F>(a_block[lid.y * TILE_K + step], a_block[(lid.y + 16u) * TILE_K + step],
+                           a_block[(lid.y + 32u) * TILE_K + step], a_block[(lid.y + 48u) * TILE_K + step]);
+      let columns0 = vec4<F>(b_block[step * BLOCK + lid.x], b_block[step * BLOCK + lid.x + 16u],
+                              b_block[step * BLOCK + lid.x + 32u], b_block[step * BLOCK + lid.x + 48u]);
+      let rows1 = vec4<F>(a_block[lid.y * TILE_K + step + 1u], a_block[(lid.y + 16u) * TILE_K + step + 1u],
+                           a_block[(lid.y + 32u) * TILE_K + step + 1u], a_block[(lid.y + 48u) * TILE_K + step + 1u]);
+      let columns1 = vec4<F>(b_block[(step + 1u) * BLOCK + lid.x], b_block[(step + 1u) * BLOCK + lid.x + 16u],
+                              b_block[(step + 1u) * BLOCK + lid.x + 32u], b_block[(step + 1u) * BLOCK + lid.x + 48u]);
+      let rows2 = vec4<F>(a_block[lid.y * TILE_K + step + 2u], a_block[(lid.y + 16u) * TILE_K + step + 2u],
+                           a_block[(lid.y + 32u) * TILE_K + step + 2u], a_block[(lid.y + 48u) * TILE_K + step + 2u]);
+      let columns2 = vec4<F>(b_block[(step + 2u) * BLOCK + lid.x], b_block[(step + 2u) * BLOCK + lid.x + 16u],
+                              b_block[(step + 2u) * BLOCK + lid.x + 32u], b_block[(step + 2u) * BLOCK + lid.x + 48u]);
+      let rows3 = vec4<F>(a_block[lid.y * TILE_K + step + 3u], a_block[(lid.y + 16u) * TILE_K + step + 3u],
+                           a_block[(lid.y + 32u) * TILE_K + step + 3u], a_block[(lid.y + 48u) * TILE_K + step + 3u]);
+      let columns3 = vec4<F>(b_block[(step + 3u) * BLOCK + lid.x], b_block[(step + 3u) * BLOCK + lid.x + 16u],
+                              b_block[(step + 3u) * BLOCK + lid.x + 32u], b_block[(step + 3u) * BLOCK + lid.x + 48u]);
+      acc0 = fma(vec4<F>(rows3.x), columns3, fma(vec4<F>(rows2.x), columns2,
+          fma(vec4<F>(rows1.x), columns1, fma(vec4<F>(rows0.x), columns0, acc0))));
+      acc1 = fma(vec4<F>(rows3.y), columns3, fma(vec4<F>(rows2.y), columns2,
+          fma(vec4<F>(rows1.y), columns1, fma(vec4<F>(rows0.y), columns0, acc1))));
+      acc2 = fma(vec4<F>(rows3.z), columns3, fma(vec4<F>(rows2.z), columns2,
+          fma(vec4<F>(rows1.z), columns1, fma(vec4<F>(rows0.z), columns0, acc2))));
+      acc3 = fma(vec4<F>(rows3.w), columns3, fma(vec4<F>(rows2.w), columns2,
+          fma(vec4<F>(rows1.w), columns1, fma(vec4<F>(rows0.w), columns0, acc3))));
     }
     workgroupBarrier();
   }
-  let row = first_row + lid.y * 4u;
-  let column = first_column + lid.x * 4u;
   let sums = array<vec4<F>, 4>(acc0, acc1, acc2, acc3);
   for (var i = 0u; i < 4u; i = i + 1u) {
     for (var j = 0u; j < 4u; j = j + 1u) {
-      store(matrix, row + i, column + j, sums[i][j]);
+      store(matrix, first_row + lid.y + TILE * i, first_column + lid.x + TILE * j, sums[i][j]);
     }
   }
 }
