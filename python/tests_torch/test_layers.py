@@ -163,8 +163,17 @@ ATTENTION = {
 }
 
 
+@pytest.fixture(params=["scores in memory", "fused backward"])
+def attention_backward(request, monkeypatch):
+    """Both ways the backward pass runs: small score matrices kept in memory (products with
+    the tiled kernel) and the fused kernels that recompute them, which larger ones take."""
+    if request.param == "fused backward":
+        monkeypatch.setenv("XHAL_TORCH_ATTENTION_SCORES", "0")
+    return request.param
+
+
 @pytest.mark.parametrize("name", ATTENTION)
-def test_attention_is_one_fused_kernel(dev, name):
+def test_attention_is_one_fused_kernel(dev, name, attention_backward):
     q, k, v = torch.randn(2, 4, 5, 8), torch.randn(2, 4, 7, 8), torch.randn(2, 4, 7, 6)
     compare(dev, ATTENTION[name], q, k, v)
     no_fallbacks()
@@ -175,7 +184,7 @@ def test_attention_is_one_fused_kernel(dev, name):
     assert "aten::_scaled_dot_product_attention_math" not in names
 
 
-def test_attention_grouped_query_heads_and_views(dev):
+def test_attention_grouped_query_heads_and_views(dev, attention_backward):
     compare(dev, lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), torch.randn(2, 4, 5, 8),
             torch.randn(2, 2, 7, 8), torch.randn(2, 2, 7, 6))
     compare(dev, lambda q, k, v: F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)),
@@ -185,8 +194,30 @@ def test_attention_grouped_query_heads_and_views(dev):
     no_fallbacks()
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_attention_backward_in_half_precision(dev, dtype, attention_backward):
+    # Computed in f32 either way, rounded once to the inputs' dtype.
+    q, k, v = (torch.randn(2, 4, 9, 8) for _ in range(3))
+    grads = {}
+    for where, cast in (("cpu", torch.float32), (dev, dtype)):
+        leaves = [t.to(where, cast, copy=True).requires_grad_() for t in (q, k, v)]
+        F.scaled_dot_product_attention(*leaves, is_causal=True).float().sum().backward()
+        grads[where] = [leaf.grad.float().cpu() for leaf in leaves]
+    for got, expected in zip(grads[dev], grads["cpu"]):
+        torch.testing.assert_close(got, expected, atol=3e-2, rtol=3e-2)
+    no_fallbacks()
+
+
+def test_attention_scores_limit_must_be_a_count(dev, monkeypatch):
+    monkeypatch.setenv("XHAL_TORCH_ATTENTION_SCORES", "many")
+    q = torch.randn(1, 2, 3, 4, device=dev, requires_grad=True)
+    out = F.scaled_dot_product_attention(q, q, q)
+    with pytest.raises(RuntimeError, match="XHAL_TORCH_ATTENTION_SCORES is 'many'; expected a count"):
+        out.sum().backward()
+
+
 @pytest.mark.parametrize("head, value", [(130, 6), (8, 140), (200, 257)])
-def test_attention_with_heads_longer_than_a_sweep(dev, head, value):
+def test_attention_with_heads_longer_than_a_sweep(dev, head, value, attention_backward):
     # The kernels hold 128 elements of a row at a time: longer heads (or values) take more
     # than one sweep over the keys, and the key/value gradients more than one pass.
     compare(dev, lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), torch.randn(1, 2, 5, head),

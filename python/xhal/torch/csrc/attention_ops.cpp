@@ -10,6 +10,7 @@
 #include <torch/library.h>
 
 #include <cmath>
+#include <cstdlib>
 
 #include "ops.h"
 
@@ -151,6 +152,62 @@ ForwardResult fused_attention(const at::Tensor& query, const at::Tensor& key, co
           at::empty({0}, query.options())};
 }
 
+// Score matrices of up to this many elements ([batch, heads, queries, keys], all together)
+// are kept in memory by the backward pass: it is then the five matrix products it is, each
+// the tiled kernel, instead of kernels that compute every score again for each row of each
+// gradient. PyTorch's CPU attention keeps them too. XHAL_TORCH_ATTENTION_SCORES sets another
+// limit (0: always the fused kernels).
+int64_t scores_in_memory_limit() {
+  constexpr int64_t kDefault = int64_t{1} << 22;
+  const char* text = std::getenv("XHAL_TORCH_ATTENTION_SCORES");
+  if (text == nullptr || *text == '\0') return kDefault;
+  char* end = nullptr;
+  const long long limit = std::strtoll(text, &end, 10);
+  TORCH_CHECK(end != nullptr && *end == '\0' && limit >= 0, "xhal: XHAL_TORCH_ATTENTION_SCORES is '", text,
+              "'; expected a count of score elements (0 or more)");
+  return limit;
+}
+
+// The backward pass from whole score matrices, in the compute type: P from the saved
+// log-sum-exp (a row that sees no key has +inf, so its P is 0, as in the fused kernels),
+// dP = dout v^T, dS = P (dP - delta), and the gradients as products with dS and P.
+void scores_in_memory_backward(const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key,
+                               const at::Tensor& value, const at::Tensor& attn_bias, std::array<bool, 4> grad_input_mask,
+                               const at::Tensor& logsumexp, const at::Tensor& delta, bool is_causal, double factor,
+                               at::Tensor& grad_query, at::Tensor& grad_key, at::Tensor& grad_value,
+                               at::Tensor& grad_bias) {
+  const at::ScalarType dtype = query.scalar_type(), compute = float_compute(dtype);
+  const int64_t b = query.size(0), h = query.size(1), hk = key.size(1), lq = query.size(2), s = key.size(2);
+  const int64_t group = h / hk;
+  // Grouped-query attention: each key head serves `group` query heads.
+  auto per_query_head = [&](const at::Tensor& t) {
+    const at::Tensor c = t.to(compute);
+    return group == 1 ? c : c.repeat_interleave(group, 1);
+  };
+  const at::Tensor q = query.to(compute), k = per_query_head(key), v = per_query_head(value), dout = grad_out.to(compute);
+  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)).mul_(factor);
+  if (attn_bias.defined()) {
+    if (attn_bias.scalar_type() == at::kBool) {
+      scores.masked_fill_(attn_bias.logical_not(), -INFINITY);
+    } else {
+      scores.add_(attn_bias.to(compute));
+    }
+  }
+  if (is_causal) scores.masked_fill_(at::ones({lq, s}, query.options().dtype(at::kBool)).triu(1), -INFINITY);
+  const at::Tensor p = scores.sub_(logsumexp.to(compute).unsqueeze(-1)).exp_();
+  const at::Tensor dp = at::matmul(dout, v.transpose(-2, -1));
+  const at::Tensor ds = dp.sub_(delta.to(compute).unsqueeze(-1)).mul_(p);
+  // Heads that share a key head sum their gradients.
+  auto per_key_head = [&](const at::Tensor& t) {
+    return (group == 1 ? t : t.view({b, hk, group, s, t.size(-1)}).sum(2)).to(dtype);
+  };
+  if (grad_input_mask[0]) grad_query = at::matmul(ds, k).mul_(factor).to(dtype);
+  if (grad_input_mask[1]) grad_key = per_key_head(at::matmul(ds.transpose(-2, -1), q).mul_(factor));
+  if (grad_input_mask[2]) grad_value = per_key_head(at::matmul(p.transpose(-2, -1), dout));
+  if (grad_input_mask[3] && attn_bias.defined() && attn_bias.scalar_type() != at::kBool)
+    grad_bias = ds.sum_to_size(attn_bias.sizes()).to(attn_bias.scalar_type());
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backward(
     const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
     const at::Tensor& attn_bias, std::array<bool, 4> grad_input_mask, const at::Tensor& out, const at::Tensor& logsumexp,
@@ -168,6 +225,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_attention_backw
   const int64_t b = query.size(0), h = query.size(1), hk = key.size(1), s = key.size(2), e = query.size(3),
                 ev = value.size(3);
   at::Tensor grad_query, grad_key, grad_value, grad_bias;
+  if (b * h * query.size(2) * s <= scores_in_memory_limit()) {
+    scores_in_memory_backward(grad_out, query, key, value, attn_bias, grad_input_mask, logsumexp, delta, is_causal,
+                              scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(e)), grad_query,
+                              grad_key, grad_value, grad_bias);
+    return {grad_query, grad_key, grad_value, grad_bias};
+  }
   if (grad_input_mask[0]) {
     grad_query = at::empty({b, h, query.size(2), e}, query.options());
     run_attention("backward_query", a, is_causal, query, key, value, grad_query, stats, grad_out, grad_query.numel() / std::max<int64_t>(e, 1));
