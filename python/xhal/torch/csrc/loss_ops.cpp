@@ -142,7 +142,14 @@ at::Tensor& nll_loss_backward_out(const at::Tensor& grad_output, const at::Tenso
     q.weight_offset = element_offset(w);
     bindings[1] = Binding{place_of(w).buffer};
   }
-  launch(dev, loss_kernel(dev, "nll_backward", dtype, w.defined(), reduction), bindings, result.numel(), &q, sizeof q);
+  // kernels/loss.wgsl's nll_backward: 64 classes a workgroup, a sample a row of workgroups.
+  constexpr uint64_t kMostInY = 65535;
+  const uint64_t samples = static_cast<uint64_t>(n);
+  const uint64_t down = std::min(samples, kMostInY), deep = (samples + kMostInY - 1) / kMostInY;
+  TORCH_CHECK(deep <= kMostInY, "xhal: nll_loss's backward pass got ", samples, " samples, more than one launch takes");
+  launch_workgroups(dev, loss_kernel(dev, "nll_backward", dtype, w.defined(), reduction), bindings,
+                    {static_cast<uint32_t>((q.classes + 63) / 64), static_cast<uint32_t>(down), static_cast<uint32_t>(deep)},
+                    &q, sizeof q);
   if (!result.is_same(grad_input)) grad_input.copy_(result);
   return grad_input;
 }

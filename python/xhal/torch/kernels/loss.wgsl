@@ -85,12 +85,14 @@ fn nll_reduce(@builtin(local_invocation_index) lane: u32) {
   }
 }
 
+// Launched as ceil(classes / 64) x samples workgroups (samples past 65,535 spill into z), so
+// that no element costs a division.
 @compute @workgroup_size(64)
 fn nll_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-  let e = gid.x + gid.y * groups.x * 64u;
-  if (e >= q.n * q.classes) { return; }
-  let i = e / q.classes;
-  let c = e % q.classes;
+  let c = gid.x;
+  let i = gid.y + gid.z * groups.y;
+  if (c >= q.classes || i >= q.n) { return; }
+  let e = i * q.classes + c;
   let t = target_of(i);
   var value = F(0);
   if (t != q.ignore && u32(t) == c) {
