@@ -225,18 +225,19 @@ def test_attention_with_heads_longer_than_a_sweep(dev, head, value, attention_ba
     no_fallbacks()
 
 
-def test_batch_norm_updates_its_running_statistics(dev):
+@pytest.mark.parametrize("spatial", [(5, 5), (6, 7)], ids=["a channel by element", "a channel by runs"])
+def test_batch_norm_updates_its_running_statistics(dev, spatial):
     cpu = nn.BatchNorm2d(3, momentum=0.3)
     on = nn.BatchNorm2d(3, momentum=0.3).to(dev)
     for _ in range(3):
-        x = torch.randn(4, 3, 5, 5) * 2 + 1
+        x = torch.randn(4, 3, *spatial) * 2 + 1
         compare(dev, lambda x, w, b: F.batch_norm(x, cpu.running_mean if x.is_cpu else on.running_mean,
                                                    cpu.running_var if x.is_cpu else on.running_var, w, b, True, 0.3),
                 x, torch.randn(3), torch.randn(3))
     torch.testing.assert_close(on.running_mean.cpu(), cpu.running_mean)
     torch.testing.assert_close(on.running_var.cpu(), cpu.running_var)
     # Evaluation uses them.
-    x = torch.randn(4, 3, 5, 5)
+    x = torch.randn(4, 3, *spatial)
     compare(dev, lambda x: F.batch_norm(x, cpu.running_mean if x.is_cpu else on.running_mean,
                                         cpu.running_var if x.is_cpu else on.running_var, training=False), x)
     no_fallbacks()
@@ -269,6 +270,13 @@ NORMS = {
                               [(1, 3, 40, 41), (3,), (3,)]),
     "batch_norm long channels": (lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True),
                                  [(3, 2, 30, 31), (2,), (2,)]),
+    # A channel of 32 or more adjacent elements a sample is walked a run at a time (RUNS):
+    # runs shorter than the workgroup, and evaluation with running statistics.
+    "batch_norm runs of 49": (lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True),
+                              [(4, 3, 7, 7), (3,), (3,)]),
+    "batch_norm evaluation runs": (
+        lambda x, w, b: F.batch_norm(x, torch.full((3,), -0.5, device=x.device), torch.full((3,), 3.0, device=x.device),
+                                     w, b, training=False), [(5, 3, 8, 9), (3,), (3,)]),
     "batch_norm evaluation one sample": (
         lambda x, w, b: F.batch_norm(x, torch.full((3,), 0.5, device=x.device), torch.full((3,), 2.0, device=x.device),
                                      w, b, training=False), [(1, 3, 40, 41), (3,), (3,)]),

@@ -106,11 +106,19 @@ void run_norm(const char* entry, NormLaunch& how, const at::Tensor& input) {
     bindings[k] = Binding{t.defined() && t.numel() > 0 ? place_of(t).buffer : dev.placeholder};
   }
   const bool has_weight = how.tensors[1].defined(), has_bias = how.tensors[2].defined() && std::strcmp(entry, "forward") == 0;
-  const uint32_t group = workgroup_for(how.layout.count);
   const bool adjacent = how.layout.inner >= how.layout.count;
+  // A batch norm's channel of 32 or more adjacent elements a sample is walked a run at a time,
+  // the invocations along the run, as many as a run has (up to 256).
+  const bool runs = !adjacent && how.mode == Mode::Batch && how.layout.inner >= 32 &&
+                    how.layout.count % how.layout.inner == 0;
+  uint32_t group = workgroup_for(how.layout.count);
+  if (runs) {
+    group = 32;
+    while (group < 256 && group < how.layout.inner) group *= 2;
+  }
   const std::string key = std::string("norm|") + entry + mode_name(how.mode) + running_name(how.running) +
                           wgsl_type(dtype) + (has_weight ? "w" : "") + (has_bias ? "b" : "") + std::to_string(group) +
-                          (adjacent ? "a" : "");
+                          (adjacent ? "a" : "") + (runs ? "r" : "");
   const Kernel& compiled = recipe_kernel(dev, key, [&] {
     KernelRecipe recipe;
     recipe.files = {"norms.wgsl"};
@@ -120,7 +128,8 @@ void run_norm(const char* entry, NormLaunch& how, const at::Tensor& input) {
                         {"HAS_WEIGHT", has_weight ? 1.0 : 0.0},
                         {"HAS_BIAS", has_bias ? 1.0 : 0.0},
                         {"WG", static_cast<double>(group)},
-                        {"ADJACENT", adjacent ? 1.0 : 0.0}};
+                        {"ADJACENT", adjacent ? 1.0 : 0.0},
+                        {"RUNS", runs ? 1.0 : 0.0}};
     recipe.entry = entry;
     return recipe;
   });

@@ -8,8 +8,9 @@
 //
 // Every loop over a row runs the same number of times in every invocation, each element
 // behind its own test, so that the cpu device runs it across the invocations; where a row's
-// elements are adjacent (ADJACENT), the loops index the buffers themselves, so that those
-// lanes load whole vectors.
+// elements are adjacent (ADJACENT), or runs of adjacent elements (RUNS: a batch norm's
+// channel, a run per sample), the loops index the buffers themselves, so that those lanes
+// load whole vectors.
 //
 // Run one by itself (README.md): cat lib/float_f32.wgsl norms.wgsl | xhal run - -e forward ...
 
@@ -22,6 +23,7 @@ override HAS_BIAS: bool = false;
 override RUNNING: u32 = 0u;     // a RUNNING_ constant (batch norm)
 override WG: u32 = 256u;        // invocations a row, a power of two
 override ADJACENT: bool = false; // inner >= count: element j of row r is at r * row_stride + j
+override RUNS: bool = false;     // a row is count / inner runs of inner adjacent elements (batch norm)
 
 const MODE_LAYER: u32 = 0u;     // affine by element within the row
 const MODE_RMS: u32 = 1u;       // the same, scaling by the root mean square, with no mean taken out
@@ -129,7 +131,16 @@ fn forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) group
     inverse = F(1) / xsqrt(F(running_var[r]) + eps);
   } else {
     var sum = F(0);
-    if (MODE != MODE_RMS) {
+    if (MODE != MODE_RMS && RUNS) {
+      for (var run = 0u; run < q.count / q.inner; run = run + 1u) {
+        let base = r * q.row_stride + run * q.outer_stride;
+        for (var start = 0u; start < q.inner; start = start + WG) {
+          let j = start + lane;
+          if (j < q.inner) { sum = sum + F(x[base + j]); }
+        }
+      }
+      m = workgroup_sum(lane, vec2<F>(sum, F(0))).x / n;
+    } else if (MODE != MODE_RMS) {
       var c = cursor_at(lane);
       for (var start = 0u; start < q.count; start = start + WG) {
         let j = start + lane;
@@ -147,8 +158,20 @@ fn forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) group
     // The variance from the deviations, in a second pass: sums of squares lose the small
     // variance of large values.
     var squares = F(0);
+    if (RUNS) {
+      for (var run = 0u; run < q.count / q.inner; run = run + 1u) {
+        let base = r * q.row_stride + run * q.outer_stride;
+        for (var start = 0u; start < q.inner; start = start + WG) {
+          let j = start + lane;
+          if (j < q.inner) {
+            let d = F(x[base + j]) - m;
+            squares = squares + d * d;
+          }
+        }
+      }
+    }
     var c = cursor_at(lane);
-    for (var start = 0u; start < q.count; start = start + WG) {
+    for (var start = 0u; start < select(q.count, 0u, RUNS); start = start + WG) {
       let j = start + lane;
       if (j < q.count) {
         var d = F(0);
@@ -170,8 +193,20 @@ fn forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) group
       running_var[r] = E((F(1) - momentum) * F(running_var[r]) + momentum * unbiased);
     }
   }
+  if (RUNS) {
+    // A batch norm's affine parameters are its channel's, one for the whole row.
+    let a = inverse * scale(r, 0u);
+    let b = shift(r, 0u);
+    for (var run = 0u; run < q.count / q.inner; run = run + 1u) {
+      let base = r * q.row_stride + run * q.outer_stride;
+      for (var start = 0u; start < q.inner; start = start + WG) {
+        let j = start + lane;
+        if (j < q.inner) { out[base + j] = E((F(x[base + j]) - m) * a + b); }
+      }
+    }
+  }
   var c = cursor_at(lane);
-  for (var start = 0u; start < q.count; start = start + WG) {
+  for (var start = 0u; start < select(q.count, 0u, RUNS); start = start + WG) {
     let j = start + lane;
     if (j < q.count) {
       if (ADJACENT && (MODE == MODE_LAYER || MODE == MODE_RMS)) {
@@ -210,9 +245,25 @@ fn backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) grou
   // g = dy * weight; the sums of g and of g * xhat over the row.
   var sums = vec2<F>(F(0));
   var raw = vec2<F>(F(0));
+  if (RUNS) {
+    // A batch norm's channel: the weight is one for the whole row.
+    let w = scale(r, 0u);
+    for (var run = 0u; run < q.count / q.inner; run = run + 1u) {
+      let base = r * q.row_stride + run * q.outer_stride;
+      for (var start = 0u; start < q.inner; start = start + WG) {
+        let j = start + lane;
+        if (j < q.inner) {
+          let d = F(dy[base + j]);
+          let xhat = (F(x[base + j]) - m) * inverse;
+          raw = raw + vec2<F>(d, d * xhat);
+        }
+      }
+    }
+    sums = raw * w;
+  }
   let step = cursor_at(WG);
   var c = cursor_at(lane);
-  for (var start = 0u; start < q.count; start = start + WG) {
+  for (var start = 0u; start < select(q.count, 0u, RUNS); start = start + WG) {
     let j = start + lane;
     if (j < q.count) {
       var k = 0u;
@@ -240,8 +291,26 @@ fn backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) grou
   var mean_g = total.x / n;
   let mean_gx = total.y / n;
   if (MODE == MODE_RMS) { mean_g = F(0); }
+  if (RUNS) {
+    let w = scale(r, 0u);
+    for (var run = 0u; run < q.count / q.inner; run = run + 1u) {
+      let base = r * q.row_stride + run * q.outer_stride;
+      for (var start = 0u; start < q.inner; start = start + WG) {
+        let j = start + lane;
+        if (j < q.inner) {
+          let g = F(dy[base + j]) * w;
+          if (RUNNING == RUNNING_USE) {
+            out[base + j] = E(g * inverse);
+          } else {
+            let xhat = (F(x[base + j]) - m) * inverse;
+            out[base + j] = E(inverse * (g - mean_g - xhat * mean_gx));
+          }
+        }
+      }
+    }
+  }
   c = cursor_at(lane);
-  for (var start = 0u; start < q.count; start = start + WG) {
+  for (var start = 0u; start < select(q.count, 0u, RUNS); start = start + WG) {
     let j = start + lane;
     if (j < q.count) {
       if (ADJACENT && (MODE == MODE_LAYER || MODE == MODE_RMS) && RUNNING != RUNNING_USE) {
