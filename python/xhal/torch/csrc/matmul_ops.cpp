@@ -75,18 +75,23 @@ bool matmul(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at:
   // or dot product has one of them and runs an invocation per output.
   constexpr uint32_t kBlock = 64;  // kernels/matmul.wgsl's BLOCK
   const bool tiled = q.m > 1 && q.n > 1 && q.batch <= 65535;
-  const std::string key = std::string("matmul|") + wgsl_type(dtype) + (has_bias ? "b" : "") + (tiled ? "|tiled" : "");
+  // Rows an invocation computes (ROWS): a product with few rows (a convolution's 16 or 32
+  // output channels) takes blocks of 16 or 32 rows rather than computing 64 mostly of padding.
+  const uint32_t rows = q.m <= 16 ? 1 : q.m <= 32 ? 2 : 4;
+  const std::string key = std::string("matmul|") + wgsl_type(dtype) + (has_bias ? "b" : "") +
+                          (tiled ? "|tiled" + std::to_string(rows) : "");
   const Kernel& compiled = recipe_kernel(dev, key, [&] {
     KernelRecipe recipe;
     recipe.files = {"matmul.wgsl"};
     recipe.types = {{"E", wgsl_type(dtype)}, {"F", wgsl_type(compute)}};
-    recipe.overrides = {{"HAS_BIAS", has_bias ? 1.0 : 0.0}};
+    recipe.overrides = {{"HAS_BIAS", has_bias ? 1.0 : 0.0}, {"ROWS", static_cast<double>(rows)}};
     recipe.entry = tiled ? "tiled" : "main";
     return recipe;
   });
   if (tiled) {
-    launch_workgroups(dev, compiled, bindings, {(q.n + kBlock - 1) / kBlock, (q.m + kBlock - 1) / kBlock, q.batch}, &q,
-                      sizeof q);
+    const uint32_t block_rows = 16 * rows;
+    launch_workgroups(dev, compiled, bindings, {(q.n + kBlock - 1) / kBlock, (q.m + block_rows - 1) / block_rows, q.batch},
+                      &q, sizeof q);
   } else {
     launch(dev, compiled, bindings, result.numel(), &q, sizeof q);
   }

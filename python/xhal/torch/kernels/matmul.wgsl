@@ -12,6 +12,7 @@ alias E = f32;  // the elements of the operands' memory
 alias F = f32;  // what products accumulate in
 
 override HAS_BIAS: bool = false;
+override ROWS: u32 = 4u;  // tiled: output rows an invocation computes, 1, 2 or 4 (16 ROWS rows a block)
 
 struct Product {
   batch: u32,
@@ -59,7 +60,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 
 const TILE: u32 = 16u;         // invocations along each side of a workgroup
 const TILE_K: u32 = 16u;       // the depth of the operand blocks staged per step
-const BLOCK: u32 = 64u;        // output rows and columns of a workgroup: 4 per invocation
+const BLOCK: u32 = 64u;        // output columns of a workgroup (4 per invocation), and at most its rows
 
 // The operand blocks of a step: a_block[row * TILE_K + depth] holds a's BLOCK rows by TILE_K
 // depths, b_block[depth * BLOCK + column] b's TILE_K depths by BLOCK columns.
@@ -81,18 +82,9 @@ fn b_at(base: u32, depth: u32, column: u32) -> F {
   return F(0);
 }
 
-fn store(matrix: u32, row: u32, column: u32, sum: F) {
-  if (row >= q.m || column >= q.n) { return; }
-  var value = float_from_bits(q.scalars.x, q.scalars.y) * sum;
-  if (HAS_BIAS) {
-    let at = q.offsets.z + matrix * q.bias_strides.x + row * q.bias_strides.y + column * q.bias_strides.z;
-    value = value + float_from_bits(q.scalars.z, q.scalars.w) * F(bias[at]);
-  }
-  out[q.offsets.w + (matrix * q.m + row) * q.n + column] = E(value);
-}
-
-// Launched as ceil(n / 64) x ceil(m / 64) x batch workgroups. Invocation (x, y) computes rows
-// y, y + 16, y + 32, y + 48 and columns x, x + 16, x + 32, x + 48 of the workgroup's block:
+// Launched as ceil(n / 64) x ceil(m / (16 ROWS)) x batch workgroups. Invocation (x, y) computes
+// rows y, y + 16, ... (ROWS of them) and columns x, x + 16, x + 32, x + 48 of the workgroup's
+// block (fewer rows for products with few: a convolution's 16 output channels):
 // neighbours along x read neighbouring elements of b_block and write neighbouring elements of
 // the output, which a device that runs invocations as vector lanes (the cpu device) loads and
 // stores as whole vectors. Each output sums its products in order of depth, whatever the
@@ -102,7 +94,8 @@ fn tiled(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wi
   let matrix = wid.z;
   let a_base = q.offsets.x + matrix * q.a_strides.x;
   let b_base = q.offsets.y + matrix * q.b_strides.x;
-  let first_row = wid.y * BLOCK;
+  let block_rows = TILE * ROWS;
+  let first_row = wid.y * block_rows;
   let first_column = wid.x * BLOCK;
   // Staging reads each operand along the dimension that is adjacent in its memory, so that
   // neighbouring invocations read neighbouring elements: a's depths (a row-major a) or rows
@@ -115,29 +108,38 @@ fn tiled(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wi
   var acc1 = vec4<F>(F(0));
   var acc2 = vec4<F>(F(0));
   var acc3 = vec4<F>(F(0));
-  // A block inside the output reads whole operand blocks at every depth but the last few:
-  // those loads need no test of their own (the same in every invocation, so no divergence).
-  let inside = first_row + BLOCK <= q.m && first_column + BLOCK <= q.n;
+  // Blocks inside the operands are read whole at every depth but the last few: those loads
+  // need no test of their own (each test is the same in every invocation, so no divergence).
+  let rows_inside = first_row + block_rows <= q.m;
+  let columns_inside = first_column + BLOCK <= q.n;
   for (var depth = 0u; depth < q.k; depth = depth + TILE_K) {
-    // Each branch is the same in every invocation; each loop stages a quarter of a block.
-    if (inside && depth + TILE_K <= q.k) {
+    let depths_inside = depth + TILE_K <= q.k;
+    // Each loop stages a quarter of b's block, and 1 / ROWS of a's.
+    if (rows_inside && depths_inside) {
       if (a_depths_adjacent) {
-        for (var part = 0u; part < 4u; part = part + 1u) {
+        for (var part = 0u; part < ROWS; part = part + 1u) {
           let row = lid.y + TILE * part;
           a_block[row * TILE_K + lid.x] = F(a[a_base + (first_row + row) * q.a_strides.y + depth + lid.x]);
         }
       } else if (a_rows_adjacent) {
-        for (var part = 0u; part < 4u; part = part + 1u) {
+        for (var part = 0u; part < ROWS; part = part + 1u) {
           let row = lid.x + TILE * part;
           a_block[row * TILE_K + lid.y] = F(a[a_base + first_row + row + (depth + lid.y) * q.a_strides.z]);
         }
       } else {
-        for (var part = 0u; part < 4u; part = part + 1u) {
+        for (var part = 0u; part < ROWS; part = part + 1u) {
           let row = lid.y + TILE * part;
           a_block[row * TILE_K + lid.x] =
               F(a[a_base + (first_row + row) * q.a_strides.y + (depth + lid.x) * q.a_strides.z]);
         }
       }
+    } else {
+      for (var part = 0u; part < ROWS; part = part + 1u) {
+        let row = lid.y + TILE * part;
+        a_block[row * TILE_K + lid.x] = a_at(a_base, first_row + row, depth + lid.x);
+      }
+    }
+    if (columns_inside && depths_inside) {
       if (b_columns_adjacent) {
         for (var part = 0u; part < 4u; part = part + 1u) {
           let column = lid.x + TILE * part;
@@ -157,9 +159,7 @@ fn tiled(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wi
       }
     } else {
       for (var part = 0u; part < 4u; part = part + 1u) {
-        let row = lid.y + TILE * part;
         let column = lid.x + TILE * part;
-        a_block[row * TILE_K + lid.x] = a_at(a_base, first_row + row, depth + lid.x);
         b_block[lid.y * BLOCK + column] = b_at(b_base, depth + lid.y, first_column + column);
       }
     }
@@ -186,19 +186,44 @@ fn tiled(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wi
                               b_block[(step + 3u) * BLOCK + lid.x + 32u], b_block[(step + 3u) * BLOCK + lid.x + 48u]);
       acc0 = fma(vec4<F>(rows3.x), columns3, fma(vec4<F>(rows2.x), columns2,
           fma(vec4<F>(rows1.x), columns1, fma(vec4<F>(rows0.x), columns0, acc0))));
-      acc1 = fma(vec4<F>(rows3.y), columns3, fma(vec4<F>(rows2.y), columns2,
-          fma(vec4<F>(rows1.y), columns1, fma(vec4<F>(rows0.y), columns0, acc1))));
-      acc2 = fma(vec4<F>(rows3.z), columns3, fma(vec4<F>(rows2.z), columns2,
-          fma(vec4<F>(rows1.z), columns1, fma(vec4<F>(rows0.z), columns0, acc2))));
-      acc3 = fma(vec4<F>(rows3.w), columns3, fma(vec4<F>(rows2.w), columns2,
-          fma(vec4<F>(rows1.w), columns1, fma(vec4<F>(rows0.w), columns0, acc3))));
+      if (ROWS > 1u) {
+        acc1 = fma(vec4<F>(rows3.y), columns3, fma(vec4<F>(rows2.y), columns2,
+            fma(vec4<F>(rows1.y), columns1, fma(vec4<F>(rows0.y), columns0, acc1))));
+      }
+      if (ROWS > 2u) {
+        acc2 = fma(vec4<F>(rows3.z), columns3, fma(vec4<F>(rows2.z), columns2,
+            fma(vec4<F>(rows1.z), columns1, fma(vec4<F>(rows0.z), columns0, acc2))));
+        acc3 = fma(vec4<F>(rows3.w), columns3, fma(vec4<F>(rows2.w), columns2,
+            fma(vec4<F>(rows1.w), columns1, fma(vec4<F>(rows0.w), columns0, acc3))));
+      }
     }
     workgroupBarrier();
   }
-  let sums = array<vec4<F>, 4>(acc0, acc1, acc2, acc3);
-  for (var i = 0u; i < 4u; i = i + 1u) {
-    for (var j = 0u; j < 4u; j = j + 1u) {
-      store(matrix, first_row + lid.y + TILE * i, first_column + lid.x + TILE * j, sums[i][j]);
+  // Written out for each of the four columns, so that neighbouring invocations store
+  // neighbouring outputs as one vector where invocations run as vector lanes.
+  let alpha = float_from_bits(q.scalars.x, q.scalars.y);
+  let beta = float_from_bits(q.scalars.z, q.scalars.w);
+  let bias_base = q.offsets.z + matrix * q.bias_strides.x;
+  let column = first_column + lid.x;
+  for (var i = 0u; i < ROWS; i = i + 1u) {
+    var sums = acc0;
+    if (i == 1u) { sums = acc1; } else if (i == 2u) { sums = acc2; } else if (i == 3u) { sums = acc3; }
+    let row = first_row + lid.y + TILE * i;
+    let at = q.offsets.w + (matrix * q.m + row) * q.n + column;
+    let bias_at = bias_base + row * q.bias_strides.y + column * q.bias_strides.z;
+    let bias_step = TILE * q.bias_strides.z;
+    if (row < q.m) {
+      if (HAS_BIAS) {
+        if (column < q.n) { out[at] = E(alpha * sums.x + beta * F(bias[bias_at])); }
+        if (column + 16u < q.n) { out[at + 16u] = E(alpha * sums.y + beta * F(bias[bias_at + bias_step])); }
+        if (column + 32u < q.n) { out[at + 32u] = E(alpha * sums.z + beta * F(bias[bias_at + 2u * bias_step])); }
+        if (column + 48u < q.n) { out[at + 48u] = E(alpha * sums.w + beta * F(bias[bias_at + 3u * bias_step])); }
+      } else {
+        if (column < q.n) { out[at] = E(alpha * sums.x); }
+        if (column + 16u < q.n) { out[at + 16u] = E(alpha * sums.y); }
+        if (column + 32u < q.n) { out[at + 32u] = E(alpha * sums.z); }
+        if (column + 48u < q.n) { out[at + 48u] = E(alpha * sums.w); }
+      }
     }
   }
 }
