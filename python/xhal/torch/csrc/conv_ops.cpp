@@ -57,13 +57,16 @@ void run_conv(const char* entry, Geometry& g, const at::Tensor& a, const at::Ten
   const Binding bindings[5] = {Binding{nullptr, 0, sizeof g, &g}, Binding{buffer(a)}, Binding{buffer(b)},
                                Binding{place_of(out).buffer}, Binding{buffer(bias)}};
   const bool has_bias = bias.defined();
-  const std::string key =
-      std::string("conv|") + entry + wgsl_type(dtype) + (has_bias ? "b" : "") + (batch_inner ? "i" : "");
+  const bool unit_strides = g.stride[0] == 1 && g.stride[1] == 1 && g.stride[2] == 1;
+  const std::string key = std::string("conv|") + entry + wgsl_type(dtype) + (has_bias ? "b" : "") +
+                          (batch_inner ? "i" : "") + (unit_strides ? "u" : "");
   const Kernel& compiled = recipe_kernel(dev, key, [&] {
     KernelRecipe recipe;
     recipe.files = {"conv.wgsl"};
     recipe.types = {{"E", wgsl_type(dtype)}, {"F", wgsl_type(float_compute(dtype))}};
-    recipe.overrides = {{"HAS_BIAS", has_bias ? 1.0 : 0.0}, {"BATCH_INNER", batch_inner ? 1.0 : 0.0}};
+    recipe.overrides = {{"HAS_BIAS", has_bias ? 1.0 : 0.0},
+                        {"BATCH_INNER", batch_inner ? 1.0 : 0.0},
+                        {"UNIT_STRIDES", unit_strides ? 1.0 : 0.0}};
     recipe.entry = entry;
     return recipe;
   });

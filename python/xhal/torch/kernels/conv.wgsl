@@ -28,6 +28,7 @@ alias F = f32;  // what sums are computed in
 
 override HAS_BIAS: bool = false;
 override BATCH_INNER: bool = false;  // the columns' layout, for `columns` and `image`
+override UNIT_STRIDES: bool = false; // `image`: every stride is 1, so no tap divides by one
 
 struct Geometry {
   batch: u32,
@@ -217,17 +218,30 @@ fn image(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups)
   var t = 0u;
   for (var kd = 0u; kd < g.kernel.x; kd = kd + 1u) {
     let rd = i32(i.x + g.padding.x) - i32(kd * g.dilation.x);
-    let od = u32(max(rd, 0)) / g.stride.x;
-    let depth_ok = rd >= 0 && u32(rd) % g.stride.x == 0u && od < g.out_size.x;
+    var od = u32(max(rd, 0));
+    var depth_ok = rd >= 0 && od < g.out_size.x;
+    if (!UNIT_STRIDES) {
+      od = od / g.stride.x;
+      depth_ok = rd >= 0 && u32(rd) % g.stride.x == 0u && od < g.out_size.x;
+    }
     for (var kh = 0u; kh < g.kernel.y; kh = kh + 1u) {
       let rh = i32(i.y + g.padding.y) - i32(kh * g.dilation.y);
-      let oh = u32(max(rh, 0)) / g.stride.y;
-      let height_ok = depth_ok && rh >= 0 && u32(rh) % g.stride.y == 0u && oh < g.out_size.y;
+      var oh = u32(max(rh, 0));
+      var height_ok = depth_ok && rh >= 0 && oh < g.out_size.y;
+      if (!UNIT_STRIDES) {
+        oh = oh / g.stride.y;
+        height_ok = depth_ok && rh >= 0 && u32(rh) % g.stride.y == 0u && oh < g.out_size.y;
+      }
       let line = (od * g.out_size.y + oh) * g.out_size.z;
       for (var kw = 0u; kw < g.kernel.z; kw = kw + 1u) {
         let rw = i32(i.z + g.padding.z) - i32(kw * g.dilation.z);
-        let ow = u32(max(rw, 0)) / g.stride.z;
-        if (height_ok && rw >= 0 && u32(rw) % g.stride.z == 0u && ow < g.out_size.z) {
+        var ow = u32(max(rw, 0));
+        var width_ok = height_ok && rw >= 0 && ow < g.out_size.z;
+        if (!UNIT_STRIDES) {
+          ow = ow / g.stride.z;
+          width_ok = height_ok && rw >= 0 && u32(rw) % g.stride.z == 0u && ow < g.out_size.z;
+        }
+        if (width_ok) {
           sum = sum + F(a[first + t * row_step + line + ow]);
         }
         t = t + 1u;
