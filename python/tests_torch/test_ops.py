@@ -84,7 +84,7 @@ def test_reductions(dev):
                                          ((65536,), None), ((5, 8, 4096), None)])
 def test_long_reductions_in_parts(dev, shape, dims):
     # Few outputs of at least 32768 elements each are reduced in parts (a workgroup each),
-    # then merged: the parts' edges, a tail past the last whole quad, strided and offset inputs.
+    # then merged: the parts' edges, a tail past the last whole step, strided and offset inputs.
     g = torch.Generator().manual_seed(sum(shape))
     x = torch.randn(*shape, generator=g)
     def each(t):

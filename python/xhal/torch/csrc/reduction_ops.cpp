@@ -89,9 +89,9 @@ void coalesce(uint32_t* sizes, uint32_t* strides, uint32_t& n) {
 // The reduce.wgsl kernel of `entry` for these types.
 const Kernel& reduce_kernel(Device& dev, Reduction op, const char* entry, at::ScalarType in_dtype,
                             at::ScalarType result_dtype, at::ScalarType accumulate, bool values, bool indices,
-                            bool quads = false) {
+                            bool adjacent = false) {
   std::string key = std::string("reduce|") + op_name(op) + entry + wgsl_type(in_dtype) + wgsl_type(result_dtype) +
-                    wgsl_type(accumulate) + (values ? "v" : "") + (indices ? "i" : "") + (quads ? "q" : "");
+                    wgsl_type(accumulate) + (values ? "v" : "") + (indices ? "i" : "") + (adjacent ? "a" : "");
   return recipe_kernel(dev, key, [&] {
     KernelRecipe recipe;
     recipe.files = {"reduce.wgsl"};
@@ -103,7 +103,7 @@ const Kernel& reduce_kernel(Device& dev, Reduction op, const char* entry, at::Sc
                         {"BYTES", in_dtype == at::kBool ? 1.0 : 0.0},
                         {"VALUES", values ? 1.0 : 0.0},
                         {"INDICES", indices ? 1.0 : 0.0},
-                        {"QUADS", quads ? 1.0 : 0.0}};
+                        {"ADJACENT", adjacent ? 1.0 : 0.0}};
     recipe.entry = entry;
     return recipe;
   });
@@ -135,14 +135,12 @@ void reduce_in_parts(Device& dev, const at::TensorOptions& options, Reduction op
   const Binding partials[2] = {Binding{place_of(partial_values).buffer}, Binding{place_of(partial_indices).buffer}};
   ReduceLayout split = layout;
   split.part = static_cast<uint32_t>(part);
-  // Four elements at a time where every output's elements run with stride 1 from a multiple
-  // of 4 and each part is whole quads (float sums, whose memory is the value's type).
-  bool quads = (op == Reduction::Sum || op == Reduction::Mean) && in_dtype == at::kFloat && layout.reduced == 1 &&
-               layout.reduced_strides[0] == 1 && layout.input_offset % 4 == 0 && part % 4 == 0;
-  for (uint32_t d = 0; d < layout.kept; d++) quads = quads && layout.kept_strides[d] % 4 == 0;
-  const Binding split_bindings[7] = {Binding{nullptr, 0, sizeof split, &split}, bindings[1], bindings[2], bindings[3],
-                                     partials[0], partials[1], bindings[1]};
-  launch_workgroups(dev, reduce_kernel(dev, op, "split", in_dtype, result_dtype, accumulate, values, indices, quads),
+  // Sums whose every output's elements run with stride 1 read them four at a time a lane.
+  const bool adjacent = (op == Reduction::Sum || op == Reduction::Mean) && in_dtype != at::kBool &&
+                        layout.reduced == 1 && layout.reduced_strides[0] == 1;
+  const Binding split_bindings[6] = {Binding{nullptr, 0, sizeof split, &split}, bindings[1], bindings[2], bindings[3],
+                                     partials[0], partials[1]};
+  launch_workgroups(dev, reduce_kernel(dev, op, "split", in_dtype, result_dtype, accumulate, values, indices, adjacent),
                     split_bindings, {static_cast<uint32_t>(parts), layout.numel, 1});
   ReduceLayout merge = layout;
   merge.part = static_cast<uint32_t>(parts);

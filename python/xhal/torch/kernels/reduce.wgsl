@@ -22,8 +22,7 @@ override OP: u32 = 0u;          // an OP_ constant
 override BYTES: bool = false;   // the input is bool, a byte an element in 32-bit words
 override VALUES: bool = true;   // whether `output` is written
 override INDICES: bool = false; // whether `indices` (int64, two words an element) is written
-override QUADS: bool = false;   // split: a sum whose elements run with stride 1 from a multiple of 4,
-                                // in every output, read four at a time through `input_quads`
+override ADJACENT: bool = false; // split: a sum whose elements run with stride 1 in every output
 
 const OP_SUM: u32 = 0u;
 const OP_MEAN: u32 = 1u;
@@ -57,8 +56,6 @@ struct Layout {
 // The parts' states, for split and merge: output element o's part p is at o * parts + p.
 @group(0) @binding(4) var<storage, read_write> partial_values: array<A>;
 @group(0) @binding(5) var<storage, read_write> partial_indices: array<u32>;
-// The input again, four elements to a vector (split, where QUADS).
-@group(0) @binding(6) var<storage, read> input_quads: array<vec4<SI>>;
 
 const EMPTY: u32 = 0xffffffffu;  // the index of a state that has seen no element
 
@@ -169,9 +166,29 @@ fn rows(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 var<workgroup> shared_values: array<A, 256>;
 var<workgroup> shared_indices: array<u32, 256>;
 
-// The 256 lanes' states combined in a tree, pairs at halving distances, so that every backend
-// sums in the same order; every lane gets the whole.
+var<workgroup> group_sums: array<A, 16>;
+
+// The 256 lanes' states combined in an order that is the same on every backend; lane 0 gets
+// the whole (the callers read it there). Sums add 16 groups of 16 lanes and then the 16 group
+// sums, with two barriers: a tree's eight steps cost eight barriers, each a loop over the
+// invocations on a device that runs them one after another (the cpu device). Lanes fill from
+// the first, so a sum's first lane has seen an element whenever any has.
 fn workgroup_combine(lane: u32, state: State) -> State {
+  if (OP == OP_SUM || OP == OP_MEAN) {
+    shared_values[lane] = select(A(0), state.value, state.index != EMPTY);
+    workgroupBarrier();
+    if (lane < 16u) {
+      var sum = A(0);
+      for (var i = 0u; i < 16u; i = i + 1u) { sum = sum + shared_values[lane * 16u + i]; }
+      group_sums[lane] = sum;
+    }
+    workgroupBarrier();
+    var total = A(0);
+    if (lane == 0u) {
+      for (var i = 0u; i < 16u; i = i + 1u) { total = total + group_sums[i]; }
+    }
+    return State(total, state.index);
+  }
   shared_values[lane] = state.value;
   shared_indices[lane] = state.index;
   workgroupBarrier();
@@ -213,21 +230,26 @@ fn split(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) count: 
   let start = part * shape.part;
   let end = min(shape.count, start + shape.part);
   var state = State(A(0), EMPTY);
-  if (QUADS) {
-    // Consecutive invocations read consecutive quads (coalesced on a GPU); the few elements
-    // past the last whole quad, in the last part, one at a time.
-    let quads = (end - start) / 4u;
-    let first = (base + start) / 4u;
-    var sums = vec4<A>(A(0));
-    // As often in every invocation, each quad behind its own test: the cpu device runs
-    // these steps across the invocations, in vector lanes.
-    for (var step = 0u; step < quads; step = step + 256u) {
-      let k = step + lane;
-      if (k < quads) { sums = sums + vec4<A>(input_quads[first + k]); }
+  if (ADJACENT) {
+    // Sixteen elements a step in each invocation, 256 apart, so that neighbouring invocations
+    // read neighbouring elements (coalesced on a GPU, vector loads on the cpu device, which
+    // runs these steps across the invocations) and each step's fixed cost is shared by many.
+    // The elements past the last whole step, 256 at a time.
+    let first = base + start;
+    let count = end - start;
+    let whole = count / 4096u * 4096u;
+    var total = A(0);
+    for (var step = 0u; step < whole; step = step + 4096u) {
+      let k = first + step + lane;
+      let quarter0 = (A(input[k]) + A(input[k + 256u])) + (A(input[k + 512u]) + A(input[k + 768u]));
+      let quarter1 = (A(input[k + 1024u]) + A(input[k + 1280u])) + (A(input[k + 1536u]) + A(input[k + 1792u]));
+      let quarter2 = (A(input[k + 2048u]) + A(input[k + 2304u])) + (A(input[k + 2560u]) + A(input[k + 2816u]));
+      let quarter3 = (A(input[k + 3072u]) + A(input[k + 3328u])) + (A(input[k + 3584u]) + A(input[k + 3840u]));
+      total = total + ((quarter0 + quarter1) + (quarter2 + quarter3));
     }
-    var total = (sums.x + sums.y) + (sums.z + sums.w);
-    for (var j = start + quads * 4u + lane; j < end; j = j + 256u) {
-      total = total + load(base + j);
+    for (var step = whole; step < count; step = step + 256u) {
+      let j = step + lane;
+      if (j < count) { total = total + load(first + j); }
     }
     if (start + lane < end) { state = State(total, start + lane); }
   } else if ((OP == OP_SUM || OP == OP_MEAN) && shape.reduced == 1u) {
