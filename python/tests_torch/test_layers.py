@@ -265,6 +265,10 @@ NORMS = {
     "layer_norm long rows": (lambda x, w, b: F.layer_norm(x, (1000,), w, b), [(3, 1000), (1000,), (1000,)]),
     "layer_norm long rows, no affine": (lambda x: F.layer_norm(x, (4099,)), [(2, 4099)]),
     "rms_norm long rows": (lambda x, w: F.rms_norm(x, (777,), w, eps=1e-5), [(2, 777), (777,)]),
+    # The weight's and bias's gradients sum columns over the rows in parts: many short rows
+    # (parts of 66, past one block of 64 staged rows), and rows across two column blocks.
+    "layer_norm many rows": (lambda x, w, b: F.layer_norm(x, (8,), w, b), [(2100, 8), (8,), (8,)]),
+    "rms_norm many rows": (lambda x, w: F.rms_norm(x, (300,), w, eps=1e-5), [(7, 100, 300), (300,)]),
     "group_norm long groups": (lambda x, w, b: F.group_norm(x, 2, w, b), [(2, 4, 30, 31), (4,), (4,)]),
     "batch_norm one sample": (lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True),
                               [(1, 3, 40, 41), (3,), (3,)]),

@@ -25,8 +25,10 @@ struct NormLayout {
   uint32_t spatial = 1;
   uint32_t eps[2] = {};
   uint32_t momentum[2] = {};
+  uint32_t part_rows = 0;
+  uint32_t pad[3] = {};
 };
-static_assert(sizeof(NormLayout) == 48, "the WGSL struct Norm is 48 bytes");
+static_assert(sizeof(NormLayout) == 64, "the WGSL struct Norm is 64 bytes");
 
 enum class Mode { Layer, Rms, Group, Batch };
 enum class Running { None, Update, Use };
@@ -138,6 +140,50 @@ void run_norm(const char* entry, NormLaunch& how, const at::Tensor& input) {
 
 // --- Layer norm and RMS norm ----------------------------------------------------------------
 
+// The weight's and the bias's gradients of a layer norm (or the weight's of an RMS norm, whose
+// mean is not read): for each of `width` columns, the sums over the rows of dy * xhat and of
+// dy, in the compute type, by kernels/norms.wgsl's affine_gradients in parts of the rows
+// (enough parts for about 32 workgroups), then summed over the parts.
+std::pair<at::Tensor, at::Tensor> affine_gradients(Mode mode, const at::Tensor& input, const at::Tensor& grad_out,
+                                                   const at::Tensor& mean, const at::Tensor& rstd, int64_t rows,
+                                                   int64_t width) {
+  const at::ScalarType dtype = input.scalar_type(), compute = float_compute(dtype);
+  Device& dev = device(input.device().index());
+  constexpr int64_t kColumns = 256;  // affine_gradients' workgroup
+  const int64_t column_blocks = (width + kColumns - 1) / kColumns;
+  const int64_t parts = std::max<int64_t>(1, std::min<int64_t>((32 + column_blocks - 1) / column_blocks, (rows + 15) / 16));
+  const int64_t part_rows = (rows + parts - 1) / parts;
+  TORCH_CHECK(column_blocks <= 65535 && parts <= 65535, "xhal: a norm's affine gradients over ", width, " columns");
+  at::Tensor sums = at::empty({parts, width, 2}, input.options().dtype(compute));
+  NormLayout layout;
+  layout.rows = static_cast<uint32_t>(rows);
+  layout.count = static_cast<uint32_t>(width);
+  layout.inner = static_cast<uint32_t>(width);
+  layout.row_stride = static_cast<uint32_t>(width);
+  layout.part_rows = static_cast<uint32_t>(part_rows);
+  const at::Tensor x = fresh(input), dy = fresh(grad_out), m = mode == Mode::Rms ? rstd : fresh(mean), r = fresh(rstd);
+  Binding bindings[9];
+  for (Binding& b : bindings) b = Binding{dev.placeholder};
+  bindings[0] = Binding{place_of(x).buffer};
+  bindings[2] = Binding{place_of(dy).buffer};
+  bindings[4] = Binding{place_of(m).buffer};
+  bindings[5] = Binding{place_of(r).buffer};
+  bindings[8] = Binding{place_of(sums).buffer};
+  const std::string key = std::string("norm|affine_gradients") + mode_name(mode) + wgsl_type(dtype);
+  const Kernel& compiled = recipe_kernel(dev, key, [&] {
+    KernelRecipe recipe;
+    recipe.files = {"norms.wgsl"};
+    recipe.types = {{"E", wgsl_type(dtype)}, {"F", wgsl_type(compute)}};
+    recipe.overrides = {{"MODE", kernel_constant("norms.wgsl", mode_name(mode))}};
+    recipe.entry = "affine_gradients";
+    return recipe;
+  });
+  launch_workgroups(dev, compiled, bindings, {static_cast<uint32_t>(column_blocks), static_cast<uint32_t>(parts), 1},
+                    &layout, sizeof layout);
+  const at::Tensor total = parts == 1 ? sums.select(0, 0) : sums.sum(0);
+  return {total.select(1, 0), total.select(1, 1)};
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm(const at::Tensor& input,
                                                                  c10::SymIntArrayRef normalized_shape,
                                                                  const std::optional<at::Tensor>& weight,
@@ -222,8 +268,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> native_layer_norm_backward(
   // Summed over the rows; with a single row (the normalized shape is the whole input) there
   // is nothing to sum, and sum(dim=[]) would sum everything.
   auto over_rows = [&](const at::Tensor& t) { return dims.empty() ? t : t.sum(dims); };
-  if (output_mask[1] && w.defined()) dw = over_rows(grad_out * ((input - mean) * rstd)).reshape(w.sizes());
-  if (output_mask[2] && present(bias)) db = over_rows(grad_out).reshape(bias->sizes());
+  const bool want_weight = output_mask[1] && w.defined(), want_bias = output_mask[2] && present(bias);
+  if ((want_weight || want_bias) && rows > 0 && width > 0) {
+    const auto [weight_sums, bias_sums] = affine_gradients(Mode::Layer, input, grad_out, mean, rstd, rows, width);
+    if (want_weight) dw = weight_sums.to(w.scalar_type()).reshape(w.sizes());
+    if (want_bias) db = bias_sums.to(bias->scalar_type()).reshape(bias->sizes());
+    return {dx, dw, db};
+  }
+  if (want_weight) dw = over_rows(grad_out * ((input - mean) * rstd)).reshape(w.sizes());
+  if (want_bias) db = over_rows(grad_out).reshape(bias->sizes());
   return {dx, dw, db};
 }
 
@@ -305,7 +358,9 @@ std::tuple<at::Tensor, at::Tensor> fused_rms_norm_backward(const at::Tensor& gra
     how.tensors[5] = fresh(rstd);
     run_norm("backward", how, input);
   }
-  if (output_mask[1] && w.defined()) {
+  if (output_mask[1] && w.defined() && rows > 0 && width > 0) {
+    dw = affine_gradients(Mode::Rms, input, grad_out, rstd, rstd, rows, width).first.to(w.scalar_type()).reshape(w.sizes());
+  } else if (output_mask[1] && w.defined()) {
     const auto dims = leading_dims(input.dim(), static_cast<int64_t>(normalized_shape.size()));
     const at::Tensor products = grad_out * (input * rstd);
     dw = (dims.empty() ? products : products.sum(dims)).reshape(w.sizes());

@@ -45,6 +45,10 @@ struct Norm {
   spatial: u32,         // group norm: elements a channel
   eps: vec2<u32>,       // bits of F
   momentum: vec2<u32>,  // bits of F (batch norm's running statistics)
+  part_rows: u32,       // affine_gradients: rows a part sums
+  pad0: u32,
+  pad1: u32,
+  pad2: u32,
 }
 var<immediate> q: Norm;
 
@@ -60,6 +64,9 @@ var<immediate> q: Norm;
 @group(0) @binding(2) var<storage, read> dy: array<E>;
 @group(0) @binding(6) var<storage, read_write> grad_weight: array<E>;  // batch norm's, by channel
 @group(0) @binding(7) var<storage, read_write> grad_bias: array<E>;
+
+// affine_gradients: each part's sums, by column: (weight's, bias's).
+@group(0) @binding(8) var<storage, read_write> part_sums: array<vec2<F>>;
 
 var<workgroup> partial: array<vec2<F>, WG>;
 
@@ -337,4 +344,45 @@ fn backward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) grou
     grad_weight[r] = E(weight_sums.y);
     grad_bias[r] = E(weight_sums.x);
   }
+}
+
+// Layer norm's and RMS norm's affine gradients over a part of the rows: for each column j,
+// the sums over the part's rows r of dy[r, j] * xhat[r, j] (the weight's) and of dy[r, j]
+// (the bias's), into part_sums[part * count + j]; the caller sums the parts. Launched as
+// ceil(count / 256) x parts workgroups: an invocation a column, neighbours along the row, so
+// that they read neighbouring elements of each row; each row's statistics are staged once
+// for the workgroup.
+const COLUMNS: u32 = 256u;
+var<workgroup> row_stats: array<vec2<F>, 64>;  // mean and rstd of the rows being summed
+
+@compute @workgroup_size(256)
+fn affine_gradients(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lane: u32) {
+  // Unread, bound so that every binding it shares with the other entry points is the same
+  // argument of each.
+  _ = &weight;
+  _ = &out;
+  let j = wid.x * COLUMNS + lane;
+  let part = wid.y;
+  let first = part * q.part_rows;
+  let end = min(q.rows, first + q.part_rows);
+  var sums = vec2<F>(F(0));
+  for (var block = first; block < end; block = block + 64u) {
+    if (lane < 64u && block + lane < end) {
+      var m = F(0);
+      if (MODE != MODE_RMS) { m = F(mean[block + lane]); }
+      row_stats[lane] = vec2<F>(m, F(rstd[block + lane]));
+    }
+    workgroupBarrier();
+    let rows = min(64u, end - block);
+    for (var i = 0u; i < rows; i = i + 1u) {
+      if (j < q.count) {
+        let k = (block + i) * q.row_stride + j;
+        let d = F(dy[k]);
+        let stats = row_stats[i];
+        sums = sums + vec2<F>(d * ((F(x[k]) - stats.x) * stats.y), d);
+      }
+    }
+    workgroupBarrier();
+  }
+  if (j < q.count) { part_sums[part * q.count + j] = sums; }
 }
