@@ -71,6 +71,9 @@ POOLING = {
     "max_pool2d dilated ceil": (lambda x: F.max_pool2d(x, (2, 3), (2, 1), (1, 1), dilation=2, ceil_mode=True),
                                 (2, 3, 9, 8)),
     "max_pool3d": (lambda x: F.max_pool3d(x, 2), (1, 2, 4, 5, 6)),
+    # Windows apart (a stride of at least the window): the backward pass scatters.
+    "max_pool2d halving": (lambda x: F.max_pool2d(x, 2), (2, 3, 9, 8)),
+    "max_pool2d windows apart, padded": (lambda x: F.max_pool2d(x, 2, 3, 1), (2, 3, 10, 9)),
     "avg_pool1d": (lambda x: F.avg_pool1d(x, 3, 2, 1), (2, 3, 11)),
     "avg_pool2d": (lambda x: F.avg_pool2d(x, 3, 2, 1), (2, 3, 9, 8)),
     "avg_pool2d without padding counted": (

@@ -6,6 +6,8 @@
 #include <ATen/Operators.h>
 #include <torch/library.h>
 
+#include <cstring>
+
 #include "ops.h"
 
 namespace xhal_torch {
@@ -92,6 +94,18 @@ void run_pool(const char* entry, Mode mode, bool count_padding, Pooling& q, cons
     recipe.entry = entry;
     return recipe;
   });
+  if (std::strcmp(entry, "scatter_max") == 0) {
+    // An invocation per output (q.out_size) of each plane: planes along y, past 65,535 in z.
+    constexpr uint64_t kMostInY = 65535;
+    const uint64_t outputs = uint64_t{q.out_size[0]} * q.out_size[1] * q.out_size[2];
+    const uint64_t deep = (q.planes + kMostInY - 1) / kMostInY;
+    TORCH_CHECK(deep <= kMostInY && (outputs + 63) / 64 <= kMostInY, "xhal: max pooling's backward pass over ",
+                q.planes, " planes of ", outputs, " outputs is more than one launch takes");
+    launch_workgroups(dev, compiled, bindings,
+                      {static_cast<uint32_t>((outputs + 63) / 64), static_cast<uint32_t>(std::min<uint64_t>(q.planes, kMostInY)),
+                       static_cast<uint32_t>(deep)});
+    return;
+  }
   launch(dev, compiled, bindings, out.numel());
 }
 
@@ -121,11 +135,16 @@ bool max_pool_backward(const at::Tensor& grad_output, const at::Tensor& self, in
                        const at::Tensor& indices, at::Tensor& grad_input) {
   if (!floating_on(self) || grad_output.scalar_type() != self.scalar_type() || indices.scalar_type() != at::kLong)
     return false;
-  at::Tensor result = at::empty(self.sizes(), self.options());
   Pooling q = geometry(self, grad_output, spatial, kernel, stride, padding, dilation);
   q.planes = static_cast<uint32_t>(c10::multiply_integers(self.sizes().slice(0, self.dim() - spatial)));
   at::Tensor where = fresh(indices);
-  run_pool("backward", Mode::Max, true, q, fresh(grad_output), result, where);
+  // Windows that do not overlap (a stride of at least the window's extent in every dimension)
+  // take the scattering pass: an input is in one window at most.
+  bool apart = true;
+  for (int d = 0; d < 3; d++) apart = apart && q.stride[d] >= q.dilation[d] * (q.kernel[d] - 1) + 1;
+  at::Tensor result = apart ? at::zeros(self.sizes(), self.options()) : at::empty(self.sizes(), self.options());
+  if (result.numel() > 0 && grad_output.numel() > 0)
+    run_pool(apart ? "scatter_max" : "backward", Mode::Max, true, q, fresh(grad_output), result, where);
   deliver(grad_input, result);
   return true;
 }

@@ -5,7 +5,9 @@
 // index in the input's plane (d H W + h W + w), as PyTorch does; a NaN wins.
 //
 // The backward passes gather: each input element sums the gradients of the outputs whose
-// window holds it, so there are no atomics, and one order of additions on every device.
+// window holds it, so there are no atomics, and one order of additions on every device. Max
+// pooling whose windows do not overlap (the usual stride of a whole window) scatters instead
+// (`scatter_max`): an input is in one window at most, so there is nothing to sum.
 //
 // Run one by itself (README.md): cat lib/float_f32.wgsl pool.wgsl | xhal run - -e forward ...
 
@@ -187,4 +189,23 @@ fn backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
     }
   }
   out[e] = E(sum);
+}
+
+// Max pooling's backward pass where no two windows overlap (each stride at least its window's
+// extent). Launched as ceil(outputs a plane / 64) x planes workgroups (planes past 65,535 in
+// z), over an `out` the caller zeroed: each output's gradient goes to the input its index
+// names, which no other output's window holds. An index outside its output's window is
+// ignored, as the gathering pass ignores it.
+@compute @workgroup_size(64)
+fn scatter_max(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  let o = gid.x;
+  let plane = gid.y + gid.z * groups.y;
+  let outputs = volume(q.out_size);
+  if (o >= outputs || plane >= q.planes) { return; }
+  let k = plane * outputs + o;
+  let at = indices[2u * k];
+  if (indices[2u * k + 1u] != 0u || at >= volume(q.in_size)) { return; }
+  if (holds(coordinates(o, q.out_size), vec3<i32>(coordinates(at, q.in_size)))) {
+    out[plane * volume(q.in_size) + at] = a[k];
+  }
 }
