@@ -80,6 +80,22 @@ def test_reductions(dev):
     no_fallbacks()
 
 
+@pytest.mark.parametrize("shape", [(6, 5, 40), (3, 4, 300), (2, 3, 17, 33)])
+def test_sums_over_samples_and_positions(dev, shape):
+    # A convolution's bias gradient: a sum over the first dimension and the adjacent last ones,
+    # which a workgroup per output walks run by run; runs shorter than, longer than and not a
+    # multiple of the workgroup, sums and means, integers, and a view.
+    g = torch.Generator().manual_seed(len(shape) * 100 + shape[-1])
+    x = torch.randn(*shape, generator=g)
+    dims = [0] + list(range(2, len(shape)))
+    close(x.to(dev).sum(dims), x.sum(dims), rtol=1e-5, atol=1e-4)
+    close(x.to(dev).mean(dims), x.mean(dims), rtol=1e-5, atol=1e-5)
+    ints = torch.randint(-50, 50, shape, generator=g)
+    close(ints.to(dev).sum(dims), ints.sum(dims))
+    close(x.to(dev)[1:].sum(dims), x[1:].sum(dims), rtol=1e-5, atol=1e-4)
+    no_fallbacks()
+
+
 @pytest.mark.parametrize("shape, dims", [((70001,), None), ((3, 40000), (1,)), ((40000, 3), (0,)), ((2, 3, 20000), (0, 2)),
                                          ((65536,), None), ((5, 8, 4096), None)])
 def test_long_reductions_in_parts(dev, shape, dims):

@@ -89,9 +89,10 @@ void coalesce(uint32_t* sizes, uint32_t* strides, uint32_t& n) {
 // The reduce.wgsl kernel of `entry` for these types.
 const Kernel& reduce_kernel(Device& dev, Reduction op, const char* entry, at::ScalarType in_dtype,
                             at::ScalarType result_dtype, at::ScalarType accumulate, bool values, bool indices,
-                            bool adjacent = false) {
+                            bool adjacent = false, bool runs = false) {
   std::string key = std::string("reduce|") + op_name(op) + entry + wgsl_type(in_dtype) + wgsl_type(result_dtype) +
-                    wgsl_type(accumulate) + (values ? "v" : "") + (indices ? "i" : "") + (adjacent ? "a" : "");
+                    wgsl_type(accumulate) + (values ? "v" : "") + (indices ? "i" : "") + (adjacent ? "a" : "") +
+                    (runs ? "r" : "");
   return recipe_kernel(dev, key, [&] {
     KernelRecipe recipe;
     recipe.files = {"reduce.wgsl"};
@@ -103,7 +104,8 @@ const Kernel& reduce_kernel(Device& dev, Reduction op, const char* entry, at::Sc
                         {"BYTES", in_dtype == at::kBool ? 1.0 : 0.0},
                         {"VALUES", values ? 1.0 : 0.0},
                         {"INDICES", indices ? 1.0 : 0.0},
-                        {"ADJACENT", adjacent ? 1.0 : 0.0}};
+                        {"ADJACENT", adjacent ? 1.0 : 0.0},
+                        {"RUNS", runs ? 1.0 : 0.0}};
     recipe.entry = entry;
     return recipe;
   });
@@ -115,8 +117,12 @@ void reduce_in_one(Device& dev, Reduction op, ReduceLayout& layout, at::ScalarTy
                    bool indices) {
   const bool grouped =
       layout.count >= kGroupThreshold && (layout.count > kRowsCount || layout.numel < kRowsOutputs);
-  const Kernel& compiled =
-      reduce_kernel(dev, op, grouped ? "groups" : "rows", in_dtype, result_dtype, accumulate, values, indices);
+  // A sum over two dimensions whose inner one is adjacent (a convolution's bias gradient) goes
+  // run by run of it.
+  const bool runs = grouped && (op == Reduction::Sum || op == Reduction::Mean) && in_dtype != at::kBool &&
+                    layout.reduced == 2 && layout.reduced_strides[1] == 1 && layout.reduced_sizes[1] >= 32;
+  const Kernel& compiled = reduce_kernel(dev, op, grouped ? "groups" : "rows", in_dtype, result_dtype, accumulate,
+                                         values, indices, false, runs);
   bindings[0].data = &layout;
   launch(dev, compiled, bindings, grouped ? uint64_t{layout.numel} * 256 : layout.numel);
 }

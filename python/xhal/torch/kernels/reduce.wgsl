@@ -23,6 +23,8 @@ override BYTES: bool = false;   // the input is bool, a byte an element in 32-bi
 override VALUES: bool = true;   // whether `output` is written
 override INDICES: bool = false; // whether `indices` (int64, two words an element) is written
 override ADJACENT: bool = false; // split: a sum whose elements run with stride 1 in every output
+override RUNS: bool = false;     // groups: a sum over two dimensions, the inner one of stride 1 (a
+                                 // convolution's bias gradient: samples, then positions)
 
 const OP_SUM: u32 = 0u;
 const OP_MEAN: u32 = 1u;
@@ -211,8 +213,25 @@ fn groups(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) count:
   if (o >= shape.numel) { return; }
   let base = first_element(o);
   var state = State(A(0), EMPTY);
-  for (var j = lane; j < shape.count; j = j + 256u) {
-    state = combine(state, State(load(element(base, j)), j));
+  if (RUNS) {
+    // Run by run of the inner dimension, the invocations along it: neighbours read
+    // neighbouring elements, and no element costs a division.
+    let runs = shape.reduced_sizes[0].x;
+    let run_stride = shape.reduced_strides[0].x;
+    let inner = shape.reduced_sizes[0].y;
+    var total = A(0);
+    for (var run = 0u; run < runs; run = run + 1u) {
+      let first = base + run * run_stride;
+      for (var start = 0u; start < inner; start = start + 256u) {
+        let j = start + lane;
+        if (j < inner) { total = total + load(first + j); }
+      }
+    }
+    if (lane < inner && runs > 0u) { state = State(total, lane); }
+  } else {
+    for (var j = lane; j < shape.count; j = j + 256u) {
+      state = combine(state, State(load(element(base, j)), j));
+    }
   }
   let total = workgroup_combine(lane, state);
   if (lane == 0u) { finish(o, total); }
