@@ -83,6 +83,9 @@ POOLING = {
     "adaptive_avg_pool2d": (lambda x: F.adaptive_avg_pool2d(x, (4, 3)), (2, 3, 9, 8)),
     "adaptive_avg_pool2d to 1": (lambda x: F.adaptive_avg_pool2d(x, 1), (2, 3, 9, 8)),
     "adaptive_avg_pool3d": (lambda x: F.adaptive_avg_pool3d(x, (2, 3, 4)), (1, 2, 4, 5, 6)),
+    # Windows that tile the input: the backward pass finds each input's window directly.
+    "adaptive_avg_pool2d tiling": (lambda x: F.adaptive_avg_pool2d(x, (4, 3)), (2, 3, 16, 12)),
+    "adaptive_avg_pool3d tiling": (lambda x: F.adaptive_avg_pool3d(x, (2, 3, 2)), (1, 2, 4, 6, 6)),
     "adaptive_max_pool1d": (lambda x: F.adaptive_max_pool1d(x, 4), (2, 3, 11)),
     "adaptive_max_pool2d": (lambda x: F.adaptive_max_pool2d(x, (4, 3)), (2, 3, 9, 8)),
 }

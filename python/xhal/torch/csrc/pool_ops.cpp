@@ -84,13 +84,18 @@ void run_pool(const char* entry, Mode mode, bool count_padding, Pooling& q, cons
   const Binding bindings[4] = {Binding{nullptr, 0, sizeof q, &q}, Binding{a.numel() > 0 ? place_of(a).buffer : dev.placeholder},
                                Binding{place_of(out).buffer},
                                Binding{indices.defined() && indices.numel() > 0 ? place_of(indices).buffer : dev.placeholder}};
-  const std::string key = std::string("pool|") + entry + mode_name(mode) + wgsl_type(dtype) + (count_padding ? "p" : "");
+  // Adaptive windows that tile the input (every output size divides its input size).
+  bool even = mode == Mode::AdaptiveAverage || mode == Mode::AdaptiveMax;
+  for (int d = 0; d < 3; d++) even = even && q.out_size[d] > 0 && q.in_size[d] % q.out_size[d] == 0;
+  const std::string key = std::string("pool|") + entry + mode_name(mode) + wgsl_type(dtype) + (count_padding ? "p" : "") +
+                          (even ? "e" : "");
   const Kernel& compiled = recipe_kernel(dev, key, [&] {
     KernelRecipe recipe;
     recipe.files = {"pool.wgsl"};
     recipe.types = {{"E", wgsl_type(dtype)}, {"F", wgsl_type(float_compute(dtype))}};
     recipe.overrides = {{"MODE", kernel_constant("pool.wgsl", mode_name(mode))},
-                        {"COUNT_PADDING", count_padding ? 1.0 : 0.0}};
+                        {"COUNT_PADDING", count_padding ? 1.0 : 0.0},
+                        {"EVEN", even ? 1.0 : 0.0}};
     recipe.entry = entry;
     return recipe;
   });

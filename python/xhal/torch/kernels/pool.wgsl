@@ -16,6 +16,8 @@ alias F = f32;  // what averages are computed in
 
 override MODE: u32 = 0u;             // a MODE_ constant
 override COUNT_PADDING: bool = true; // average pooling divides by the window with its padding
+override EVEN: bool = false;         // adaptive: every output size divides its input size, so the
+                                     // windows tile the input, each input in one of them
 
 const MODE_MAX: u32 = 0u;
 const MODE_AVERAGE: u32 = 1u;
@@ -169,6 +171,14 @@ fn backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
   let plane = e / positions;
   let at = e % positions;
   let p = vec3<i32>(coordinates(at, q.in_size));
+  if (EVEN && MODE == MODE_ADAPTIVE_AVERAGE) {
+    // The one window that holds p, and its size, without a search.
+    let size = q.in_size.xyz / q.out_size.xyz;
+    let o = vec3<u32>(p) / size;
+    let k = plane * volume(q.out_size) + (o.x * q.out_size.y + o.y) * q.out_size.z + o.z;
+    out[e] = E(F(a[k]) / F(size.x * size.y * size.z));
+    return;
+  }
   let rd = reach(p.x, 0u);
   let rh = reach(p.y, 1u);
   let rw = reach(p.z, 2u);
