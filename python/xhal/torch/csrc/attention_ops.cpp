@@ -132,26 +132,6 @@ void run_attention(const char* entry, Attention& a, bool causal, const at::Tenso
 
 at::Tensor defined_or_empty(const std::optional<at::Tensor>& t) { return t.has_value() && t->defined() ? *t : at::Tensor(); }
 
-using ForwardResult = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor,
-                                 at::Tensor, at::Tensor>;
-
-ForwardResult fused_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
-                              const std::optional<at::Tensor>& attn_bias, double dropout_p, bool is_causal,
-                              bool return_debug_mask, std::optional<double> scale) {
-  TORCH_CHECK(fused_supported(query, key, value, attn_bias, dropout_p),
-              "xhal: fused attention takes 4-dimensional query, key and value of one floating dtype, heads a multiple "
-              "of the key's, a bool or same-dtype mask, and no dropout; got query ", query.sizes(), " ",
-              query.scalar_type(), ", key ", key.sizes(), ", dropout ", dropout_p);
-  Attention a = describe(query, key, value, defined_or_empty(attn_bias), scale);
-  const at::ScalarType compute = float_compute(query.scalar_type());
-  at::Tensor out = at::empty({query.size(0), query.size(1), query.size(2), value.size(3)}, query.options());
-  at::Tensor lse = at::empty({query.size(0), query.size(1), query.size(2)}, query.options().dtype(compute));
-  run_attention("forward", a, is_causal, query, key, value, out, lse, at::Tensor(), lse.numel());
-  const at::Tensor none = at::empty({0}, query.options().dtype(at::kLong));
-  return {out, lse, none, none, c10::SymInt(query.size(2)), c10::SymInt(key.size(2)), none, none,
-          at::empty({0}, query.options())};
-}
-
 // Score matrices of up to this many elements ([batch, heads, queries, keys], all together)
 // are kept in memory by the backward pass: it is then the five matrix products it is, each
 // the tiled kernel, instead of kernels that compute every score again for each row of each
@@ -168,6 +148,71 @@ int64_t scores_in_memory_limit() {
   return limit;
 }
 
+// Scores of query i for key j, scaled, masked and with the causal mask: [b, h, queries, keys]
+// in the compute type, with grouped-query heads' keys repeated for their query heads.
+at::Tensor masked_scores(const at::Tensor& q, const at::Tensor& k, const at::Tensor& attn_bias, bool is_causal,
+                         double factor) {
+  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)).mul_(factor);
+  if (attn_bias.defined()) {
+    if (attn_bias.scalar_type() == at::kBool) {
+      scores.masked_fill_(attn_bias.logical_not(), -INFINITY);
+    } else {
+      scores.add_(attn_bias.to(scores.scalar_type()));
+    }
+  }
+  if (is_causal)
+    scores.masked_fill_(at::ones({q.size(2), k.size(2)}, q.options().dtype(at::kBool)).triu(1), -INFINITY);
+  return scores;
+}
+
+// Key heads repeated for the query heads that share them (grouped-query attention).
+at::Tensor per_query_head(const at::Tensor& t, int64_t heads, at::ScalarType compute) {
+  const at::Tensor c = t.to(compute);
+  return heads == t.size(1) ? c : c.repeat_interleave(heads / t.size(1), 1);
+}
+
+// The forward pass from whole score matrices: P = exp(S - lse) and out = P v, in the compute
+// type. A row that sees no key gets a log-sum-exp of +inf, so its P and output are 0, as in
+// the fused kernel.
+std::pair<at::Tensor, at::Tensor> scores_in_memory_forward(const at::Tensor& query, const at::Tensor& key,
+                                                           const at::Tensor& value, const at::Tensor& attn_bias,
+                                                           bool is_causal, double factor) {
+  const at::ScalarType dtype = query.scalar_type(), compute = float_compute(dtype);
+  const int64_t heads = query.size(1);
+  const at::Tensor q = query.to(compute);
+  const at::Tensor scores = masked_scores(q, per_query_head(key, heads, compute), attn_bias, is_causal, factor);
+  at::Tensor lse = at::logsumexp(scores, -1);
+  lse.masked_fill_(lse == -INFINITY, INFINITY);
+  const at::Tensor p = scores.sub_(lse.unsqueeze(-1)).exp_();
+  return {at::matmul(p, per_query_head(value, heads, compute)).to(dtype), lse};
+}
+
+using ForwardResult = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor,
+                                 at::Tensor, at::Tensor>;
+
+ForwardResult fused_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                              const std::optional<at::Tensor>& attn_bias, double dropout_p, bool is_causal,
+                              bool return_debug_mask, std::optional<double> scale) {
+  TORCH_CHECK(fused_supported(query, key, value, attn_bias, dropout_p),
+              "xhal: fused attention takes 4-dimensional query, key and value of one floating dtype, heads a multiple "
+              "of the key's, a bool or same-dtype mask, and no dropout; got query ", query.sizes(), " ",
+              query.scalar_type(), ", key ", key.sizes(), ", dropout ", dropout_p);
+  const at::ScalarType compute = float_compute(query.scalar_type());
+  at::Tensor out, lse;
+  if (query.size(0) * query.size(1) * query.size(2) * key.size(2) <= scores_in_memory_limit()) {
+    std::tie(out, lse) = scores_in_memory_forward(query, key, value, defined_or_empty(attn_bias), is_causal,
+                                                  scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(query.size(3))));
+  } else {
+    Attention a = describe(query, key, value, defined_or_empty(attn_bias), scale);
+    out = at::empty({query.size(0), query.size(1), query.size(2), value.size(3)}, query.options());
+    lse = at::empty({query.size(0), query.size(1), query.size(2)}, query.options().dtype(compute));
+    run_attention("forward", a, is_causal, query, key, value, out, lse, at::Tensor(), lse.numel());
+  }
+  const at::Tensor none = at::empty({0}, query.options().dtype(at::kLong));
+  return {out, lse, none, none, c10::SymInt(query.size(2)), c10::SymInt(key.size(2)), none, none,
+          at::empty({0}, query.options())};
+}
+
 // The backward pass from whole score matrices, in the compute type: P from the saved
 // log-sum-exp (a row that sees no key has +inf, so its P is 0, as in the fused kernels),
 // dP = dout v^T, dS = P (dP - delta), and the gradients as products with dS and P.
@@ -177,23 +222,11 @@ void scores_in_memory_backward(const at::Tensor& grad_out, const at::Tensor& que
                                at::Tensor& grad_query, at::Tensor& grad_key, at::Tensor& grad_value,
                                at::Tensor& grad_bias) {
   const at::ScalarType dtype = query.scalar_type(), compute = float_compute(dtype);
-  const int64_t b = query.size(0), h = query.size(1), hk = key.size(1), lq = query.size(2), s = key.size(2);
+  const int64_t b = query.size(0), h = query.size(1), hk = key.size(1), s = key.size(2);
   const int64_t group = h / hk;
-  // Grouped-query attention: each key head serves `group` query heads.
-  auto per_query_head = [&](const at::Tensor& t) {
-    const at::Tensor c = t.to(compute);
-    return group == 1 ? c : c.repeat_interleave(group, 1);
-  };
-  const at::Tensor q = query.to(compute), k = per_query_head(key), v = per_query_head(value), dout = grad_out.to(compute);
-  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)).mul_(factor);
-  if (attn_bias.defined()) {
-    if (attn_bias.scalar_type() == at::kBool) {
-      scores.masked_fill_(attn_bias.logical_not(), -INFINITY);
-    } else {
-      scores.add_(attn_bias.to(compute));
-    }
-  }
-  if (is_causal) scores.masked_fill_(at::ones({lq, s}, query.options().dtype(at::kBool)).triu(1), -INFINITY);
+  const at::Tensor q = query.to(compute), k = per_query_head(key, h, compute), v = per_query_head(value, h, compute);
+  const at::Tensor dout = grad_out.to(compute);
+  at::Tensor scores = masked_scores(q, k, attn_bias, is_causal, factor);
   const at::Tensor p = scores.sub_(logsumexp.to(compute).unsqueeze(-1)).exp_();
   const at::Tensor dp = at::matmul(dout, v.transpose(-2, -1));
   const at::Tensor ds = dp.sub_(delta.to(compute).unsqueeze(-1)).mul_(p);
