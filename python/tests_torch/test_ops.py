@@ -289,6 +289,25 @@ def test_cross_entropy_gradients(dev, reduction):
     no_fallbacks()
 
 
+@pytest.mark.parametrize("index_dtype", [torch.int64, torch.int32], ids=str)
+def test_embedding_gradients(dev, index_dtype):
+    # Each weight row sums the gradient rows of its indices (found in a stable sort of them):
+    # repeated indices, rows no index names, a padding row, indices in two dimensions, and a
+    # row wider than a workgroup.
+    g = torch.Generator().manual_seed(13)
+    for rows, width, padding in ((50, 8, None), (7, 130, 3)):
+        ids = torch.randint(0, rows, (6, 45), generator=g).to(index_dtype)
+        ids[0, :10] = rows - 1
+        grads = []
+        for where in ("cpu", dev):
+            table = torch.randn(rows, width, generator=torch.Generator().manual_seed(rows)).to(where).requires_grad_()
+            out = F.embedding(ids.to(where), table, padding_idx=padding)
+            out.backward(torch.linspace(-1, 1, out.numel()).reshape(out.shape).to(where))
+            grads.append(table.grad)
+        close(grads[1], grads[0], atol=1e-5)
+    no_fallbacks()
+
+
 def test_optimizer_updates_and_masks(dev):
     a, b, c = torch.randn(5), torch.randn(5), torch.rand(5) + 0.5
     close(torch.addcmul(a.to(dev), b.to(dev), c.to(dev), value=0.3), torch.addcmul(a, b, c, value=0.3))

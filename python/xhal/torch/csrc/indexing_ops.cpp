@@ -121,6 +121,25 @@ at::Tensor embedding_dense_backward(const at::Tensor& grad_output, const at::Ten
   q.data_offset = element_offset(grad);
   q.index_offset = element_offset(idx);
   q.out_offset = element_offset(out);
+  constexpr uint64_t kMostInY = 65535;
+  const uint64_t deep = (static_cast<uint64_t>(rows) + kMostInY - 1) / kMostInY;
+  if (native_dtype(dev, at::kLong) && deep <= kMostInY && (width + 63) / 64 <= static_cast<int64_t>(kMostInY)) {
+    // Each row's positions from a stable sort of the indices, found by binary search: the
+    // work is the gradient's size and a search per element, where the loop below looks at
+    // every index for every element of the weight.
+    const auto [sorted, order] = at::sort(idx, /*stable=*/true, 0, false);
+    q.index_offset = element_offset(sorted);
+    TORCH_CHECK(element_offset(order) == 0, "xhal: embedding's backward pass: the sort's order is a view");
+    const Binding bindings[4] = {Binding{place_of(grad).buffer}, Binding{place_of(sorted).buffer},
+                                 Binding{place_of(out).buffer}, Binding{place_of(order).buffer}};
+    launch_workgroups(dev, gather_kernel(dev, "embedding_backward_sorted", grad.scalar_type(), idx.scalar_type() == at::kLong),
+                      bindings,
+                      {static_cast<uint32_t>((width + 63) / 64),
+                       static_cast<uint32_t>(std::min<uint64_t>(static_cast<uint64_t>(rows), kMostInY)),
+                       static_cast<uint32_t>(deep)},
+                      &q, sizeof q);
+    return out;
+  }
   const Binding bindings[3] = {Binding{place_of(grad).buffer}, Binding{place_of(idx).buffer},
                                Binding{place_of(out).buffer}};
   launch(dev, gather_kernel(dev, "embedding_backward", grad.scalar_type(), idx.scalar_type() == at::kLong), bindings,

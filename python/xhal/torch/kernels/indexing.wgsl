@@ -62,6 +62,50 @@ fn embedding_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(nu
   out[q.out_offset + e] = E(sum);
 }
 
+// The embedding's gradient from the indices sorted stably (`sorted` in `index`, the sort's
+// order in `sorted_order`, int64): row r sums the gradient rows of its run of the sorted
+// indices, found by binary search, in ascending position (as the loop above sums them), so
+// each element costs its own rows and a search rather than a look at every index. Launched as
+// ceil(inner / 64) x rows workgroups (rows past 65,535 in z).
+@group(0) @binding(3) var<storage, read> sorted_order: array<u32>;
+
+// Whether sorted index i comes before row `row`, comparing them as the sort did (signed).
+fn sorted_before(i: u32, row: u32) -> bool {
+  if (WIDE_INDEX) {
+    let high = bitcast<i32>(index[2u * (q.index_offset + i) + 1u]);
+    if (high != 0) { return high < 0; }
+  } else if (bitcast<i32>(index_at(i)) < 0) {
+    return true;
+  }
+  return index_at(i) < row;
+}
+
+fn sorted_is(i: u32, row: u32) -> bool {
+  if (WIDE_INDEX && index[2u * (q.index_offset + i) + 1u] != 0u) { return false; }
+  return index_at(i) == row;
+}
+
+@compute @workgroup_size(64)
+fn embedding_backward_sorted(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  let j = gid.x;
+  let row = gid.y + gid.z * groups.y;
+  if (j >= q.inner || row >= q.size) { return; }
+  var sum = F(0);
+  if (row != q.padding) {
+    var low = 0u;
+    var high = q.count;
+    while (low < high) {
+      let middle = low + (high - low) / 2u;
+      if (sorted_before(middle, row)) { low = middle + 1u; } else { high = middle; }
+    }
+    for (var i = low; i < q.count; i = i + 1u) {
+      if (!sorted_is(i, row)) { break; }
+      sum = sum + F(data[q.data_offset + sorted_order[2u * i] * q.inner + j]);
+    }
+  }
+  out[q.out_offset + row * q.inner + j] = E(sum);
+}
+
 // --- gather, scatter and index_add along one dimension -------------------------------------
 //
 // These walk the output element by element in row-major order of `shape.sizes`; each
