@@ -140,10 +140,14 @@ bench-torch-services: python
 	XHAL_TORCH_BUILD_DIR=target/torch-extension $(VENV)/bin/python python/benches/torch_services.py
 
 # The operators against torch's CPU on the same cores (python/benches/torch_ops.py), on each
-# device with real drivers here (cpu, lavapipe, PoCL); docs/benchmarks.md has the figures.
+# device with real drivers here (cpu, lavapipe, PoCL), and on PoCL the matrix products against
+# a hand-written OpenCL C product run through the OpenCL API alone (python/benches/raw);
+# docs/benchmarks.md has the figures.
 bench-torch-ops: python
+	cc -O2 -std=c11 -Wall -Wextra -Werror python/benches/raw/opencl_matmul.c -o target/raw_opencl_matmul -l:libOpenCL.so.1 -lm
 	@for device in cpu 'vulkan:*' 'opencl:*'; do \
-	  XHAL_DEVICE="$$device" XHAL_TORCH_BUILD_DIR=target/torch-extension $(VENV)/bin/python python/benches/torch_ops.py || exit 1; \
+	  XHAL_DEVICE="$$device" XHAL_TORCH_BUILD_DIR=target/torch-extension $(VENV)/bin/python python/benches/torch_ops.py \
+	    --raw-opencl target/raw_opencl_matmul || exit 1; \
 	done
 
 # The operator sweep (scripts/torch-ops.py): PyTorch's OpInfo database run on xhal:0 against

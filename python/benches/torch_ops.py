@@ -9,13 +9,20 @@ its last and a small CNN's, forward and with both gradients, and training steps 
 transformer block, a decoder language model and a CNN, AdamW), each as a ratio of torch CPU's
 time to xhal's (above 1: xhal is faster). Every result is checked against torch's.
 
+On an OpenCL device, `--raw-opencl BINARY` also times the hand-written OpenCL C product of
+python/benches/raw/matmul.cl through the OpenCL API alone (python/benches/raw/opencl_matmul.c,
+built by `make bench-torch-ops`) at the same sizes, the best that driver does without xhal,
+and gives xhal's throughput as a share of it.
+
     XHAL_TORCH_BUILD_DIR=target/torch-extension XHAL_DEVICE=cpu .venv/bin/python \\
-        python/benches/torch_ops.py [--sizes 256,512,1024,2048] [--skip-models] [--json]
+        python/benches/torch_ops.py [--sizes 256,512,1024,2048] [--skip-models] [--json] \\
+        [--raw-opencl target/raw_opencl_matmul]
 """
 
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -66,6 +73,20 @@ def matrix_products(sizes):
             "max_error_relative_to_max": error,
         })
     return rows
+
+
+def raw_opencl_products(binary, rows):
+    """Adds to each matrix product row the raw OpenCL C product's time at the same size."""
+    kernel = os.path.join(os.path.dirname(os.path.abspath(__file__)), "raw", "matmul.cl")
+    print("torch_ops: the raw OpenCL C product (matmul.cl)", file=sys.stderr)
+    done = subprocess.run([binary, kernel] + [str(row["n"]) for row in rows], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"torch_ops: {binary} failed ({done.returncode}): {done.stderr.strip()}")
+    raw = {figure["n"]: figure for figure in map(json.loads, done.stdout.splitlines())}
+    for row in rows:
+        row["raw_opencl_ms"] = raw[row["n"]]["ms"]
+        row["raw_opencl_gflops"] = raw[row["n"]]["gflops"]
+        row["throughput_vs_raw_opencl"] = raw[row["n"]]["ms"] / row["xhal_ms"]
 
 
 def operators():
@@ -256,6 +277,8 @@ def main():
     parser.add_argument("--sizes", default="256,512,1024,2048", help="square sizes, comma-separated")
     parser.add_argument("--skip-models", action="store_true", help="leave out the training steps")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--raw-opencl", metavar="BINARY",
+                        help="on an OpenCL device, also time python/benches/raw/matmul.cl with this program")
     arguments = parser.parse_args()
     torch.set_num_threads(os.cpu_count() or 1)
     figures = {
@@ -267,6 +290,8 @@ def main():
         "convolution_layers": convolution_layers(),
         "training_steps": [] if arguments.skip_models else training_steps(),
     }
+    if arguments.raw_opencl and figures["device"].startswith("opencl"):
+        raw_opencl_products(arguments.raw_opencl, figures["matrix_products"])
     checked = figures["operators"] + figures["convolution_layers"] + figures["training_steps"]
     failed = [row.get("operation", row.get("layer", row.get("model"))) for row in checked if not row["checked"]]
     if arguments.json:
@@ -277,6 +302,9 @@ def main():
             print(f"a @ b {row['n']}x{row['n']}: xhal {row['xhal_ms']:.2f} ms ({row['xhal_gflops']:.1f} GFLOP/s), "
                   f"torch CPU {row['torch_cpu_ms']:.2f} ms ({row['torch_cpu_gflops']:.1f} GFLOP/s): "
                   f"{row['throughput_vs_torch_cpu']:.2f}x torch CPU's throughput, error {row['max_error_relative_to_max']:.1e}")
+            if "raw_opencl_ms" in row:
+                print(f"  raw OpenCL C (matmul.cl) {row['raw_opencl_ms']:.2f} ms ({row['raw_opencl_gflops']:.1f} GFLOP/s): "
+                      f"xhal at {row['throughput_vs_raw_opencl']:.2f}x its throughput")
         for row in figures["operators"]:
             print(f"{row['operation']}: xhal {row['xhal_ms']:.3f} ms, torch CPU {row['torch_cpu_ms']:.3f} ms: "
                   f"{row['speed_vs_torch_cpu']:.2f}x torch CPU's speed, error {row['max_error_relative_to_max']:.1e}")

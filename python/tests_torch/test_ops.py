@@ -1,6 +1,11 @@
 """The operators with xhal kernels give the CPU's answers, with broadcasting and any strides,
 and run without falling back; misuse raises PyTorch's usual errors."""
 
+import os
+import subprocess
+import sys
+import textwrap
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -197,6 +202,52 @@ def test_matrix_products_read_operands_in_every_layout(dev, a_layout, b_layout):
     close(a_dev.bfloat16() @ b_dev.bfloat16(), (a.bfloat16().float() @ b.bfloat16().float()).bfloat16(),
           rtol=1e-2, atol=1e-2)
     no_fallbacks()
+
+
+TILED_PRODUCTS = textwrap.dedent(
+    """
+    import sys, torch, xhal.torch
+    g = torch.Generator().manual_seed(17)
+    a, b = torch.randn(130, 70, generator=g), torch.randn(70, 150, generator=g)
+    bias = torch.randn(150, generator=g)
+    batch = torch.randn(3, 20, 70, generator=g)
+    results = [
+        a.to("xhal") @ b.to("xhal"),
+        a.t().contiguous().to("xhal").t() @ b.t().contiguous().to("xhal").t(),
+        torch.addmm(bias.to("xhal"), a.to("xhal"), b.to("xhal"), beta=0.5, alpha=-2),
+        torch.bmm(batch.to("xhal"), b.expand(3, 70, 150).to("xhal")),
+        (a.to("xhal", torch.bfloat16) @ b.to("xhal", torch.bfloat16)).float(),
+    ]
+    torch.save([r.cpu() for r in results], sys.argv[1])
+    """
+)
+
+
+def test_both_tiled_kernels_give_the_same_products(dev, tmp_path):
+    # matmul.wgsl has two tiled kernels, and a tuning pass picks one per device on first use:
+    # whichever it picks, every product is the same bit for bit. Each runs in a process of its
+    # own, as the pick holds for the process.
+    outputs = {}
+    for tiles in ("interleaved", "contiguous"):
+        path = tmp_path / f"{tiles}.pt"
+        environment = dict(os.environ, XHAL_TORCH_MATMUL_TILES=tiles)
+        result = subprocess.run([sys.executable, "-c", TILED_PRODUCTS, str(path)], env=environment,
+                                capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, result.stderr
+        outputs[tiles] = torch.load(path)
+    for interleaved, contiguous in zip(outputs["interleaved"], outputs["contiguous"]):
+        assert torch.equal(interleaved, contiguous)
+    g = torch.Generator().manual_seed(17)
+    a, b = torch.randn(130, 70, generator=g), torch.randn(70, 150, generator=g)
+    torch.testing.assert_close(outputs["interleaved"][0], a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_matrix_tiles_setting_must_name_a_kernel(dev):
+    environment = dict(os.environ, XHAL_TORCH_MATMUL_TILES="fastest")
+    script = "import torch, xhal.torch\n(torch.ones(70, 70, device='xhal') @ torch.ones(70, 70, device='xhal')).cpu()"
+    result = subprocess.run([sys.executable, "-c", script], env=environment, capture_output=True, text=True, timeout=600)
+    assert result.returncode != 0
+    assert "XHAL_TORCH_MATMUL_TILES is 'fastest'; expected interleaved or contiguous" in result.stderr
 
 
 def test_softmax_family(dev):

@@ -4,7 +4,12 @@
 #include <ATen/Operators.h>
 #include <torch/library.h>
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <unordered_map>
 
 #include "ops.h"
 
@@ -25,6 +30,85 @@ static_assert(sizeof(Product) == 96, "the WGSL struct Product is 96 bytes");
 xhal_buffer_t* buffer_or(const at::Tensor& t, xhal_buffer_t* placeholder) {
   xhal_buffer_t* buffer = place_of(t).buffer;
   return buffer == nullptr ? placeholder : buffer;  // an empty tensor has no memory
+}
+
+// The two tiled kernels of kernels/matmul.wgsl, which compute the same sums bit for bit:
+// `tiled`, whose neighbouring invocations own neighbouring outputs (vector lanes on the cpu
+// device), and `tiled_contiguous`, each invocation a contiguous 4x4 block in vec4s (a vector
+// each on llvmpipe). Which is faster depends on how the device runs invocations.
+enum class Tiles { Interleaved, Contiguous };
+
+const char* tiles_name(Tiles tiles) { return tiles == Tiles::Interleaved ? "interleaved" : "contiguous"; }
+
+void launch_tiled(Device& dev, Tiles tiles, at::ScalarType dtype, bool has_bias, const Product& q,
+                  at::ArrayRef<Binding> bindings) {
+  constexpr uint32_t kBlock = 64;  // kernels/matmul.wgsl's BLOCK
+  // Rows an invocation of `tiled` computes (ROWS): a product with few rows (a convolution's 16
+  // or 32 output channels) takes blocks of 16 or 32 rows rather than 64 mostly of padding.
+  const uint32_t rows = tiles == Tiles::Contiguous ? 4 : q.m <= 16 ? 1 : q.m <= 32 ? 2 : 4;
+  const std::string key = std::string("matmul|") + wgsl_type(dtype) + (has_bias ? "b" : "") + "|" + tiles_name(tiles) +
+                          std::to_string(rows);
+  const Kernel& compiled = recipe_kernel(dev, key, [&] {
+    KernelRecipe recipe;
+    recipe.files = {"matmul.wgsl"};
+    recipe.types = {{"E", wgsl_type(dtype)}, {"F", wgsl_type(float_compute(dtype))}};
+    recipe.overrides = {{"HAS_BIAS", has_bias ? 1.0 : 0.0}, {"ROWS", static_cast<double>(rows)}};
+    recipe.entry = tiles == Tiles::Interleaved ? "tiled" : "tiled_contiguous";
+    return recipe;
+  });
+  const uint32_t block_rows = 16 * rows;
+  launch_workgroups(dev, compiled, bindings, {(q.n + kBlock - 1) / kBlock, (q.m + block_rows - 1) / block_rows, q.batch},
+                    &q, sizeof q);
+}
+
+// The tiled kernel for `dev`: XHAL_TORCH_MATMUL_TILES (`interleaved` or `contiguous`) when
+// set; otherwise the faster of the two on a 256x256 product, timed on first use (three runs
+// each after one to compile and warm up) and kept for the process. Both give the same results,
+// so the choice changes only the time.
+Tiles tiles_for(Device& dev) {
+  static std::mutex mutex;
+  static std::unordered_map<int, Tiles> chosen;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto found = chosen.find(dev.index);
+    if (found != chosen.end()) return found->second;
+  }
+  Tiles tiles = Tiles::Interleaved;
+  const char* fixed = std::getenv("XHAL_TORCH_MATMUL_TILES");
+  if (fixed != nullptr && *fixed != '\0') {
+    TORCH_CHECK(std::strcmp(fixed, "interleaved") == 0 || std::strcmp(fixed, "contiguous") == 0,
+                "xhal: XHAL_TORCH_MATMUL_TILES is '", fixed, "'; expected interleaved or contiguous");
+    tiles = std::strcmp(fixed, "interleaved") == 0 ? Tiles::Interleaved : Tiles::Contiguous;
+  } else {
+    constexpr uint32_t kOrder = 256;
+    const auto options = at::TensorOptions().dtype(at::kFloat).device(c10::Device(c10::DeviceType::PrivateUse1, dev.index));
+    const at::Tensor a = at::full({kOrder, kOrder}, 0.5, options), out = at::empty({kOrder, kOrder}, options);
+    Product q;
+    q.m = q.n = q.k = kOrder;
+    q.a_strides[1] = q.b_strides[1] = kOrder;
+    q.a_strides[2] = q.b_strides[2] = 1;
+    q.scalars[0] = static_cast<uint32_t>(scalar_bits(1.0, at::kFloat));
+    const Binding bindings[4] = {Binding{place_of(a).buffer}, Binding{place_of(a).buffer}, Binding{dev.placeholder},
+                                 Binding{place_of(out).buffer}};
+    xhal_stream_t* stream = current_xhal_stream(dev.index);
+    double best[2] = {0, 0};
+    for (Tiles candidate : {Tiles::Interleaved, Tiles::Contiguous}) {
+      launch_tiled(dev, candidate, at::kFloat, false, q, bindings);
+      check(xhal_stream_synchronize(stream), "synchronize");
+      const auto start = std::chrono::steady_clock::now();
+      for (int run = 0; run < 3; run++) launch_tiled(dev, candidate, at::kFloat, false, q, bindings);
+      check(xhal_stream_synchronize(stream), "synchronize");
+      best[candidate == Tiles::Contiguous] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    tiles = best[1] < best[0] ? Tiles::Contiguous : Tiles::Interleaved;
+    if (log_info()) {
+      std::fprintf(stderr, "INFO xhal.torch: %s runs matrix products with the %s tiled kernel (interleaved %.2f ms, contiguous %.2f ms for 256x256)\n",
+                   dev.label.c_str(), tiles_name(tiles), best[0] / 3 * 1e3, best[1] / 3 * 1e3);
+    }
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  chosen.emplace(dev.index, tiles);
+  return tiles;
 }
 
 // out[b] = beta * bias[b] + alpha * a[b] @ b[b], for 3-dimensional a, b and out (bias
@@ -73,26 +157,19 @@ bool matmul(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at:
   q.offsets[3] = element_offset(result);
   // Blocks share loads only where there are rows and columns to share them; a matrix-vector
   // or dot product has one of them and runs an invocation per output.
-  constexpr uint32_t kBlock = 64;  // kernels/matmul.wgsl's BLOCK
   const bool tiled = q.m > 1 && q.n > 1 && q.batch <= 65535;
-  // Rows an invocation computes (ROWS): a product with few rows (a convolution's 16 or 32
-  // output channels) takes blocks of 16 or 32 rows rather than computing 64 mostly of padding.
-  const uint32_t rows = q.m <= 16 ? 1 : q.m <= 32 ? 2 : 4;
-  const std::string key = std::string("matmul|") + wgsl_type(dtype) + (has_bias ? "b" : "") +
-                          (tiled ? "|tiled" + std::to_string(rows) : "");
-  const Kernel& compiled = recipe_kernel(dev, key, [&] {
-    KernelRecipe recipe;
-    recipe.files = {"matmul.wgsl"};
-    recipe.types = {{"E", wgsl_type(dtype)}, {"F", wgsl_type(compute)}};
-    recipe.overrides = {{"HAS_BIAS", has_bias ? 1.0 : 0.0}, {"ROWS", static_cast<double>(rows)}};
-    recipe.entry = tiled ? "tiled" : "main";
-    return recipe;
-  });
   if (tiled) {
-    const uint32_t block_rows = 16 * rows;
-    launch_workgroups(dev, compiled, bindings, {(q.n + kBlock - 1) / kBlock, (q.m + block_rows - 1) / block_rows, q.batch},
-                      &q, sizeof q);
+    launch_tiled(dev, tiles_for(dev), dtype, has_bias, q, bindings);
   } else {
+    const std::string key = std::string("matmul|") + wgsl_type(dtype) + (has_bias ? "b" : "");
+    const Kernel& compiled = recipe_kernel(dev, key, [&] {
+      KernelRecipe recipe;
+      recipe.files = {"matmul.wgsl"};
+      recipe.types = {{"E", wgsl_type(dtype)}, {"F", wgsl_type(compute)}};
+      recipe.overrides = {{"HAS_BIAS", has_bias ? 1.0 : 0.0}};
+      recipe.entry = "main";
+      return recipe;
+    });
     launch(dev, compiled, bindings, result.numel(), &q, sizeof q);
   }
   if (!result.is_same(out)) copy_on_device(out, result);

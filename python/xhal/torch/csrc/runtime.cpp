@@ -529,6 +529,8 @@ bool g_hooks_registered [[maybe_unused]] = [] {
 std::mutex g_fallback_mutex;
 std::unordered_map<std::string, int64_t> g_fallbacks;
 
+}  // namespace
+
 bool log_info() {
   static const bool enabled = [] {
     const char* level = std::getenv("XHAL_LOG");
@@ -539,8 +541,6 @@ bool log_info() {
   }();
   return enabled;
 }
-
-}  // namespace
 
 c10::Allocator* allocator() { return &g_allocator; }
 

@@ -25,6 +25,8 @@ namespace xhal_torch {
 
 // Throws a c10::Error with the C API's message when `status` is not XHAL_SUCCESS.
 void check(xhal_status_t status, const char* what);
+// Whether XHAL_LOG asks for info (or debug, trace) lines, which go to stderr.
+bool log_info();
 
 // A compiled kernel and the `@binding` numbers (group 0) of the bindings it uses, in
 // launch order.

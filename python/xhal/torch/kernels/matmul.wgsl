@@ -227,3 +227,92 @@ fn tiled(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wi
     }
   }
 }
+
+// --- tiled_contiguous ------------------------------------------------------------------------
+
+// A block: TILE_K depths of 16 groups of 4 rows (a) or 4 columns (b), one vec4 per group.
+var<workgroup> a_groups: array<vec4<F>, 256>;  // TILE_K * TILE
+var<workgroup> b_groups: array<vec4<F>, 256>;
+
+fn store_one(matrix: u32, row: u32, column: u32, sum: F) {
+  if (row >= q.m || column >= q.n) { return; }
+  var value = float_from_bits(q.scalars.x, q.scalars.y) * sum;
+  if (HAS_BIAS) {
+    let at = q.offsets.z + matrix * q.bias_strides.x + row * q.bias_strides.y + column * q.bias_strides.z;
+    value = value + float_from_bits(q.scalars.z, q.scalars.w) * F(bias[at]);
+  }
+  out[q.offsets.w + (matrix * q.m + row) * q.n + column] = E(value);
+}
+
+// The same product with each invocation computing a contiguous 4x4 block of the output (rows
+// 4y to 4y + 3, columns 4x to 4x + 3), its operands staged as vec4 groups: faster where a
+// device runs each invocation's vec4 as a vector (llvmpipe), slower where it runs invocations
+// as the vector's lanes (the cpu device). Launched as ceil(n / 64) x ceil(m / 64) x batch
+// workgroups; its sums, in the same order with the same fma, equal `tiled`'s bit for bit, so
+// the tuning pass that picks one (matmul_ops.cpp) never changes a result.
+@compute @workgroup_size(16, 16)
+fn tiled_contiguous(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+  let matrix = wid.z;
+  let a_base = q.offsets.x + matrix * q.a_strides.x;
+  let b_base = q.offsets.y + matrix * q.b_strides.x;
+  let first_row = wid.y * BLOCK;
+  let first_column = wid.x * BLOCK;
+  // Staging: invocation (x, y) loads depth y of row group x of a, and of column group x of b.
+  let group_row = first_row + lid.x * 4u;
+  let group_column = first_column + lid.x * 4u;
+  let slot = lid.y * TILE + lid.x;
+  var acc0 = vec4<F>(F(0));
+  var acc1 = vec4<F>(F(0));
+  var acc2 = vec4<F>(F(0));
+  var acc3 = vec4<F>(F(0));
+  // A block inside the output reads whole operand blocks at every depth but the last few:
+  // those loads need no test of their own (the same in every invocation, so no divergence).
+  let inside = first_row + BLOCK <= q.m && first_column + BLOCK <= q.n;
+  for (var depth = 0u; depth < q.k; depth = depth + TILE_K) {
+    let d = depth + lid.y;
+    if (inside && depth + TILE_K <= q.k) {
+      let a_first = a_base + group_row * q.a_strides.y + d * q.a_strides.z;
+      let b_first = b_base + d * q.b_strides.y + group_column * q.b_strides.z;
+      a_groups[slot] = vec4<F>(F(a[a_first]), F(a[a_first + q.a_strides.y]), F(a[a_first + 2u * q.a_strides.y]),
+                              F(a[a_first + 3u * q.a_strides.y]));
+      b_groups[slot] = vec4<F>(F(b[b_first]), F(b[b_first + q.b_strides.z]), F(b[b_first + 2u * q.b_strides.z]),
+                              F(b[b_first + 3u * q.b_strides.z]));
+    } else {
+      a_groups[slot] = vec4<F>(a_at(a_base, group_row, d), a_at(a_base, group_row + 1u, d),
+                              a_at(a_base, group_row + 2u, d), a_at(a_base, group_row + 3u, d));
+      b_groups[slot] = vec4<F>(b_at(b_base, d, group_column), b_at(b_base, d, group_column + 1u),
+                              b_at(b_base, d, group_column + 2u), b_at(b_base, d, group_column + 3u));
+    }
+    workgroupBarrier();
+    // Invocation (x, y) computes rows 4y to 4y + 3 and columns 4x to 4x + 3 of the block,
+    // four depths a step: where invocations run as a loop between barriers (the cpu device),
+    // the accumulators are loaded and stored once per four depths.
+    for (var step = 0u; step < TILE_K; step = step + 4u) {
+      let rows0 = a_groups[step * TILE + lid.y];
+      let columns0 = b_groups[step * TILE + lid.x];
+      let rows1 = a_groups[(step + 1u) * TILE + lid.y];
+      let columns1 = b_groups[(step + 1u) * TILE + lid.x];
+      let rows2 = a_groups[(step + 2u) * TILE + lid.y];
+      let columns2 = b_groups[(step + 2u) * TILE + lid.x];
+      let rows3 = a_groups[(step + 3u) * TILE + lid.y];
+      let columns3 = b_groups[(step + 3u) * TILE + lid.x];
+      acc0 = fma(vec4<F>(rows3.x), columns3, fma(vec4<F>(rows2.x), columns2,
+          fma(vec4<F>(rows1.x), columns1, fma(vec4<F>(rows0.x), columns0, acc0))));
+      acc1 = fma(vec4<F>(rows3.y), columns3, fma(vec4<F>(rows2.y), columns2,
+          fma(vec4<F>(rows1.y), columns1, fma(vec4<F>(rows0.y), columns0, acc1))));
+      acc2 = fma(vec4<F>(rows3.z), columns3, fma(vec4<F>(rows2.z), columns2,
+          fma(vec4<F>(rows1.z), columns1, fma(vec4<F>(rows0.z), columns0, acc2))));
+      acc3 = fma(vec4<F>(rows3.w), columns3, fma(vec4<F>(rows2.w), columns2,
+          fma(vec4<F>(rows1.w), columns1, fma(vec4<F>(rows0.w), columns0, acc3))));
+    }
+    workgroupBarrier();
+  }
+  let row = first_row + lid.y * 4u;
+  let column = first_column + lid.x * 4u;
+  let sums = array<vec4<F>, 4>(acc0, acc1, acc2, acc3);
+  for (var i = 0u; i < 4u; i = i + 1u) {
+    for (var j = 0u; j < 4u; j = j + 1u) {
+      store_one(matrix, row + i, column + j, sums[i][j]);
+    }
+  }
+}
