@@ -133,10 +133,10 @@ void run_attention(const char* entry, Attention& a, bool causal, const at::Tenso
 at::Tensor defined_or_empty(const std::optional<at::Tensor>& t) { return t.has_value() && t->defined() ? *t : at::Tensor(); }
 
 // Score matrices of up to this many elements ([batch, heads, queries, keys], all together)
-// are kept in memory by the backward pass: it is then the five matrix products it is, each
-// the tiled kernel, instead of kernels that compute every score again for each row of each
-// gradient. PyTorch's CPU attention keeps them too. XHAL_TORCH_ATTENTION_SCORES sets another
-// limit (0: always the fused kernels).
+// are kept in memory: each pass is then the matrix products it is, on the tiled kernel,
+// instead of fused kernels that compute every score again for each row of each output.
+// PyTorch's CPU attention keeps them too. XHAL_TORCH_ATTENTION_SCORES sets another limit (0:
+// always the fused kernels).
 int64_t scores_in_memory_limit() {
   constexpr int64_t kDefault = int64_t{1} << 22;
   const char* text = std::getenv("XHAL_TORCH_ATTENTION_SCORES");

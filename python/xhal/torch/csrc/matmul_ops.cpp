@@ -64,7 +64,9 @@ void launch_tiled(Device& dev, Tiles tiles, at::ScalarType dtype, bool has_bias,
 // The tiled kernel for `dev`: XHAL_TORCH_MATMUL_TILES (`interleaved` or `contiguous`) when
 // set; otherwise the faster of the two on a 256x256 product, timed on first use (three runs
 // each after one to compile and warm up) and kept for the process. Both give the same results,
-// so the choice changes only the time.
+// so the choice changes only the time. A graph capture cannot time anything (its work runs at
+// replay): a product captured before the device's first eager one takes `tiled`, and the
+// pass runs at the first product outside a capture.
 Tiles tiles_for(Device& dev) {
   static std::mutex mutex;
   static std::unordered_map<int, Tiles> chosen;
@@ -75,6 +77,7 @@ Tiles tiles_for(Device& dev) {
   }
   Tiles tiles = Tiles::Interleaved;
   const char* fixed = std::getenv("XHAL_TORCH_MATMUL_TILES");
+  if ((fixed == nullptr || *fixed == '\0') && capturing_draws()) return tiles;
   if (fixed != nullptr && *fixed != '\0') {
     TORCH_CHECK(std::strcmp(fixed, "interleaved") == 0 || std::strcmp(fixed, "contiguous") == 0,
                 "xhal: XHAL_TORCH_MATMUL_TILES is '", fixed, "'; expected interleaved or contiguous");
