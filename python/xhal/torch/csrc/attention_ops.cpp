@@ -171,9 +171,15 @@ at::Tensor per_query_head(const at::Tensor& t, int64_t heads, at::ScalarType com
   return heads == t.size(1) ? c : c.repeat_interleave(heads / t.size(1), 1);
 }
 
-// The forward pass from whole score matrices: P = exp(S - lse) and out = P v, in the compute
-// type. A row that sees no key gets a log-sum-exp of +inf, so its P and output are 0, as in
-// the fused kernel.
+// The probabilities from the scores: a softmax over each row, as PyTorch's math path takes it
+// (exp(S - lse) instead loses the rounding of lse, about 1e-5 where scores reach 200), and 0
+// in a row that sees no key, whose log-sum-exp is +inf, as in the fused kernels.
+at::Tensor probabilities(const at::Tensor& scores, const at::Tensor& lse) {
+  return at::softmax(scores, -1).masked_fill_((lse == INFINITY).unsqueeze(-1), 0);
+}
+
+// The forward pass from whole score matrices: P and out = P v in the compute type, and each
+// row's log-sum-exp for the backward pass (+inf for a row that sees no key).
 std::pair<at::Tensor, at::Tensor> scores_in_memory_forward(const at::Tensor& query, const at::Tensor& key,
                                                            const at::Tensor& value, const at::Tensor& attn_bias,
                                                            bool is_causal, double factor) {
@@ -183,8 +189,7 @@ std::pair<at::Tensor, at::Tensor> scores_in_memory_forward(const at::Tensor& que
   const at::Tensor scores = masked_scores(q, per_query_head(key, heads, compute), attn_bias, is_causal, factor);
   at::Tensor lse = at::logsumexp(scores, -1);
   lse.masked_fill_(lse == -INFINITY, INFINITY);
-  const at::Tensor p = scores.sub_(lse.unsqueeze(-1)).exp_();
-  return {at::matmul(p, per_query_head(value, heads, compute)).to(dtype), lse};
+  return {at::matmul(probabilities(scores, lse), per_query_head(value, heads, compute)).to(dtype), lse};
 }
 
 using ForwardResult = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor,
@@ -213,9 +218,9 @@ ForwardResult fused_attention(const at::Tensor& query, const at::Tensor& key, co
           at::empty({0}, query.options())};
 }
 
-// The backward pass from whole score matrices, in the compute type: P from the saved
-// log-sum-exp (a row that sees no key has +inf, so its P is 0, as in the fused kernels),
-// dP = dout v^T, dS = P (dP - delta), and the gradients as products with dS and P.
+// The backward pass from whole score matrices, in the compute type: P again from the scores
+// (0 in a row whose saved log-sum-exp is +inf), dP = dout v^T, dS = P (dP - delta), and the
+// gradients as products with dS and P.
 void scores_in_memory_backward(const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key,
                                const at::Tensor& value, const at::Tensor& attn_bias, std::array<bool, 4> grad_input_mask,
                                const at::Tensor& logsumexp, const at::Tensor& delta, bool is_causal, double factor,
@@ -226,8 +231,7 @@ void scores_in_memory_backward(const at::Tensor& grad_out, const at::Tensor& que
   const int64_t group = h / hk;
   const at::Tensor q = query.to(compute), k = per_query_head(key, h, compute), v = per_query_head(value, h, compute);
   const at::Tensor dout = grad_out.to(compute);
-  at::Tensor scores = masked_scores(q, k, attn_bias, is_causal, factor);
-  const at::Tensor p = scores.sub_(logsumexp.to(compute).unsqueeze(-1)).exp_();
+  const at::Tensor p = probabilities(masked_scores(q, k, attn_bias, is_causal, factor), logsumexp.to(compute));
   const at::Tensor dp = at::matmul(dout, v.transpose(-2, -1));
   const at::Tensor ds = dp.sub_(delta.to(compute).unsqueeze(-1)).mul_(p);
   // Heads that share a key head sum their gradients.
