@@ -2,6 +2,7 @@
 and run without falling back; misuse raises PyTorch's usual errors."""
 
 import os
+import stat
 import subprocess
 import sys
 import textwrap
@@ -240,6 +241,59 @@ def test_both_tiled_kernels_give_the_same_products(dev, tmp_path):
     g = torch.Generator().manual_seed(17)
     a, b = torch.randn(130, 70, generator=g), torch.randn(70, 150, generator=g)
     torch.testing.assert_close(outputs["interleaved"][0], a @ b, rtol=1e-4, atol=1e-4)
+
+
+FIRST_PRODUCT = "import torch, xhal.torch\nprint((torch.ones(70, 70, device='xhal') @ torch.ones(70, 70, device='xhal')).cpu()[0, 0].item())"
+
+
+def test_tuning_choice_is_kept_per_device_and_xhal_version(dev, tmp_path):
+    # The tiled kernel a tuning pass picks is kept on disk, so a later process on the same
+    # device and xhal version starts without timing; another version's line is not used; a
+    # damaged file costs a pass, and a file others may write is not used at all, with one
+    # warning.
+    cache = tmp_path / "cache" / "tuning.tsv"
+    environment = {key: value for key, value in os.environ.items() if key != "XHAL_TORCH_MATMUL_TILES"}
+    environment.update(XHAL_TORCH_TUNING_CACHE=str(cache), XHAL_LOG="info")
+
+    def first_product():
+        result = subprocess.run([sys.executable, "-W", "always", "-c", FIRST_PRODUCT], env=environment,
+                                capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == "70.0"
+        return result.stderr
+
+    assert "tiled kernel (tuned:" in first_product()
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o600
+    (line,) = cache.read_text().splitlines()
+    version, identity, question, answer = line.split("\t")
+    assert version == xhal.__version__
+    assert identity.split("|")[0] == xhal.torch.devices()[0]["label"].split(":")[0]
+    assert question.startswith("matmul tiles|matmul.wgsl|") and answer in ("interleaved", "contiguous")
+    assert "(from the tuning cache)" in first_product()
+    # The cache's answer is the one used, even where it is not the faster.
+    other = "contiguous" if answer == "interleaved" else "interleaved"
+    cache.write_text("\t".join([version, identity, question, other]) + "\n")
+    assert f"with the {other} tiled kernel (from the tuning cache)" in first_product()
+    # Another xhal version's choice is kept in the file and not used here.
+    cache.write_text("\t".join(["0.0.0-other", identity, question, other]) + "\n")
+    assert "tiled kernel (tuned:" in first_product()
+    assert len(cache.read_text().splitlines()) == 2
+    cache.write_text("not\ta cache\n\x00\xff")
+    assert "tiled kernel (tuned:" in first_product()
+    cache.chmod(0o620)
+    stderr = first_product()
+    assert "tiled kernel (tuned:" in stderr
+    assert f"the tuning cache is not used, because {cache} may be written by others (mode 620)" in stderr
+    cache.chmod(0o600)
+    cache.parent.chmod(0o777)
+    try:
+        assert f"because {cache.parent} may be written by others (mode 777)" in first_product()
+    finally:
+        cache.parent.chmod(0o700)
+    environment["XHAL_TORCH_TUNING_CACHE"] = str(tmp_path / "elsewhere" / "tuning.tsv")
+    environment["XHAL_TORCH_MATMUL_TILES"] = "contiguous"
+    assert "tiled kernel" not in first_product()  # a fixed kernel: no pass, nothing kept
+    assert not (tmp_path / "elsewhere").exists()
 
 
 def test_matrix_tiles_setting_must_name_a_kernel(dev):

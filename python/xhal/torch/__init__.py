@@ -44,6 +44,30 @@ _package = Path(__file__).resolve().parent.parent
 _C.set_plugin_path(str(_package / "plugins"))
 
 
+def _tuning_cache_path() -> str:
+    """Where tuning passes keep their choices: XHAL_TORCH_TUNING_CACHE (``off`` for nowhere),
+    or ``xhal/tuning.tsv`` in the user's cache folder."""
+    import os
+
+    configured = os.environ.get("XHAL_TORCH_TUNING_CACHE")
+    if configured is not None:
+        return "" if configured.strip().lower() in ("", "off", "0", "none") else configured
+    try:
+        cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    except RuntimeError:  # no home folder: no cache, rather than a shared one
+        return ""
+    return str(Path(cache) / "xhal" / "tuning.tsv")
+
+
+def _xhal_version() -> str:
+    import xhal
+
+    return getattr(xhal, "__version__", "unknown")
+
+
+_C.set_tuning_cache(_tuning_cache_path(), _xhal_version())
+
+
 def devices() -> list[dict]:
     """Each ``xhal:N`` with the xhal device behind it: ``[{"index", "label", "name"}]``."""
     return [

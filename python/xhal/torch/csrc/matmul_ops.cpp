@@ -61,9 +61,35 @@ void launch_tiled(Device& dev, Tiles tiles, at::ScalarType dtype, bool has_bias,
                     &q, sizeof q);
 }
 
+// Seconds `tiles` takes for an m x k by k x n float32 product of ones (three runs, after one to
+// compile and warm up).
+double time_tiles(Device& dev, Tiles tiles, uint32_t m, uint32_t n, uint32_t k) {
+  const auto options = at::TensorOptions().dtype(at::kFloat).device(c10::Device(c10::DeviceType::PrivateUse1, dev.index));
+  const at::Tensor a = at::ones({m, k}, options), b = at::ones({k, n}, options), out = at::empty({m, n}, options);
+  Product q;
+  q.m = m;
+  q.n = n;
+  q.k = k;
+  q.a_strides[1] = k;
+  q.b_strides[1] = n;
+  q.a_strides[2] = q.b_strides[2] = 1;
+  q.scalars[0] = static_cast<uint32_t>(scalar_bits(1.0, at::kFloat));
+  const Binding bindings[4] = {Binding{place_of(a).buffer}, Binding{place_of(b).buffer}, Binding{dev.placeholder},
+                               Binding{place_of(out).buffer}};
+  xhal_stream_t* stream = current_xhal_stream(dev.index);
+  launch_tiled(dev, tiles, at::kFloat, false, q, bindings);
+  check(xhal_stream_synchronize(stream), "synchronize");
+  const auto start = std::chrono::steady_clock::now();
+  for (int run = 0; run < 3; run++) launch_tiled(dev, tiles, at::kFloat, false, q, bindings);
+  check(xhal_stream_synchronize(stream), "synchronize");
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 3;
+}
+
 // The tiled kernel for `dev`: XHAL_TORCH_MATMUL_TILES (`interleaved` or `contiguous`) when
-// set; otherwise the faster of the two on a 256x256 product, timed on first use (three runs
-// each after one to compile and warm up) and kept for the process. Both give the same results,
+// set; else the choice a tuning pass made on this device with this xhal version and this
+// matmul.wgsl, kept on disk (tuning_cache.cpp); else a tuning pass now: both kernels timed on
+// a square product and on a convolution's (32 output channels, a 32x32 image, 3x3 taps of 32
+// channels), the faster in total kept for the process and on disk. Both give the same results,
 // so the choice changes only the time. A graph capture cannot time anything (its work runs at
 // replay): a product captured before the device's first eager one takes `tiled`, and the
 // pass runs at the first product outside a capture.
@@ -77,36 +103,34 @@ Tiles tiles_for(Device& dev) {
   }
   Tiles tiles = Tiles::Interleaved;
   const char* fixed = std::getenv("XHAL_TORCH_MATMUL_TILES");
-  if ((fixed == nullptr || *fixed == '\0') && capturing_draws()) return tiles;
   if (fixed != nullptr && *fixed != '\0') {
     TORCH_CHECK(std::strcmp(fixed, "interleaved") == 0 || std::strcmp(fixed, "contiguous") == 0,
                 "xhal: XHAL_TORCH_MATMUL_TILES is '", fixed, "'; expected interleaved or contiguous");
     tiles = std::strcmp(fixed, "interleaved") == 0 ? Tiles::Interleaved : Tiles::Contiguous;
   } else {
-    constexpr uint32_t kOrder = 256;
-    const auto options = at::TensorOptions().dtype(at::kFloat).device(c10::Device(c10::DeviceType::PrivateUse1, dev.index));
-    const at::Tensor a = at::full({kOrder, kOrder}, 0.5, options), out = at::empty({kOrder, kOrder}, options);
-    Product q;
-    q.m = q.n = q.k = kOrder;
-    q.a_strides[1] = q.b_strides[1] = kOrder;
-    q.a_strides[2] = q.b_strides[2] = 1;
-    q.scalars[0] = static_cast<uint32_t>(scalar_bits(1.0, at::kFloat));
-    const Binding bindings[4] = {Binding{place_of(a).buffer}, Binding{place_of(a).buffer}, Binding{dev.placeholder},
-                                 Binding{place_of(out).buffer}};
-    xhal_stream_t* stream = current_xhal_stream(dev.index);
-    double best[2] = {0, 0};
-    for (Tiles candidate : {Tiles::Interleaved, Tiles::Contiguous}) {
-      launch_tiled(dev, candidate, at::kFloat, false, q, bindings);
-      check(xhal_stream_synchronize(stream), "synchronize");
-      const auto start = std::chrono::steady_clock::now();
-      for (int run = 0; run < 3; run++) launch_tiled(dev, candidate, at::kFloat, false, q, bindings);
-      check(xhal_stream_synchronize(stream), "synchronize");
-      best[candidate == Tiles::Contiguous] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    }
-    tiles = best[1] < best[0] ? Tiles::Contiguous : Tiles::Interleaved;
-    if (log_info()) {
-      std::fprintf(stderr, "INFO xhal.torch: %s runs matrix products with the %s tiled kernel (interleaved %.2f ms, contiguous %.2f ms for 256x256)\n",
-                   dev.label.c_str(), tiles_name(tiles), best[0] / 3 * 1e3, best[1] / 3 * 1e3);
+    const std::string question = tuning_question("matmul tiles", "matmul.wgsl");
+    const std::optional<std::string> cached = cached_tuning(dev, question);
+    if (cached && (*cached == "interleaved" || *cached == "contiguous")) {
+      tiles = *cached == "interleaved" ? Tiles::Interleaved : Tiles::Contiguous;
+      if (log_info()) {
+        std::fprintf(stderr, "INFO xhal.torch: %s runs matrix products with the %s tiled kernel (from the tuning cache)\n",
+                     dev.label.c_str(), tiles_name(tiles));
+      }
+    } else {
+      if (capturing_draws()) return tiles;
+      double total[2] = {0, 0};
+      const uint32_t shapes[2][3] = {{256, 256, 256}, {32, 1024, 288}};
+      for (Tiles candidate : {Tiles::Interleaved, Tiles::Contiguous}) {
+        for (const auto& shape : shapes) {
+          total[candidate == Tiles::Contiguous] += time_tiles(dev, candidate, shape[0], shape[1], shape[2]);
+        }
+      }
+      tiles = total[1] < total[0] ? Tiles::Contiguous : Tiles::Interleaved;
+      keep_tuning(dev, question, tiles_name(tiles));
+      if (log_info()) {
+        std::fprintf(stderr, "INFO xhal.torch: %s runs matrix products with the %s tiled kernel (tuned: interleaved %.2f ms, contiguous %.2f ms for its products)\n",
+                     dev.label.c_str(), tiles_name(tiles), total[0] * 1e3, total[1] * 1e3);
+      }
     }
   }
   std::lock_guard<std::mutex> lock(mutex);

@@ -17,6 +17,8 @@ void synchronize(int index) {
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "The native half of xhal.torch: the PrivateUse1 device `xhal` over the xhal C API";
   m.def("set_plugin_path", &xhal_torch::set_plugin_path, "Where the bundled plugins are, before first use");
+  m.def("set_tuning_cache", &xhal_torch::set_tuning_cache,
+        "Where tuning passes keep their choices (empty: nowhere), and the xhal version they hold for");
   m.def("device_count", &xhal_torch::device_count);
   m.def("current_device", &xhal_torch::current_device);
   m.def("set_device", &xhal_torch::set_device);

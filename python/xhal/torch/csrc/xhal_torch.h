@@ -17,6 +17,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <optional>
 #include <vector>
 
 #include "xhal_capi.h"
@@ -52,6 +53,17 @@ struct Device {
   std::vector<xhal_stream_t*> streams;  // torch stream id k > 0 is streams[k - 1]
   std::unordered_map<std::string, std::unique_ptr<Kernel>> kernels;  // by recipe key
 };
+
+// Choices of tuning passes kept on disk per device and xhal version (tuning_cache.cpp):
+// the file (empty: none) and the version, set once from Python before the first pass.
+void set_tuning_cache(const std::string& path, const std::string& version);
+// A tuning question: `name` and the kernel file whose variants are timed, with a hash of its
+// text, so that a changed kernel is asked again.
+std::string tuning_question(const std::string& name, const std::string& kernel_path);
+// The answer a pass gave `question` on this device, if the cache holds one.
+std::optional<std::string> cached_tuning(Device& dev, const std::string& question);
+// Keeps the answer of a pass for later processes (when the cache can be written).
+void keep_tuning(Device& dev, const std::string& question, const std::string& answer);
 
 // Where the plugins are (the package's own folder), before the first device is used;
 // XHAL_PLUGIN_PATH, when set, wins.
