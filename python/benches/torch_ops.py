@@ -1,5 +1,10 @@
 """The PyTorch device's operators against torch's own CPU device on the same cores, in one run.
 
+First the device's own limits, measured by a small probe through xhal alone
+(python/benches/probe/limits.wgsl): float32 fused multiply-adds per second with no memory
+traffic, and the bandwidth of a 64 MiB copy. Matrix products are also given as a share of the
+first, memory-bound operators as a share of the second.
+
 Matrix products `a @ b` of square float32 matrices: milliseconds per product on xhal:0 and on
 torch's CPU (with as many threads as cores), the throughput of each in GFLOP/s, and xhal's
 throughput as a share of torch CPU's. Then the other operators of a model (a sum and
@@ -29,6 +34,7 @@ import time
 import torch
 from torch import nn
 
+import xhal
 import xhal.torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests_torch"))
@@ -51,7 +57,36 @@ def timed(run, synchronize, budget_s=1.0, most=20):
     return (time.perf_counter() - start) / repeats
 
 
-def matrix_products(sizes):
+def device_limits(label):
+    """What the device reaches, measured by a small probe (python/benches/probe/limits.wgsl)
+    through xhal alone: float32 fused multiply-adds per second with no memory traffic, and the
+    bytes a second a copy of 64 MiB reads and writes. The operators' figures are shares of these."""
+    import numpy as np
+
+    print(f"torch_ops: the device's limits (probe/limits.wgsl on {label})", file=sys.stderr)
+    device = xhal.device(label)
+    source = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "probe", "limits.wgsl")).read()
+    steps = 4096
+    module = device.load_wgsl(source, overrides={"CHAINS_STEPS": steps})
+    invocations = 64 * 256
+    sums = device.zeros((invocations,), np.float32)
+    peak_s = timed(lambda: module["fma_peak"](sums=sums, invocations=invocations), device.synchronize, most=10)
+    vectors = 16 * 1024 * 1024 // 4  # vec4s: 64 MiB
+    source_array = device.full((vectors, 4), 1.0, np.float32)
+    copied = device.zeros((vectors, 4), np.float32)
+    groups = (vectors + 64 * 16 - 1) // (64 * 16)  # COPY_RUNS runs of 64 a workgroup
+    workgroups = (min(groups, 65535), (groups + 65534) // 65535, 1)
+    copy_s = timed(lambda: module["copy"](source_array, copied, count=vectors, workgroups=workgroups),
+                   device.synchronize, most=10)
+    if not (copied.numpy() == 1.0).all() or not np.isfinite(sums.numpy()).all():
+        raise SystemExit("torch_ops: the probe's kernels computed wrong results")
+    return {
+        "fma_gflops": invocations * steps * 8 * 4 * 2 / peak_s / 1e9,
+        "copy_gbytes_per_s": 2 * vectors * 16 / copy_s / 1e9,
+    }
+
+
+def matrix_products(sizes, limits):
     rows = []
     for n in sizes:
         print(f"torch_ops: a @ b, {n}x{n} float32", file=sys.stderr)
@@ -70,6 +105,7 @@ def matrix_products(sizes):
             "xhal_gflops": flop / xhal_s / 1e9,
             "torch_cpu_gflops": flop / cpu_s / 1e9,
             "throughput_vs_torch_cpu": cpu_s / xhal_s,
+            "share_of_fma_peak": flop / xhal_s / 1e9 / limits["fma_gflops"],
             "max_error_relative_to_max": error,
         })
     return rows
@@ -89,7 +125,17 @@ def raw_opencl_products(binary, rows):
         row["throughput_vs_raw_opencl"] = raw[row["n"]]["ms"] / row["xhal_ms"]
 
 
-def operators():
+# Bytes each memory-bound operator reads and writes, for its share of the probe's bandwidth.
+MEMORY_BYTES = {
+    "x.sum(), 4M float32": 4 * 4 * 1024 * 1024,
+    "x * 2 + 1, 4M": 2 * 4 * 4 * 1024 * 1024,
+    "x + y, 4M": 3 * 4 * 4 * 1024 * 1024,
+    "x.mul_(1.0), 4M in place": 2 * 4 * 4 * 1024 * 1024,
+    "x.clone(), 4M (memory probe)": 2 * 4 * 4 * 1024 * 1024,
+}
+
+
+def operators(limits):
     """The other operators of a model, each timed on xhal:0 and torch CPU and checked."""
     generator = torch.Generator().manual_seed(1)
     big = torch.randn(4 * 1024 * 1024, generator=generator)
@@ -143,6 +189,9 @@ def operators():
         results.append({"operation": name, "xhal_ms": xhal_s * 1e3, "torch_cpu_ms": cpu_s * 1e3,
                         "speed_vs_torch_cpu": cpu_s / xhal_s, "max_error_relative_to_max": error,
                         "checked": error <= tolerance})
+        if name in MEMORY_BYTES:
+            results[-1]["xhal_gbytes_per_s"] = MEMORY_BYTES[name] / xhal_s / 1e9
+            results[-1]["share_of_copy_bandwidth"] = MEMORY_BYTES[name] / xhal_s / 1e9 / limits["copy_gbytes_per_s"]
     return results
 
 
@@ -285,8 +334,11 @@ def main():
         "device": xhal.torch.devices()[0]["label"],
         "device_name": xhal.torch.devices()[0]["name"],
         "torch_threads": torch.get_num_threads(),
-        "matrix_products": matrix_products([int(size) for size in arguments.sizes.split(",")]),
-        "operators": operators(),
+    }
+    limits = figures["limits"] = device_limits(figures["device"])
+    figures |= {
+        "matrix_products": matrix_products([int(size) for size in arguments.sizes.split(",")], limits),
+        "operators": operators(limits),
         "convolution_layers": convolution_layers(),
         "training_steps": [] if arguments.skip_models else training_steps(),
     }
@@ -298,16 +350,21 @@ def main():
         print(json.dumps(figures, indent=2))
     else:
         print(f"device {figures['device']} ({figures['device_name']}), torch CPU on {figures['torch_threads']} threads")
+        print(f"the device's limits (probe/limits.wgsl): {limits['fma_gflops']:.1f} GFLOP/s of float32 fma, "
+              f"{limits['copy_gbytes_per_s']:.1f} GB/s copied (read and write)")
         for row in figures["matrix_products"]:
             print(f"a @ b {row['n']}x{row['n']}: xhal {row['xhal_ms']:.2f} ms ({row['xhal_gflops']:.1f} GFLOP/s), "
                   f"torch CPU {row['torch_cpu_ms']:.2f} ms ({row['torch_cpu_gflops']:.1f} GFLOP/s): "
-                  f"{row['throughput_vs_torch_cpu']:.2f}x torch CPU's throughput, error {row['max_error_relative_to_max']:.1e}")
+                  f"{row['throughput_vs_torch_cpu']:.2f}x torch CPU's throughput, {row['share_of_fma_peak']:.2f} of the fma "
+                  f"peak, error {row['max_error_relative_to_max']:.1e}")
             if "raw_opencl_ms" in row:
                 print(f"  raw OpenCL C (matmul.cl) {row['raw_opencl_ms']:.2f} ms ({row['raw_opencl_gflops']:.1f} GFLOP/s): "
                       f"xhal at {row['throughput_vs_raw_opencl']:.2f}x its throughput")
         for row in figures["operators"]:
+            memory = (f", {row['xhal_gbytes_per_s']:.1f} GB/s ({row['share_of_copy_bandwidth']:.2f} of the copy probe's)"
+                      if "xhal_gbytes_per_s" in row else "")
             print(f"{row['operation']}: xhal {row['xhal_ms']:.3f} ms, torch CPU {row['torch_cpu_ms']:.3f} ms: "
-                  f"{row['speed_vs_torch_cpu']:.2f}x torch CPU's speed, error {row['max_error_relative_to_max']:.1e}")
+                  f"{row['speed_vs_torch_cpu']:.2f}x torch CPU's speed{memory}, error {row['max_error_relative_to_max']:.1e}")
         for row in figures["convolution_layers"]:
             print(f"{row['layer']}: forward xhal {row['forward_xhal_ms']:.2f} ms, torch CPU "
                   f"{row['forward_torch_cpu_ms']:.2f} ms ({row['forward_speed_vs_torch_cpu']:.2f}x); forward and both "
