@@ -57,6 +57,42 @@ def test_binary(dev, op, layout):
     no_fallbacks()
 
 
+@pytest.mark.parametrize("inner", [32, 63, 64, 65, 200])
+def test_strided_operands_in_runs_of_the_innermost_dimension(dev, inner):
+    # A CPU device runs strided elementwise operations a run of up to 64 elements of the
+    # innermost dimension an invocation (elementwise.wgsl's strided_runs): rows on and off the
+    # run's length, permuted, broadcast, sliced and offset operands, every kind of element
+    # (bool bytes, bfloat16 halves, integers), and in place.
+    g = torch.Generator().manual_seed(inner)
+    x = torch.randn(3, 4, inner, generator=g)
+    y = torch.randn(4, 3, inner, generator=g)
+    bias = torch.randn(3, 4, 1, generator=g)
+    wide = torch.randn(3, 4, 2 * inner + 1, generator=g)
+    dx, dy, dbias, dwide = (t.to(dev) for t in (x, y, bias, wide))
+    close(dx.permute(1, 0, 2).contiguous(), x.permute(1, 0, 2).contiguous(), rtol=0, atol=0)
+    close(dx + dy.transpose(0, 1), x + y.transpose(0, 1))
+    close(dx * dbias, x * bias)
+    close(dwide[:, :, 1::2] - dx, wide[:, :, 1::2] - x)
+    close(dx[1:, 1:, 3:] * 2 + 1, x[1:, 1:, 3:] * 2 + 1)  # starts inside its storage
+    close(dx.transpose(1, 2).contiguous().transpose(1, 2) + 1, x + 1)  # innermost stride not 1
+    close(dx.permute(1, 0, 2) > 0, x.permute(1, 0, 2) > 0)
+    close(torch.where(dx > 0, dy.transpose(0, 1), dx), torch.where(x > 0, y.transpose(0, 1), x))
+    close(dx.bfloat16().permute(1, 0, 2) * 3, x.bfloat16().permute(1, 0, 2) * 3, rtol=0, atol=0)
+    close(dx.half().permute(1, 0, 2).float(), x.half().permute(1, 0, 2).float(), rtol=0, atol=0)
+    ints = (x * 100).int()
+    close(ints.to(dev).permute(1, 0, 2) // 7, ints.permute(1, 0, 2) // 7, rtol=0, atol=0)
+    close((dx > 0).permute(1, 0, 2).logical_and(dy > 0), (x > 0).permute(1, 0, 2).logical_and(y > 0))
+    inplace, expected = dx.clone(), x.clone()
+    inplace.add_(dy.transpose(0, 1), alpha=2)
+    expected.add_(y.transpose(0, 1), alpha=2)
+    close(inplace, expected)
+    view, expected_view = dwide.clone(), wide.clone()
+    view[:, :, ::2].mul_(dbias)  # writes a strided view of its own memory
+    expected_view[:, :, ::2].mul_(bias)
+    close(view, expected_view)
+    no_fallbacks()
+
+
 @pytest.mark.parametrize("name", ["neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid",
                                   "reciprocal", "relu", "gelu", "silu"])
 def test_unary(dev, name):

@@ -111,6 +111,9 @@ struct ElementwiseParams {
 };
 static_assert(sizeof(ElementwiseParams) == 80, "the WGSL struct Params is 80 bytes");
 
+// Elements of a run of `strided_runs` (kernels/elementwise.wgsl's RUN_LENGTH).
+constexpr uint32_t kStridedRunLength = 64;
+
 // The uniform of the strided entry points (struct Shape).
 struct ElementwiseShape {
   uint32_t sizes[kMaxDims] = {};
@@ -291,8 +294,12 @@ bool elementwise(at::Tensor& out, at::ArrayRef<at::Tensor> inputs, ElementwiseOp
   // arithmetic) use `plain`, whose indices a compiler for CPUs can see move with the
   // invocation.
   const bool plain = flat && !packed_out && bytes == 0 && halves == 0 && std::strcmp(op.file, kFloatOps) == 0;
-  const char* entry =
-      packed_out ? (flat ? "main_packed" : "strided_packed") : (plain ? "plain" : flat ? "main" : "strided");
+  // A device that runs an invocation at a time takes strided elements a run of the innermost
+  // dimension at a time, where that dimension is long enough to share the divisions.
+  const bool runs = !flat && !packed_out && dev.runs_invocations_in_turn &&
+                    shape.sizes[params.ndim - 1] >= kStridedRunLength / 2;
+  const char* entry = packed_out ? (flat ? "main_packed" : "strided_packed")
+                                 : (plain ? "plain" : flat ? "main" : runs ? "strided_runs" : "strided");
   const uint32_t code = kernel_constant(op.file, op.name);
   const uint32_t arity = static_cast<uint32_t>(inputs.size());
 
@@ -327,7 +334,11 @@ bool elementwise(at::Tensor& out, at::ArrayRef<at::Tensor> inputs, ElementwiseOp
   });
   if (!flat) bindings[1 + kMaxInputs] = Binding{nullptr, 0, sizeof shape, &shape};
   const uint64_t first = params.offsets[0];
-  const uint64_t invocations = packed_out ? (first + params.numel + packing - 1) / packing - first / packing : params.numel;
+  uint64_t invocations = packed_out ? (first + params.numel + packing - 1) / packing - first / packing : params.numel;
+  if (runs) {
+    const uint64_t inner = shape.sizes[params.ndim - 1];
+    invocations = params.numel / inner * ((inner + kStridedRunLength - 1) / kStridedRunLength);
+  }
   launch(dev, compiled, at::ArrayRef<Binding>(bindings, 2 + kMaxInputs), invocations, &params, sizeof params);
   return true;
 }

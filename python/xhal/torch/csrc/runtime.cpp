@@ -132,6 +132,7 @@ Device& device(int index) {
     opened->label = info.label;
     opened->name = info.name;
     opened->features = info.features;
+    opened->runs_invocations_in_turn = info.device_type == XHAL_DEVICE_TYPE_CPU;
     opened->total_memory = info.total_memory;
     opened->max_scalar_block_size = info.max_scalar_block_size;
     slot = std::move(opened);

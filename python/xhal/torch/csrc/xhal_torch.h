@@ -45,6 +45,9 @@ struct Device {
   uint64_t features = 0;
   uint64_t total_memory = 0;
   uint32_t max_scalar_block_size = 0;  // bytes of `var<immediate>` a launch may pass
+  // A CPU, which runs a workgroup's invocations one after another (or a few in vector lanes),
+  // so that a kernel's per-invocation work (index divisions) is worth sharing across elements.
+  bool runs_invocations_in_turn = false;
   int32_t urgent_priority = 0;  // what torch's high-priority streams get: -1, or 0 on a device without priorities
   // A small buffer bound where a kernel declares memory that a launch does not use (an input
   // past an operator's arity), so that a binding never aliases one the kernel writes.

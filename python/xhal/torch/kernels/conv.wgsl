@@ -184,13 +184,19 @@ fn columns(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
   }
   let x_row = ((n * g.in_channels + row / taps) * g.in_size.x + u32(pd)) * g.in_size.y * g.in_size.z +
               u32(ph) * g.in_size.z;
+  // Output positions [0, inner_first) read the left padding, [inner_first, inner_end) the
+  // row, the rest the right padding: three loops with no test per element.
   let start = i32(k.z * g.dilation.z) - i32(g.padding.z);
-  for (var ow = 0u; ow < width; ow = ow + 1u) {
-    let pw = start + i32(ow * g.stride.z);
-    var value = E(0);
-    if (pw >= 0 && pw < i32(g.in_size.z)) { value = a[x_row + u32(pw)]; }
-    out[first + ow] = value;
+  let stride = i32(g.stride.z);
+  let inner_first = min(u32(max((stride - 1 - start) / stride, 0)), width);
+  let inner_end = max(min(u32(max((i32(g.in_size.z) - start + stride - 1) / stride, 0)), width), inner_first);
+  for (var ow = 0u; ow < inner_first; ow = ow + 1u) { out[first + ow] = E(0); }
+  var read_at = x_row + u32(start + i32(inner_first) * stride);
+  for (var ow = inner_first; ow < inner_end; ow = ow + 1u) {
+    out[first + ow] = a[read_at];
+    read_at = read_at + g.stride.z;
   }
+  for (var ow = inner_end; ow < width; ow = ow + 1u) { out[first + ow] = E(0); }
 }
 
 @compute @workgroup_size(64)

@@ -10,6 +10,7 @@
 // Entry points:
 //   main           every operand contiguous ("flat"): element i of each is at its offset + i
 //   strided        any strides, up to 8 dimensions (the `shape` uniform)
+//   strided_runs   the same, an invocation a run along the innermost dimension (CPU devices)
 //   main_packed    a packed output, several elements to a 32-bit word (bool: four bytes;
 //                  bfloat16: two halves): each invocation owns one word of it
 //   strided_packed the same, with strided inputs
@@ -190,6 +191,30 @@ fn strided(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
   if (i >= p.numel) { return; }
   let at = strided_offsets(i);
   out[at.x] = element(i, at);
+}
+
+// `strided` with each invocation a run of up to RUN_LENGTH elements along the innermost
+// dimension (`shape`'s last): the divisions that find an element's operands are paid once a
+// run, and each later element is a step of the innermost strides. For devices that run an
+// invocation at a time (CPUs), where those divisions are most of a permutation's cost.
+override RUN_LENGTH: u32 = 64u;
+
+@compute @workgroup_size(256)
+fn strided_runs(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  let t = invocation(gid, groups);
+  let last = p.ndim - 1u;
+  let inner = shape.sizes[last / 4u][last % 4u];
+  let runs_per_row = (inner + RUN_LENGTH - 1u) / RUN_LENGTH;
+  if (t >= p.numel / inner * runs_per_row) { return; }
+  let start = t % runs_per_row * RUN_LENGTH;
+  let first = t / runs_per_row * inner + start;
+  let count = min(RUN_LENGTH, inner - start);
+  let step = shape.strides[last];
+  var at = strided_offsets(first);
+  for (var j = 0u; j < count; j = j + 1u) {
+    out[at.x] = element(first + j, at);
+    at = at + step;
+  }
 }
 
 // A bool or bfloat16 output is bytes or half-words, which WGSL cannot store one at a time:
