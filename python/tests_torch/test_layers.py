@@ -50,6 +50,14 @@ CONVOLUTIONS = {
     "conv2d batch chunks": (lambda x, w, b: F.conv2d(x, w, b, padding=1), [(4, 3, 16, 16), (5, 3, 3, 3), (5,)]),
     "conv2d batch chunks groups": (lambda x, w: F.conv2d(x, w, padding=1, groups=2), [(6, 4, 16, 16), (6, 2, 3, 3)]),
     "conv3d": (lambda x, w: F.conv3d(x, w, padding=1), [(1, 2, 5, 6, 4), (4, 2, 2, 3, 2)]),
+    # Unit strides on a CPU device: the input gradient sums rows of x in runs of 64
+    # (conv.wgsl's image_rows); rows of one, two and three runs, padding past the reach of the
+    # kernel, dilation, and few output positions (the columns laid out over the batch).
+    "conv2d rows of several runs": (lambda x, w, b: F.conv2d(x, w, b, padding=(1, 2), dilation=(1, 2)),
+                                    [(2, 3, 5, 130), (4, 3, 3, 5), (4,)]),
+    "conv1d wide padding dilated": (lambda x, w: F.conv1d(x, w, padding=9, dilation=3), [(2, 3, 64), (4, 3, 5)]),
+    "conv3d rows of two runs": (lambda x, w: F.conv3d(x, w, padding=1), [(1, 2, 3, 4, 70), (3, 2, 2, 2, 3)]),
+    "conv2d few positions": (lambda x, w, b: F.conv2d(x, w, b, padding=1), [(3, 4, 5, 5), (6, 4, 3, 3), (6,)]),
     "conv_transpose1d": (lambda x, w: F.conv_transpose1d(x, w, stride=3, dilation=2), [(2, 3, 7), (3, 2, 4)]),
     "conv_transpose2d output padding groups": (
         lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1, groups=2),

@@ -12,6 +12,8 @@
 //   image            the sum back into x's shape (col2im): each element of x-shaped output
 //                    adds up the column entries that read it, for the input gradient; from
 //                    either layout (BATCH_INNER in one chunk)
+//   image_rows       the same where every stride is 1, a run of a row of x an invocation
+//                    (CPU devices)
 // and three compute a product directly, one invocation per element of what it writes, summing
 // its whole receptive field with no intermediate matrix (transposed convolutions, and
 // convolutions whose columns would not fit):
@@ -197,6 +199,63 @@ fn columns(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
     read_at = read_at + g.stride.z;
   }
   for (var ow = inner_end; ow < width; ow = ow + 1u) { out[first + ow] = E(0); }
+}
+
+// `image` where every stride is 1, for devices that run an invocation at a time (CPUs): an
+// invocation sums a run of up to 64 adjacent elements of one row of x, tap by tap, each tap's
+// column entries for the run being adjacent too. The taps are added in `image`'s order, from
+// zero, so both give the same sums bit for bit; this one divides once a run, not five times
+// an element.
+const IMAGE_RUN: u32 = 64u;
+
+@compute @workgroup_size(64)
+fn image_rows(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  _ = &b;  // unread, as in columns
+  let width = g.in_size.z;
+  let runs_per_row = (width + IMAGE_RUN - 1u) / IMAGE_RUN;
+  let lines_in = g.in_size.x * g.in_size.y;
+  let e = invocation(gid, groups);
+  if (e >= g.batch * g.in_channels * lines_in * runs_per_row) { return; }
+  let run_first = e % runs_per_row * IMAGE_RUN;
+  let count = min(IMAGE_RUN, width - run_first);
+  let line = e / runs_per_row % lines_in;
+  let plane = e / (runs_per_row * lines_in);  // n * C + c
+  let c = plane % g.in_channels;
+  let n = plane / g.in_channels;
+  let id = line / g.in_size.y;
+  let ih = line % g.in_size.y;
+  let positions = volume(g.out_size);
+  let taps = volume(g.kernel);
+  var first = plane * taps * positions;
+  var row_step = positions;
+  if (BATCH_INNER) {
+    first = (c * taps * g.batch + n) * positions;
+    row_step = g.batch * positions;
+  }
+  var sums: array<F, IMAGE_RUN>;
+  var t = 0u;
+  for (var kd = 0u; kd < g.kernel.x; kd = kd + 1u) {
+    let od = i32(id + g.padding.x) - i32(kd * g.dilation.x);
+    for (var kh = 0u; kh < g.kernel.y; kh = kh + 1u) {
+      let oh = i32(ih + g.padding.y) - i32(kh * g.dilation.y);
+      let line_ok = od >= 0 && od < i32(g.out_size.x) && oh >= 0 && oh < i32(g.out_size.y);
+      for (var kw = 0u; kw < g.kernel.z; kw = kw + 1u) {
+        if (line_ok) {
+          // Element j of the run reads output column run_first + j + shift, where inside.
+          let shift = i32(g.padding.z) - i32(kw * g.dilation.z) + i32(run_first);
+          let lo = u32(clamp(-shift, 0, i32(count)));
+          let hi = u32(clamp(i32(g.out_size.z) - shift, i32(lo), i32(count)));
+          let base = i32(first + t * row_step + (u32(od) * g.out_size.y + u32(oh)) * g.out_size.z) + shift;
+          for (var j = lo; j < hi; j = j + 1u) {
+            sums[j] = sums[j] + F(a[u32(base + i32(j))]);
+          }
+        }
+        t = t + 1u;
+      }
+    }
+  }
+  let out_first = (plane * lines_in + line) * width + run_first;
+  for (var j = 0u; j < count; j = j + 1u) { out[out_first + j] = E(sums[j]); }
 }
 
 @compute @workgroup_size(64)
