@@ -14,7 +14,8 @@ namespace {
 struct Geometry {
   uint32_t batch = 0, in_channels = 0, out_channels = 0, groups = 1;
   uint32_t batch_chunk = 0;  // the columns' batch-inner layout: batch elements per chunk
-  uint32_t unused[3] = {0, 0, 0};
+  uint32_t column_lines = 1;  // `columns`: rows of output positions an invocation fills
+  uint32_t unused[2] = {0, 0};
   uint32_t in_size[4] = {1, 1, 1, 0};
   uint32_t out_size[4] = {1, 1, 1, 0};
   uint32_t kernel[4] = {1, 1, 1, 0};
@@ -77,10 +78,17 @@ void run_conv(const char* entry, Geometry& g, const at::Tensor& a, const at::Ten
   // height), `image_rows` one per run of up to 64 elements of a row of x, the others one per
   // element they write.
   constexpr uint64_t kImageRun = 64;  // conv.wgsl's IMAGE_RUN
-  const uint64_t invocations =
-      std::strcmp(entry, "columns") == 0 ? static_cast<uint64_t>(out.numel()) / g.out_size[2]
-      : image_rows ? static_cast<uint64_t>(out.numel()) / g.in_size[2] * ((g.in_size[2] + kImageRun - 1) / kImageRun)
-                   : out.numel();
+  uint64_t invocations = image_rows ? static_cast<uint64_t>(out.numel()) / g.in_size[2] *
+                                          ((g.in_size[2] + kImageRun - 1) / kImageRun)
+                                    : out.numel();
+  if (std::strcmp(entry, "columns") == 0) {
+    // A CPU fills about 512 elements an invocation, so that placing one (six divisions) is
+    // small beside its copying; a GPU one row of output positions, for more invocations.
+    const uint32_t lines = g.out_size[0] * g.out_size[1];
+    g.column_lines = dev.runs_invocations_in_turn ? std::max<uint32_t>(1, std::min(lines, 512 / g.out_size[2])) : 1;
+    const uint64_t chunks = (lines + g.column_lines - 1) / g.column_lines;
+    invocations = static_cast<uint64_t>(out.numel()) / (uint64_t{g.out_size[2]} * lines) * chunks;
+  }
   launch(dev, compiled, bindings, invocations);
 }
 

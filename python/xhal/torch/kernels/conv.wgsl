@@ -38,6 +38,7 @@ struct Geometry {
   out_channels: u32,     // O
   groups: u32,
   batch_chunk: u32,      // BATCH_INNER columns: batch elements per chunk (N: one chunk)
+  column_lines: u32,     // `columns`: rows of output positions an invocation fills
   in_size: vec4<u32>,    // D, H, W
   out_size: vec4<u32>,   // OD, OH, OW
   kernel: vec4<u32>,     // KD, KH, KW
@@ -159,46 +160,58 @@ fn backward_weight(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_w
 @compute @workgroup_size(64)
 fn columns(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
   _ = &b;  // unread, bound so that `out` is the same argument in every entry point
-  // One invocation per row of output positions (a depth and height, all widths): the inner
-  // loop steps through x's row with the stride, with no division per element.
+  // One invocation per g.column_lines rows of output positions (a depth and height, all
+  // widths) of one row of the matrix: the inner loops step through x's rows with the stride,
+  // and the divisions that place the invocation are paid once for all its lines (a CPU takes
+  // many lines an invocation, a GPU one).
   let e = invocation(gid, groups);
   let lines = g.out_size.x * g.out_size.y;
+  let chunks = (lines + g.column_lines - 1u) / g.column_lines;
   let taps = volume(g.kernel);
   let rows = g.in_channels * taps;
-  if (e >= g.batch * rows * lines) { return; }
-  let line = e % lines;
-  let row = (e / lines) % rows;
-  let n = e / (lines * rows);
+  if (e >= g.batch * rows * chunks) { return; }
+  let first_line = e % chunks * g.column_lines;
+  let end_line = min(first_line + g.column_lines, lines);
+  let row = (e / chunks) % rows;
+  let n = e / (chunks * rows);
   let k = coordinates(row % taps, g.kernel);
-  let od = line / g.out_size.y;
-  let oh = line % g.out_size.y;
   let width = g.out_size.z;
-  var first = e * width;  // = ((n * rows + row) * lines + line) * width
+  var first = ((n * rows + row) * lines + first_line) * width;
   if (BATCH_INNER) {
     let chunk = n / g.batch_chunk;
-    first = (((chunk * rows + row) * g.batch_chunk + n % g.batch_chunk) * lines + line) * width;
+    first = (((chunk * rows + row) * g.batch_chunk + n % g.batch_chunk) * lines + first_line) * width;
   }
-  let pd = i32(od * g.stride.x + k.x * g.dilation.x) - i32(g.padding.x);
-  let ph = i32(oh * g.stride.y + k.y * g.dilation.y) - i32(g.padding.y);
-  if (pd < 0 || pd >= i32(g.in_size.x) || ph < 0 || ph >= i32(g.in_size.y)) {
-    for (var ow = 0u; ow < width; ow = ow + 1u) { out[first + ow] = E(0); }
-    return;
-  }
-  let x_row = ((n * g.in_channels + row / taps) * g.in_size.x + u32(pd)) * g.in_size.y * g.in_size.z +
-              u32(ph) * g.in_size.z;
-  // Output positions [0, inner_first) read the left padding, [inner_first, inner_end) the
-  // row, the rest the right padding: three loops with no test per element.
+  let x_plane = (n * g.in_channels + row / taps) * g.in_size.x * g.in_size.y * g.in_size.z;
+  // Output positions [0, inner_first) of a line read the left padding, [inner_first,
+  // inner_end) the row, the rest the right padding: three loops with no test per element.
   let start = i32(k.z * g.dilation.z) - i32(g.padding.z);
   let stride = i32(g.stride.z);
   let inner_first = min(u32(max((stride - 1 - start) / stride, 0)), width);
   let inner_end = max(min(u32(max((i32(g.in_size.z) - start + stride - 1) / stride, 0)), width), inner_first);
-  for (var ow = 0u; ow < inner_first; ow = ow + 1u) { out[first + ow] = E(0); }
-  var read_at = x_row + u32(start + i32(inner_first) * stride);
-  for (var ow = inner_first; ow < inner_end; ow = ow + 1u) {
-    out[first + ow] = a[read_at];
-    read_at = read_at + g.stride.z;
+  var od = first_line / g.out_size.y;
+  var oh = first_line % g.out_size.y;
+  for (var line = first_line; line < end_line; line = line + 1u) {
+    let pd = i32(od * g.stride.x + k.x * g.dilation.x) - i32(g.padding.x);
+    let ph = i32(oh * g.stride.y + k.y * g.dilation.y) - i32(g.padding.y);
+    if (pd < 0 || pd >= i32(g.in_size.x) || ph < 0 || ph >= i32(g.in_size.y)) {
+      for (var ow = 0u; ow < width; ow = ow + 1u) { out[first + ow] = E(0); }
+    } else {
+      let x_row = x_plane + (u32(pd) * g.in_size.y + u32(ph)) * g.in_size.z;
+      for (var ow = 0u; ow < inner_first; ow = ow + 1u) { out[first + ow] = E(0); }
+      var read_at = x_row + u32(start + i32(inner_first) * stride);
+      for (var ow = inner_first; ow < inner_end; ow = ow + 1u) {
+        out[first + ow] = a[read_at];
+        read_at = read_at + g.stride.z;
+      }
+      for (var ow = inner_end; ow < width; ow = ow + 1u) { out[first + ow] = E(0); }
+    }
+    first = first + width;
+    oh = oh + 1u;
+    if (oh == g.out_size.y) {
+      oh = 0u;
+      od = od + 1u;
+    }
   }
-  for (var ow = inner_end; ow < width; ow = ow + 1u) { out[first + ow] = E(0); }
 }
 
 // `image` where every stride is 1, for devices that run an invocation at a time (CPUs): an
