@@ -82,6 +82,9 @@ POOLING = {
     # Windows apart (a stride of at least the window): the backward pass scatters.
     "max_pool2d halving": (lambda x: F.max_pool2d(x, 2), (2, 3, 9, 8)),
     "max_pool2d windows apart, padded": (lambda x: F.max_pool2d(x, 2, 3, 1), (2, 3, 10, 9)),
+    # Output rows of 70 and 130: a CPU device scatters them in runs of 64 (scatter_max_runs).
+    "max_pool2d windows apart, long rows": (lambda x: F.max_pool2d(x, 2), (2, 3, 4, 140)),
+    "max_pool3d windows apart, long rows": (lambda x: F.max_pool3d(x, (1, 2, 1), (2, 2, 1)), (1, 2, 3, 4, 130)),
     "avg_pool1d": (lambda x: F.avg_pool1d(x, 3, 2, 1), (2, 3, 11)),
     "avg_pool2d": (lambda x: F.avg_pool2d(x, 3, 2, 1), (2, 3, 9, 8)),
     "avg_pool2d without padding counted": (

@@ -81,6 +81,11 @@ void run_pool(const char* entry, Mode mode, bool count_padding, Pooling& q, cons
   if (out.numel() == 0) return;
   Device& dev = device(out.device().index());
   const at::ScalarType dtype = out.scalar_type();
+  // A CPU takes max pooling's scattered gradients a run of an output row an invocation
+  // (pool.wgsl's scatter_max_runs).
+  const bool scatter = std::strcmp(entry, "scatter_max") == 0;
+  const bool runs = dev.runs_invocations_in_turn && scatter;
+  if (runs) entry = "scatter_max_runs";
   const Binding bindings[4] = {Binding{nullptr, 0, sizeof q, &q}, Binding{a.numel() > 0 ? place_of(a).buffer : dev.placeholder},
                                Binding{place_of(out).buffer},
                                Binding{indices.defined() && indices.numel() > 0 ? place_of(indices).buffer : dev.placeholder}};
@@ -99,7 +104,13 @@ void run_pool(const char* entry, Mode mode, bool count_padding, Pooling& q, cons
     recipe.entry = entry;
     return recipe;
   });
-  if (std::strcmp(entry, "scatter_max") == 0) {
+  if (runs) {
+    constexpr uint64_t kRun = 64;  // pool.wgsl's RUN
+    const uint64_t rows = uint64_t{q.planes} * q.out_size[0] * q.out_size[1];
+    launch(dev, compiled, bindings, rows * ((q.out_size[2] + kRun - 1) / kRun));
+    return;
+  }
+  if (scatter) {
     // An invocation per output (q.out_size) of each plane: planes along y, past 65,535 in z.
     constexpr uint64_t kMostInY = 65535;
     const uint64_t outputs = uint64_t{q.out_size[0]} * q.out_size[1] * q.out_size[2];

@@ -98,13 +98,9 @@ fn divisor(w: Window) -> F {
 }
 
 
-@compute @workgroup_size(64)
-fn forward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-  let e = invocation(gid, groups);
-  let positions = volume(q.out_size);
-  if (e >= q.planes * positions) { return; }
-  let plane = e / positions;
-  let w = window(coordinates(e % positions, q.out_size));
+// Output o of `plane`, element e of the output.
+fn pool_output(plane: u32, o: vec3<u32>, e: u32) {
+  let w = window(o);
   let base = plane * volume(q.in_size);
   let s = step();
   let maximum = MODE == MODE_MAX || MODE == MODE_ADAPTIVE_MAX;
@@ -136,6 +132,36 @@ fn forward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
   } else {
     out[e] = E(sum / divisor(w));
   }
+}
+
+@compute @workgroup_size(64)
+fn forward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  let e = invocation(gid, groups);
+  let positions = volume(q.out_size);
+  if (e >= q.planes * positions) { return; }
+  pool_output(e / positions, coordinates(e % positions, q.out_size), e);
+}
+
+// An output row's run of up to RUN adjacent outputs, for `scatter_max_runs`.
+const RUN: u32 = 64u;
+
+struct Run {
+  plane: u32,
+  first: vec3<u32>,  // the run's first output
+  count: u32,
+  e: u32,            // its element of the output
+}
+
+// Invocation t's run, or a count of 0 past the last.
+fn run_of(t: u32) -> Run {
+  let runs_per_row = (q.out_size.z + RUN - 1u) / RUN;
+  let lines = q.out_size.x * q.out_size.y;
+  if (t >= q.planes * lines * runs_per_row) { return Run(0u, vec3<u32>(0u), 0u, 0u); }
+  let ow = t % runs_per_row * RUN;
+  let line = t / runs_per_row % lines;
+  let plane = t / (runs_per_row * lines);
+  let first = vec3<u32>(line / q.out_size.y, line % q.out_size.y, ow);
+  return Run(plane, first, min(RUN, q.out_size.z - ow), (plane * lines + line) * q.out_size.z + ow);
 }
 
 // The outputs along one dimension whose windows can hold input position i: [first, last].
@@ -206,16 +232,30 @@ fn backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
 // z), over an `out` the caller zeroed: each output's gradient goes to the input its index
 // names, which no other output's window holds. An index outside its output's window is
 // ignored, as the gathering pass ignores it.
+// Output o of `plane` (element k of the output) gives its gradient to the input its index names.
+fn scatter_one(plane: u32, o: vec3<u32>, k: u32) {
+  let at = indices[2u * k];
+  if (indices[2u * k + 1u] != 0u || at >= volume(q.in_size)) { return; }
+  if (holds(o, vec3<i32>(coordinates(at, q.in_size)))) {
+    out[plane * volume(q.in_size) + at] = a[k];
+  }
+}
+
 @compute @workgroup_size(64)
 fn scatter_max(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
   let o = gid.x;
   let plane = gid.y + gid.z * groups.y;
   let outputs = volume(q.out_size);
   if (o >= outputs || plane >= q.planes) { return; }
-  let k = plane * outputs + o;
-  let at = indices[2u * k];
-  if (indices[2u * k + 1u] != 0u || at >= volume(q.in_size)) { return; }
-  if (holds(coordinates(o, q.out_size), vec3<i32>(coordinates(at, q.in_size)))) {
-    out[plane * volume(q.in_size) + at] = a[k];
+  scatter_one(plane, coordinates(o, q.out_size), plane * outputs + o);
+}
+
+// `scatter_max` a run of a row of outputs an invocation, for devices that run an invocation at
+// a time (CPUs): the divisions that place an output are paid once a run.
+@compute @workgroup_size(64)
+fn scatter_max_runs(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  let r = run_of(invocation(gid, groups));
+  for (var j = 0u; j < r.count; j = j + 1u) {
+    scatter_one(r.plane, r.first + vec3<u32>(0u, 0u, j), r.e + j);
   }
 }
