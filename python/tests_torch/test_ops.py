@@ -57,11 +57,11 @@ def test_binary(dev, op, layout):
     no_fallbacks()
 
 
-@pytest.mark.parametrize("inner", [32, 63, 64, 65, 200])
+@pytest.mark.parametrize("inner", [3, 4, 16, 63, 64, 65, 200])
 def test_strided_operands_in_runs_of_the_innermost_dimension(dev, inner):
     # A CPU device runs strided elementwise operations a run of up to 64 elements of the
-    # innermost dimension an invocation (elementwise.wgsl's strided_runs): rows on and off the
-    # run's length, permuted, broadcast, sliced and offset operands, every kind of element
+    # innermost dimension an invocation (elementwise.wgsl's strided_runs) where that dimension
+    # holds 4 or more (3: one an invocation): rows on and off the run's length, permuted, broadcast, sliced and offset operands, every kind of element
     # (bool bytes, bfloat16 halves, integers), and in place.
     g = torch.Generator().manual_seed(inner)
     x = torch.randn(3, 4, inner, generator=g)

@@ -295,9 +295,10 @@ bool elementwise(at::Tensor& out, at::ArrayRef<at::Tensor> inputs, ElementwiseOp
   // invocation.
   const bool plain = flat && !packed_out && bytes == 0 && halves == 0 && std::strcmp(op.file, kFloatOps) == 0;
   // A device that runs an invocation at a time takes strided elements a run of the innermost
-  // dimension at a time, where that dimension is long enough to share the divisions.
+  // dimension at a time: even a run of 4 shares one element's divisions among 4 (a permuted
+  // [8, 32, 4, 16] tensor's copy goes from 303 to 80 µs with runs of 16).
   const bool runs = !flat && !packed_out && dev.runs_invocations_in_turn &&
-                    shape.sizes[params.ndim - 1] >= kStridedRunLength / 2;
+                    shape.sizes[params.ndim - 1] >= 4;
   const char* entry = packed_out ? (flat ? "main_packed" : "strided_packed")
                                  : (plain ? "plain" : flat ? "main" : runs ? "strided_runs" : "strided");
   const uint32_t code = kernel_constant(op.file, op.name);
