@@ -260,23 +260,31 @@ TILED_PRODUCTS = textwrap.dedent(
 )
 
 
-def test_both_tiled_kernels_give_the_same_products(dev, tmp_path):
-    # matmul.wgsl has two tiled kernels, and a tuning pass picks one per device on first use:
-    # whichever it picks, every product is the same bit for bit. Each runs in a process of its
-    # own, as the pick holds for the process.
-    outputs = {}
-    for tiles in ("interleaved", "contiguous"):
-        path = tmp_path / f"{tiles}.pt"
-        environment = dict(os.environ, XHAL_TORCH_MATMUL_TILES=tiles)
-        result = subprocess.run([sys.executable, "-c", TILED_PRODUCTS, str(path)], env=environment,
+def same_under_each_setting(tmp_path, script, variable, values):
+    """Runs `script` (which saves its results to argv[1]) in a fresh process for each value of
+    environment `variable`, as a tuning choice holds for a process; asserts that every run's
+    results are the same bit for bit, and returns the first run's."""
+    outputs = []
+    for value in values:
+        path = tmp_path / f"{variable}-{value}.pt"
+        result = subprocess.run([sys.executable, "-c", script, str(path)], env=dict(os.environ, **{variable: value}),
                                 capture_output=True, text=True, timeout=600)
         assert result.returncode == 0, result.stderr
-        outputs[tiles] = torch.load(path)
-    for interleaved, contiguous in zip(outputs["interleaved"], outputs["contiguous"]):
-        assert torch.equal(interleaved, contiguous)
+        outputs.append(torch.load(path))
+    for other in outputs[1:]:
+        for first, again in zip(outputs[0], other):
+            assert torch.equal(first, again)
+    return outputs[0]
+
+
+def test_both_tiled_kernels_give_the_same_products(dev, tmp_path):
+    # matmul.wgsl has two tiled kernels, and a tuning pass picks one per device on first use:
+    # whichever it picks, every product is the same bit for bit.
+    products = same_under_each_setting(tmp_path, TILED_PRODUCTS, "XHAL_TORCH_MATMUL_TILES",
+                                       ("interleaved", "contiguous"))
     g = torch.Generator().manual_seed(17)
     a, b = torch.randn(130, 70, generator=g), torch.randn(70, 150, generator=g)
-    torch.testing.assert_close(outputs["interleaved"][0], a @ b, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(products[0], a @ b, rtol=1e-4, atol=1e-4)
 
 
 FIRST_PRODUCT = "import torch, xhal.torch\nprint((torch.ones(70, 70, device='xhal') @ torch.ones(70, 70, device='xhal')).cpu()[0, 0].item())"
@@ -330,6 +338,47 @@ def test_tuning_choice_is_kept_per_device_and_xhal_version(dev, tmp_path):
     environment["XHAL_TORCH_MATMUL_TILES"] = "contiguous"
     assert "tiled kernel" not in first_product()  # a fixed kernel: no pass, nothing kept
     assert not (tmp_path / "elsewhere").exists()
+
+
+FLAT_OPERATIONS = textwrap.dedent(
+    """
+    import sys, torch, xhal.torch
+    g = torch.Generator().manual_seed(5)
+    x, y = torch.randn(70001, generator=g), torch.randn(70001, generator=g)
+    dx, dy = x.to("xhal"), y.to("xhal")
+    inplace = dx.clone()
+    inplace.mul_(dy).add_(1.5)
+    results = [dx + dy, dx * 2 + 1, torch.addcmul(dx, dy, dx, value=0.5), dx.exp(), torch.where(dx > 0, dx, dy),
+               (dx * 100).int() // 7, (dx > dy).float(), dx[3:].sigmoid(), dx.half() * 3, inplace]
+    torch.save([r.cpu() for r in results], sys.argv[1])
+    """
+)
+
+
+def test_flat_elementwise_runs_give_the_same_results_and_are_tuned(dev, tmp_path):
+    # Flat elementwise operations run an element an invocation or, where a tuning pass finds
+    # it faster (devices slow to start workgroups), 16 (`main_runs`): the results are the same
+    # bit for bit, the pass's answer is kept in the tuning cache, and a bad setting is an error.
+    results = same_under_each_setting(tmp_path, FLAT_OPERATIONS, "XHAL_TORCH_ELEMENTWISE_RUNS", ("off", "on"))
+    g = torch.Generator().manual_seed(5)
+    x, y = torch.randn(70001, generator=g), torch.randn(70001, generator=g)
+    torch.testing.assert_close(results[1], x * 2 + 1)
+    cache = tmp_path / "cache" / "tuning.tsv"
+    environment = {key: value for key, value in os.environ.items() if key != "XHAL_TORCH_ELEMENTWISE_RUNS"}
+    environment.update(XHAL_TORCH_TUNING_CACHE=str(cache), XHAL_LOG="info")
+    script = "import torch, xhal.torch\nprint((torch.ones(5, device='xhal') + 1).cpu().sum().item())"
+    for expected in ("(tuned:", "(from the tuning cache)"):
+        result = subprocess.run([sys.executable, "-c", script], env=environment, capture_output=True, text=True,
+                                timeout=600)
+        assert result.returncode == 0 and result.stdout.strip() == "10.0", result.stderr
+        assert "flat elementwise operations" in result.stderr and expected in result.stderr, result.stderr
+    assert any(line.split("\t")[2].startswith("elementwise runs|elementwise.wgsl|")
+               for line in cache.read_text().splitlines())
+    environment["XHAL_TORCH_ELEMENTWISE_RUNS"] = "sometimes"
+    result = subprocess.run([sys.executable, "-c", script], env=environment, capture_output=True, text=True,
+                            timeout=600)
+    assert result.returncode != 0
+    assert "XHAL_TORCH_ELEMENTWISE_RUNS is 'sometimes'; expected on or off" in result.stderr
 
 
 def test_matrix_tiles_setting_must_name_a_kernel(dev):

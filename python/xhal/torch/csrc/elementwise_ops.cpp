@@ -8,10 +8,16 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <numeric>
+#include <optional>
+#include <unordered_map>
 
 #include "ops.h"
 
@@ -152,6 +158,82 @@ bool elementwise_in_memory_order(at::Tensor& out, at::ArrayRef<at::Tensor> input
 }
 
 }  // namespace
+
+// Elements an invocation of kernels/elementwise.wgsl's `main_runs` (FLAT_RUNS).
+constexpr uint32_t kFlatRuns = 16;
+
+// A tuning pass's candidate forced on this thread while it times it: -1 none, 0 an element an
+// invocation (`plain`, `main`), 1 `main_runs`.
+thread_local int t_forced_flat_runs = -1;
+
+// Whether flat operands take `main_runs` on `dev`: XHAL_TORCH_ELEMENTWISE_RUNS (`on`, `off`)
+// when set; else the answer of a tuning pass kept on disk (tuning_cache.cpp); else a pass now:
+// `x + y` over 1M floats timed both ways (three runs each after one to compile and warm up),
+// the faster kept for the process and on disk. Both compute each element alike, so the
+// choice changes only the time. Inside a graph capture nothing is timed: an element an
+// invocation, until a pass outside one.
+bool flat_runs_for(Device& dev) {
+  if (t_forced_flat_runs >= 0) return t_forced_flat_runs == 1;
+  static std::mutex mutex;
+  static std::unordered_map<int, bool> chosen;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto found = chosen.find(dev.index);
+    if (found != chosen.end()) return found->second;
+  }
+  bool runs = false;
+  const char* fixed = std::getenv("XHAL_TORCH_ELEMENTWISE_RUNS");
+  if (fixed != nullptr && *fixed != '\0') {
+    TORCH_CHECK(std::strcmp(fixed, "on") == 0 || std::strcmp(fixed, "off") == 0,
+                "xhal: XHAL_TORCH_ELEMENTWISE_RUNS is '", fixed, "'; expected on or off");
+    runs = std::strcmp(fixed, "on") == 0;
+  } else {
+    const std::string question = tuning_question("elementwise runs", "elementwise.wgsl");
+    const std::optional<std::string> cached = cached_tuning(dev, question);
+    if (cached && (*cached == "on" || *cached == "off")) {
+      runs = *cached == "on";
+      if (log_info()) {
+        std::fprintf(stderr, "INFO xhal.torch: %s runs flat elementwise operations %s (from the tuning cache)\n",
+                     dev.label.c_str(), runs ? "in runs" : "an element an invocation");
+      }
+    } else {
+      if (capturing_draws()) return false;
+      // Operations of the pass itself (making its operands) take an element an invocation;
+      // the thread's choice is free again when the pass ends, however it ends.
+      struct Forcing {
+        Forcing() { t_forced_flat_runs = 0; }
+        ~Forcing() { t_forced_flat_runs = -1; }
+      } forcing;
+      const auto options =
+          at::TensorOptions().dtype(at::kFloat).device(c10::Device(c10::DeviceType::PrivateUse1, dev.index));
+      const at::Tensor a = at::ones({1 << 20}, options), b = at::ones({1 << 20}, options);
+      at::Tensor sum = at::empty({1 << 20}, options);
+      xhal_stream_t* stream = current_xhal_stream(dev.index);
+      double seconds[2] = {0, 0};
+      for (int candidate = 0; candidate < 2; candidate++) {
+        t_forced_flat_runs = candidate;
+        at::add_out(sum, a, b);
+        check(xhal_stream_synchronize(stream), "synchronize");
+        const auto start = std::chrono::steady_clock::now();
+        for (int run = 0; run < 3; run++) at::add_out(sum, a, b);
+        check(xhal_stream_synchronize(stream), "synchronize");
+        seconds[candidate] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 3;
+      }
+      runs = seconds[1] < seconds[0];
+      keep_tuning(dev, question, runs ? "on" : "off");
+      if (log_info()) {
+        std::fprintf(stderr,
+                     "INFO xhal.torch: %s runs flat elementwise operations %s (tuned: %.3f ms an element an "
+                     "invocation, %.3f ms in runs of %u, for x + y over 1M floats)\n",
+                     dev.label.c_str(), runs ? "in runs" : "an element an invocation", seconds[0] * 1e3,
+                     seconds[1] * 1e3, kFlatRuns);
+      }
+    }
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  chosen.emplace(dev.index, runs);
+  return runs;
+}
 
 bool elementwise(at::Tensor& out, at::ArrayRef<at::Tensor> inputs, ElementwiseOp op, const Computation& how) {
   if (!how.uses_index && out.dim() > 1 && !out.is_contiguous() && out.is_non_overlapping_and_dense()) {
@@ -299,8 +381,10 @@ bool elementwise(at::Tensor& out, at::ArrayRef<at::Tensor> inputs, ElementwiseOp
   // [8, 32, 4, 16] tensor's copy goes from 303 to 80 µs with runs of 16).
   const bool runs = !flat && !packed_out && dev.runs_invocations_in_turn &&
                     shape.sizes[params.ndim - 1] >= 4;
-  const char* entry = packed_out ? (flat ? "main_packed" : "strided_packed")
-                                 : (plain ? "plain" : flat ? "main" : runs ? "strided_runs" : "strided");
+  const bool flat_runs = flat && !packed_out && flat_runs_for(dev);
+  const char* entry = packed_out  ? (flat ? "main_packed" : "strided_packed")
+                      : flat_runs ? "main_runs"
+                                  : (plain ? "plain" : flat ? "main" : runs ? "strided_runs" : "strided");
   const uint32_t code = kernel_constant(op.file, op.name);
   const uint32_t arity = static_cast<uint32_t>(inputs.size());
 
@@ -336,6 +420,7 @@ bool elementwise(at::Tensor& out, at::ArrayRef<at::Tensor> inputs, ElementwiseOp
   if (!flat) bindings[1 + kMaxInputs] = Binding{nullptr, 0, sizeof shape, &shape};
   const uint64_t first = params.offsets[0];
   uint64_t invocations = packed_out ? (first + params.numel + packing - 1) / packing - first / packing : params.numel;
+  if (flat_runs) invocations = (params.numel + kFlatRuns - 1) / kFlatRuns;
   if (runs) {
     const uint64_t inner = shape.sizes[params.ndim - 1];
     invocations = params.numel / inner * ((inner + kStridedRunLength - 1) / kStridedRunLength);

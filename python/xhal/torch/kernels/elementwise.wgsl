@@ -9,6 +9,7 @@
 //
 // Entry points:
 //   main           every operand contiguous ("flat"): element i of each is at its offset + i
+//   main_runs      the same, an invocation 16 elements (devices slow to start workgroups)
 //   strided        any strides, up to 8 dimensions (the `shape` uniform)
 //   strided_runs   the same, an invocation a run along the innermost dimension (CPU devices)
 //   main_packed    a packed output, several elements to a 32-bit word (bool: four bytes;
@@ -183,6 +184,24 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   if (i >= p.numel) { return; }
   let at = p.offsets + vec4<u32>(i);
   out[at.x] = element(i, at);
+}
+
+// `main` with each invocation FLAT_RUNS elements, a workgroup's 256 a step apart: for devices
+// that pay much for each workgroup they start (PoCL, lavapipe), which a tuning pass finds
+// (elementwise_ops.cpp). Neighbouring invocations still take neighbouring elements.
+override FLAT_RUNS: u32 = 16u;
+
+@compute @workgroup_size(256)
+fn main_runs(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) wid: vec3<u32>,
+             @builtin(num_workgroups) groups: vec3<u32>) {
+  let first = (wid.x + wid.y * groups.x) * FLAT_RUNS * 256u;
+  for (var run = 0u; run < FLAT_RUNS; run = run + 1u) {
+    let i = first + run * 256u + lane;
+    if (i < p.numel) {
+      let at = p.offsets + vec4<u32>(i);
+      out[at.x] = element(i, at);
+    }
+  }
 }
 
 @compute @workgroup_size(256)
