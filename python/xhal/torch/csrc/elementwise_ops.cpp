@@ -14,10 +14,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <mutex>
 #include <numeric>
 #include <optional>
-#include <unordered_map>
 
 #include "ops.h"
 
@@ -174,13 +172,8 @@ thread_local int t_forced_flat_runs = -1;
 // invocation, until a pass outside one.
 bool flat_runs_for(Device& dev) {
   if (t_forced_flat_runs >= 0) return t_forced_flat_runs == 1;
-  static std::mutex mutex;
-  static std::unordered_map<int, bool> chosen;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto found = chosen.find(dev.index);
-    if (found != chosen.end()) return found->second;
-  }
+  const int known = dev.flat_runs.load(std::memory_order_relaxed);
+  if (known >= 0) return known == 1;
   bool runs = false;
   const char* fixed = std::getenv("XHAL_TORCH_ELEMENTWISE_RUNS");
   if (fixed != nullptr && *fixed != '\0') {
@@ -230,8 +223,7 @@ bool flat_runs_for(Device& dev) {
       }
     }
   }
-  std::lock_guard<std::mutex> lock(mutex);
-  chosen.emplace(dev.index, runs);
+  dev.flat_runs.store(runs ? 1 : 0, std::memory_order_relaxed);
   return runs;
 }
 

@@ -8,8 +8,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
-#include <unordered_map>
 
 #include "ops.h"
 
@@ -94,13 +92,8 @@ double time_tiles(Device& dev, Tiles tiles, uint32_t m, uint32_t n, uint32_t k) 
 // replay): a product captured before the device's first eager one takes `tiled`, and the
 // pass runs at the first product outside a capture.
 Tiles tiles_for(Device& dev) {
-  static std::mutex mutex;
-  static std::unordered_map<int, Tiles> chosen;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto found = chosen.find(dev.index);
-    if (found != chosen.end()) return found->second;
-  }
+  const int known = dev.matmul_tiles.load(std::memory_order_relaxed);
+  if (known >= 0) return static_cast<Tiles>(known);
   Tiles tiles = Tiles::Interleaved;
   const char* fixed = std::getenv("XHAL_TORCH_MATMUL_TILES");
   if (fixed != nullptr && *fixed != '\0') {
@@ -133,8 +126,7 @@ Tiles tiles_for(Device& dev) {
       }
     }
   }
-  std::lock_guard<std::mutex> lock(mutex);
-  chosen.emplace(dev.index, tiles);
+  dev.matmul_tiles.store(static_cast<int>(tiles), std::memory_order_relaxed);
   return tiles;
 }
 

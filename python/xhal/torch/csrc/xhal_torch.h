@@ -11,6 +11,7 @@
 #include <c10/core/Stream.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -48,6 +49,10 @@ struct Device {
   // A CPU, which runs a workgroup's invocations one after another (or a few in vector lanes),
   // so that a kernel's per-invocation work (index divisions) is worth sharing across elements.
   bool runs_invocations_in_turn = false;
+  // Tuning passes' answers for this process, -1 until known: read on every matrix product and
+  // every flat elementwise operation, so without a lock (matmul_ops.cpp, elementwise_ops.cpp).
+  std::atomic<int> matmul_tiles{-1};
+  std::atomic<int> flat_runs{-1};
   int32_t urgent_priority = 0;  // what torch's high-priority streams get: -1, or 0 on a device without priorities
   // A small buffer bound where a kernel declares memory that a launch does not use (an input
   // past an operator's arity), so that a binding never aliases one the kernel writes.
