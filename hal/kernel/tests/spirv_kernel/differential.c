@@ -3,13 +3,15 @@
  * arguments, and writes every buffer afterwards to OUT/c<b>.bin and OUT/s<b>.bin for the
  * caller to compare. Both follow xhal's parameter ABI: the buffers, then the scalar block by
  * value (when there is one), then the byte lengths (when the kernel calls arrayLength).
- * Two workgroups run along x.
+ * GROUPS workgroups run along x: two, so that workgroup ids are exercised, or one for a
+ * kernel that does not read its workgroup's place (two copies of it would race on the same
+ * cells, and the result would depend on which ran first).
  *
  * PATTERN 0 fills every word with a small integer (1..64), so that data-dependent indices and
  * loop counts stay small; PATTERN 1 with the bits of a float in [-125, 125], for kernels
  * that index only by invocation id or clamp.
  *
- * usage: differential SOURCE.cl BITCODE.bc KERNEL BUFFERS SCALAR_BYTES LENGTHS WX WY WZ OUT PATTERN
+ * usage: differential SOURCE.cl BITCODE.bc KERNEL BUFFERS SCALAR_BYTES LENGTHS WX WY WZ OUT PATTERN GROUPS
  * exit status: 0 ran both, 2 could not (message on stderr). */
 #define CL_TARGET_OPENCL_VERSION 300
 #include <CL/cl.h>
@@ -59,7 +61,8 @@ static void pattern(unsigned char *bytes, size_t n, uint32_t seed) {
 }
 
 static int run(cl_context ctx, cl_command_queue queue, cl_program program, const char *what, const char *name,
-               int buffers, size_t scalar_bytes, int lengths, const size_t *workgroup, unsigned char **out) {
+               int buffers, size_t scalar_bytes, int lengths, const size_t *workgroup, size_t groups,
+               unsigned char **out) {
     cl_int err;
     cl_kernel kernel = clCreateKernel(program, name, &err);
     if (err) {
@@ -91,7 +94,7 @@ static int run(cl_context ctx, cl_command_queue queue, cl_program program, const
         err = clSetKernelArg(kernel, arg++, n, bytes);
         if (err) return fail("clSetKernelArg (lengths)", err);
     }
-    size_t global[3] = {2 * workgroup[0], workgroup[1], workgroup[2]};
+    size_t global[3] = {groups * workgroup[0], workgroup[1], workgroup[2]};
     err = clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global, workgroup, 0, NULL, NULL);
     if (err) return fail("clEnqueueNDRangeKernel", err);
     for (int b = 0; b < buffers; b++) {
@@ -105,8 +108,9 @@ static int run(cl_context ctx, cl_command_queue queue, cl_program program, const
 }
 
 int main(int argc, char **argv) {
-    if (argc != 12) {
-        fprintf(stderr, "usage: %s SOURCE.cl BITCODE.bc KERNEL BUFFERS SCALAR_BYTES LENGTHS WX WY WZ OUT PATTERN\n", argv[0]);
+    if (argc != 13) {
+        fprintf(stderr, "usage: %s SOURCE.cl BITCODE.bc KERNEL BUFFERS SCALAR_BYTES LENGTHS WX WY WZ OUT PATTERN GROUPS\n",
+                argv[0]);
         return 2;
     }
     float_pattern = atoi(argv[11]) == 1;
@@ -116,6 +120,8 @@ int main(int argc, char **argv) {
     int lengths = atoi(argv[6]);
     size_t workgroup[3] = {(size_t)atol(argv[7]), (size_t)atol(argv[8]), (size_t)atol(argv[9])};
     const char *out_dir = argv[10];
+    size_t groups = (size_t)atol(argv[12]);
+    if (groups < 1 || groups > 2) return fail("GROUPS must be 1 or 2", 0);
     if (buffers > MAX_BUFFERS) return fail("too many buffers", 0);
     cl_platform_id platform;
     cl_device_id dev;
@@ -153,7 +159,7 @@ int main(int argc, char **argv) {
     unsigned char *results[2][MAX_BUFFERS];
     const char *what[2] = {"OpenCL C", "Kernel SPIR-V"};
     for (int p = 0; p < 2; p++) {
-        int r = run(ctx, queue, programs[p], what[p], name, buffers, scalar_bytes, lengths, workgroup, results[p]);
+        int r = run(ctx, queue, programs[p], what[p], name, buffers, scalar_bytes, lengths, workgroup, groups, results[p]);
         if (r) return r;
         for (int b = 0; b < buffers; b++) {
             char path[4096];
