@@ -226,6 +226,31 @@ def test_attention_backward_in_half_precision(dev, dtype, attention_backward):
     no_fallbacks()
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+@pytest.mark.parametrize("keys", [7, 300], ids=["short rows", "rows of a workgroup"])
+def test_attention_forward_returns_each_rows_log_sum_exp(dev, dtype, keys, attention_backward):
+    # The forward pass keeps log(sum_j e^score_ij) for the backward pass: the scores-in-memory
+    # path takes it from the softmax's own pass over short rows (and from a logsumexp over long
+    # ones), the fused kernel from its online softmax. A query that sees no key gets +inf.
+    g = torch.Generator().manual_seed(keys)
+    q, k, v = torch.randn(2, 3, 5, 8, generator=g), torch.randn(2, 3, keys, 8, generator=g), torch.randn(2, 3, keys, 4, generator=g)
+    mask = torch.rand(5, keys, generator=g) > 0.3
+    mask[2] = False
+    scores = (q @ k.transpose(-2, -1) / 8 ** 0.5).masked_fill(~mask, float("-inf"))
+    expected = scores.logsumexp(-1)
+    expected[expected == float("-inf")] = float("inf")
+    on = [t.to(dev, dtype) for t in (q, k, v)]
+    result = torch.ops.aten._scaled_dot_product_fused_attention_overrideable(*on, mask.to(dev))
+    out, lse = result[0], result[1]
+    assert lse.dtype == torch.float32 and lse.shape == (2, 3, 5)
+    tolerance = 1e-5 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(lse.cpu(), expected, atol=tolerance, rtol=tolerance)
+    expected_out = torch.softmax(scores, -1).nan_to_num(0.0) @ v
+    torch.testing.assert_close(out.float().cpu(), expected_out, atol=tolerance * 10, rtol=tolerance * 10)
+    assert out.dtype == dtype
+    no_fallbacks()
+
+
 def test_attention_scores_limit_must_be_a_count(dev, monkeypatch):
     monkeypatch.setenv("XHAL_TORCH_ATTENTION_SCORES", "many")
     q = torch.randn(1, 2, 3, 4, device=dev)

@@ -148,11 +148,21 @@ int64_t scores_in_memory_limit() {
   return limit;
 }
 
+// a @ b for 4-dimensional a and b of the same batch sizes, without copying an operand that a
+// transposition left strided (see batched_product); at::matmul otherwise.
+at::Tensor product(const at::Tensor& a, const at::Tensor& b) {
+  if (a.dim() == 4 && b.dim() == 4 && a.size(0) == b.size(0) && a.size(1) == b.size(1) && a.size(3) == b.size(2)) {
+    at::Tensor out = at::empty({a.size(0), a.size(1), a.size(2), b.size(3)}, a.options());
+    if (batched_product(out, a, b)) return out;
+  }
+  return at::matmul(a, b);
+}
+
 // Scores of query i for key j, scaled, masked and with the causal mask: [b, h, queries, keys]
 // in the compute type, with grouped-query heads' keys repeated for their query heads.
 at::Tensor masked_scores(const at::Tensor& q, const at::Tensor& k, const at::Tensor& attn_bias, bool is_causal,
                          double factor) {
-  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)).mul_(factor);
+  at::Tensor scores = product(q, k.transpose(-2, -1)).mul_(factor);
   if (attn_bias.defined()) {
     if (attn_bias.scalar_type() == at::kBool) {
       scores.masked_fill_(attn_bias.logical_not(), -INFINITY);
@@ -187,9 +197,11 @@ std::pair<at::Tensor, at::Tensor> scores_in_memory_forward(const at::Tensor& que
   const int64_t heads = query.size(1);
   const at::Tensor q = query.to(compute);
   const at::Tensor scores = masked_scores(q, per_query_head(key, heads, compute), attn_bias, is_causal, factor);
+  const at::Tensor v = per_query_head(value, heads, compute);
+  if (auto both = softmax_with_logsumexp(scores)) return {product(both->first, v).to(dtype), both->second};
   at::Tensor lse = at::logsumexp(scores, -1);
   lse.masked_fill_(lse == -INFINITY, INFINITY);
-  return {at::matmul(probabilities(scores, lse), per_query_head(value, heads, compute)).to(dtype), lse};
+  return {product(probabilities(scores, lse), v).to(dtype), lse};
 }
 
 using ForwardResult = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor,
@@ -232,15 +244,15 @@ void scores_in_memory_backward(const at::Tensor& grad_out, const at::Tensor& que
   const at::Tensor q = query.to(compute), k = per_query_head(key, h, compute), v = per_query_head(value, h, compute);
   const at::Tensor dout = grad_out.to(compute);
   const at::Tensor p = probabilities(masked_scores(q, k, attn_bias, is_causal, factor), logsumexp.to(compute));
-  const at::Tensor dp = at::matmul(dout, v.transpose(-2, -1));
+  const at::Tensor dp = product(dout, v.transpose(-2, -1));
   const at::Tensor ds = dp.sub_(delta.to(compute).unsqueeze(-1)).mul_(p);
   // Heads that share a key head sum their gradients.
   auto per_key_head = [&](const at::Tensor& t) {
     return (group == 1 ? t : t.view({b, hk, group, s, t.size(-1)}).sum(2)).to(dtype);
   };
-  if (grad_input_mask[0]) grad_query = at::matmul(ds, k).mul_(factor).to(dtype);
-  if (grad_input_mask[1]) grad_key = per_key_head(at::matmul(ds.transpose(-2, -1), q).mul_(factor));
-  if (grad_input_mask[2]) grad_value = per_key_head(at::matmul(p.transpose(-2, -1), dout));
+  if (grad_input_mask[0]) grad_query = product(ds, k).mul_(factor).to(dtype);
+  if (grad_input_mask[1]) grad_key = per_key_head(product(ds.transpose(-2, -1), q).mul_(factor));
+  if (grad_input_mask[2]) grad_value = per_key_head(product(p.transpose(-2, -1), dout));
   if (grad_input_mask[3] && attn_bias.defined() && attn_bias.scalar_type() != at::kBool)
     grad_bias = ds.sum_to_size(attn_bias.sizes()).to(attn_bias.scalar_type());
 }

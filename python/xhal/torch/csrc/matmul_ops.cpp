@@ -22,8 +22,9 @@ struct Product {
   uint32_t b_strides[4] = {};
   uint32_t bias_strides[4] = {};
   uint32_t scalars[4] = {};
+  uint32_t batch_inner = 1, pad[3] = {};
 };
-static_assert(sizeof(Product) == 96, "the WGSL struct Product is 96 bytes");
+static_assert(sizeof(Product) == 112, "the WGSL struct Product is 112 bytes");
 
 xhal_buffer_t* buffer_or(const at::Tensor& t, xhal_buffer_t* placeholder) {
   xhal_buffer_t* buffer = place_of(t).buffer;
@@ -130,14 +131,30 @@ Tiles tiles_for(Device& dev) {
   return tiles;
 }
 
-// out[b] = beta * bias[b] + alpha * a[b] @ b[b], for 3-dimensional a, b and out (bias
-// broadcast to out, or undefined). False when a kernel cannot do it.
+// An operand's strides for kernels/matmul.wgsl: inner batch, row, column, outer batch (0 for a
+// dimension of size 1, which broadcasts), for a 3- or 4-dimensional tensor.
+void set_product_strides(uint32_t* strides, const at::Tensor& t) {
+  const int64_t r = t.dim() - 2;
+  auto stride = [&](int64_t d) { return static_cast<uint32_t>(t.size(d) == 1 ? 0 : t.stride(d)); };
+  strides[0] = t.dim() == 4 ? stride(1) : 0;
+  strides[1] = stride(r);
+  strides[2] = stride(r + 1);
+  strides[3] = stride(0);
+}
+
+// out[b] = beta * bias[b] + alpha * a[b] @ b[b], for a, b and out of 3 dimensions (one batch
+// dimension) or 4 (two, of the same sizes in each), with bias broadcast to out or undefined.
+// False when a kernel cannot do it.
 bool matmul(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at::Tensor& bias, const at::Scalar& alpha,
             const at::Scalar& beta) {
   const at::ScalarType dtype = out.scalar_type();
   if (!is_floating(dtype) || !on_device(out, dtype)) return false;
+  if ((out.dim() != 3 && out.dim() != 4) || a.dim() != out.dim() || b.dim() != out.dim()) return false;
   for (const at::Tensor* t : {&a, &b}) {
     if (t->scalar_type() != dtype || t->device() != out.device()) return false;
+    for (int64_t d = 0; d < out.dim() - 2; d++) {
+      if (t->size(d) != out.size(d) && t->size(d) != 1) return false;
+    }
   }
   const bool has_bias = bias.defined() && beta.to<double>() != 0.0;
   if (has_bias && (bias.scalar_type() != dtype || bias.device() != out.device())) return false;
@@ -150,10 +167,12 @@ bool matmul(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at:
   at::Tensor result = out.is_contiguous() && !shares ? out : at::empty(out.sizes(), out.options());
   const at::ScalarType compute = float_compute(dtype);
   Product q;
-  q.batch = static_cast<uint32_t>(result.size(0));
-  q.m = static_cast<uint32_t>(result.size(1));
-  q.n = static_cast<uint32_t>(result.size(2));
-  q.k = static_cast<uint32_t>(a.size(2));
+  const int64_t r = result.dim() - 2;  // the row dimension
+  q.batch = static_cast<uint32_t>(result.size(0) * (result.dim() == 4 ? result.size(1) : 1));
+  q.batch_inner = result.dim() == 4 ? static_cast<uint32_t>(std::max<int64_t>(1, result.size(1))) : 1;
+  q.m = static_cast<uint32_t>(result.size(r));
+  q.n = static_cast<uint32_t>(result.size(r + 1));
+  q.k = static_cast<uint32_t>(a.size(r + 1));
   const uint64_t alpha_bits = scalar_bits(alpha, compute), beta_bits = scalar_bits(beta, compute);
   q.scalars[0] = static_cast<uint32_t>(alpha_bits);
   q.scalars[1] = static_cast<uint32_t>(alpha_bits >> 32);
@@ -161,16 +180,14 @@ bool matmul(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const at:
   q.scalars[3] = static_cast<uint32_t>(beta_bits >> 32);
   q.offsets[0] = element_offset(a);
   q.offsets[1] = element_offset(b);
-  for (int d = 0; d < 3; d++) {
-    q.a_strides[d] = static_cast<uint32_t>(a.size(d) == 1 ? 0 : a.stride(d));
-    q.b_strides[d] = static_cast<uint32_t>(b.size(d) == 1 ? 0 : b.stride(d));
-  }
+  set_product_strides(q.a_strides, a);
+  set_product_strides(q.b_strides, b);
   Binding bindings[4] = {Binding{buffer_or(a, dev.placeholder)}, Binding{buffer_or(b, dev.placeholder)},
                          Binding{dev.placeholder}, Binding{place_of(result).buffer}};
   if (has_bias) {
     const at::Tensor expanded = bias.expand(result.sizes());
     q.offsets[2] = element_offset(expanded);
-    for (int d = 0; d < 3; d++) q.bias_strides[d] = static_cast<uint32_t>(expanded.stride(d));
+    set_product_strides(q.bias_strides, expanded);
     bindings[2] = Binding{place_of(expanded).buffer};
   }
   q.offsets[3] = element_offset(result);
@@ -261,6 +278,10 @@ at::Tensor dot(const at::Tensor& self, const at::Tensor& other) {
 }
 
 }  // namespace
+
+bool batched_product(at::Tensor& out, const at::Tensor& a, const at::Tensor& b) {
+  return matmul(out, a, b, at::Tensor(), 1, 0);
+}
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("mm.out", mm_out);

@@ -5,6 +5,9 @@
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
 
+#include <optional>
+#include <utility>
+
 #include "xhal_torch.h"
 
 namespace xhal_torch {
@@ -65,5 +68,18 @@ struct Computation {
 // dtype the device has no kernels for, more than 8 dimensions, a strided bool output, mixed
 // float16 and 64-bit types); the caller then falls back.
 bool elementwise(at::Tensor& out, at::ArrayRef<at::Tensor> inputs, ElementwiseOp op, const Computation& how = {});
+
+// out = a @ b over one batch dimension (3-dimensional tensors) or two (4-dimensional: the
+// kernel reads each operand through its strides, so a [batch, heads, rows, depth] view of a
+// [batch, rows, heads, depth] tensor is not copied, as at::matmul's folding of the batch
+// dimensions would). An operand's batch dimension may be 1 (broadcast). Returns false, doing
+// nothing, when a kernel cannot do it.
+bool batched_product(at::Tensor& out, const at::Tensor& a, const at::Tensor& b);
+
+// The softmax of x along its last dimension and each row's log-sum-exp (in the compute type),
+// in one pass over each row (kernels/softmax.wgsl's softmax_lse); a row of only -inf gets
+// probabilities 0 and a log-sum-exp of +inf. Nothing, doing nothing, when the kernel does not
+// take x (rows of 256 or more, which a workgroup each serves better).
+std::optional<std::pair<at::Tensor, at::Tensor>> softmax_with_logsumexp(const at::Tensor& x);
 
 }  // namespace xhal_torch

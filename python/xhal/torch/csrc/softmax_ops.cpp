@@ -63,6 +63,43 @@ bool softmax_rows(at::Tensor& out, const at::Tensor& x_in, const at::Tensor& y_i
   return true;
 }
 
+}  // namespace
+
+std::optional<std::pair<at::Tensor, at::Tensor>> softmax_with_logsumexp(const at::Tensor& x_in) {
+  const at::ScalarType dtype = x_in.scalar_type();
+  if (!floating_on(x_in) || x_in.dim() < 1 || x_in.dim() > kMaxDims || x_in.numel() == 0) return std::nullopt;
+  const int64_t length = x_in.size(-1);
+  // Long rows keep the composite, whose softmax takes a workgroup a row.
+  if (length >= kWideRow) return std::nullopt;
+  const at::Tensor x = x_in.contiguous();
+  at::Tensor probabilities = at::empty(x.sizes(), x.options());
+  at::Tensor logsumexp = at::empty(x.sizes().slice(0, x.dim() - 1), x.options().dtype(float_compute(dtype)));
+  RowsLayout s;
+  s.outer = static_cast<uint32_t>(x.numel() / length);
+  s.length = static_cast<uint32_t>(length);
+  s.offsets[0] = element_offset(x);
+  s.offsets[1] = element_offset(x);
+  s.offsets[2] = element_offset(probabilities);
+  s.offsets[3] = element_offset(logsumexp);
+  Device& dev = device(x.device().index());
+  const std::string key = std::string("softmax|softmax_lse") + wgsl_type(dtype);
+  const Kernel& compiled = recipe_kernel(dev, key, [&] {
+    KernelRecipe recipe;
+    recipe.files = {"softmax.wgsl"};
+    recipe.types = {{"E", wgsl_type(dtype)}, {"F", wgsl_type(float_compute(dtype))}};
+    recipe.overrides = {{"EXACT", float_compute(dtype) == dtype ? 1.0 : 0.0}};
+    recipe.entry = "softmax_lse";
+    return recipe;
+  });
+  // x is bound again where `y` is, which softmax_lse does not read.
+  const Binding bindings[4] = {Binding{place_of(x).buffer}, Binding{place_of(probabilities).buffer},
+                               Binding{place_of(x).buffer}, Binding{place_of(logsumexp).buffer}};
+  launch(dev, compiled, bindings, s.outer, &s, sizeof s);
+  return std::make_pair(probabilities, logsumexp);
+}
+
+namespace {
+
 at::Tensor& softmax_out(const at::Tensor& self, int64_t dim, bool half_to_float, at::Tensor& out) {
   if (half_to_float || !softmax_rows(out, self, at::Tensor(), dim, "softmax"))
     return XHAL_FALLBACK(_softmax_out, self, dim, half_to_float, out);

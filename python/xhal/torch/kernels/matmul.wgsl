@@ -20,12 +20,23 @@ struct Product {
   n: u32,
   k: u32,
   offsets: vec4<u32>,       // first element of a, b, bias and out
-  a_strides: vec4<u32>,     // batch, row, column
+  a_strides: vec4<u32>,     // inner batch, row, column, outer batch
   b_strides: vec4<u32>,
   bias_strides: vec4<u32>,
   scalars: vec4<u32>,       // alpha (x, y) and beta (z, w), as bits of F
+  batch_inner: u32,         // matrices along the inner of the two batch dimensions (at least 1)
+  pad0: u32,
+  pad1: u32,
+  pad2: u32,
 }
 var<immediate> q: Product;
+
+// Where matrix `matrix` of the batch starts, from an operand's strides: the batch has two
+// dimensions (a 4-dimensional product, such as attention's heads of each sample, whose
+// operands need not be copied to fold them into one), matrix = outer * batch_inner + inner.
+fn batch_offset(matrix: u32, strides: vec4<u32>) -> u32 {
+  return matrix / q.batch_inner * strides.w + matrix % q.batch_inner * strides.x;
+}
 
 @group(0) @binding(0) var<storage, read> a: array<E>;
 @group(0) @binding(1) var<storage, read> b: array<E>;
@@ -39,8 +50,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let column = i % q.n;
   let row = (i / q.n) % q.m;
   let matrix = i / (q.n * q.m);
-  var a_at = q.offsets.x + matrix * q.a_strides.x + row * q.a_strides.y;
-  var b_at = q.offsets.y + matrix * q.b_strides.x + column * q.b_strides.z;
+  var a_at = q.offsets.x + batch_offset(matrix, q.a_strides) + row * q.a_strides.y;
+  var b_at = q.offsets.y + batch_offset(matrix, q.b_strides) + column * q.b_strides.z;
   // Four partial sums, so that long products lose less to rounding.
   var partial = vec4<F>(F(0));
   for (var kk = 0u; kk < q.k; kk = kk + 1u) {
@@ -50,7 +61,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   }
   var value = float_from_bits(q.scalars.x, q.scalars.y) * ((partial.x + partial.y) + (partial.z + partial.w));
   if (HAS_BIAS) {
-    let at = q.offsets.z + matrix * q.bias_strides.x + row * q.bias_strides.y + column * q.bias_strides.z;
+    let at = q.offsets.z + batch_offset(matrix, q.bias_strides) + row * q.bias_strides.y + column * q.bias_strides.z;
     value = value + float_from_bits(q.scalars.z, q.scalars.w) * F(bias[at]);
   }
   out[q.offsets.w + i] = E(value);
@@ -92,8 +103,8 @@ fn b_at(base: u32, depth: u32, column: u32) -> F {
 @compute @workgroup_size(16, 16)
 fn tiled(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
   let matrix = wid.z;
-  let a_base = q.offsets.x + matrix * q.a_strides.x;
-  let b_base = q.offsets.y + matrix * q.b_strides.x;
+  let a_base = q.offsets.x + batch_offset(matrix, q.a_strides);
+  let b_base = q.offsets.y + batch_offset(matrix, q.b_strides);
   let block_rows = TILE * ROWS;
   let first_row = wid.y * block_rows;
   let first_column = wid.x * BLOCK;
@@ -203,7 +214,7 @@ fn tiled(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wi
   // neighbouring outputs as one vector where invocations run as vector lanes.
   let alpha = float_from_bits(q.scalars.x, q.scalars.y);
   let beta = float_from_bits(q.scalars.z, q.scalars.w);
-  let bias_base = q.offsets.z + matrix * q.bias_strides.x;
+  let bias_base = q.offsets.z + batch_offset(matrix, q.bias_strides);
   let column = first_column + lid.x;
   for (var i = 0u; i < ROWS; i = i + 1u) {
     var sums = acc0;
@@ -238,7 +249,7 @@ fn store_one(matrix: u32, row: u32, column: u32, sum: F) {
   if (row >= q.m || column >= q.n) { return; }
   var value = float_from_bits(q.scalars.x, q.scalars.y) * sum;
   if (HAS_BIAS) {
-    let at = q.offsets.z + matrix * q.bias_strides.x + row * q.bias_strides.y + column * q.bias_strides.z;
+    let at = q.offsets.z + batch_offset(matrix, q.bias_strides) + row * q.bias_strides.y + column * q.bias_strides.z;
     value = value + float_from_bits(q.scalars.z, q.scalars.w) * F(bias[at]);
   }
   out[q.offsets.w + (matrix * q.m + row) * q.n + column] = E(value);
@@ -253,8 +264,8 @@ fn store_one(matrix: u32, row: u32, column: u32, sum: F) {
 @compute @workgroup_size(16, 16)
 fn tiled_contiguous(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
   let matrix = wid.z;
-  let a_base = q.offsets.x + matrix * q.a_strides.x;
-  let b_base = q.offsets.y + matrix * q.b_strides.x;
+  let a_base = q.offsets.x + batch_offset(matrix, q.a_strides);
+  let b_base = q.offsets.y + batch_offset(matrix, q.b_strides);
   let first_row = wid.y * BLOCK;
   let first_column = wid.x * BLOCK;
   // Staging: invocation (x, y) loads depth y of row group x of a, and of column group x of b.

@@ -16,13 +16,15 @@ struct Rows {
   length: u32,
   inner: u32,
   pad: u32,
-  offsets: vec4<u32>,  // first element of x, y and out
+  offsets: vec4<u32>,  // first element of x, y, out and (softmax_lse) lse
 }
 var<immediate> s: Rows;
 
 @group(0) @binding(0) var<storage, read> x: array<E>;   // the input, or the gradient
 @group(0) @binding(1) var<storage, read_write> out: array<E>;
 @group(0) @binding(2) var<storage, read> y: array<E>;   // the forward output (backward passes only)
+// softmax_lse: each row's log-sum-exp, in F, row r at s.offsets.w + r.
+@group(0) @binding(3) var<storage, read_write> lse: array<F>;
 
 fn xv(k: u32) -> F { return F(x[s.offsets.x + k]); }
 fn yv(k: u32) -> F { return F(y[s.offsets.y + k]); }
@@ -74,6 +76,45 @@ fn softmax(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
     let k = base + j * s.inner;
     put(k, xexp(xv(k) - top) / total);
   }
+}
+
+// `softmax` that also writes each row's log-sum-exp, log(sum_j e^x_j) = top + log(sum_j
+// e^(x_j - top)), for attention's forward pass, which keeps it for the backward pass: one pass
+// over the row instead of a softmax and a logsumexp of several launches. A row whose every
+// element is -inf (a query that sees no key) gets probabilities 0 and a log-sum-exp of +inf,
+// as the fused attention kernels give them.
+@compute @workgroup_size(64)
+fn softmax_lse(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  _ = &y;
+  let base = row_start(gid, groups);
+  if (base == NONE) { return; }
+  let row = gid.x + gid.y * groups.x * 64u;
+  let top = row_max(base);
+  if (top == -xl_inf()) {
+    for (var j = 0u; j < s.length; j = j + 1u) { put(base + j * s.inner, F(0)); }
+    lse[s.offsets.w + row] = xl_inf();
+    return;
+  }
+  var total = F(0);
+  if (EXACT) {
+    for (var j = 0u; j < s.length; j = j + 1u) {
+      let k = base + j * s.inner;
+      let e = xexp(xv(k) - top);
+      put(k, e);
+      total = total + e;
+    }
+    for (var j = 0u; j < s.length; j = j + 1u) {
+      let k = base + j * s.inner;
+      put(k, F(out[s.offsets.z + k]) / total);
+    }
+  } else {
+    total = row_exp_sum(base, top);
+    for (var j = 0u; j < s.length; j = j + 1u) {
+      let k = base + j * s.inner;
+      put(k, xexp(xv(k) - top) / total);
+    }
+  }
+  lse[s.offsets.w + row] = top + xlog(total);
 }
 
 @compute @workgroup_size(64)
