@@ -150,12 +150,25 @@ fn rows(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   if (o >= shape.numel) { return; }
   let base = first_element(o);
   if (OP == OP_SUM || OP == OP_MEAN) {
-    // Four partial sums, so that long rows lose less to rounding.
-    var partial = vec4<A>(A(0));
-    for (var j = 0u; j < shape.count; j = j + 1u) {
-      partial[j % 4u] = partial[j % 4u] + load(element(base, j));
+    // Four partial sums, element j in sum j % 4, so that long rows lose less to rounding;
+    // four elements a step, each sum a variable of its own (a vector indexed by j % 4 costs
+    // a CPU a bounds check and a select on every element).
+    var sum0 = A(0);
+    var sum1 = A(0);
+    var sum2 = A(0);
+    var sum3 = A(0);
+    let whole = shape.count / 4u * 4u;
+    for (var j = 0u; j < whole; j = j + 4u) {
+      sum0 = sum0 + load(element(base, j));
+      sum1 = sum1 + load(element(base, j + 1u));
+      sum2 = sum2 + load(element(base, j + 2u));
+      sum3 = sum3 + load(element(base, j + 3u));
     }
-    finish(o, State((partial.x + partial.y) + (partial.z + partial.w), 0u));
+    let rest = shape.count - whole;
+    if (rest > 0u) { sum0 = sum0 + load(element(base, whole)); }
+    if (rest > 1u) { sum1 = sum1 + load(element(base, whole + 1u)); }
+    if (rest > 2u) { sum2 = sum2 + load(element(base, whole + 2u)); }
+    finish(o, State((sum0 + sum1) + (sum2 + sum3), 0u));
     return;
   }
   var state = State(A(0), EMPTY);
