@@ -4,10 +4,11 @@
 //! `from_le_bytes` / `to_le_bytes`, so a program sees the same bytes on every machine.
 
 use crate::device::DeviceMemory;
+use crate::pool::Pool;
 use crate::CpuDriver;
-use parking_lot::{RwLock, RwLockWriteGuard};
+use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 use std::ops::{Deref, DerefMut, Range};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use xhal_backend::error::check_range;
 use xhal_backend::{DriverBuffer, Error, Object, Result};
@@ -122,7 +123,7 @@ impl Buffer {
             (source.bytes.read(), to)
         };
         if let (Some(from), Some(to)) = (from.get(source_range), to.get_mut(destination_range)) {
-            to.copy_from_slice(from);
+            copy_on_every_core(to, from);
         }
     }
 
@@ -132,6 +133,44 @@ impl Buffer {
             fill_with(target, pattern.as_bytes());
         }
     }
+}
+
+/// Copies of at least this many bytes between two buffers are shared among the launch pool's
+/// threads, a chunk at a time: one core's copy reaches about half of what the machine's
+/// memory does (a 16 MiB copy took 1.2 ms on one of this machine's two cores, 0.65 ms on
+/// both), and a GPU copies with all of its memory bandwidth too.
+const SHARED_COPY_BYTES: usize = 4 << 20;
+const COPY_CHUNK_BYTES: usize = 1 << 20;
+
+/// `to.copy_from_slice(from)`, on the pool's threads for a large copy. Each chunk is taken
+/// (once) from its own lock, so the threads share no bytes; a thread checks whether an urgent
+/// launch wants the cores before it takes a chunk, and the submitter copies whatever chunks
+/// the helpers leave.
+fn copy_on_every_core(to: &mut [u8], from: &[u8]) {
+    /// A chunk of the destination and the source's bytes for it.
+    type ChunkPair<'a> = (&'a mut [u8], &'a [u8]);
+    if to.len() < SHARED_COPY_BYTES || Pool::threads() < 2 {
+        to.copy_from_slice(from);
+        return;
+    }
+    let chunks: Vec<Mutex<Option<ChunkPair>>> = to
+        .chunks_mut(COPY_CHUNK_BYTES)
+        .zip(from.chunks(COPY_CHUNK_BYTES))
+        .map(|pair| Mutex::new(Some(pair)))
+        .collect();
+    let next = AtomicUsize::new(0);
+    let job = || loop {
+        if Pool::get().should_leave() {
+            return;
+        }
+        let Some(chunk) = chunks.get(next.fetch_add(1, Ordering::Relaxed)) else {
+            return;
+        };
+        if let Some((to, from)) = chunk.lock().take() {
+            to.copy_from_slice(from);
+        }
+    };
+    Pool::get().run(&job, Pool::threads() - 1);
 }
 
 /// Repeats `pattern` over `target`, cutting the last repeat short where it does not fit.

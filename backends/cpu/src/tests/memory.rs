@@ -190,6 +190,43 @@ fn fill_with_each_pattern_size_respects_offset_and_size() {
 }
 
 #[test]
+fn large_copies_shared_among_threads_copy_every_byte_and_no_more() {
+    // Copies of 4 MiB or more go in 1 MiB chunks over the pool's threads: sizes just below
+    // and above that, a chunk's edge, and a last chunk cut short, at odd offsets.
+    let fixture = Fixture::with_config(CpuConfig {
+        devices: 1,
+        memory_per_device: 32 << 20,
+    });
+    let backend = &fixture.backend;
+    for size in [(4u64 << 20) - 4, 4 << 20, (5 << 20) + 7, (9 << 20) + 1] {
+        let (from_offset, to_offset) = (13u64, 5u64);
+        let source = fixture.allocate(from_offset + size);
+        let destination = fixture.allocate(to_offset + size + 8);
+        let data: Vec<u8> = (0..size).map(|i| (i * 7 + i / 4093) as u8).collect();
+        fixture.write_now(source, from_offset, &data);
+        backend
+            .stream_copy(fixture.stream, source, from_offset, destination, to_offset, size)
+            .unwrap();
+        let bytes = fixture.read_now(destination, 0, (to_offset + size + 8) as usize);
+        assert_eq!(
+            bytes[..5],
+            [0xEF, 0xBE, 0xAD, 0xDE, 0xEF],
+            "size {size}: poison before the copy survives"
+        );
+        assert!(bytes[5..5 + size as usize] == data[..], "size {size}: the copy differs");
+        assert_eq!(bytes[5 + size as usize..].len(), 8, "size {size}");
+        assert!(
+            bytes[5 + size as usize..]
+                .iter()
+                .all(|&b| [0xEF, 0xBE, 0xAD, 0xDE].contains(&b)),
+            "size {size}: poison after the copy survives"
+        );
+        backend.buffer_free(source);
+        backend.buffer_free(destination);
+    }
+}
+
+#[test]
 fn large_fills_repeat_the_pattern_exactly_and_stop_at_the_end() {
     // Sizes around and beyond the fill's internal 4096-byte block, at odd pattern-aligned offsets.
     let fixture = Fixture::new();
