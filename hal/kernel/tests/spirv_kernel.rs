@@ -339,6 +339,11 @@ fn the_pack_family_writes_the_interpreters_words() {
         .args(ep.workgroup_size.map(|w| w.to_string()))
         .arg(&dir)
         .arg("0")
+        .arg(if reads_its_workgroups_place(module.naga_module(), &ep.name) {
+            "2"
+        } else {
+            "1"
+        })
         .output()
         .expect("run the harness");
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
