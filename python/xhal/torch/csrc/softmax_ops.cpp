@@ -20,6 +20,18 @@ static_assert(sizeof(RowsLayout) == 32, "the WGSL struct Rows is 32 bytes");
 // points); shorter ones, or rows strided through memory, an invocation each.
 constexpr uint32_t kWideRow = 256;
 
+// Entry point `name` of kernels/softmax.wgsl for `dtype`, computed in its compute type.
+const Kernel& softmax_kernel(Device& dev, const std::string& name, at::ScalarType dtype) {
+  return recipe_kernel(dev, "softmax|" + name + wgsl_type(dtype), [&] {
+    KernelRecipe recipe;
+    recipe.files = {"softmax.wgsl"};
+    recipe.types = {{"E", wgsl_type(dtype)}, {"F", wgsl_type(float_compute(dtype))}};
+    recipe.overrides = {{"EXACT", float_compute(dtype) == dtype ? 1.0 : 0.0}};
+    recipe.entry = name;
+    return recipe;
+  });
+}
+
 // Runs softmax-family entry point `entry` along `dim`: out = f(x, y), y being the forward
 // output in the backward passes.
 bool softmax_rows(at::Tensor& out, const at::Tensor& x_in, const at::Tensor& y_in, int64_t dim, const char* entry) {
@@ -46,16 +58,7 @@ bool softmax_rows(at::Tensor& out, const at::Tensor& x_in, const at::Tensor& y_i
   s.offsets[2] = element_offset(result);
   Device& dev = device(out.device().index());
   const bool wide = s.inner == 1 && s.length >= kWideRow;
-  const std::string name = std::string(entry) + (wide ? "_wide" : "");
-  const std::string key = "softmax|" + name + wgsl_type(dtype);
-  const Kernel& compiled = recipe_kernel(dev, key, [&] {
-    KernelRecipe recipe;
-    recipe.files = {"softmax.wgsl"};
-    recipe.types = {{"E", wgsl_type(dtype)}, {"F", wgsl_type(float_compute(dtype))}};
-    recipe.overrides = {{"EXACT", float_compute(dtype) == dtype ? 1.0 : 0.0}};
-    recipe.entry = name;
-    return recipe;
-  });
+  const Kernel& compiled = softmax_kernel(dev, std::string(entry) + (wide ? "_wide" : ""), dtype);
   const Binding bindings[3] = {Binding{px.buffer}, Binding{place_of(result).buffer}, Binding{py.buffer}};
   const uint64_t invocations = static_cast<uint64_t>(s.outer) * (wide ? 256 : s.inner);
   launch(dev, compiled, bindings, invocations, &s, sizeof s);
@@ -82,15 +85,7 @@ std::optional<std::pair<at::Tensor, at::Tensor>> softmax_with_logsumexp(const at
   s.offsets[2] = element_offset(probabilities);
   s.offsets[3] = element_offset(logsumexp);
   Device& dev = device(x.device().index());
-  const std::string key = std::string("softmax|softmax_lse") + wgsl_type(dtype);
-  const Kernel& compiled = recipe_kernel(dev, key, [&] {
-    KernelRecipe recipe;
-    recipe.files = {"softmax.wgsl"};
-    recipe.types = {{"E", wgsl_type(dtype)}, {"F", wgsl_type(float_compute(dtype))}};
-    recipe.overrides = {{"EXACT", float_compute(dtype) == dtype ? 1.0 : 0.0}};
-    recipe.entry = "softmax_lse";
-    return recipe;
-  });
+  const Kernel& compiled = softmax_kernel(dev, "softmax_lse", dtype);
   // x is bound again where `y` is, which softmax_lse does not read.
   const Binding bindings[4] = {Binding{place_of(x).buffer}, Binding{place_of(probabilities).buffer},
                                Binding{place_of(x).buffer}, Binding{place_of(logsumexp).buffer}};

@@ -51,11 +51,8 @@ fn row_exp_sum(base: u32, top: F) -> F {
   return total;
 }
 
-@compute @workgroup_size(64)
-fn softmax(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
-  let base = row_start(gid, groups);
-  if (base == NONE) { return; }
-  let top = row_max(base);
+// Writes e^(x - top) / sum of the row at `base` to out, and returns the sum.
+fn put_probabilities(base: u32, top: F) -> F {
   if (EXACT) {
     // Each exponential once, kept in out, then divided by the same sum, in the same order.
     var total = F(0);
@@ -69,13 +66,21 @@ fn softmax(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
       let k = base + j * s.inner;
       put(k, F(out[s.offsets.z + k]) / total);
     }
-    return;
+    return total;
   }
   let total = row_exp_sum(base, top);
   for (var j = 0u; j < s.length; j = j + 1u) {
     let k = base + j * s.inner;
     put(k, xexp(xv(k) - top) / total);
   }
+  return total;
+}
+
+@compute @workgroup_size(64)
+fn softmax(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+  let base = row_start(gid, groups);
+  if (base == NONE) { return; }
+  _ = put_probabilities(base, row_max(base));
 }
 
 // `softmax` that also writes each row's log-sum-exp, log(sum_j e^x_j) = top + log(sum_j
@@ -95,25 +100,7 @@ fn softmax_lse(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workg
     lse[s.offsets.w + row] = xl_inf();
     return;
   }
-  var total = F(0);
-  if (EXACT) {
-    for (var j = 0u; j < s.length; j = j + 1u) {
-      let k = base + j * s.inner;
-      let e = xexp(xv(k) - top);
-      put(k, e);
-      total = total + e;
-    }
-    for (var j = 0u; j < s.length; j = j + 1u) {
-      let k = base + j * s.inner;
-      put(k, F(out[s.offsets.z + k]) / total);
-    }
-  } else {
-    total = row_exp_sum(base, top);
-    for (var j = 0u; j < s.length; j = j + 1u) {
-      let k = base + j * s.inner;
-      put(k, xexp(xv(k) - top) / total);
-    }
-  }
+  let total = put_probabilities(base, top);
   lse[s.offsets.w + row] = top + xlog(total);
 }
 
