@@ -174,55 +174,38 @@ bool flat_runs_for(Device& dev) {
   if (t_forced_flat_runs >= 0) return t_forced_flat_runs == 1;
   const int known = dev.flat_runs.load(std::memory_order_relaxed);
   if (known >= 0) return known == 1;
-  bool runs = false;
-  const char* fixed = std::getenv("XHAL_TORCH_ELEMENTWISE_RUNS");
-  if (fixed != nullptr && *fixed != '\0') {
-    TORCH_CHECK(std::strcmp(fixed, "on") == 0 || std::strcmp(fixed, "off") == 0,
-                "xhal: XHAL_TORCH_ELEMENTWISE_RUNS is '", fixed, "'; expected on or off");
-    runs = std::strcmp(fixed, "on") == 0;
-  } else {
-    const std::string question = tuning_question("elementwise runs", "elementwise.wgsl");
-    const std::optional<std::string> cached = cached_tuning(dev, question);
-    if (cached && (*cached == "on" || *cached == "off")) {
-      runs = *cached == "on";
-      if (log_info()) {
-        std::fprintf(stderr, "INFO xhal.torch: %s runs flat elementwise operations %s (from the tuning cache)\n",
-                     dev.label.c_str(), runs ? "in runs" : "an element an invocation");
-      }
-    } else {
-      if (capturing_draws()) return false;
-      // Operations of the pass itself (making its operands) take an element an invocation;
-      // the thread's choice is free again when the pass ends, however it ends.
-      struct Forcing {
-        Forcing() { t_forced_flat_runs = 0; }
-        ~Forcing() { t_forced_flat_runs = -1; }
-      } forcing;
-      const auto options =
-          at::TensorOptions().dtype(at::kFloat).device(c10::Device(c10::DeviceType::PrivateUse1, dev.index));
-      const at::Tensor a = at::ones({1 << 20}, options), b = at::ones({1 << 20}, options);
-      at::Tensor sum = at::empty({1 << 20}, options);
-      xhal_stream_t* stream = current_xhal_stream(dev.index);
-      double seconds[2] = {0, 0};
-      for (int candidate = 0; candidate < 2; candidate++) {
-        t_forced_flat_runs = candidate;
-        at::add_out(sum, a, b);
-        check(xhal_stream_synchronize(stream), "synchronize");
-        const auto start = std::chrono::steady_clock::now();
-        for (int run = 0; run < 3; run++) at::add_out(sum, a, b);
-        check(xhal_stream_synchronize(stream), "synchronize");
-        seconds[candidate] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 3;
-      }
-      runs = seconds[1] < seconds[0];
-      keep_tuning(dev, question, runs ? "on" : "off");
-      if (log_info()) {
-        std::fprintf(stderr,
-                     "INFO xhal.torch: %s runs flat elementwise operations %s (tuned: %.3f ms an element an "
-                     "invocation, %.3f ms in runs of %u, for x + y over 1M floats)\n",
-                     dev.label.c_str(), runs ? "in runs" : "an element an invocation", seconds[0] * 1e3,
-                     seconds[1] * 1e3, kFlatRuns);
-      }
-    }
-  }
+  const std::optional<size_t> answer = tuned_answer(
+      dev, "XHAL_TORCH_ELEMENTWISE_RUNS", {"on", "off"}, tuning_question("elementwise runs", "elementwise.wgsl"),
+      [&] {
+        // Operations of the pass itself (making its operands) take an element an invocation;
+        // the thread's choice is free again when the pass ends, however it ends.
+        struct Forcing {
+          Forcing() { t_forced_flat_runs = 0; }
+          ~Forcing() { t_forced_flat_runs = -1; }
+        } forcing;
+        const auto options =
+            at::TensorOptions().dtype(at::kFloat).device(c10::Device(c10::DeviceType::PrivateUse1, dev.index));
+        const at::Tensor a = at::ones({1 << 20}, options), b = at::ones({1 << 20}, options);
+        at::Tensor sum = at::empty({1 << 20}, options);
+        xhal_stream_t* stream = current_xhal_stream(dev.index);
+        std::vector<double> seconds;
+        for (int candidate : {1, 0}) {  // in runs (`on`), then an element an invocation (`off`)
+          t_forced_flat_runs = candidate;
+          at::add_out(sum, a, b);
+          check(xhal_stream_synchronize(stream), "synchronize");
+          const auto start = std::chrono::steady_clock::now();
+          for (int run = 0; run < 3; run++) at::add_out(sum, a, b);
+          check(xhal_stream_synchronize(stream), "synchronize");
+          seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 3);
+        }
+        return seconds;
+      },
+      [](size_t k) {
+        return std::string("runs flat elementwise operations ") +
+               (k == 0 ? "in runs of " + std::to_string(kFlatRuns) : std::string("an element an invocation"));
+      });
+  if (!answer) return false;
+  const bool runs = *answer == 0;
   dev.flat_runs.store(runs ? 1 : 0, std::memory_order_relaxed);
   return runs;
 }

@@ -95,38 +95,23 @@ double time_tiles(Device& dev, Tiles tiles, uint32_t m, uint32_t n, uint32_t k) 
 Tiles tiles_for(Device& dev) {
   const int known = dev.matmul_tiles.load(std::memory_order_relaxed);
   if (known >= 0) return static_cast<Tiles>(known);
-  Tiles tiles = Tiles::Interleaved;
-  const char* fixed = std::getenv("XHAL_TORCH_MATMUL_TILES");
-  if (fixed != nullptr && *fixed != '\0') {
-    TORCH_CHECK(std::strcmp(fixed, "interleaved") == 0 || std::strcmp(fixed, "contiguous") == 0,
-                "xhal: XHAL_TORCH_MATMUL_TILES is '", fixed, "'; expected interleaved or contiguous");
-    tiles = std::strcmp(fixed, "interleaved") == 0 ? Tiles::Interleaved : Tiles::Contiguous;
-  } else {
-    const std::string question = tuning_question("matmul tiles", "matmul.wgsl");
-    const std::optional<std::string> cached = cached_tuning(dev, question);
-    if (cached && (*cached == "interleaved" || *cached == "contiguous")) {
-      tiles = *cached == "interleaved" ? Tiles::Interleaved : Tiles::Contiguous;
-      if (log_info()) {
-        std::fprintf(stderr, "INFO xhal.torch: %s runs matrix products with the %s tiled kernel (from the tuning cache)\n",
-                     dev.label.c_str(), tiles_name(tiles));
-      }
-    } else {
-      if (capturing_draws()) return tiles;
-      double total[2] = {0, 0};
-      const uint32_t shapes[2][3] = {{256, 256, 256}, {32, 1024, 288}};
-      for (Tiles candidate : {Tiles::Interleaved, Tiles::Contiguous}) {
-        for (const auto& shape : shapes) {
-          total[candidate == Tiles::Contiguous] += time_tiles(dev, candidate, shape[0], shape[1], shape[2]);
+  const std::optional<size_t> answer = tuned_answer(
+      dev, "XHAL_TORCH_MATMUL_TILES", {tiles_name(Tiles::Interleaved), tiles_name(Tiles::Contiguous)},
+      tuning_question("matmul tiles", "matmul.wgsl"),
+      [&] {
+        const uint32_t shapes[2][3] = {{256, 256, 256}, {32, 1024, 288}};
+        std::vector<double> total;
+        for (Tiles candidate : {Tiles::Interleaved, Tiles::Contiguous}) {
+          total.push_back(0);
+          for (const auto& shape : shapes) total.back() += time_tiles(dev, candidate, shape[0], shape[1], shape[2]);
         }
-      }
-      tiles = total[1] < total[0] ? Tiles::Contiguous : Tiles::Interleaved;
-      keep_tuning(dev, question, tiles_name(tiles));
-      if (log_info()) {
-        std::fprintf(stderr, "INFO xhal.torch: %s runs matrix products with the %s tiled kernel (tuned: interleaved %.2f ms, contiguous %.2f ms for its products)\n",
-                     dev.label.c_str(), tiles_name(tiles), total[0] * 1e3, total[1] * 1e3);
-      }
-    }
-  }
+        return total;
+      },
+      [](size_t k) {
+        return std::string("runs matrix products with the ") + tiles_name(static_cast<Tiles>(k)) + " tiled kernel";
+      });
+  if (!answer) return Tiles::Interleaved;
+  const Tiles tiles = static_cast<Tiles>(*answer);
   dev.matmul_tiles.store(static_cast<int>(tiles), std::memory_order_relaxed);
   return tiles;
 }

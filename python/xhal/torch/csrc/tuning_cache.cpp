@@ -16,7 +16,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -226,6 +229,56 @@ void keep_tuning(Device& dev, const std::string& question, const std::string& an
     }
   }
   close(folder_fd);
+}
+
+std::optional<size_t> tuned_answer(Device& dev, const char* setting, const std::vector<std::string>& answers,
+                                   const std::string& question, const std::function<std::vector<double>()>& time_each,
+                                   const std::function<std::string(size_t)>& doing) {
+  auto index_of = [&](const std::string& answer) -> std::optional<size_t> {
+    for (size_t k = 0; k < answers.size(); k++) {
+      if (answers[k] == answer) return k;
+    }
+    return std::nullopt;
+  };
+  const char* fixed = std::getenv(setting);
+  if (fixed != nullptr && *fixed != '\0') {
+    const std::optional<size_t> chosen = index_of(fixed);
+    if (!chosen) {
+      std::string expected;
+      for (size_t k = 0; k < answers.size(); k++) expected += (k == 0 ? "" : " or ") + answers[k];
+      TORCH_CHECK(false, "xhal: ", setting, " is '", fixed, "'; expected ", expected);
+    }
+    return chosen;
+  }
+  if (const std::optional<std::string> cached = cached_tuning(dev, question)) {
+    if (const std::optional<size_t> chosen = index_of(*cached)) {
+      if (log_info()) {
+        std::fprintf(stderr, "INFO xhal.torch: %s %s (from the tuning cache)\n", dev.label.c_str(),
+                     doing(*chosen).c_str());
+      }
+      return chosen;
+    }
+  }
+  if (capturing_draws()) return std::nullopt;
+  const std::vector<double> seconds = time_each();
+  TORCH_CHECK(seconds.size() == answers.size(), "xhal: a tuning pass timed ", seconds.size(), " of ", answers.size(),
+              " answers to ", question);
+  size_t fastest = 0;
+  for (size_t k = 1; k < seconds.size(); k++) {
+    if (seconds[k] < seconds[fastest]) fastest = k;
+  }
+  keep_tuning(dev, question, answers[fastest]);
+  if (log_info()) {
+    std::string timings;
+    for (size_t k = 0; k < answers.size(); k++) {
+      char figure[64];
+      std::snprintf(figure, sizeof figure, "%s%s %.3f ms", k == 0 ? "" : ", ", answers[k].c_str(), seconds[k] * 1e3);
+      timings += figure;
+    }
+    std::fprintf(stderr, "INFO xhal.torch: %s %s (tuned: %s)\n", dev.label.c_str(), doing(fastest).c_str(),
+                 timings.c_str());
+  }
+  return fastest;
 }
 
 }  // namespace xhal_torch

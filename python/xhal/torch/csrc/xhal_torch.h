@@ -72,6 +72,16 @@ std::string tuning_question(const std::string& name, const std::string& kernel_p
 std::optional<std::string> cached_tuning(Device& dev, const std::string& question);
 // Keeps the answer of a pass for later processes (when the cache can be written).
 void keep_tuning(Device& dev, const std::string& question, const std::string& answer);
+// A tuning question's answer on `dev`, as an index into `answers`: the environment variable
+// `setting` when set (one of the answers, else an error naming them); else the answer the
+// cache holds; else a pass now, outside a graph capture: `time_each()` gives each answer's
+// seconds, and the fastest is kept on disk. Nothing inside a capture when nothing is known
+// yet (a capture cannot time: its work runs at replay), so the caller takes its untimed
+// default and asks again later. `doing(answer)` says on XHAL_LOG=info's line what the device
+// then does.
+std::optional<size_t> tuned_answer(Device& dev, const char* setting, const std::vector<std::string>& answers,
+                                   const std::string& question, const std::function<std::vector<double>()>& time_each,
+                                   const std::function<std::string(size_t)>& doing);
 
 // Where the plugins are (the package's own folder), before the first device is used;
 // XHAL_PLUGIN_PATH, when set, wins.
