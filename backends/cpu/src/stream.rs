@@ -79,6 +79,11 @@ struct QueueState {
     closing: bool,
     /// The backend is going away: skip what is queued and cut sleeps short.
     cancelled: bool,
+    /// The smallest `completed` count that a thread asleep in a synchronize waits for: the
+    /// worker wakes it when that count is reached, not after every operation, so a wait for
+    /// a long queue costs one wake-up instead of one per operation (each a context switch,
+    /// and on a host with few cores, time taken from the worker itself).
+    wake_at: Option<u64>,
 }
 
 #[derive(Debug, Default)]
@@ -342,20 +347,22 @@ impl DriverStream<CpuDriver> for Stream {
         })
     }
 
-    /// Blocks until everything enqueued has completed, then returns the sticky error if any.
+    /// Blocks until everything enqueued before the call has completed, then returns the
+    /// sticky error if any.
     fn synchronize(stream: &Arc<Object<Stream>>) -> Result<()> {
         let shared = &stream.shared;
         let mut state = shared.state.lock();
-        if state.completed < state.enqueued {
-            let target = state.enqueued;
+        let target = state.enqueued;
+        if state.completed < target {
             drop(state);
             spin_until(SYNCHRONIZE_SPIN, || {
                 shared.completed_hint.load(Ordering::Acquire) >= target
             });
             state = shared.state.lock();
         }
-        while state.completed < state.enqueued {
-            stream.shared.progress.wait(&mut state);
+        while state.completed < target {
+            state.wake_at = Some(state.wake_at.map_or(target, |other| other.min(target)));
+            shared.progress.wait(&mut state);
         }
         state.sticky_error.clone().map_or(Ok(()), Err)
     }
@@ -401,7 +408,11 @@ fn run_worker(device_index: u32, shared: &StreamShared) {
                 }
                 state.completed += 1;
                 shared.completed_hint.store(state.completed, Ordering::Release);
-                shared.progress.notify_all();
+                if state.wake_at.is_some_and(|target| state.completed >= target) {
+                    // Every sleeper wakes; those waiting for more work name their target again.
+                    state.wake_at = None;
+                    shared.progress.notify_all();
+                }
             }
             let mut spun = false;
             loop {

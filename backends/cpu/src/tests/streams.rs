@@ -148,3 +148,48 @@ fn dropping_the_backend_with_busy_streams_does_not_hang() {
     assert!(!fixture.backend.stream_query(waiting).unwrap());
     drop(fixture);
 }
+
+#[test]
+fn a_synchronize_waits_for_the_work_before_it_and_no_more() {
+    let fixture = Fixture::new();
+    let first = fixture.allocate(8);
+    let second = fixture.allocate(8);
+    let first_held = fixture.hold(first);
+    let second_held = fixture.hold(second);
+    let first_gate = first_held.bytes().write();
+    let second_gate = second_held.bytes().write();
+    let stream = fixture.stream;
+    fixture.backend.stream_fill(stream, first, 0, 8, &[1]).unwrap();
+    std::thread::scope(|scope| {
+        let (early_done, early_finished) = std::sync::mpsc::channel();
+        let (late_done, late_finished) = std::sync::mpsc::channel();
+        let backend = &fixture.backend;
+        // This one waits for the first fill only.
+        scope.spawn(move || early_done.send(backend.stream_synchronize(stream)).unwrap());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        fixture.backend.stream_fill(stream, second, 0, 8, &[2]).unwrap();
+        // This one waits for both fills: while it sleeps, the two waiters want different
+        // counts of completed work, and each must be woken at its own.
+        scope.spawn(move || late_done.send(backend.stream_synchronize(stream)).unwrap());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        drop(first_gate);
+        let timeout = std::time::Duration::from_secs(10);
+        early_finished
+            .recv_timeout(timeout)
+            .expect("a synchronize waits for work enqueued after it began")
+            .unwrap();
+        assert!(
+            late_finished
+                .recv_timeout(std::time::Duration::from_millis(50))
+                .is_err(),
+            "a synchronize returned before the work enqueued ahead of it had run"
+        );
+        drop(second_gate);
+        late_finished
+            .recv_timeout(timeout)
+            .expect("a synchronize was not woken when its work completed")
+            .unwrap();
+    });
+    assert_eq!(fixture.read_now(first, 0, 8), [1; 8]);
+    assert_eq!(fixture.read_now(second, 0, 8), [2; 8]);
+}

@@ -287,23 +287,38 @@ impl LaunchParts<'_> {
         let out_of_bounds = AtomicU32::new(0);
         let deadline = Instant::now().checked_add(self.limits.timeout);
         let scalars = self.scalars;
-        let work = || {
-            let result = (|| -> Result<()> {
+        // Runs chunks of workgroups until none is left. With `alone_while_under`, it runs them
+        // only while what is left looks shorter than that at the pace of the chunks run so
+        // far, and says whether it stopped early for want of help.
+        let run_chunks = |alone_while_under: Option<Duration>| -> bool {
+            let result = (|| -> Result<bool> {
                 let scratch = Scratch::new(native.scratch_bytes)?;
                 let buffers: SmallVec<[*mut c_void; 8]> =
                     pointers.iter().map(|&address| address as *mut c_void).collect();
                 let mut record = 0u32;
+                let started = Instant::now();
+                let mut done = 0u64;
                 loop {
                     // A helper may be wanted by an urgent stream's launch: it leaves between
                     // chunks, and the threads still here finish the workgroups.
                     if Pool::get().should_leave() {
                         break;
                     }
+                    if let Some(limit) = alone_while_under {
+                        let left = total.saturating_sub(next.load(Ordering::Relaxed));
+                        if done > 0 && left > 0 {
+                            let pace = started.elapsed().as_nanos() / u128::from(done);
+                            if pace * u128::from(left) > limit.as_nanos() {
+                                return Ok(true);
+                            }
+                        }
+                    }
                     let start = next.fetch_add(chunk, Ordering::Relaxed);
                     if start >= total || cancel.load(Ordering::Relaxed) != 0 {
                         break;
                     }
-                    for index in start..(start + chunk).min(total) {
+                    let end = (start + chunk).min(total);
+                    for index in start..end {
                         let group = Workgroup {
                             workgroup_id: [(index % x) as u32, ((index / x) % y) as u32, (index / (x * y)) as u32],
                             num_workgroups: self.workgroups,
@@ -316,26 +331,43 @@ impl LaunchParts<'_> {
                         // enqueue); the scratch is this thread's own.
                         unsafe { native.run(&buffers, scalars, &lengths, &group, scratch.as_ptr()) };
                     }
+                    done += end - start;
                     if record != 0 && self.limits.strict {
                         cancel.store(1, Ordering::Relaxed);
                         out_of_bounds.store(1, Ordering::Relaxed);
                         break;
                     }
                 }
-                Ok(())
+                Ok(false)
             })();
-            if let Err(error) = result {
+            result.unwrap_or_else(|error| {
                 cancel.store(1, Ordering::Relaxed);
                 let mut slot = fault.lock();
                 if slot.is_none() {
                     *slot = Some(error);
                 }
-            }
+                false
+            })
+        };
+        let work = || {
+            run_chunks(None);
         };
         // The watchdog raises `cancel` past the deadline or when the backend shuts down; the
-        // kernel's loops poll it. This thread works on the launch with the pool's helpers.
+        // kernel's loops poll it. This thread starts the launch alone and calls the pool's
+        // helpers only when the rest looks long enough to be worth waking them: a wake-up
+        // costs this thread a system call and the helper tens of microseconds before it
+        // starts, and on a host with few cores it takes the core that enqueues the next
+        // operation.
         let watch = Watch::start(deadline, &cancel, cancelled);
-        Pool::get().run(&work, (threads - 1) as usize);
+        let wants_helpers = AtomicBool::new(false);
+        let alone = || {
+            let limit = (threads > 1).then_some(WORTH_HELPERS);
+            wants_helpers.store(run_chunks(limit), Ordering::Relaxed);
+        };
+        Pool::get().run(&alone, 0);
+        if wants_helpers.into_inner() {
+            Pool::get().run(&work, (threads - 1) as usize);
+        }
         let stopped = watch.stopped();
         drop(watch);
         match stopped {
@@ -368,6 +400,10 @@ impl LaunchParts<'_> {
         })
     }
 }
+
+/// The shortest rest of a compiled launch, at the pace of its first workgroups, that the
+/// pool's helpers are woken for; shorter launches finish on the stream's worker alone.
+const WORTH_HELPERS: Duration = Duration::from_micros(40);
 
 /// How a compiled run ended, when it did not fail.
 enum NativeOutcome {
