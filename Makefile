@@ -140,14 +140,19 @@ bench-torch-services: python
 	XHAL_TORCH_BUILD_DIR=target/torch-extension $(VENV)/bin/python python/benches/torch_services.py
 
 # The operators against torch's CPU on the same cores (python/benches/torch_ops.py), on each
-# device with real drivers here (cpu, lavapipe, PoCL), and on PoCL the matrix products against
-# a hand-written OpenCL C product run through the OpenCL API alone (python/benches/raw);
-# docs/benchmarks.md has the figures.
+# device with real drivers here (cpu, lavapipe, PoCL), and on PoCL and lavapipe the matrix
+# products against the same hand-written product in OpenCL C and in GLSL, run through the
+# OpenCL or Vulkan API alone (python/benches/raw); docs/benchmarks.md has the figures. The GLSL
+# is compiled by glslang (Debian's glslang-tools).
 bench-torch-ops: python
+	@command -v glslangValidator >/dev/null 2>&1 || { echo "make bench-torch-ops: glslangValidator is missing; it compiles the raw Vulkan product (apt-get install glslang-tools)" >&2; exit 2; }
 	cc -O2 -std=c11 -Wall -Wextra -Werror python/benches/raw/opencl_matmul.c -o target/raw_opencl_matmul -l:libOpenCL.so.1 -lm
+	glslangValidator -V -o target/raw_matmul.spv python/benches/raw/matmul.comp >/dev/null
+	cargo build --release -q -p xhal-vulkan --example raw_matmul
 	@for device in cpu 'vulkan:*' 'opencl:*'; do \
 	  XHAL_DEVICE="$$device" XHAL_TORCH_BUILD_DIR=target/torch-extension $(VENV)/bin/python python/benches/torch_ops.py \
-	    --raw-opencl target/raw_opencl_matmul || exit 1; \
+	    --raw-opencl target/raw_opencl_matmul \
+	    --raw-vulkan target/release/examples/raw_matmul --raw-vulkan-spirv target/raw_matmul.spv || exit 1; \
 	done
 
 # The operator sweep (scripts/torch-ops.py): PyTorch's OpInfo database run on xhal:0 against

@@ -17,11 +17,14 @@ time to xhal's (above 1: xhal is faster). Every result is checked against torch'
 On an OpenCL device, `--raw-opencl BINARY` also times the hand-written OpenCL C product of
 python/benches/raw/matmul.cl through the OpenCL API alone (python/benches/raw/opencl_matmul.c,
 built by `make bench-torch-ops`) at the same sizes, the best that driver does without xhal,
-and gives xhal's throughput as a share of it.
+and gives xhal's throughput as a share of it. On a Vulkan device, `--raw-vulkan BINARY
+--raw-vulkan-spirv FILE` does the same with the same design in GLSL (python/benches/raw/matmul.comp,
+compiled by glslang) run through the Vulkan API alone (backends/vulkan/examples/raw_matmul.rs).
 
     XHAL_TORCH_BUILD_DIR=target/torch-extension XHAL_DEVICE=cpu .venv/bin/python \\
         python/benches/torch_ops.py [--sizes 256,512,1024,2048] [--skip-models] [--json] \\
-        [--raw-opencl target/raw_opencl_matmul]
+        [--raw-opencl target/raw_opencl_matmul] \\
+        [--raw-vulkan target/release/examples/raw_matmul --raw-vulkan-spirv target/raw_matmul.spv]
 """
 
 import argparse
@@ -116,18 +119,23 @@ def matrix_products(sizes, limits):
     return rows
 
 
-def raw_opencl_products(binary, rows):
-    """Adds to each matrix product row the raw OpenCL C product's time at the same size."""
-    kernel = os.path.join(os.path.dirname(os.path.abspath(__file__)), "raw", "matmul.cl")
-    print("torch_ops: the raw OpenCL C product (matmul.cl)", file=sys.stderr)
-    done = subprocess.run([binary, kernel] + [str(row["n"]) for row in rows], capture_output=True, text=True)
+def raw_products(api, command, rows):
+    """Adds to each matrix product row the raw `api` product's time at the same size, from
+    `command` (a program and its first arguments) that prints a JSON line per size."""
+    print(f"torch_ops: the raw {api} product ({os.path.basename(command[-1])})", file=sys.stderr)
+    done = subprocess.run(command + [str(row["n"]) for row in rows], capture_output=True, text=True)
     if done.returncode != 0:
-        raise SystemExit(f"torch_ops: {binary} failed ({done.returncode}): {done.stderr.strip()}")
+        raise SystemExit(f"torch_ops: {command[0]} failed ({done.returncode}): {done.stderr.strip()}")
     raw = {figure["n"]: figure for figure in map(json.loads, done.stdout.splitlines())}
+    key = api.lower()
     for row in rows:
-        row["raw_opencl_ms"] = raw[row["n"]]["ms"]
-        row["raw_opencl_gflops"] = raw[row["n"]]["gflops"]
-        row["throughput_vs_raw_opencl"] = raw[row["n"]]["ms"] / row["xhal_ms"]
+        row["raw_api"] = api
+        row[f"raw_{key}_ms"] = raw[row["n"]]["ms"]
+        row[f"raw_{key}_gflops"] = raw[row["n"]]["gflops"]
+        row[f"throughput_vs_raw_{key}"] = raw[row["n"]]["ms"] / row["xhal_ms"]
+
+
+RAW_KERNELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "raw")
 
 
 # Bytes each memory-bound operator reads and writes, for its share of the probe's bandwidth.
@@ -336,6 +344,10 @@ def main():
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--raw-opencl", metavar="BINARY",
                         help="on an OpenCL device, also time python/benches/raw/matmul.cl with this program")
+    parser.add_argument("--raw-vulkan", metavar="BINARY",
+                        help="on a Vulkan device, also time a SPIR-V product (--raw-vulkan-spirv) with this program")
+    parser.add_argument("--raw-vulkan-spirv", metavar="FILE",
+                        help="python/benches/raw/matmul.comp compiled to SPIR-V, for --raw-vulkan")
     arguments = parser.parse_args()
     torch.set_num_threads(os.cpu_count() or 1)
     figures = {
@@ -350,8 +362,12 @@ def main():
         "convolution_layers": convolution_layers(),
         "training_steps": [] if arguments.skip_models else training_steps(),
     }
+    if arguments.raw_vulkan and not arguments.raw_vulkan_spirv:
+        parser.error("--raw-vulkan needs --raw-vulkan-spirv, the compiled python/benches/raw/matmul.comp")
     if arguments.raw_opencl and figures["device"].startswith("opencl"):
-        raw_opencl_products(arguments.raw_opencl, figures["matrix_products"])
+        raw_products("OpenCL", [arguments.raw_opencl, os.path.join(RAW_KERNELS, "matmul.cl")], figures["matrix_products"])
+    if arguments.raw_vulkan and figures["device"].startswith("vulkan"):
+        raw_products("Vulkan", [arguments.raw_vulkan, arguments.raw_vulkan_spirv], figures["matrix_products"])
     checked = figures["operators"] + figures["convolution_layers"] + figures["training_steps"]
     failed = [row.get("operation", row.get("layer", row.get("model"))) for row in checked if not row["checked"]]
     if arguments.json:
@@ -365,9 +381,11 @@ def main():
                   f"torch CPU {row['torch_cpu_ms']:.2f} ms ({row['torch_cpu_gflops']:.1f} GFLOP/s): "
                   f"{row['throughput_vs_torch_cpu']:.2f}x torch CPU's throughput, {row['share_of_fma_peak']:.2f} of the fma "
                   f"peak, error {row['max_error_relative_to_max']:.1e}")
-            if "raw_opencl_ms" in row:
-                print(f"  raw OpenCL C (matmul.cl) {row['raw_opencl_ms']:.2f} ms ({row['raw_opencl_gflops']:.1f} GFLOP/s): "
-                      f"xhal at {row['throughput_vs_raw_opencl']:.2f}x its throughput")
+            if "raw_api" in row:
+                key = row["raw_api"].lower()
+                source = "OpenCL C (matmul.cl)" if key == "opencl" else "GLSL through Vulkan (matmul.comp)"
+                print(f"  raw {source} {row[f'raw_{key}_ms']:.2f} ms ({row[f'raw_{key}_gflops']:.1f} GFLOP/s): "
+                      f"xhal at {row[f'throughput_vs_raw_{key}']:.2f}x its throughput")
         for row in figures["operators"]:
             memory = (f", {row['xhal_gbytes_per_s']:.1f} GB/s ({row['share_of_copy_bandwidth']:.2f} of the copy probe's)"
                       if "xhal_gbytes_per_s" in row else "")
