@@ -148,7 +148,7 @@ bench-torch-ops: python
 	@command -v glslangValidator >/dev/null 2>&1 || { echo "make bench-torch-ops: glslangValidator is missing; it compiles the raw Vulkan product (apt-get install glslang-tools)" >&2; exit 2; }
 	cc -O2 -std=c11 -Wall -Wextra -Werror python/benches/raw/opencl_matmul.c -o target/raw_opencl_matmul -l:libOpenCL.so.1 -lm
 	glslangValidator -V -o target/raw_matmul.spv python/benches/raw/matmul.comp >/dev/null
-	cargo build --release -q -p xhal-vulkan --example raw_matmul
+	$(CARGO) build --release -q -p xhal-vulkan --example raw_matmul
 	@for device in cpu 'vulkan:*' 'opencl:*'; do \
 	  XHAL_DEVICE="$$device" XHAL_TORCH_BUILD_DIR=target/torch-extension $(VENV)/bin/python python/benches/torch_ops.py \
 	    --raw-opencl target/raw_opencl_matmul \

@@ -46,6 +46,20 @@ struct Matrix {
     mapped: *mut f32,
 }
 
+/// `text` as a JSON string literal: a driver's device name is free text.
+fn json_string(text: &str) -> String {
+    let mut quoted = String::from("\"");
+    for character in text.chars() {
+        match character {
+            '"' | '\\' => quoted.extend(['\\', character]),
+            control if u32::from(control) < 0x20 => quoted.push_str(&format!("\\u{:04x}", u32::from(control))),
+            other => quoted.push(other),
+        }
+    }
+    quoted.push('"');
+    quoted
+}
+
 /// A pseudo-random float in [-1, 1) from a 32-bit linear congruential state.
 fn next_value(state: &mut u32) -> f32 {
     *state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
@@ -361,10 +375,10 @@ fn main() {
             }
             let flops = 2.0 * f64::from(n).powi(3);
             println!(
-                "{{\"n\": {n}, \"ms\": {:.4}, \"gflops\": {:.2}, \"device\": {:?}, \"max_error\": {:.3e}}}",
+                "{{\"n\": {n}, \"ms\": {:.4}, \"gflops\": {:.2}, \"device\": {}, \"max_error\": {:.3e}}}",
                 seconds * 1e3,
                 flops / seconds / 1e9,
-                device_name,
+                json_string(&device_name),
                 relative
             );
             device
