@@ -235,6 +235,114 @@ fn compiled_uniform_loops_match_the_interpreter() {
     }
 }
 
+/// Divisions by divisors the same across a workgroup, which compiled code divides through a
+/// memo of each divisor's reciprocal: from the scalar block, through a helper called with two
+/// divisors in turn (the memo's two entries), as vectors, signed, and past the memo (a divisor
+/// that differs between invocations).
+const UNIFORM_DIVISIONS: &str = r#"
+struct Params { u: u32, v: u32, s: i32, t: i32 }
+var<immediate> params: Params;
+@group(0) @binding(0) var<storage, read_write> data: array<u32>;
+
+fn split(e: u32, size: u32) -> vec2<u32> { return vec2<u32>(e / size, e % size); }
+fn signed_split(e: i32, size: i32) -> vec2<i32> { return vec2<i32>(e / size, e % size); }
+
+@compute @workgroup_size(64)
+fn divide(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let i = id.x;
+    let e = data[i];
+    let a = split(e, params.u);
+    let b = split(e, params.v);
+    let c = split(a.x, params.u * params.v + 1u);
+    let vectors = vec2<u32>(e, e ^ 0x5bd1e995u) / vec2<u32>(params.u, params.v)
+                + vec2<u32>(e, ~e) % vec2<u32>(params.v);
+    let signed = signed_split(bitcast<i32>(e), params.s) + signed_split(bitcast<i32>(~e), params.t);
+    let grid = e / (groups.x * 3u);
+    let own = e / (i + params.u);
+    data[i] = a.x ^ (a.y << 3u) ^ b.x ^ (b.y << 7u) ^ c.x ^ (c.y << 11u) ^ vectors.x ^ (vectors.y << 13u)
+            ^ bitcast<u32>(signed.x) ^ (bitcast<u32>(signed.y) << 17u) ^ grid ^ (own << 19u);
+}
+"#;
+
+#[test]
+fn compiled_divisions_by_uniform_divisors_match_the_interpreter() {
+    if !compiler_present() {
+        println!("skipped: no C compiler (cc or $CC); the compiled mode cannot be tested here");
+        return;
+    }
+    let specials = [
+        0u32,
+        1,
+        2,
+        3,
+        7,
+        0x7fff_ffff,
+        0x8000_0000,
+        0x8000_0001,
+        0xffff_fffe,
+        0xffff_ffff,
+    ];
+    let input: Vec<u32> = (0..256u32)
+        .map(|i| match specials.get(i as usize) {
+            Some(&special) => special,
+            None => i.wrapping_mul(2_654_435_761) ^ (i << 7),
+        })
+        .collect();
+    let divisors: [(u32, u32, i32, i32); 8] = [
+        (0, 1, 0, 1),
+        (1, 0, -1, i32::MIN),
+        (2, 3, 7, -7),
+        (6, 64, -3, 5),
+        (641, 6_700_417, i32::MAX, -1),
+        (0x8000_0000, 0x8000_0001, i32::MIN + 1, 2),
+        (0xffff_ffff, 0xffff_fffe, -2, 3),
+        (10, 100_000, 65_536, -65_536),
+    ];
+    for (u, v, s, t) in divisors {
+        let scalars = words(&[u, v, s as u32, t as u32]);
+        let out = agree(UNIFORM_DIVISIONS, "divide", [4, 1, 1], &[words(&input)], &scalars);
+        assert_ne!(
+            out[0],
+            words(&input),
+            "u={u} v={v} s={s} t={t}: the kernel wrote its results"
+        );
+    }
+}
+
+/// A costly pure function of a value the workgroup shares (`workgroupUniformLoad`), which
+/// compiled code calls once for the workgroup.
+const UNIFORM_CALLS: &str = r#"
+@group(0) @binding(0) var<storage, read_write> data: array<f32>;
+var<workgroup> total: f32;
+
+fn costly(x: f32) -> f32 {
+    var y = x;
+    for (var i = 0; i < 8; i++) { y = sqrt(abs(y) + 1.0) - 0.25; }
+    return y;
+}
+
+@compute @workgroup_size(64)
+fn scale(@builtin(local_invocation_index) lane: u32, @builtin(workgroup_id) group: vec3<u32>) {
+    let base = group.x * 64u;
+    if (lane == 0u) { total = data[base] + data[base + 63u]; }
+    let whole = workgroupUniformLoad(&total);
+    let factor = costly(whole);
+    data[base + lane] = data[base + lane] * factor + f32(lane);
+}
+"#;
+
+#[test]
+fn compiled_uniform_calls_match_the_interpreter() {
+    if !compiler_present() {
+        println!("skipped: no C compiler (cc or $CC); the compiled mode cannot be tested here");
+        return;
+    }
+    let input: Vec<f32> = (0..192).map(|i| (i as f32 * 0.37).sin() * 10.0).collect();
+    let bytes: Vec<u8> = input.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let out = agree(UNIFORM_CALLS, "scale", [3, 1, 1], std::slice::from_ref(&bytes), &[]);
+    assert_ne!(out[0], bytes, "the kernel wrote its results");
+}
+
 /// Regions that are only `if lane < n` stop at the first invocation the condition fails in;
 /// one whose earlier values a later region reads (`kept`) must visit every invocation.
 const PREFIXES: &str = r#"

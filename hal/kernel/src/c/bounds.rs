@@ -421,6 +421,7 @@ impl<'a> Writer<'a> {
             unchecked: false,
             sites: HashMap::new(),
             proven: Default::default(),
+            calls: Default::default(),
         }
     }
 

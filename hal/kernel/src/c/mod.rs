@@ -460,6 +460,34 @@ mod tests {
     }
 
     #[test]
+    fn host_c_indexes_buffers_in_workgroup_mode_through_pointers_in_locals() {
+        let source = "@group(0) @binding(0) var<storage, read> source: array<f32>;\n\
+                      @group(0) @binding(1) var<storage, read_write> output: array<f32>;\n\
+                      var<workgroup> tile: array<f32, 64>;\n\
+                      @compute @workgroup_size(64)\n\
+                      fn f(@builtin(local_invocation_index) lane: u32) {\n\
+                          tile[lane] = source[lane];\n\
+                          workgroupBarrier();\n\
+                          output[lane] = tile[63u - lane];\n\
+                      }\n";
+        let host = emit(source, Dialect::HostC);
+        // Read from the context in the invocations' loop, a pointer would be loaded again
+        // after each store of a float, which keeps GCC from vectorising the loop.
+        for (ty, name) in [
+            ("XH_GLOBAL xh_f32*", "g_source0"),
+            ("XH_GLOBAL xh_f32*", "g_output1"),
+            ("XH_LOCAL xh_arr", "g_tile2"),
+        ] {
+            assert!(host.contains(&format!("XH_UNUSED {ty}")), "{host}");
+            assert!(
+                host.contains(&format!(" const x{name} = proto->{name};")),
+                "{name}: {host}"
+            );
+            assert!(!host.contains(&format!("ctx->{name}")), "{name}: {host}");
+        }
+    }
+
+    #[test]
     fn host_c_runs_a_uniform_loop_once_for_the_workgroup() {
         let source = include_str!("../../../../examples/kernels/matmul.wgsl");
         let host = emit(source, Dialect::HostC);
@@ -667,5 +695,73 @@ mod tests {
         assert!(c.contains("== 48, \"WGSL layout\""), "{c}");
         // array<vec4<f16>> has a stride of 8: no wrapping.
         assert!(c.contains("void half_(XH_GLOBAL xh_f16x4* buffer0"), "{c}");
+    }
+
+    #[test]
+    fn host_c_divides_by_a_workgroup_invariant_divisor_through_a_memo() {
+        let source = "struct Shape { inner: u32, count: u32, step: i32 }\n\
+                      var<immediate> shape: Shape;\n\
+                      @group(0) @binding(0) var<storage, read_write> d: array<u32>;\n\
+                      fn split(e: u32, size: u32) -> vec2<u32> { return vec2<u32>(e / size, e % size); }\n\
+                      fn spread(e: u32, size: u32) -> u32 { return e / size; }\n\
+                      @compute @workgroup_size(64)\n\
+                      fn f(@builtin(global_invocation_id) id: vec3<u32>) {\n\
+                          let e = id.x;\n\
+                          let parts = split(e, shape.inner * shape.count);\n\
+                          let signed = i32(e) / shape.step;\n\
+                          d[e] = parts.x + parts.y + u32(signed) + e / 7u + spread(100u, e + 1u) + e / id.x;\n\
+                      }\n";
+        let host = emit(source, Dialect::HostC);
+        // The helper's divisor is an argument that every call passes from the scalar block.
+        assert!(host.contains("xh_div_memo_u32(a_e0, a_size1, &ctx->div_["), "{host}");
+        assert!(host.contains("xh_rem_memo_u32(a_e0, a_size1, &ctx->div_["), "{host}");
+        assert!(host.contains("xh_div_memo_i32("), "{host}");
+        assert!(host.contains("xh_divisor div_[4];"), "{host}");
+        // A constant divisor is the C compiler's to fold; one that differs between
+        // invocations (an argument computed from the invocation's id) keeps the plain division.
+        assert!(host.contains("xh_div_u32(e"), "{host}");
+        assert!(host.contains("xh_div_u32(a_e0, a_size1)"), "{host}");
+        for dialect in [Dialect::OpenclC, Dialect::CudaC] {
+            let text = emit(source, dialect);
+            assert!(!text.contains("memo"), "{}: {text}", dialect.name());
+        }
+        // In a loop, a dividend the loop changes goes through the memo; one it does not keeps
+        // the plain division, which the C compiler moves out of the loop.
+        let source = "struct Shape { size: u32, count: u32 }\n\
+                      var<immediate> shape: Shape;\n\
+                      @group(0) @binding(0) var<storage, read_write> d: array<u32>;\n\
+                      @compute @workgroup_size(64)\n\
+                      fn f(@builtin(global_invocation_id) id: vec3<u32>) {\n\
+                          var total = 0u;\n\
+                          for (var k = 0u; k < shape.count; k++) {\n\
+                              total += (id.x + k) % shape.size + id.x / shape.size;\n\
+                          }\n\
+                          d[id.x] = total;\n\
+                      }\n";
+        let host = emit(source, Dialect::HostC);
+        assert!(host.contains("xh_rem_memo_u32(e"), "{host}");
+        assert!(!host.contains("xh_div_memo_u32(e"), "{host}");
+        assert!(host.contains("xh_div_u32("), "{host}");
+    }
+
+    #[test]
+    fn host_c_calls_a_pure_function_of_a_uniform_value_once_for_the_workgroup() {
+        let source = "@group(0) @binding(0) var<storage, read_write> d: array<f32>;\n\
+                      var<workgroup> total: f32;\n\
+                      fn costly(x: f32) -> f32 { var y = x; for (var i = 0; i < 8; i++) { y = sqrt(y + 1.0); } return y; }\n\
+                      @compute @workgroup_size(64)\n\
+                      fn f(@builtin(local_invocation_index) lane: u32) {\n\
+                          if (lane == 0u) { total = d[0]; }\n\
+                          let whole = workgroupUniformLoad(&total);\n\
+                          let scale = costly(whole);\n\
+                          d[lane] = d[lane] * scale;\n\
+                      }\n";
+        let host = emit(source, Dialect::HostC);
+        // The call sits in a region of its own that runs as invocation 0 only, with no loop
+        // over the invocations around it.
+        let call = host.find("= xh_fn0_costly(ctx,").expect("the call");
+        let region = &host[host[..call].rfind("{ xh_u32 xh_oob").expect("its region")..call];
+        assert!(region.contains("li = 0u; lx = 0u;"), "{region}");
+        assert!(!region.contains("for (li = 0;"), "{region}");
     }
 }

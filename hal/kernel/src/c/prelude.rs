@@ -266,7 +266,28 @@ fn integer_helpers(out: &mut String, dialect: Dialect) {
              XH_FN {u} xh_max_{nu}({u} a, {u} b) {{ return a > b ? a : b; }}\n"
         );
     }
-    let _ = dialect;
+    if dialect == Dialect::HostC {
+        // Division by a divisor the same across a workgroup (see `Writer::memo_division`).
+        // A memo keeps two divisors, for a helper function called with two (a position in
+        // the input's shape and one in the output's). With m = ceil(2^64 / d), a / d is the high word of m * a, and a % d the high word
+        // of (m * a mod 2^64) * d, exactly for every 32-bit a and d >= 2. A divisor of 0 or 1
+        // keeps WGSL's answers (a / 0 = a, a % 0 = 0).
+        out.push_str(
+            "typedef struct xh_divisor { xh_u32 d[2]; xh_u32 next; xh_u64 m[2]; } xh_divisor;\n\
+             #if defined(__SIZEOF_INT128__)\n\
+             XH_FN xh_u64 xh_divisor_reciprocal(xh_divisor* memo, xh_u32 b) { xh_u32 k; if (__builtin_expect(memo->d[0] == b, 1)) return memo->m[0]; if (memo->d[1] == b) return memo->m[1]; k = memo->next; memo->next = k ^ 1u; memo->d[k] = b; memo->m[k] = 0xFFFFFFFFFFFFFFFFull / b + 1u; return memo->m[k]; }\n\
+             XH_FN xh_u32 xh_div_memo_u32(xh_u32 a, xh_u32 b, xh_divisor* memo) { if (b <= 1u) return a; return (xh_u32)(((unsigned __int128)xh_divisor_reciprocal(memo, b) * a) >> 64); }\n\
+             XH_FN xh_u32 xh_rem_memo_u32(xh_u32 a, xh_u32 b, xh_divisor* memo) { xh_u64 low; if (b <= 1u) return 0u; low = xh_divisor_reciprocal(memo, b) * a; return (xh_u32)(((unsigned __int128)low * b) >> 64); }\n\
+             XH_FN xh_i32 xh_div_memo_i32(xh_i32 a, xh_i32 b, xh_divisor* memo) { xh_u32 q; if (b == 0 || (a == (-2147483647 - 1) && b == -1)) return a; q = xh_div_memo_u32(a < 0 ? 0u - (xh_u32)a : (xh_u32)a, b < 0 ? 0u - (xh_u32)b : (xh_u32)b, memo); return (xh_i32)((a < 0) != (b < 0) ? 0u - q : q); }\n\
+             XH_FN xh_i32 xh_rem_memo_i32(xh_i32 a, xh_i32 b, xh_divisor* memo) { xh_u32 r; if (b == 0 || (a == (-2147483647 - 1) && b == -1)) return 0; r = xh_rem_memo_u32(a < 0 ? 0u - (xh_u32)a : (xh_u32)a, b < 0 ? 0u - (xh_u32)b : (xh_u32)b, memo); return (xh_i32)(a < 0 ? 0u - r : r); }\n\
+             #else\n\
+             XH_FN xh_u32 xh_div_memo_u32(xh_u32 a, xh_u32 b, xh_divisor* memo) { (void)memo; return xh_div_u32(a, b); }\n\
+             XH_FN xh_u32 xh_rem_memo_u32(xh_u32 a, xh_u32 b, xh_divisor* memo) { (void)memo; return xh_rem_u32(a, b); }\n\
+             XH_FN xh_i32 xh_div_memo_i32(xh_i32 a, xh_i32 b, xh_divisor* memo) { (void)memo; return xh_div_i32(a, b); }\n\
+             XH_FN xh_i32 xh_rem_memo_i32(xh_i32 a, xh_i32 b, xh_divisor* memo) { (void)memo; return xh_rem_i32(a, b); }\n\
+             #endif\n",
+        );
+    }
     // Bit functions on 32 bits, written portably (no compiler built-ins).
     out.push_str(
         "XH_FN xh_u32 xh_popcount_u32(xh_u32 v) { v = v - ((v >> 1) & 0x55555555u); v = (v & 0x33333333u) + ((v >> 2) & 0x33333333u); return (((v + (v >> 4)) & 0x0F0F0F0Fu) * 0x01010101u) >> 24; }\n\

@@ -56,7 +56,7 @@ pub(super) fn read_only(space: AddressSpace) -> bool {
 /// arguments, and nothing read or written outside their locals but constants and memory
 /// that stays the same for the dispatch ([`read_only`]), calling only such functions.
 /// A call to one with uniform arguments is uniform (a row's first element, say).
-fn pure_functions(module: &naga::Module) -> Vec<bool> {
+pub(super) fn pure_functions(module: &naga::Module) -> Vec<bool> {
     let mut pure: Vec<bool> = Vec::with_capacity(module.functions.len());
     // A function only calls functions before it in the arena.
     for (_, f) in module.functions.iter() {
@@ -98,10 +98,10 @@ fn has_atomic(block: &Block) -> bool {
 }
 
 /// The arguments of each call, by the call's result expression.
-type CallArguments = HashMap<Handle<Expression>, Vec<Handle<Expression>>>;
+pub(super) type CallArguments = HashMap<Handle<Expression>, Vec<Handle<Expression>>>;
 
 /// Adds to `out` the arguments of every call in `block` that has a result.
-fn call_results(block: &Block, out: &mut CallArguments) {
+pub(super) fn call_results(block: &Block, out: &mut CallArguments) {
     for s in block.iter() {
         match s {
             Statement::Call {
@@ -161,29 +161,12 @@ fn uniform_exprs(
                         None => false,
                     }
             }
-            Expression::Access { base, index } => u(base) && u(index),
-            Expression::AccessIndex { base, .. } => u(base),
-            Expression::Splat { value, .. } => u(value),
-            Expression::Swizzle { vector, .. } => u(vector),
-            Expression::Compose { components, .. } => components.iter().all(u),
-            Expression::Unary { expr, .. } => u(expr),
-            Expression::Binary { left, right, .. } => u(left) && u(right),
-            Expression::Select {
-                condition,
-                accept,
-                reject,
-            } => u(condition) && u(accept) && u(reject),
-            Expression::Relational { argument, .. } => u(argument),
-            Expression::Math {
-                arg, arg1, arg2, arg3, ..
-            } => u(arg) && [arg1, arg2, arg3].into_iter().flatten().all(u),
-            Expression::As { expr, .. } => u(expr),
             // The call's arguments come before its result in the arena.
             Expression::CallResult(callee) => {
                 pure.get(callee.index()).copied().unwrap_or(false)
                     && calls.get(&h).is_some_and(|arguments| arguments.iter().all(u))
             }
-            _ => false,
+            _ => value_operands(e).is_some_and(|mut operands| operands.all(|x| u(&x))),
         };
         if is {
             uniform.insert(h);
@@ -192,13 +175,43 @@ fn uniform_exprs(
     uniform
 }
 
-enum Root {
+/// The operands of an expression whose value follows from its operands' values alone
+/// (arithmetic, conversions, composes, access into a value or a pointer), or `None` for any
+/// other kind: leaves, loads, call results and the results of statements, which each analysis
+/// of expressions judges by its own rules.
+pub(super) fn value_operands(e: &Expression) -> Option<impl Iterator<Item = Handle<Expression>> + '_> {
+    let few =
+        |a: Handle<Expression>, b: Option<Handle<Expression>>, c: Option<Handle<Expression>>| [Some(a), b, c, None];
+    let (fixed, listed): ([Option<Handle<Expression>>; 4], &[Handle<Expression>]) = match *e {
+        Expression::Access { base, index } => (few(base, Some(index), None), &[]),
+        Expression::AccessIndex { base: x, .. }
+        | Expression::Swizzle { vector: x, .. }
+        | Expression::Splat { value: x, .. }
+        | Expression::Unary { expr: x, .. }
+        | Expression::As { expr: x, .. }
+        | Expression::Relational { argument: x, .. } => (few(x, None, None), &[]),
+        Expression::Binary { left, right, .. } => (few(left, Some(right), None), &[]),
+        Expression::Select {
+            condition,
+            accept,
+            reject,
+        } => (few(condition, Some(accept), Some(reject)), &[]),
+        Expression::Math {
+            arg, arg1, arg2, arg3, ..
+        } => ([Some(arg), arg1, arg2, arg3], &[]),
+        Expression::Compose { ref components, .. } => ([None; 4], components.as_slice()),
+        _ => return None,
+    };
+    Some(fixed.into_iter().flatten().chain(listed.iter().copied()))
+}
+
+pub(super) enum Root {
     Local(Handle<LocalVariable>),
     Global(Handle<naga::GlobalVariable>),
 }
 
 /// The variable a pointer expression points into.
-fn root(f: &Function, mut pointer: Handle<Expression>) -> Option<Root> {
+pub(super) fn root(f: &Function, mut pointer: Handle<Expression>) -> Option<Root> {
     loop {
         match &f.expressions[pointer] {
             Expression::LocalVariable(l) => return Some(Root::Local(*l)),

@@ -480,7 +480,8 @@ impl Writer<'_> {
         let mut text = format!(
             "typedef struct xh_frame_{tag} {{{frame} }} xh_frame_{tag};\n\
              static void {inner}(xh_frame_{tag}* restrict F, xh_ctx* restrict proto, xh_u32x3 wid, xh_u32x3 nwg) {{\n\
-             {}}}\n",
+             {}{}}}\n",
+            self.pointer_locals(),
             second.body
         );
         // Both passes made the same decisions, so they lay the frame out alike; were they to
@@ -493,7 +494,8 @@ impl Writer<'_> {
         if let Some(fast) = &fast {
             let _ = write!(
                 text,
-                "static void {inner}_fast(xh_frame_{tag}* restrict F, xh_ctx* restrict proto, xh_u32x3 wid, xh_u32x3 nwg, const xh_u64* xh_site) {{\n{}}}\n",
+                "static void {inner}_fast(xh_frame_{tag}* restrict F, xh_ctx* restrict proto, xh_u32x3 wid, xh_u32x3 nwg, const xh_u64* xh_site) {{\n{}{}}}\n",
+                self.pointer_locals(),
                 fast.body
             );
         }
@@ -535,6 +537,7 @@ impl Writer<'_> {
                 .map(|(k, &(index, c))| (index, (k, c)))
                 .collect(),
             proven: Default::default(),
+            calls: Default::default(),
             wg: Some(Wg {
                 size,
                 shape: ep.workgroup_size,
@@ -759,7 +762,7 @@ impl Writer<'_> {
                 break;
             }
             if self.wg_needs_control(Some(&uniform), s, *span, in_wg_loop)? {
-                self.wg_region(fx, &pending, out, prologue, false)?;
+                self.wg_regions(fx, &pending, out, prologue, false)?;
                 pending.clear();
                 self.wg_statement(fx, s, *span, out, in_wg_loop, prologue)?;
             } else {
@@ -768,7 +771,37 @@ impl Writer<'_> {
         }
         // The body's last region: nothing runs after it, so a `return` in it needs no flag.
         let tail = std::ptr::eq(block, &fx.f.body);
-        self.wg_region(fx, &pending, out, prologue, tail)
+        self.wg_regions(fx, &pending, out, prologue, tail)
+    }
+
+    /// A run of ordinary statements: its leading statements that only compute uniform values
+    /// (`uniform_only`) become a region of their own, which runs once, and the rest a region
+    /// run per invocation. So a costly value the same in every invocation (a function of a
+    /// row's sum after a `workgroupUniformLoad`) is computed once rather than once per
+    /// invocation; running it earlier than the statements after it is one order WGSL allows.
+    fn wg_regions(
+        &self,
+        fx: &mut Fx,
+        statements: &[(&Statement, naga::Span)],
+        out: &mut String,
+        prologue: &RegionPrologue,
+        tail: bool,
+    ) -> Res<()> {
+        let leading = {
+            let wg = fx.wg.as_ref().expect("workgroup mode");
+            statements
+                .iter()
+                .take_while(|(s, _)| Self::uniform_only(fx, wg, s))
+                .count()
+        };
+        let costly = statements[..leading]
+            .iter()
+            .any(|(s, _)| matches!(s, Statement::Call { .. }));
+        if leading == 0 || leading == statements.len() || !costly {
+            return self.wg_region(fx, statements, out, prologue, tail);
+        }
+        self.wg_region(fx, &statements[..leading], out, prologue, false)?;
+        self.wg_region(fx, &statements[leading..], out, prologue, tail)
     }
 
     /// One region: `statements` for every invocation that has not returned.
@@ -983,11 +1016,17 @@ impl Writer<'_> {
         self.expr(fx, *condition).map(Some)
     }
 
-    /// Whether `s` only computes uniform values (expressions, and stores of them to uniform
-    /// locals), so that running it once serves every invocation.
+    /// Whether `s` only computes uniform values (expressions, calls whose result is uniform,
+    /// and stores of them to uniform locals), so that running it once serves every invocation.
+    /// A call's result is uniform only when the function is pure (`uniform::pure_functions`:
+    /// no pointer arguments, no writes, no atomics) and its arguments are uniform, so one call
+    /// computes what every invocation's would (the log of a row's sum, say).
     fn uniform_only(fx: &Fx, wg: &Wg, s: &Statement) -> bool {
         match s {
             Statement::Emit(range) => range.clone().all(|h| wg.uniform.exprs.contains(&h)),
+            Statement::Call {
+                result: Some(result), ..
+            } => wg.uniform.exprs.contains(result),
             Statement::Store { pointer, value } => {
                 matches!(fx.f.expressions[*pointer], Expression::LocalVariable(l) if wg.uniform.locals.contains(&l))
                     && wg.uniform.exprs.contains(value)

@@ -61,6 +61,19 @@ pub(super) struct Writer<'a> {
     /// Of those, the ones whose unchecked body runs for a prefix of the invocations only
     /// (see [`Writer::entry_prefix_guard`]).
     pub(super) prefix_entries: HashSet<usize>,
+    /// Host C: how many divisions by a value the same for the whole workgroup were given a
+    /// memo of the divisor's reciprocal in the context (`xh_divisor div_[n]`, see
+    /// [`Writer::memo_division`]).
+    pub(super) divisors: std::cell::Cell<usize>,
+    /// Host C: for each function, which of its arguments every call passes a value the same
+    /// across the workgroup (see [`Writer::memo_division`]).
+    pub(super) invariant_arguments: HashMap<Handle<Function>, Vec<bool>>,
+    /// Host C: which functions compute their result from their arguments alone.
+    pub(super) pure_functions: Vec<bool>,
+    /// Host C: the context's pointers to buffers and workgroup memory, as (C type, member)
+    /// pairs, which a workgroup-mode entry point copies into locals (see
+    /// [`Writer::pointer_locals`]).
+    pub(super) ctx_pointers: Vec<(String, String)>,
 }
 
 /// Per-function state.
@@ -83,6 +96,8 @@ pub(super) struct Fx<'a> {
     /// Host C workgroup mode: in a region's second copy, what the check before it proved
     /// for every invocation of the workgroup (see `region.rs`).
     pub(super) proven: super::region::Proven,
+    /// Host C: the arguments of the function's calls by result, found on first use.
+    pub(super) calls: std::cell::OnceCell<super::uniform::CallArguments>,
 }
 
 pub(super) fn ident(name: Option<&str>, fallback: &str) -> String {
@@ -165,6 +180,10 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
         wg_private_ctx: HashSet::new(),
         fast_entries: HashMap::new(),
         prefix_entries: HashSet::new(),
+        divisors: std::cell::Cell::new(0),
+        invariant_arguments: HashMap::new(),
+        pure_functions: Vec::new(),
+        ctx_pointers: Vec::new(),
     };
     w.check_types()?;
     let selected: Vec<usize> = compute_entries(m, entry);
@@ -265,11 +284,15 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
         let name = format!("g_{}", ident(var.name.as_deref(), "global"));
         let name = format!("{name}{}", g.index());
         let decl = match var.space {
-            AddressSpace::Storage { .. } => match w.array_of(var.ty) {
-                Some((repr, true)) => format!("XH_GLOBAL {}* {name}", repr.elem),
-                _ => format!("XH_GLOBAL {}* {name}", w.type_name(var.ty)?),
-            },
-            AddressSpace::WorkGroup => format!("XH_LOCAL {}* {name}", w.type_name(var.ty)?),
+            AddressSpace::Storage { .. } | AddressSpace::WorkGroup => {
+                let ty = match (var.space, w.array_of(var.ty)) {
+                    (AddressSpace::WorkGroup, _) => format!("XH_LOCAL {}*", w.type_name(var.ty)?),
+                    (_, Some((repr, true))) => format!("XH_GLOBAL {}*", repr.elem),
+                    _ => format!("XH_GLOBAL {}*", w.type_name(var.ty)?),
+                };
+                w.ctx_pointers.push((ty.clone(), name.clone()));
+                format!("{ty} {name}")
+            }
             AddressSpace::Immediate | AddressSpace::Private => format!("{} {name}", w.type_name(var.ty)?),
             other => {
                 return Err(w.unsupported_at(
@@ -287,6 +310,10 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
         out.push_str("    xh_u32 oob_;\n    const uint32_t* cancel_;\n");
         ctx_members += 1;
     }
+    if d == Dialect::HostC {
+        // Filled in once the functions are written and their divisions counted.
+        out.push_str(DIVISORS_MARKER);
+    }
     if any_lengths {
         // Byte lengths of the bound views, and the element count of each runtime-sized array.
         let _ = writeln!(out, "    xh_u64 len_[{0}];\n    xh_u32 n_[{0}];", max_buffers.max(1));
@@ -297,6 +324,10 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
     }
     out.push_str("} xh_ctx;\n");
 
+    if host {
+        w.pure_functions = super::uniform::pure_functions(m);
+        w.invariant_arguments = w.find_invariant_arguments(&selected);
+    }
     for &h in &reachable {
         let f = &m.functions[h];
         w.functions.insert(
@@ -370,12 +401,84 @@ pub(super) fn write(module: &WgslModule, d: Dialect, entry: Option<&str>) -> Res
         entry.barriers = barriers;
         entry_points.push(entry);
     }
+    let divisors = w.divisors.get();
+    let members = if divisors > 0 {
+        format!("    xh_divisor div_[{divisors}];\n")
+    } else {
+        String::new()
+    };
+    let out = out.replacen(DIVISORS_MARKER, &members, 1);
     Ok(CSource {
         dialect: d,
         text: out,
         entry_points,
     })
 }
+
+/// Where [`Writer::workgroup_invariant`] looks at an expression: its function, whether that
+/// is an entry point, which of its arguments are invariant, and its calls' arguments by result.
+#[derive(Clone, Copy)]
+struct Scope<'s> {
+    f: &'s Function,
+    entry: bool,
+    arguments: &'s [bool],
+    calls: &'s super::uniform::CallArguments,
+}
+
+/// The body and continuing block of the innermost loop of `block` whose statements emit
+/// expression `h`: `Some(None)` when `h` is emitted outside every loop, `None` when it is not
+/// emitted in `block` at all.
+#[allow(clippy::type_complexity)]
+fn innermost_loop<'b>(
+    block: &'b Block,
+    h: Handle<Expression>,
+    current: Option<(&'b Block, &'b Block)>,
+) -> Option<Option<(&'b Block, &'b Block)>> {
+    for statement in block.iter() {
+        let found = match statement {
+            naga::Statement::Emit(range) => range.clone().any(|e| e == h).then_some(current),
+            naga::Statement::Block(inner) => innermost_loop(inner, h, current),
+            naga::Statement::If { accept, reject, .. } => {
+                innermost_loop(accept, h, current).or_else(|| innermost_loop(reject, h, current))
+            }
+            naga::Statement::Switch { cases, .. } => cases.iter().find_map(|c| innermost_loop(&c.body, h, current)),
+            naga::Statement::Loop { body, continuing, .. } => {
+                let this = Some((body, continuing));
+                innermost_loop(body, h, this).or_else(|| innermost_loop(continuing, h, this))
+            }
+            _ => None,
+        };
+        if found.is_some() {
+            return found;
+        }
+    }
+    None
+}
+
+/// Every call in `block` (nested blocks too), with its arguments.
+fn call_arguments(block: &Block, out: &mut Vec<(Handle<Function>, Vec<Handle<Expression>>)>) {
+    for statement in block.iter() {
+        match statement {
+            naga::Statement::Call {
+                function, arguments, ..
+            } => out.push((*function, arguments.clone())),
+            naga::Statement::Block(inner) => call_arguments(inner, out),
+            naga::Statement::If { accept, reject, .. } => {
+                call_arguments(accept, out);
+                call_arguments(reject, out);
+            }
+            naga::Statement::Switch { cases, .. } => cases.iter().for_each(|c| call_arguments(&c.body, out)),
+            naga::Statement::Loop { body, continuing, .. } => {
+                call_arguments(body, out);
+                call_arguments(continuing, out);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Where the context's divisor memos go, once they are counted.
+const DIVISORS_MARKER: &str = "    /* divisors */\n";
 
 /// Whether a type of the module has `scalar` as its scalar, or an expression is a literal
 /// that `literal` picks (a literal's type need not be in the type arena).
@@ -461,6 +564,225 @@ impl<'a> Writer<'a> {
         )
     }
 
+    /// Host C: the helper for an integer division or remainder of 32 bits whose divisor is
+    /// the same in every invocation of a workgroup (built from the scalar block, constants,
+    /// array lengths, the workgroup's ids and arguments that are such values at every call)
+    /// and not a constant the C compiler divides by itself. A hardware division costs tens of
+    /// cycles, the index arithmetic of a strided kernel has several per element, and the C
+    /// compiler cannot turn a division by a value it does not know into a multiplication; the
+    /// helper keeps the divisor's reciprocal in the context, works it out again only when the
+    /// divisor changes, and divides with two multiplications. The answer is exact for every
+    /// divisor (the memo is only a cache), so a divisor wrongly taken for uniform costs time,
+    /// never correctness.
+    ///
+    /// Inside a loop, a division whose dividend the loop does not change keeps the plain
+    /// operator: the C compiler moves it out of the loop, which it cannot do with the memo's
+    /// helper (it may store to the context).
+    fn memo_division(
+        &self,
+        fx: &Fx,
+        h: Handle<Expression>,
+        op: Bin,
+        s: Scalar,
+        dividend: Handle<Expression>,
+        divisor: Handle<Expression>,
+    ) -> Option<&'static str> {
+        if self.d != Dialect::HostC {
+            return None;
+        }
+        let name = match (op, s) {
+            (Bin::Divide, Scalar::U32) => "xh_div_memo_u32",
+            (Bin::Modulo, Scalar::U32) => "xh_rem_memo_u32",
+            (Bin::Divide, Scalar::I32) => "xh_div_memo_i32",
+            (Bin::Modulo, Scalar::I32) => "xh_rem_memo_i32",
+            _ => return None,
+        };
+        let constant = matches!(
+            fx.f.expressions[divisor],
+            Expression::Literal(_) | Expression::Constant(_) | Expression::Override(_) | Expression::ZeroValue(_)
+        );
+        if constant {
+            return None;
+        }
+        let calls = fx.calls.get_or_init(|| {
+            let mut calls = Default::default();
+            super::uniform::call_results(&fx.f.body, &mut calls);
+            calls
+        });
+        let scope = Scope {
+            f: fx.f,
+            entry: fx.entry,
+            arguments: self.arguments_of(fx.f),
+            calls,
+        };
+        if !self.workgroup_invariant(&scope, divisor, 0) {
+            return None;
+        }
+        if let Some(Some((body, continuing))) = innermost_loop(&fx.f.body, h, None) {
+            let mut stored = HashSet::new();
+            for statement in body.iter().chain(continuing.iter()) {
+                super::uniform::stored_locals(fx.f, statement, &mut stored);
+            }
+            if !self.varies_in_loop(fx.f, dividend, &stored, 0) {
+                return None;
+            }
+        }
+        Some(name)
+    }
+
+    /// Whether expression `h` of `f` may take another value at each pass of a loop that
+    /// stores `stored`: it reads one of those locals, writable memory or a call's result.
+    fn varies_in_loop(
+        &self,
+        f: &Function,
+        h: Handle<Expression>,
+        stored: &HashSet<Handle<naga::LocalVariable>>,
+        depth: usize,
+    ) -> bool {
+        if depth > 32 {
+            return true;
+        }
+        let again = |e: Handle<Expression>| self.varies_in_loop(f, e, stored, depth + 1);
+        match &f.expressions[h] {
+            Expression::Literal(_)
+            | Expression::Constant(_)
+            | Expression::Override(_)
+            | Expression::ZeroValue(_)
+            | Expression::FunctionArgument(_)
+            | Expression::LocalVariable(_)
+            | Expression::GlobalVariable(_) => false,
+            Expression::Load { pointer } => {
+                let changes = match super::uniform::root(f, *pointer) {
+                    Some(super::uniform::Root::Local(l)) => stored.contains(&l),
+                    Some(super::uniform::Root::Global(g)) => {
+                        !super::uniform::read_only(self.m.global_variables[g].space)
+                    }
+                    None => true,
+                };
+                changes || again(*pointer)
+            }
+            Expression::ArrayLength(array) => again(*array),
+            e => super::uniform::value_operands(e).is_none_or(|mut operands| operands.any(again)),
+        }
+    }
+
+    /// Host C, workgroup mode: the context's pointers to buffers and workgroup memory as
+    /// locals of the function that runs a workgroup, for its body to index. Read through the
+    /// context, a pointer must be loaded again after every store of a float wherever the C
+    /// compiler cannot prove that the context does not escape (strict aliasing is off, and
+    /// GCC does not take the context's `restrict` to cover what its pointers point to), and
+    /// that load keeps the loop over the invocations from being vectorised. A local whose
+    /// address is never taken cannot change.
+    pub(super) fn pointer_locals(&self) -> String {
+        let mut out = String::new();
+        for (ty, name) in &self.ctx_pointers {
+            let _ = writeln!(out, "    XH_UNUSED {ty} const x{name} = proto->{name};");
+        }
+        out
+    }
+
+    /// A fresh memo slot of the context.
+    fn take_divisor(&self) -> usize {
+        let k = self.divisors.get();
+        self.divisors.set(k + 1);
+        k
+    }
+
+    /// Which arguments of `f` are the same across a workgroup at every call (none for an
+    /// entry point's own, which are built-ins).
+    fn arguments_of(&self, f: &Function) -> &[bool] {
+        self.m
+            .functions
+            .iter()
+            .find(|(_, g)| std::ptr::eq(*g, f))
+            .and_then(|(h, _)| self.invariant_arguments.get(&h))
+            .map_or(&[], Vec::as_slice)
+    }
+
+    /// Whether expression `h` of `f` has one value for a whole workgroup, given which of
+    /// `f`'s arguments do: see [`Writer::memo_division`].
+    fn workgroup_invariant(&self, scope: &Scope, h: Handle<Expression>, depth: usize) -> bool {
+        if depth > 32 {
+            return false;
+        }
+        let Scope {
+            f,
+            entry,
+            arguments,
+            calls,
+        } = *scope;
+        let again = |e: Handle<Expression>| self.workgroup_invariant(scope, e, depth + 1);
+        match &f.expressions[h] {
+            Expression::Literal(_) | Expression::Constant(_) | Expression::Override(_) | Expression::ZeroValue(_) => {
+                true
+            }
+            Expression::GlobalVariable(g) => super::uniform::read_only(self.m.global_variables[*g].space),
+            Expression::FunctionArgument(i) if entry => matches!(
+                f.arguments.get(*i as usize).and_then(|a| a.binding.as_ref()),
+                Some(naga::Binding::BuiltIn(
+                    naga::BuiltIn::NumWorkGroups | naga::BuiltIn::WorkGroupId
+                ))
+            ),
+            Expression::FunctionArgument(i) => arguments.get(*i as usize).copied().unwrap_or(false),
+            Expression::Load { pointer } => again(*pointer),
+            Expression::ArrayLength(array) => again(*array),
+            Expression::CallResult(callee) => {
+                self.pure_functions.get(callee.index()).copied().unwrap_or(false)
+                    && calls
+                        .get(&h)
+                        .is_some_and(|arguments| arguments.iter().all(|&a| again(a)))
+            }
+            e => super::uniform::value_operands(e).is_some_and(|mut operands| operands.all(again)),
+        }
+    }
+
+    /// For each function, which arguments every call in the selected entry points' call
+    /// graph passes a workgroup-invariant value: all are assumed so, and any call that passes
+    /// a value not shown invariant clears its argument, until nothing changes.
+    fn find_invariant_arguments(&self, selected: &[usize]) -> HashMap<Handle<Function>, Vec<bool>> {
+        let mut flags: HashMap<Handle<Function>, Vec<bool>> = self
+            .m
+            .functions
+            .iter()
+            .map(|(h, f)| (h, vec![true; f.arguments.len()]))
+            .collect();
+        let callers: Vec<(&Function, bool, Option<Handle<Function>>)> = selected
+            .iter()
+            .map(|&i| (&self.m.entry_points[i].function, true, None))
+            .chain(self.m.functions.iter().map(|(h, f)| (f, false, Some(h))))
+            .collect();
+        loop {
+            let mut changed = false;
+            for &(f, entry, handle) in &callers {
+                let own = handle.and_then(|h| flags.get(&h)).cloned().unwrap_or_default();
+                let mut results = Default::default();
+                super::uniform::call_results(&f.body, &mut results);
+                let scope = Scope {
+                    f,
+                    entry,
+                    arguments: &own,
+                    calls: &results,
+                };
+                let mut calls = Vec::new();
+                call_arguments(&f.body, &mut calls);
+                for (callee, arguments) in calls {
+                    for (i, &a) in arguments.iter().enumerate() {
+                        let assumed = flags.get(&callee).and_then(|v| v.get(i)).copied().unwrap_or(false);
+                        if assumed && !self.workgroup_invariant(&scope, a, 0) {
+                            if let Some(slot) = flags.get_mut(&callee).and_then(|v| v.get_mut(i)) {
+                                *slot = false;
+                            }
+                            changed = true;
+                        }
+                    }
+                }
+            }
+            if !changed {
+                return flags;
+            }
+        }
+    }
+
     pub(super) fn expr_err(&self, fx: &Fx, h: Handle<Expression>, what: &str) -> KernelError {
         self.unsupported_at(what, fx.f.expressions.get_span(h))
     }
@@ -492,12 +814,19 @@ impl<'a> Writer<'a> {
                     .get(g)
                     .cloned()
                     .ok_or_else(|| self.expr_err(fx, h, "this global"))?;
+                // A workgroup-mode body reads the pointers from its locals (see
+                // [`Writer::pointer_locals`]).
+                let pointer = if fx.wg.is_some() {
+                    format!("x{name}")
+                } else {
+                    format!("ctx->{name}")
+                };
                 match var.space {
                     AddressSpace::Storage { .. } => match self.array_of(var.ty) {
-                        Some((_, true)) => format!("ctx->{name}"),
-                        _ => format!("(*ctx->{name})"),
+                        Some((_, true)) => pointer,
+                        _ => format!("(*{pointer})"),
                     },
-                    AddressSpace::WorkGroup => format!("(*ctx->{name})"),
+                    AddressSpace::WorkGroup => format!("(*{pointer})"),
                     _ => format!("ctx->{name}"),
                 }
             }
@@ -1051,18 +1380,25 @@ impl<'a> Writer<'a> {
         let result = self.ty(fx, h).clone();
         let err = |e: KernelError| self.relocate(fx, h, e);
         match (&lt, &rt) {
-            (TypeInner::Scalar(s), TypeInner::Scalar(_)) => self.sbin(op, *s, &a, &b).map_err(err),
+            (TypeInner::Scalar(s), TypeInner::Scalar(_)) => match self.memo_division(fx, h, op, *s, l, r) {
+                Some(name) => Ok(format!("{name}({a}, {b}, &ctx->div_[{}])", self.take_divisor())),
+                None => self.sbin(op, *s, &a, &b).map_err(err),
+            },
             (TypeInner::Vector { size, scalar }, TypeInner::Vector { .. })
             | (TypeInner::Vector { size, scalar }, TypeInner::Scalar(_))
             | (TypeInner::Scalar(scalar), TypeInner::Vector { size, .. }) => {
                 let n = *size as usize;
                 let lv = matches!(lt, TypeInner::Vector { .. });
                 let rv = matches!(rt, TypeInner::Vector { .. });
+                let memo = self.memo_division(fx, h, op, *scalar, l, r);
                 let mut parts = Vec::new();
                 for i in 0..n {
                     let x = if lv { comp(&a, i) } else { a.clone() };
                     let y = if rv { comp(&b, i) } else { b.clone() };
-                    parts.push(self.sbin(op, *scalar, &x, &y).map_err(err)?);
+                    parts.push(match memo {
+                        Some(name) => format!("{name}({x}, {y}, &ctx->div_[{}])", self.take_divisor()),
+                        None => self.sbin(op, *scalar, &x, &y).map_err(err)?,
+                    });
                 }
                 let name = self.inner_name(&result)?;
                 Ok(format!("xh_make_{name}({})", parts.join(", ")))
@@ -1335,6 +1671,7 @@ impl<'a> Writer<'a> {
                 .map(|(k, &(index, c))| (index, (k, c)))
                 .collect(),
             proven: Default::default(),
+            calls: Default::default(),
         };
         let mut params = vec!["xh_ctx* ctx".to_owned()];
         for (i, arg) in f.arguments.iter().enumerate() {
