@@ -162,16 +162,28 @@ fn truth_in(k: u32, at: u32) -> bool {
   return int_in(k, at) != I(0);
 }
 
-// Where element `linear` (row-major in the output's shape) of each operand is.
+// Dimension `k` from the innermost (k < p.ndim): its size, and its strides in each operand.
+fn inner_size(k: u32) -> u32 {
+  let d = p.ndim - 1u - k;
+  return shape.sizes[d / 4u][d % 4u];
+}
+fn inner_strides(k: u32) -> vec4<u32> { return shape.strides[p.ndim - 1u - k]; }
+
+// Where element `linear` (row-major in the output's shape) of each operand is. Written out for
+// each of the (at most eight) dimensions rather than as a loop: each division is then by a size
+// the same in every invocation, which a device may divide by without a division instruction
+// (the cpu device keeps its reciprocal), where a loop's would differ from one step to the next.
 fn strided_offsets(linear: u32) -> vec4<u32> {
   var at = p.offsets;
   var rest = linear;
-  for (var k = 0u; k < p.ndim; k = k + 1u) {
-    let d = p.ndim - 1u - k;
-    let size = shape.sizes[d / 4u][d % 4u];
-    at = at + (rest % size) * shape.strides[d];
-    rest = rest / size;
-  }
+  if (p.ndim > 0u) { let size = inner_size(0u); at = at + (rest % size) * inner_strides(0u); rest = rest / size; }
+  if (p.ndim > 1u) { let size = inner_size(1u); at = at + (rest % size) * inner_strides(1u); rest = rest / size; }
+  if (p.ndim > 2u) { let size = inner_size(2u); at = at + (rest % size) * inner_strides(2u); rest = rest / size; }
+  if (p.ndim > 3u) { let size = inner_size(3u); at = at + (rest % size) * inner_strides(3u); rest = rest / size; }
+  if (p.ndim > 4u) { let size = inner_size(4u); at = at + (rest % size) * inner_strides(4u); rest = rest / size; }
+  if (p.ndim > 5u) { let size = inner_size(5u); at = at + (rest % size) * inner_strides(5u); rest = rest / size; }
+  if (p.ndim > 6u) { let size = inner_size(6u); at = at + (rest % size) * inner_strides(6u); rest = rest / size; }
+  if (p.ndim > 7u) { let size = inner_size(7u); at = at + (rest % size) * inner_strides(7u); }
   return at;
 }
 

@@ -210,30 +210,80 @@ fn tiled(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wi
     }
     workgroupBarrier();
   }
-  // Written out for each of the four columns, so that neighbouring invocations store
-  // neighbouring outputs as one vector where invocations run as vector lanes.
+  // Each row's four outputs written out, so that neighbouring invocations store neighbouring
+  // outputs as one vector where invocations run as vector lanes (the cpu device); and each
+  // row's accumulator named rather than chosen in a loop over the rows, which kept those
+  // stores scalar there.
   let alpha = float_from_bits(q.scalars.x, q.scalars.y);
   let beta = float_from_bits(q.scalars.z, q.scalars.w);
   let bias_base = q.offsets.z + batch_offset(matrix, q.bias_strides);
   let column = first_column + lid.x;
-  for (var i = 0u; i < ROWS; i = i + 1u) {
-    var sums = acc0;
-    if (i == 1u) { sums = acc1; } else if (i == 2u) { sums = acc2; } else if (i == 3u) { sums = acc3; }
-    let row = first_row + lid.y + TILE * i;
-    let at = q.offsets.w + (matrix * q.m + row) * q.n + column;
-    let bias_at = bias_base + row * q.bias_strides.y + column * q.bias_strides.z;
-    let bias_step = TILE * q.bias_strides.z;
-    if (row < q.m) {
+  let bias_step = TILE * q.bias_strides.z;
+  let row0 = first_row + lid.y;
+  if (row0 < q.m) {
+    let at = q.offsets.w + (matrix * q.m + row0) * q.n + column;
+    if (HAS_BIAS) {
+      let bias_at = bias_base + row0 * q.bias_strides.y + column * q.bias_strides.z;
+      if (column < q.n) { out[at] = E(alpha * acc0.x + beta * F(bias[bias_at])); }
+      if (column + 16u < q.n) { out[at + 16u] = E(alpha * acc0.y + beta * F(bias[bias_at + bias_step])); }
+      if (column + 32u < q.n) { out[at + 32u] = E(alpha * acc0.z + beta * F(bias[bias_at + 2u * bias_step])); }
+      if (column + 48u < q.n) { out[at + 48u] = E(alpha * acc0.w + beta * F(bias[bias_at + 3u * bias_step])); }
+    } else {
+      if (column < q.n) { out[at] = E(alpha * acc0.x); }
+      if (column + 16u < q.n) { out[at + 16u] = E(alpha * acc0.y); }
+      if (column + 32u < q.n) { out[at + 32u] = E(alpha * acc0.z); }
+      if (column + 48u < q.n) { out[at + 48u] = E(alpha * acc0.w); }
+    }
+  }
+  if (ROWS > 1u) {
+    let row1 = first_row + lid.y + TILE;
+    if (row1 < q.m) {
+      let at = q.offsets.w + (matrix * q.m + row1) * q.n + column;
       if (HAS_BIAS) {
-        if (column < q.n) { out[at] = E(alpha * sums.x + beta * F(bias[bias_at])); }
-        if (column + 16u < q.n) { out[at + 16u] = E(alpha * sums.y + beta * F(bias[bias_at + bias_step])); }
-        if (column + 32u < q.n) { out[at + 32u] = E(alpha * sums.z + beta * F(bias[bias_at + 2u * bias_step])); }
-        if (column + 48u < q.n) { out[at + 48u] = E(alpha * sums.w + beta * F(bias[bias_at + 3u * bias_step])); }
+        let bias_at = bias_base + row1 * q.bias_strides.y + column * q.bias_strides.z;
+        if (column < q.n) { out[at] = E(alpha * acc1.x + beta * F(bias[bias_at])); }
+        if (column + 16u < q.n) { out[at + 16u] = E(alpha * acc1.y + beta * F(bias[bias_at + bias_step])); }
+        if (column + 32u < q.n) { out[at + 32u] = E(alpha * acc1.z + beta * F(bias[bias_at + 2u * bias_step])); }
+        if (column + 48u < q.n) { out[at + 48u] = E(alpha * acc1.w + beta * F(bias[bias_at + 3u * bias_step])); }
       } else {
-        if (column < q.n) { out[at] = E(alpha * sums.x); }
-        if (column + 16u < q.n) { out[at + 16u] = E(alpha * sums.y); }
-        if (column + 32u < q.n) { out[at + 32u] = E(alpha * sums.z); }
-        if (column + 48u < q.n) { out[at + 48u] = E(alpha * sums.w); }
+        if (column < q.n) { out[at] = E(alpha * acc1.x); }
+        if (column + 16u < q.n) { out[at + 16u] = E(alpha * acc1.y); }
+        if (column + 32u < q.n) { out[at + 32u] = E(alpha * acc1.z); }
+        if (column + 48u < q.n) { out[at + 48u] = E(alpha * acc1.w); }
+      }
+    }
+  }
+  if (ROWS > 2u) {
+    let row2 = first_row + lid.y + 2u * TILE;
+    if (row2 < q.m) {
+      let at = q.offsets.w + (matrix * q.m + row2) * q.n + column;
+      if (HAS_BIAS) {
+        let bias_at = bias_base + row2 * q.bias_strides.y + column * q.bias_strides.z;
+        if (column < q.n) { out[at] = E(alpha * acc2.x + beta * F(bias[bias_at])); }
+        if (column + 16u < q.n) { out[at + 16u] = E(alpha * acc2.y + beta * F(bias[bias_at + bias_step])); }
+        if (column + 32u < q.n) { out[at + 32u] = E(alpha * acc2.z + beta * F(bias[bias_at + 2u * bias_step])); }
+        if (column + 48u < q.n) { out[at + 48u] = E(alpha * acc2.w + beta * F(bias[bias_at + 3u * bias_step])); }
+      } else {
+        if (column < q.n) { out[at] = E(alpha * acc2.x); }
+        if (column + 16u < q.n) { out[at + 16u] = E(alpha * acc2.y); }
+        if (column + 32u < q.n) { out[at + 32u] = E(alpha * acc2.z); }
+        if (column + 48u < q.n) { out[at + 48u] = E(alpha * acc2.w); }
+      }
+    }
+    let row3 = first_row + lid.y + 3u * TILE;
+    if (row3 < q.m) {
+      let at = q.offsets.w + (matrix * q.m + row3) * q.n + column;
+      if (HAS_BIAS) {
+        let bias_at = bias_base + row3 * q.bias_strides.y + column * q.bias_strides.z;
+        if (column < q.n) { out[at] = E(alpha * acc3.x + beta * F(bias[bias_at])); }
+        if (column + 16u < q.n) { out[at + 16u] = E(alpha * acc3.y + beta * F(bias[bias_at + bias_step])); }
+        if (column + 32u < q.n) { out[at + 32u] = E(alpha * acc3.z + beta * F(bias[bias_at + 2u * bias_step])); }
+        if (column + 48u < q.n) { out[at + 48u] = E(alpha * acc3.w + beta * F(bias[bias_at + 3u * bias_step])); }
+      } else {
+        if (column < q.n) { out[at] = E(alpha * acc3.x); }
+        if (column + 16u < q.n) { out[at + 16u] = E(alpha * acc3.y); }
+        if (column + 32u < q.n) { out[at + 32u] = E(alpha * acc3.z); }
+        if (column + 48u < q.n) { out[at + 48u] = E(alpha * acc3.w); }
       }
     }
   }

@@ -161,10 +161,15 @@ var<workgroup> sixteenths: array<F, 16>;
 
 fn combined(a: F, b: F, largest: bool) -> F { return select(a + b, max(a, b), largest); }
 
+var<workgroup> whole: F;
+
 // Every lane's `value` combined, the largest (`largest`) or the sum, which every lane gets:
-// sixteen lanes each combine sixteen, then every lane combines those sixteen, in that order
-// on every device. Three barriers, where a tree takes ten: a device that runs a workgroup's
-// invocations in turn (lavapipe, PoCL) pays for each one.
+// sixteen lanes each combine sixteen, then the first lane combines those sixteen, in that
+// order on every device. Three barriers, where a tree takes ten: a device that runs a
+// workgroup's invocations in turn (lavapipe, PoCL) pays for each one. The result comes back
+// through workgroupUniformLoad, so a device that runs the invocations as a loop (the cpu
+// device) knows it is the same in every one, and computes what follows from it (the log of a
+// row's sum) once for the workgroup rather than once per invocation.
 fn lanes_combine(lane: u32, value: F, largest: bool) -> F {
   lanes[lane] = value;
   workgroupBarrier();
@@ -174,11 +179,14 @@ fn lanes_combine(lane: u32, value: F, largest: bool) -> F {
     sixteenths[lane] = part;
   }
   workgroupBarrier();
-  var whole = sixteenths[0];
-  for (var k = 1u; k < 16u; k = k + 1u) { whole = combined(whole, sixteenths[k], largest); }
-  // The next combine writes the lanes again.
-  workgroupBarrier();
-  return whole;
+  if (lane == 0u) {
+    var total = sixteenths[0];
+    for (var k = 1u; k < 16u; k = k + 1u) { total = combined(total, sixteenths[k], largest); }
+    whole = total;
+  }
+  // Its barrier also keeps the next combine from writing the lanes and sixteenths before
+  // every lane is done with this one.
+  return workgroupUniformLoad(&whole);
 }
 
 @compute @workgroup_size(256)
