@@ -103,30 +103,41 @@ pub(crate) fn compute_entries(m: &naga::Module, entry: Option<&str>) -> Vec<usiz
         .collect()
 }
 
-/// Adds the functions `block` calls (not those they call) to `out`.
-pub(crate) fn calls(block: &Block, out: &mut BTreeSet<Handle<Function>>) {
+/// Calls `visit` on every statement of `block` and of the blocks nested in it, each statement
+/// before the blocks it holds, in the order they run.
+pub(crate) fn for_each_statement<'b>(block: &'b Block, visit: &mut dyn FnMut(&'b Statement)) {
     for s in block.iter() {
+        visit(s);
         match s {
-            Statement::Call { function, .. } => {
-                out.insert(*function);
-            }
-            Statement::Block(b) => calls(b, out),
+            Statement::Block(b) => for_each_statement(b, visit),
             Statement::If { accept, reject, .. } => {
-                calls(accept, out);
-                calls(reject, out);
+                for_each_statement(accept, visit);
+                for_each_statement(reject, visit);
             }
-            Statement::Switch { cases, .. } => {
-                for c in cases {
-                    calls(&c.body, out);
-                }
-            }
+            Statement::Switch { cases, .. } => cases.iter().for_each(|c| for_each_statement(&c.body, visit)),
             Statement::Loop { body, continuing, .. } => {
-                calls(body, out);
-                calls(continuing, out);
+                for_each_statement(body, visit);
+                for_each_statement(continuing, visit);
             }
             _ => {}
         }
     }
+}
+
+/// Whether `test` holds for a statement of `block` or of the blocks nested in it.
+pub(crate) fn any_statement(block: &Block, test: &mut dyn FnMut(&Statement) -> bool) -> bool {
+    let mut found = false;
+    for_each_statement(block, &mut |s| found = found || test(s));
+    found
+}
+
+/// Adds the functions `block` calls (not those they call) to `out`.
+pub(crate) fn calls(block: &Block, out: &mut BTreeSet<Handle<Function>>) {
+    for_each_statement(block, &mut |s| {
+        if let Statement::Call { function, .. } = s {
+            out.insert(*function);
+        }
+    });
 }
 
 /// Every function `body` calls, directly or through other functions.
@@ -146,13 +157,8 @@ pub(crate) fn closure(m: &naga::Module, body: &Block) -> BTreeSet<Handle<Functio
 
 /// Whether `block` holds a control barrier (or `workgroupUniformLoad`, which has two).
 pub(crate) fn has_barrier(block: &Block) -> bool {
-    block.iter().any(|s| match s {
-        Statement::ControlBarrier(_) | Statement::WorkGroupUniformLoad { .. } => true,
-        Statement::Block(b) => has_barrier(b),
-        Statement::If { accept, reject, .. } => has_barrier(accept) || has_barrier(reject),
-        Statement::Switch { cases, .. } => cases.iter().any(|c| has_barrier(&c.body)),
-        Statement::Loop { body, continuing, .. } => has_barrier(body) || has_barrier(continuing),
-        _ => false,
+    any_statement(block, &mut |s| {
+        matches!(s, Statement::ControlBarrier(_) | Statement::WorkGroupUniformLoad { .. })
     })
 }
 

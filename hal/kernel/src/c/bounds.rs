@@ -543,29 +543,11 @@ impl<'a> Writer<'a> {
 /// The expressions that `block`'s statements, and those of the blocks inside them, emit: those
 /// that can run (an access is always emitted before it is used).
 fn emitted_expressions(block: &naga::Block) -> std::collections::HashSet<Handle<Expression>> {
-    fn walk(block: &naga::Block, live: &mut std::collections::HashSet<Handle<Expression>>) {
-        for statement in block.iter() {
-            match statement {
-                Statement::Emit(range) => live.extend(range.clone()),
-                Statement::Block(inner) => walk(inner, live),
-                Statement::If { accept, reject, .. } => {
-                    walk(accept, live);
-                    walk(reject, live);
-                }
-                Statement::Switch { cases, .. } => {
-                    for case in cases {
-                        walk(&case.body, live);
-                    }
-                }
-                Statement::Loop { body, continuing, .. } => {
-                    walk(body, live);
-                    walk(continuing, live);
-                }
-                _ => {}
-            }
-        }
-    }
     let mut live = std::collections::HashSet::new();
-    walk(block, &mut live);
+    crate::ir::for_each_statement(block, &mut |statement| {
+        if let Statement::Emit(range) = statement {
+            live.extend(range.clone());
+        }
+    });
     live
 }

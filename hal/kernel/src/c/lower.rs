@@ -887,15 +887,9 @@ fn breaks_out(block: &Block) -> bool {
 
 /// Whether `block` (statements of `f`) stores to `local`.
 fn stores_to(f: &Function, block: &Block, local: Handle<LocalVariable>) -> bool {
-    block.iter().any(|s| match s {
-        Statement::Store { pointer, .. } => {
-            matches!(f.expressions[*pointer], Expression::LocalVariable(l) if l == local)
-        }
-        Statement::Block(b) => stores_to(f, b, local),
-        Statement::If { accept, reject, .. } => stores_to(f, accept, local) || stores_to(f, reject, local),
-        Statement::Switch { cases, .. } => cases.iter().any(|c| stores_to(f, &c.body, local)),
-        Statement::Loop { body, continuing, .. } => stores_to(f, body, local) || stores_to(f, continuing, local),
-        _ => false,
+    crate::ir::any_statement(block, &mut |s| {
+        matches!(s, Statement::Store { pointer, .. }
+            if matches!(f.expressions[*pointer], Expression::LocalVariable(l) if l == local))
     })
 }
 

@@ -87,13 +87,8 @@ pub(super) fn pure_functions(module: &naga::Module) -> Vec<bool> {
 }
 
 fn has_atomic(block: &Block) -> bool {
-    block.iter().any(|s| match s {
-        Statement::Atomic { .. } | Statement::ImageAtomic { .. } => true,
-        Statement::Block(b) => has_atomic(b),
-        Statement::If { accept, reject, .. } => has_atomic(accept) || has_atomic(reject),
-        Statement::Switch { cases, .. } => cases.iter().any(|c| has_atomic(&c.body)),
-        Statement::Loop { body, continuing, .. } => has_atomic(body) || has_atomic(continuing),
-        _ => false,
+    crate::ir::any_statement(block, &mut |s| {
+        matches!(s, Statement::Atomic { .. } | Statement::ImageAtomic { .. })
     })
 }
 
@@ -102,28 +97,16 @@ pub(super) type CallArguments = HashMap<Handle<Expression>, Vec<Handle<Expressio
 
 /// Adds to `out` the arguments of every call in `block` that has a result.
 pub(super) fn call_results(block: &Block, out: &mut CallArguments) {
-    for s in block.iter() {
-        match s {
-            Statement::Call {
-                arguments,
-                result: Some(result),
-                ..
-            } => {
-                out.insert(*result, arguments.clone());
-            }
-            Statement::Block(b) => call_results(b, out),
-            Statement::If { accept, reject, .. } => {
-                call_results(accept, out);
-                call_results(reject, out);
-            }
-            Statement::Switch { cases, .. } => cases.iter().for_each(|c| call_results(&c.body, out)),
-            Statement::Loop { body, continuing, .. } => {
-                call_results(body, out);
-                call_results(continuing, out);
-            }
-            _ => {}
+    crate::ir::for_each_statement(block, &mut |s| {
+        if let Statement::Call {
+            arguments,
+            result: Some(result),
+            ..
+        } = s
+        {
+            out.insert(*result, arguments.clone());
         }
-    }
+    });
 }
 
 /// The expressions that are uniform when the locals in `locals` are.

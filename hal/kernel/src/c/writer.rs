@@ -457,24 +457,14 @@ fn innermost_loop<'b>(
 
 /// Every call in `block` (nested blocks too), with its arguments.
 fn call_arguments(block: &Block, out: &mut Vec<(Handle<Function>, Vec<Handle<Expression>>)>) {
-    for statement in block.iter() {
-        match statement {
-            naga::Statement::Call {
-                function, arguments, ..
-            } => out.push((*function, arguments.clone())),
-            naga::Statement::Block(inner) => call_arguments(inner, out),
-            naga::Statement::If { accept, reject, .. } => {
-                call_arguments(accept, out);
-                call_arguments(reject, out);
-            }
-            naga::Statement::Switch { cases, .. } => cases.iter().for_each(|c| call_arguments(&c.body, out)),
-            naga::Statement::Loop { body, continuing, .. } => {
-                call_arguments(body, out);
-                call_arguments(continuing, out);
-            }
-            _ => {}
+    crate::ir::for_each_statement(block, &mut |s| {
+        if let naga::Statement::Call {
+            function, arguments, ..
+        } = s
+        {
+            out.push((*function, arguments.clone()));
         }
-    }
+    });
 }
 
 /// Where the context's divisor memos go, once they are counted.
@@ -746,30 +736,35 @@ impl<'a> Writer<'a> {
             .iter()
             .map(|(h, f)| (h, vec![true; f.arguments.len()]))
             .collect();
-        let callers: Vec<(&Function, bool, Option<Handle<Function>>)> = selected
+        // What each caller's calls return and pass depends on its body only: found once, not
+        // again on every pass of the fixpoint.
+        let callers: Vec<_> = selected
             .iter()
             .map(|&i| (&self.m.entry_points[i].function, true, None))
             .chain(self.m.functions.iter().map(|(h, f)| (f, false, Some(h))))
+            .map(|(f, entry, handle)| {
+                let mut results = Default::default();
+                super::uniform::call_results(&f.body, &mut results);
+                let mut calls = Vec::new();
+                call_arguments(&f.body, &mut calls);
+                (f, entry, handle, results, calls)
+            })
             .collect();
         loop {
             let mut changed = false;
-            for &(f, entry, handle) in &callers {
+            for (f, entry, handle, results, calls) in &callers {
                 let own = handle.and_then(|h| flags.get(&h)).cloned().unwrap_or_default();
-                let mut results = Default::default();
-                super::uniform::call_results(&f.body, &mut results);
                 let scope = Scope {
                     f,
-                    entry,
+                    entry: *entry,
                     arguments: &own,
-                    calls: &results,
+                    calls: results,
                 };
-                let mut calls = Vec::new();
-                call_arguments(&f.body, &mut calls);
                 for (callee, arguments) in calls {
                     for (i, &a) in arguments.iter().enumerate() {
-                        let assumed = flags.get(&callee).and_then(|v| v.get(i)).copied().unwrap_or(false);
+                        let assumed = flags.get(callee).and_then(|v| v.get(i)).copied().unwrap_or(false);
                         if assumed && !self.workgroup_invariant(&scope, a, 0) {
-                            if let Some(slot) = flags.get_mut(&callee).and_then(|v| v.get_mut(i)) {
+                            if let Some(slot) = flags.get_mut(callee).and_then(|v| v.get_mut(i)) {
                                 *slot = false;
                             }
                             changed = true;
