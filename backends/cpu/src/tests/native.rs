@@ -1735,3 +1735,93 @@ fn compiled_rows_across_lanes_match_the_interpreter() {
     assert_eq!(y[3 * length as usize + 149], 0.0);
     assert!(y[3 * length as usize..4 * length as usize].iter().all(|&v| v <= 0.0));
 }
+
+/// Counted loops whose indices are affine in their counter: forward with `continue` and
+/// `break`, a signed counter with a stride from the scalar block (negative too, and wrapping
+/// in 32 bits), a literal stride running backwards, and a loop that changes its own counter.
+const COUNTED_LOOPS: &str = r#"
+struct Params { start: u32, count: u32, offset: i32, stride: i32 }
+var<immediate> params: Params;
+@group(0) @binding(0) var<storage, read> x: array<u32>;
+@group(0) @binding(1) var<storage, read_write> y: array<u32>;
+@group(0) @binding(2) var<storage, read_write> totals: array<u32>;
+@compute @workgroup_size(4)
+fn runs(@builtin(global_invocation_id) id: vec3<u32>) {
+    let row = id.x * params.count;
+    var total = 0u;
+    for (var k = params.start; k < params.count; k++) {
+        if (x[row + k] % 7u == 3u) { continue; }
+        if (x[row + k] == 1000u) { break; }
+        y[row + k] = x[row + k] * 2u + total;
+        total += 1u;
+    }
+    for (var j = 0i; j < i32(params.count); j++) {
+        total = total * 31u + x[u32(i32(row) + params.offset + j * params.stride)];
+    }
+    for (var k = 0u; k < params.count; k = k + 1u) {
+        y[row + params.count - 1u - k] ^= x[row + k * 1u] + total;
+    }
+    for (var k = 0u; k < params.count; k = k + 1u) {
+        total += x[row + k];
+        if (x[row + k] == 5u) { k += 1u; }
+    }
+    totals[id.x] = total;
+}
+"#;
+
+#[test]
+fn compiled_counted_loops_match_the_interpreter_in_and_out_of_bounds() {
+    if !compiler_present() {
+        println!("skipped: no C compiler (cc or $CC); the compiled mode cannot be tested here");
+        return;
+    }
+    let count = 24u32;
+    let invocations = 8u32;
+    let n = (count * invocations) as usize;
+    let x: Vec<u32> = (0..n as u32)
+        .map(|i| i.wrapping_mul(2_654_435_761) % 1013)
+        .chain([1000, 5])
+        .collect();
+    let mut with_stops = x.clone();
+    with_stops[30] = 1000;
+    with_stops[77] = 5;
+    // (start, count, offset, stride, in bounds): runs inside the arrays (the second one
+    // backwards, the third with no iterations in its first loop and a fixed index in its
+    // second), then runs that reach past the end, before the start, or wrap in 32 bits.
+    let cases: [(u32, u32, i32, i32, bool); 7] = [
+        (0, count, 0, 1, true),
+        (3, count, count as i32 - 1, -1, true),
+        (30, count, 0, 0, true),
+        (0, count, 0, 2, false),
+        (0, count, -1, 1, false),
+        (0, count, 0, 1 << 30, false),
+        (0, count, 5, 1, false),
+    ];
+    for input in [&x, &with_stops] {
+        for (start, count, offset, stride, in_bounds) in cases {
+            let scalars = words(&[start, count, offset as u32, stride as u32]);
+            let inputs = [words(input), vec![0; n * 4], vec![0; invocations as usize * 4]];
+            let run = |mode, strict| {
+                Fixture::with_driver(driver(mode).with_strict_bounds(strict)).dispatch(
+                    COUNTED_LOOPS,
+                    "runs",
+                    [invocations / 4, 1, 1],
+                    &inputs,
+                    &scalars,
+                )
+            };
+            let case = format!("start={start} offset={offset} stride={stride}");
+            match (run(KernelMode::Compile, true), run(KernelMode::Interpret, true)) {
+                (Ok(compiled), Ok(interpreted)) if in_bounds => assert_eq!(compiled, interpreted, "{case}"),
+                (Err(compiled), Err(interpreted)) if !in_bounds => {
+                    assert_eq!(compiled.kind(), ErrorKind::KernelFault, "{case}: {compiled}");
+                    assert_eq!(interpreted.kind(), ErrorKind::KernelFault, "{case}: {interpreted}");
+                }
+                (compiled, interpreted) => panic!("{case}: compiled {compiled:?}, interpreted {interpreted:?}"),
+            }
+            let compiled = run(KernelMode::Compile, false).unwrap_or_else(|e| panic!("{case}: {e}"));
+            let interpreted = run(KernelMode::Interpret, false).unwrap_or_else(|e| panic!("{case}: {e}"));
+            assert_eq!(compiled, interpreted, "{case}, lenient");
+        }
+    }
+}

@@ -71,6 +71,9 @@ impl<'a> Writer<'a> {
                 }
                 _ => format!("(xh_u32)({i})"),
             },
+            // In a counted loop's unchecked copy: the check before the loop proved it (see
+            // `counted.rs`).
+            Dialect::HostC if fx.counted.unchecked.contains_key(&h) => fx.counted.unchecked[&h].clone(),
             Dialect::HostC if fx.proven.accesses.contains(&h) => match &fx.f.expressions[h] {
                 Expression::Access { index, .. } if fx.proven.lane_sites.contains_key(index) => {
                     let (k, step) = fx.proven.lane_sites[index];
@@ -422,6 +425,7 @@ impl<'a> Writer<'a> {
             sites: HashMap::new(),
             proven: Default::default(),
             calls: Default::default(),
+            counted: Default::default(),
         }
     }
 
@@ -441,7 +445,7 @@ impl<'a> Writer<'a> {
         Ok(text)
     }
 
-    fn runtime_array_binding_of(&self, f: &Function, array: Handle<Expression>) -> Option<u32> {
+    pub(super) fn runtime_array_binding_of(&self, f: &Function, array: Handle<Expression>) -> Option<u32> {
         let g = match &f.expressions[array] {
             Expression::GlobalVariable(g) => *g,
             Expression::AccessIndex { base, .. } => match &f.expressions[*base] {

@@ -104,6 +104,8 @@
 #[cfg(feature = "translate")]
 mod bounds;
 #[cfg(feature = "translate")]
+mod counted;
+#[cfg(feature = "translate")]
 mod lower;
 #[cfg(feature = "translate")]
 mod math;
@@ -742,6 +744,35 @@ mod tests {
         assert!(host.contains("xh_rem_memo_u32(e"), "{host}");
         assert!(!host.contains("xh_div_memo_u32(e"), "{host}");
         assert!(host.contains("xh_div_u32("), "{host}");
+    }
+
+    #[test]
+    fn host_c_gives_a_counted_loop_an_unchecked_copy_behind_a_check() {
+        let source = "struct Params { count: u32, stride: u32 }\n\
+                      var<immediate> params: Params;\n\
+                      @group(0) @binding(0) var<storage, read> x: array<f32>;\n\
+                      @group(0) @binding(1) var<storage, read_write> y: array<f32>;\n\
+                      @compute @workgroup_size(64)\n\
+                      fn f(@builtin(global_invocation_id) id: vec3<u32>) {\n\
+                          let row = id.x * params.count;\n\
+                          for (var k = 0u; k < params.count; k++) { y[row + k] = x[row + k * params.stride]; }\n\
+                          for (var k = 0u; k < params.count; k++) { y[row + k] += 1.0; if (y[row] > 2.0) { k += 1u; } }\n\
+                      }\n";
+        let host = emit(source, Dialect::HostC);
+        // One unchecked copy, for the first loop: the second changes its own counter.
+        assert_eq!(host.matches("for (; k_l").count(), 1, "{host}");
+        let fast = &host[host.find("for (; k_l").expect("the unchecked copy")..];
+        let fast = &fast[..fast.find("} else {").expect("the checked loop after it")];
+        // Indices in 64 bits from the first iteration's: a literal step where the kernel
+        // fixes it, the checked step where the scalar block does.
+        assert!(fast.contains("xg_y2[xv_a") && fast.contains(") * 1] = "), "{fast}");
+        assert!(fast.contains(") * xv_s"), "{fast}");
+        assert!(!fast.contains("xh_rt_index") && !fast.contains("cancel_"), "{fast}");
+        // The check reads the scalar block's copy that the copy indexes with.
+        assert!(host.contains("xv_z >= (xh_i64)ctx->n_[0]) xv_fast"), "{host}");
+        for dialect in [Dialect::OpenclC, Dialect::CudaC] {
+            assert!(!emit(source, dialect).contains("xv_fast"), "{}", dialect.name());
+        }
     }
 
     #[test]

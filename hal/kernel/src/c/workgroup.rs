@@ -538,6 +538,7 @@ impl Writer<'_> {
                 .collect(),
             proven: Default::default(),
             calls: Default::default(),
+            counted: Default::default(),
             wg: Some(Wg {
                 size,
                 shape: ep.workgroup_size,

@@ -98,6 +98,8 @@ pub(super) struct Fx<'a> {
     pub(super) proven: super::region::Proven,
     /// Host C: the arguments of the function's calls by result, found on first use.
     pub(super) calls: std::cell::OnceCell<super::uniform::CallArguments>,
+    /// Host C: in a counted loop's unchecked copy, what its check proved (see `counted.rs`).
+    pub(super) counted: super::counted::FastCopy,
 }
 
 pub(super) fn ident(name: Option<&str>, fallback: &str) -> String {
@@ -811,7 +813,7 @@ impl<'a> Writer<'a> {
                     .ok_or_else(|| self.expr_err(fx, h, "this global"))?;
                 // A workgroup-mode body reads the pointers from its locals (see
                 // [`Writer::pointer_locals`]).
-                let pointer = if fx.wg.is_some() {
+                let pointer = if fx.wg.is_some() || fx.counted.pointer_locals {
                     format!("x{name}")
                 } else {
                     format!("ctx->{name}")
@@ -1667,6 +1669,7 @@ impl<'a> Writer<'a> {
                 .collect(),
             proven: Default::default(),
             calls: Default::default(),
+            counted: Default::default(),
         };
         let mut params = vec!["xh_ctx* ctx".to_owned()];
         for (i, arg) in f.arguments.iter().enumerate() {
@@ -1711,6 +1714,54 @@ impl<'a> Writer<'a> {
         "    ".repeat(fx.indent)
     }
 
+    /// A loop as it runs in WGSL: the continuing block at the top of every iteration but the
+    /// first, `break_if` after it.
+    pub(super) fn plain_loop(
+        &self,
+        fx: &mut Fx,
+        body: &Block,
+        continuing: &Block,
+        break_if: Option<Handle<Expression>>,
+        out: &mut String,
+    ) -> Res<()> {
+        let pad = Self::pad(fx);
+        // Host C: a launch past its time limit is cancelled, and every loop leaves at
+        // its next iteration, so that a runaway kernel ends.
+        let cancel = if self.d == Dialect::HostC {
+            format!("{pad}    if (__atomic_load_n(ctx->cancel_, __ATOMIC_RELAXED)) break;\n")
+        } else {
+            String::new()
+        };
+        if continuing.is_empty() && break_if.is_none() {
+            let _ = writeln!(out, "{pad}for (;;) {{");
+            out.push_str(&cancel);
+            fx.indent += 1;
+            self.block(fx, body, out)?;
+            fx.indent -= 1;
+            let _ = writeln!(out, "{pad}}}");
+        } else {
+            let gate = format!("loop_init{}", out.len());
+            let _ = writeln!(out, "{pad}{{ xh_bool {gate} = true;");
+            let _ = writeln!(out, "{pad}for (;;) {{");
+            let _ = writeln!(out, "{pad}    if (!{gate}) {{");
+            fx.indent += 2;
+            self.block(fx, continuing, out)?;
+            if let Some(b) = break_if {
+                let c = self.expr(fx, b)?;
+                let _ = writeln!(out, "{}if ({c}) {{ break; }}", Self::pad(fx));
+            }
+            fx.indent -= 2;
+            let _ = writeln!(out, "{pad}    }}");
+            let _ = writeln!(out, "{pad}    {gate} = false;");
+            out.push_str(&cancel);
+            fx.indent += 1;
+            self.block(fx, body, out)?;
+            fx.indent -= 1;
+            let _ = writeln!(out, "{pad}}} }}");
+        }
+        Ok(())
+    }
+
     fn block(&self, fx: &mut Fx, block: &Block, out: &mut String) -> Res<()> {
         for (s, span) in block.span_iter() {
             self.statement(fx, s, *span, out)?;
@@ -1718,7 +1769,7 @@ impl<'a> Writer<'a> {
         Ok(())
     }
 
-    fn bake(&self, fx: &mut Fx, h: Handle<Expression>, value: String, out: &mut String) -> Res<()> {
+    pub(super) fn bake(&self, fx: &mut Fx, h: Handle<Expression>, value: String, out: &mut String) -> Res<()> {
         let t = self.res_name(&fx.fi[h].ty).map_err(|e| self.relocate(fx, h, e))?;
         let name = match fx.f.named_expressions.get(&h) {
             Some(n) => format!("{}_e{}", ident(Some(n), "e"), h.index()),
@@ -1808,7 +1859,7 @@ impl<'a> Writer<'a> {
         match s {
             Statement::Emit(range) => {
                 for h in range.clone() {
-                    if self.is_pointer(fx, h) {
+                    if self.is_pointer(fx, h) || fx.counted.hoisted.contains(&h) {
                         continue;
                     }
                     let v = self.expr(fx, h)?;
@@ -1868,39 +1919,8 @@ impl<'a> Writer<'a> {
                 continuing,
                 break_if,
             } => {
-                // Host C: a launch past its time limit is cancelled, and every loop leaves at
-                // its next iteration, so that a runaway kernel ends.
-                let cancel = if self.d == Dialect::HostC {
-                    format!("{pad}    if (__atomic_load_n(ctx->cancel_, __ATOMIC_RELAXED)) break;\n")
-                } else {
-                    String::new()
-                };
-                if continuing.is_empty() && break_if.is_none() {
-                    let _ = writeln!(out, "{pad}for (;;) {{");
-                    out.push_str(&cancel);
-                    fx.indent += 1;
-                    self.block(fx, body, out)?;
-                    fx.indent -= 1;
-                    let _ = writeln!(out, "{pad}}}");
-                } else {
-                    let gate = format!("loop_init{}", out.len());
-                    let _ = writeln!(out, "{pad}{{ xh_bool {gate} = true;");
-                    let _ = writeln!(out, "{pad}for (;;) {{");
-                    let _ = writeln!(out, "{pad}    if (!{gate}) {{");
-                    fx.indent += 2;
-                    self.block(fx, continuing, out)?;
-                    if let Some(b) = break_if {
-                        let c = self.expr(fx, *b)?;
-                        let _ = writeln!(out, "{}if ({c}) {{ break; }}", Self::pad(fx));
-                    }
-                    fx.indent -= 2;
-                    let _ = writeln!(out, "{pad}    }}");
-                    let _ = writeln!(out, "{pad}    {gate} = false;");
-                    out.push_str(&cancel);
-                    fx.indent += 1;
-                    self.block(fx, body, out)?;
-                    fx.indent -= 1;
-                    let _ = writeln!(out, "{pad}}} }}");
+                if self.d != Dialect::HostC || !self.counted_loop(fx, body, continuing, *break_if, out)? {
+                    self.plain_loop(fx, body, continuing, *break_if, out)?;
                 }
             }
             Statement::Break => {

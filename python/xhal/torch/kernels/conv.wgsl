@@ -198,10 +198,16 @@ fn columns(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
     } else {
       let x_row = x_plane + (u32(pd) * g.in_size.y + u32(ph)) * g.in_size.z;
       for (var ow = 0u; ow < inner_first; ow = ow + 1u) { out[first + ow] = E(0); }
-      var read_at = x_row + u32(start + i32(inner_first) * stride);
-      for (var ow = inner_first; ow < inner_end; ow = ow + 1u) {
-        out[first + ow] = a[read_at];
-        read_at = read_at + g.stride.z;
+      // The read position as an affine function of `ow` (modulo 2^32, the same positions as
+      // stepping by the stride): the cpu device then checks the whole run once, before the loop.
+      let read_origin = x_row + u32(start);
+      if (g.stride.z == 1u) {
+        // Adjacent reads, which a CPU copies as whole vectors.
+        for (var ow = inner_first; ow < inner_end; ow = ow + 1u) { out[first + ow] = a[read_origin + ow]; }
+      } else {
+        for (var ow = inner_first; ow < inner_end; ow = ow + 1u) {
+          out[first + ow] = a[read_origin + ow * g.stride.z];
+        }
       }
       for (var ow = inner_end; ow < width; ow = ow + 1u) { out[first + ow] = E(0); }
     }
