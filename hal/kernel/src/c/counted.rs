@@ -125,7 +125,9 @@ impl<'a> Writer<'a> {
             format!("xv_fast{tag}"),
         );
         let ty = plan.c_type;
-        let counter = fx.locals[&plan.counter].clone();
+        let Some(counter) = fx.locals.get(&plan.counter).cloned() else {
+            return Ok(false);
+        };
         let saved = fx.baked.clone();
         let _ = writeln!(out, "{pad}{{");
         // The buffer pointers, and the scalar block's values the body reads, in locals: read
@@ -179,57 +181,49 @@ impl<'a> Writer<'a> {
         };
         // Each distinct index: its value in the first iteration (`xv_a`) and its step (`xv_s`),
         // in 64 bits, kept for the unchecked copy.
-        let mut distinct: Vec<(Handle<Expression>, u32)> = Vec::new();
-        let mut checks = String::new();
-        let mut unchecked = HashMap::new();
-        for &Site {
-            access,
-            index,
-            binding,
-            step,
-        } in &plan.sites
-        {
-            let k = match distinct.iter().position(|&d| d == (index, binding)) {
-                Some(k) => k,
-                None => {
-                    distinct.push((index, binding));
-                    let k = distinct.len() - 1;
-                    let at = |value: &str, fx: &mut Fx| -> Res<String> {
-                        for &h in &loads {
-                            fx.baked.insert(h, value.to_owned());
-                        }
-                        let text = self.expr(fx, index);
-                        for h in &loads {
-                            fx.baked.remove(h);
-                        }
-                        text
-                    };
-                    let start = at(&first, fx)?;
-                    let second = at(&next, fx)?;
-                    let n = format!("(xh_i64)ctx->n_[{binding}]");
-                    let _ = writeln!(
-                        checks,
-                        "{pad}    xv_a{tag}_{k} = (xh_i64)(xh_u32)({start}); xv_s{tag}_{k} = (xh_i64)(xh_i32)((xh_u32)({second}) - (xh_u32)xv_a{tag}_{k});"
-                    );
-                    let _ = writeln!(
-                        checks,
-                        "{pad}    xv_z = xv_a{tag}_{k} + xv_last * xv_s{tag}_{k}; if (xv_a{tag}_{k} >= {n} || xv_z < 0 || xv_z >= {n}) {fast} = false;"
-                    );
-                    k
+        for (k, &(index, binding)) in indices.iter().enumerate() {
+            let at = |value: &str, fx: &mut Fx| -> Res<String> {
+                for &h in &loads {
+                    fx.baked.insert(h, value.to_owned());
                 }
+                let text = self.expr(fx, index);
+                for h in &loads {
+                    fx.baked.remove(h);
+                }
+                text
             };
-            // A step the kernel's literals fix is written as a literal, so that the C compiler
-            // sees contiguous elements as such.
-            let stride = match step {
-                Some(c) => format!("{}", c as u32 as i32),
-                None => format!("xv_s{tag}_{k}"),
-            };
-            unchecked.insert(
-                access,
-                format!("xv_a{tag}_{k} + ((xh_i64){counter} - (xh_i64){first}) * {stride}"),
+            let start = at(&first, fx)?;
+            let second = at(&next, fx)?;
+            let n = format!("(xh_i64)ctx->n_[{binding}]");
+            let (a, s) = (format!("xv_a{tag}_{k}"), format!("xv_s{tag}_{k}"));
+            let _ = writeln!(
+                out,
+                "{pad}    {a} = (xh_i64)(xh_u32)({start}); {s} = (xh_i64)(xh_i32)((xh_u32)({second}) - (xh_u32){a});"
+            );
+            let _ = writeln!(
+                out,
+                "{pad}    xv_z = {a} + xv_last * {s}; if ({a} >= {n} || xv_z < 0 || xv_z >= {n}) {fast} = false;"
             );
         }
-        out.push_str(&checks);
+        let mut unchecked = HashMap::new();
+        for (k, &(index, binding)) in indices.iter().enumerate() {
+            for site in plan
+                .sites
+                .iter()
+                .filter(|site| (site.index, site.binding) == (index, binding))
+            {
+                // A step the kernel's literals fix is written as a literal, so that the C
+                // compiler sees contiguous elements as such.
+                let stride = match site.step {
+                    Some(c) => format!("{}", c as u32 as i32),
+                    None => format!("xv_s{tag}_{k}"),
+                };
+                unchecked.insert(
+                    site.access,
+                    format!("xv_a{tag}_{k} + ((xh_i64){counter} - (xh_i64){first}) * {stride}"),
+                );
+            }
+        }
         let _ = writeln!(out, "{pad}}}");
 
         // The unchecked copy: a `for` the C compiler can count, with no exit test in it.
