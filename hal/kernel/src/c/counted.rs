@@ -371,17 +371,7 @@ impl<'a> Writer<'a> {
             let Expression::Access { base, index } = f.expressions[h] else {
                 continue;
             };
-            let runtime_sized = match fx.fi[base].ty.inner_with(&self.m.types) {
-                TypeInner::Pointer { base: t, .. } => matches!(
-                    self.m.types[*t].inner,
-                    TypeInner::Array {
-                        size: ArraySize::Dynamic,
-                        ..
-                    }
-                ),
-                _ => false,
-            };
-            if !runtime_sized || !self.is_32_bit_integer(fx, index) {
+            if self.points_to_runtime_array(fx, base) != Some(true) || !self.is_32_bit_integer(fx, index) {
                 continue;
             }
             let Some(binding) = self.runtime_array_binding_of(f, base) else {
@@ -546,6 +536,21 @@ impl<'a> Writer<'a> {
         }
     }
 
+    /// Whether pointer expression `h` points to a runtime-sized array; `None` when `h` is not
+    /// a pointer to a whole value.
+    fn points_to_runtime_array(&self, fx: &Fx, h: Handle<Expression>) -> Option<bool> {
+        match fx.fi[h].ty.inner_with(&self.m.types) {
+            TypeInner::Pointer { base, .. } => Some(matches!(
+                self.m.types[*base].inner,
+                TypeInner::Array {
+                    size: ArraySize::Dynamic,
+                    ..
+                }
+            )),
+            _ => None,
+        }
+    }
+
     /// Whether pointer `pointer` reaches its root through constant member and element
     /// indices alone, none of them into a runtime-sized array (which would be clamped, and
     /// could raise the out-of-bounds flag where the loop itself would not).
@@ -554,17 +559,8 @@ impl<'a> Writer<'a> {
             match fx.f.expressions[pointer] {
                 Expression::LocalVariable(_) | Expression::GlobalVariable(_) => return true,
                 Expression::AccessIndex { base, .. } => {
-                    let runtime_sized = match fx.fi[base].ty.inner_with(&self.m.types) {
-                        TypeInner::Pointer { base: t, .. } => matches!(
-                            self.m.types[*t].inner,
-                            TypeInner::Array {
-                                size: ArraySize::Dynamic,
-                                ..
-                            }
-                        ),
-                        _ => true,
-                    };
-                    if runtime_sized {
+                    // Not a pointer (a component of a vector) is not followed either.
+                    if self.points_to_runtime_array(fx, base) != Some(false) {
                         return false;
                     }
                     pointer = base;
