@@ -546,7 +546,7 @@ impl<'a> Writer<'a> {
 
 /// The expressions that `block`'s statements, and those of the blocks inside them, emit: those
 /// that can run (an access is always emitted before it is used).
-fn emitted_expressions(block: &naga::Block) -> std::collections::HashSet<Handle<Expression>> {
+pub(super) fn emitted_expressions(block: &naga::Block) -> std::collections::HashSet<Handle<Expression>> {
     let mut live = std::collections::HashSet::new();
     crate::ir::for_each_statement(block, &mut |statement| {
         if let Statement::Emit(range) = statement {

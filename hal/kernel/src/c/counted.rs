@@ -25,6 +25,7 @@ use naga::{
     Statement, TypeInner,
 };
 
+use super::bounds::emitted_expressions;
 use super::uniform::{read_only, root, stored_locals, value_operands, Root};
 use super::writer::{Fx, Writer};
 use crate::error::KernelError;
@@ -134,9 +135,7 @@ impl<'a> Writer<'a> {
         // in the loop through the context, each would be loaded again after every store of a
         // float (strict aliasing is off). The check below reads the same copies, so the
         // unchecked copy indexes with the very values it proved.
-        for (c_type, name) in &self.ctx_pointers {
-            let _ = writeln!(out, "{pad}XH_UNUSED {c_type} const x{name} = ctx->{name};");
-        }
+        out.push_str(&self.pointer_locals(&pad, "ctx"));
         fx.counted.pointer_locals = true;
         for h in self.hoistable_loads(fx, body) {
             let value = self.expr(fx, h)?;
@@ -329,33 +328,16 @@ impl<'a> Writer<'a> {
             return None;
         }
         // The body changes neither the counter nor runs a loop or a barrier of its own.
+        // The continuing block stores the counter alone, which `invariant` never takes for
+        // invariant: the body's stores are all the loop's others.
         let mut stored = HashSet::new();
-        for s in body.iter().chain(continuing.iter()) {
-            stored_locals(f, s, &mut stored);
-        }
-        let mut body_stored = HashSet::new();
-        body.iter().for_each(|s| stored_locals(f, s, &mut body_stored));
-        if body_stored.contains(&counter)
-            || crate::ir::any_statement(body, &mut |s| {
-                matches!(
-                    s,
-                    Statement::Loop { .. } | Statement::ControlBarrier(_) | Statement::WorkGroupUniformLoad { .. }
-                )
-            })
-        {
+        body.iter().for_each(|s| stored_locals(f, s, &mut stored));
+        let nested_loop = crate::ir::any_statement(body, &mut |s| matches!(s, Statement::Loop { .. }));
+        if stored.contains(&counter) || nested_loop || crate::ir::has_barrier(body) {
             return None;
         }
-        let mut emitted = HashSet::new();
-        crate::ir::for_each_statement(body, &mut |s| {
-            if let Statement::Emit(range) = s {
-                emitted.extend(range.clone());
-            }
-        });
-        crate::ir::for_each_statement(continuing, &mut |s| {
-            if let Statement::Emit(range) = s {
-                emitted.extend(range.clone());
-            }
-        });
+        let mut emitted = emitted_expressions(body);
+        emitted.extend(emitted_expressions(continuing));
         let scope = Scope {
             f,
             counter,

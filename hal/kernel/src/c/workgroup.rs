@@ -481,7 +481,7 @@ impl Writer<'_> {
             "typedef struct xh_frame_{tag} {{{frame} }} xh_frame_{tag};\n\
              static void {inner}(xh_frame_{tag}* restrict F, xh_ctx* restrict proto, xh_u32x3 wid, xh_u32x3 nwg) {{\n\
              {}{}}}\n",
-            self.pointer_locals(),
+            self.pointer_locals("    ", "proto"),
             second.body
         );
         // Both passes made the same decisions, so they lay the frame out alike; were they to
@@ -495,7 +495,7 @@ impl Writer<'_> {
             let _ = write!(
                 text,
                 "static void {inner}_fast(xh_frame_{tag}* restrict F, xh_ctx* restrict proto, xh_u32x3 wid, xh_u32x3 nwg, const xh_u64* xh_site) {{\n{}{}}}\n",
-                self.pointer_locals(),
+                self.pointer_locals("    ", "proto"),
                 fast.body
             );
         }

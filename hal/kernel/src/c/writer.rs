@@ -658,17 +658,18 @@ impl<'a> Writer<'a> {
         }
     }
 
-    /// Host C, workgroup mode: the context's pointers to buffers and workgroup memory as
-    /// locals of the function that runs a workgroup, for its body to index. Read through the
+    /// Host C: the context's pointers to buffers and workgroup memory as locals (read from
+    /// `context`, each line indented by `pad`), for the function that runs a workgroup or a
+    /// counted loop's unchecked copy to index. Read through the
     /// context, a pointer must be loaded again after every store of a float wherever the C
     /// compiler cannot prove that the context does not escape (strict aliasing is off, and
     /// GCC does not take the context's `restrict` to cover what its pointers point to), and
     /// that load keeps the loop over the invocations from being vectorised. A local whose
     /// address is never taken cannot change.
-    pub(super) fn pointer_locals(&self) -> String {
+    pub(super) fn pointer_locals(&self, pad: &str, context: &str) -> String {
         let mut out = String::new();
         for (ty, name) in &self.ctx_pointers {
-            let _ = writeln!(out, "    XH_UNUSED {ty} const x{name} = proto->{name};");
+            let _ = writeln!(out, "{pad}XH_UNUSED {ty} const x{name} = {context}->{name};");
         }
         out
     }
